@@ -1,0 +1,66 @@
+package capture
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Kind describes one step kind: its name in playbooks, its default tier, the config
+// it decodes, and how a step is built from that config.
+type Kind struct {
+	Name string
+	// Tier is where steps of this kind run unless the playbook says otherwise.
+	Tier Tier
+	// Doc is one sentence for `check`, the JSON schema and the README.
+	Doc string
+	// Config returns a pointer to a zero config; playbooks decode the step's YAML
+	// (templates already rendered) into it strictly. It also drives the JSON schema.
+	Config func() any
+	// Build validates a decoded config and returns the step. It must not do I/O.
+	Build func(cfg any) (Step, error)
+	// Cooldown says the kind accepts a step-level `cooldown`.
+	Cooldown bool
+}
+
+var (
+	mu    sync.RWMutex
+	kinds = map[string]Kind{}
+)
+
+// Register adds a kind to the one registry table. Each kind file calls it from init;
+// tests may register their own. A duplicate name panics, as in Caddy's module table.
+func Register(k Kind) {
+	if k.Name == "" || k.Config == nil || k.Build == nil {
+		panic(fmt.Sprintf("capture: incomplete kind %q", k.Name))
+	}
+	if k.Tier == 0 {
+		panic(fmt.Sprintf("capture: kind %q has no tier", k.Name))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := kinds[k.Name]; dup {
+		panic(fmt.Sprintf("capture: kind %q registered twice", k.Name))
+	}
+	kinds[k.Name] = k
+}
+
+// Lookup returns the kind registered under name.
+func Lookup(name string) (Kind, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	k, ok := kinds[name]
+	return k, ok
+}
+
+// Kinds returns every registered kind name, sorted.
+func Kinds() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

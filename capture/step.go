@@ -1,0 +1,127 @@
+// Package capture holds the step kinds a playbook can run: one file per kind, each
+// registered into one table (registry.go). A step does one thing; the runner owns
+// deadlines, retries and ordering.
+package capture
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/storage"
+)
+
+// Step is one capture action, built from its kind's config for one run.
+type Step interface {
+	Run(ctx context.Context, in *Input) (*Result, error)
+}
+
+// Input is everything a step may read: the alert, its window, what earlier steps
+// found, and the outside world it may talk to (through Env).
+type Input struct {
+	RunID  string
+	StepID string
+	Alert  template.Alert
+	Window Window
+	// Prior holds the results of steps that finished earlier in this run, by step id.
+	// Read-only: steps of one tier run in parallel and share it.
+	Prior map[string]*Result
+	Env   *Env
+	Log   *zap.Logger
+}
+
+// Window is the stretch of time an alert is about: from its start minus a lookback
+// to the moment the run began.
+type Window struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Env is the outside world, injected by the runner. Nil fields mean "not configured";
+// a step that needs one returns an error with ReasonBadConfig.
+type Env struct {
+	// Store receives artifacts; keys are made with ArtifactKey.
+	Store storage.Store
+	// Targets is the HTTP client for addresses taken from alert labels: every
+	// connection and redirect is checked against the allow-list at dial time.
+	Targets *http.Client
+	// Prometheus is the configured Prometheus (trusted, from config).
+	Prometheus *Endpoint
+	// Traces is the configured trace backend (trusted, from config).
+	Traces *TracesEndpoint
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Endpoint is a configured HTTP service.
+type Endpoint struct {
+	URL     string
+	Client  *http.Client
+	Timeout time.Duration
+}
+
+// TracesEndpoint is the configured trace backend.
+type TracesEndpoint struct {
+	Endpoint
+	Backend string // "jaeger" or "tempo"
+	Service string // service.name of the vLLM spans
+}
+
+// Result is what a step reports: one summary line for the thread, findings that
+// later `when` expressions and triage read, and the artifacts it stored.
+type Result struct {
+	// Summary is one line a human reads in the thread.
+	Summary string `json:"summary"`
+	// Findings are visible to `when` expressions as steps.<id>.<key>; JSON values only.
+	Findings map[string]any `json:"findings,omitempty"`
+	// Signals are canonical vLLM signals (see signals.go) for triage.
+	Signals Signals `json:"signals,omitempty"`
+	// Artifacts are the objects this step stored.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Verdict is set by the triage step only.
+	Verdict *Verdict `json:"verdict,omitempty"`
+}
+
+// Artifact is one stored object.
+type Artifact struct {
+	Name        string `json:"name"`
+	Key         string `json:"key"`
+	ContentType string `json:"content_type"`
+	Size        int64  `json:"size"`
+	SHA256      string `json:"sha256"`
+}
+
+// Verdict is triage's answer: one primary cause from the fixed list, the factors that
+// also hold, the evidence lines that led there, and what to do.
+type Verdict struct {
+	ID           string   `json:"id"`
+	Contributing []string `json:"contributing,omitempty"`
+	Evidence     []string `json:"evidence,omitempty"`
+	Advice       []string `json:"advice,omitempty"`
+}
+
+// Verdict ids, the fixed list used everywhere.
+const (
+	VerdictHealthy      = "healthy"
+	VerdictOverload     = "overload"
+	VerdictKVPressure   = "kv-pressure"
+	VerdictPrefillBound = "prefill-bound"
+	VerdictDecodeBound  = "decode-bound"
+	VerdictClientAborts = "client-aborts"
+	VerdictUnexplained  = "unexplained"
+)
+
+// Verdicts lists every verdict id.
+var Verdicts = []string{VerdictHealthy, VerdictOverload, VerdictKVPressure, VerdictPrefillBound,
+	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained}
+
+// Now returns the env's clock reading.
+func (e *Env) now() time.Time {
+	if e == nil || e.Now == nil {
+		return time.Now()
+	}
+	return e.Now()
+}

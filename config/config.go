@@ -1,0 +1,148 @@
+// Package config is the daemon's own configuration: one YAML file decoded strictly,
+// defaults from one value (Default), secrets that never print.
+package config
+
+import (
+	"time"
+)
+
+// Config is the daemon's whole configuration. config.example.yaml documents every field.
+type Config struct {
+	Web        Web        `yaml:"web" json:"web"`
+	Storage    Storage    `yaml:"storage" json:"storage"`
+	Database   Database   `yaml:"database" json:"database"`
+	Runs       Runs       `yaml:"runs" json:"runs"`
+	Playbooks  []string   `yaml:"playbooks" json:"playbooks"`
+	Prometheus Prometheus `yaml:"prometheus" json:"prometheus"`
+	Traces     Traces     `yaml:"traces" json:"traces"`
+	Targets    Targets    `yaml:"targets" json:"targets"`
+	Notify     Notify     `yaml:"notify" json:"notify"`
+	Log        Log        `yaml:"log" json:"log"`
+}
+
+// Web is the HTTP listener and the webhook's guard.
+type Web struct {
+	ListenAddress string `yaml:"listen_address" json:"listen_address"`
+	// ExternalURL is how people reach this daemon (links in threads).
+	ExternalURL string `yaml:"external_url" json:"external_url"`
+	// MaxBodyBytes caps a webhook body; larger gets 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// AllowUnauthenticated lets a non-loopback listener run without webhook auth.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated" json:"allow_unauthenticated"`
+	Auth                 Auth `yaml:"auth" json:"auth"`
+}
+
+// Auth is what Alertmanager's http_config sends: a bearer token or basic auth.
+type Auth struct {
+	BearerToken     Secret     `yaml:"bearer_token" json:"bearer_token"`
+	BearerTokenFile string     `yaml:"bearer_token_file" json:"bearer_token_file"`
+	BasicAuth       *BasicAuth `yaml:"basic_auth" json:"basic_auth,omitempty"`
+}
+
+// Enabled says whether any webhook auth is configured.
+func (a Auth) Enabled() bool {
+	return a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
+}
+
+// BasicAuth is a username and password.
+type BasicAuth struct {
+	Username     string `yaml:"username" json:"username"`
+	Password     Secret `yaml:"password" json:"password"`
+	PasswordFile string `yaml:"password_file" json:"password_file"`
+}
+
+// Storage is where the embedded database and local artifacts live.
+type Storage struct {
+	// Path holds autocapture.db (SQLite) and artifacts/ (local store).
+	Path string `yaml:"path" json:"path"`
+}
+
+// Database chooses the run store: empty URL means SQLite under storage.path;
+// postgres://… means PostgreSQL (several replicas may share it).
+type Database struct {
+	URL Secret `yaml:"url" json:"url"`
+	// URLFile is the _file twin of URL.
+	URLFile string `yaml:"url_file" json:"url_file"`
+}
+
+// Runs bounds and paces run execution.
+type Runs struct {
+	// MaxConcurrent caps runs executing at once in this process; the rest wait queued.
+	MaxConcurrent int `yaml:"max_concurrent" json:"max_concurrent"`
+	// MaxAttempts bounds how often a run is started (first try + resumes) before it fails.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// DefaultTimeout bounds a run whose playbook sets none.
+	DefaultTimeout time.Duration `yaml:"default_timeout" json:"default_timeout"`
+	// HeartbeatInterval is how often the worker holding a run renews its lease.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval" json:"heartbeat_interval"`
+	// LeaseTimeout: a run whose heartbeat is older is taken over (after a crash).
+	LeaseTimeout time.Duration `yaml:"lease_timeout" json:"lease_timeout"`
+	// ShutdownGrace is how long running steps may finish after SIGTERM.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
+	// Lookback is how far before the alert's start its window begins.
+	Lookback time.Duration `yaml:"lookback" json:"lookback"`
+}
+
+// Prometheus is the Prometheus the tier-1 queries go to.
+type Prometheus struct {
+	URL     string        `yaml:"url" json:"url"`
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Traces is the trace backend tier 2 searches.
+type Traces struct {
+	// Backend is jaeger or tempo; empty URL disables tier 2.
+	Backend string        `yaml:"backend" json:"backend"`
+	URL     string        `yaml:"url" json:"url"`
+	Service string        `yaml:"service" json:"service"`
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+}
+
+// Targets is the allow-list for addresses taken from alert labels.
+type Targets struct {
+	// Allow holds hosts, host:port, CIDRs and :port entries.
+	Allow []string `yaml:"allow" json:"allow"`
+	// FromPrometheus also allows any instance Prometheus currently scrapes.
+	FromPrometheus bool `yaml:"from_prometheus" json:"from_prometheus"`
+}
+
+// Notify chooses where threads go.
+type Notify struct {
+	Console Console `yaml:"console" json:"console"`
+}
+
+// Console is the stdout notifier.
+type Console struct {
+	Enabled bool `yaml:"enabled" json:"enabled"`
+}
+
+// Log sets the daemon's logger.
+type Log struct {
+	Level  string `yaml:"level" json:"level"`   // debug, info, warn, error
+	Format string `yaml:"format" json:"format"` // console or json
+}
+
+// Default is the one source of defaults: what `serve` runs on with no config file.
+func Default() Config {
+	return Config{
+		Web: Web{
+			ListenAddress: "127.0.0.1:9095",
+			MaxBodyBytes:  1 << 20,
+		},
+		Storage: Storage{Path: "./data"},
+		Runs: Runs{
+			MaxConcurrent:     4,
+			MaxAttempts:       3,
+			DefaultTimeout:    10 * time.Minute,
+			HeartbeatInterval: 5 * time.Second,
+			LeaseTimeout:      20 * time.Second,
+			ShutdownGrace:     20 * time.Second,
+			Lookback:          10 * time.Minute,
+		},
+		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
+		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
+		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
+		Notify:     Notify{Console: Console{Enabled: true}},
+		Log:        Log{Level: "info", Format: "console"},
+	}
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+func TestParseKeepsDefaultsForOmittedFields(t *testing.T) {
+	cfg, err := Parse("c.yaml", []byte("runs:\n  max_concurrent: 9\nprometheus:\n  url: http://127.0.0.1:9999\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	if cfg.Runs.MaxConcurrent != 9 || cfg.Prometheus.URL != "http://127.0.0.1:9999" {
+		t.Fatalf("set fields not applied: %+v", cfg.Runs)
+	}
+	if cfg.Runs.HeartbeatInterval != d.Runs.HeartbeatInterval || cfg.Prometheus.Timeout != d.Prometheus.Timeout || cfg.Web.ListenAddress != d.Web.ListenAddress {
+		t.Fatalf("defaults lost: %+v", cfg)
+	}
+}
+
+func TestParseErrorsNameFileLineColumn(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "web:\n  listen_address: 127.0.0.1:1\n  listen_adress: x\n", "c.yaml:3:3: unknown field \"listen_adress\""},
+		{"bad duration", "runs:\n  lease_timeout: soon\n", "c.yaml:2:"},
+		{"bad level", "log:\n  level: loud\n", "c.yaml:2:10: log.level: want debug"},
+		{"open without auth", "web:\n  listen_address: 0.0.0.0:9095\n", "c.yaml:2:19: web.listen_address: listening on \"0.0.0.0:9095\" without webhook auth"},
+		{"lease vs heartbeat", "runs:\n  heartbeat_interval: 10s\n  lease_timeout: 15s\n", "c.yaml:3:18: runs.lease_timeout: must be at least twice"},
+		{"bad cidr", "targets:\n  allow: [10.0.0.0/99]\n", "c.yaml:2:11: targets.allow[0]: bad CIDR"},
+		{"not postgres", "database:\n  url: mysql://x\n", "c.yaml:2:8: database.url: want postgres://"},
+		{"syntax", "web: [\n", "c.yaml:"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(c.yaml))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestNonLoopbackWithAuthOrOptOutStarts(t *testing.T) {
+	for _, y := range []string{
+		"web:\n  listen_address: 0.0.0.0:9095\n  auth:\n    bearer_token: s3cret\n",
+		"web:\n  listen_address: 0.0.0.0:9095\n  auth:\n    basic_auth: {username: am, password: pw}\n",
+		"web:\n  listen_address: 0.0.0.0:9095\n  allow_unauthenticated: true\n",
+		"web:\n  listen_address: '[::1]:9095'\n",
+	} {
+		if _, err := Parse("c.yaml", []byte(y)); err != nil {
+			t.Errorf("%q: %v", y, err)
+		}
+	}
+}
+
+func TestSecretsNeverPrintAndFileTwinsLoad(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("from-file-token\n"), 0o600)
+	y := fmt.Sprintf("web:\n  auth:\n    bearer_token_file: %s\n    basic_auth: {username: am, password: hunter2}\ndatabase:\n  url: postgres://u:dbpass@127.0.0.1/x\n", tok)
+	cfg, err := Parse("c.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Web.Auth.BearerToken.Reveal() != "from-file-token" {
+		t.Fatalf("token from file = %q", cfg.Web.Auth.BearerToken.Reveal())
+	}
+	j, _ := json.Marshal(cfg)
+	ym, _ := yaml.Marshal(cfg)
+	for _, out := range []string{string(j), string(ym), fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg)} {
+		for _, secret := range []string{"from-file-token", "hunter2", "dbpass"} {
+			if strings.Contains(out, secret) {
+				t.Fatalf("secret %q printed in %s", secret, out)
+			}
+		}
+	}
+	both := "web:\n  auth:\n    bearer_token: a\n    bearer_token_file: " + tok + "\n"
+	if _, err := Parse("c.yaml", []byte(both)); err == nil || !strings.Contains(err.Error(), "both set") {
+		t.Fatalf("both token and file: %v", err)
+	}
+}
+
+func TestDefaultIsValidAndExampleParses(t *testing.T) {
+	d := Default()
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Runs.LeaseTimeout > time.Minute {
+		t.Fatal("lease timeout must let a crashed run resume within a minute")
+	}
+	cfg, err := Load(filepath.Join("..", "config.example.yaml"))
+	if err != nil {
+		t.Fatalf("config.example.yaml: %v", err)
+	}
+	if cfg.Web.MaxBodyBytes != 1<<20 {
+		t.Fatalf("example max body = %d", cfg.Web.MaxBodyBytes)
+	}
+}

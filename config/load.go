@@ -1,0 +1,195 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/autocapture/autocapture/internal/yamlerr"
+)
+
+// Load reads a config file over Default: fields the file leaves out keep their
+// defaults; unknown fields and bad values are file:line:col errors. Secrets' _file
+// twins are read. An empty path returns Default.
+func Load(path string) (*Config, error) {
+	cfg := Default()
+	if path == "" {
+		return &cfg, cfg.Validate()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes YAML data named file over Default and validates it.
+func Parse(file string, data []byte) (*Config, error) {
+	cfg := Default()
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, yamlerr.FromDecode(file, err)
+	}
+	if len(f.Docs) > 1 {
+		return nil, &yamlerr.Error{File: file, Msg: "one YAML document expected"}
+	}
+	if len(f.Docs) == 1 && f.Docs[0].Body != nil {
+		if err := yaml.NodeToValue(f.Docs[0].Body, &cfg, yaml.Strict()); err != nil {
+			return nil, yamlerr.FromDecodeIn(file, f, err)
+		}
+	}
+	v := validator{file: file, f: f}
+	v.check(&cfg)
+	if err := v.errs.Err(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Validate checks a config built in code (Default, tests) the same way a file is.
+func (c *Config) Validate() error {
+	v := validator{}
+	v.check(c)
+	return v.errs.Err()
+}
+
+type validator struct {
+	file string
+	f    *ast.File
+	errs yamlerr.List
+}
+
+// errorf records a problem at the node of a YAML path such as "$.web.listen_address",
+// or at the file when that path is not in it (a default).
+func (v *validator) errorf(path, format string, args ...any) {
+	var node ast.Node
+	if v.f != nil {
+		if p, err := yaml.PathString(path); err == nil {
+			node, _ = p.FilterFile(v.f)
+		}
+	}
+	v.errs = append(v.errs, yamlerr.At(v.file, node, "%s: %s", strings.TrimPrefix(path, "$."), fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) check(c *Config) {
+	if err := resolve(&c.Web.Auth.BearerToken, c.Web.Auth.BearerTokenFile, "bearer_token"); err != nil {
+		v.errorf("$.web.auth.bearer_token_file", "%v", err)
+	}
+	if ba := c.Web.Auth.BasicAuth; ba != nil {
+		if err := resolve(&ba.Password, ba.PasswordFile, "password"); err != nil {
+			v.errorf("$.web.auth.basic_auth.password_file", "%v", err)
+		}
+		if ba.Username == "" {
+			v.errorf("$.web.auth.basic_auth", "username is required")
+		}
+	}
+	if err := resolve(&c.Database.URL, c.Database.URLFile, "url"); err != nil {
+		v.errorf("$.database.url_file", "%v", err)
+	}
+	v.checkWeb(c)
+	if c.Storage.Path == "" {
+		v.errorf("$.storage.path", "must not be empty")
+	}
+	if u := c.Database.URL.Reveal(); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
+	}
+	v.checkRuns(c.Runs)
+	for _, g := range c.Playbooks {
+		if _, err := filepath.Match(g, ""); err != nil {
+			v.errorf("$.playbooks", "bad glob %q: %v", g, err)
+		}
+	}
+	if c.Prometheus.URL != "" {
+		v.checkURL("$.prometheus.url", c.Prometheus.URL)
+	}
+	if c.Traces.URL != "" {
+		v.checkURL("$.traces.url", c.Traces.URL)
+	}
+	if c.Traces.Backend != "jaeger" && c.Traces.Backend != "tempo" {
+		v.errorf("$.traces.backend", "want jaeger or tempo, got %q", c.Traces.Backend)
+	}
+	for i, a := range c.Targets.Allow {
+		if err := checkAllowEntry(a); err != nil {
+			v.errorf(fmt.Sprintf("$.targets.allow[%d]", i), "%v", err)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.errorf("$.log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if c.Log.Format != "console" && c.Log.Format != "json" {
+		v.errorf("$.log.format", "want console or json, got %q", c.Log.Format)
+	}
+}
+
+func (v *validator) checkWeb(c *Config) {
+	host, _, err := net.SplitHostPort(c.Web.ListenAddress)
+	if err != nil {
+		v.errorf("$.web.listen_address", "%v", err)
+		return
+	}
+	if c.Web.MaxBodyBytes <= 0 {
+		v.errorf("$.web.max_body_bytes", "must be positive")
+	}
+	if !IsLoopbackHost(host) && !c.Web.Auth.Enabled() && !c.Web.AllowUnauthenticated {
+		v.errorf("$.web.listen_address", "listening on %q without webhook auth: set web.auth (bearer_token or basic_auth), or web.allow_unauthenticated: true to accept that anyone who reaches this port can start captures", c.Web.ListenAddress)
+	}
+}
+
+func (v *validator) checkRuns(r Runs) {
+	if r.MaxConcurrent < 1 {
+		v.errorf("$.runs.max_concurrent", "must be at least 1")
+	}
+	if r.MaxAttempts < 1 {
+		v.errorf("$.runs.max_attempts", "must be at least 1")
+	}
+	if r.HeartbeatInterval <= 0 {
+		v.errorf("$.runs.heartbeat_interval", "must be positive")
+	}
+	if r.LeaseTimeout < 2*r.HeartbeatInterval {
+		v.errorf("$.runs.lease_timeout", "must be at least twice heartbeat_interval (%s)", r.HeartbeatInterval)
+	}
+	if r.DefaultTimeout <= 0 {
+		v.errorf("$.runs.default_timeout", "must be positive")
+	}
+}
+
+func (v *validator) checkURL(path, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.errorf(path, "want an http(s) URL, got %q", raw)
+	}
+}
+
+// IsLoopbackHost says whether a listen host stays on this machine.
+func IsLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// checkAllowEntry checks the shape of one allow-list entry: a CIDR must parse;
+// hosts, host:port and :port entries are matched at connect time.
+func checkAllowEntry(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty entry")
+	}
+	if strings.Contains(s, "/") {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			return fmt.Errorf("bad CIDR %q: %v", s, err)
+		}
+		return nil
+	}
+	return nil
+}

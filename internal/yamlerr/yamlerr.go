@@ -1,0 +1,132 @@
+// Package yamlerr turns YAML decoding and validation problems into errors that
+// name the file, line and column, as `autocapture check` prints them.
+package yamlerr
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/token"
+)
+
+// Error is one problem at one place in one file.
+type Error struct {
+	File string
+	Line int
+	Col  int
+	Msg  string
+}
+
+// Error formats as file:line:col: message.
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+	case e.File != "":
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return e.Msg
+}
+
+// List is several problems, reported together.
+type List []*Error
+
+// Error joins the problems one per line.
+func (l List) Error() string {
+	s := make([]string, len(l))
+	for i, e := range l {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Err returns nil for an empty list, else the list.
+func (l List) Err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// FromDecode converts a go-yaml error into an Error with the position of its token.
+// Errors without a position keep their text under the file's name.
+func FromDecode(file string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		e := &Error{File: file, Msg: ye.GetMessage()}
+		if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+			e.Line, e.Col = tk.Position.Line, tk.Position.Column
+		}
+		return e
+	}
+	return &Error{File: file, Msg: err.Error()}
+}
+
+var quoted = regexp.MustCompile(`"([^"]*)"`)
+
+// FromDecodeIn is FromDecode for a parsed file: an error that carries no position
+// (go-yaml drops it for durations) is placed at the first scalar whose value the
+// error quotes, e.g. time: invalid duration "soon".
+func FromDecodeIn(file string, f *ast.File, err error) error {
+	e := FromDecode(file, err)
+	pe, ok := e.(*Error)
+	if !ok || pe.Line > 0 || f == nil {
+		return e
+	}
+	m := quoted.FindStringSubmatch(pe.Msg)
+	if m == nil {
+		return e
+	}
+	var found ast.Node
+	for _, doc := range f.Docs {
+		ast.Walk(visitor(func(n ast.Node) bool {
+			if found != nil {
+				return false
+			}
+			if _, scalar := n.(ast.ScalarNode); scalar && n.GetToken() != nil && n.GetToken().Value == m[1] {
+				found = n
+				return false
+			}
+			return true
+		}), doc)
+	}
+	if found != nil {
+		tk := found.GetToken()
+		pe.Line, pe.Col = tk.Position.Line, tk.Position.Column
+	}
+	return pe
+}
+
+type visitor func(ast.Node) bool
+
+func (v visitor) Visit(n ast.Node) ast.Visitor {
+	if v(n) {
+		return v
+	}
+	return nil
+}
+
+// At makes an Error at a node's position.
+func At(file string, n ast.Node, format string, args ...any) *Error {
+	var tk *token.Token
+	if n != nil {
+		tk = n.GetToken()
+	}
+	return AtToken(file, tk, format, args...)
+}
+
+// AtToken makes an Error at a token's position.
+func AtToken(file string, tk *token.Token, format string, args ...any) *Error {
+	e := &Error{File: file, Msg: fmt.Sprintf(format, args...)}
+	if tk != nil && tk.Position != nil {
+		e.Line, e.Col = tk.Position.Line, tk.Position.Column
+	}
+	return e
+}

@@ -1,0 +1,108 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Console prints one clear block per run event to a writer (stdout by default).
+type Console struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+var _ Notifier = (*Console)(nil)
+
+// NewConsole returns a console notifier writing to w.
+func NewConsole(w io.Writer) *Console { return &Console{w: w} }
+
+// Open prints the run's header block.
+func (c *Console) Open(_ context.Context, run RunInfo) (Thread, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "── run %s opened ── %s\n", run.ID, run.Alert.Labels["alertname"])
+	fmt.Fprintf(&b, "   alert:     %s\n", labelString(run.Alert.Labels))
+	fmt.Fprintf(&b, "   since:     %s\n", run.Alert.StartsAt.UTC().Format(time.RFC3339))
+	if s := run.Alert.Annotations["summary"]; s != "" {
+		fmt.Fprintf(&b, "   summary:   %s\n", s)
+	}
+	if len(run.Playbooks) > 0 {
+		fmt.Fprintf(&b, "   playbooks: %s\n", strings.Join(run.Playbooks, ", "))
+	}
+	if run.Resumed > 0 {
+		fmt.Fprintf(&b, "   resumed:   %d time(s) after an interruption\n", run.Resumed)
+	}
+	c.print(b.String())
+	return Thread{TS: run.ID}, nil
+}
+
+// Reply prints one finished step.
+func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
+	if r.Summary != "" {
+		fmt.Fprintf(&b, "   %s\n", r.Summary)
+	}
+	if r.Reason != "" || r.Error != "" {
+		fmt.Fprintf(&b, "   why: %s %s\n", r.Reason, r.Error)
+	}
+	for _, l := range r.Links {
+		fmt.Fprintf(&b, "   %s: %s\n", l.Name, l.URL)
+	}
+	c.print(b.String())
+	return nil
+}
+
+// Close prints the run's outcome.
+func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "── run %s %s", t.TS, s.Status)
+	if s.Duration > 0 {
+		fmt.Fprintf(&b, " after %s", s.Duration.Round(time.Second))
+	}
+	b.WriteString(" ──\n")
+	if s.Reason != "" {
+		fmt.Fprintf(&b, "   why: %s\n", s.Reason)
+	}
+	if v := s.Verdict; v != nil {
+		fmt.Fprintf(&b, "   verdict: %s", v.ID)
+		if len(v.Contributing) > 0 {
+			fmt.Fprintf(&b, " (also: %s)", strings.Join(v.Contributing, ", "))
+		}
+		b.WriteString("\n")
+		for _, e := range v.Evidence {
+			fmt.Fprintf(&b, "   · %s\n", e)
+		}
+		for _, a := range v.Advice {
+			fmt.Fprintf(&b, "   → %s\n", a)
+		}
+	}
+	if s.ResolvedAt != nil {
+		fmt.Fprintf(&b, "   alert resolved at %s\n", s.ResolvedAt.UTC().Format(time.RFC3339))
+	}
+	c.print(b.String())
+	return nil
+}
+
+func (c *Console) print(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	io.WriteString(c.w, s)
+}
+
+func labelString(kv map[string]string) string {
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, kv[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

@@ -1,0 +1,101 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestKeySanitizesUntrustedSegments(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"plain", "vllm-0:8000", "vllm-0_8000"},
+		{"dotdot", "../../etc/passwd", "_.._etc_passwd"},
+		{"absolute", "/etc/passwd", "_etc_passwd"},
+		{"control", "a\x00b\nc", "a_b_c"},
+		{"empty", "", "_"},
+		{"only dots", "..", "_"},
+		{"unicode", "模型", "__"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Segment(c.in)
+			if got != c.want {
+				t.Fatalf("Segment(%q) = %q, want %q", c.in, got, c.want)
+			}
+			if err := ValidKey(Key("runs", c.in, "x.json")); err != nil {
+				t.Fatalf("Key with %q is invalid: %v", c.in, err)
+			}
+		})
+	}
+	if len(Segment(strings.Repeat("a", 1000))) > maxSegment {
+		t.Fatal("long segment not truncated")
+	}
+}
+
+func TestValidKeyRejectsEscapes(t *testing.T) {
+	for _, k := range []string{"", "/abs", "a/../b", "a//b", "./a", "a\\b", "a\x01b", "a/."} {
+		if ValidKey(k) == nil {
+			t.Errorf("ValidKey(%q) accepted", k)
+		}
+	}
+}
+
+func TestLocalPutStreamsAndHashes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := strings.Repeat("evidence ", 100000)
+	obj, err := s.Put(ctx, "runs/r1/metrics.json", strings.NewReader(body), Meta{ContentType: "application/json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(body))
+	if obj.Size != int64(len(body)) || obj.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("object = %+v", obj)
+	}
+	rc, err := s.Open(ctx, "runs/r1/metrics.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(got) != body {
+		t.Fatal("read back differs")
+	}
+	link, _ := s.Link(ctx, "runs/r1/metrics.json")
+	if !strings.HasPrefix(link, "file://") || !strings.HasSuffix(link, "/runs/r1/metrics.json") {
+		t.Fatalf("link = %q", link)
+	}
+	if _, err := s.Open(ctx, "runs/none"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("open missing: %v", err)
+	}
+	if _, err := s.Put(ctx, "../escape", strings.NewReader("x"), Meta{}); err == nil {
+		t.Fatal("put outside the root accepted")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
+		t.Fatal("file written outside the root")
+	}
+}
+
+func TestLocalPutLeavesNothingOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := NewLocal(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Put(ctx, "a/b.bin", strings.NewReader("data"), Meta{}); err == nil {
+		t.Fatal("put with a cancelled context succeeded")
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "a"))
+	if len(entries) != 0 {
+		t.Fatalf("left files behind: %v", entries)
+	}
+}
