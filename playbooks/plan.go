@@ -67,3 +67,17 @@ func (c *Condition) MarshalJSON() ([]byte, error) { return []byte(quoteJSON(c.So
 func (c *Condition) Eval(alert template.Alert, prior map[string]*capture.Result) (bool, error) {
 	return c.eval(Env(alert, prior))
 }
+
+// StoredPlan is the identity of a plan the runner persists on the run row, so a
+// resumed run rebuilds the very playbook it started with.
+type StoredPlan struct {
+	Playbook string `json:"playbook"`
+	File     string `json:"file"`
+	Digest   string `json:"digest"`
+	Source   []byte `json:"source"`
+}
+
+// Stored returns the plan's identity for persisting.
+func (p *Plan) Stored() StoredPlan {
+	return StoredPlan{Playbook: p.Playbook, File: p.File, Digest: p.Digest, Source: p.Source}
+}
