@@ -94,11 +94,10 @@ func startPostgresCluster() (*Postgres, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres not installed: run scripts/install-tools.sh (%w)", err)
 	}
-	base, err := os.MkdirTemp("", "autocapture-pg-")
+	base, err := processSubdir("pg-")
 	if err != nil {
 		return nil, err
 	}
-	onShutdown(func() { os.RemoveAll(base) })
 	cred, err := postgresCredential(base)
 	if err != nil {
 		return nil, err

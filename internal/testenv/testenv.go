@@ -214,11 +214,10 @@ func goBuild(pkg string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("go toolchain: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "autocapture-bin-")
+	dir, err := processSubdir("bin-")
 	if err != nil {
 		return "", err
 	}
-	onShutdown(func() { os.RemoveAll(dir) })
 	name := filepath.Base(strings.TrimSuffix(pkg, "/"))
 	if name == "." || name == "" {
 		name = "main"
@@ -248,5 +247,52 @@ func ModuleRoot() (string, error) {
 			return "", errors.New("no go.mod above the working directory")
 		}
 		dir = parent
+	}
+}
+
+// processDir is this test process's directory for state that outlives a
+// single test (built binaries, the PostgreSQL cluster); Main removes it.
+var (
+	procDirOnce sync.Once
+	procDir     string
+	procDirErr  error
+)
+
+const procDirPrefix = "autocapture-testenv-"
+
+// processSubdir creates a fresh directory under the process directory,
+// creating that first (and deleting those of test processes that died
+// without Main cleaning up).
+func processSubdir(prefix string) (string, error) {
+	procDirOnce.Do(func() {
+		removeStaleProcessDirs()
+		procDir, procDirErr = os.MkdirTemp("", fmt.Sprintf("%s%d-", procDirPrefix, os.Getpid()))
+		if procDirErr != nil {
+			return
+		}
+		// Other users (postgres) must reach their own subdirectories.
+		procDirErr = os.Chmod(procDir, 0o755)
+		onShutdown(func() { os.RemoveAll(procDir) })
+	})
+	if procDirErr != nil {
+		return "", procDirErr
+	}
+	return os.MkdirTemp(procDir, prefix)
+}
+
+// removeStaleProcessDirs deletes the process directories of test processes
+// that no longer run (a panic or -timeout skips Main; their servers died
+// with them through Pdeathsig, their files did not).
+func removeStaleProcessDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), procDirPrefix+"*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), procDirPrefix)
+		pid, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, '-'), 0)])
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+			os.RemoveAll(d)
+		}
 	}
 }
