@@ -1,0 +1,214 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/autocapture/autocapture/storage"
+)
+
+// HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
+// alert's instance (vLLM's /version, /server_info, /v1/models …) and keep the body.
+type HTTPConfig struct {
+	// URL is the full URL to GET (templated). Set URL or Path, not both.
+	URL string `yaml:"url" json:"url,omitempty"`
+	// Path is joined to http://{{ .Labels.instance }}, e.g. /version.
+	Path string `yaml:"path" json:"path,omitempty"`
+	// MaxBytes caps the stored body (default 1 MiB); a longer body is cut and
+	// reported as truncated.
+	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes,omitempty"`
+}
+
+// httpDefaultMaxBytes is the body cap when a step sets none.
+const httpDefaultMaxBytes = 1 << 20
+
+// httpMaxJSONKeys bounds the top-level JSON keys copied into findings.
+const httpMaxJSONKeys = 32
+
+// HTTP is the `http` step kind.
+type HTTP struct {
+	cfg HTTPConfig
+}
+
+var _ Step = (*HTTP)(nil)
+
+func init() {
+	Register(Kind{
+		Name:   "http",
+		Tier:   TierMetrics,
+		Doc:    "GET a diagnostic endpoint of the alert's instance (allow-listed) and keep the body as an artifact.",
+		Config: func() any { return &HTTPConfig{} },
+		Build:  buildHTTP,
+	})
+}
+
+func buildHTTP(c any) (Step, error) {
+	cfg, ok := c.(*HTTPConfig)
+	if !ok {
+		return nil, fmt.Errorf("http: config is %T, want *HTTPConfig", c)
+	}
+	if (cfg.URL == "") == (cfg.Path == "") {
+		return nil, fmt.Errorf("http: set exactly one of url and path")
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("http: max_bytes %d is negative", cfg.MaxBytes)
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = httpDefaultMaxBytes
+	}
+	out := *cfg
+	return &HTTP{cfg: out}, nil
+}
+
+// target is the URL this run GETs.
+func (h *HTTP) target(in *Input) (*url.URL, error) {
+	raw := h.cfg.URL
+	if raw == "" {
+		inst := in.Alert.Labels["instance"]
+		if inst == "" {
+			return nil, Errorf(ReasonBadConfig, "http: path %q needs the alert's instance label, which is missing", h.cfg.Path)
+		}
+		raw = "http://" + inst + "/" + strings.TrimPrefix(h.cfg.Path, "/")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, Errorf(ReasonBadConfig, "http: %q is not an absolute URL", raw)
+	}
+	return u, nil
+}
+
+// Run GETs the endpoint through the allow-listed client and stores the body.
+// A refusal by the allow-list comes back as the error and as a `refused` finding.
+func (h *HTTP) Run(ctx context.Context, in *Input) (*Result, error) {
+	if in.Env == nil || in.Env.Targets == nil || in.Env.Store == nil {
+		return nil, Errorf(ReasonBadConfig, "http: no target client or artifact store configured")
+	}
+	u, err := h.target(in)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, Errorf(ReasonBadConfig, "http: GET %s: %w", u.Redacted(), err)
+	}
+	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
+	resp, err := in.Env.Targets.Do(req)
+	if err != nil {
+		r := Classify(err)
+		res := &Result{Summary: fmt.Sprintf("GET %s: %s", u.Redacted(), r), Findings: map[string]any{"url": u.Redacted()}}
+		if r == ReasonRefused {
+			res.Findings["refused"] = err.Error()
+		}
+		return res, &Error{Reason: r, Err: fmt.Errorf("http: GET %s: %w", u.Redacted(), err)}
+	}
+	defer resp.Body.Close()
+	body, truncated, err := readCapped(resp.Body, h.cfg.MaxBytes)
+	if err != nil {
+		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("http: GET %s: read body: %w", u.Redacted(), err)}
+	}
+	ctype := resp.Header.Get("Content-Type")
+	findings := map[string]any{"url": u.Redacted(), "status": resp.StatusCode, "content_type": ctype,
+		"size": len(body), "truncated": truncated}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &Result{Summary: fmt.Sprintf("GET %s: HTTP %d", u.Path, resp.StatusCode), Findings: findings},
+			HTTPStatusError("http: GET "+u.Redacted(), resp.StatusCode, string(body))
+	}
+	addJSONFindings(findings, ctype, body, truncated)
+	name := "response" + extensionFor(ctype)
+	art, err := saveStepArtifact(ctx, in, name, ctype, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	return &Result{
+		Summary:   fmt.Sprintf("GET %s: %d, %d bytes of %s", u.Path, resp.StatusCode, len(body), mediaType(ctype)),
+		Findings:  findings,
+		Artifacts: []Artifact{art},
+	}, nil
+}
+
+// readCapped reads at most max bytes and says whether more were there.
+func readCapped(r io.Reader, max int64) ([]byte, bool, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(b)) > max {
+		return b[:max], true, nil
+	}
+	return b, false, nil
+}
+
+// addJSONFindings copies a JSON object's top-level keys, and its scalar values,
+// into findings: `when` can then read steps.<id>.json.version.
+func addJSONFindings(f map[string]any, ctype string, body []byte, truncated bool) {
+	if truncated || (mediaType(ctype) != "application/json" && !json.Valid(body)) {
+		return
+	}
+	var obj map[string]any
+	if json.Unmarshal(body, &obj) != nil {
+		return
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > httpMaxJSONKeys {
+		keys = keys[:httpMaxJSONKeys]
+	}
+	scalars := map[string]any{}
+	for _, k := range keys {
+		switch v := obj[k].(type) {
+		case string:
+			if len(v) > 200 {
+				v = v[:200] + "…"
+			}
+			scalars[k] = v
+		case float64, bool:
+			scalars[k] = v
+		}
+	}
+	f["keys"] = keys
+	f["json"] = scalars
+}
+
+// mediaType is the content type without parameters, or "unknown".
+func mediaType(ctype string) string {
+	mt, _, err := mime.ParseMediaType(ctype)
+	if err != nil || mt == "" {
+		return "unknown"
+	}
+	return mt
+}
+
+// extensionFor picks a file extension people's tools open.
+func extensionFor(ctype string) string {
+	switch mt := mediaType(ctype); {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		return ".json"
+	case mt == "text/html":
+		return ".html"
+	case strings.HasPrefix(mt, "text/"):
+		return ".txt"
+	default:
+		return ".bin"
+	}
+}
+
+// saveStepArtifact stores r under runs/<run>/<step>/<name> and describes it.
+func saveStepArtifact(ctx context.Context, in *Input, name, ctype string, r io.Reader) (Artifact, error) {
+	key := storage.Key("runs", in.RunID, in.StepID, name)
+	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: ctype})
+	if err != nil {
+		return Artifact{}, &Error{Reason: Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
+	}
+	return Artifact{Name: name, Key: obj.Key, ContentType: ctype, Size: obj.Size, SHA256: obj.SHA256}, nil
+}

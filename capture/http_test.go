@@ -1,0 +1,175 @@
+package capture_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/targets"
+)
+
+// testEnv is an Env with a local store and the default (loopback-only) allow-list.
+func testEnv(t *testing.T) (*capture.Env, *storage.Local) {
+	t.Helper()
+	st, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := targets.New(config.Default().Targets, targets.Options{
+		LookupIP: func(_ context.Context, host string) ([]netip.Addr, error) {
+			t.Errorf("unexpected DNS lookup of %q", host)
+			return nil, io.EOF
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &capture.Env{Store: st, Targets: pol.Client(5 * time.Second)}, st
+}
+
+// buildStep builds a registered kind from a config filled by fill.
+func buildStep[C any](t *testing.T, kind string, fill func(*C)) capture.Step {
+	t.Helper()
+	k, ok := capture.Lookup(kind)
+	if !ok {
+		t.Fatalf("kind %q not registered", kind)
+	}
+	cfg, ok := k.Config().(*C)
+	if !ok {
+		t.Fatalf("kind %q config is %T", kind, k.Config())
+	}
+	fill(cfg)
+	s, err := k.Build(cfg)
+	if err != nil {
+		t.Fatalf("build %s: %v", kind, err)
+	}
+	return s
+}
+
+func readArtifact(t *testing.T, st *storage.Local, key string) string {
+	t.Helper()
+	rc, err := st.Open(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
+}
+
+func TestHTTPStep(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/version":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"version":"0.11.2","build":{"x":1}}`)
+		case "/big":
+			io.WriteString(w, strings.Repeat("a", 100))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	inst := strings.TrimPrefix(srv.URL, "http://")
+	cases := []struct {
+		name       string
+		cfg        capture.HTTPConfig
+		instance   string
+		reason     capture.Reason
+		body       string
+		findings   map[string]any
+		noArtifact bool
+	}{
+		{"json version by path", capture.HTTPConfig{Path: "/version"}, inst, "", `{"version":"0.11.2","build":{"x":1}}`,
+			map[string]any{"status": 200, "content_type": "application/json", "truncated": false}, false},
+		{"truncated body", capture.HTTPConfig{URL: srv.URL + "/big", MaxBytes: 10}, "", "", "aaaaaaaaaa",
+			map[string]any{"size": 10, "truncated": true}, false},
+		{"not found is upstream-4xx", capture.HTTPConfig{Path: "server_info"}, inst, capture.ReasonUpstream4xx, "",
+			map[string]any{"status": 404}, true},
+		{"label pointing at another host", capture.HTTPConfig{Path: "/version"}, "10.20.30.40:8000", capture.ReasonRefused, "",
+			nil, true},
+		{"metadata address", capture.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", capture.ReasonRefused, "",
+			nil, true},
+		{"missing instance label", capture.HTTPConfig{Path: "/version"}, "", capture.ReasonBadConfig, "", nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, st := testEnv(t)
+			step := buildStep(t, "http", func(h *capture.HTTPConfig) { *h = c.cfg })
+			labels := template.KV{"alertname": "VLLMHighTTFT"}
+			if c.instance != "" {
+				labels["instance"] = c.instance
+			}
+			in := &capture.Input{RunID: "r1", StepID: "version", Alert: template.Alert{Labels: labels}, Env: env}
+			res, err := step.Run(context.Background(), in)
+			if got := capture.Classify(err); got != c.reason {
+				t.Fatalf("reason = %q (err %v), want %q", got, err, c.reason)
+			}
+			if c.reason == capture.ReasonRefused && (res == nil || res.Findings["refused"] == nil) {
+				t.Fatalf("refusal not reported as a finding: %+v", res)
+			}
+			for k, want := range c.findings {
+				if res.Findings[k] != want {
+					t.Errorf("finding %s = %v, want %v", k, res.Findings[k], want)
+				}
+			}
+			if c.noArtifact {
+				if res != nil && len(res.Artifacts) > 0 {
+					t.Fatalf("artifacts stored on failure: %+v", res.Artifacts)
+				}
+				return
+			}
+			if len(res.Artifacts) != 1 || readArtifact(t, st, res.Artifacts[0].Key) != c.body {
+				t.Fatalf("artifact = %+v, want body %q", res.Artifacts, c.body)
+			}
+		})
+	}
+}
+
+func TestHTTPStepJSONFindings(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		io.WriteString(w, `{"version":"0.11.2","build":{"x":1},"dev":true}`)
+	}))
+	defer srv.Close()
+	env, _ := testEnv(t)
+	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = srv.URL + "/version" })
+	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := res.Findings["keys"].([]string)
+	if strings.Join(keys, ",") != "build,dev,version" {
+		t.Errorf("keys = %v", res.Findings["keys"])
+	}
+	js, _ := res.Findings["json"].(map[string]any)
+	if js["version"] != "0.11.2" || js["dev"] != true || js["build"] != nil {
+		t.Errorf("json scalars = %v", js)
+	}
+	if res.Artifacts[0].Key != "runs/r/v/response.json" {
+		t.Errorf("artifact key = %q", res.Artifacts[0].Key)
+	}
+}
+
+func TestHTTPBuildRejectsBadConfig(t *testing.T) {
+	k, _ := capture.Lookup("http")
+	for name, cfg := range map[string]*capture.HTTPConfig{
+		"neither":  {},
+		"both":     {URL: "http://a/", Path: "/b"},
+		"negative": {Path: "/v", MaxBytes: -1},
+	} {
+		if _, err := k.Build(cfg); err == nil {
+			t.Errorf("%s: Build accepted %+v", name, cfg)
+		}
+	}
+}
