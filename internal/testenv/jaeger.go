@@ -29,8 +29,9 @@ type Jaeger struct {
 }
 
 // jaegerConfig is the collector-style configuration: OTLP in, a 100 ms
-// batch, memory storage, the query API out, and nothing on a fixed port
-// (its own telemetry is off, since it would listen on :8888).
+// batch, memory storage, the query API out, and nothing on a fixed port:
+// its own metrics are off (they would listen on :8888) and so is the query
+// service's self-tracing (it would send to localhost:4317).
 const jaegerConfig = `service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
   pipelines:
@@ -52,6 +53,9 @@ extensions:
         enabled: true
         path: /status
   jaeger_query:
+    # On by default in v2: it would export its own spans to localhost:4317
+    # (maybe another test's receiver) and hang 10s on shutdown retrying.
+    enable_tracing: false
     storage:
       traces: memstore
     http:
