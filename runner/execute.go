@@ -1,0 +1,238 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// Step statuses, the subset of run statuses a single step can end in.
+const (
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped"
+	StepCancelled = "cancelled"
+)
+
+// Causes a run's context is cancelled with. RunPlan tells them apart through
+// context.Cause, so the reason a step stopped reaches its record.
+var (
+	// ErrInterrupted: this process stops working on the run (shutdown past its grace,
+	// a lost lease). Steps it cut short are not recorded: they run again on resume.
+	ErrInterrupted = errors.New("run interrupted: it resumes elsewhere or after restart")
+	// ErrCancelled: someone asked for the run to be cancelled.
+	ErrCancelled = errors.New("run cancelled on request")
+	// ErrResolved: the alert resolved; only tier-3 steps are cancelled with it.
+	ErrResolved = errors.New("alert resolved")
+)
+
+// PlanInput is what one plan runs with. It holds no database: `autocapture test`
+// runs playbooks through RunPlan with none.
+type PlanInput struct {
+	RunID  string
+	Alert  template.Alert
+	Window capture.Window
+	Env    *capture.Env
+	Log    *zap.Logger
+	// Done holds this plan's steps recorded by an earlier attempt, by step id:
+	// they are not run again and their results feed `when` and Prior.
+	Done map[string]StepRecord
+	// Resolved is closed when the alert resolves: tier-3 steps in progress are
+	// cancelled (cause ErrResolved) and those not yet started are skipped. Nil: never.
+	Resolved <-chan struct{}
+	// DefaultTimeout bounds a plan that sets no Timeout (0: unbounded).
+	DefaultTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Hooks are how RunPlan's caller records steps. Every field is optional.
+type Hooks struct {
+	// Skip returns a reason to skip a step that would otherwise run (a step
+	// cooldown, say); "" lets it run.
+	Skip func(ctx context.Context, plan *playbooks.Plan, st *playbooks.PlannedStep) string
+	// StepDone persists and reports a step as soon as it has finished. Steps of
+	// one tier call it concurrently.
+	StepDone func(ctx context.Context, rec StepRecord)
+}
+
+// StepRecord is one step's outcome, as stored on the run and shown by the API.
+type StepRecord struct {
+	Plan       string             `json:"plan"`
+	ID         string             `json:"id"`
+	Kind       string             `json:"kind"`
+	Tier       capture.Tier       `json:"tier"`
+	Status     string             `json:"status"`
+	Reason     string             `json:"reason,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Summary    string             `json:"summary,omitempty"`
+	Findings   map[string]any     `json:"findings,omitempty"`
+	Signals    capture.Signals    `json:"signals,omitempty"`
+	Verdict    *capture.Verdict   `json:"verdict,omitempty"`
+	Artifacts  []capture.Artifact `json:"artifacts,omitempty"`
+	StartedAt  time.Time          `json:"started_at"`
+	FinishedAt time.Time          `json:"finished_at"`
+	DurationMS int64              `json:"duration_ms"`
+}
+
+// Result returns the record's findings as the capture.Result later steps read.
+func (r StepRecord) Result() *capture.Result {
+	return &capture.Result{Summary: r.Summary, Findings: r.Findings, Signals: r.Signals,
+		Verdict: r.Verdict, Artifacts: r.Artifacts}
+}
+
+// PlanOutcome is how a plan ended.
+type PlanOutcome struct {
+	Plan string
+	// Status is succeeded, partial, failed or cancelled.
+	Status string
+	// Reason says why the status is not succeeded.
+	Reason string
+	// Steps holds every step of the plan that has a record, in plan order.
+	Steps []StepRecord
+	// Verdict is the triage verdict, if a step produced one.
+	Verdict *capture.Verdict
+	// Interrupted: the run's context was cancelled with ErrInterrupted; the plan
+	// did not finish and Status is meaningless.
+	Interrupted bool
+}
+
+// RunPlan runs one plan: tiers in order, the steps of a tier in parallel, each
+// under its own deadline; a step's `when` is evaluated against the results of the
+// steps before it; a failed step without continue_on_error stops the later tiers.
+func RunPlan(ctx context.Context, plan *playbooks.Plan, in PlanInput, hooks Hooks) PlanOutcome {
+	timeout := plan.Timeout
+	if timeout <= 0 {
+		timeout = in.DefaultTimeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout,
+			fmt.Errorf("playbook %s ran longer than its timeout %s", plan.Playbook, timeout))
+		defer cancel()
+	}
+	if in.Log == nil {
+		in.Log = zap.NewNop()
+	}
+	ex := &planExec{plan: plan, in: in, hooks: hooks, prior: map[string]*capture.Result{}}
+	for id, rec := range in.Done {
+		if rec.Status == StepSucceeded {
+			ex.prior[id] = rec.Result()
+		}
+	}
+	byID := map[string]StepRecord{}
+	stopped := ""
+	for _, tier := range capture.Tiers {
+		var steps []*playbooks.PlannedStep
+		for i := range plan.Steps {
+			if plan.Steps[i].Tier == tier {
+				steps = append(steps, &plan.Steps[i])
+			}
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		for _, rec := range ex.runTier(ctx, steps, stopped) {
+			byID[rec.ID] = rec
+			if rec.Status == StepFailed && stopped == "" && !ex.step(rec.ID).ContinueOnError {
+				stopped = fmt.Sprintf("step %s failed earlier", rec.ID)
+			}
+		}
+		if interrupted(ctx) {
+			return PlanOutcome{Plan: plan.Playbook, Interrupted: true}
+		}
+	}
+	out := PlanOutcome{Plan: plan.Playbook}
+	for _, st := range plan.Steps {
+		if rec, ok := byID[st.ID]; ok {
+			out.Steps = append(out.Steps, rec)
+			if rec.Verdict != nil {
+				out.Verdict = rec.Verdict
+			}
+		}
+	}
+	out.Status, out.Reason = planStatus(out.Steps)
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrCancelled) {
+		out.Status, out.Reason = "cancelled", ErrCancelled.Error()
+	}
+	return out
+}
+
+// planExec is one RunPlan call's state.
+type planExec struct {
+	plan  *playbooks.Plan
+	in    PlanInput
+	hooks Hooks
+	mu    sync.Mutex
+	prior map[string]*capture.Result
+}
+
+func (ex *planExec) step(id string) *playbooks.PlannedStep {
+	for i := range ex.plan.Steps {
+		if ex.plan.Steps[i].ID == id {
+			return &ex.plan.Steps[i]
+		}
+	}
+	return &playbooks.PlannedStep{}
+}
+
+func (ex *planExec) now() time.Time {
+	if ex.in.Now != nil {
+		return ex.in.Now()
+	}
+	return time.Now()
+}
+
+// runTier runs the steps of one tier in parallel and returns their records (a
+// step cut short by ErrInterrupted has none). stopped, when set, is why the
+// tier must not run at all.
+func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep, stopped string) []StepRecord {
+	ex.mu.Lock()
+	prior := make(map[string]*capture.Result, len(ex.prior))
+	for k, v := range ex.prior {
+		prior[k] = v
+	}
+	ex.mu.Unlock()
+	recs := make([]*StepRecord, len(steps))
+	var wg sync.WaitGroup
+	for i, st := range steps {
+		if rec, ok := ex.in.Done[st.ID]; ok {
+			recs[i] = &rec
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := ex.runStep(ctx, st, prior, stopped)
+			if rec == nil {
+				return
+			}
+			if ex.hooks.StepDone != nil {
+				ex.hooks.StepDone(ctx, *rec)
+			}
+			recs[i] = rec
+		}()
+	}
+	wg.Wait()
+	var out []StepRecord
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	for _, r := range recs {
+		if r == nil {
+			continue
+		}
+		if r.Status == StepSucceeded {
+			ex.prior[r.ID] = r.Result()
+		}
+		out = append(out, *r)
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// waitFor reads one value from ch or fails the test after a generous bound (a
+// hang guard, not a timing assertion).
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("gave up waiting for %s", what)
+	}
+	var zero T
+	return zero
+}
+
+func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	barrier := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	go func() { arrived.Wait(); close(barrier) }()
+	par := func(id string) capture.Step {
+		return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+			arrived.Done() // both steps of the tier must be running at once to pass
+			select {
+			case <-barrier:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			mu.Lock()
+			order = append(order, id)
+			mu.Unlock()
+			return &capture.Result{Findings: map[string]any{"id": id}}, nil
+		})
+	}
+	var priorSeen []string
+	last := funcStep(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+		for k := range in.Prior {
+			priorSeen = append(priorSeen, k)
+		}
+		mu.Lock()
+		order = append(order, "t3")
+		mu.Unlock()
+		return &capture.Result{}, nil
+	})
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
+		step("t3", capture.TierProfile, last), step("x", capture.TierMetrics, par("x")), step("y", capture.TierMetrics, par("y")),
+	}}
+	for i := range plan.Steps[1:] {
+		plan.Steps[1+i].Timeout = 20 * time.Second
+	}
+	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r"}, Hooks{})
+	if out.Status != "succeeded" {
+		t.Fatalf("status %s: %s", out.Status, out.Reason)
+	}
+	if len(order) != 3 || order[2] != "t3" {
+		t.Fatalf("order = %v, want tier 1 steps before the tier-3 step", order)
+	}
+	if len(priorSeen) != 2 {
+		t.Fatalf("tier-3 step saw prior %v, want both tier-1 results", priorSeen)
+	}
+}
+
+func TestRunPlanSkipsDoneSteps(t *testing.T) {
+	c := newCounter()
+	next := step("next", capture.TierTraces, okStep(c, nil))
+	next.When = cond("steps.first.n == 1", func(env map[string]any) (bool, error) {
+		s, _ := env["steps"].(map[string]any)["first"].(map[string]any)
+		return s != nil && s["n"] == 1, nil
+	})
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{step("first", capture.TierMetrics, okStep(c, nil)), next}}
+	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: StepSucceeded, Findings: map[string]any{"n": 1}}}
+	var r recorder
+	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r", Done: done}, r.hooks())
+	if got := c.snapshot(); got["r/first"] != 0 || got["r/next"] != 1 {
+		t.Fatalf("executions %v: want first skipped (done) and next run once", got)
+	}
+	if _, again := r.recs["first"]; again {
+		t.Error("a step done in an earlier attempt was recorded again")
+	}
+	if out.Status != "succeeded" || len(out.Steps) != 2 {
+		t.Fatalf("outcome %s with %d steps", out.Status, len(out.Steps))
+	}
+}
+
+func TestRunPlanResolutionCancelsOnlyTier3(t *testing.T) {
+	c := newCounter()
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	resolved := make(chan struct{})
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
+		step("metrics", capture.TierMetrics, okStep(c, nil)),
+		step("frame", capture.TierProfile, blockStep(c, started, release)),
+	}}
+	var r recorder
+	done := make(chan PlanOutcome, 1)
+	go func() { done <- RunPlan(context.Background(), plan, PlanInput{RunID: "r", Resolved: resolved}, r.hooks()) }()
+	waitFor(t, started, "the tier-3 step to start")
+	close(resolved)
+	out := waitFor(t, done, "the plan to end")
+	if got := r.get("metrics"); got.Status != StepSucceeded {
+		t.Errorf("tier-1 step %s, want succeeded", got.Status)
+	}
+	frame := r.get("frame")
+	if frame.Status != StepCancelled || frame.Error == "" || len(frame.Artifacts) != 1 {
+		t.Errorf("tier-3 step = %+v, want cancelled with its cause and its partial artifact kept", frame)
+	}
+	if out.Status != "partial" {
+		t.Errorf("plan %s, want partial (evidence kept, frame cut short)", out.Status)
+	}
+}
+
+func TestRunPlanCancelAndInterrupt(t *testing.T) {
+	cases := []struct {
+		name       string
+		cause      error
+		status     string
+		recorded   bool
+		interrupts bool
+	}{
+		{name: "cancel request", cause: ErrCancelled, status: "cancelled", recorded: true},
+		{name: "interrupted by shutdown", cause: ErrInterrupted, recorded: false, interrupts: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCounter()
+			started := make(chan string, 1)
+			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
+				step("long", capture.TierMetrics, blockStep(c, started, nil)),
+				step("later", capture.TierTraces, okStep(c, nil)),
+			}}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			var r recorder
+			done := make(chan PlanOutcome, 1)
+			go func() { done <- RunPlan(ctx, plan, PlanInput{RunID: "r"}, r.hooks()) }()
+			waitFor(t, started, "the step to start")
+			cancel(tc.cause)
+			out := waitFor(t, done, "the plan to end")
+			if out.Interrupted != tc.interrupts {
+				t.Fatalf("interrupted = %v", out.Interrupted)
+			}
+			if !tc.interrupts && out.Status != tc.status {
+				t.Fatalf("status %s, want %s", out.Status, tc.status)
+			}
+			_, rec := r.recs["long"]
+			if rec != tc.recorded {
+				t.Fatalf("step recorded = %v, want %v", rec, tc.recorded)
+			}
+			if c.count("r/later") != 0 {
+				t.Fatal("a later tier ran after the run was stopped")
+			}
+		})
+	}
+}

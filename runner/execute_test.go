@@ -1,0 +1,185 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// recorder collects StepDone calls.
+type recorder struct {
+	mu   sync.Mutex
+	recs map[string]StepRecord
+}
+
+func (r *recorder) hooks() Hooks {
+	r.recs = map[string]StepRecord{}
+	return Hooks{StepDone: func(_ context.Context, rec StepRecord) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.recs[rec.ID] = rec
+	}}
+}
+
+func (r *recorder) get(id string) StepRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recs[id]
+}
+
+func failStep(c *counter, err error) capture.Step {
+	return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		defer c.enter(in.RunID + "/" + in.StepID)()
+		return nil, err
+	})
+}
+
+func TestRunPlanStatuses(t *testing.T) {
+	refused := capture.Errorf(capture.ReasonRefused, "dial 127.0.0.1:1: refused")
+	type want struct{ status, reason string }
+	cases := []struct {
+		name    string
+		steps   func(c *counter) []playbooks.PlannedStep
+		plan    string
+		want    map[string]want
+		notRun  []string
+		reasonH string
+	}{
+		{
+			name: "all succeed",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), step("b", capture.TierTraces, okStep(c, nil))}
+			},
+			plan: "succeeded",
+			want: map[string]want{"a": {StepSucceeded, ""}, "b": {StepSucceeded, ""}},
+		},
+		{
+			name: "failure stops later tiers",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), step("bad", capture.TierMetrics, failStep(c, refused)),
+					step("later", capture.TierTraces, okStep(c, nil))}
+			},
+			plan:    "partial",
+			want:    map[string]want{"a": {StepSucceeded, ""}, "bad": {StepFailed, "refused"}, "later": {StepSkipped, "step bad failed earlier"}},
+			notRun:  []string{"later"},
+			reasonH: "bad (refused)",
+		},
+		{
+			name: "continue_on_error keeps going",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				bad := step("bad", capture.TierMetrics, failStep(c, refused))
+				bad.ContinueOnError = true
+				return []playbooks.PlannedStep{bad, step("later", capture.TierTraces, okStep(c, nil))}
+			},
+			plan: "partial",
+			want: map[string]want{"bad": {StepFailed, "refused"}, "later": {StepSucceeded, ""}},
+		},
+		{
+			name: "render error is bad-config and nothing succeeded",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				s := playbooks.PlannedStep{ID: "r", Kind: "test", Tier: capture.TierMetrics, RenderErr: errors.New(`label "instance" missing`)}
+				return []playbooks.PlannedStep{s}
+			},
+			plan: "failed",
+			want: map[string]want{"r": {StepFailed, "bad-config"}},
+		},
+		{
+			name: "when false skips, when true sees prior findings",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				yes := step("yes", capture.TierTraces, okStep(c, nil))
+				yes.When = cond(`steps.tri.verdict == "unexplained"`, func(env map[string]any) (bool, error) {
+					s, _ := env["steps"].(map[string]any)["tri"].(map[string]any)
+					return s != nil && s["verdict"] == "unexplained", nil
+				})
+				no := step("no", capture.TierTraces, okStep(c, nil))
+				no.When = cond("false", func(map[string]any) (bool, error) { return false, nil })
+				tri := step("tri", capture.TierTriage, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+					return &capture.Result{Verdict: &capture.Verdict{ID: "unexplained"}}, nil
+				}))
+				return []playbooks.PlannedStep{tri, yes, no}
+			},
+			plan:   "succeeded",
+			want:   map[string]want{"tri": {StepSucceeded, ""}, "yes": {StepSucceeded, ""}, "no": {StepSkipped, "when: false is false"}},
+			notRun: []string{"no"},
+		},
+		{
+			name: "when error is bad-config",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				s := step("w", capture.TierMetrics, okStep(c, nil))
+				s.When = cond("boom", func(map[string]any) (bool, error) { return false, errors.New("unknown name boom") })
+				return []playbooks.PlannedStep{s}
+			},
+			plan:   "failed",
+			want:   map[string]want{"w": {StepFailed, "bad-config"}},
+			notRun: []string{"w"},
+		},
+		{
+			name: "step timeout is classified with its cause",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				s := step("slow", capture.TierMetrics, blockStep(c, nil, nil))
+				s.Timeout = 20 * time.Millisecond
+				return []playbooks.PlannedStep{s}
+			},
+			plan:    "failed",
+			want:    map[string]want{"slow": {StepFailed, "timeout"}},
+			reasonH: "slow (timeout)",
+		},
+		{
+			name: "panic is an internal failure",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{step("p", capture.TierMetrics, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+					panic("oops")
+				}))}
+			},
+			plan: "failed",
+			want: map[string]want{"p": {StepFailed, "internal"}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCounter()
+			plan := &playbooks.Plan{Playbook: "pb", Steps: tc.steps(c)}
+			var r recorder
+			out := RunPlan(context.Background(), plan, PlanInput{RunID: "r1", Alert: template.Alert{Fingerprint: "f"}}, r.hooks())
+			if out.Status != tc.plan {
+				t.Fatalf("plan status = %q (%s), want %q", out.Status, out.Reason, tc.plan)
+			}
+			if tc.reasonH != "" && !strings.Contains(out.Reason, tc.reasonH) {
+				t.Errorf("plan reason %q lacks %q", out.Reason, tc.reasonH)
+			}
+			for id, w := range tc.want {
+				got := r.get(id)
+				if got.Status != w.status || (w.reason != "" && got.Reason != w.reason) {
+					t.Errorf("step %s = %s/%q (%s), want %s/%q", id, got.Status, got.Reason, got.Error, w.status, w.reason)
+				}
+			}
+			for _, id := range tc.notRun {
+				if n := c.count("r1/" + id); n != 0 {
+					t.Errorf("step %s ran %d times, want 0", id, n)
+				}
+			}
+			if len(out.Steps) != len(tc.want) {
+				t.Errorf("outcome has %d steps, want %d", len(out.Steps), len(tc.want))
+			}
+		})
+	}
+}
+
+func TestRunPlanTimeoutCauseInError(t *testing.T) {
+	c := newCounter()
+	s := step("slow", capture.TierMetrics, blockStep(c, nil, nil))
+	s.Timeout = 10 * time.Millisecond
+	var r recorder
+	RunPlan(context.Background(), &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{s}}, PlanInput{RunID: "r"}, r.hooks())
+	if got := r.get("slow").Error; !strings.Contains(got, "ran longer than its timeout 10ms") {
+		t.Fatalf("error %q does not carry the readable cause", got)
+	}
+}
