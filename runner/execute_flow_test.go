@@ -106,7 +106,9 @@ func TestRunPlanResolutionCancelsOnlyTier3(t *testing.T) {
 	}}
 	var r recorder
 	done := make(chan PlanOutcome, 1)
-	go func() { done <- RunPlan(context.Background(), plan, PlanInput{RunID: "r", Resolved: resolved}, r.hooks()) }()
+	go func() {
+		done <- RunPlan(context.Background(), plan, PlanInput{RunID: "r", Resolved: resolved}, r.hooks())
+	}()
 	waitFor(t, started, "the tier-3 step to start")
 	close(resolved)
 	out := waitFor(t, done, "the plan to end")

@@ -23,7 +23,9 @@ func cond(src string, f func(env map[string]any) (bool, error)) *playbooks.Condi
 // funcStep is a test step made of a function.
 type funcStep func(ctx context.Context, in *capture.Input) (*capture.Result, error)
 
-func (f funcStep) Run(ctx context.Context, in *capture.Input) (*capture.Result, error) { return f(ctx, in) }
+func (f funcStep) Run(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+	return f(ctx, in)
+}
 
 // counter counts executions per key and the most running at once.
 type counter struct {
