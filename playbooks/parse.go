@@ -1,0 +1,331 @@
+package playbooks
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/prometheus/alertmanager/matcher/parse"
+	"github.com/prometheus/alertmanager/pkg/labels"
+
+	"github.com/autocapture/autocapture/internal/yamlerr"
+)
+
+// Playbook is one parsed, validated playbook, ready to be planned for an alert.
+type Playbook struct {
+	Name        string
+	Description string
+	File        string
+	Line, Col   int
+	// Match holds the parsed matchers; all must hold.
+	Match         labels.Matchers
+	Continue      bool
+	Timeout       time.Duration
+	Cooldown      time.Duration
+	CooldownBy    []string
+	MaxConcurrent int
+	Notify        *NotifySpec
+	Vars          []Var
+	Steps         []*Step
+	// Source is the playbook's own YAML (a one-playbook file); Digest its sha256.
+	Source []byte
+	Digest string
+}
+
+// Var is one playbook variable, rendered once per run in file order (a var may
+// read the vars above it).
+type Var struct {
+	Name string
+	tmpl *tmpl
+}
+
+// rawFile is the top level of a playbook file, items kept as nodes for positions.
+type rawFile struct {
+	Playbooks []ast.Node `yaml:"playbooks"`
+	Tests     []ast.Node `yaml:"tests"`
+}
+
+// parsed is one file's playbooks and tests.
+type parsed struct {
+	playbooks []*Playbook
+	tests     []*TestCase
+}
+
+// parseFile parses and validates one playbook file. Every problem found is
+// reported, each as file:line:col.
+func parseFile(file string, data []byte) (*parsed, error) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		return nil, yamlerr.FromDecode(file, err)
+	}
+	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
+		return nil, &yamlerr.Error{File: file, Msg: "want one YAML document with a playbooks: list"}
+	}
+	var raw rawFile
+	if err := yaml.NodeToValue(f.Docs[0].Body, &raw, yaml.Strict()); err != nil {
+		return nil, yamlerr.FromDecodeIn(file, f, err)
+	}
+	p := &fileParser{file: file, f: f, lines: strings.SplitAfter(string(data), "\n")}
+	out := &parsed{}
+	seen := map[string]*Playbook{}
+	for i, n := range raw.Playbooks {
+		pb := p.playbook(n)
+		if pb == nil {
+			continue
+		}
+		if prev, dup := seen[pb.Name]; dup {
+			p.errorf(child(n, "name"), "duplicate playbook name %q (first at line %d)", pb.Name, prev.Line)
+			continue
+		}
+		seen[pb.Name] = pb
+		pb.Source = []byte(p.source(raw.Playbooks, i))
+		sum := sha256.Sum256(pb.Source)
+		pb.Digest = hex.EncodeToString(sum[:])
+		out.playbooks = append(out.playbooks, pb)
+	}
+	for _, n := range raw.Tests {
+		if tc := p.testCase(n, out.playbooks); tc != nil {
+			out.tests = append(out.tests, tc)
+		}
+	}
+	if err := p.errs.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fileParser collects the problems of one file.
+type fileParser struct {
+	file  string
+	f     *ast.File
+	lines []string
+	errs  yamlerr.List
+}
+
+func (p *fileParser) errorf(n ast.Node, format string, args ...any) {
+	p.errs = append(p.errs, yamlerr.At(p.file, keyOf(n), format, args...))
+}
+
+// keyOf returns the node whose position stands for n: a mapping's token is its
+// first ':', so a mapping is placed at its first key.
+func keyOf(n ast.Node) ast.Node {
+	switch m := n.(type) {
+	case *ast.MappingNode:
+		if len(m.Values) > 0 {
+			return m.Values[0].Key
+		}
+	case *ast.MappingValueNode:
+		return m.Key
+	}
+	return n
+}
+
+// decode decodes n strictly into v, recording a positioned error.
+func (p *fileParser) decode(n ast.Node, v any) bool {
+	if err := yaml.NodeToValue(n, v, yaml.Strict()); err != nil {
+		p.errs = append(p.errs, yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
+		return false
+	}
+	return true
+}
+
+// playbook parses one item of playbooks:.
+func (p *fileParser) playbook(n ast.Node) *Playbook {
+	var spec PlaybookSpec
+	if _, ok := n.(*ast.MappingNode); !ok {
+		if _, ok := n.(*ast.MappingValueNode); !ok {
+			p.errorf(n, "a playbook must be a mapping")
+			return nil
+		}
+	}
+	if !p.decode(n, &spec) {
+		return nil
+	}
+	tk := keyOf(n).GetToken()
+	pb := &Playbook{Name: spec.Name, Description: spec.Description, File: p.file,
+		Line: tk.Position.Line, Col: tk.Position.Column, Continue: spec.Continue,
+		Timeout: spec.Timeout, Cooldown: spec.Cooldown, CooldownBy: spec.CooldownBy,
+		MaxConcurrent: spec.MaxConcurrent, Notify: spec.Notify}
+	if spec.Name == "" {
+		p.errorf(n, "playbook: name is required")
+	}
+	p.matchers(pb, child(n, "match"), spec.Match)
+	p.limits(pb, n, &spec)
+	pb.Vars = p.vars(spec.Vars)
+	if len(spec.Steps) == 0 {
+		p.errorf(orNode(child(n, "steps"), n), "playbook %q: steps: at least one step is required", spec.Name)
+	}
+	ids := map[string]*Step{}
+	for _, sn := range spec.Steps {
+		st := p.step(sn, pb)
+		if st == nil {
+			continue
+		}
+		if prev, dup := ids[st.ID]; dup {
+			p.errorf(child(sn, "id"), "duplicate step id %q (first at line %d)", st.ID, prev.Line)
+			continue
+		}
+		ids[st.ID] = st
+		pb.Steps = append(pb.Steps, st)
+	}
+	p.conditions(pb)
+	return pb
+}
+
+// matchers parses the match: entries with Alertmanager's own parser.
+func (p *fileParser) matchers(pb *Playbook, seq ast.Node, srcs []string) {
+	for i, s := range srcs {
+		ms, err := parse.Matchers(s)
+		if err != nil {
+			p.errorf(item(seq, i), "bad matcher %q: %v", s, err)
+			continue
+		}
+		pb.Match = append(pb.Match, ms...)
+	}
+}
+
+// limits checks the run limits and the notify block.
+func (p *fileParser) limits(pb *Playbook, n ast.Node, spec *PlaybookSpec) {
+	if spec.Timeout < 0 {
+		p.errorf(child(n, "timeout"), "timeout must not be negative")
+	}
+	if spec.Cooldown < 0 {
+		p.errorf(child(n, "cooldown"), "cooldown must not be negative")
+	}
+	if len(spec.CooldownBy) > 0 && spec.Cooldown == 0 {
+		p.errorf(child(n, "cooldown_by"), "cooldown_by needs a cooldown")
+	}
+	for i, l := range spec.CooldownBy {
+		if !labelName(l) {
+			p.errorf(item(child(n, "cooldown_by"), i), "bad label name %q", l)
+		}
+	}
+	if spec.MaxConcurrent < 0 {
+		p.errorf(child(n, "max_concurrent"), "max_concurrent must not be negative")
+	}
+	if nt := spec.Notify; nt != nil {
+		nn := child(n, "notify")
+		if nt.Channel == "" {
+			p.errorf(nn, "notify: channel is required")
+		}
+		if nt.Thread == "" {
+			nt.Thread = threadModes[0]
+		}
+		if !slices.Contains(threadModes, nt.Thread) {
+			p.errorf(orNode(child(nn, "thread"), nn), "notify: thread: want %s, got %q", strings.Join(threadModes, " or "), nt.Thread)
+		}
+	}
+}
+
+// vars parses the vars: mapping, keeping its order, and parses each template.
+func (p *fileParser) vars(n ast.Node) []Var {
+	if n == nil || n.Type() == ast.NullType {
+		return nil
+	}
+	m, ok := n.(ast.MapNode)
+	if !ok {
+		p.errorf(n, "vars: want a mapping of name: template")
+		return nil
+	}
+	var out []Var
+	for it := m.MapRange(); it.Next(); {
+		name := it.Key().GetToken().Value
+		s, ok := it.Value().(*ast.StringNode)
+		if !ok {
+			if it.Value().Type() == ast.NullType {
+				s = &ast.StringNode{Value: ""}
+			} else {
+				s = &ast.StringNode{Value: it.Value().GetToken().Value}
+			}
+		}
+		t, err := parseTemplate("vars."+name, s.Value)
+		if err != nil {
+			p.errorf(it.Value(), "vars.%s: %v", name, err)
+			continue
+		}
+		out = append(out, Var{Name: name, tmpl: t})
+	}
+	return out
+}
+
+// source cuts the i-th playbook's lines out of the file, as a file of its own.
+func (p *fileParser) source(items []ast.Node, i int) string {
+	start := items[i].GetToken().Position.Line
+	end := len(p.lines) + 1
+	if i+1 < len(items) {
+		end = items[i+1].GetToken().Position.Line
+	} else if next := p.afterPlaybooks(); next > 0 {
+		end = next
+	}
+	body := strings.Join(p.lines[start-1:end-1], "")
+	body = strings.TrimRight(body, " \t\n") + "\n"
+	return "playbooks:\n" + body
+}
+
+// afterPlaybooks is the line of the first top-level key after playbooks:, or 0.
+func (p *fileParser) afterPlaybooks() int {
+	m, ok := p.f.Docs[0].Body.(ast.MapNode)
+	if !ok {
+		return 0
+	}
+	after := false
+	for it := m.MapRange(); it.Next(); {
+		if after {
+			return it.Key().GetToken().Position.Line
+		}
+		after = it.Key().GetToken().Value == "playbooks"
+	}
+	return 0
+}
+
+// child returns the value node under key in a mapping node, or nil.
+func child(n ast.Node, key string) ast.Node {
+	m, ok := n.(ast.MapNode)
+	if !ok || n == nil {
+		return nil
+	}
+	for it := m.MapRange(); it.Next(); {
+		if it.Key().GetToken().Value == key {
+			return it.Value()
+		}
+	}
+	return nil
+}
+
+// item returns the i-th element of a sequence node, or the node itself.
+func item(n ast.Node, i int) ast.Node {
+	if s, ok := n.(*ast.SequenceNode); ok && i < len(s.Values) {
+		return s.Values[i]
+	}
+	return n
+}
+
+func orNode(n, fallback ast.Node) ast.Node {
+	if n == nil {
+		return fallback
+	}
+	return n
+}
+
+// labelName says whether s is a valid Prometheus label name.
+func labelName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// String names the playbook and where it is defined.
+func (pb *Playbook) String() string { return fmt.Sprintf("%s (%s:%d)", pb.Name, pb.File, pb.Line) }

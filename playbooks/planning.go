@@ -1,0 +1,99 @@
+package playbooks
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+// Matches says whether an alert with these labels matches the playbook's matchers.
+func (pb *Playbook) Matches(ls template.KV) bool {
+	return len(Match([]*Playbook{pb}, ls)) == 1
+}
+
+// Plan renders and builds the playbook for one alert. It never fails as a whole:
+// a template that cannot render (a label the alert lacks) or a rendered config the
+// kind refuses becomes that step's RenderErr, which the run reports.
+func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
+	data := NewTemplateData(alert, w)
+	varErr := pb.renderVars(data)
+	plan := &Plan{Playbook: pb.Name, File: pb.File, Line: pb.Line, Digest: pb.Digest,
+		Source: pb.Source, Timeout: pb.Timeout, Cooldown: pb.Cooldown, MaxConcurrent: pb.MaxConcurrent,
+		Steps: make([]PlannedStep, 0, len(pb.Steps))}
+	if pb.Cooldown > 0 {
+		plan.CooldownKey = pb.cooldownKey(alert.Labels, "")
+	}
+	for _, st := range pb.Steps {
+		ps := PlannedStep{ID: st.ID, Kind: st.Kind, Tier: st.Tier, Timeout: st.Timeout,
+			ContinueOnError: st.ContinueOnError, When: st.When, Cooldown: st.Cooldown}
+		if st.Cooldown > 0 {
+			ps.CooldownKey = pb.cooldownKey(alert.Labels, st.ID)
+		}
+		switch {
+		case varErr != nil:
+			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %w", pb.Name, st.ID, varErr)
+		default:
+			ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, data)
+		}
+		plan.Steps = append(plan.Steps, ps)
+	}
+	return plan
+}
+
+// plan renders one step's config and builds it.
+func (st *Step) plan(playbook string, data *TemplateData) (any, capture.Step, error) {
+	tree, err := renderTree(st.config, st.templates, data)
+	if err != nil {
+		return nil, nil, capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
+	}
+	cfg, step, err := st.build(tree)
+	if err != nil {
+		return cfg, nil, capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
+	}
+	return cfg, step, nil
+}
+
+// renderVars renders the vars in order into data.Vars; a var sees those above it.
+func (pb *Playbook) renderVars(data *TemplateData) error {
+	for _, v := range pb.Vars {
+		s, err := v.tmpl.render(data)
+		if err != nil {
+			return fmt.Errorf("vars.%s: %w", v.Name, err)
+		}
+		data.Vars[v.Name] = s
+	}
+	return nil
+}
+
+// cooldownKey identifies "the same alert" for cooldowns: the playbook (and step)
+// with the values of the cooldown_by labels, in the order written.
+func (pb *Playbook) cooldownKey(ls template.KV, step string) string {
+	var b strings.Builder
+	b.WriteString(pb.Name)
+	if step != "" {
+		b.WriteString("/" + step)
+	}
+	by := pb.CooldownBy
+	if len(by) == 0 {
+		by = []string{}
+		for k := range ls {
+			by = append(by, k)
+		}
+		sort.Strings(by)
+	}
+	for i, l := range by {
+		sep := ","
+		if i == 0 {
+			sep = "{"
+		}
+		fmt.Fprintf(&b, "%s%s=%q", sep, l, ls[l])
+	}
+	if len(by) > 0 {
+		b.WriteString("}")
+	}
+	return b.String()
+}

@@ -1,0 +1,150 @@
+package playbooks
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+// Reloader holds the active playbook set and replaces it on Reload: from a file
+// change (Watch), SIGHUP or POST /-/reload. A broken edit keeps the last good set.
+// Plans already made keep the playbooks they were built from.
+type Reloader struct {
+	globs []string
+	log   *zap.Logger
+	cur   atomic.Pointer[Set]
+	mu    sync.Mutex // serialises reloads
+
+	success   prometheus.Gauge
+	timestamp prometheus.Gauge
+}
+
+// NewReloader loads the set once (an error here is fatal to the caller) and
+// registers autocapture_config_last_reload_successful and
+// autocapture_config_last_reload_success_timestamp_seconds on reg (nil: none).
+func NewReloader(globs []string, log *zap.Logger, reg prometheus.Registerer) (*Reloader, error) {
+	r := &Reloader{globs: globs, log: log,
+		success: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_successful",
+			Help: "Whether the last playbook reload succeeded (1) or kept the previous set (0)."}),
+		timestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_success_timestamp_seconds",
+			Help: "When the playbooks were last loaded successfully."}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{r.success, r.timestamp} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("playbooks: register reload metrics: %w", err)
+			}
+		}
+	}
+	if err := r.Reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Current returns the active set.
+func (r *Reloader) Current() *Set { return r.cur.Load() }
+
+// Reload loads the globs again. On success the new set becomes active; on error
+// the previous set stays, the error (file:line:col) is logged and returned.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, err := Load(r.globs, r.log)
+	if err != nil {
+		r.success.Set(0)
+		r.log.Error("Playbook reload failed; keeping the previous set.", zap.Error(err))
+		return fmt.Errorf("playbooks: reload: %w", err)
+	}
+	r.cur.Store(s)
+	r.success.Set(1)
+	r.timestamp.SetToCurrentTime()
+	r.log.Info("Playbooks loaded.", zap.Int("playbooks", len(s.Playbooks)), zap.Strings("files", s.Files))
+	return nil
+}
+
+// Plan plans the alert on the current set.
+func (r *Reloader) Plan(alert template.Alert, w capture.Window) ([]*Plan, error) {
+	return r.Current().Plan(alert, w)
+}
+
+// Rebuild rebuilds a stored plan from its own source (the current set is not used).
+func (r *Reloader) Rebuild(p StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+	return Rebuild(p, alert, w)
+}
+
+// Watch reloads when a file in the globs' directories changes, until ctx ends.
+// Bursts of events (an editor's write-rename) are coalesced for debounce. With no
+// globs (the embedded set) there is nothing to watch and it waits for ctx.
+func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
+	if len(r.globs) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("playbooks: watch: %w", err)
+	}
+	defer w.Close()
+	dirs := map[string]bool{}
+	for _, g := range r.globs {
+		d := filepath.Dir(g)
+		if dirs[d] {
+			continue
+		}
+		dirs[d] = true
+		if err := w.Add(d); err != nil {
+			return fmt.Errorf("playbooks: watch %s: %w", d, err)
+		}
+	}
+	return r.loop(ctx, w, debounce)
+}
+
+// loop turns relevant file events into debounced reloads.
+func (r *Reloader) loop(ctx context.Context, w *fsnotify.Watcher, debounce time.Duration) error {
+	var timer <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if r.relevant(ev.Name) && !ev.Has(fsnotify.Chmod) {
+				timer = time.After(debounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			r.log.Warn("Playbook watcher reported an error.", zap.Error(err))
+		case <-timer:
+			timer = nil
+			_ = r.Reload() // logged; the previous set stays on error
+		}
+	}
+}
+
+// relevant says whether a changed path is one of the globs' files.
+func (r *Reloader) relevant(name string) bool {
+	for _, g := range r.globs {
+		if ok, _ := filepath.Match(g, name); ok {
+			return true
+		}
+		if ok, _ := filepath.Match(filepath.Base(g), filepath.Base(name)); ok && filepath.Dir(g) == filepath.Dir(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package playbooks
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/common/model"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/yamlerr"
+	"github.com/autocapture/autocapture/playbooks/vllm"
+)
+
+// Planner turns an alert into the plans of its matched playbooks; the runner codes
+// against it. *Set and *Reloader satisfy it.
+type Planner interface {
+	Plan(alert template.Alert, w capture.Window) ([]*Plan, error)
+	Rebuild(p StoredPlan, alert template.Alert, w capture.Window) (*Plan, error)
+}
+
+var (
+	_ Planner = (*Set)(nil)
+	_ Planner = (*Reloader)(nil)
+)
+
+// Set is a loaded, validated set of playbooks, in matching order, with their tests.
+// It is immutable once loaded and safe for concurrent use.
+type Set struct {
+	Playbooks []*Playbook
+	Tests     []*TestCase
+	Files     []string
+}
+
+// EmbeddedPrefix names the shipped playbook files in positions and plans.
+const EmbeddedPrefix = "embedded:vllm/"
+
+// Load loads the playbook files the globs match, in lexical order of their paths.
+// Empty globs load the shipped vLLM playbooks embedded in the binary.
+func Load(globs []string, log *zap.Logger) (*Set, error) {
+	if len(globs) == 0 {
+		s, err := LoadFS(vllm.FS, EmbeddedPrefix)
+		if err == nil {
+			log.Debug("Loaded the shipped playbooks.", zap.Int("playbooks", len(s.Playbooks)))
+		}
+		return s, err
+	}
+	var files []string
+	seen := map[string]bool{}
+	for _, g := range globs {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("playbooks: glob %q: %w", g, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("playbooks: glob %q matches no file", g)
+		}
+		for _, f := range m {
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+	}
+	sort.Strings(files)
+	s, err := LoadFiles(files)
+	if err == nil {
+		log.Debug("Loaded playbooks.", zap.Strings("files", files), zap.Int("playbooks", len(s.Playbooks)))
+	}
+	return s, err
+}
+
+// LoadFiles loads playbook files in the order given; a directory stands for its
+// *.yaml and *.yml files in lexical order. Every problem of every file is reported.
+func LoadFiles(paths []string) (*Set, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("playbooks: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		var in []string
+		for _, pat := range []string{"*.yaml", "*.yml"} {
+			m, _ := filepath.Glob(filepath.Join(p, pat))
+			in = append(in, m...)
+		}
+		sort.Strings(in)
+		files = append(files, in...)
+	}
+	return build(files, func(name string) ([]byte, error) { return os.ReadFile(name) })
+}
+
+// LoadFS loads every *.yaml file at the root of fsys, in lexical order; names in
+// errors and plans are prefix + file name.
+func LoadFS(fsys fs.FS, prefix string) (*Set, error) {
+	names, err := fs.Glob(fsys, "*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("playbooks: %w", err)
+	}
+	sort.Strings(names)
+	files := make([]string, len(names))
+	for i, n := range names {
+		files[i] = prefix + n
+	}
+	return build(files, func(name string) ([]byte, error) {
+		return fs.ReadFile(fsys, strings.TrimPrefix(name, prefix))
+	})
+}
+
+// build parses each file and checks names are unique across the set.
+func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
+	s := &Set{Files: files}
+	var errs yamlerr.List
+	byName := map[string]*Playbook{}
+	for _, f := range files {
+		data, err := read(f)
+		if err != nil {
+			errs = append(errs, &yamlerr.Error{File: f, Msg: err.Error()})
+			continue
+		}
+		p, err := parseFile(f, data)
+		if err != nil {
+			errs = append(errs, asList(f, err)...)
+			continue
+		}
+		for _, pb := range p.playbooks {
+			if prev, dup := byName[pb.Name]; dup {
+				errs = append(errs, &yamlerr.Error{File: f, Line: pb.Line, Col: pb.Col,
+					Msg: fmt.Sprintf("duplicate playbook name %q (first at %s:%d)", pb.Name, prev.File, prev.Line)})
+				continue
+			}
+			byName[pb.Name] = pb
+			s.Playbooks = append(s.Playbooks, pb)
+		}
+		s.Tests = append(s.Tests, p.tests...)
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func asList(file string, err error) yamlerr.List {
+	switch e := err.(type) {
+	case yamlerr.List:
+		return e
+	case *yamlerr.Error:
+		return yamlerr.List{e}
+	}
+	return yamlerr.List{{File: file, Msg: err.Error()}}
+}
+
+// Match returns the playbooks an alert with these labels runs, like Alertmanager
+// routes: the first match, and after a match with continue: true the next ones too.
+func Match(pbs []*Playbook, ls template.KV) []*Playbook {
+	set := model.LabelSet{}
+	for k, v := range ls {
+		set[model.LabelName(k)] = model.LabelValue(v)
+	}
+	var out []*Playbook
+	for _, pb := range pbs {
+		if !pb.Match.Matches(set) {
+			continue
+		}
+		out = append(out, pb)
+		if !pb.Continue {
+			break
+		}
+	}
+	return out
+}
+
+// Plan returns the plans of the playbooks the alert matches (none: empty slice).
+func (s *Set) Plan(alert template.Alert, w capture.Window) ([]*Plan, error) {
+	out := []*Plan{}
+	for _, pb := range Match(s.Playbooks, alert.Labels) {
+		out = append(out, pb.Plan(alert, w))
+	}
+	return out, nil
+}
+
+// Rebuild re-parses a stored playbook's source and plans it again (a resumed run),
+// whatever the current set holds.
+func (s *Set) Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+	return Rebuild(sp, alert, w)
+}
+
+// Rebuild re-parses a stored playbook's source and plans it for the alert.
+func Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+	p, err := parseFile(sp.File, sp.Source)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild playbook %s: %w", sp.Playbook, err)
+	}
+	for _, pb := range p.playbooks {
+		if pb.Name == sp.Playbook {
+			if sp.Digest != "" && pb.Digest != sp.Digest {
+				return nil, fmt.Errorf("rebuild playbook %s: source digest %s, stored %s", sp.Playbook, pb.Digest, sp.Digest)
+			}
+			return pb.Plan(alert, w), nil
+		}
+	}
+	return nil, fmt.Errorf("rebuild playbook %s: not in its stored source", sp.Playbook)
+}

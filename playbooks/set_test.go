@@ -1,0 +1,197 @@
+package playbooks
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+var testWindow = capture.Window{
+	Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+	End:   time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC),
+}
+
+func loadGood(t *testing.T) *Set {
+	t.Helper()
+	s, err := Load([]string{"testdata/good.yaml"}, zap.NewNop())
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return s
+}
+
+func alert(labels ...string) template.Alert {
+	kv := template.KV{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		kv[labels[i]] = labels[i+1]
+	}
+	return template.Alert{Status: "firing", Labels: kv, StartsAt: testWindow.Start}
+}
+
+func names(plans []*Plan) string {
+	var s []string
+	for _, p := range plans {
+		s = append(s, p.Playbook)
+	}
+	return strings.Join(s, ",")
+}
+
+func TestMatchFirstAndContinue(t *testing.T) {
+	s := loadGood(t)
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   string
+	}{
+		{"continue lets the next match run, which stops there", []string{"alertname", "VLLMHighTTFT", "severity", "page", "instance", "a:1", "model_name", "m"}, "vllm-high-ttft,any-vllm"},
+		{"regex matcher must match the whole value", []string{"alertname", "VLLMHighTTFT", "severity", "pager", "model_name", "m"}, "any-vllm"},
+		{"first match without continue stops", []string{"alertname", "VLLMQueueDeep", "model_name", "m"}, "any-vllm"},
+		{"no match is an empty list", []string{"alertname", "NodeDown"}, ""},
+		{"a missing label reads as empty", []string{"severity", "page"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plans, err := s.Plan(alert(tc.labels...), testWindow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plans == nil {
+				t.Fatal("Plan returned nil, want an empty slice")
+			}
+			if got := names(plans); got != tc.want {
+				t.Errorf("matched %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanRendersConfigAndLimits(t *testing.T) {
+	s := loadGood(t)
+	plans, _ := s.Plan(alert("alertname", "VLLMHighTTFT", "severity", "page", "instance", `h"x:1`, "model_name", "m"), testWindow)
+	if len(plans) != 2 {
+		t.Fatalf("got %d plans, want 2", len(plans))
+	}
+	p := plans[0]
+	if p.Timeout != 2*time.Minute || p.Cooldown != 10*time.Minute || p.MaxConcurrent != 2 {
+		t.Errorf("limits = %s %s %d", p.Timeout, p.Cooldown, p.MaxConcurrent)
+	}
+	if want := `vllm-high-ttft{instance="h\"x:1"}`; p.CooldownKey != want {
+		t.Errorf("cooldown key %q, want %q", p.CooldownKey, want)
+	}
+	if p.File != "testdata/good.yaml" || p.Line != 2 || len(p.Digest) != 64 {
+		t.Errorf("identity = %s:%d %q", p.File, p.Line, p.Digest)
+	}
+	snap := p.Steps[0]
+	if snap.RenderErr != nil || snap.Step == nil {
+		t.Fatalf("snapshot: %v", snap.RenderErr)
+	}
+	q := snap.Config.(*tPromConfig).Queries[0]
+	if want := `max(vllm:num_requests_waiting{instance="h\"x:1"}[15m])`; q.Query != want {
+		t.Errorf("query %q, want %q", q.Query, want)
+	}
+	if q.Signal != "queue_depth" || snap.Timeout != 20*time.Second || snap.Tier != capture.TierMetrics {
+		t.Errorf("snapshot step = %+v", snap)
+	}
+	slow := p.Steps[2]
+	if slow.Tier != capture.TierTraces || !slow.ContinueOnError || slow.When == nil || slow.Cooldown != 30*time.Minute {
+		t.Errorf("slow step = %+v", slow)
+	}
+	if want := `vllm-high-ttft/slow{instance="h\"x:1"}`; slow.CooldownKey != want {
+		t.Errorf("step cooldown key %q, want %q", slow.CooldownKey, want)
+	}
+	if got := slow.Config.(*tTracesConfig).Limit; got != 5 {
+		t.Errorf("limit %d, want 5", got)
+	}
+}
+
+func TestPlanMissingLabelIsRenderErr(t *testing.T) {
+	s := loadGood(t)
+	// No instance label: the vars fail, so every step of the first playbook does;
+	// the second playbook reads model_name, which is also absent.
+	plans, err := s.Plan(alert("alertname", "VLLMHighTTFT", "severity", "page"), testWindow)
+	if err != nil || len(plans) != 2 {
+		t.Fatalf("plans %d, err %v", len(plans), err)
+	}
+	for _, p := range plans {
+		for _, st := range p.Steps {
+			if st.RenderErr == nil || st.Step != nil {
+				t.Errorf("%s/%s: RenderErr nil or step built", p.Playbook, st.ID)
+				continue
+			}
+			if capture.Classify(st.RenderErr) != capture.ReasonBadConfig {
+				t.Errorf("%s/%s: reason %s", p.Playbook, st.ID, capture.Classify(st.RenderErr))
+			}
+			var want string
+			if p.Playbook == "vllm-high-ttft" {
+				want = `map has no entry for key "instance"`
+			} else {
+				want = `map has no entry for key "model_name"`
+			}
+			if !strings.Contains(st.RenderErr.Error(), want) {
+				t.Errorf("%s/%s: %v, want %q", p.Playbook, st.ID, st.RenderErr, want)
+			}
+		}
+	}
+}
+
+func TestWhenEvaluation(t *testing.T) {
+	s := loadGood(t)
+	cond := s.Playbooks[0].Steps[2].When
+	for _, tc := range []struct {
+		name     string
+		severity string
+		prior    map[string]*capture.Result
+		want     bool
+	}{
+		{"unexplained verdict", "ticket", map[string]*capture.Result{"triage": {Verdict: &capture.Verdict{ID: "unexplained"}}}, true},
+		{"explained verdict, not a page", "ticket", map[string]*capture.Result{"triage": {Verdict: &capture.Verdict{ID: "overload"}}}, false},
+		{"triage did not run, not a page", "ticket", map[string]*capture.Result{}, false},
+		{"triage did not run, a page", "page", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cond.Eval(alert("severity", tc.severity), tc.prior)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRebuildFromStoredSource(t *testing.T) {
+	s := loadGood(t)
+	a := alert("alertname", "VLLMHighTTFT", "severity", "page", "instance", "a:1", "model_name", "m")
+	for _, pb := range s.Playbooks {
+		p := pb.Plan(a, testWindow)
+		re, err := s.Rebuild(p.Stored(), a, testWindow)
+		if err != nil {
+			t.Fatalf("%s: %v", pb.Name, err)
+		}
+		if re.Digest != p.Digest || len(re.Steps) != len(p.Steps) {
+			t.Errorf("%s: rebuilt digest %s steps %d, want %s %d", pb.Name, re.Digest, len(re.Steps), p.Digest, len(p.Steps))
+		}
+	}
+	sp := s.Playbooks[0].Plan(a, testWindow).Stored()
+	sp.Source = []byte(strings.Replace(string(sp.Source), "limit: 5", "limit: 6", 1))
+	if _, err := Rebuild(sp, a, testWindow); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Errorf("edited source: err %v, want a digest mismatch", err)
+	}
+}
+
+func TestEmbeddedSetLoads(t *testing.T) {
+	s, err := Load(nil, zap.NewNop())
+	if err != nil {
+		t.Fatalf("embedded set: %v", err)
+	}
+	for _, f := range s.Files {
+		if !strings.HasPrefix(f, EmbeddedPrefix) {
+			t.Errorf("embedded file named %q", f)
+		}
+	}
+}
