@@ -1,0 +1,152 @@
+package vllmsim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// routes builds the handler: vLLM's routes, the profiler's when armed, and
+// the sim's own /admin/ routes for tests.
+func (s *Sim) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": s.opts.Version})
+	})
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.profilerRoutes(mux)
+	mux.HandleFunc("GET /admin/scenario", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.scenarioReport())
+	})
+	mux.HandleFunc("POST /admin/scenario", s.handleSetScenario)
+	mux.HandleFunc("GET /admin/requests", s.handleRequests)
+	mux.HandleFunc("GET /admin/profiler", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Profiler())
+	})
+	return mux
+}
+
+func (s *Sim) handleModels(w http.ResponseWriter, _ *http.Request) {
+	created := s.opts.Start.Unix()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.opts.Model, "object": "model", "created": created, "owned_by": "vllm",
+			"root": s.opts.Model, "parent": nil, "max_model_len": s.opts.Engine.MaxModelLen,
+			"permission": []map[string]any{{
+				"id": "modelperm-sim", "object": "model_permission", "created": created,
+				"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true,
+				"allow_search_indices": false, "allow_view": true, "allow_fine_tuning": false,
+				"organization": "*", "group": nil, "is_blocking": false,
+			}},
+		}},
+	})
+}
+
+// scenarioReport is GET /admin/scenario: the state now and what can be set.
+type scenarioReport struct {
+	State
+	Scenarios []string `json:"scenarios"`
+}
+
+func (s *Sim) scenarioReport() scenarioReport {
+	return scenarioReport{State: s.State(), Scenarios: Scenarios()}
+}
+
+// scenarioRequest is POST /admin/scenario's body. Load and Concurrency,
+// when present, replace the overrides (0: the scenario's own, -1: no load).
+type scenarioRequest struct {
+	Scenario    string   `json:"scenario"`
+	Load        *float64 `json:"load"`
+	Concurrency *int     `json:"concurrency"`
+}
+
+func (s *Sim) handleSetScenario(w http.ResponseWriter, r *http.Request) {
+	var req scenarioRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
+			return
+		}
+	}
+	if name := r.URL.Query().Get("name"); name != "" {
+		req.Scenario = name
+	}
+	if req.Load != nil && *req.Load < 0 && *req.Load != NoLoad {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "load: want a rate >= 0 or -1 for none"})
+		return
+	}
+	if req.Load != nil || req.Concurrency != nil {
+		s.setLoad(req.Load, req.Concurrency)
+	}
+	if req.Scenario != "" {
+		if err := s.SetScenario(req.Scenario); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, s.scenarioReport())
+}
+
+// handleRequests is GET /admin/requests: the finished requests, oldest
+// first; ?since=RFC3339 keeps those finished after it, ?limit=N the last N.
+func (s *Sim) handleRequests(w http.ResponseWriter, r *http.Request) {
+	reqs := s.Requests()
+	q := r.URL.Query()
+	if v := q.Get("since"); v != "" {
+		since, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("since: %v", err)})
+			return
+		}
+		i := 0
+		for i < len(reqs) && !reqs[i].Finished.After(since) {
+			i++
+		}
+		reqs = reqs[i:]
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "limit: want a count"})
+			return
+		}
+		reqs = reqs[max(0, len(reqs)-n):]
+	}
+	writeJSON(w, http.StatusOK, reqs)
+}
+
+// apiError writes an error in the OpenAI shape vLLM uses.
+func apiError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{
+		"object": "error", "message": msg, "type": typ, "param": nil, "code": status,
+	})
+}
+
+// decodeBody reads a JSON request body of at most 8 MiB.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("request body over %d bytes", tooBig.Limit)
+		}
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
+}

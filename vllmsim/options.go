@@ -1,0 +1,187 @@
+package vllmsim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/zap"
+)
+
+// NoLoad, as Options.Load, turns the built-in open-loop generator off (the
+// scenario's closed-loop clients too): only HTTP requests reach the engine.
+const NoLoad = -1
+
+// EngineConfig is the simulated engine's fixed shape, the numbers vLLM takes
+// as --max-num-seqs, --max-num-batched-tokens, --max-model-len and the KV
+// pool it sizes at start. A scenario may override MaxNumSeqs and NumGPUBlocks.
+type EngineConfig struct {
+	MaxNumSeqs          int `json:"max_num_seqs"`
+	MaxNumBatchedTokens int `json:"max_num_batched_tokens"`
+	MaxModelLen         int `json:"max_model_len"`
+	NumGPUBlocks        int `json:"num_gpu_blocks"`
+	BlockSize           int `json:"block_size"`
+	// NoPrefixCaching turns automatic prefix caching off (vLLM has it on).
+	NoPrefixCaching bool `json:"no_prefix_caching"`
+}
+
+// DefaultEngine is a 7–8B model on one mid-range GPU: a 131k-token KV pool,
+// 32 running slots, 512-token chunked prefill.
+var DefaultEngine = EngineConfig{
+	MaxNumSeqs:          32,
+	MaxNumBatchedTokens: 512,
+	MaxModelLen:         8192,
+	NumGPUBlocks:        8192,
+	BlockSize:           16,
+}
+
+// Options configure a Sim. The zero value is usable: every field has a
+// default, applied by New.
+type Options struct {
+	// Model is the served model name (label model_name, /v1/models).
+	Model string
+	// Scenario is the cause injected at start; default "healthy".
+	Scenario string
+	// Load overrides the scenario's open-loop rate in requests per second:
+	// 0 keeps the scenario's, NoLoad turns the generator off.
+	Load float64
+	// Concurrency overrides the scenario's closed-loop client count when > 0.
+	Concurrency int
+	// Seed makes runs deterministic: the same seed, options and Advance
+	// calls give the same requests, timings and trace ids.
+	Seed uint64
+	// Engine is the engine's shape; zero fields take DefaultEngine's.
+	Engine EngineConfig
+	// LegacyMetrics exposes the pre-2026 metric generation
+	// (gpu_cache_usage_perc, gpu_prefix_cache_*, time_per_output_token_seconds).
+	LegacyMetrics bool
+	// Version is what /version reports; default by generation.
+	Version string
+
+	// ServiceName is the OTel service.name of the spans; default "vllm-server".
+	ServiceName string
+	// OTLPEndpoint, when set, receives one llm_request span per finished
+	// request: "host:port" or a URL.
+	OTLPEndpoint string
+	// OTLPProtocol is "grpc" (vLLM's default) or "http/protobuf".
+	OTLPProtocol string
+	// SpanExporter, when set, receives the spans instead of OTLPEndpoint
+	// (tests use an in-memory exporter).
+	SpanExporter sdktrace.SpanExporter
+
+	// ProfilerDir arms the profiler: /start_profile and /stop_profile exist
+	// only when it is set, and trace files are written into it.
+	ProfilerDir string
+	// ProfilerFlushDelay is how long /stop_profile blocks before the files
+	// are written; default 2s.
+	ProfilerFlushDelay time.Duration
+	// ProfilerMaxRecording is the longest a recording may run before it is
+	// counted as a protocol violation; default 60s.
+	ProfilerMaxRecording time.Duration
+	// TensorParallel is the number of worker ranks, each writing its own
+	// trace file; default 1.
+	TensorParallel int
+
+	// StepInterval is how often Run advances the engine in real time;
+	// default 10ms.
+	StepInterval time.Duration
+	// MaxFinished bounds the finished requests kept for /admin/requests;
+	// default 20000.
+	MaxFinished int
+	// Start is the simulated clock's origin; default time.Now().
+	Start time.Time
+	// Logger receives the sim's few log lines; default zap.NewNop().
+	Logger *zap.Logger
+}
+
+// withDefaults returns o with every default applied, or an error naming the
+// first field that cannot work.
+func (o Options) withDefaults() (Options, error) {
+	if o.Model == "" {
+		o.Model = "meta-llama/Llama-3.1-8B-Instruct"
+	}
+	if o.Scenario == "" {
+		o.Scenario = ScenarioHealthy
+	}
+	if _, err := LookupScenario(o.Scenario); err != nil {
+		return o, err
+	}
+	if o.Load < 0 && o.Load != NoLoad {
+		return o, fmt.Errorf("load %v: want a rate >= 0 or NoLoad", o.Load)
+	}
+	o.Engine = o.Engine.withDefaults()
+	if o.Version == "" {
+		o.Version = "0.15.1"
+		if o.LegacyMetrics {
+			o.Version = "0.10.2"
+		}
+	}
+	if o.ServiceName == "" {
+		o.ServiceName = "vllm-server"
+	}
+	switch o.OTLPProtocol {
+	case "":
+		o.OTLPProtocol = "grpc"
+	case "grpc", "http/protobuf":
+	default:
+		return o, fmt.Errorf("otlp protocol %q: want grpc or http/protobuf", o.OTLPProtocol)
+	}
+	if o.ProfilerFlushDelay == 0 {
+		o.ProfilerFlushDelay = 2 * time.Second
+	}
+	if o.ProfilerMaxRecording == 0 {
+		o.ProfilerMaxRecording = 60 * time.Second
+	}
+	if o.TensorParallel == 0 {
+		o.TensorParallel = 1
+	}
+	if o.TensorParallel < 1 || o.TensorParallel > 8 {
+		return o, fmt.Errorf("tensor parallel %d: want 1..8", o.TensorParallel)
+	}
+	if o.StepInterval == 0 {
+		o.StepInterval = 10 * time.Millisecond
+	}
+	if o.MaxFinished == 0 {
+		o.MaxFinished = 20000
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Now()
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o, o.Engine.validate()
+}
+
+func (e EngineConfig) withDefaults() EngineConfig {
+	d := DefaultEngine
+	if e.MaxNumSeqs == 0 {
+		e.MaxNumSeqs = d.MaxNumSeqs
+	}
+	if e.MaxNumBatchedTokens == 0 {
+		e.MaxNumBatchedTokens = d.MaxNumBatchedTokens
+	}
+	if e.MaxModelLen == 0 {
+		e.MaxModelLen = d.MaxModelLen
+	}
+	if e.NumGPUBlocks == 0 {
+		e.NumGPUBlocks = d.NumGPUBlocks
+	}
+	if e.BlockSize == 0 {
+		e.BlockSize = d.BlockSize
+	}
+	return e
+}
+
+func (e EngineConfig) validate() error {
+	switch {
+	case e.MaxNumSeqs < 1, e.MaxNumBatchedTokens < 1, e.BlockSize < 1:
+		return errors.New("engine: max-num-seqs, max-num-batched-tokens and block size must be positive")
+	case e.MaxModelLen < 16:
+		return fmt.Errorf("engine: max-model-len %d is too small", e.MaxModelLen)
+	case e.NumGPUBlocks*e.BlockSize < e.MaxModelLen:
+		return fmt.Errorf("engine: a KV pool of %d blocks cannot hold one %d-token sequence", e.NumGPUBlocks, e.MaxModelLen)
+	}
+	return nil
+}

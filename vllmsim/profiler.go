@@ -1,0 +1,227 @@
+package vllmsim
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Profiler protocol violations, counted by kind in GET /admin/profiler.
+const (
+	ViolationStartWhileRecording = "start_while_recording"
+	ViolationStopWhileIdle       = "stop_while_idle"
+	ViolationRecordingPastLimit  = "recording_past_limit"
+	ViolationStartWhileFlushing  = "start_while_flushing"
+)
+
+const maxProfiledSteps = 200_000
+
+type profilerState int
+
+const (
+	profIdle profilerState = iota
+	profRecording
+	profFlushing
+)
+
+func (p profilerState) String() string {
+	return [...]string{"idle", "recording", "flushing"}[p]
+}
+
+// ProfilerStatus is what GET /admin/profiler reports: how the profiler was
+// driven, what it wrote, and every breach of vLLM's protocol by kind.
+type ProfilerStatus struct {
+	Armed        bool           `json:"armed"`
+	State        string         `json:"state"`
+	Starts       int            `json:"starts"`
+	Stops        int            `json:"stops"`
+	FilesWritten int            `json:"files_written"`
+	Files        []string       `json:"files"`
+	Violations   map[string]int `json:"violations"`
+	LastError    string         `json:"last_error,omitempty"`
+}
+
+// profiledStep is one engine iteration seen while recording.
+type profiledStep struct {
+	start time.Time
+	rec   stepRecord
+}
+
+// profiler is vLLM's torch profiler as the API server exposes it: armed at
+// start, recording between /start_profile and /stop_profile, and a stop that
+// blocks while the trace files are flushed.
+type profiler struct {
+	opts Options
+	now  func() time.Time // the simulated clock
+
+	mu         sync.Mutex
+	state      profilerState
+	recStart   time.Time
+	overlong   bool
+	steps      []profiledStep
+	reqs       []FinishedRequest
+	flushDone  chan struct{}
+	starts     int
+	stops      int
+	files      []string
+	violations map[string]int
+	lastErr    string
+}
+
+func newProfiler(o Options, now func() time.Time) *profiler {
+	return &profiler{opts: o, now: now, violations: map[string]int{
+		ViolationStartWhileRecording: 0, ViolationStopWhileIdle: 0,
+		ViolationRecordingPastLimit: 0, ViolationStartWhileFlushing: 0,
+	}}
+}
+
+// start begins recording. A start while recording is counted and ignored,
+// as vLLM's workers ignore it; a start while a stop is flushing is counted
+// and takes effect once the flush is over (the engine is busy until then).
+func (p *profiler) start(r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
+	case profRecording:
+		p.violations[ViolationStartWhileRecording]++
+		return
+	case profFlushing:
+		p.violations[ViolationStartWhileFlushing]++
+		for p.state == profFlushing {
+			done := p.flushDone
+			p.mu.Unlock()
+			select {
+			case <-done:
+			case <-r.Context().Done():
+				p.mu.Lock()
+				return
+			}
+			p.mu.Lock()
+		}
+		if p.state != profIdle {
+			return
+		}
+	}
+	p.starts++
+	p.state = profRecording
+	p.recStart = p.now()
+	p.overlong = false
+	p.steps, p.reqs = nil, nil
+}
+
+// stop ends a recording: it blocks for the flush delay, then writes the
+// trace files. It runs to the end even if the caller goes away, as vLLM's
+// flush does. A stop with nothing recording is counted and answered.
+func (p *profiler) stop() error {
+	p.mu.Lock()
+	if p.state != profRecording {
+		p.violations[ViolationStopWhileIdle]++
+		p.mu.Unlock()
+		return nil
+	}
+	p.check1()
+	p.stops++
+	p.state = profFlushing
+	p.flushDone = make(chan struct{})
+	steps, reqs, begun := p.steps, p.reqs, p.recStart
+	p.steps, p.reqs = nil, nil
+	p.mu.Unlock()
+
+	time.Sleep(p.opts.ProfilerFlushDelay)
+	files, err := writeProfile(p.opts, begun, p.now(), steps, reqs)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.files = append(p.files, files...)
+	if err != nil {
+		p.lastErr = err.Error()
+	}
+	p.state = profIdle
+	close(p.flushDone)
+	return err
+}
+
+// record keeps an iteration while recording.
+func (p *profiler) record(start time.Time, st *stepRecord) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == profRecording && len(p.steps) < maxProfiledSteps {
+		p.steps = append(p.steps, profiledStep{start: start, rec: *st})
+	}
+}
+
+// recordRequest keeps a finished request for the front end's trace.
+func (p *profiler) recordRequest(f FinishedRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == profRecording && len(p.reqs) < maxProfiledSteps {
+		p.reqs = append(p.reqs, f)
+	}
+}
+
+// check counts a recording that ran past the limit, once per recording.
+func (p *profiler) check() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.check1()
+}
+
+func (p *profiler) check1() {
+	if p.state == profRecording && !p.overlong && p.now().Sub(p.recStart) > p.opts.ProfilerMaxRecording {
+		p.overlong = true
+		p.violations[ViolationRecordingPastLimit]++
+	}
+}
+
+// status reports the profiler's counters.
+func (p *profiler) status() ProfilerStatus {
+	p.check()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := make(map[string]int, len(p.violations))
+	for k, n := range p.violations {
+		v[k] = n
+	}
+	return ProfilerStatus{
+		Armed: true, State: p.state.String(), Starts: p.starts, Stops: p.stops,
+		FilesWritten: len(p.files), Files: append([]string{}, p.files...), Violations: v, LastError: p.lastErr,
+	}
+}
+
+// Profiler reports the profiler's status; unarmed, only Armed=false.
+func (s *Sim) Profiler() ProfilerStatus {
+	if s.prof == nil {
+		return ProfilerStatus{State: "unarmed", Violations: map[string]int{}}
+	}
+	return s.prof.status()
+}
+
+// profilerRoutes registers /start_profile and /stop_profile: only when armed,
+// so an unarmed sim answers 404 as vLLM does.
+func (s *Sim) profilerRoutes(mux *http.ServeMux) {
+	if s.prof == nil {
+		return
+	}
+	if err := os.MkdirAll(s.opts.ProfilerDir, 0o755); err != nil {
+		s.opts.Logger.Warn("Profiler directory could not be created.")
+	}
+	mux.HandleFunc("POST /start_profile", func(w http.ResponseWriter, r *http.Request) {
+		s.prof.start(r)
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("POST /stop_profile", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.prof.stop(); err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,241 @@
+// Package vllmsim is a stand-in for a vLLM server, for tests and the demo:
+// its /metrics, llm_request spans, profiler endpoints and OpenAI API follow
+// vLLM's real surface, and the symptoms they show come out of a small model
+// of the engine (scheduler, KV block pool, chunked prefill, preemption,
+// client timeouts) driven by a clock — real time with Run, virtual time with
+// Advance. Scenarios inject the causes the triage verdicts name.
+package vllmsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sim is one simulated vLLM server. Its methods are safe for concurrent use.
+type Sim struct {
+	opts    Options
+	metrics *metrics
+	spans   *spanEmitter
+	prof    *profiler
+	handler http.Handler
+
+	mu           sync.Mutex
+	eng          *engine
+	load         *loadGen
+	scenario     Scenario
+	loadOverride float64
+	concOverride int
+	history      *finishedLog
+	running      bool // Run is driving the clock
+
+	clock atomic.Int64 // eng.now, readable without mu (the profiler's clock)
+}
+
+// New builds a Sim from opts (defaults applied); nothing runs until Run or
+// Advance moves its clock.
+func New(opts Options) (*Sim, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("vllmsim: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	s := &Sim{
+		opts:         o,
+		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.Engine),
+		loadOverride: o.Load,
+		concOverride: o.Concurrency,
+		history:      newFinishedLog(o.MaxFinished),
+		load:         newLoadGen(rng),
+	}
+	s.spans, err = newSpanEmitter(o, rand.New(rand.NewPCG(o.Seed+1, o.Seed^0x5851f42d4c957f2d)))
+	if err != nil {
+		return nil, fmt.Errorf("vllmsim: traces: %w", err)
+	}
+	s.eng = newEngine(o.Engine, s)
+	if o.ProfilerDir != "" {
+		s.prof = newProfiler(o, s.Now)
+	}
+	if err := s.SetScenario(o.Scenario); err != nil {
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler serves every route: /metrics, /health, /version, /v1/models,
+// /v1/completions, /v1/chat/completions, the profiler's (when armed) and
+// /admin/{scenario,requests,profiler}.
+func (s *Sim) Handler() http.Handler { return s.handler }
+
+// Run drives the engine and the load generator in real time, one engine
+// advance every StepInterval, until ctx ends; then it flushes the spans.
+func (s *Sim) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return errors.New("vllmsim: Run called twice")
+	}
+	s.running = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}()
+	tick := time.NewTicker(s.opts.StepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return s.spans.flush(flushCtx)
+		case <-tick.C:
+			s.mu.Lock()
+			if target := time.Since(s.opts.Start); target > s.eng.now {
+				s.advanceTo(target)
+			}
+			s.mu.Unlock()
+			if s.prof != nil {
+				s.prof.check()
+			}
+		}
+	}
+}
+
+// Advance moves the simulated clock forward by d, running every arrival and
+// engine step that falls inside it. Tests use it for virtual time; do not
+// mix it with Run.
+func (s *Sim) Advance(d time.Duration) {
+	s.mu.Lock()
+	s.advanceTo(s.eng.now + d)
+	s.mu.Unlock()
+	if s.prof != nil {
+		s.prof.check()
+	}
+}
+
+// advanceTo processes events, in time order, up to target. Callers hold mu.
+func (s *Sim) advanceTo(target time.Duration) {
+	for {
+		next, isArrival := time.Duration(-1), false
+		if s.eng.inflight {
+			next = s.eng.stepEnd
+		}
+		if at, ok := s.load.next(); ok && (next < 0 || at < next) {
+			next, isArrival = at, true
+		}
+		if next < 0 || next > target {
+			break
+		}
+		s.eng.now = max(s.eng.now, next)
+		if isArrival {
+			s.eng.add(s.load.pop())
+			continue
+		}
+		s.eng.completeStep()
+		s.eng.startStep()
+	}
+	s.eng.now = target
+	s.clock.Store(int64(target))
+}
+
+// Now is the simulated clock as wall time: Options.Start plus the time run.
+func (s *Sim) Now() time.Time {
+	return s.wall(time.Duration(s.clock.Load()))
+}
+
+func (s *Sim) wall(d time.Duration) time.Time { return s.opts.Start.Add(d) }
+
+// SetScenario switches the injected cause now: the engine takes the
+// scenario's configuration and the load generator its traffic (requests in
+// flight run to their end).
+func (s *Sim) SetScenario(name string) error {
+	sc, err := LookupScenario(name)
+	if err != nil {
+		return fmt.Errorf("vllmsim: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scenario = sc
+	s.eng.configure(s.opts.Engine, sc)
+	s.load.reset(s.effectiveLoad(), s.eng.now)
+	if !s.eng.inflight {
+		s.eng.startStep()
+	}
+	s.opts.Logger.Info("Scenario switched.")
+	return nil
+}
+
+// setLoad changes the load overrides (see Options.Load and Concurrency)
+// and restarts the generator with them.
+func (s *Sim) setLoad(rps *float64, concurrency *int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rps != nil {
+		s.loadOverride = *rps
+	}
+	if concurrency != nil {
+		s.concOverride = *concurrency
+	}
+	s.load.reset(s.effectiveLoad(), s.eng.now)
+}
+
+// effectiveLoad is the scenario's load with the overrides applied.
+func (s *Sim) effectiveLoad() LoadSpec {
+	l := s.scenario.Load
+	switch {
+	case s.loadOverride == NoLoad:
+		l.RPS, l.Concurrency = 0, 0
+		return l
+	case s.loadOverride > 0:
+		l.RPS = s.loadOverride
+	}
+	if s.concOverride > 0 {
+		l.Concurrency = s.concOverride
+	}
+	return l
+}
+
+// Requests returns the finished requests kept (the last MaxFinished),
+// oldest first.
+func (s *Sim) Requests() []FinishedRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.history.all()
+}
+
+// State is the engine's instantaneous state, as its gauges show it.
+type State struct {
+	Time        time.Time `json:"time"`
+	Scenario    string    `json:"scenario"`
+	Running     int       `json:"running"`
+	Waiting     int       `json:"waiting"`
+	KVUsage     float64   `json:"kv_usage"`
+	MaxNumSeqs  int       `json:"max_num_seqs"`
+	NumBlocks   int       `json:"num_gpu_blocks"`
+	Load        LoadSpec  `json:"load"`
+	Description string    `json:"description"`
+}
+
+// State reports the engine's state now.
+func (s *Sim) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return State{
+		Time: s.wall(s.eng.now), Scenario: s.scenario.Name, Description: s.scenario.Description,
+		Running: len(s.eng.running), Waiting: len(s.eng.waiting), KVUsage: s.eng.kvUsage(),
+		MaxNumSeqs: s.eng.cfg.MaxNumSeqs, NumBlocks: s.eng.cfg.NumGPUBlocks, Load: s.effectiveLoad(),
+	}
+}
+
+// Close flushes and stops the span exporter; the Sim must not be used after.
+func (s *Sim) Close(ctx context.Context) error {
+	return s.spans.shutdown(ctx)
+}
