@@ -108,25 +108,36 @@ func StartJaeger(t testing.TB) *Jaeger {
 
 // JaegerTrace is one trace as the query API (/api/traces) returns it.
 type JaegerTrace struct {
-	TraceID string       `json:"traceID"`
-	Spans   []JaegerSpan `json:"spans"`
+	// TraceID is 32 lowercase hex digits, as TraceID.String() prints it.
+	TraceID string `json:"traceID"`
+	// Spans are the trace's spans in no promised order.
+	Spans []JaegerSpan `json:"spans"`
 }
 
 // JaegerSpan is one span of a JaegerTrace; times are in microseconds.
 type JaegerSpan struct {
-	TraceID       string      `json:"traceID"`
-	SpanID        string      `json:"spanID"`
-	OperationName string      `json:"operationName"`
-	StartTime     int64       `json:"startTime"`
-	Duration      int64       `json:"duration"`
-	Tags          []JaegerTag `json:"tags"`
+	// TraceID is the trace's id in hex.
+	TraceID string `json:"traceID"`
+	// SpanID is the span's id in hex.
+	SpanID string `json:"spanID"`
+	// OperationName is the span name.
+	OperationName string `json:"operationName"`
+	// StartTime is in microseconds since the epoch.
+	StartTime int64 `json:"startTime"`
+	// Duration is in microseconds.
+	Duration int64 `json:"duration"`
+	// Tags are the span attributes (plus a few Jaeger adds, like span.kind).
+	Tags []JaegerTag `json:"tags"`
 }
 
 // JaegerTag is a span attribute.
 type JaegerTag struct {
-	Key   string `json:"key"`
-	Type  string `json:"type"`
-	Value any    `json:"value"`
+	// Key is the attribute name.
+	Key string `json:"key"`
+	// Type is string, bool, int64, float64 or binary.
+	Type string `json:"type"`
+	// Value is the decoded JSON value.
+	Value any `json:"value"`
 }
 
 // FindTraces returns the traces of service that Jaeger holds now (none when

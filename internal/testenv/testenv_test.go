@@ -216,7 +216,7 @@ func TestPrometheus(t *testing.T) {
 	}
 
 	start := time.Now()
-	prom := StartPrometheus(t, PrometheusOptions{ScrapeTargets: []string{host}, RuleFiles: []string{rules}})
+	prom := StartPrometheus(t, PrometheusOptions{ScrapeTargets: []string{host}, RuleFiles: []string{rules}, Exemplars: true})
 	t.Logf("prometheus ready in %v", time.Since(start))
 	prom.WaitUp(t, host, 15*time.Second)
 	t.Logf("prometheus scraped the target after %v", time.Since(start))
@@ -233,6 +233,12 @@ func TestPrometheus(t *testing.T) {
 		t.Errorf("scalar query = %+v, want 42", s)
 	}
 	prom.Reload(t)
+	resp, err := http.Get(prom.URL + "/api/v1/query_exemplars?query=autocapture_testenv_value")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("query_exemplars with exemplar storage on: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 // webhookPayload is the part of Alertmanager's webhook body the tests check.
