@@ -1,0 +1,91 @@
+package capture_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/testenv"
+)
+
+// TestChartAgainstRealPrometheus scrapes a target whose queue depth climbs by
+// one per scrape on two engines, charts it, and checks the PNG and findings.
+func TestChartAgainstRealPrometheus(t *testing.T) {
+	var scrapes atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := scrapes.Add(1)
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\n"+
+			"vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} %d\n"+
+			"vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} %d\n", n, n/2)
+	}))
+	defer target.Close()
+	inst := strings.TrimPrefix(target.URL, "http://")
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: []string{inst}})
+	prom.WaitUp(t, inst, 30*time.Second)
+	for deadline := time.Now().Add(20 * time.Second); scrapes.Load() < 6; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d scrapes", scrapes.Load())
+		}
+	}
+	env, st := testEnv(t)
+	env.Prometheus = &capture.Endpoint{URL: prom.URL}
+	now := time.Now()
+	threshold := 3.0
+	cases := []struct {
+		name       string
+		query      string
+		series     int
+		above      any
+		wantReason capture.Reason
+	}{
+		{"two engines", `vllm:num_requests_waiting{instance="` + inst + `"}`, 2, true, ""},
+		{"no data", `vllm:num_requests_waiting{instance="elsewhere:1"}`, 0, nil, ""},
+		{"bad promql", `sum(`, 0, nil, capture.ReasonBadConfig},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			step := buildStep(t, "chart", func(cfg *capture.ChartConfig) {
+				cfg.Title, cfg.Unit, cfg.Query, cfg.Threshold = "Queue depth", "requests", c.query, &threshold
+			})
+			in := &capture.Input{RunID: "r1", StepID: "queue-chart", Env: env,
+				Window: capture.Window{Start: now.Add(-40 * time.Second), End: now},
+				Alert:  template.Alert{StartsAt: now.Add(-4 * time.Second), Labels: template.KV{"instance": inst}}}
+			res, err := step.Run(context.Background(), in)
+			if capture.Classify(err) != c.wantReason {
+				t.Fatalf("reason %q (%v), want %q", capture.Classify(err), err, c.wantReason)
+			}
+			if err != nil {
+				return
+			}
+			if res.Findings["series"] != c.series || res.Findings["above_threshold"] != c.above {
+				t.Fatalf("findings = %v", res.Findings)
+			}
+			a := res.Artifacts[0]
+			if a.Key != "runs/r1/queue-chart/chart.png" || a.ContentType != "image/png" {
+				t.Fatalf("artifact = %+v", a)
+			}
+			body := readArtifact(t, st, a.Key)
+			img, err := png.Decode(bytes.NewReader([]byte(body)))
+			if err != nil {
+				t.Fatalf("artifact is not a PNG: %v", err)
+			}
+			if b := img.Bounds(); b.Dx() != 768 || b.Dy() != 384 {
+				t.Fatalf("PNG is %dx%d, want 768x384", b.Dx(), b.Dy())
+			}
+			if dir := os.Getenv("CHART_OUT"); dir != "" { // for looking at it
+				os.WriteFile(dir+"/"+strings.ReplaceAll(c.name, " ", "_")+".png", []byte(body), 0o644)
+			}
+		})
+	}
+}
