@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Sim is one simulated vLLM server. Its methods are safe for concurrent use.
@@ -169,7 +171,7 @@ func (s *Sim) SetScenario(name string) error {
 	if !s.eng.inflight {
 		s.eng.startStep()
 	}
-	s.opts.Logger.Info("Scenario switched.")
+	s.opts.Logger.Info("Scenario switched.", zap.String("scenario", name))
 	return nil
 }
 

@@ -1,0 +1,136 @@
+// Command vllmsim serves a simulated vLLM server: vLLM's /metrics,
+// llm_request spans over OTLP, profiler endpoints and OpenAI routes, with
+// symptoms produced by an engine model under an injected scenario. See
+// vllmsim/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/autocapture/autocapture/vllmsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "vllmsim:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags say.
+type config struct {
+	listen string
+	opts   vllmsim.Options
+}
+
+func parseFlags(args []string, out io.Writer) (config, error) {
+	var c config
+	o := &c.opts
+	fs := flag.NewFlagSet("vllmsim", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.listen, "web.listen-address", "127.0.0.1:8000", "address to serve vLLM's routes on (vLLM's port is 8000)")
+	fs.StringVar(&o.Model, "model", "meta-llama/Llama-3.1-8B-Instruct", "served model name (label model_name)")
+	fs.StringVar(&o.Scenario, "scenario", vllmsim.ScenarioHealthy, "injected cause: "+strings.Join(vllmsim.Scenarios(), ", "))
+	fs.Float64Var(&o.Load, "load", 0, "open-loop requests per second of the built-in load generator (0: the scenario's, -1: none)")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed-loop clients of the load generator (0: the scenario's)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: the same seed gives the same run")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP traces endpoint (host:port or URL); empty: no export")
+	fs.StringVar(&o.OTLPProtocol, "otlp-protocol", envOr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), "grpc or http/protobuf")
+	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans")
+	fs.BoolVar(&o.LegacyMetrics, "legacy-metrics", false, "expose the pre-2026 metric names (gpu_cache_usage_perc, time_per_output_token_seconds, gpu_prefix_cache_*)")
+	fs.StringVar(&o.Version, "vllm-version", "", "version /version reports (default by metric generation)")
+	fs.StringVar(&o.ProfilerDir, "profiler-dir", "", "arm the profiler, writing traces into this directory (unset: /start_profile answers 404)")
+	fs.DurationVar(&o.ProfilerFlushDelay, "profiler-flush-delay", 2*time.Second, "how long /stop_profile blocks before the files are written")
+	fs.DurationVar(&o.ProfilerMaxRecording, "profiler-max-recording", time.Minute, "recordings longer than this count as a protocol violation")
+	fs.IntVar(&o.TensorParallel, "tensor-parallel-size", 1, "worker ranks, one trace file each")
+	fs.IntVar(&o.Engine.MaxNumSeqs, "max-num-seqs", 0, "running slots (0: the default, 32; scenarios may override)")
+	fs.IntVar(&o.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "tokens per step (0: the default, 512)")
+	fs.IntVar(&o.Engine.MaxModelLen, "max-model-len", 0, "longest sequence (0: the default, 8192)")
+	fs.IntVar(&o.Engine.NumGPUBlocks, "num-gpu-blocks", 0, "KV pool size in 16-token blocks (0: the default, 8192)")
+	fs.DurationVar(&o.StepInterval, "step-interval", 10*time.Millisecond, "how often the engine advances in real time")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	return c, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// run serves until ctx ends. ready, when set, receives the address served.
+func run(ctx context.Context, args []string, out io.Writer, ready chan<- string) error {
+	c, err := parseFlags(args, out)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+		zapcore.AddSync(out), zap.InfoLevel))
+	defer func() { _ = logger.Sync() }()
+	c.opts.Logger = logger
+	sim, err := vllmsim.New(c.opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- sim.Run(runCtx) }()
+	logger.Info("Serving a simulated vLLM.", zap.String("address", ln.Addr().String()),
+		zap.String("scenario", c.opts.Scenario), zap.String("model", c.opts.Model))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	select {
+	case err = <-serveErr:
+	case <-ctx.Done():
+	}
+	stopRun()
+	// Shutting down must outlive ctx, which has just ended.
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	shutErr := srv.Shutdown(shutCtx)
+	// Spans that could not be delivered are the collector's problem, not a
+	// failed run: say so and go on.
+	if spanErr := errors.Join(<-runErr, sim.Close(shutCtx)); spanErr != nil {
+		logger.Warn("Some spans were not exported.", zap.Error(spanErr))
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	logger.Info("Stopped.")
+	return errors.Join(err, shutErr)
+}

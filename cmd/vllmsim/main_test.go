@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeRealTime starts the command on a loopback port and talks to it
+// in real time: health, a completion that waits for the model's timing,
+// the metrics it leaves behind, and a clean stop.
+func TestServeRealTime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4"}, io.Discard, ready)
+	}()
+	var base string
+	select {
+	case addr := <-ready:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not serving after 10 s")
+	}
+	get := func(path string) string {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		return string(b)
+	}
+	get("/health")
+	begun := time.Now()
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hello","max_tokens":20}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(begun)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"text_completion"`) {
+		t.Fatalf("completion: %s %s", resp.Status, b)
+	}
+	// 20 tokens at a ~30 ms step: the answer waited for the model.
+	if took < 300*time.Millisecond || took > 5*time.Second {
+		t.Errorf("completion took %v, want the model's timing (~0.5 s)", took)
+	}
+	if m := get("/metrics"); !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1`) {
+		t.Errorf("metrics do not count the request:\n%.2000s", m)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "nope"},
+		{"--otlp-protocol", "carrier-pigeon"},
+		{"--no-such-flag"},
+		{"stray"},
+	} {
+		if err := run(context.Background(), args, io.Discard, nil); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
