@@ -136,6 +136,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 			if got := slowestIDs(t, res); strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Fatalf("slowest = %v, want %v (findings %v)", got, want, res.Findings)
 			}
+			t.Logf("%v searches, %v spans examined", res.Findings["searches"], res.Findings["searched"])
 			if res.Findings["complete"] != true {
 				t.Errorf("search not complete: %v", res.Findings)
 			}
