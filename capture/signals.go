@@ -24,7 +24,31 @@ const (
 	SigAbortRatio      = "abort_ratio" // aborted ÷ all finished
 	SigRequestRate     = "request_rate"
 	SigPrefixHitRatio  = "prefix_hit_ratio"
+
+	// Baselines: the same quantity before the alert (PromQL `offset`), for
+	// "up versus before" evidence. Triage works without them.
+	SigTTFTP99Baseline     = "ttft_p99_baseline"
+	SigITLP99Baseline      = "itl_p99_baseline"
+	SigPrefillMeanBaseline = "prefill_time_mean_baseline"
+	SigPromptTokensBase    = "prompt_tokens_mean_baseline"
 )
+
+// SignalNames lists every canonical signal name; a playbook's `signal:` must be one.
+var SignalNames = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptionsRate,
+	SigTTFTP99, SigTTFTP50, SigITLP99, SigITLP50, SigQueueTimeMean, SigPrefillMean,
+	SigDecodeMean, SigE2EMean, SigPromptTokens, SigOutputTokens, SigAbortRatio,
+	SigRequestRate, SigPrefixHitRatio, SigTTFTP99Baseline, SigITLP99Baseline,
+	SigPrefillMeanBaseline, SigPromptTokensBase}
+
+// KnownSignal says whether name is a canonical signal.
+func KnownSignal(name string) bool {
+	for _, n := range SignalNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
 
 // Merge copies o's signals into s where s has none, so an earlier, better source wins.
 func (s Signals) Merge(o Signals) {

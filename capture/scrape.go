@@ -1,0 +1,224 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ScrapeConfig is the scrape step's config: the alerting instance's own /metrics,
+// read twice a gap apart, so that rates and latency quantiles over that gap come
+// from the instance itself. Triage can answer from this alone when Prometheus is
+// unreachable.
+type ScrapeConfig struct {
+	// Target is the instance's host:port; empty means the alert's `instance` label.
+	// The connection goes through the targets allow-list.
+	Target string `yaml:"target,omitempty" json:"target,omitempty"`
+	// Scheme is http (default) or https.
+	Scheme string `yaml:"scheme,omitempty" json:"scheme,omitempty"`
+	// Path is the metrics path; default /metrics.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// Gap is the time between the two scrapes; default 5s.
+	Gap time.Duration `yaml:"gap,omitempty" json:"gap,omitempty"`
+	// Timeout bounds each of the two requests; default 5s.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// Match lists metric-name globs reported in the findings; default ["vllm:*"].
+	// Signals for triage are computed from the whole scrape either way.
+	Match []string `yaml:"match,omitempty" json:"match,omitempty"`
+	// Labels keeps only series carrying these label values, e.g.
+	// {model_name: '{{ .Labels.model_name }}'}; default every series.
+	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// maxScrapeBytes caps one scrape; vLLM's exposition is tens of kilobytes.
+const maxScrapeBytes = 16 << 20
+
+// ScrapeStep is a built scrape step.
+type ScrapeStep struct {
+	cfg ScrapeConfig
+	// sleep waits out the gap; tests drive a simulated clock with it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ Step = (*ScrapeStep)(nil)
+
+func init() {
+	Register(Kind{
+		Name:   "scrape",
+		Tier:   TierMetrics,
+		Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (both vLLM metric generations).",
+		Config: func() any { return &ScrapeConfig{} },
+		Build:  func(cfg any) (Step, error) { return NewScrape(*cfg.(*ScrapeConfig)) },
+	})
+}
+
+// NewScrape validates cfg, applies its defaults and returns the step.
+func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
+	if cfg.Scheme == "" {
+		cfg.Scheme = "http"
+	}
+	if cfg.Path == "" {
+		cfg.Path = "/metrics"
+	}
+	if cfg.Gap == 0 {
+		cfg.Gap = 5 * time.Second
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if len(cfg.Match) == 0 {
+		cfg.Match = []string{"vllm:*"}
+	}
+	switch {
+	case cfg.Scheme != "http" && cfg.Scheme != "https":
+		return nil, Errorf(ReasonBadConfig, "scrape: scheme %q: want http or https", cfg.Scheme)
+	case !strings.HasPrefix(cfg.Path, "/"):
+		return nil, Errorf(ReasonBadConfig, "scrape: path %q must start with /", cfg.Path)
+	case cfg.Gap < 0 || cfg.Gap > 5*time.Minute:
+		return nil, Errorf(ReasonBadConfig, "scrape: gap %v: want 0 < gap <= 5m", cfg.Gap)
+	case cfg.Timeout < 0:
+		return nil, Errorf(ReasonBadConfig, "scrape: negative timeout %v", cfg.Timeout)
+	case cfg.Target != "" && !validHostPort(cfg.Target):
+		return nil, Errorf(ReasonBadConfig, "scrape: target %q: want host:port", cfg.Target)
+	}
+	for _, p := range cfg.Match {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, Errorf(ReasonBadConfig, "scrape: match %q: %w", p, err)
+		}
+	}
+	return &ScrapeStep{cfg: cfg, sleep: sleepCtx}, nil
+}
+
+// validHostPort accepts host:port with a non-empty host and a numeric port.
+func validHostPort(s string) bool {
+	h, p, err := net.SplitHostPort(s)
+	return err == nil && h != "" && p != "" && !strings.ContainsAny(s, "/?#@")
+}
+
+// Run scrapes twice and reports the signals. A failed first scrape fails the
+// step; a failed second one leaves the first scrape's gauges and lifetime
+// ratios, with the failure noted in the findings.
+func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
+	target := s.cfg.Target
+	if target == "" {
+		target = in.Alert.Labels["instance"]
+	}
+	if in.Env == nil || in.Env.Targets == nil {
+		return nil, Errorf(ReasonBadConfig, "scrape %s: no targets client configured", target)
+	}
+	if !validHostPort(target) {
+		return nil, Errorf(ReasonBadConfig, "scrape: target %q (from the alert's instance label): want host:port", target)
+	}
+	u := (&url.URL{Scheme: s.cfg.Scheme, Host: target, Path: s.cfg.Path}).String()
+	res := &Result{Findings: map[string]any{"target": target, "url": u}}
+	first, t1, err := s.fetch(ctx, in, u)
+	if err != nil {
+		return nil, err
+	}
+	s.keep(ctx, in, res, "scrape-1.txt", first)
+	var second []byte
+	var t2 time.Time
+	if err = s.sleep(ctx, s.cfg.Gap); err == nil {
+		second, t2, err = s.fetch(ctx, in, u)
+	}
+	if err != nil {
+		res.Findings["second_scrape_error"] = err.Error()
+		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
+		second, t2, first = first, t1, nil
+	} else {
+		s.keep(ctx, in, res, "scrape-2.txt", second)
+	}
+	if err := s.analyse(res, first, second, t2.Sub(t1)); err != nil {
+		return res, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
+	}
+	return res, nil
+}
+
+// analyse parses the scrapes (first is nil when only one worked) and fills
+// the result's signals, findings and summary.
+func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duration) error {
+	cur, err := parseExposition(second, s.cfg.Labels)
+	if err != nil {
+		return err
+	}
+	d := scrapeDelta{cur: cur, gap: gap}
+	if first != nil {
+		prev, err := parseExposition(first, s.cfg.Labels)
+		if err != nil {
+			return err
+		}
+		d.prev = &prev
+	}
+	res.Signals = d.signals()
+	res.Findings["source"] = SourceScrape
+	res.Findings["generation"] = generationOf(cur)
+	res.Findings["gap_s"] = gap.Seconds()
+	res.Findings["metrics"] = d.metricFindings(s.cfg.Match)
+	if gen := generationOf(cur); gen == generationUnknown {
+		res.Summary = fmt.Sprintf("scrape of %s: no vLLM series found", res.Findings["target"])
+		return nil
+	}
+	res.Summary = fmt.Sprintf("scrape of %s over %s: %s", res.Findings["target"], gap.Round(100*time.Millisecond), signalLine(res.Signals))
+	return nil
+}
+
+// keep stores one raw scrape; a store failure is noted, never fatal: the
+// signals are the evidence, the raw text a convenience.
+func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name string, body []byte) {
+	a, err := putArtifact(ctx, in, name, "text/plain; version=0.0.4", body)
+	if err != nil {
+		res.Findings["artifact_error"] = err.Error()
+		return
+	}
+	res.Artifacts = append(res.Artifacts, a)
+}
+
+// fetch GETs the exposition under the per-request timeout and notes when it arrived.
+func (s *ScrapeStep) fetch(ctx context.Context, in *Input, u string) ([]byte, time.Time, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, fmt.Errorf("scrape %s: no answer within %v", u, s.cfg.Timeout))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, time.Time{}, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
+	resp, err := in.Env.Targets.Do(req)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		return nil, time.Time{}, &Error{Reason: Classify(err), Err: fmt.Errorf("scrape %s: %w", u, err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBytes+1))
+	if err != nil {
+		return nil, time.Time{}, &Error{Reason: Classify(err), Err: fmt.Errorf("scrape %s: read: %w", u, err)}
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, time.Time{}, HTTPStatusError("scrape "+u, resp.StatusCode, string(body))
+	}
+	if len(body) > maxScrapeBytes {
+		return nil, time.Time{}, Errorf(ReasonUpstream5xx, "scrape %s: more than %d bytes", u, maxScrapeBytes)
+	}
+	return body, in.Env.now(), nil
+}
+
+// sleepCtx waits d or until ctx ends, whichever is first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,199 @@
+package capture
+
+import (
+	"math"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// scrapeDelta is what two scrapes of one instance say about the time between
+// them. With prev nil (one scrape only), histograms and ratios cover the whole
+// life of the process and no rate can be computed; gauges are always the
+// latest reading.
+type scrapeDelta struct {
+	prev *exposition
+	cur  exposition
+	gap  time.Duration
+}
+
+// counterDelta is cur − prev of a counter summed over its series (filtered by
+// keep); a reset (cur < prev) counts everything cur has.
+func (d scrapeDelta) counterDelta(m vllmMetric, keep func(map[string]string) bool) (float64, bool) {
+	now, ok := d.cur.value(m, aggSum, keep)
+	if !ok {
+		return 0, false
+	}
+	if d.prev == nil {
+		return now, true
+	}
+	before, ok := d.prev.value(m, aggSum, keep)
+	if !ok || now < before {
+		return now, true
+	}
+	return now - before, true
+}
+
+// rate is counterDelta per second of gap; only with two scrapes.
+func (d scrapeDelta) rate(m vllmMetric, keep func(map[string]string) bool) (float64, bool) {
+	if d.prev == nil || d.gap <= 0 {
+		return 0, false
+	}
+	v, ok := d.counterDelta(m, keep)
+	if !ok {
+		return 0, false
+	}
+	return v / d.gap.Seconds(), true
+}
+
+// hist returns a histogram's observations over the gap.
+func (d scrapeDelta) hist(m vllmMetric) (histogram, bool) {
+	h, ok := d.cur.histogram(m)
+	if !ok {
+		return histogram{}, false
+	}
+	if d.prev != nil {
+		if before, ok := d.prev.histogram(m); ok {
+			h = h.since(before)
+		}
+	}
+	return h, true
+}
+
+// minObservationsP99 is the fewest observations a p99 is reported from: below
+// it the "p99" is just the slowest one or two requests (a warm-up outlier on an
+// idle server), which no operator would read as a tail.
+const minObservationsP99 = 20
+
+// signals computes the canonical signals. Latency signals need observations in
+// the gap (p99 at least minObservationsP99): a gap in which no request finished
+// says nothing about latency, and the lifetime histogram would be a misleading
+// stand-in.
+func (d scrapeDelta) signals() Signals {
+	s := Signals{}
+	for _, g := range gaugeSignals {
+		if v, ok := d.gauge(g.metric, g.agg); ok {
+			s[g.signal] = v
+		}
+	}
+	for _, hs := range histogramSignals {
+		h, ok := d.hist(hs.metric)
+		if !ok || h.count <= 0 {
+			continue
+		}
+		setIf(s, hs.mean, h.mean)
+		if h.count >= minObservationsP99 {
+			setIf(s, hs.p99, func() (float64, bool) { return h.quantile(0.99) })
+		}
+		setIf(s, hs.p50, func() (float64, bool) { return h.quantile(0.5) })
+	}
+	if _, ok := s[SigPromptTokens]; !ok {
+		setIf(s, SigPromptTokens, d.promptTokensPerStart)
+	}
+	if v, ok := d.rate(vmPreemptions, nil); ok {
+		s[SigPreemptionsRate] = v
+	}
+	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == finishedReasonAbort }
+	all, okAll := d.counterDelta(vmFinished, nil)
+	aborted, okAbort := d.counterDelta(vmFinished, isAbort)
+	if okAll && okAbort && all > 0 {
+		s[SigAbortRatio] = aborted / all
+	}
+	if v, ok := d.rate(vmFinished, nil); ok {
+		s[SigRequestRate] = v
+	}
+	q, okQ := d.counterDelta(vmPrefixQuery, nil)
+	h, okH := d.counterDelta(vmPrefixHits, nil)
+	if okQ && okH && q > 0 {
+		s[SigPrefixHitRatio] = h / q
+	}
+	return s
+}
+
+// gauge is the higher of the two readings of a gauge: a queue that was deep or
+// a KV pool that was full at either moment was so (KV usage drops for a moment
+// each time a preemption frees blocks).
+func (d scrapeDelta) gauge(m vllmMetric, agg aggregation) (float64, bool) {
+	v, ok := d.cur.value(m, agg, nil)
+	if d.prev != nil {
+		if w, okPrev := d.prev.value(m, agg, nil); okPrev && (!ok || w > v) {
+			return w, true
+		}
+	}
+	return v, ok
+}
+
+// promptTokensPerStart estimates the prompt length when no request finished in
+// the gap (request_prompt_tokens is observed at the finish): prompt tokens
+// prefilled per first token emitted, both counted as they happen.
+func (d scrapeDelta) promptTokensPerStart() (float64, bool) {
+	tokens, ok := d.counterDelta(vmPromptTokensTotal, nil)
+	if !ok {
+		return 0, false
+	}
+	ttft, ok := d.hist(vmTTFT)
+	if !ok || ttft.count <= 0 {
+		return 0, false
+	}
+	return tokens / ttft.count, true
+}
+
+// setIf stores f's value under name when name is wanted and f has one.
+func setIf(s Signals, name string, f func() (float64, bool)) {
+	if name == "" {
+		return
+	}
+	if v, ok := f(); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		s[name] = v
+	}
+}
+
+// metricFindings summarises the families matching patterns, for the step's
+// findings: gauges as their latest value, counters as a rate over the gap (or
+// their total with one scrape), histograms as count, mean and p50/p99 over the gap.
+func (d scrapeDelta) metricFindings(patterns []string) map[string]any {
+	out := map[string]any{}
+	for _, name := range d.cur.familyNames(patterns) {
+		m := vllmMetric{name}
+		switch d.cur.typeOf(name) {
+		case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
+			if v, ok := d.cur.value(m, aggSum, nil); ok {
+				out[name] = finite(v)
+			}
+		case dto.MetricType_COUNTER:
+			if v, ok := d.rate(m, nil); ok {
+				out[name] = map[string]any{"rate": finite(v)}
+			} else if v, ok := d.cur.value(m, aggSum, nil); ok {
+				out[name] = map[string]any{"total": finite(v)}
+			}
+		case dto.MetricType_HISTOGRAM:
+			if h, ok := d.hist(m); ok {
+				out[name] = histogramFinding(h)
+			}
+		}
+	}
+	return out
+}
+
+// histogramFinding is a histogram's count, mean and quantiles as JSON values.
+func histogramFinding(h histogram) map[string]any {
+	f := map[string]any{"count": h.count}
+	if v, ok := h.mean(); ok {
+		f["mean"] = finite(v)
+	}
+	if v, ok := h.quantile(0.5); ok {
+		f["p50"] = finite(v)
+	}
+	if v, ok := h.quantile(0.99); ok {
+		f["p99"] = finite(v)
+	}
+	return f
+}
+
+// finite returns v, or nil for NaN and ±Inf, which JSON cannot carry.
+func finite(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,86 @@
+package capture
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Where a result's signals came from, as its findings["source"] says. Triage
+// merges PromQL's first: its window history beats two local samples.
+const (
+	SourcePromQL = "promql"
+	SourceScrape = "scrape"
+)
+
+// signalOrder is how summary lines list signals: the load picture first.
+var signalOrder = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptionsRate,
+	SigTTFTP99, SigITLP99, SigQueueTimeMean, SigPrefillMean, SigDecodeMean,
+	SigPromptTokens, SigAbortRatio}
+
+// signalLine renders the main signals compactly for a summary line.
+func signalLine(s Signals) string {
+	var parts []string
+	for _, name := range signalOrder {
+		if v, ok := s[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s", name, formatNumber(v)))
+		}
+	}
+	if len(parts) == 0 {
+		return "no vLLM signals"
+	}
+	return strings.Join(parts, " · ")
+}
+
+// formatNumber prints a value with three significant digits, integers plainly.
+func formatNumber(v float64) string {
+	if v == float64(int64(v)) && v < 1e9 && v > -1e9 {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// mergedSignals merges the signals of the named prior results in order (earlier
+// wins). With no names it takes every prior result with signals, PromQL
+// sources first, then the rest, each group by step id. It returns the ids used.
+func mergedSignals(prior map[string]*Result, from []string) (Signals, []string) {
+	ids := from
+	if len(ids) == 0 {
+		for id, r := range prior {
+			if r != nil && len(r.Signals) > 0 {
+				ids = append(ids, id)
+			}
+		}
+		rank := func(id string) int {
+			if prior[id].Findings["source"] == SourcePromQL {
+				return 0
+			}
+			return 1
+		}
+		sort.Slice(ids, func(i, j int) bool {
+			if ri, rj := rank(ids[i]), rank(ids[j]); ri != rj {
+				return ri < rj
+			}
+			return ids[i] < ids[j]
+		})
+	}
+	out := Signals{}
+	var used []string
+	for _, id := range ids {
+		if r := prior[id]; r != nil && len(r.Signals) > 0 {
+			out.Merge(r.Signals)
+			used = append(used, id)
+		}
+	}
+	return out, used
+}
+
+// logger returns the input's logger, or a no-op one.
+func logger(in *Input) *zap.Logger {
+	if in == nil || in.Log == nil {
+		return zap.NewNop()
+	}
+	return in.Log
+}
