@@ -1,0 +1,316 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
+)
+
+// PrometheusConfig is the prometheus step's config: PromQL queries against the
+// configured Prometheus, run in parallel, each under its own deadline.
+type PrometheusConfig struct {
+	// Queries to run; their names key the findings.
+	Queries []PromQuery `yaml:"queries" json:"queries"`
+}
+
+// PromQuery is one PromQL query. Templates are rendered before it gets here:
+// label values reach PromQL through `promQuote`.
+type PromQuery struct {
+	// Name keys the finding (steps.<id>.<name>): letters, digits and '_'.
+	Name string `yaml:"name" json:"name"`
+	// Query is the PromQL expression.
+	Query string `yaml:"query" json:"query"`
+	// Signal, for an instant query, maps its result to a canonical signal
+	// (capture/signals.go); a vector gives its largest sample.
+	Signal string `yaml:"signal,omitempty" json:"signal,omitempty"`
+	// Range runs the query over the alert's window instead of at its end.
+	Range bool `yaml:"range,omitempty" json:"range,omitempty"`
+	// Step is a range query's resolution; default: whole seconds, at most 250 points.
+	Step time.Duration `yaml:"step,omitempty" json:"step,omitempty"`
+	// Timeout bounds this query; default the Prometheus endpoint's timeout, else 10s.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// PrometheusStep is a built prometheus step.
+type PrometheusStep struct {
+	cfg PrometheusConfig
+}
+
+var _ Step = (*PrometheusStep)(nil)
+
+// queryNameRE is what a query name must look like to be usable in `when`.
+var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedFindings are finding keys the step writes itself.
+var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data": true,
+	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true}
+
+// maxParallelQueries bounds the queries one step has in flight.
+const maxParallelQueries = 16
+
+func init() {
+	Register(Kind{
+		Name:   "prometheus",
+		Tier:   TierMetrics,
+		Doc:    "Runs PromQL instant and range queries against the configured Prometheus in parallel, each under its own deadline; findings per query, signals for triage, a JSON artifact.",
+		Config: func() any { return &PrometheusConfig{} },
+		Build:  func(cfg any) (Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
+	})
+}
+
+// NewPrometheus validates cfg and returns the step.
+func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
+	if len(cfg.Queries) == 0 {
+		return nil, Errorf(ReasonBadConfig, "prometheus: no queries")
+	}
+	seen := map[string]bool{}
+	for i, q := range cfg.Queries {
+		where := fmt.Sprintf("prometheus: queries[%d] %q", i, q.Name)
+		switch {
+		case !queryNameRE.MatchString(q.Name):
+			return nil, Errorf(ReasonBadConfig, "%s: name must be letters, digits and _", where)
+		case reservedFindings[q.Name]:
+			return nil, Errorf(ReasonBadConfig, "%s: name is reserved", where)
+		case seen[q.Name]:
+			return nil, Errorf(ReasonBadConfig, "%s: duplicate name", where)
+		case strings.TrimSpace(q.Query) == "":
+			return nil, Errorf(ReasonBadConfig, "%s: empty query", where)
+		case q.Signal != "" && !KnownSignal(q.Signal):
+			return nil, Errorf(ReasonBadConfig, "%s: unknown signal %q (known: %s)", where, q.Signal, strings.Join(SignalNames, ", "))
+		case q.Signal != "" && q.Range:
+			return nil, Errorf(ReasonBadConfig, "%s: signal needs an instant query, not range", where)
+		case q.Step < 0 || q.Timeout < 0:
+			return nil, Errorf(ReasonBadConfig, "%s: negative step or timeout", where)
+		case q.Step > 0 && !q.Range:
+			return nil, Errorf(ReasonBadConfig, "%s: step is for range queries", where)
+		}
+		seen[q.Name] = true
+	}
+	return &PrometheusStep{cfg: cfg}, nil
+}
+
+// queryOutcome is one query's record in the JSON artifact.
+type queryOutcome struct {
+	Name       string      `json:"name"`
+	Query      string      `json:"query"`
+	Type       string      `json:"type"` // instant | range
+	Time       time.Time   `json:"time,omitzero"`
+	Start      time.Time   `json:"start,omitzero"`
+	End        time.Time   `json:"end,omitzero"`
+	Step       string      `json:"step,omitempty"`
+	ResultType string      `json:"result_type,omitempty"`
+	Result     model.Value `json:"result,omitempty"`
+	Warnings   []string    `json:"warnings,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	Reason     Reason      `json:"reason,omitempty"`
+	Duration   float64     `json:"duration_s"`
+	err        error
+}
+
+// Run runs every query in parallel. A failed query is reported in the findings
+// and the summary while the others keep their results; the step fails only when
+// every query failed.
+func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
+	ep := (*Endpoint)(nil)
+	if in.Env != nil {
+		ep = in.Env.Prometheus
+	}
+	if ep == nil || ep.URL == "" {
+		return nil, Errorf(ReasonBadConfig, "prometheus: no Prometheus configured")
+	}
+	client, err := api.NewClient(api.Config{Address: ep.URL, Client: ep.Client})
+	if err != nil {
+		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(ep.URL), err)
+	}
+	papi := v1.NewAPI(client)
+	end := in.Window.End
+	if end.IsZero() {
+		end = in.Env.now()
+	}
+	start := in.Window.Start
+	if start.IsZero() || !start.Before(end) {
+		start = end.Add(-time.Hour)
+	}
+	timeout := 10 * time.Second
+	if ep.Timeout > 0 {
+		timeout = ep.Timeout
+	}
+	began := time.Now()
+	outs := make([]queryOutcome, len(p.cfg.Queries))
+	var g errgroup.Group
+	g.SetLimit(maxParallelQueries)
+	for i, q := range p.cfg.Queries {
+		g.Go(func() error {
+			outs[i] = runQuery(ctx, papi, q, start, end, timeout)
+			return nil
+		})
+	}
+	_ = g.Wait() // runQuery records its error in its outcome
+	return p.report(ctx, in, ep, outs, time.Since(began))
+}
+
+// runQuery runs one query under its own deadline.
+func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Time, timeout time.Duration) queryOutcome {
+	if q.Timeout > 0 {
+		timeout = q.Timeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("query %s: no answer within %v", q.Name, timeout))
+	defer cancel()
+	o := queryOutcome{Name: q.Name, Query: q.Query}
+	t0 := time.Now()
+	var warnings v1.Warnings
+	var err error
+	if q.Range {
+		step := q.Step
+		if step == 0 {
+			step = rangeStep(start, end)
+		}
+		o.Type, o.Start, o.End, o.Step = "range", start, end, step.String()
+		o.Result, warnings, _, err = papi.QueryRange(ctx, q.Query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(timeout))
+	} else {
+		o.Type, o.Time = "instant", end
+		o.Result, warnings, _, err = papi.Query(ctx, q.Query, end, v1.WithTimeout(timeout))
+	}
+	o.Duration = time.Since(t0).Seconds()
+	o.Warnings = warnings
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
+		o.err, o.Reason = err, promErrReason(err)
+		o.Error = oneLine(promErrText(err))
+		o.Result = nil
+		return o
+	}
+	if o.Result != nil {
+		o.ResultType = o.Result.Type().String()
+	}
+	return o
+}
+
+// report turns the outcomes into the step's result and stores the artifact.
+func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, outs []queryOutcome, wall time.Duration) (*Result, error) {
+	res := &Result{Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{}}
+	failed := map[string]string{}
+	var noData []string
+	var firstErr *queryOutcome
+	slowest := 0.0
+	for i, o := range outs {
+		slowest = max(slowest, o.Duration)
+		if o.err != nil {
+			failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
+			if firstErr == nil {
+				firstErr = &outs[i]
+			}
+			continue
+		}
+		f, sig, hasSig, hasData := queryFinding(o.Result)
+		if !hasData {
+			noData = append(noData, o.Name)
+			continue
+		}
+		res.Findings[o.Name] = f
+		if q := p.cfg.Queries[i]; q.Signal != "" && hasSig {
+			res.Signals[q.Signal] = sig
+		}
+	}
+	if len(failed) > 0 {
+		res.Findings["failed"] = failed
+	}
+	if len(noData) > 0 {
+		res.Findings["no_data"] = noData
+	}
+	body, err := json.MarshalIndent(map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs}, "", "  ")
+	if err == nil {
+		var a Artifact
+		if a, err = putArtifact(ctx, in, "prometheus.json", "application/json", body); err == nil {
+			res.Artifacts = append(res.Artifacts, a)
+		}
+	}
+	if err != nil {
+		res.Findings["artifact_error"] = err.Error()
+	}
+	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
+	if len(failed) == len(outs) {
+		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("prometheus %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
+	}
+	return res, nil
+}
+
+// promSummary is the step's one line: counts, failures with their reasons, the signals.
+func promSummary(outs []queryOutcome, failed map[string]string, noData []string, sig Signals, wall time.Duration, slowest float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d PromQL queries in %.2fs (slowest %.2fs)", len(outs), wall.Seconds(), slowest)
+	if len(failed) > 0 {
+		names := make([]string, 0, len(failed))
+		for n := range failed {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = n + " " + strings.SplitN(failed[n], ":", 2)[0]
+		}
+		fmt.Fprintf(&b, "; %d failed (%s)", len(failed), strings.Join(parts, ", "))
+	}
+	if len(noData) > 0 {
+		fmt.Fprintf(&b, "; no data: %s", strings.Join(noData, ", "))
+	}
+	if len(sig) > 0 {
+		b.WriteString("; " + signalLine(sig))
+	}
+	return b.String()
+}
+
+// promErrText is an API error with the server's own words when it sent some.
+func promErrText(err error) string {
+	s := err.Error()
+	if d := apiErrDetail(err); d != "" {
+		s += ": " + d
+	}
+	return s
+}
+
+// apiErrDetail extracts the "error" field of a Prometheus error body.
+func apiErrDetail(err error) string {
+	var ae *v1.Error
+	if !errors.As(err, &ae) || ae.Detail == "" {
+		return ""
+	}
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(ae.Detail), &body) == nil && body.Error != "" {
+		return body.Error
+	}
+	return ae.Detail
+}
+
+// oneLine keeps an error readable in a thread: first line, at most 300 bytes.
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// redactURL hides credentials in a configured URL before it reaches a message.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable url>"
+	}
+	return u.Redacted()
+}

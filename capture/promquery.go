@@ -1,0 +1,139 @@
+package capture
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// maxRangePoints bounds the points a range query asks for: enough for a chart,
+// cheap for Prometheus.
+const maxRangePoints = 250
+
+// rangeStep picks the resolution of a range query over [start, end]: whole
+// seconds, at least 1 s, at most maxRangePoints points.
+func rangeStep(start, end time.Time) time.Duration {
+	span := end.Sub(start)
+	step := (span + maxRangePoints - 1) / maxRangePoints
+	step = step.Round(time.Second)
+	if step*maxRangePoints < span {
+		step += time.Second
+	}
+	if step < time.Second {
+		step = time.Second
+	}
+	return step
+}
+
+// vectorElem is one labelled number in a finding.
+type vectorElem struct {
+	Labels map[string]string `json:"labels"`
+	Value  any               `json:"value"`
+}
+
+// seriesSummary is one series of a range result in a finding.
+type seriesSummary struct {
+	Labels map[string]string `json:"labels"`
+	Points int               `json:"points"`
+	Last   any               `json:"last"`
+	Min    any               `json:"min"`
+	Max    any               `json:"max"`
+}
+
+// queryFinding turns a result into what `when` expressions and the run JSON see:
+// a scalar, or a vector with one unlabelled element (what `max(...)` returns),
+// becomes a number; other vectors a list of {labels, value}; a matrix a list of
+// per-series summaries. It also returns the number a `signal:` takes (the
+// largest finite sample of an instant result) and whether there was any data.
+func queryFinding(v model.Value) (finding any, signal float64, hasSignal, hasData bool) {
+	signal = math.Inf(-1)
+	take := func(x float64) {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			signal, hasSignal = math.Max(signal, x), true
+		}
+	}
+	switch r := v.(type) {
+	case *model.Scalar:
+		take(float64(r.Value))
+		return finite(float64(r.Value)), signal, hasSignal, true
+	case model.Vector:
+		if len(r) == 1 && len(r[0].Metric) == 0 {
+			take(float64(r[0].Value))
+			return finite(float64(r[0].Value)), signal, hasSignal, true
+		}
+		out := make([]vectorElem, 0, len(r))
+		for _, s := range r {
+			take(float64(s.Value))
+			out = append(out, vectorElem{Labels: labelMap(s.Metric), Value: finite(float64(s.Value))})
+		}
+		return out, signal, hasSignal, len(r) > 0
+	case model.Matrix:
+		out := make([]seriesSummary, 0, len(r))
+		for _, ss := range r {
+			out = append(out, summarizeSeries(ss))
+		}
+		return out, 0, false, len(r) > 0
+	}
+	return nil, 0, false, false
+}
+
+// summarizeSeries reduces a range series to its last, min and max.
+func summarizeSeries(ss *model.SampleStream) seriesSummary {
+	out := seriesSummary{Labels: labelMap(ss.Metric), Points: len(ss.Values)}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range ss.Values {
+		x := float64(p.Value)
+		if math.IsNaN(x) {
+			continue
+		}
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	if n := len(ss.Values); n > 0 {
+		out.Last = finite(float64(ss.Values[n-1].Value))
+	}
+	out.Min, out.Max = finite(lo), finite(hi)
+	return out
+}
+
+func labelMap(m model.Metric) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[string(k)] = string(v)
+	}
+	return out
+}
+
+// promErrReason gives a Prometheus API error its reason. Prometheus answers a
+// query that ran out of time with 503 and errorType "timeout" in the body, and a
+// bad query with 400 bad_data: that one is the playbook's fault.
+func promErrReason(err error) Reason {
+	var ae *v1.Error
+	if !errors.As(err, &ae) {
+		return Classify(err)
+	}
+	switch ae.Type {
+	case v1.ErrBadData:
+		return ReasonBadConfig
+	case v1.ErrTimeout:
+		return ReasonTimeout
+	case v1.ErrCanceled:
+		return ReasonCancelled
+	case v1.ErrClient:
+		return ReasonUpstream4xx
+	case v1.ErrServer:
+		if strings.Contains(ae.Detail, `"timeout"`) {
+			return ReasonTimeout
+		}
+		if strings.Contains(ae.Msg, "503") || strings.Contains(ae.Msg, "502") || strings.Contains(ae.Msg, "504") {
+			return ReasonUnavailable
+		}
+		return ReasonUpstream5xx
+	case v1.ErrExec:
+		return ReasonUpstream4xx
+	}
+	return ReasonUpstream5xx
+}
