@@ -1,0 +1,190 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// normal is an instance doing fine: chat traffic, no queue, KV mostly free.
+var normal = Signals{
+	SigQueueDepth: 0, SigRunning: 12, SigKVUsage: 0.05, SigPreemptionsRate: 0,
+	SigTTFTP99: 0.3, SigTTFTP50: 0.07, SigITLP99: 0.06, SigQueueTimeMean: 0.02,
+	SigPrefillMean: 0.05, SigDecodeMean: 4, SigPromptTokens: 320, SigAbortRatio: 0,
+}
+
+// with returns normal overridden by kv pairs (NaN-free); a negative value deletes.
+func with(kv map[string]float64) Signals {
+	s := Signals{}
+	for k, v := range normal {
+		s[k] = v
+	}
+	for k, v := range kv {
+		if v < 0 {
+			delete(s, k)
+			continue
+		}
+		s[k] = v
+	}
+	return s
+}
+
+func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
+	cases := []struct {
+		name         string
+		sig          Signals
+		want         string
+		contributing []string
+		evidence     []string // substrings, in any line
+	}{
+		{"everything normal is healthy", normal, VerdictHealthy, nil, []string{"within its threshold", "queue 0"}},
+		{"full pool with preemptions", with(map[string]float64{SigKVUsage: 0.98, SigPreemptionsRate: 2.2}),
+			VerdictKVPressure, nil, []string{"KV cache 0.98 full (threshold 0.95)", "2.2 preemptions/s"}},
+		{"preemptions prove a full pool even when the gauge just dropped", with(map[string]float64{SigKVUsage: 0.91, SigPreemptionsRate: 0.6}),
+			VerdictKVPressure, nil, []string{"0.6 preemptions/s"}},
+		{"a pool at its ceiling before the first preemption", with(map[string]float64{SigKVUsage: 0.97}),
+			VerdictKVPressure, nil, []string{"preemption is next"}},
+		{"deep queue, full batch, flat prefill is overload", with(map[string]float64{SigQueueDepth: 42, SigRunning: 32,
+			SigQueueTimeMean: 30, SigPrefillMean: 0.1, SigTTFTP99: 40}),
+			VerdictOverload, nil, []string{"queue 42 waiting (threshold 10); batch 32 running", "99.7% of the time to first token"}},
+		{"overload that fills the pool is kv-pressure first", with(map[string]float64{SigQueueDepth: 42, SigQueueTimeMean: 30,
+			SigKVUsage: 0.99, SigPreemptionsRate: 3}),
+			VerdictKVPressure, []string{VerdictOverload}, []string{"KV cache 0.99", "queue 42 waiting"}},
+		{"overload makes clients abort: aborts contribute", with(map[string]float64{SigQueueDepth: 1600, SigQueueTimeMean: 110,
+			SigAbortRatio: 0.8, SigTTFTP99: 159}),
+			VerdictOverload, []string{VerdictClientAborts}, []string{"80% of finished requests aborted"}},
+		{"deep queue while long prompts prefill slowly is prefill-bound", with(map[string]float64{SigQueueDepth: 14,
+			SigQueueTimeMean: 3, SigPrefillMean: 1.1, SigPromptTokens: 6000, SigTTFTP99: 5}),
+			VerdictPrefillBound, nil, []string{"prompts 6000 tokens", "prefill 1.1 s per request", "~5455 prompt tokens/s"}},
+		{"long prompts with slow prefill", with(map[string]float64{SigPrefillMean: 0.9, SigPromptTokens: 5200, SigTTFTP99: 2.5,
+			SigTTFTP99Baseline: 0.4}),
+			VerdictPrefillBound, nil, []string{"TTFT p99 2.5 s (threshold 2 s) (before: 0.4 s)"}},
+		{"no request finished: TTFT with an empty queue stands in for prefill", with(map[string]float64{SigPrefillMean: -1,
+			SigPromptTokens: 6500, SigTTFTP50: 1.38, SigTTFTP99: 2.48}),
+			VerdictPrefillBound, nil, []string{"TTFT p50 1.38 s with the queue short"}},
+		{"long prompts served fast are no symptom", with(map[string]float64{SigPromptTokens: 5000, SigPrefillMean: 0.3}),
+			VerdictHealthy, nil, nil},
+		{"slow tokens in a wide batch is decode-bound", with(map[string]float64{SigITLP99: 0.3, SigRunning: 240}),
+			VerdictDecodeBound, nil, []string{"ITL p99 0.3 s (threshold 0.2 s) with 240 requests in the batch (wide from 64)"}},
+		{"slow tokens in a narrow batch is unexplained", with(map[string]float64{SigITLP99: 0.3, SigRunning: 9}),
+			VerdictUnexplained, nil, []string{"ITL p99 0.3 s", "load normal: queue 0, batch 9 running, prompts 320 tokens, KV 0.05"}},
+		{"slow prefill of short prompts under a queue is unexplained, not overload", with(map[string]float64{SigQueueDepth: 20,
+			SigQueueTimeMean: 2, SigPrefillMean: 0.8, SigTTFTP99: 3}),
+			VerdictUnexplained, nil, []string{"prefill 0.8 s per request", "~400 prompt tokens/s"}},
+		{"unexplained slowness with aborting clients: the slowness is primary", with(map[string]float64{SigITLP99: 0.45,
+			SigAbortRatio: 0.2}),
+			VerdictUnexplained, []string{VerdictClientAborts}, []string{"20% of finished requests aborted"}},
+		{"aborts with normal latency are the clients' own timeouts", with(map[string]float64{SigAbortRatio: 0.55}),
+			VerdictClientAborts, nil, []string{"55% of finished requests aborted by clients (threshold 5%)"}},
+		{"a missing signal is unknown, not abnormal", Signals{SigTTFTP99: 3},
+			VerdictUnexplained, nil, []string{"TTFT p99 3 s", "not measured: queue_depth, running, kv_usage"}},
+		{"no signals at all: the metrics are blind", Signals{},
+			VerdictUnexplained, nil, []string{"no tier-1 signals"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Diagnose(c.sig, DefaultThresholds)
+			if v.ID != c.want || !slices.Equal(v.Contributing, c.contributing) {
+				t.Fatalf("verdict %s %v, want %s %v; evidence %q", v.ID, v.Contributing, c.want, c.contributing, v.Evidence)
+			}
+			all := strings.Join(v.Evidence, " | ")
+			for _, e := range c.evidence {
+				if !strings.Contains(all, e) {
+					t.Errorf("evidence lacks %q: %s", e, all)
+				}
+			}
+			if len(v.Advice) == 0 {
+				t.Error("no advice")
+			}
+		})
+	}
+}
+
+func TestDiagnoseAdviceSpeaksTheSeedsTerms(t *testing.T) {
+	v := Diagnose(with(map[string]float64{SigKVUsage: 0.99, SigPreemptionsRate: 1}), DefaultThresholds)
+	all := strings.Join(v.Advice, " ")
+	for _, w := range []string{"--gpu-memory-utilization", "--max-num-seqs", "prefix caching", "add an instance"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("kv-pressure advice lacks %q", w)
+		}
+	}
+	for _, id := range Verdicts {
+		if len(advice[id]) == 0 {
+			t.Errorf("verdict %s has no advice", id)
+		}
+	}
+}
+
+func TestThresholdsAreConfigurable(t *testing.T) {
+	deepish := with(map[string]float64{SigQueueDepth: 15, SigQueueTimeMean: 2})
+	cases := []struct {
+		name string
+		th   Thresholds
+		want string
+	}{
+		{"defaults: 15 waiting is deep", Thresholds{}, VerdictOverload},
+		{"a queue threshold of 50", Thresholds{QueueDepth: 50}, VerdictHealthy},
+		{"a KV threshold of 0.04 calls 0.05 pressure", Thresholds{KVUsage: 0.04}, VerdictKVPressure},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			step, err := NewTriage(TriageConfig{Thresholds: c.th})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := step.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": {Signals: deepish}}})
+			if err != nil || res.Verdict.ID != c.want {
+				t.Fatalf("verdict %v, %v; want %s", res.Verdict, err, c.want)
+			}
+		})
+	}
+}
+
+func TestNewTriageRejectsBadThresholds(t *testing.T) {
+	for name, th := range map[string]Thresholds{
+		"negative":       {TTFTP99: -1},
+		"ratio above 1":  {KVUsage: 1.5},
+		"share above 1":  {QueueShare: 2},
+		"aborts above 1": {AbortRatio: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewTriage(TriageConfig{Thresholds: th})
+			if Classify(err) != ReasonBadConfig {
+				t.Fatalf("err = %v, want bad-config", err)
+			}
+		})
+	}
+}
+
+func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
+	prior := map[string]*Result{
+		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3}},
+		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5}},
+		"chart":    {Summary: "a chart, no signals"},
+	}
+	step, _ := NewTriage(TriageConfig{})
+	res, err := step.Run(context.Background(), &Input{Prior: prior})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Signals[SigKVUsage] != 0.5 || res.Signals[SigQueueDepth] != 3 {
+		t.Fatalf("merged %v: PromQL's KV must win, the scrape must fill the queue", res.Signals)
+	}
+	if got := res.Findings["sources"]; !slices.Equal(got.([]string), []string{"snapshot", "scrape"}) {
+		t.Fatalf("sources = %v", got)
+	}
+	step, _ = NewTriage(TriageConfig{From: []string{"scrape", "snapshot"}})
+	res, _ = step.Run(context.Background(), &Input{Prior: prior})
+	if res.Verdict.ID != VerdictKVPressure {
+		t.Fatalf("with from: [scrape, snapshot] the scrape's KV 0.99 wins: %v", res.Verdict)
+	}
+	if !strings.HasPrefix(res.Summary, "kv-pressure: KV cache 0.99") {
+		t.Fatalf("summary = %q", res.Summary)
+	}
+	b, err := json.Marshal(res)
+	if err != nil || !strings.Contains(string(b), `"verdict":{"id":"kv-pressure"`) {
+		t.Fatalf("run JSON: %s, %v", b, err)
+	}
+}
