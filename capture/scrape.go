@@ -105,7 +105,8 @@ func validHostPort(s string) bool {
 
 // Run scrapes twice and reports the signals. A failed first scrape fails the
 // step; a failed second one leaves the first scrape's gauges and lifetime
-// ratios, with the failure noted in the findings.
+// ratios, with the failure noted in the findings. When the step's context ends
+// during the gap, that partial result comes back with the context's error.
 func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	target := s.cfg.Target
 	if target == "" {
@@ -129,17 +130,21 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if err = s.sleep(ctx, s.cfg.Gap); err == nil {
 		second, t2, err = s.fetch(ctx, in, u)
 	}
+	var stopped error // the step's own deadline or cancellation ended the wait
 	if err != nil {
-		res.Findings["second_scrape_error"] = err.Error()
+		res.Findings["second_scrape_error"] = oneLine(err.Error())
 		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
 		second, t2, first = first, t1, nil
+		if ctx.Err() != nil {
+			stopped = &Error{Reason: Classify(ctx.Err()), Err: fmt.Errorf("scrape %s: stopped after the first scrape: %w", u, err)}
+		}
 	} else {
 		s.keep(ctx, in, res, "scrape-2.txt", second)
 	}
 	if err := s.analyse(res, first, second, t2.Sub(t1)); err != nil {
 		return res, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
 	}
-	return res, nil
+	return res, stopped
 }
 
 // analyse parses the scrapes (first is nil when only one worked) and fills
@@ -162,11 +167,15 @@ func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duratio
 	res.Findings["generation"] = generationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()
 	res.Findings["metrics"] = d.metricFindings(s.cfg.Match)
-	if gen := generationOf(cur); gen == generationUnknown {
+	if len(cur.familyNames([]string{"vllm:*"})) == 0 {
 		res.Summary = fmt.Sprintf("scrape of %s: no vLLM series found", res.Findings["target"])
 		return nil
 	}
-	res.Summary = fmt.Sprintf("scrape of %s over %s: %s", res.Findings["target"], gap.Round(100*time.Millisecond), signalLine(res.Signals))
+	over := "over " + gap.Round(100*time.Millisecond).String()
+	if first == nil {
+		over = "(one scrape: lifetime histograms, no rates)"
+	}
+	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, signalLine(res.Signals))
 	return nil
 }
 

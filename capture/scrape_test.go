@@ -1,0 +1,299 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vllmsim"
+)
+
+// scrapeInput is an Input for a scrape of srv, storing into a temporary folder.
+func scrapeInput(t *testing.T, srv *httptest.Server) (*Input, *storage.Local) {
+	t.Helper()
+	store, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(srv.URL)
+	return &Input{
+		RunID: "run1", StepID: "scrape",
+		Alert: template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": u.Host}},
+		Env:   &Env{Targets: srv.Client(), Store: store},
+	}, store
+}
+
+// noWait replaces the gap's sleep so unit tests do not wait for real.
+func noWait(context.Context, time.Duration) error { return nil }
+
+// TestScrapeThenTriageFindsEachSimulatedCause is the product's proof: for every
+// cause the stand-in vLLM injects, two scrapes over the gap (in simulated time)
+// and triage name that cause, on both metric generations.
+func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		for _, scenario := range vllmsim.Scenarios() {
+			name := scenario
+			if legacy {
+				name += "/legacy"
+			}
+			t.Run(name, func(t *testing.T) {
+				sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Seed: 7, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sim.Advance(3 * time.Minute) // past the warm-up: the cause has shown
+				srv := httptest.NewServer(sim.Handler())
+				defer srv.Close()
+				in, _ := scrapeInput(t, srv)
+				in.Env.Now = sim.Now
+				step, err := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				step.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
+				res, err := step.Run(context.Background(), in)
+				if err != nil {
+					t.Fatalf("scrape: %v", err)
+				}
+				wantGen := map[bool]string{false: generationCurrent, true: generationLegacy}[legacy]
+				if res.Findings["generation"] != wantGen || res.Findings["gap_s"] != 10.0 || len(res.Artifacts) != 2 {
+					t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
+				}
+				tri, _ := NewTriage(TriageConfig{})
+				out, err := tri.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": res}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.Verdict.ID != scenario {
+					t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing,
+						scenario, res.Signals, out.Verdict.Evidence)
+				}
+			})
+		}
+	}
+}
+
+func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		i := n.Add(1)
+		w.Write([]byte("# TYPE vllm:num_preemptions_total counter\n"))
+		w.Write([]byte("vllm:num_preemptions_total{engine=\"0\"} " + map[int32]string{1: "10", 2: "30"}[i] + "\n"))
+		w.Write([]byte("# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.5\n"))
+		w.Write([]byte("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 3\n"))
+	}))
+	defer srv.Close()
+	in, store := scrapeInput(t, srv)
+	clock := time.Unix(1.8e9, 0)
+	in.Env.Now = func() time.Time { return clock }
+	step, _ := NewScrape(ScrapeConfig{})
+	var slept time.Duration
+	step.sleep = func(_ context.Context, d time.Duration) error { slept = d; clock = clock.Add(d); return nil }
+	res, err := step.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slept != 5*time.Second || res.Signals[SigPreemptionsRate] != 4 {
+		t.Fatalf("default gap %v, preemptions %v/s; want 5s and 20 in 5 s = 4/s", slept, res.Signals[SigPreemptionsRate])
+	}
+	metrics := res.Findings["metrics"].(map[string]any)
+	if _, ok := metrics["process_cpu_seconds_total"]; ok || metrics["vllm:kv_cache_usage_perc"] != 0.5 {
+		t.Fatalf("findings keep vllm:* only: %v", metrics)
+	}
+	if len(res.Artifacts) != 2 || res.Artifacts[0].Key != "runs/run1/scrape/scrape-1.txt" {
+		t.Fatalf("artifacts %+v", res.Artifacts)
+	}
+	rc, err := store.Open(context.Background(), res.Artifacts[1].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if !strings.Contains(res.Summary, "preemptions_per_s 4") {
+		t.Fatalf("summary %q", res.Summary)
+	}
+}
+
+func TestScrapeFailuresSayWhy(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	cases := []struct {
+		name    string
+		handler http.HandlerFunc // nil: nothing listens
+		labels  template.KV
+		noEnv   bool
+		reason  Reason
+		text    string
+	}{
+		{"nothing listens", nil, nil, false, ReasonRefused, "scrape http://"},
+		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }, nil, false, ReasonUpstream5xx, "HTTP 500"},
+		{"not an exposition", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>hello</html>\n")) }, nil, false, ReasonBadConfig, "parse exposition"},
+		{"alert without instance", func(http.ResponseWriter, *http.Request) {}, template.KV{"alertname": "x"}, false, ReasonBadConfig, "instance label"},
+		{"instance with a path", func(http.ResponseWriter, *http.Request) {}, template.KV{"instance": "10.0.0.1:80/x"}, false, ReasonBadConfig, "want host:port"},
+		{"no targets client", func(http.ResponseWriter, *http.Request) {}, nil, true, ReasonBadConfig, "no targets client"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(c.handler)
+			defer srv.Close()
+			in, _ := scrapeInput(t, srv)
+			if c.handler == nil {
+				u, _ := url.Parse(closedURL)
+				in.Alert.Labels["instance"] = u.Host
+			}
+			if c.labels != nil {
+				in.Alert.Labels = c.labels
+			}
+			if c.noEnv {
+				in.Env.Targets = nil
+			}
+			step, _ := NewScrape(ScrapeConfig{})
+			step.sleep = noWait
+			_, err := step.Run(context.Background(), in)
+			if Classify(err) != c.reason || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("err = %v (%s), want %s containing %q", err, Classify(err), c.reason, c.text)
+			}
+		})
+	}
+}
+
+func TestScrapeKeepsTheFirstWhenTheSecondFails(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1) > 1 {
+			http.Error(w, "engine dead", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 42\n"))
+	}))
+	defer srv.Close()
+	in, _ := scrapeInput(t, srv)
+	step, _ := NewScrape(ScrapeConfig{})
+	step.sleep = noWait
+	res, err := step.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Signals[SigQueueDepth] != 42 || !strings.Contains(res.Findings["second_scrape_error"].(string), "HTTP 503") {
+		t.Fatalf("signals %v findings %v", res.Signals, res.Findings)
+	}
+	if !strings.Contains(res.Summary, "one scrape") {
+		t.Fatalf("summary %q", res.Summary)
+	}
+}
+
+func TestScrapeHonoursItsDeadlineDuringTheGap(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 3\n"))
+	}))
+	defer srv.Close()
+	in, _ := scrapeInput(t, srv)
+	step, _ := NewScrape(ScrapeConfig{Gap: time.Minute})
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errors.New("step scrape: 50ms deadline"))
+	defer cancel()
+	res, err := step.Run(ctx, in)
+	if Classify(err) != ReasonTimeout || !strings.Contains(err.Error(), "stopped after the first scrape") {
+		t.Fatalf("err = %v (%s)", err, Classify(err))
+	}
+	if res == nil || res.Signals[SigQueueDepth] != 3 || len(res.Artifacts) != 1 {
+		t.Fatalf("the first scrape's evidence must be kept: %+v", res)
+	}
+}
+
+func TestNewScrapeValidates(t *testing.T) {
+	for name, cfg := range map[string]ScrapeConfig{
+		"scheme":       {Scheme: "ftp"},
+		"path":         {Path: "metrics"},
+		"gap":          {Gap: -time.Second},
+		"long gap":     {Gap: time.Hour},
+		"target path":  {Target: "h:1/x"},
+		"target alone": {Target: "host"},
+		"glob":         {Match: []string{"["}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := NewScrape(cfg); Classify(err) != ReasonBadConfig {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+// TestRecordedScrapes reads real vLLM expositions through the scrape step's
+// parsing and triage, asserting what an operator reading them would conclude.
+func TestRecordedScrapes(t *testing.T) {
+	cases := []struct {
+		file   string
+		labels map[string]string
+		gen    string
+		want   string
+		check  func(t *testing.T, s Signals)
+	}{
+		{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", nil, generationCurrent, VerdictHealthy, func(t *testing.T, s Signals) {
+			// An idle server: 10 requests in its life, nothing queued or running;
+			// its one slow first token (a warm-up) is too few to call a p99.
+			if _, ok := s[SigTTFTP99]; ok {
+				t.Error("a p99 from 10 observations")
+			}
+			near(t, s, SigPrefixHitRatio, 432.0/530)
+			near(t, s, SigQueueDepth, 0)
+		}},
+		{"v1-2026-08-blackbox-rca-cpu.prom", nil, generationCurrent, VerdictUnexplained, func(t *testing.T, s Signals) {
+			// Qwen3-0.6B on a CPU image: ~0.1 s per token with nothing queued, an
+			// empty batch and 6-token prompts: slow for no load reason.
+			near(t, s, SigITLP99, 0.455)
+			near(t, s, SigRunning, 0)
+		}},
+		{"v0.5.x-2024-08-kubeai.prom", map[string]string{"model_name": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}, generationLegacy, VerdictHealthy, func(t *testing.T, s Signals) {
+			near(t, s, SigKVUsage, 0.0026235242675994863) // gpu_cache_usage_perc
+			near(t, s, SigQueueDepth, 2)                  // the injected other/OTHER series filtered out
+			near(t, s, SigITLP50, 0.0376)                 // time_per_output_token_seconds
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			body := readFixture(t, c.file)
+			step, _ := NewScrape(ScrapeConfig{Labels: c.labels})
+			res := &Result{Findings: map[string]any{"target": "fixture"}}
+			if err := step.analyse(res, nil, body, 0); err != nil {
+				t.Fatal(err)
+			}
+			if res.Findings["generation"] != c.gen {
+				t.Fatalf("generation %v, want %s", res.Findings["generation"], c.gen)
+			}
+			c.check(t, res.Signals)
+			if v := Diagnose(res.Signals, DefaultThresholds); v.ID != c.want {
+				t.Fatalf("verdict %s, want %s: %q", v.ID, c.want, v.Evidence)
+			}
+			// The same file twice: a gap in which nothing happened.
+			twice := &Result{Findings: map[string]any{"target": "fixture"}}
+			if err := step.analyse(twice, body, body, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := twice.Signals[SigITLP50]; ok || twice.Signals[SigRequestRate] != 0 {
+				t.Fatalf("an idle gap gave latency or traffic: %v", twice.Signals)
+			}
+		})
+	}
+}
+
+func near(t *testing.T, s Signals, name string, want float64) {
+	t.Helper()
+	got, ok := s[name]
+	if !ok || math.Abs(got-want) > 0.001*math.Max(1, math.Abs(want)) {
+		t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+	}
+}
