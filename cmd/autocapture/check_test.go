@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+// cliData holds the playbook files these tests use (playbooks/testdata/cli).
+const cliData = "../../playbooks/testdata/cli/"
+
+type clpromConfig struct {
+	Query string `yaml:"query"`
+}
+
+type clStep struct{ summary string }
+
+func (s clStep) Run(_ context.Context, in *capture.Input) (*capture.Result, error) {
+	if s.summary != "" {
+		return &capture.Result{Summary: s.summary}, nil
+	}
+	id := capture.VerdictUnexplained
+	for _, r := range in.Prior {
+		if r.Signals[capture.SigKVUsage] >= 0.95 {
+			id = capture.VerdictKVPressure
+		}
+	}
+	return &capture.Result{Summary: id, Verdict: &capture.Verdict{ID: id}}, nil
+}
+
+func init() {
+	capture.Register(capture.Kind{Name: "clprom", Tier: capture.TierMetrics,
+		Config: func() any { return &clpromConfig{} },
+		Build:  func(c any) (capture.Step, error) { return clStep{summary: c.(*clpromConfig).Query}, nil }})
+	capture.Register(capture.Kind{Name: "cljudge", Tier: capture.TierTriage,
+		Config: func() any { return &struct{}{} },
+		Build:  func(any) (capture.Step, error) { return clStep{}, nil }})
+}
+
+// cli runs one command line through the dispatcher, as main does.
+func cli(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = dispatch(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	goodCfg := filepath.Join(dir, "good.yaml")
+	os.WriteFile(goodCfg, []byte(fmt.Sprintf("playbooks: [%q]\n", cliData+"a-*.yaml")), 0o644)
+	badCfg := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(badCfg, []byte("runs:\n  max_concurent: 3\n"), 0o644)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string
+		stderr   []string
+		stderrNo int
+	}{
+		{"good file", []string{"check", cliData + "a-good.yaml"}, 0,
+			"ok: 1 playbooks (3 steps, 2 tests) in 1 files\n", nil, 0},
+		{"config globs", []string{"check", "--config.file", goodCfg}, 0,
+			"ok: 1 playbooks (3 steps, 2 tests) in 1 files, config " + goodCfg + " ok\n", nil, 0},
+		{"bad file lists every error with its position", []string{"check", cliData + "b-bad.yaml"}, 1, "", []string{
+			cliData + `b-bad.yaml:3:13: bad matcher "severity=~\"page"`,
+			cliData + `b-bad.yaml:6:29: unknown field "querry"`,
+			cliData + `b-bad.yaml:11:9: step "b": unknown step kind "nosuchkind" (known: `,
+			cliData + `b-bad.yaml:8:21: when: no step "c" in playbook`,
+		}, 4},
+		{"bad config", []string{"check", "--config.file", badCfg}, 1, "", []string{badCfg + `:2:3: unknown field "max_concurent"`}, 1},
+		{"missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, "", []string{"no such file"}, 1},
+		{"bad flag", []string{"check", "--nope"}, 2, "", []string{"flag provided but not defined"}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := cli(tc.args...)
+			if code != tc.code || out != tc.stdout {
+				t.Errorf("exit %d, stdout %q; want %d, %q\nstderr:\n%s", code, out, tc.code, tc.stdout, errOut)
+			}
+			for _, want := range tc.stderr {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+			if lines := strings.Count(errOut, "\n"); tc.stderrNo >= 0 && lines != tc.stderrNo {
+				t.Errorf("stderr has %d lines, want %d:\n%s", lines, tc.stderrNo, errOut)
+			}
+		})
+	}
+}
