@@ -1,0 +1,159 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+)
+
+func TestAcceptOneRunPerEpisode(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false) // not started: runs stay queued
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		a := firing("fp1", t0)
+
+		// 100 concurrent deliveries of the same firing: one run.
+		const n = 100
+		var wg sync.WaitGroup
+		results := make([]Accepted, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				acc, err := s.Accept(context.Background(), []template.Alert{a})
+				if err == nil {
+					results[i] = acc[0]
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		accepted := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("delivery %d: %v", i, errs[i])
+			}
+			if results[i].RunID != results[0].RunID {
+				t.Fatalf("delivery %d went to run %s, delivery 0 to %s", i, results[i].RunID, results[0].RunID)
+			}
+			if results[i].Outcome == OutcomeAccepted {
+				accepted++
+			}
+		}
+		if accepted != 1 {
+			t.Fatalf("%d deliveries created a run, want exactly 1", accepted)
+		}
+		first := results[0].RunID
+		steps := []struct {
+			name    string
+			alert   template.Alert
+			outcome Outcome
+			sameRun bool
+		}{
+			{"later startsAt while unresolved is the same run", firing("fp1", t0.Add(90*time.Second)), OutcomeDeduplicated, true},
+			{"resolution sets resolved_at", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), OutcomeResolved, true},
+			{"resolution repeated", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), OutcomeResolved, true},
+			{"late repeat of the resolved firing", firing("fp1", t0), OutcomeDeduplicated, true},
+			{"new startsAt after resolution is a new run", firing("fp1", t0.Add(time.Hour)), OutcomeAccepted, false},
+			{"resolved with no run", resolvedAlert("nobody", t0, t0.Add(time.Minute)), OutcomeResolvedUnknown, false},
+		}
+		for _, st := range steps {
+			acc := acceptOne(t, s, st.alert)
+			if acc.Outcome != st.outcome || (acc.RunID == first) != st.sameRun {
+				t.Fatalf("%s: got %s run %s (first run %s)", st.name, acc.Outcome, acc.RunID, first)
+			}
+		}
+		r, err := s.Get(context.Background(), first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != StatusQueued {
+			t.Fatalf("first run resolved_at=%v status=%s, want endsAt and still queued", r.ResolvedAt, r.Status)
+		}
+		page, err := s.List(context.Background(), ListQuery{Alertname: "VLLMSlowTTFT"})
+		if err != nil || len(page.Runs) != 2 {
+			t.Fatalf("list: %d runs, %v; want 2", len(page.Runs), err)
+		}
+	})
+}
+
+func TestAcceptBatchIsOneTransaction(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		t0 := time.Now().UTC()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the store cannot be reached in time: nothing may be committed
+		if _, err := s.Accept(ctx, []template.Alert{firing("a", t0), firing("b", t0)}); err == nil {
+			t.Fatal("accept with a dead context succeeded")
+		}
+		page, err := s.List(context.Background(), ListQuery{})
+		if err != nil || len(page.Runs) != 0 {
+			t.Fatalf("after a failed accept: %d runs (%v), want 0", len(page.Runs), err)
+		}
+		acc, err := s.Accept(context.Background(), []template.Alert{firing("a", t0), firing("b", t0), firing("a", t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acc[0].Outcome != OutcomeAccepted || acc[1].Outcome != OutcomeAccepted || acc[2].Outcome != OutcomeDeduplicated ||
+			acc[2].RunID != acc[0].RunID {
+			t.Fatalf("batch outcomes %+v", acc)
+		}
+	})
+}
+
+func TestListGetCancelAPI(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		t0 := time.Now().UTC()
+		var ids []string
+		for _, fp := range []string{"a", "b", "c", "d", "e"} {
+			ids = append(ids, acceptOne(t, s, firing(fp, t0)).RunID)
+		}
+		ctx := context.Background()
+		var seen []string
+		cursor := ""
+		for {
+			page, err := s.List(ctx, ListQuery{Limit: 2, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Runs {
+				seen = append(seen, r.ID)
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		if len(seen) != 5 || seen[0] != ids[4] || seen[4] != ids[0] {
+			t.Fatalf("paged list %v, want all 5 newest first (%v)", seen, ids)
+		}
+		if _, err := s.List(ctx, ListQuery{Cursor: "%%%"}); !errors.Is(err, ErrBadCursor) {
+			t.Fatalf("bad cursor: %v", err)
+		}
+		if _, err := s.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get unknown: %v", err)
+		}
+		r, err := s.Cancel(ctx, ids[0])
+		if err != nil || r.Status != StatusCancelled || r.CancelRequestedAt == nil {
+			t.Fatalf("cancel queued run: %+v, %v", r, err)
+		}
+		if _, err := s.Cancel(ctx, ids[0]); !errors.Is(err, ErrFinished) {
+			t.Fatalf("cancel twice: %v, want ErrFinished", err)
+		}
+		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("cancel unknown: %v", err)
+		}
+		page, err := s.List(ctx, ListQuery{Status: StatusCancelled})
+		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != ids[0] {
+			t.Fatalf("list by status: %+v, %v", page.Runs, err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Get returns a run with its steps, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (*Run, error) {
+	r, err := s.getRow(ctx, s.db, id)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := s.loadSteps(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.Steps = steps
+	return &r.Run, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
+	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runner: get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// loadSteps returns a run's step records in the order they finished.
+func (s *Service) loadSteps(ctx context.Context, id string) ([]StepRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
+		ORDER BY finished_at, plan, step_id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
+	}
+	defer rows.Close()
+	steps := []StepRecord{}
+	for rows.Next() {
+		var raw string
+		var rec StepRecord
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
+		}
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			return nil, fmt.Errorf("runner: steps of run %s: decode: %w", id, err)
+		}
+		steps = append(steps, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
+	}
+	return steps, nil
+}
+
+// List returns runs newest first, filtered by alertname and status, a page at a
+// time (Page.Next is the cursor of the next page). Steps are left out.
+func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 500)
+	where := []string{"1 = 1"}
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	if q.Alertname != "" {
+		where = append(where, "alertname = "+arg(q.Alertname))
+	}
+	if q.Status != "" {
+		where = append(where, "status = "+arg(q.Status))
+	}
+	if q.Cursor != "" {
+		ms, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return Page{}, err
+		}
+		c, i := arg(ms), arg(id)
+		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
+	}
+	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("runner: list runs: %w", err)
+	}
+	defer rows.Close()
+	page := Page{Runs: []Run{}}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return Page{}, fmt.Errorf("runner: list runs: %w", err)
+		}
+		page.Runs = append(page.Runs, r.Run)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("runner: list runs: %w", err)
+	}
+	if len(page.Runs) > limit {
+		last := page.Runs[limit-1]
+		page.Runs = page.Runs[:limit]
+		page.Next = encodeCursor(toMS(last.CreatedAt), last.ID)
+	}
+	return page, nil
+}
+
+// ErrBadCursor: a List cursor that no page handed out.
+var ErrBadCursor = errors.New("runner: bad cursor")
+
+func encodeCursor(ms int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ms, 10) + "/" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: %v", ErrBadCursor, err)
+	}
+	msText, id, ok := strings.Cut(string(b), "/")
+	ms, err := strconv.ParseInt(msText, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", fmt.Errorf("%w: %q", ErrBadCursor, c)
+	}
+	return ms, id, nil
+}
+
+// Cancel asks for a run to stop. A queued run ends cancelled at once; a running
+// one is cancelled by the process holding it (a flag on the row its heartbeat
+// reads, so it works across processes). ErrFinished for a run that has ended.
+func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
+	now := toMS(s.now())
+	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, $1)
+		WHERE id = $2 AND finished_at IS NULL`, now, id)
+	if err != nil {
+		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		r, err := s.getRow(ctx, s.db, id)
+		if err != nil {
+			return nil, err
+		}
+		return &r.Run, fmt.Errorf("%w: %s is %s", ErrFinished, id, r.Status)
+	}
+	// Nobody holds it: end it here. A job that picks it up later finds it finished.
+	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3
+		WHERE id = $4 AND finished_at IS NULL AND owner IS NULL`,
+		StatusCancelled, "cancelled before it started", now, id); err != nil {
+		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
+	}
+	s.mu.Lock()
+	h := s.active[id]
+	s.mu.Unlock()
+	if h != nil {
+		h.cancel(ErrCancelled)
+	}
+	return s.Get(ctx, id)
+}

@@ -1,0 +1,174 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for PostgreSQL
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite", no cgo
+)
+
+// dialect is the run store's database: both speak the same SQL here ($n
+// placeholders, RETURNING, ON CONFLICT DO NOTHING, partial unique indexes).
+type dialect string
+
+const (
+	dialectSQLite   dialect = "sqlite"
+	dialectPostgres dialect = "postgres"
+)
+
+// openDB opens the run store and the River driver over the same *sql.DB, so
+// runs and their jobs commit in one transaction.
+func openDB(databaseURL, sqlitePath string) (*sql.DB, dialect, riverdriver.Driver[*sql.Tx], error) {
+	if databaseURL == "" {
+		return openSQLite(sqlitePath)
+	}
+	u, err := url.Parse(databaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, "", nil, fmt.Errorf("runner: database url: want postgres://…, got a %q URL", schemeOf(databaseURL))
+	}
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("runner: open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(10)
+	return db, dialectPostgres, riverdatabasesql.New(db), nil
+}
+
+// openSQLite opens the embedded store in WAL mode. River's SQLite driver wants a
+// pool of one connection (parallel operations otherwise fail with SQLITE_BUSY);
+// busy_timeout and BEGIN IMMEDIATE make two processes on one file wait for each
+// other instead of failing.
+func openSQLite(path string) (*sql.DB, dialect, riverdriver.Driver[*sql.Tx], error) {
+	if path == "" {
+		return nil, "", nil, fmt.Errorf("runner: no database url and no SQLite path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, "", nil, fmt.Errorf("runner: sqlite %s: %w", path, err)
+	}
+	dsn := "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("runner: open sqlite %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	return db, dialectSQLite, riversqlite.New(db), nil
+}
+
+func schemeOf(raw string) string {
+	if i := strings.Index(raw, "://"); i > 0 {
+		return raw[:i]
+	}
+	return "non-URL"
+}
+
+// migrations are ours, applied after River's. Each entry runs once, in a
+// transaction, and is recorded in autocapture_migrations. Times are Unix
+// milliseconds (BIGINT), JSON is TEXT: the same DDL on both databases.
+var migrations = []string{`
+CREATE TABLE autocapture_runs (
+	id                  TEXT PRIMARY KEY,
+	run_key             TEXT NOT NULL UNIQUE,
+	fingerprint         TEXT NOT NULL,
+	alertname           TEXT NOT NULL,
+	alert               TEXT NOT NULL,
+	starts_at           BIGINT NOT NULL,
+	status              TEXT NOT NULL,
+	reason              TEXT NOT NULL DEFAULT '',
+	resolved_at         BIGINT,
+	cancel_requested_at BIGINT,
+	created_at          BIGINT NOT NULL,
+	queued_at           BIGINT NOT NULL,
+	started_at          BIGINT,
+	finished_at         BIGINT,
+	attempts            INTEGER NOT NULL DEFAULT 0,
+	resumed             INTEGER NOT NULL DEFAULT 0,
+	generation          INTEGER NOT NULL DEFAULT 0,
+	owner               TEXT,
+	lease_until         BIGINT,
+	plans               TEXT,
+	window_start        BIGINT,
+	window_end          BIGINT,
+	thread              TEXT,
+	verdict             TEXT
+);
+CREATE UNIQUE INDEX autocapture_runs_open_fingerprint ON autocapture_runs (fingerprint) WHERE resolved_at IS NULL;
+CREATE INDEX autocapture_runs_created ON autocapture_runs (created_at, id);
+CREATE INDEX autocapture_runs_status ON autocapture_runs (status);
+CREATE TABLE autocapture_run_playbooks (
+	run_id       TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	playbook     TEXT NOT NULL,
+	cooldown_key TEXT NOT NULL DEFAULT '',
+	created_at   BIGINT NOT NULL,
+	PRIMARY KEY (run_id, playbook)
+);
+CREATE INDEX autocapture_run_playbooks_cooldown ON autocapture_run_playbooks (cooldown_key, created_at);
+CREATE TABLE autocapture_steps (
+	run_id       TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	plan         TEXT NOT NULL,
+	step_id      TEXT NOT NULL,
+	kind         TEXT NOT NULL,
+	status       TEXT NOT NULL,
+	cooldown_key TEXT NOT NULL DEFAULT '',
+	finished_at  BIGINT NOT NULL,
+	record       TEXT NOT NULL,
+	PRIMARY KEY (run_id, plan, step_id)
+);
+CREATE INDEX autocapture_steps_cooldown ON autocapture_steps (cooldown_key, finished_at);
+`}
+
+// migrate applies River's migrations, then ours.
+func migrate(ctx context.Context, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
+	m, err := rivermigrate.New(drv, nil)
+	if err != nil {
+		return fmt.Errorf("runner: river migrator: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("runner: river migrations: %w", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: migrations: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if d == dialectPostgres { // replicas starting together take turns
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(727001)`); err != nil {
+			return fmt.Errorf("runner: migrations: lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS autocapture_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("runner: migrations: create table: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM autocapture_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("runner: migrations: read version: %w", err)
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		for _, stmt := range strings.Split(migrations[v-1], ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("runner: migration %d: %w", v, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_migrations (version) VALUES ($1)`, v); err != nil {
+			return fmt.Errorf("runner: migration %d: record: %w", v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: migrations: commit: %w", err)
+	}
+	return nil
+}

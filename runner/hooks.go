@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// hooks connect RunPlan to the store and the thread for one run.
+func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) Hooks {
+	keys := map[string]string{} // plan/step → step cooldown key
+	for _, p := range plans {
+		for _, st := range p.Steps {
+			keys[p.Playbook+"/"+st.ID] = st.CooldownKey
+		}
+	}
+	return Hooks{
+		Skip: func(ctx context.Context, p *playbooks.Plan, st *playbooks.PlannedStep) string {
+			return s.stepCooldown(ctx, r.ID, st)
+		},
+		StepDone: func(ctx context.Context, rec StepRecord) {
+			if err := s.persistStep(ctx, r.ID, rec, keys[rec.Plan+"/"+rec.ID]); err != nil {
+				s.log.Error("Could not persist a step; it runs again if the run resumes.",
+					zap.String("run", r.ID), zap.String("step", rec.ID), zap.Error(err))
+				return
+			}
+			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
+			s.reply(ctx, r.ID, t, rec)
+		},
+	}
+}
+
+// persistStep stores a finished step while this process still owns the run (the
+// owner check and the insert are one transaction, so a process that lost its
+// lease cannot write).
+func (s *Service) persistStep(ctx context.Context, runID string, rec StepRecord, cooldownKey string) error {
+	if s.dead.Load() {
+		return errors.New("service abandoned")
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode step %s: %w", rec.ID, err)
+	}
+	tx, err := s.db.BeginTx(wctx, nil)
+	if err != nil {
+		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(wctx, `UPDATE autocapture_runs SET lease_until = lease_until WHERE id = $1 AND owner = $2`,
+		runID, s.id)
+	if err != nil {
+		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("persist step %s: lease lost", rec.ID)
+	}
+	if _, err := tx.ExecContext(wctx, `INSERT INTO autocapture_steps
+		(run_id, plan, step_id, kind, status, cooldown_key, finished_at, record)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		runID, rec.Plan, rec.ID, rec.Kind, rec.Status, cooldownKey, toMS(rec.FinishedAt), string(b)); err != nil {
+		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// stepCooldown returns why a step with a cooldown must be skipped: the same
+// cooldown key succeeded in another run inside the cooldown.
+func (s *Service) stepCooldown(ctx context.Context, runID string, st *playbooks.PlannedStep) string {
+	if st.Cooldown <= 0 || st.CooldownKey == "" {
+		return ""
+	}
+	var other string
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT run_id, finished_at FROM autocapture_steps
+		WHERE cooldown_key = $1 AND status = 'succeeded' AND finished_at >= $2 AND run_id <> $3
+		ORDER BY finished_at DESC LIMIT 1`, st.CooldownKey, toMS(s.now().Add(-st.Cooldown)), runID).Scan(&other, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ""
+	}
+	if err != nil {
+		s.log.Warn("Could not check a step's cooldown; running it.", zap.String("step", st.ID), zap.Error(err))
+		return ""
+	}
+	return fmt.Sprintf("cooldown: step %s ran for run %s at %s (cooldown %s)", st.ID, other,
+		fromMS(at).Format(time.RFC3339), st.Cooldown)
+}
+
+// reply posts a finished step into the thread, with links to its artifacts.
+func (s *Service) reply(ctx context.Context, runID string, t notify.Thread, rec StepRecord) {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rep := notify.StepReport{RunID: runID, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
+		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond}
+	if env := s.o.Env; env != nil && env.Store != nil {
+		for _, a := range rec.Artifacts {
+			if u, err := env.Store.Link(nctx, a.Key); err == nil {
+				rep.Links = append(rep.Links, notify.Link{Name: a.Name, URL: u})
+			}
+		}
+	}
+	s.logNotify("reply", runID, s.o.Notifier.Reply(nctx, t, rep))
+}

@@ -1,0 +1,234 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// handle is a run this process executes: its cancel function and the signal
+// that its alert resolved.
+type handle struct {
+	id           string
+	cancel       context.CancelCauseFunc
+	resolved     chan struct{}
+	resolvedOnce sync.Once
+}
+
+func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
+
+// work is one River job: claim the run, execute it under a heartbeat, finish or
+// release it. It returns an error only when the store failed (River retries).
+func (s *Service) work(ctx context.Context, args runArgs) error {
+	if s.dead.Load() {
+		return nil
+	}
+	ok, err := s.claim(ctx, args)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.log.Debug("Job for a run that is finished, owned or superseded: nothing to do.",
+			zap.String("run", args.RunID), zap.Int("generation", args.Generation))
+		return nil
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{})}
+	s.mu.Lock()
+	s.active[h.id] = h
+	s.mu.Unlock()
+	s.runs.Add(1)
+	defer func() {
+		s.mu.Lock()
+		delete(s.active, h.id)
+		s.mu.Unlock()
+		s.runs.Done()
+	}()
+	s.m.executing.Inc()
+	defer s.m.executing.Dec()
+	hbDone := make(chan struct{})
+	hbCtx, stopHB := context.WithCancel(runCtx)
+	go func() { defer close(hbDone); s.heartbeat(hbCtx, h) }()
+	err = s.execute(runCtx, h)
+	stopHB()
+	<-hbDone
+	return err
+}
+
+// claim takes the run for this process: only a run nobody holds (owner NULL),
+// not finished, whose generation is this job's. It counts an attempt.
+func (s *Service) claim(ctx context.Context, args runArgs) (bool, error) {
+	now := s.now()
+	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, lease_until = $2,
+		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, $4)
+		WHERE id = $5 AND generation = $6 AND finished_at IS NULL AND owner IS NULL`,
+		s.id, toMS(now.Add(s.cfg.LeaseTimeout)), StatusRunning, toMS(now), args.RunID, args.Generation)
+	if err != nil {
+		return false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
+	}
+	return n == 1, nil
+}
+
+// heartbeat renews the lease every heartbeat_interval and reads the row's flags:
+// a cancel request cancels the run, a resolution cancels tier 3, a lost lease
+// (or one this process could not renew in time) interrupts it.
+func (s *Service) heartbeat(ctx context.Context, h *handle) {
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	lastRenewed := s.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.dead.Load() {
+			return
+		}
+		now := s.now()
+		var cancelReq, resolved sql.NullInt64
+		err := s.db.QueryRowContext(ctx, `UPDATE autocapture_runs SET lease_until = $1
+			WHERE id = $2 AND owner = $3 RETURNING cancel_requested_at, resolved_at`,
+			toMS(now.Add(s.cfg.LeaseTimeout)), h.id, s.id).Scan(&cancelReq, &resolved)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			s.log.Warn("Lost the lease on a run; stopping work on it.", zap.String("run", h.id))
+			h.cancel(fmt.Errorf("%w: lease lost", ErrInterrupted))
+			return
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("Could not renew a run's lease.", zap.String("run", h.id), zap.Error(err))
+			if now.Sub(lastRenewed) > s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval {
+				h.cancel(fmt.Errorf("%w: lease could not be renewed for %s", ErrInterrupted, now.Sub(lastRenewed)))
+				return
+			}
+			continue
+		}
+		lastRenewed = now
+		if resolved.Valid {
+			h.resolve()
+		}
+		if cancelReq.Valid {
+			h.cancel(ErrCancelled)
+		}
+	}
+}
+
+// release gives the run up after an interruption: the lease expires now, so a
+// reaper (here after restart, or on another replica) resumes it at once. A
+// shutdown does not use up one of the run's attempts.
+func (s *Service) release(h *handle, cause error) {
+	if s.dead.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the run's context is done
+	defer cancel()
+	_, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = 0,
+		attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+		WHERE id = $1 AND owner = $2 AND finished_at IS NULL`, h.id, s.id)
+	if err != nil {
+		s.log.Error("Could not release an interrupted run; it resumes when its lease expires.",
+			zap.String("run", h.id), zap.Error(err))
+		return
+	}
+	s.log.Info("Released an interrupted run for resumption.", zap.String("run", h.id), zap.NamedError("cause", cause))
+}
+
+// reaper resumes runs whose owner stopped heartbeating: every heartbeat_interval
+// it takes expired leases with a compare-and-swap on the generation (so one
+// process wins) and enqueues a fresh job in the same transaction.
+func (s *Service) reaper() {
+	defer s.bgDone.Done()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if n, err := s.reapOnce(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("Reaper could not scan for abandoned runs.", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
+		}
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reapOnce resumes the runs whose lease has expired and returns how many.
+func (s *Service) reapOnce(ctx context.Context) (int, error) {
+	if s.dead.Load() {
+		return 0, nil
+	}
+	now := toMS(s.now())
+	rows, err := s.db.QueryContext(ctx, `SELECT id, generation FROM autocapture_runs
+		WHERE finished_at IS NULL AND owner IS NOT NULL AND lease_until < $1 LIMIT 100`, now)
+	if err != nil {
+		return 0, fmt.Errorf("runner: reaper: scan: %w", err)
+	}
+	type cand struct {
+		id  string
+		gen int
+	}
+	var cands []cand
+	for rows.Next() {
+		var c cand
+		if err := rows.Scan(&c.id, &c.gen); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("runner: reaper: scan: %w", err)
+		}
+		cands = append(cands, c)
+	}
+	rows.Close()
+	n := 0
+	for _, c := range cands {
+		won, err := s.resume(ctx, c.id, c.gen, now)
+		if err != nil {
+			return n, err
+		}
+		if won {
+			n++
+			s.m.resumed.Inc()
+		}
+	}
+	return n, nil
+}
+
+// resume moves one abandoned run back to the queue with a new job.
+func (s *Service) resume(ctx context.Context, id string, gen int, now int64) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("runner: reaper: begin: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET generation = generation + 1,
+		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = $2
+		WHERE id = $3 AND generation = $4 AND finished_at IS NULL AND owner IS NOT NULL AND lease_until < $2`,
+		StatusQueued, now, id, gen)
+	if err != nil {
+		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil // another process won, or the owner renewed
+	}
+	if _, err := s.client.InsertTx(ctx, tx, runArgs{RunID: id, Generation: gen + 1}, nil); err != nil {
+		return false, fmt.Errorf("runner: reaper: enqueue run %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)
+	}
+	s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1))
+	return true, nil
+}

@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the runner's: counters on transitions in this process, and
+// gauges read from the store at scrape time (the same on every replica).
+type metrics struct {
+	accepted  *prometheus.CounterVec
+	finished  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	steps     *prometheus.CounterVec
+	executing prometheus.Gauge
+	resumed   prometheus.Counter
+}
+
+func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_alerts_accepted_total",
+			Help: "Alerts accepted by outcome: accepted (new run), deduplicated, resolved, resolved_unknown."}, []string{"outcome"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_runs_finished_total",
+			Help: "Runs this process finished, by final status."}, []string{"status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_run_duration_seconds",
+			Help:    "From a run's first start to its end, by final status.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 2400}}, []string{"status"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_steps_total",
+			Help: "Finished steps by kind and status."}, []string{"kind", "status"}),
+		executing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_runs_executing",
+			Help: "Runs this process is executing now (at most runs.max_concurrent)."}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
+			Help: "Abandoned runs this process's reaper put back in the queue."}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.accepted, m.finished, m.duration, m.steps, m.executing, m.resumed,
+		&storeCollector{s: s}} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("runner: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+var (
+	descRuns = prometheus.NewDesc("autocapture_runs", "Runs in the store by status.", []string{"status"}, nil)
+	descDepth = prometheus.NewDesc("autocapture_runs_queue_depth",
+		"Runs waiting in the queue (status queued).", nil, nil)
+	descOldest = prometheus.NewDesc("autocapture_runs_queue_oldest_age_seconds",
+		"How long the oldest queued run has waited (0 when none).", nil, nil)
+	descUp = prometheus.NewDesc("autocapture_runs_store_up", "1 when the run store answered this scrape.", nil, nil)
+)
+
+// storeCollector reads the run gauges from the database at scrape time.
+type storeCollector struct{ s *Service }
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descRuns
+	ch <- descDepth
+	ch <- descOldest
+	ch <- descUp
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second) // a scrape has no context
+	defer cancel()
+	st, err := c.s.QueueStats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	for _, status := range Statuses {
+		ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(st.ByStatus[status]), status)
+	}
+	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, st.OldestQueued.Seconds())
+}
+
+// QueueStats is the store's view of the queue.
+type QueueStats struct {
+	ByStatus     map[string]int
+	Queued       int
+	OldestQueued time.Duration
+}
+
+// QueueStats counts runs by status and measures the oldest queued run's wait.
+func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) {
+	st := QueueStats{ByStatus: map[string]int{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM autocapture_runs GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("runner: queue stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return st, fmt.Errorf("runner: queue stats: %w", err)
+		}
+		st.ByStatus[status] = n
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("runner: queue stats: %w", err)
+	}
+	st.Queued = st.ByStatus[StatusQueued]
+	var oldest sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(queued_at) FROM autocapture_runs WHERE status = $1`,
+		StatusQueued).Scan(&oldest); err != nil {
+		return st, fmt.Errorf("runner: queue stats: %w", err)
+	}
+	if oldest.Valid {
+		st.OldestQueued = max(0, s.now().Sub(fromMS(oldest.Int64)))
+	}
+	return st, nil
+}

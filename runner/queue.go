@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// queueRuns is the River queue runs are worked from.
+const queueRuns = "autocapture_runs"
+
+// jobMaxAttempts bounds River's retries of one job. A job fails only when the
+// store cannot be reached to claim or finish its run; how often a RUN is
+// started is counted on the run row (runs.max_attempts), not here.
+const jobMaxAttempts = 5
+
+// runArgs is the job that executes a run. Generation changes each time the
+// reaper resumes the run, so the new job is unique even while River still holds
+// the dead owner's job as running.
+type runArgs struct {
+	RunID      string `json:"run_id"`
+	Generation int    `json:"generation"`
+}
+
+// Kind names the job kind in River's table.
+func (runArgs) Kind() string { return "autocapture_run" }
+
+// InsertOpts puts runs on their queue, unique per run and generation.
+func (runArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueRuns, MaxAttempts: jobMaxAttempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// runWorker hands River's jobs to the Service.
+type runWorker struct {
+	river.WorkerDefaults[runArgs]
+	s *Service
+}
+
+// Timeout disables River's per-job timeout: a run is bounded by its plans'
+// own deadlines (runs.default_timeout), which River's 1-minute default would cut.
+func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
+
+// Work claims and executes the run, or does nothing when it is finished or
+// held by a live owner elsewhere.
+func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	return w.s.work(ctx, job.Args)
+}
+
+// newRiver builds the client with settings for runs that last minutes.
+func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.Tx], error) {
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &runWorker{s: s}); err != nil {
+		return nil, fmt.Errorf("runner: river worker: %w", err)
+	}
+	poll := min(time.Second, s.cfg.HeartbeatInterval)
+	c, err := river.NewClient(drv, &river.Config{
+		ID:      s.id,
+		Queues:  map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent}},
+		Workers: workers,
+		// Runs carry their own deadlines; liveness is the lease on the run row.
+		JobTimeout: -1,
+		// River's rescuer is only a late backstop: the reaper resumes a run
+		// within lease_timeout of its owner's death.
+		RescueStuckJobsAfter: max(time.Hour, 3*s.cfg.DefaultTimeout),
+		MaxAttempts:          jobMaxAttempts,
+		// SQLite and database/sql have no LISTEN/NOTIFY: poll.
+		FetchPollInterval: poll,
+		FetchCooldown:     min(100*time.Millisecond, poll),
+		Logger:            slog.New(&zapHandler{log: s.log.Named("river")}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: river client: %w", err)
+	}
+	return c, nil
+}
+
+// zapHandler forwards River's slog records at warn and above to zap.
+type zapHandler struct {
+	log   *zap.Logger
+	attrs []zap.Field
+}
+
+func (h *zapHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *zapHandler) Handle(_ context.Context, r slog.Record) error {
+	fields := append([]zap.Field{}, h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		fields = append(fields, zap.Any(a.Key, a.Value.Any()))
+		return true
+	})
+	lvl := zapcore.WarnLevel
+	if r.Level >= slog.LevelError {
+		lvl = zapcore.ErrorLevel
+	}
+	h.log.Log(lvl, r.Message, fields...)
+	return nil
+}
+
+func (h *zapHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	n := &zapHandler{log: h.log, attrs: append([]zap.Field{}, h.attrs...)}
+	for _, a := range as {
+		n.attrs = append(n.attrs, zap.Any(a.Key, a.Value.Any()))
+	}
+	return n
+}
+
+func (h *zapHandler) WithGroup(name string) slog.Handler {
+	return &zapHandler{log: h.log.Named(name), attrs: h.attrs}
+}

@@ -1,0 +1,197 @@
+package runner
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// Run statuses: the one list used by the store, the API, metrics and threads.
+// Resolution is separate (Run.ResolvedAt).
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusPartial   = "partial"
+	StatusFailed    = "failed"
+	StatusSkipped   = "skipped"
+	StatusCancelled = "cancelled"
+)
+
+// Statuses lists every run status.
+var Statuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusPartial, StatusFailed, StatusSkipped, StatusCancelled}
+
+// Errors the API maps to HTTP statuses.
+var (
+	// ErrNotFound: no run has that id.
+	ErrNotFound = errors.New("runner: no such run")
+	// ErrFinished: the run has already ended and cannot be cancelled.
+	ErrFinished = errors.New("runner: run already finished")
+)
+
+// Outcome is what Accept did with one alert.
+type Outcome string
+
+// Accept outcomes.
+const (
+	OutcomeAccepted        Outcome = "accepted"         // a new run was created
+	OutcomeDeduplicated    Outcome = "deduplicated"     // the alert belongs to an existing run
+	OutcomeResolved        Outcome = "resolved"         // the run's resolved_at is set
+	OutcomeResolvedUnknown Outcome = "resolved_unknown" // resolved, and no run was known
+)
+
+// Accepted is Accept's answer for one alert.
+type Accepted struct {
+	Fingerprint string  `json:"fingerprint"`
+	RunID       string  `json:"run_id,omitempty"`
+	Outcome     Outcome `json:"outcome"`
+}
+
+// PlaybookRef names a playbook a run executes.
+type PlaybookRef struct {
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	Digest string `json:"digest"`
+}
+
+// Run is one firing episode of an alert and what was captured for it.
+type Run struct {
+	ID                string            `json:"id"`
+	Key               string            `json:"key"`
+	Fingerprint       string            `json:"fingerprint"`
+	Alertname         string            `json:"alertname"`
+	Labels            map[string]string `json:"labels"`
+	Annotations       map[string]string `json:"annotations"`
+	StartsAt          time.Time         `json:"starts_at"`
+	Status            string            `json:"status"`
+	Reason            string            `json:"reason,omitempty"`
+	ResolvedAt        *time.Time        `json:"resolved_at"`
+	CancelRequestedAt *time.Time        `json:"cancel_requested_at"`
+	CreatedAt         time.Time         `json:"created_at"`
+	StartedAt         *time.Time        `json:"started_at"`
+	FinishedAt        *time.Time        `json:"finished_at"`
+	Attempts          int               `json:"attempts"`
+	Resumed           int               `json:"resumed"`
+	Playbooks         []PlaybookRef     `json:"playbooks"`
+	Verdict           *capture.Verdict  `json:"verdict"`
+	// Steps is filled by Get; List leaves it empty.
+	Steps []StepRecord `json:"steps"`
+}
+
+// ListQuery filters List.
+type ListQuery struct {
+	Alertname string
+	Status    string
+	// Limit caps the page (default 50, at most 500).
+	Limit int
+	// Cursor is a previous Page.Next.
+	Cursor string
+}
+
+// Page is one page of runs, newest first.
+type Page struct {
+	Runs []Run  `json:"runs"`
+	Next string `json:"next,omitempty"`
+}
+
+// storedPlans is what a run persists about its plans at first execution.
+type storedPlans []playbooks.StoredPlan
+
+// runRow is a run as stored, with what only the runner reads.
+type runRow struct {
+	Run
+	alert      template.Alert
+	generation int
+	owner      sql.NullString
+	leaseUntil sql.NullInt64
+	plans      storedPlans
+	window     *capture.Window
+	thread     *notify.Thread
+}
+
+const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
+	cancel_requested_at, created_at, started_at, finished_at, attempts, resumed, generation, owner,
+	lease_until, plans, window_start, window_end, thread, verdict`
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRun reads one row selected with runColumns.
+func scanRun(sc scanner) (*runRow, error) {
+	var (
+		r                                      runRow
+		alertJSON                              string
+		startsAt, createdAt                    int64
+		resolved, cancelReq, started, finished sql.NullInt64
+		plans, thread, verdict                 sql.NullString
+		wStart, wEnd                           sql.NullInt64
+	)
+	err := sc.Scan(&r.ID, &r.Key, &r.Fingerprint, &r.Alertname, &alertJSON, &startsAt, &r.Status, &r.Reason,
+		&resolved, &cancelReq, &createdAt, &started, &finished, &r.Attempts, &r.Resumed, &r.generation,
+		&r.owner, &r.leaseUntil, &plans, &wStart, &wEnd, &thread, &verdict)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(alertJSON), &r.alert); err != nil {
+		return nil, fmt.Errorf("run %s: decode alert: %w", r.ID, err)
+	}
+	r.Labels, r.Annotations = r.alert.Labels, r.alert.Annotations
+	r.StartsAt, r.CreatedAt = fromMS(startsAt), fromMS(createdAt)
+	r.ResolvedAt, r.CancelRequestedAt = optTime(resolved), optTime(cancelReq)
+	r.StartedAt, r.FinishedAt = optTime(started), optTime(finished)
+	if plans.Valid {
+		if err := json.Unmarshal([]byte(plans.String), &r.plans); err != nil {
+			return nil, fmt.Errorf("run %s: decode plans: %w", r.ID, err)
+		}
+		for _, p := range r.plans {
+			r.Playbooks = append(r.Playbooks, PlaybookRef{Name: p.Playbook, File: p.File, Digest: p.Digest})
+		}
+	}
+	if wStart.Valid && wEnd.Valid {
+		r.window = &capture.Window{Start: fromMS(wStart.Int64), End: fromMS(wEnd.Int64)}
+	}
+	if thread.Valid {
+		r.thread = &notify.Thread{}
+		if err := json.Unmarshal([]byte(thread.String), r.thread); err != nil {
+			return nil, fmt.Errorf("run %s: decode thread: %w", r.ID, err)
+		}
+	}
+	if verdict.Valid {
+		r.Verdict = &capture.Verdict{}
+		if err := json.Unmarshal([]byte(verdict.String), r.Verdict); err != nil {
+			return nil, fmt.Errorf("run %s: decode verdict: %w", r.ID, err)
+		}
+	}
+	if r.Playbooks == nil {
+		r.Playbooks = []PlaybookRef{}
+	}
+	return &r, nil
+}
+
+func toMS(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
+// finished says whether a status is final.
+func finished(status string) bool {
+	switch status {
+	case StatusQueued, StatusRunning:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,201 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// errWait: a playbook's max_concurrent is reached; the job snoozes.
+var errWait = errors.New("playbook at its max_concurrent")
+
+// waitSnooze is how long a run waits for a playbook's max_concurrent.
+const waitSnooze = 2 * time.Second
+
+// execute runs a claimed run to its end, or releases it when interrupted.
+// It returns an error only for River: a snooze, or a store failure.
+func (s *Service) execute(ctx context.Context, h *handle) error {
+	r, err := s.getRow(ctx, s.db, h.id)
+	if err != nil {
+		s.release(h, err)
+		return err
+	}
+	log := s.log.With(zap.String("run", r.ID), zap.String("alertname", r.Alertname))
+	if r.ResolvedAt != nil {
+		h.resolve()
+	}
+	switch {
+	case r.CancelRequestedAt != nil:
+		return s.finish(ctx, r, notify.Thread{}, StatusCancelled, ErrCancelled.Error(), nil)
+	case r.Attempts > s.cfg.MaxAttempts:
+		why := fmt.Sprintf("gave up after %d attempts (runs.max_attempts %d): the run was interrupted each time before it finished",
+			r.Attempts-1, s.cfg.MaxAttempts)
+		return s.finish(ctx, r, derefThread(r.thread), StatusFailed, why, nil)
+	}
+	plans, window, skip, err := s.plansFor(ctx, r)
+	switch {
+	case errors.Is(err, errWait):
+		log.Info("Run waits: a playbook is at its max_concurrent.", zap.Error(err))
+		return s.unclaim(h, river.JobSnooze(waitSnooze))
+	case err != nil && isStoreErr(err):
+		s.release(h, err)
+		return err
+	case err != nil:
+		return s.finish(ctx, r, notify.Thread{}, StatusFailed, err.Error(), nil)
+	case skip != "":
+		return s.finish(ctx, r, notify.Thread{}, StatusSkipped, skip, nil)
+	}
+	thread := s.openThread(ctx, r, plans)
+	done, err := s.doneSteps(ctx, r.ID)
+	if err != nil {
+		s.release(h, err)
+		return err
+	}
+	log.Info("Run started.", zap.Int("attempt", r.Attempts), zap.Int("resumed", r.Resumed), zap.Int("plans", len(plans)))
+	var outs []PlanOutcome
+	for _, p := range plans {
+		in := PlanInput{RunID: r.ID, Alert: r.alert, Window: window, Env: s.o.Env, Log: s.log,
+			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout, Now: s.o.Now}
+		out := RunPlan(ctx, p, in, s.hooks(r, thread, plans))
+		if out.Interrupted {
+			s.release(h, context.Cause(ctx))
+			return nil
+		}
+		outs = append(outs, out)
+	}
+	status, reason, verdict := runStatus(outs)
+	return s.finish(ctx, r, thread, status, reason, verdict)
+}
+
+// runStatus folds the plans' outcomes into the run's.
+func runStatus(outs []PlanOutcome) (status, reason string, verdict *capture.Verdict) {
+	count := map[string]int{}
+	var why []string
+	for _, o := range outs {
+		count[o.Status]++
+		if o.Reason != "" {
+			why = append(why, o.Plan+": "+o.Reason)
+		}
+		if o.Verdict != nil {
+			verdict = o.Verdict
+		}
+	}
+	reason = strings.Join(why, "; ")
+	switch {
+	case count["cancelled"] > 0:
+		return StatusCancelled, reason, verdict
+	case count["succeeded"] == len(outs):
+		return StatusSucceeded, "", verdict
+	case count["failed"] == len(outs):
+		return StatusFailed, reason, verdict
+	}
+	return StatusPartial, reason, verdict
+}
+
+// storeError marks a failure of the run store (as opposed to a planning error).
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+func isStoreErr(err error) bool { var se storeError; return errors.As(err, &se) }
+
+// plansFor returns the run's plans: built by the Planner at first execution
+// (cooldown and max_concurrent checked, identity and window persisted), rebuilt
+// from what was stored on resume. skip is set when no plan is left to run.
+func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w capture.Window, skip string, err error) {
+	if r.plans != nil && r.window != nil {
+		for _, sp := range r.plans {
+			p, err := s.o.Planner.Rebuild(sp, r.alert, *r.window)
+			if err != nil {
+				return nil, w, "", fmt.Errorf("rebuild playbook %s (%s, %.12s): %w", sp.Playbook, sp.File, sp.Digest, err)
+			}
+			plans = append(plans, p)
+		}
+		return plans, *r.window, "", nil
+	}
+	w = capture.Window{Start: r.StartsAt.Add(-s.cfg.Lookback), End: s.now().UTC()}
+	all, err := s.o.Planner.Plan(r.alert, w)
+	if err != nil {
+		return nil, w, "", fmt.Errorf("planning: %w", err)
+	}
+	if len(all) == 0 {
+		return nil, w, "no playbook matched", nil
+	}
+	var skipped []string
+	for _, p := range all {
+		why, err := s.cooldown(ctx, r.ID, p)
+		if err != nil {
+			return nil, w, "", storeError{err}
+		}
+		if why != "" {
+			skipped = append(skipped, why)
+			continue
+		}
+		if err := s.playbookSlot(ctx, r.ID, p); err != nil {
+			return nil, w, "", err
+		}
+		plans = append(plans, p)
+	}
+	if len(plans) == 0 {
+		return nil, w, strings.Join(skipped, "; "), nil
+	}
+	if err := s.storePlans(ctx, r, plans, w); err != nil {
+		return nil, w, "", storeError{err}
+	}
+	return plans, w, "", nil
+}
+
+// openThread posts the thread's parent before any step, once per run: a resumed
+// run replies into the thread it already has, saying it was resumed.
+func (s *Service) openThread(ctx context.Context, r *runRow, plans []*playbooks.Plan) notify.Thread {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if r.thread != nil {
+		if r.Resumed > 0 {
+			err := s.o.Notifier.Reply(nctx, *r.thread, notify.StepReport{RunID: r.ID, StepID: "run", Kind: "run",
+				Status: StatusRunning, Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", r.Resumed)})
+			s.logNotify("reply", r.ID, err)
+		}
+		return *r.thread
+	}
+	names := make([]string, len(plans))
+	for i, p := range plans {
+		names[i] = p.Playbook
+	}
+	t, err := s.o.Notifier.Open(nctx, notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert,
+		Playbooks: names, Resumed: r.Resumed})
+	if err != nil {
+		s.logNotify("open", r.ID, err)
+		return t
+	}
+	b, _ := json.Marshal(t)
+	if _, err := s.db.ExecContext(nctx, `UPDATE autocapture_runs SET thread = $1 WHERE id = $2 AND owner = $3`,
+		string(b), r.ID, s.id); err != nil {
+		s.log.Warn("Could not save the thread of a run; a resume would post a second one.", zap.String("run", r.ID), zap.Error(err))
+	}
+	return t
+}
+
+func (s *Service) logNotify(what, runID string, err error) {
+	if err != nil {
+		s.log.Warn("Notifier failed; the run goes on.", zap.String("call", what), zap.String("run", runID), zap.Error(err))
+	}
+}
+
+func derefThread(t *notify.Thread) notify.Thread {
+	if t == nil {
+		return notify.Thread{}
+	}
+	return *t
+}

@@ -1,0 +1,162 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// finish records the run's end (only while this process owns it), then closes
+// the thread. Writes use a context that outlives a cancelled run.
+func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status, reason string, v *capture.Verdict) error {
+	if s.dead.Load() {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	now := s.now()
+	var verdict any
+	if v != nil {
+		b, _ := json.Marshal(v)
+		verdict = string(b)
+	}
+	var resolved sql.NullInt64
+	err := s.db.QueryRowContext(wctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3,
+		verdict = $4, owner = NULL, lease_until = NULL WHERE id = $5 AND owner = $6 RETURNING resolved_at`,
+		status, reason, toMS(now), verdict, r.ID, s.id).Scan(&resolved)
+	if errors.Is(err, sql.ErrNoRows) {
+		s.log.Warn("Run finished here but its lease was taken over; result not recorded.", zap.String("run", r.ID))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
+	}
+	started := r.CreatedAt
+	if r.StartedAt != nil {
+		started = *r.StartedAt
+	}
+	s.m.finished.WithLabelValues(status).Inc()
+	s.m.duration.WithLabelValues(status).Observe(now.Sub(started).Seconds())
+	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", status), zap.String("reason", reason))
+	if t == (notify.Thread{}) && (status == StatusSkipped || r.thread == nil) {
+		return nil // no thread was opened: nothing to close
+	}
+	err = s.o.Notifier.Close(wctx, t, notify.Summary{RunID: r.ID, Status: status, Reason: reason, Verdict: v,
+		ResolvedAt: optTime(resolved), Duration: now.Sub(started)})
+	s.logNotify("close", r.ID, err)
+	return nil
+}
+
+// unclaim hands a run back to the queue without counting the attempt (it waits
+// for a playbook slot) and returns ret for River.
+func (s *Service) unclaim(h *handle, ret error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
+		attempts = attempts - 1 WHERE id = $2 AND owner = $3`, StatusQueued, h.id, s.id); err != nil {
+		return fmt.Errorf("runner: unclaim run %s: %w", h.id, err)
+	}
+	return ret
+}
+
+// cooldown returns why plan p must not run now: another run of the same
+// cooldown key started inside the cooldown.
+func (s *Service) cooldown(ctx context.Context, runID string, p *playbooks.Plan) (string, error) {
+	if p.Cooldown <= 0 || p.CooldownKey == "" {
+		return "", nil
+	}
+	var other string
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT run_id, created_at FROM autocapture_run_playbooks
+		WHERE cooldown_key = $1 AND created_at >= $2 AND run_id <> $3 ORDER BY created_at DESC LIMIT 1`,
+		p.CooldownKey, toMS(s.now().Add(-p.Cooldown)), runID).Scan(&other, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("runner: cooldown of %s: %w", p.Playbook, err)
+	}
+	return fmt.Sprintf("cooldown: playbook %s ran for run %s at %s (cooldown %s)",
+		p.Playbook, other, fromMS(at).Format(time.RFC3339), p.Cooldown), nil
+}
+
+// playbookSlot returns errWait when p's max_concurrent runs already execute.
+func (s *Service) playbookSlot(ctx context.Context, runID string, p *playbooks.Plan) error {
+	if p.MaxConcurrent <= 0 {
+		return nil
+	}
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_run_playbooks rp
+		JOIN autocapture_runs r ON r.id = rp.run_id
+		WHERE rp.playbook = $1 AND r.finished_at IS NULL AND r.owner IS NOT NULL AND r.id <> $2`,
+		p.Playbook, runID).Scan(&n)
+	if err != nil {
+		return storeError{fmt.Errorf("runner: max_concurrent of %s: %w", p.Playbook, err)}
+	}
+	if n >= p.MaxConcurrent {
+		return fmt.Errorf("%w: %s has %d running (max %d)", errWait, p.Playbook, n, p.MaxConcurrent)
+	}
+	return nil
+}
+
+// storePlans persists the plans' identity and the window, so a resume rebuilds
+// exactly these plans, and indexes the run by playbook for cooldowns.
+func (s *Service) storePlans(ctx context.Context, r *runRow, plans []*playbooks.Plan, w capture.Window) error {
+	stored := make(storedPlans, len(plans))
+	for i, p := range plans {
+		stored[i] = p.Stored()
+	}
+	b, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("runner: encode plans: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: store plans: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET plans = $1, window_start = $2, window_end = $3
+		WHERE id = $4 AND owner = $5`, string(b), toMS(w.Start), toMS(w.End), r.ID, s.id)
+	if err != nil {
+		return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("runner: store plans of %s: lease lost", r.ID)
+	}
+	for _, p := range plans {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_run_playbooks (run_id, playbook, cooldown_key, created_at)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, r.ID, p.Playbook, p.CooldownKey, toMS(r.CreatedAt)); err != nil {
+			return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
+	}
+	r.plans, r.window = stored, &w
+	return nil
+}
+
+// doneSteps loads the steps persisted by earlier attempts, by plan and step id.
+func (s *Service) doneSteps(ctx context.Context, runID string) (map[string]map[string]StepRecord, error) {
+	recs, err := s.loadSteps(ctx, runID)
+	if err != nil {
+		return nil, storeError{err}
+	}
+	out := map[string]map[string]StepRecord{}
+	for _, r := range recs {
+		if out[r.Plan] == nil {
+			out[r.Plan] = map[string]StepRecord{}
+		}
+		out[r.Plan][r.ID] = r
+	}
+	return out, nil
+}

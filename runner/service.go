@@ -1,0 +1,226 @@
+// Package runner owns runs: one per firing episode of an alert, stored beside a
+// durable River queue (SQLite by default, PostgreSQL for several replicas),
+// executed with deadlines, leased with a heartbeat on the run row, resumed after
+// a crash from the last persisted step, cancelled through a flag on the row.
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// Planner turns an alert into plans (playbook matching) and rebuilds a stored
+// plan for a resumed run, whatever the playbook set looks like now.
+type Planner interface {
+	Plan(alert template.Alert, w capture.Window) ([]*playbooks.Plan, error)
+	Rebuild(p playbooks.StoredPlan, alert template.Alert, w capture.Window) (*playbooks.Plan, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	Config config.Runs
+	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
+	DatabaseURL string
+	SQLitePath  string
+	Planner     Planner
+	Notifier    notify.Notifier
+	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
+	Env *capture.Env
+	Log *zap.Logger
+	// Registerer receives the runner's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service accepts alerts into runs and executes them.
+type Service struct {
+	o       Options
+	cfg     config.Runs
+	db      *sql.DB
+	dialect dialect
+	client  *river.Client[*sql.Tx]
+	log     *zap.Logger
+	id      string // this process's lease owner id
+	m       *metrics
+
+	mu     sync.Mutex
+	active map[string]*handle // runs this process executes, by id
+	runs   sync.WaitGroup     // their goroutines
+
+	bg       context.Context // background work: reaper, heartbeats
+	stopBG   context.CancelFunc
+	bgDone   sync.WaitGroup
+	started  atomic.Bool
+	stopping atomic.Bool
+	// dead makes every write of this process a no-op: a test hook that
+	// abandons runs the way a crash would (see abandon).
+	dead atomic.Bool
+}
+
+// Open migrates the store and builds the River client; Start begins work.
+func Open(ctx context.Context, o Options) (*Service, error) {
+	if o.Planner == nil {
+		return nil, fmt.Errorf("runner: no planner")
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Notifier == nil {
+		o.Notifier = nopNotifier{}
+	}
+	o.Config = withDefaults(o.Config)
+	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, db, d, drv); err != nil {
+		db.Close()
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"),
+		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
+	if s.client, err = s.newRiver(drv); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if s.m, err = newMetrics(s, o.Registerer); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// withDefaults fills zero fields from config.Default, so tests and embedders
+// may set only what they care about.
+func withDefaults(c config.Runs) config.Runs {
+	d := config.Default().Runs
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = d.MaxConcurrent
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = d.MaxAttempts
+	}
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = d.DefaultTimeout
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.LeaseTimeout <= 0 {
+		c.LeaseTimeout = max(d.LeaseTimeout, 2*c.HeartbeatInterval)
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = d.ShutdownGrace
+	}
+	if c.Lookback <= 0 {
+		c.Lookback = d.Lookback
+	}
+	return c
+}
+
+// Start starts River's workers and this process's reaper. Stop ends them;
+// cancelling ctx does not (a signal context must not cut running steps short).
+func (s *Service) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("runner: already started")
+	}
+	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("runner: start river: %w", err)
+	}
+	s.bgDone.Add(1)
+	go s.reaper()
+	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
+		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
+	return nil
+}
+
+// Stop stops taking work, lets running steps end within runs.shutdown_grace,
+// then interrupts the rest and releases their leases: they resume after a
+// restart (or at once on another replica) and say they were resumed.
+func (s *Service) Stop(ctx context.Context) error {
+	if !s.started.Load() || !s.stopping.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.stopBGWork()
+	done := make(chan error, 1)
+	go func() { done <- s.client.Stop(context.WithoutCancel(ctx)) }()
+	grace := time.NewTimer(s.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	n := s.interruptAll(fmt.Errorf("%w: shutdown grace %s passed", ErrInterrupted, s.cfg.ShutdownGrace))
+	s.log.Warn("Shutdown grace passed: interrupted running runs, they resume after restart.", zap.Int("runs", n))
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("runner: stop: %w", ctx.Err())
+	}
+}
+
+// Close releases the database. Call Stop first.
+func (s *Service) Close() error {
+	s.stopBGWork()
+	return s.db.Close()
+}
+
+// Ping says whether the run store answers (for /-/ready).
+func (s *Service) Ping(ctx context.Context) error {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_migrations`).Scan(&n); err != nil {
+		return fmt.Errorf("runner: store: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) stopBGWork() {
+	s.stopBG()
+	s.bgDone.Wait()
+}
+
+// interruptAll cancels every run this process executes with cause.
+func (s *Service) interruptAll(cause error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.active {
+		h.cancel(cause)
+	}
+	return len(s.active)
+}
+
+func (s *Service) now() time.Time { return s.o.Now() }
+
+// nopNotifier is used when Options.Notifier is nil.
+type nopNotifier struct{}
+
+func (nopNotifier) Open(context.Context, notify.RunInfo) (notify.Thread, error) {
+	return notify.Thread{}, nil
+}
+func (nopNotifier) Reply(context.Context, notify.Thread, notify.StepReport) error { return nil }
+func (nopNotifier) Close(context.Context, notify.Thread, notify.Summary) error    { return nil }

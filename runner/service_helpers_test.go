@@ -1,0 +1,202 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// dbRef is one database several Services may share.
+type dbRef struct {
+	url, path string
+}
+
+// forEachStore runs f once on SQLite and once on PostgreSQL (a fresh database each).
+func forEachStore(t *testing.T, f func(t *testing.T, db dbRef)) {
+	t.Run("sqlite", func(t *testing.T) {
+		f(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		f(t, dbRef{url: testenv.StartPostgres(t)})
+	})
+}
+
+// fastRuns are settings that make leases and resumes take well under a second.
+func fastRuns() config.Runs {
+	return config.Runs{MaxConcurrent: 4, MaxAttempts: 3, DefaultTimeout: time.Minute,
+		HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: 500 * time.Millisecond,
+		ShutdownGrace: 300 * time.Millisecond, Lookback: 10 * time.Minute}
+}
+
+// fakePlanner returns hand-built plans; Rebuild returns the plan of the same name.
+type fakePlanner struct {
+	plans func(a template.Alert) []*playbooks.Plan
+}
+
+func (f fakePlanner) Plan(a template.Alert, _ capture.Window) ([]*playbooks.Plan, error) {
+	return f.plans(a), nil
+}
+
+func (f fakePlanner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ capture.Window) (*playbooks.Plan, error) {
+	for _, p := range f.plans(a) {
+		if p.Playbook == sp.Playbook && p.Digest == sp.Digest {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no playbook %s with digest %s", sp.Playbook, sp.Digest)
+}
+
+func plan(name string, steps ...playbooks.PlannedStep) *playbooks.Plan {
+	return &playbooks.Plan{Playbook: name, File: name + ".yaml", Digest: "sha-" + name,
+		Source: []byte("name: " + name), Steps: steps}
+}
+
+func planner(steps ...func() playbooks.PlannedStep) fakePlanner {
+	return fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		ps := make([]playbooks.PlannedStep, len(steps))
+		for i, s := range steps {
+			ps[i] = s()
+		}
+		return []*playbooks.Plan{plan("pb", ps...)}
+	}}
+}
+
+// recNotifier records what a run's thread would show.
+type recNotifier struct {
+	mu      sync.Mutex
+	opens   []notify.RunInfo
+	replies []notify.StepReport
+	closes  []notify.Summary
+}
+
+func (n *recNotifier) Open(_ context.Context, r notify.RunInfo) (notify.Thread, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.opens = append(n.opens, r)
+	return notify.Thread{Channel: "C1", TS: r.ID}, nil
+}
+
+func (n *recNotifier) Reply(_ context.Context, _ notify.Thread, r notify.StepReport) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.replies = append(n.replies, r)
+	return nil
+}
+
+func (n *recNotifier) Close(_ context.Context, _ notify.Thread, s notify.Summary) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closes = append(n.closes, s)
+	return nil
+}
+
+type svcOpt func(*Options)
+
+// newService opens a Service on db; start also starts its workers. Cleanup
+// stops and closes it.
+func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
+	t.Helper()
+	o := Options{Config: fastRuns(), DatabaseURL: db.url, SQLitePath: db.path, Planner: p,
+		Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()}
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, o)
+	if err != nil {
+		t.Fatalf("open runner: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil && !s.dead.Load() {
+			t.Errorf("stop: %v", err)
+		}
+		s.Close()
+	})
+	if start {
+		if err := s.Start(ctx); err != nil {
+			t.Fatalf("start runner: %v", err)
+		}
+	}
+	return s
+}
+
+// abandon makes s behave as a crashed process: no more heartbeats, reaping or
+// writes, its River client stopped, its leases left to expire.
+func (s *Service) abandon() {
+	s.dead.Store(true)
+	s.stopBGWork()
+	s.interruptAll(fmt.Errorf("%w: process crashed (test)", ErrInterrupted))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.client.StopAndCancel(ctx)
+	s.runs.Wait()
+}
+
+func firing(fp string, startsAt time.Time) template.Alert {
+	return template.Alert{Status: "firing", Fingerprint: fp, StartsAt: startsAt,
+		Labels: template.KV{"alertname": "VLLMSlowTTFT", "instance": "127.0.0.1:8000"}}
+}
+
+func resolvedAlert(fp string, startsAt, endsAt time.Time) template.Alert {
+	a := firing(fp, startsAt)
+	a.Status, a.EndsAt = "resolved", endsAt
+	return a
+}
+
+// acceptOne accepts one alert and returns its run id.
+func acceptOne(t *testing.T, s *Service, a template.Alert) Accepted {
+	t.Helper()
+	acc, err := s.Accept(context.Background(), []template.Alert{a})
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	return acc[0]
+}
+
+// waitRun polls the run until cond holds (a hang guard of 60 s, not a timing assertion).
+func waitRun(t *testing.T, s *Service, id string, what string, cond func(*Run) bool) *Run {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := s.Get(context.Background(), id)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get run %s: %v", id, err)
+		}
+		if err == nil && cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never became %s; last: %+v", id, what, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func isFinished(r *Run) bool { return r.FinishedAt != nil }
+
+func stepByID(r *Run, id string) StepRecord {
+	for _, s := range r.Steps {
+		if s.ID == id {
+			return s
+		}
+	}
+	return StepRecord{}
+}
