@@ -49,7 +49,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 }
 
 var (
-	descRuns = prometheus.NewDesc("autocapture_runs", "Runs in the store by status.", []string{"status"}, nil)
+	descRuns  = prometheus.NewDesc("autocapture_runs", "Runs in the store by status.", []string{"status"}, nil)
 	descDepth = prometheus.NewDesc("autocapture_runs_queue_depth",
 		"Runs waiting in the queue (status queued).", nil, nil)
 	descOldest = prometheus.NewDesc("autocapture_runs_queue_oldest_age_seconds",
