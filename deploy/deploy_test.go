@@ -1,0 +1,106 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// run executes a tool and fails the test with its output when it fails.
+func run(t *testing.T, tool string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(testenv.Tool(t, tool), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", tool, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestPromtoolRuleUnitTests(t *testing.T) {
+	tests, err := filepath.Glob("prometheus/tests/*.yml")
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no promtool tests found: %v", err)
+	}
+	out := run(t, "promtool", append([]string{"test", "rules"}, tests...)...)
+	if strings.Count(out, "SUCCESS") != len(tests) {
+		t.Errorf("promtool test rules:\n%s", out)
+	}
+}
+
+func TestPromtoolCheckRules(t *testing.T) {
+	out := run(t, "promtool", "check", "rules", "prometheus/vllm-alerts.yml")
+	if !strings.Contains(out, "SUCCESS: 5 rules found") {
+		t.Errorf("promtool check rules:\n%s", out)
+	}
+}
+
+func TestAmtoolCheckConfig(t *testing.T) {
+	files, _ := filepath.Glob("alertmanager/*.yml")
+	if len(files) == 0 {
+		t.Fatal("no Alertmanager config in deploy/alertmanager")
+	}
+	for _, f := range files {
+		out := run(t, "amtool", "check-config", f)
+		if !strings.Contains(out, "SUCCESS") {
+			t.Errorf("amtool check-config %s:\n%s", f, out)
+		}
+	}
+}
+
+func TestEmbeddedRulesAreTheFile(t *testing.T) {
+	onDisk, err := os.ReadFile("prometheus/vllm-alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(onDisk, VLLMAlertRules) {
+		t.Error("embedded rules differ from the file")
+	}
+}
+
+func TestAlertRulesShortened(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		window, hold time.Duration
+		windows      []string
+		fors         string
+	}{
+		{"shipped", 0, 0, []string{"[5m])"}, "for: 2m"},
+		{"e2e", 30 * time.Second, 5 * time.Second, []string{"[30s])"}, "for: 5s"},
+		{"window only", time.Minute, 0, []string{"[1m])"}, "for: 2m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := AlertRules(tc.window, tc.hold)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := string(b)
+			for _, w := range tc.windows {
+				// TTFT, ITL (two generations) and abort ratio (two) use rate windows.
+				if n := strings.Count(s, w); n != 5 {
+					t.Errorf("%s occurs %d times, want 5", w, n)
+				}
+			}
+			if n := strings.Count(s, "\n        "+tc.fors+"\n"); n != 5 {
+				t.Errorf("%q occurs %d times, want 5", tc.fors, n)
+			}
+			path := filepath.Join(t.TempDir(), "rules.yml")
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out := run(t, "promtool", "check", "rules", path); !strings.Contains(out, "5 rules found") {
+				t.Errorf("promtool check rules on the shortened rules:\n%s", out)
+			}
+		})
+	}
+	if _, err := AlertRules(-time.Second, 0); err == nil {
+		t.Error("a negative window is accepted")
+	}
+}

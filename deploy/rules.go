@@ -1,0 +1,48 @@
+// Package deploy holds what runs beside autocapture: Prometheus alert rules for
+// vLLM (prometheus/vllm-alerts.yml, with promtool unit tests) and an Alertmanager
+// route and receiver (alertmanager/). AlertRules gives tests and demos the rules
+// with shorter windows, so an alert fires within seconds against vllmsim.
+package deploy
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// VLLMAlertRules is deploy/prometheus/vllm-alerts.yml as shipped.
+//
+//go:embed prometheus/vllm-alerts.yml
+var VLLMAlertRules []byte
+
+// Shipped window and hold of every rule in vllm-alerts.yml.
+const (
+	DefaultWindow = 5 * time.Minute
+	DefaultFor    = 2 * time.Minute
+)
+
+var (
+	windowRE = regexp.MustCompile(`\[5m\]\)`) // a range closing a rate(), not the comments
+	forRE    = regexp.MustCompile(`(?m)^(\s+for: )\S+$`)
+)
+
+// AlertRules returns vllm-alerts.yml with every rate window ([5m]) set to window
+// and every `for:` set to hold: the documented way to shorten the rules for tests
+// (e.g. AlertRules(30*time.Second, 5*time.Second)). Zero keeps the shipped value.
+// A window should span at least two scrapes, or rate() has nothing to work on.
+func AlertRules(window, hold time.Duration) ([]byte, error) {
+	if window < 0 || hold < 0 {
+		return nil, fmt.Errorf("deploy: alert rules: negative window %s or for %s", window, hold)
+	}
+	out := VLLMAlertRules
+	if window > 0 {
+		out = windowRE.ReplaceAll(out, []byte("["+model.Duration(window).String()+"])"))
+	}
+	if hold > 0 {
+		out = forRE.ReplaceAll(out, []byte("${1}"+model.Duration(hold).String()))
+	}
+	return out, nil
+}
