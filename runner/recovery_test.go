@@ -1,0 +1,180 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// threeTierPlanner: "a" (tier 1) succeeds, "b" (tier 2) is middle, "c" (tier 3)
+// succeeds; every execution is counted in c.
+func threeTierPlanner(c *counter, middle capture.Step) fakePlanner {
+	return planner(
+		func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) },
+		func() playbooks.PlannedStep { return step("b", capture.TierTraces, middle) },
+		func() playbooks.PlannedStep { return step("c", capture.TierProfile, okStep(c, nil)) },
+	)
+}
+
+func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		first, second := newCounter(), newCounter()
+		started := make(chan string, 1)
+		n := &recNotifier{}
+		withNotifier := func(o *Options) { o.Notifier = n }
+		s1 := newService(t, db, threeTierPlanner(first, blockStep(first, started, nil)), true, withNotifier)
+		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
+		waitFor(t, started, "step b to start on the first process")
+		waitRun(t, s1, id, "step a persisted", func(r *Run) bool { return stepByID(r, "a").Status == StepSucceeded })
+
+		s1.abandon()
+		crashed := time.Now()
+		s2 := newService(t, db, threeTierPlanner(second, okStep(second, nil)), true, withNotifier)
+		r := waitRun(t, s2, id, "finished", isFinished)
+		t.Logf("recovery: crash to resumed run finished in %s (lease_timeout %s)", time.Since(crashed), fastRuns().LeaseTimeout)
+
+		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 2 {
+			t.Fatalf("run %s resumed=%d attempts=%d (%s), want succeeded, resumed 1, attempts 2", r.Status, r.Resumed, r.Attempts, r.Reason)
+		}
+		want := map[string]int{id + "/b": 1, id + "/c": 1}
+		if got := second.snapshot(); len(got) != 2 || got[id+"/b"] != 1 || got[id+"/c"] != 1 {
+			t.Fatalf("second process executed %v, want exactly %v (a was persisted)", got, want)
+		}
+		if first.count(id+"/a") != 1 {
+			t.Fatalf("first process ran a %d times", first.count(id+"/a"))
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if len(n.opens) != 1 {
+			t.Fatalf("thread opened %d times, want once across both processes", len(n.opens))
+		}
+		resumedReply := false
+		for _, rep := range n.replies {
+			resumedReply = resumedReply || strings.Contains(rep.Summary, "resumed")
+		}
+		if !resumedReply || len(n.closes) != 1 {
+			t.Fatalf("thread: resumed reply %v, %d closes; want a resumed reply and one close", resumedReply, len(n.closes))
+		}
+	})
+}
+
+func TestNeverTwiceAtOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		var mu sync.Mutex
+		running := map[string]bool{}
+		overlap := ""
+		sleepy := func() capture.Step {
+			return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+				key := in.RunID + "/" + in.StepID
+				mu.Lock()
+				if running[key] {
+					overlap = key
+				}
+				running[key] = true
+				mu.Unlock()
+				defer c.enter(key)()
+				time.Sleep(time.Duration(5+rand.IntN(30)) * time.Millisecond)
+				mu.Lock()
+				running[key] = false
+				mu.Unlock()
+				return &capture.Result{}, nil
+			})
+		}
+		p := planner(
+			func() playbooks.PlannedStep { return step("m1", capture.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return step("m2", capture.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return step("t", capture.TierTraces, sleepy()) },
+		)
+		s1 := newService(t, db, p, true)
+		s2 := newService(t, db, p, true)
+		const runs = 12
+		var alerts []template.Alert
+		for i := range runs {
+			alerts = append(alerts, firing(fmt.Sprintf("fp%d", i), time.Now().UTC()))
+		}
+		acc, err := s1.Accept(context.Background(), alerts[:runs/2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc2, err := s2.Accept(context.Background(), alerts[runs/2:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range append(acc, acc2...) {
+			if r := waitRun(t, s1, a.RunID, "finished", isFinished); r.Status != StatusSucceeded {
+				t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
+			}
+		}
+		got := c.snapshot()
+		if len(got) != runs*3 {
+			t.Fatalf("%d distinct steps executed, want %d", len(got), runs*3)
+		}
+		for k, v := range got {
+			if v != 1 {
+				t.Errorf("step %s executed %d times", k, v)
+			}
+		}
+		if overlap != "" {
+			t.Errorf("step %s ran twice at once", overlap)
+		}
+	})
+}
+
+func TestAttemptsExhausted(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		started := make(chan string, 1)
+		oneAttempt := func(o *Options) { o.Config.MaxAttempts = 1 }
+		s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true, oneAttempt)
+		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
+		waitFor(t, started, "step b to start")
+		s1.abandon()
+		s2 := newService(t, db, threeTierPlanner(c, okStep(c, nil)), true, oneAttempt)
+		r := waitRun(t, s2, id, "finished", isFinished)
+		if r.Status != StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
+			t.Fatalf("run %s (%q), want failed with the reason", r.Status, r.Reason)
+		}
+		if c.count(id+"/c") != 0 {
+			t.Fatal("a run past max_attempts ran a step")
+		}
+	})
+}
+
+func TestGracefulStopResumesInNextProcess(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		started := make(chan string, 1)
+		s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true)
+		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
+		waitFor(t, started, "step b to start")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := s1.Stop(ctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		r, err := s1.Get(context.Background(), id)
+		if err != nil || r.FinishedAt != nil || stepByID(r, "b").Status != "" {
+			t.Fatalf("after stop: %+v, %v; want unfinished, b unrecorded", r, err)
+		}
+		s2 := newService(t, db, threeTierPlanner(c, okStep(c, nil)), true)
+		r = waitRun(t, s2, id, "finished", isFinished)
+		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
+			t.Fatalf("run %s resumed=%d attempts=%d, want succeeded, resumed 1, the shutdown not counted as an attempt",
+				r.Status, r.Resumed, r.Attempts)
+		}
+		if c.count(id+"/a") != 1 || c.count(id+"/c") != 1 {
+			t.Fatalf("executions %v", c.snapshot())
+		}
+	})
+}
+
