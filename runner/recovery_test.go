@@ -177,4 +177,3 @@ func TestGracefulStopResumesInNextProcess(t *testing.T) {
 		}
 	})
 }
-
