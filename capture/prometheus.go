@@ -185,11 +185,11 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Duration = time.Since(t0).Seconds()
 	o.Warnings = warnings
 	if err != nil {
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		o.err, o.Reason, o.Error = err, promErrReason(err), oneLine(promErrText(err))
+		if ctx.Err() != nil { // our deadline or the step's: say so, in its words
+			o.err = &Error{Reason: Classify(ctx.Err()), Err: fmt.Errorf("%w: %w", context.Cause(ctx), err)}
+			o.Reason, o.Error = Classify(ctx.Err()), context.Cause(ctx).Error()
 		}
-		o.err, o.Reason = err, promErrReason(err)
-		o.Error = oneLine(promErrText(err))
 		o.Result = nil
 		return o
 	}

@@ -201,10 +201,11 @@ func (s *ScrapeStep) fetch(ctx context.Context, in *Input, u string) ([]byte, ti
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
 	resp, err := in.Env.Targets.Do(req)
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", cause, err)
+		reason := Classify(err)
+		if ctx.Err() != nil { // the request's deadline or the step's
+			reason = Classify(ctx.Err())
 		}
-		return nil, time.Time{}, &Error{Reason: Classify(err), Err: fmt.Errorf("scrape %s: %w", u, err)}
+		return nil, time.Time{}, &Error{Reason: reason, Err: fmt.Errorf("scrape %s: %w", u, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBytes+1))
