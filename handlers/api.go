@@ -1,0 +1,88 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+)
+
+// Paging bounds of GET /api/v1/runs.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// listRuns serves GET /api/v1/runs?alertname=&status=&limit=&cursor=, newest first.
+func (s *Server) listRuns(c *gin.Context) {
+	q := ListQuery{
+		Alertname: c.Query("alertname"),
+		Status:    c.Query("status"),
+		Limit:     DefaultListLimit,
+		Cursor:    c.Query("cursor"),
+	}
+	if q.Status != "" && !slices.Contains(RunStatuses, q.Status) {
+		fail(c, http.StatusBadRequest, "bad_query", "status must be one of "+strings.Join(RunStatuses, ", "))
+		return
+	}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			fail(c, http.StatusBadRequest, "bad_query", "limit must be an integer from 1 to "+strconv.Itoa(MaxListLimit))
+			return
+		}
+		q.Limit = n
+	}
+	page, err := s.opts.Runs.List(c.Request.Context(), q)
+	if err != nil {
+		s.runError(c, "", err)
+		return
+	}
+	if page.Runs == nil {
+		page.Runs = []any{}
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+// getRun serves GET /api/v1/runs/{id}.
+func (s *Server) getRun(c *gin.Context) {
+	id := c.Param("id")
+	run, err := s.opts.Runs.Get(c.Request.Context(), id)
+	if err != nil {
+		s.runError(c, id, err)
+		return
+	}
+	c.JSON(http.StatusOK, run)
+}
+
+// cancelRun serves POST /api/v1/runs/{id}/cancel: 404 unknown, 409 finished.
+func (s *Server) cancelRun(c *gin.Context) {
+	id := c.Param("id")
+	run, err := s.opts.Runs.Cancel(c.Request.Context(), id)
+	if err != nil {
+		s.runError(c, id, err)
+		return
+	}
+	s.log.Info("Run cancellation requested.", zap.String("run", id), zap.String("remote", c.ClientIP()))
+	c.JSON(http.StatusOK, run)
+}
+
+// runError maps the run service's errors to codes: 404, 409, 400, else 503
+// (the store is what fails; the caller may retry).
+func (s *Server) runError(c *gin.Context, id string, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip(id, 80)))
+	case errors.Is(err, ErrFinished):
+		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip(id, 80))+" has already finished")
+	case errors.Is(err, ErrBadRequest):
+		fail(c, http.StatusBadRequest, "bad_query", err.Error())
+	default:
+		s.log.Error("Run store request failed.", zap.String("path", c.Request.URL.Path), zap.Error(err))
+		fail(c, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+	}
+}

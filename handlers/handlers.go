@@ -1,0 +1,238 @@
+// Package handlers is the daemon's HTTP surface: Alertmanager's webhook, the runs
+// API, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
+// /-/reload, /metrics). It depends on the run service only through Runs.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/config"
+)
+
+// Runs is what the HTTP surface needs of the run service. The daemon adapts
+// runner.Service to it; tests use a fake.
+type Runs interface {
+	// Accept persists the alerts (one transaction) and returns one Ack per alert,
+	// in order. An error means nothing was stored: the webhook answers 503.
+	Accept(ctx context.Context, alerts []template.Alert) ([]Ack, error)
+	// List returns runs newest first.
+	List(ctx context.Context, q ListQuery) (Page, error)
+	// Get returns one run (any JSON-marshalable value) or an error wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (any, error)
+	// Cancel asks a run to stop; errors wrap ErrNotFound or ErrFinished.
+	Cancel(ctx context.Context, id string) (any, error)
+	// Ping says whether the run store answers.
+	Ping(ctx context.Context) error
+}
+
+// Errors a Runs implementation wraps so the API answers the right code.
+var (
+	ErrNotFound   = errors.New("no such run")
+	ErrFinished   = errors.New("run already finished")
+	ErrBadRequest = errors.New("bad request")
+)
+
+// Outcome is what became of one alert of a webhook.
+type Outcome string
+
+// The outcomes, as in the webhook's answer and autocapture_alerts_total.
+const (
+	OutcomeAccepted        Outcome = "accepted"
+	OutcomeDeduplicated    Outcome = "deduplicated"
+	OutcomeResolved        Outcome = "resolved"
+	OutcomeResolvedUnknown Outcome = "resolved_unknown"
+	OutcomeRejected        Outcome = "rejected"
+)
+
+// Ack is the run service's answer for one alert.
+type Ack struct {
+	Fingerprint string
+	RunID       string
+	Outcome     Outcome
+}
+
+// ListQuery filters and pages GET /api/v1/runs.
+type ListQuery struct {
+	Alertname string
+	Status    string
+	Limit     int
+	Cursor    string
+}
+
+// Page is one page of runs; Next is the cursor of the following page ("" at the end).
+type Page struct {
+	Runs any    `json:"runs"`
+	Next string `json:"next,omitempty"`
+}
+
+// RunStatuses is the one list of run statuses; the API refuses other filters.
+var RunStatuses = []string{"queued", "running", "succeeded", "partial", "failed", "skipped", "cancelled"}
+
+// Options configures New.
+type Options struct {
+	Runs Runs
+	// Auth guards the webhook, the runs API and /-/reload when enabled; its
+	// secrets must already be resolved (config.Load does that).
+	Auth config.Auth
+	// MaxBodyBytes caps a webhook body (413 beyond); 0 means 1 MiB.
+	MaxBodyBytes int64
+	// Reload reloads the playbooks for POST /-/reload; nil answers 501.
+	Reload func() error
+	// Registry receives the webhook metrics and serves /metrics.
+	Registry *prometheus.Registry
+	// AcceptTimeout bounds the store transaction of one webhook; 0 means 10 s.
+	AcceptTimeout time.Duration
+	Log           *zap.Logger
+}
+
+// Server is the HTTP surface; it is an http.Handler.
+type Server struct {
+	opts    Options
+	metrics *Metrics
+	engine  *gin.Engine
+	auth    *authenticator
+	log     *zap.Logger
+}
+
+// New builds the HTTP surface and registers its metrics on o.Registry.
+func New(o Options) (*Server, error) {
+	if o.Runs == nil || o.Registry == nil || o.Log == nil {
+		return nil, errors.New("handlers: Runs, Registry and Log are required")
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.AcceptTimeout <= 0 {
+		o.AcceptTimeout = 10 * time.Second
+	}
+	m, err := NewMetrics(o.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("handlers: %w", err)
+	}
+	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth), log: o.Log}
+	s.engine = s.routes()
+	return s, nil
+}
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+func (s *Server) routes() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	e.Use(s.logRequests(), gin.CustomRecovery(s.recovered))
+	e.NoRoute(func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no route "+c.Request.URL.Path) })
+	e.NoMethod(func(c *gin.Context) {
+		fail(c, http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
+	})
+
+	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.webhook)
+
+	api := e.Group("/api/v1", s.requireAuth)
+	api.GET("/runs", s.listRuns)
+	api.GET("/runs/:id", s.getRun)
+	api.POST("/runs/:id/cancel", s.cancelRun)
+
+	e.GET("/-/healthy", s.healthy)
+	e.HEAD("/-/healthy", s.healthy)
+	e.GET("/-/ready", s.ready)
+	e.HEAD("/-/ready", s.ready)
+	e.POST("/-/reload", s.requireAuth, s.reload)
+	e.PUT("/-/reload", s.requireAuth, s.reload)
+	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry})
+	e.GET("/metrics", gin.WrapH(metrics))
+	return e
+}
+
+// errorBody is every error answer: a machine word and one line for people.
+type errorBody struct {
+	Status string   `json:"status"`
+	Error  string   `json:"error"`
+	Reason string   `json:"reason"`
+	Errors []string `json:"errors,omitempty"`
+}
+
+// fail answers code with a JSON error body and stops the chain.
+func fail(c *gin.Context, code int, word, reason string) {
+	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: oneLine(reason)})
+}
+
+// logRequests logs each request once it is answered: the polled endpoints at
+// debug, the rest at info (warn for 5xx).
+func (s *Server) logRequests() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		code := c.Writer.Status()
+		path := c.Request.URL.Path
+		level := zap.InfoLevel
+		switch {
+		case code >= 500:
+			level = zap.WarnLevel
+		case code < 400 && (path == "/-/healthy" || path == "/-/ready" || path == "/metrics"):
+			level = zap.DebugLevel
+		}
+		if ce := s.log.Check(level, "HTTP request answered."); ce != nil {
+			ce.Write(zap.String("method", c.Request.Method), zap.String("path", path),
+				zap.Int("code", code), zap.Duration("took", time.Since(start)),
+				zap.String("remote", c.ClientIP()), zap.Int("bytes", c.Writer.Size()))
+		}
+	}
+}
+
+func (s *Server) recovered(c *gin.Context, v any) {
+	s.log.Error("HTTP handler panicked.", zap.String("path", c.Request.URL.Path), zap.Any("panic", v))
+	fail(c, http.StatusInternalServerError, "internal", "internal error")
+}
+
+func (s *Server) healthy(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "healthy"})
+}
+
+// ready answers 200 when the run store answers within 2 s.
+func (s *Server) ready(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.opts.Runs.Ping(ctx); err != nil {
+		fail(c, http.StatusServiceUnavailable, "not_ready", "run store does not answer: "+err.Error())
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// reload reloads the playbooks; on failure the body carries every file:line error.
+func (s *Server) reload(c *gin.Context) {
+	if s.opts.Reload == nil {
+		fail(c, http.StatusNotImplemented, "no_reloader", "reloading is not available in this daemon")
+		return
+	}
+	if err := s.opts.Reload(); err != nil {
+		s.metrics.reloadOK.Set(0)
+		s.log.Error("Reload failed; the previous playbooks stay in force.", zap.Error(err))
+		lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+		reason := lines[0]
+		if len(lines) > 1 {
+			reason = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
+		}
+		c.AbortWithStatusJSON(http.StatusInternalServerError,
+			errorBody{Status: "error", Error: "reload_failed", Reason: oneLine(reason), Errors: lines})
+		return
+	}
+	s.metrics.reloadOK.Set(1)
+	s.metrics.reloadTime.SetToCurrentTime()
+	s.log.Info("Playbooks reloaded.")
+	c.JSON(http.StatusOK, gin.H{"status": "reloaded"})
+}

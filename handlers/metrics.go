@@ -1,0 +1,74 @@
+package handlers
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the HTTP surface's own series. The run service registers its own
+// (runs by status, queue depth, run duration) on the same registry.
+type Metrics struct {
+	webhooks   *prometheus.CounterVec
+	ackSeconds prometheus.Histogram
+	alerts     *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
+	reloadOK   prometheus.Gauge
+	reloadTime prometheus.Gauge
+}
+
+// NewMetrics creates the webhook and reload metrics and registers them on reg.
+// Every outcome and rejection reason starts at zero, so rates work from the start.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autocapture_webhooks_total",
+			Help: "Alertmanager webhook requests answered, by HTTP status code.",
+		}, []string{"code"}),
+		ackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "autocapture_webhook_duration_seconds",
+			Help:    "Time from a webhook request's arrival to its answer.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autocapture_alerts_total",
+			Help: "Alerts received by the webhook, by outcome (accepted, deduplicated, resolved, resolved_unknown, rejected).",
+		}, []string{"outcome"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autocapture_alerts_rejected_total",
+			Help: "Alerts refused on their own (the rest of their group went ahead), by reason.",
+		}, []string{"reason"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autocapture_reload_last_successful",
+			Help: "Whether the last playbook reload succeeded (1) or failed (0).",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autocapture_reload_last_success_timestamp_seconds",
+			Help: "When the playbooks were last reloaded successfully.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.reloadOK, m.reloadTime} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	for _, o := range []Outcome{OutcomeAccepted, OutcomeDeduplicated, OutcomeResolved, OutcomeResolvedUnknown, OutcomeRejected} {
+		m.alerts.WithLabelValues(string(o))
+	}
+	for _, r := range RejectReasons {
+		m.rejected.WithLabelValues(r)
+	}
+	m.reloadOK.Set(1)
+	return m, nil
+}
+
+// countWebhook counts each webhook by the code it was answered with (401 and 413
+// included) and times the answer.
+func (s *Server) countWebhook(c *gin.Context) {
+	timer := prometheus.NewTimer(s.metrics.ackSeconds)
+	c.Next()
+	timer.ObserveDuration()
+	s.metrics.webhooks.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
+}

@@ -1,0 +1,123 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+)
+
+// AlertResult is one alert's line in the webhook's answer.
+type AlertResult struct {
+	Index       int     `json:"index"`
+	Fingerprint string  `json:"fingerprint,omitempty"`
+	Alertname   string  `json:"alertname,omitempty"`
+	Outcome     Outcome `json:"outcome"`
+	RunID       string  `json:"run_id,omitempty"`
+	// Reason and Detail are set for rejected alerts.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// WebhookResponse is the 200 answer: one result per alert of the body, in order.
+type WebhookResponse struct {
+	Status string        `json:"status"`
+	Alerts []AlertResult `json:"alerts"`
+}
+
+// webhook takes one Alertmanager notification: read under the size cap, decode,
+// store the valid alerts in one transaction, answer each alert's outcome.
+func (s *Server) webhook(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	p, err := Decode(body)
+	if err != nil {
+		be, _ := IsBodyError(err)
+		s.log.Warn("Webhook refused: body unusable.", zap.String("error", be.Code), zap.String("reason", be.Msg))
+		fail(c, http.StatusBadRequest, be.Code, be.Msg)
+		return
+	}
+	log := s.log.With(zap.String("group_key", p.Message.GroupKey), zap.String("receiver", p.Message.Receiver))
+	for _, w := range p.Warnings {
+		log.Warn("Webhook envelope field ignored.", zap.String("why", w))
+	}
+	results := make([]AlertResult, len(p.Valid)+len(p.Rejected))
+	for _, r := range p.Rejected {
+		log.Warn("Alert rejected.", zap.Int("index", r.Index), zap.String("reason", r.Reason),
+			zap.String("detail", r.Detail), zap.String("fingerprint", r.Fingerprint), zap.String("alertname", r.Alertname))
+		s.metrics.rejected.WithLabelValues(r.Reason).Inc()
+		s.metrics.alerts.WithLabelValues(string(OutcomeRejected)).Inc()
+		results[r.Index] = AlertResult{Index: r.Index, Fingerprint: r.Fingerprint, Alertname: r.Alertname,
+			Outcome: OutcomeRejected, Reason: r.Reason, Detail: r.Detail}
+	}
+	if len(p.Valid) > 0 {
+		acks, err := s.accept(c.Request.Context(), p)
+		if err != nil {
+			log.Error("Webhook not stored: the run store failed; Alertmanager will retry.", zap.Error(err))
+			fail(c, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+			return
+		}
+		for i, ack := range acks {
+			a := p.Message.Alerts[i]
+			idx := p.Valid[i]
+			s.metrics.alerts.WithLabelValues(string(ack.Outcome)).Inc()
+			results[idx] = AlertResult{Index: idx, Fingerprint: a.Fingerprint, Alertname: a.Labels["alertname"],
+				Outcome: ack.Outcome, RunID: ack.RunID}
+			log.Debug("Alert taken.", zap.String("fingerprint", a.Fingerprint), zap.String("outcome", string(ack.Outcome)),
+				zap.String("run", ack.RunID))
+		}
+	}
+	c.JSON(http.StatusOK, WebhookResponse{Status: "ok", Alerts: results})
+}
+
+// accept hands the valid alerts to the run service under AcceptTimeout and
+// checks it answered once per alert.
+func (s *Server) accept(ctx context.Context, p *Payload) ([]Ack, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.AcceptTimeout)
+	defer cancel()
+	acks, err := s.opts.Runs.Accept(ctx, p.Message.Alerts)
+	if err != nil {
+		return nil, fmt.Errorf("storing %d alerts: %w", len(p.Message.Alerts), err)
+	}
+	if len(acks) != len(p.Message.Alerts) {
+		return nil, fmt.Errorf("storing alerts: run service answered %d outcomes for %d alerts", len(acks), len(p.Message.Alerts))
+	}
+	return acks, nil
+}
+
+// readBody reads the request body under MaxBodyBytes, answering 413 beyond it.
+func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
+	max := s.opts.MaxBodyBytes
+	if c.Request.ContentLength > max {
+		s.tooLarge(c, c.Request.ContentLength)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.tooLarge(c, -1)
+			return nil, false
+		}
+		fail(c, http.StatusBadRequest, "unreadable_body", "reading the body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) tooLarge(c *gin.Context, size int64) {
+	got := "more"
+	if size >= 0 {
+		got = strconv.FormatInt(size, 10)
+	}
+	s.log.Warn("Webhook refused: body too large.", zap.String("size", got), zap.Int64("limit", s.opts.MaxBodyBytes))
+	fail(c, http.StatusRequestEntityTooLarge, "body_too_large",
+		fmt.Sprintf("body of %s bytes exceeds web.max_body_bytes (%d)", got, s.opts.MaxBodyBytes))
+}
