@@ -1,0 +1,195 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+func TestCancelRunningRun(t *testing.T) {
+	cases := []struct {
+		name       string
+		otherProcs bool
+	}{
+		{name: "same process"},
+		{name: "from another process", otherProcs: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, db dbRef) {
+				c := newCounter()
+				started := make(chan string, 1)
+				s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true)
+				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
+				waitFor(t, started, "step b to start")
+				canceller := s1
+				if tc.otherProcs {
+					canceller = newService(t, db, planner(), false)
+				}
+				if _, err := canceller.Cancel(context.Background(), id); err != nil {
+					t.Fatalf("cancel: %v", err)
+				}
+				r := waitRun(t, s1, id, "finished", isFinished)
+				b := stepByID(r, "b")
+				if r.Status != StatusCancelled || b.Status != StepCancelled || !strings.Contains(b.Error, "cancelled on request") {
+					t.Fatalf("run %s, step b %s (%q); want both cancelled with the cause", r.Status, b.Status, b.Error)
+				}
+				if c.count(id+"/c") != 0 {
+					t.Fatal("a later tier ran after cancellation")
+				}
+			})
+		})
+	}
+}
+
+func TestResolutionDuringRun(t *testing.T) {
+	cases := []struct {
+		name       string
+		otherProcs bool
+	}{
+		{name: "same process"},
+		{name: "via another process", otherProcs: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, db dbRef) {
+				c := newCounter()
+				started := make(chan string, 1)
+				p := planner(
+					func() playbooks.PlannedStep { return step("metrics", capture.TierMetrics, okStep(c, nil)) },
+					func() playbooks.PlannedStep { return step("frame", capture.TierProfile, blockStep(c, started, nil)) },
+				)
+				s1 := newService(t, db, p, true)
+				t0 := time.Now().UTC().Add(-time.Minute)
+				id := acceptOne(t, s1, firing("fp", t0)).RunID
+				waitFor(t, started, "the tier-3 step to start")
+				resolver := s1
+				if tc.otherProcs {
+					resolver = newService(t, db, planner(), false)
+				}
+				if acc := acceptOne(t, resolver, resolvedAlert("fp", t0, time.Now().UTC())); acc.Outcome != OutcomeResolved || acc.RunID != id {
+					t.Fatalf("resolve: %+v", acc)
+				}
+				r := waitRun(t, s1, id, "finished", isFinished)
+				frame, metrics := stepByID(r, "frame"), stepByID(r, "metrics")
+				if metrics.Status != StepSucceeded || frame.Status != StepCancelled || !strings.Contains(frame.Error, "alert resolved") {
+					t.Fatalf("metrics %s, frame %s (%q); want tier 1 done, tier 3 cancelled by resolution", metrics.Status, frame.Status, frame.Error)
+				}
+				if len(frame.Artifacts) != 1 {
+					t.Errorf("the cancelled frame's files were not kept: %+v", frame.Artifacts)
+				}
+				if r.ResolvedAt == nil || r.Status != StatusPartial {
+					t.Fatalf("run %s resolved_at %v; want partial and resolved", r.Status, r.ResolvedAt)
+				}
+			})
+		})
+	}
+}
+
+func TestMaxConcurrentQueues(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		started := make(chan string, 3)
+		release := make(chan struct{})
+		reg := prometheus.NewRegistry()
+		p := planner(func() playbooks.PlannedStep { return step("hold", capture.TierMetrics, blockStep(c, started, release)) })
+		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1; o.Registerer = reg })
+		var alerts []template.Alert
+		for i := range 3 {
+			alerts = append(alerts, firing(fmt.Sprintf("fp%d", i), time.Now().UTC()))
+		}
+		acc, err := s.Accept(context.Background(), alerts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, started, "the first run to start")
+		depth, err := testutil.GatherAndCount(reg, "autocapture_runs_queue_depth")
+		if err != nil || depth != 1 {
+			t.Fatalf("queue depth metric missing: %d, %v", depth, err)
+		}
+		if v := gaugeValue(t, reg, "autocapture_runs_queue_depth"); v != 2 {
+			t.Fatalf("queue depth %v while one run holds the only slot, want 2", v)
+		}
+		if v := gaugeValue(t, reg, "autocapture_runs_queue_oldest_age_seconds"); v < 0 {
+			t.Fatalf("oldest queued age %v", v)
+		}
+		close(release)
+		for _, a := range acc {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded {
+				t.Fatalf("run %s: %s", r.ID, r.Status)
+			}
+		}
+		if m := c.maxSeen.Load(); m != 1 {
+			t.Fatalf("%d runs executed at once with max_concurrent 1", m)
+		}
+		if v := gaugeValue(t, reg, "autocapture_runs_queue_depth"); v != 0 {
+			t.Fatalf("queue depth %v after all finished", v)
+		}
+	})
+}
+
+// gaugeValue reads one unlabelled gauge from reg.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not gathered", name)
+	return 0
+}
+
+func TestSkippedRuns(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		cooled := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+			if a.Labels["alertname"] == "Unmatched" {
+				return nil
+			}
+			p := plan("pb", step("a", capture.TierMetrics, okStep(c, nil)))
+			p.Cooldown, p.CooldownKey = time.Hour, "pb/127.0.0.1:8000"
+			return []*playbooks.Plan{p}
+		}}
+		s := newService(t, db, cooled, true)
+		first := acceptOne(t, s, firing("fp1", time.Now().UTC())).RunID
+		if r := waitRun(t, s, first, "finished", isFinished); r.Status != StatusSucceeded || len(r.Playbooks) != 1 {
+			t.Fatalf("first run %s playbooks %v", r.Status, r.Playbooks)
+		}
+		cases := []struct {
+			name   string
+			alert  template.Alert
+			reason string
+		}{
+			{"no playbook matched", func() template.Alert {
+				a := firing("fp2", time.Now().UTC())
+				a.Labels = template.KV{"alertname": "Unmatched"}
+				return a
+			}(), "no playbook matched"},
+			{"cooldown", firing("fp3", time.Now().UTC()), "cooldown: playbook pb ran for run " + first},
+		}
+		for _, tc := range cases {
+			id := acceptOne(t, s, tc.alert).RunID
+			r := waitRun(t, s, id, "finished", isFinished)
+			if r.Status != StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
+				t.Errorf("%s: run %s %q, want skipped with %q", tc.name, r.Status, r.Reason, tc.reason)
+			}
+		}
+		if n := c.count(first + "/a"); n != 1 {
+			t.Fatalf("first run's step ran %d times", n)
+		}
+	})
+}
