@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/internal/testenv"
+)
+
+// BenchmarkAccept measures Accept of a 20-alert webhook batch (all new runs: 20
+// run rows and 20 River jobs in one transaction) on each store, and reports
+// alerts/s and the p50/p99 latency of one batch.
+func BenchmarkAccept(b *testing.B) {
+	stores := []struct {
+		name string
+		db   func(b *testing.B) dbRef
+	}{
+		{"sqlite", func(b *testing.B) dbRef { return dbRef{path: filepath.Join(b.TempDir(), "bench.db")} }},
+		{"postgres", func(b *testing.B) dbRef { return dbRef{url: testenv.StartPostgres(b)} }},
+	}
+	const batch = 20
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			s := newService(b, st.db(b), planner(), false)
+			ctx := context.Background()
+			lat := make([]time.Duration, 0, b.N)
+			seq := 0
+			b.ResetTimer()
+			for b.Loop() {
+				alerts := make([]template.Alert, batch)
+				for j := range alerts {
+					seq++
+					alerts[j] = firing(fmt.Sprintf("bench-%d", seq), time.Unix(1_700_000_000, 0))
+				}
+				start := time.Now()
+				if _, err := s.Accept(ctx, alerts); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			if len(lat) == 0 {
+				return
+			}
+			slices.Sort(lat)
+			var total time.Duration
+			for _, l := range lat {
+				total += l
+			}
+			b.ReportMetric(float64(len(lat)*batch)/total.Seconds(), "alerts/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
