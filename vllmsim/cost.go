@@ -22,7 +22,7 @@ const (
 	costWeightsFloor       = 25 * time.Millisecond
 	costGEMMPerToken       = 100 * time.Microsecond
 	costDecodeAttnPerToken = 3 * time.Microsecond // per context token read
-	costPrefillAttnPerPair = 5 * time.Nanosecond  // per (token, earlier token) pair
+	costPrefillAttnPerPair = 12 * time.Nanosecond // per (token, earlier token) pair
 	costSamplerBase        = 300 * time.Microsecond
 	costSamplerPerSeq      = 250 * time.Microsecond
 )

@@ -37,8 +37,8 @@ type LoadSpec struct {
 	Concurrency int     `json:"concurrency"`
 	// RampUp spreads the closed-loop clients' first requests over this
 	// long (default 1s), as users arriving rather than a thundering herd.
-	RampUp       time.Duration `json:"ramp_up"`
-	ThinkTime    time.Duration `json:"think_time"`
+	RampUp       time.Duration `json:"ramp_up_ns"`
+	ThinkTime    time.Duration `json:"think_time_ns"`
 	PromptTokens Dist          `json:"prompt_tokens"`
 	OutputTokens Dist          `json:"output_tokens"`
 	// MaxTokens is the max_tokens each request asks for; a request whose
@@ -110,10 +110,12 @@ var scenarios = map[string]Scenario{
 	},
 	ScenarioPrefillBound: {
 		Name:        ScenarioPrefillBound,
-		Description: "long prompts (documents, RAG): prefill time and TTFT up, the queue short in count",
+		Description: "a document pipeline: 4 workers sending long prompts (~5500 tokens) back to back; prefill time and TTFT up, the queue short in count",
 		Load: withLoad(chatLoad, func(l *LoadSpec) {
-			l.RPS = 0.55
-			l.PromptTokens = Dist{Mean: 6000, Min: 3500, Max: 8000, Sigma: 0.3}
+			l.Concurrency = 4
+			l.RampUp = 2 * time.Second
+			l.ThinkTime = 500 * time.Millisecond
+			l.PromptTokens = Dist{Mean: 5500, Min: 3000, Max: 7500, Sigma: 0.3}
 			l.OutputTokens = Dist{Mean: 40, Min: 8, Max: 64, Sigma: 0.5}
 			l.MaxTokens = 64
 		}),

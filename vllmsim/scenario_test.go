@@ -184,3 +184,47 @@ func TestFinishedRequestsAreConsistent(t *testing.T) {
 		t.Error("kv-pressure finished no preempted request")
 	}
 }
+
+// alertValue reads the value a shipped alert compares with its threshold.
+func alertValue(g signals, alert string) float64 {
+	return map[string]float64{"ttft": g.TTFTp99, "itl": g.ITLp99, "queue": g.WaitingMax, "kv": g.KVMax, "abort": g.AbortRatio}[alert]
+}
+
+var alertThreshold = map[string]float64{"ttft": alertTTFT, "itl": alertITL, "queue": alertQueue, "kv": alertKV, "abort": alertAbort}
+
+// TestAlertsAcrossSeeds: for several seeds, every scenario fires the alerts
+// its verdict expects within 20 s and never fires the ones that would
+// confuse it with another verdict, over 80 s.
+func TestAlertsAcrossSeeds(t *testing.T) {
+	expect := map[string]struct{ fire, quiet []string }{
+		ScenarioHealthy:      {nil, []string{"ttft", "itl", "queue", "kv", "abort"}},
+		ScenarioOverload:     {[]string{"ttft", "queue"}, []string{"itl", "kv"}},
+		ScenarioKVPressure:   {[]string{"kv"}, []string{"itl", "queue", "abort"}},
+		ScenarioPrefillBound: {[]string{"ttft"}, []string{"itl", "queue", "kv", "abort"}},
+		ScenarioDecodeBound:  {[]string{"itl"}, []string{"ttft", "queue", "kv", "abort"}},
+		ScenarioClientAborts: {[]string{"abort"}, []string{"ttft", "itl", "queue", "kv"}},
+		ScenarioUnexplained:  {[]string{"itl"}, []string{"queue", "kv", "abort"}},
+	}
+	for name, want := range expect {
+		for seed := uint64(1); seed <= 8; seed++ {
+			s, err := New(Options{Scenario: name, Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			early := measure(t, s, 20*time.Second)
+			steady := measure(t, s, 60*time.Second)
+			for _, a := range want.fire {
+				if v := alertValue(early, a); !(v > alertThreshold[a]) {
+					t.Errorf("%s seed %d: %s = %v, not past %v within 20 s", name, seed, a, v, alertThreshold[a])
+				}
+			}
+			for _, a := range want.quiet {
+				for _, g := range []signals{early, steady} {
+					if v := alertValue(g, a); v > alertThreshold[a] {
+						t.Errorf("%s seed %d: %s = %v fired (threshold %v)", name, seed, a, v, alertThreshold[a])
+					}
+				}
+			}
+		}
+	}
+}

@@ -55,7 +55,10 @@ func New(opts Options) (*Sim, error) {
 		history:      newFinishedLog(o.MaxFinished),
 		load:         newLoadGen(rng),
 	}
-	s.spans, err = newSpanEmitter(o, rand.New(rand.NewPCG(o.Seed+1, o.Seed^0x5851f42d4c957f2d)))
+	// Trace ids also depend on the start time: two sims with the same seed
+	// (replicas, a test's scenarios) must not share ids in one backend.
+	idSeed := uint64(o.Start.UnixNano())
+	s.spans, err = newSpanEmitter(o, rand.New(rand.NewPCG(o.Seed+1, idSeed^0x5851f42d4c957f2d)))
 	if err != nil {
 		return nil, fmt.Errorf("vllmsim: traces: %w", err)
 	}
