@@ -80,7 +80,7 @@ func ok(w http.ResponseWriter, data string) {
 }
 
 // promInput is an Input against url with a local store and a one-hour window.
-func promInput(t *testing.T, url string) *Input {
+func promInput(t testing.TB, url string) *Input {
 	t.Helper()
 	store, err := storage.NewLocal(t.TempDir())
 	if err != nil {
