@@ -220,7 +220,6 @@ func (s *Server) reload(c *gin.Context) {
 		return
 	}
 	if err := s.opts.Reload(); err != nil {
-		s.metrics.reloadOK.Set(0)
 		s.log.Error("Reload failed; the previous playbooks stay in force.", zap.Error(err))
 		lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 		reason := lines[0]
@@ -231,8 +230,6 @@ func (s *Server) reload(c *gin.Context) {
 			errorBody{Status: "error", Error: "reload_failed", Reason: oneLine(reason), Errors: lines})
 		return
 	}
-	s.metrics.reloadOK.Set(1)
-	s.metrics.reloadTime.SetToCurrentTime()
 	s.log.Info("Playbooks reloaded.")
 	c.JSON(http.StatusOK, gin.H{"status": "reloaded"})
 }

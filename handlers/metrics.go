@@ -9,14 +9,13 @@ import (
 )
 
 // Metrics are the HTTP surface's own series. The run service registers its own
-// (runs by status, queue depth, run duration) on the same registry.
+// (runs by status, queue depth, run duration) on the same registry, and the
+// playbook reloader its autocapture_config_last_reload_* gauges.
 type Metrics struct {
 	webhooks   *prometheus.CounterVec
 	ackSeconds prometheus.Histogram
 	alerts     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
-	reloadOK   prometheus.Gauge
-	reloadTime prometheus.Gauge
 }
 
 // NewMetrics creates the webhook and reload metrics and registers them on reg.
@@ -40,16 +39,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autocapture_alerts_rejected_total",
 			Help: "Alerts refused on their own (the rest of their group went ahead), by reason.",
 		}, []string{"reason"}),
-		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "autocapture_reload_last_successful",
-			Help: "Whether the last playbook reload succeeded (1) or failed (0).",
-		}),
-		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "autocapture_reload_last_success_timestamp_seconds",
-			Help: "When the playbooks were last reloaded successfully.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.reloadOK, m.reloadTime} {
+	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -60,7 +51,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
-	m.reloadOK.Set(1)
 	return m, nil
 }
 

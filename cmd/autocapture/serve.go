@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/handlers"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/targets"
+)
+
+func init() {
+	register("serve", command{summary: "run the daemon: Alertmanager webhook, runs API, captures", run: runServe})
+}
+
+// serveFlags are serve's Prometheus-style flags; empty means "as in the config".
+type serveFlags struct {
+	configFile    string
+	listenAddress string
+	storagePath   string
+}
+
+// runServe runs the daemon until SIGTERM or SIGINT; SIGHUP reloads the playbooks.
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	fs.StringVar(&f.configFile, "config.file", "", "daemon config file (default: embedded defaults)")
+	fs.StringVar(&f.listenAddress, "web.listen-address", "", "address to listen on (overrides web.listen_address; default 127.0.0.1:9095)")
+	fs.StringVar(&f.storagePath, "storage.path", "", "folder of the SQLite run store and local artifacts (overrides storage.path; default ./data)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	cfg, err := serveConfig(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	log, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	defer log.Sync() //nolint:errcheck // stderr may not support sync
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, log, stdout); err != nil {
+		log.Error("Daemon stopped on an error.", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// serveConfig loads the config file (or the defaults), applies the flags and
+// validates the result again: a flag can move the listener off loopback.
+func serveConfig(f serveFlags) (*config.Config, error) {
+	cfg, err := config.Load(f.configFile)
+	if err != nil {
+		return nil, err
+	}
+	if f.listenAddress == "" && f.storagePath == "" {
+		return cfg, nil
+	}
+	if f.listenAddress != "" {
+		cfg.Web.ListenAddress = f.listenAddress
+	}
+	if f.storagePath != "" {
+		cfg.Storage.Path = f.storagePath
+	}
+	// Load resolved the secrets' _file twins already; validating a copy without
+	// them keeps Validate from reading (and refusing) them a second time.
+	check := *cfg
+	check.Web.Auth.BearerTokenFile = ""
+	check.Database.URLFile = ""
+	if ba := cfg.Web.Auth.BasicAuth; ba != nil {
+		b := *ba
+		b.PasswordFile = ""
+		check.Web.Auth.BasicAuth = &b
+	}
+	if err := check.Validate(); err != nil {
+		return nil, fmt.Errorf("with the command-line flags applied: %w", err)
+	}
+	return cfg, nil
+}
+
+// newLogger builds the daemon's one logger from config.Log, writing to w.
+func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.EncodeDuration = zapcore.StringDurationEncoder
+	enc := zapcore.NewJSONEncoder(ec)
+	if c.Format == "console" {
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
+}
+
+// serve wires the daemon and runs it until ctx ends, then shuts down in order:
+// the HTTP server first (no new alerts), then the runner within shutdown_grace.
+func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.Writer) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	planner, reload, err := newPlanner(cfg, log, reg)
+	if err != nil {
+		return fmt.Errorf("playbooks: %w", err)
+	}
+	env, err := newEnv(cfg, log)
+	if err != nil {
+		return err
+	}
+	svc, err := runner.Open(ctx, runner.Options{
+		Config:      cfg.Runs,
+		DatabaseURL: cfg.Database.URL.Reveal(),
+		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
+		Planner:     planner,
+		Notifier:    newNotifier(cfg, stdout),
+		Env:         env,
+		Log:         log,
+		Registerer:  reg,
+	})
+	if err != nil {
+		return fmt.Errorf("run store: %w", err)
+	}
+	defer svc.Close()
+	h, err := handlers.New(handlers.Options{Runs: runsAdapter{svc}, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
+		Reload: reload, Registry: reg, Log: log.Named("http")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Web.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Web.ListenAddress, err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: zap.NewStdLog(log.Named("http"))}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	go reloadOnHUP(ctx, reload, log)
+	log.Info("Listening.", zap.String("address", ln.Addr().String()), zap.String("storage", cfg.Storage.Path),
+		zap.Bool("auth", cfg.Web.Auth.Enabled()), zap.Bool("postgres", cfg.Database.URL != ""))
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("Shutting down: no new webhooks; running steps get the shutdown grace.", zap.Duration("grace", cfg.Runs.ShutdownGrace))
+	case serveErr = <-served:
+		serveErr = fmt.Errorf("http server: %w", serveErr)
+	}
+	return errors.Join(serveErr, shutdown(srv, svc, cfg.Runs.ShutdownGrace, log))
+}
+
+// shutdown stops the HTTP server, then the runner, each under its own bound.
+// It must outlive the cancelled signal context, hence context.Background.
+func shutdown(srv *http.Server, svc *runner.Service, grace time.Duration, log *zap.Logger) error {
+	hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if err := srv.Shutdown(hctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	// Stop interrupts what is left after grace itself; the margin lets it release leases.
+	rctx, cancel2 := context.WithTimeout(context.Background(), grace+10*time.Second)
+	defer cancel2()
+	if err := svc.Stop(rctx); err != nil {
+		errs = append(errs, fmt.Errorf("runner stop: %w", err))
+	}
+	log.Info("Stopped.")
+	return errors.Join(errs...)
+}
+
+// newPlanner is the seam between the daemon and the playbooks: it loads the
+// configured playbooks (the shipped vLLM ones when none are configured) and
+// returns the planner the runner uses and the reload function behind /-/reload
+// and SIGHUP. A file error here stops the daemon with file:line:col.
+func newPlanner(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (runner.Planner, func() error, error) {
+	r, err := playbooks.NewReloader(cfg.Playbooks, log.Named("playbooks"), reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, r.Reload, nil
+}
+
+// reloadOnHUP reloads the playbooks on each SIGHUP until ctx ends.
+func reloadOnHUP(ctx context.Context, reload func() error, log *zap.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := reload(); err != nil {
+				log.Error("Reload on SIGHUP failed; the previous playbooks stay in force.", zap.Error(err))
+			}
+		}
+	}
+}
+
+// newEnv builds what steps may reach: the artifact store, the allow-listed
+// client for targets from alert labels, and the configured backends.
+func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
+	store, err := storage.NewLocal(filepath.Join(cfg.Storage.Path, "artifacts"))
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	policy, err := targets.New(cfg.Targets, targets.Options{Log: log.Named("targets"), PrometheusURL: cfg.Prometheus.URL})
+	if err != nil {
+		return nil, err
+	}
+	env := &capture.Env{Store: store, Targets: policy.Client(0)}
+	if cfg.Prometheus.URL != "" {
+		env.Prometheus = &capture.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout}
+	}
+	if cfg.Traces.URL != "" {
+		env.Traces = &capture.TracesEndpoint{Backend: cfg.Traces.Backend, Service: cfg.Traces.Service,
+			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{}, Timeout: cfg.Traces.Timeout}}
+	}
+	return env, nil
+}
+
+// newNotifier returns where threads go: the console (the only notifier so far).
+func newNotifier(cfg *config.Config, stdout io.Writer) notify.Notifier {
+	if !cfg.Notify.Console.Enabled {
+		return nil // the runner then notifies nobody
+	}
+	return notify.NewConsole(stdout)
+}
+
+// runsAdapter presents runner.Service as the HTTP surface's handlers.Runs.
+type runsAdapter struct{ s *runner.Service }
+
+func (a runsAdapter) Accept(ctx context.Context, alerts []template.Alert) ([]handlers.Ack, error) {
+	acc, err := a.s.Accept(ctx, alerts)
+	if err != nil {
+		return nil, err
+	}
+	acks := make([]handlers.Ack, len(acc))
+	for i, x := range acc {
+		acks[i] = handlers.Ack{Fingerprint: x.Fingerprint, RunID: x.RunID, Outcome: handlers.Outcome(x.Outcome)}
+	}
+	return acks, nil
+}
+
+func (a runsAdapter) List(ctx context.Context, q handlers.ListQuery) (handlers.Page, error) {
+	p, err := a.s.List(ctx, runner.ListQuery(q))
+	if err != nil {
+		return handlers.Page{}, apiError(err)
+	}
+	return handlers.Page{Runs: p.Runs, Next: p.Next}, nil
+}
+
+func (a runsAdapter) Get(ctx context.Context, id string) (any, error) {
+	r, err := a.s.Get(ctx, id)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return r, nil
+}
+
+func (a runsAdapter) Cancel(ctx context.Context, id string) (any, error) {
+	r, err := a.s.Cancel(ctx, id)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return r, nil
+}
+
+func (a runsAdapter) Ping(ctx context.Context) error { return a.s.Ping(ctx) }
+
+// apiError marks the runner's errors with the handlers' sentinels.
+func apiError(err error) error {
+	switch {
+	case errors.Is(err, runner.ErrNotFound):
+		return fmt.Errorf("%w: %w", handlers.ErrNotFound, err)
+	case errors.Is(err, runner.ErrFinished):
+		return fmt.Errorf("%w: %w", handlers.ErrFinished, err)
+	case errors.Is(err, runner.ErrBadCursor):
+		return fmt.Errorf("%w: %w", handlers.ErrBadRequest, err)
+	}
+	return err
+}
