@@ -195,3 +195,26 @@ func TestEmbeddedSetLoads(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlan measures matching, rendering and building for one alert (two plans).
+func BenchmarkPlan(b *testing.B) {
+	s, err := Load([]string{"testdata/good.yaml"}, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := alert("alertname", "VLLMHighTTFT", "severity", "page", "instance", "a:1", "model_name", "m")
+	for b.Loop() {
+		if _, err := s.Plan(a, testWindow); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoad measures parsing and validating one file.
+func BenchmarkLoad(b *testing.B) {
+	for b.Loop() {
+		if _, err := LoadFiles([]string{"testdata/good.yaml"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
