@@ -20,6 +20,10 @@ import (
 // change (Watch), SIGHUP or POST /-/reload. A broken edit keeps the last good set.
 // Plans already made keep the playbooks they were built from.
 type Reloader struct {
+	// Debounce coalesces a burst of file events (an editor's write-and-rename)
+	// into one reload; set it before Watch. NewReloader sets 250ms.
+	Debounce time.Duration
+
 	globs []string
 	log   *zap.Logger
 	cur   atomic.Pointer[Set]
@@ -33,7 +37,7 @@ type Reloader struct {
 // registers autocapture_config_last_reload_successful and
 // autocapture_config_last_reload_success_timestamp_seconds on reg (nil: none).
 func NewReloader(globs []string, log *zap.Logger, reg prometheus.Registerer) (*Reloader, error) {
-	r := &Reloader{globs: globs, log: log,
+	r := &Reloader{Debounce: 250 * time.Millisecond, globs: globs, log: log,
 		success: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_successful",
 			Help: "Whether the last playbook reload succeeded (1) or kept the previous set (0)."}),
 		timestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_success_timestamp_seconds",
@@ -84,9 +88,9 @@ func (r *Reloader) Rebuild(p StoredPlan, alert template.Alert, w capture.Window)
 }
 
 // Watch reloads when a file in the globs' directories changes, until ctx ends.
-// Bursts of events (an editor's write-rename) are coalesced for debounce. With no
-// globs (the embedded set) there is nothing to watch and it waits for ctx.
-func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
+// Bursts of events are coalesced (Debounce). With no globs (the embedded set)
+// there is nothing to watch and it waits for ctx.
+func (r *Reloader) Watch(ctx context.Context) error {
 	if len(r.globs) == 0 {
 		<-ctx.Done()
 		return nil
@@ -107,7 +111,7 @@ func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
 			return fmt.Errorf("playbooks: watch %s: %w", d, err)
 		}
 	}
-	return r.loop(ctx, w, debounce)
+	return r.loop(ctx, w, r.Debounce)
 }
 
 // loop turns relevant file events into debounced reloads.

@@ -91,7 +91,8 @@ func TestReloadUnderConcurrentPlans(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watched := make(chan error, 1)
-	go func() { watched <- r.Watch(ctx, 10*time.Millisecond) }()
+	r.Debounce = 10 * time.Millisecond
+	go func() { watched <- r.Watch(ctx) }()
 
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
