@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// daemonOpts shape the config of a daemon under test.
+type daemonOpts struct {
+	// Dir is the storage.path; reuse it to restart on the same SQLite store.
+	Dir string
+	// Port is the listen port on 127.0.0.1; 0 picks one.
+	Port int
+	// Token is the webhook bearer token ("" disables auth).
+	Token string
+	// DatabaseURL selects PostgreSQL.
+	DatabaseURL string
+	// Playbooks is the playbook file's YAML ("" loads the shipped set).
+	Playbooks string
+}
+
+// daemon is a running `autocapture serve`.
+type daemon struct {
+	URL   string
+	Port  int
+	Token string
+	Proc  *testenv.Process
+}
+
+// writeDaemonConfig writes the config for o into o.Dir and returns its path.
+// Prometheus points at a port nothing listens on: no test here queries it.
+func writeDaemonConfig(t *testing.T, o *daemonOpts) string {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	if o.Port == 0 {
+		o.Port = testenv.FreePort(t)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "web:\n  listen_address: 127.0.0.1:%d\n", o.Port)
+	if o.Token != "" {
+		fmt.Fprintf(&b, "  auth:\n    bearer_token: %q\n", o.Token)
+	}
+	fmt.Fprintf(&b, "storage:\n  path: %q\n", o.Dir)
+	if o.DatabaseURL != "" {
+		fmt.Fprintf(&b, "database:\n  url: %q\n", o.DatabaseURL)
+	}
+	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
+	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
+	b.WriteString("log:\n  level: debug\n")
+	if o.Playbooks != "" {
+		pb := filepath.Join(o.Dir, "playbooks.yaml")
+		if err := os.WriteFile(pb, []byte(o.Playbooks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "playbooks: [%q]\n", pb)
+	}
+	path := filepath.Join(o.Dir, "autocapture.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startDaemon builds (once) and starts the daemon and waits for /-/ready.
+func startDaemon(t *testing.T, o *daemonOpts) *daemon {
+	t.Helper()
+	cfg := writeDaemonConfig(t, o)
+	bin := testenv.BuildBinary(t, "./cmd/autocapture")
+	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
+	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
+	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	return d
+}
+
+// post sends a webhook body and returns the status code and body.
+func (d *daemon) post(t *testing.T, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("POST", d.URL+"/hooks/alertmanager", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.do(t, req)
+}
+
+func (d *daemon) do(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	if d.Token != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+d.Token)
+	}
+	return doRaw(t, req)
+}
+
+// doRaw sends req as it is.
+func doRaw(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// apiRun is the part of runner.Run the tests read.
+type apiRun struct {
+	ID         string     `json:"id"`
+	Alertname  string     `json:"alertname"`
+	Status     string     `json:"status"`
+	Reason     string     `json:"reason"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+	Attempts   int        `json:"attempts"`
+	Resumed    int        `json:"resumed"`
+	Steps      []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	} `json:"steps"`
+}
+
+// runs lists the runs of alertname through the API.
+func (d *daemon) runs(t *testing.T, alertname string) []apiRun {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.URL+"/api/v1/runs?alertname="+alertname, nil)
+	code, b := d.do(t, req)
+	if code != 200 {
+		t.Fatalf("list runs: %d %s", code, b)
+	}
+	var page struct{ Runs []apiRun }
+	if err := json.Unmarshal(b, &page); err != nil {
+		t.Fatalf("list runs: %v: %s", err, b)
+	}
+	return page.Runs
+}
+
+// run gets one run with its steps.
+func (d *daemon) run(t *testing.T, id string) apiRun {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.URL+"/api/v1/runs/"+id, nil)
+	code, b := d.do(t, req)
+	if code != 200 {
+		t.Fatalf("get run %s: %d %s", id, code, b)
+	}
+	var r apiRun
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("get run: %v: %s", err, b)
+	}
+	return r
+}
+
+// waitFor polls cond every 100 ms until it holds; it fails the test with what
+// after timeout (a bound on a liveness wait, not a speed check).
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v still waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// metric returns the value of one exact series line of /metrics, or -1.
+func (d *daemon) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.URL+"/metrics", nil)
+	_, b := d.do(t, req)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	return -1
+}
+
+// webhookBody is a version-4 body with one alert.
+func webhookBody(alertname, fingerprint, status string, startsAt time.Time) []byte {
+	return []byte(fmt.Sprintf(`{"version":"4","groupKey":"{}:{}","status":%q,"receiver":"autocapture","alerts":[`+
+		`{"status":%q,"labels":{"alertname":%q,"instance":"127.0.0.1:1"},"annotations":{},"startsAt":%q,`+
+		`"endsAt":"0001-01-01T00:00:00Z","fingerprint":%q}]}`,
+		status, status, alertname, startsAt.UTC().Format(time.RFC3339Nano), fingerprint))
+}
