@@ -262,3 +262,23 @@ func TestSignalTable(t *testing.T) {
 	}
 	t.Log(b.String())
 }
+
+// TestITLGrowsWithBatchWidth: in decode-bound, inter-token latency is a
+// function of batch width: more concurrent clients, a wider batch, a
+// slower token.
+func TestITLGrowsWithBatchWidth(t *testing.T) {
+	prevITL, prevBatch := 0.0, 0.0
+	for _, clients := range []int{30, 90, 160, 240} {
+		s, err := New(Options{Scenario: ScenarioDecodeBound, Concurrency: clients, Seed: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(40 * time.Second)
+		g := measure(t, s, 30*time.Second)
+		t.Logf("%3d clients: batch %.0f, ITL p50 %.3f", clients, g.RunningMean, g.ITLp50)
+		if g.RunningMean <= prevBatch || g.ITLp50 <= prevITL {
+			t.Errorf("%d clients: batch %.0f ITL %.3f, not above %.0f / %.3f", clients, g.RunningMean, g.ITLp50, prevBatch, prevITL)
+		}
+		prevITL, prevBatch = g.ITLp50, g.RunningMean
+	}
+}
