@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +65,8 @@ func newSpanEmitter(o Options, rng *rand.Rand) (*spanEmitter, error) {
 }
 
 // otlpExporter builds the OTLP exporter for endpoint, "host:port" or a URL
-// (http:// means no TLS).
+// (http:// means no TLS). Over HTTP a URL with no path gets /v1/traces, as
+// OTEL_EXPORTER_OTLP_ENDPOINT does; WithEndpointURL alone would post to "/".
 func otlpExporter(endpoint, protocol string) (sdktrace.SpanExporter, error) {
 	ctx := context.Background() // the exporters connect lazily; nothing blocks here
 	isURL := strings.Contains(endpoint, "://")
@@ -72,7 +74,7 @@ func otlpExporter(endpoint, protocol string) (sdktrace.SpanExporter, error) {
 	case "http/protobuf":
 		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure()}
 		if isURL {
-			opts = []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpoint)}
+			opts = []otlptracehttp.Option{otlptracehttp.WithEndpointURL(withTracesPath(endpoint))}
 		}
 		return otlptracehttp.New(ctx, opts...)
 	default:
@@ -173,4 +175,14 @@ func putUint64(b []byte, v uint64) {
 	for i := range 8 {
 		b[i] = byte(v >> (56 - 8*i))
 	}
+}
+
+// withTracesPath gives an OTLP/HTTP endpoint URL with no path the signal path.
+func withTracesPath(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Path != "" && u.Path != "/") {
+		return endpoint
+	}
+	u.Path = "/v1/traces"
+	return u.String()
 }
