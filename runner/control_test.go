@@ -193,3 +193,36 @@ func TestSkippedRuns(t *testing.T) {
 		}
 	})
 }
+
+func TestPlaybookMaxConcurrentWaits(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		started := make(chan string, 2)
+		release := make(chan struct{})
+		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+			pl := plan("profile-once", step("hold", capture.TierMetrics, blockStep(c, started, release)))
+			pl.MaxConcurrent = 1
+			return []*playbooks.Plan{pl}
+		}}
+		s := newService(t, db, p, true) // runs.max_concurrent 4: only the playbook's cap holds them back
+		acc, err := s.Accept(context.Background(), []template.Alert{firing("x", time.Now().UTC()), firing("y", time.Now().UTC())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, started, "the first run to start")
+		select {
+		case id := <-started:
+			t.Fatalf("%s started while the playbook's only slot was taken", id)
+		case <-time.After(500 * time.Millisecond): // the other run polls for the slot meanwhile
+		}
+		close(release)
+		for _, a := range acc {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Attempts != 1 {
+				t.Fatalf("run %s: %s after %d attempts; waiting must not use attempts", r.ID, r.Status, r.Attempts)
+			}
+		}
+		if m := c.maxSeen.Load(); m != 1 {
+			t.Fatalf("%d runs of a max_concurrent 1 playbook at once", m)
+		}
+	})
+}

@@ -95,8 +95,11 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 			func() playbooks.PlannedStep { return step("m2", capture.TierMetrics, sleepy()) },
 			func() playbooks.PlannedStep { return step("t", capture.TierTraces, sleepy()) },
 		)
-		s1 := newService(t, db, p, true)
-		s2 := newService(t, db, p, true)
+		// A lease far longer than any stall of this loaded test machine: a
+		// takeover here would be a (correct) resume, not what this test is about.
+		longLease := func(o *Options) { o.Config.LeaseTimeout = 5 * time.Second }
+		s1 := newService(t, db, p, true, longLease)
+		s2 := newService(t, db, p, true, longLease)
 		const runs = 12
 		var alerts []template.Alert
 		for i := range runs {

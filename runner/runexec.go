@@ -132,26 +132,12 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	if len(all) == 0 {
 		return nil, w, "no playbook matched", nil
 	}
-	var skipped []string
-	for _, p := range all {
-		why, err := s.cooldown(ctx, r.ID, p)
-		if err != nil {
-			return nil, w, "", storeError{err}
-		}
-		if why != "" {
-			skipped = append(skipped, why)
-			continue
-		}
-		if err := s.playbookSlot(ctx, r.ID, p); err != nil {
-			return nil, w, "", err
-		}
-		plans = append(plans, p)
+	plans, skipped, err := s.storePlans(ctx, r, all, w)
+	if err != nil {
+		return nil, w, "", err
 	}
 	if len(plans) == 0 {
 		return nil, w, strings.Join(skipped, "; "), nil
-	}
-	if err := s.storePlans(ctx, r, plans, w); err != nil {
-		return nil, w, "", storeError{err}
 	}
 	return plans, w, "", nil
 }

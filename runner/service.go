@@ -184,8 +184,17 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 }
 
-// Close releases the database. Call Stop first.
+// Close stops the Service if Stop was not called (waiting up to
+// runs.shutdown_grace for running steps) and releases the database.
 func (s *Service) Close() error {
+	if s.started.Load() && !s.stopping.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace+10*time.Second)
+		err := s.Stop(ctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("Stopping the runner on close failed.", zap.Error(err))
+		}
+	}
 	s.stopBGWork()
 	return s.db.Close()
 }

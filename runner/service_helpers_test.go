@@ -37,10 +37,11 @@ func forEachStore(t *testing.T, f func(t *testing.T, db dbRef)) {
 	})
 }
 
-// fastRuns are settings that make leases and resumes take well under a second.
+// fastRuns are settings that make resumes take seconds, with a lease of 20
+// heartbeats so a loaded test machine does not lose it.
 func fastRuns() config.Runs {
 	return config.Runs{MaxConcurrent: 4, MaxAttempts: 3, DefaultTimeout: time.Minute,
-		HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: 500 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond, LeaseTimeout: 2 * time.Second,
 		ShutdownGrace: 300 * time.Millisecond, Lookback: 10 * time.Minute}
 }
 
