@@ -13,6 +13,9 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 )
 
+// stepInterrupted is gate's answer for a run cut short by ErrInterrupted.
+const stepInterrupted = "interrupted"
+
 // runStep decides whether st runs, runs it under its deadline and classifies the
 // outcome. It returns nil when the step was cut short by ErrInterrupted.
 func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result, stopped string) *StepRecord {
@@ -24,38 +27,10 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		rec.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
 		return rec
 	}
-	if ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		switch {
-		case errors.Is(cause, ErrInterrupted):
-			return nil
-		case errors.Is(cause, ErrCancelled):
-			return finish(StepCancelled, string(capture.ReasonCancelled), "not started: "+cause.Error())
-		}
-		return finish(StepSkipped, "not started: "+cause.Error(), "")
-	}
-	if stopped != "" {
-		return finish(StepSkipped, stopped, "")
-	}
-	if st.Tier == capture.TierProfile && closed(ex.in.Resolved) {
-		return finish(StepSkipped, "alert resolved before this step", "")
-	}
-	if st.RenderErr != nil {
-		return finish(StepFailed, string(capture.ReasonBadConfig), st.RenderErr.Error())
-	}
-	if st.When != nil {
-		ok, err := evalWhen(st.When, ex.in, prior)
-		if err != nil {
-			return finish(StepFailed, string(capture.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err))
-		}
-		if !ok {
-			return finish(StepSkipped, fmt.Sprintf("when: %s is false", st.When.Source), "")
-		}
-	}
-	if ex.hooks.Skip != nil {
-		if why := ex.hooks.Skip(ctx, ex.plan, st); why != "" {
-			return finish(StepSkipped, why, "")
-		}
+	if status, reason, errText, skip := ex.gate(ctx, st, prior, stopped); status == stepInterrupted {
+		return nil
+	} else if skip {
+		return finish(status, reason, errText)
 	}
 	if st.Step == nil {
 		return finish(StepFailed, string(capture.ReasonInternal), fmt.Sprintf("step %s (%s) was never built", st.ID, st.Kind))
@@ -85,6 +60,47 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		}
 	}
 	return finish(StepFailed, string(capture.Classify(err)), err.Error())
+}
+
+// gate decides whether a step may run: not when the run was stopped, a failed
+// step stopped the plan, the alert resolved (tier 3), the step did not render,
+// its `when` is false, or a hook says skip. skip reports the record's status,
+// reason and error; stepInterrupted means no record at all.
+func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result, stopped string) (status, reason, errText string, skip bool) {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, ErrInterrupted):
+			return stepInterrupted, "", "", true
+		case errors.Is(cause, ErrCancelled):
+			return StepCancelled, string(capture.ReasonCancelled), "not started: " + cause.Error(), true
+		}
+		return StepSkipped, "not started: " + cause.Error(), "", true
+	}
+	if stopped != "" {
+		return StepSkipped, stopped, "", true
+	}
+	if st.Tier == capture.TierProfile && closed(ex.in.Resolved) {
+		return StepSkipped, "alert resolved before this step", "", true
+	}
+	if st.RenderErr != nil {
+		return StepFailed, string(capture.ReasonBadConfig), st.RenderErr.Error(), true
+	}
+	if st.When != nil {
+		ok, err := evalWhen(st.When, ex.in, prior)
+		if err != nil {
+			return StepFailed, string(capture.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err), true
+		}
+		if !ok {
+			return StepSkipped, fmt.Sprintf("when: %s is false", st.When.Source), "", true
+		}
+	}
+	if ex.hooks.Skip != nil {
+		if why := ex.hooks.Skip(ctx, ex.plan, st); why != "" {
+			return StepSkipped, why, "", true
+		}
+	}
+	return "", "", "", false
 }
 
 // invoke runs the step with its deadline (and, in tier 3, cancellation on
