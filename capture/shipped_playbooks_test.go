@@ -130,4 +130,3 @@ func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert templa
 	}
 	return out
 }
-
