@@ -29,6 +29,13 @@ type TracesConfig struct {
 	// histogram when Prometheus is configured (default true; vLLM attaches none,
 	// pipelines that add them help here).
 	Exemplars *bool `yaml:"exemplars" json:"exemplars,omitempty"`
+	// Match keeps only spans whose span or resource attributes equal these values
+	// (templated), so a fleet sharing one service.name yields the alerting
+	// instance's requests: e.g. service.instance.id: '{{ .Labels.instance }}'
+	// with OTEL_RESOURCE_ATTRIBUTES=service.instance.id=<host:port> on each server.
+	// When no span of the window carries a key at all, the step ranks across the
+	// whole service and says so in its summary, rather than returning nothing.
+	Match map[string]string `yaml:"match" json:"match,omitempty"`
 }
 
 // Rank names: what "slowest" is measured by.
@@ -119,6 +126,18 @@ type Span struct {
 	OutputTokens int64     `json:"output_tokens"`
 	// has records which latency attributes the span carried.
 	has map[string]bool
+	// attrs are the span's and its resource's attributes as text, for Match.
+	attrs map[string]string
+}
+
+// matches says whether the span carries every key of match with its value.
+func (s Span) matches(match map[string]string) bool {
+	for k, v := range match {
+		if got, ok := s.attrs[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // spanRankValue returns how a span is measured for rank, or nil for an unknown rank.
@@ -159,6 +178,10 @@ type SpanQuery struct {
 	Start, End  time.Time
 	MinDuration time.Duration
 	Limit       int
+	// Match, when set, keeps spans whose span or resource attributes equal these
+	// values; backends that can filter server-side (Tempo) do, every answer is
+	// also filtered client-side.
+	Match map[string]string
 }
 
 // traceBackend is a trace store that can be searched for spans.
@@ -200,11 +223,30 @@ func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
 	rank := t.rankFor(in.Alert.Labels["alertname"])
 	value := spanRankValue(rank)
 	q := SpanQuery{Service: service, Operation: "llm_request", Start: in.Window.Start, End: in.Window.End,
-		MinDuration: t.cfg.MinDuration, Limit: t.cfg.Fetch}
+		MinDuration: t.cfg.MinDuration, Limit: t.cfg.Fetch, Match: t.cfg.Match}
 	set := spanSet{}
 	rounds, complete, err := t.searchAll(ctx, be, q, value, set)
 	if err != nil {
 		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+	}
+	matchNote := ""
+	if len(q.Match) > 0 && len(set) == 0 {
+		// Nothing matched: either the instance served nothing slow in the window,
+		// or its spans do not carry the keys at all (no OTEL_RESOURCE_ATTRIBUTES).
+		// Only the second falls back to the service-wide ranking.
+		carried, err := anyCarries(ctx, be, q)
+		if err != nil {
+			return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+		}
+		if !carried {
+			matchNote = fmt.Sprintf("no span carries %s: ranked across service %s (set OTEL_RESOURCE_ATTRIBUTES on the servers to narrow to one instance)", matchKeys(q.Match), service)
+			q.Match = nil
+			more, c, err := t.searchAll(ctx, be, q, value, set)
+			if err != nil {
+				return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+			}
+			rounds, complete = rounds+more, c
+		}
 	}
 	exemplars := 0
 	if t.cfg.Exemplars == nil || *t.cfg.Exemplars {
@@ -212,11 +254,46 @@ func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	ranked := set.ranked(value)
 	top := ranked[:min(t.cfg.Limit, len(ranked))]
-	return t.result(ctx, in, be, rank, ranked, top, map[string]any{
+	f := map[string]any{
 		"searched": len(set), "returned": len(top), "rank_by": rank, "searches": rounds,
 		"complete": complete, "exemplars": exemplars,
-	})
+	}
+	if len(t.cfg.Match) > 0 {
+		f["match"] = t.cfg.Match
+		f["match_applied"] = matchNote == ""
+	}
+	res, err := t.result(ctx, in, be, rank, ranked, top, f)
+	if err == nil && matchNote != "" {
+		res.Summary += "; " + matchNote
+	}
+	return res, err
 }
+
+// anyCarries asks once, without the match, whether any span of the window
+// carries every key of q.Match.
+func anyCarries(ctx context.Context, be traceBackend, q SpanQuery) (bool, error) {
+	probe := q
+	probe.Match = nil
+	spans, err := be.Search(ctx, probe)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range spans {
+		carries := true
+		for k := range q.Match {
+			if _, ok := s.attrs[k]; !ok {
+				carries = false
+				break
+			}
+		}
+		if carries {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func matchKeys(m map[string]string) string { return strings.Join(sortedKeys(m), ", ") }
 
 // searchAll finds every span that could be among the top Limit although the
 // backend answers at most q.Limit traces per search, in its own order (Jaeger's
@@ -242,7 +319,7 @@ func (t *Traces) searchAll(ctx context.Context, be traceBackend, q SpanQuery, va
 		if err != nil {
 			return searches, false, err
 		}
-		set.add(spans)
+		set.add(spans, q.Match)
 		if len(spans) < q.Limit {
 			continue
 		}
@@ -303,9 +380,12 @@ func shortID(id string) string {
 // spanSet holds spans by trace and span id, so repeated searches merge.
 type spanSet map[string]Span
 
-func (s spanSet) add(spans []Span) {
+// add keeps the spans whose attributes equal every value of match.
+func (s spanSet) add(spans []Span, match map[string]string) {
 	for _, sp := range spans {
-		s[sp.TraceID+"/"+sp.SpanID] = sp
+		if sp.matches(match) {
+			s[sp.TraceID+"/"+sp.SpanID] = sp
+		}
 	}
 }
 

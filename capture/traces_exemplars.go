@@ -28,7 +28,12 @@ const (
 // newSpan reads vLLM's attributes out of a span's attribute map.
 func newSpan(traceID, spanID, name string, start time.Time, dur time.Duration, attrs map[string]any) Span {
 	s := Span{TraceID: traceID, SpanID: spanID, Name: name, Start: start.UTC(), DurationSec: dur.Seconds(),
-		has: map[string]bool{}}
+		has: map[string]bool{}, attrs: make(map[string]string, len(attrs))}
+	for k, v := range attrs {
+		if v != nil {
+			s.attrs[k] = fmt.Sprint(v)
+		}
+	}
 	for key, dst := range map[string]*float64{
 		attrTTFT: &s.TTFT, attrE2E: &s.E2E, attrQueue: &s.Queue, attrPrefill: &s.Prefill, attrDecode: &s.Decode,
 	} {
@@ -136,7 +141,7 @@ func addExemplarTraces(ctx context.Context, in *Input, be traceBackend, rank str
 			log.Info("Could not fetch an exemplar's trace.", zap.String("trace_id", e.id), zap.Error(err))
 			continue
 		}
-		set.add(filterOperation(spans, "llm_request"))
+		set.add(filterOperation(spans, "llm_request"), nil) // exemplars come from the alerting instance's own histogram
 		known[e.id] = true
 	}
 	return len(all)

@@ -104,16 +104,18 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 	var ans struct {
 		Data []struct {
 			Spans []struct {
-				TraceID       string `json:"traceID"`
-				SpanID        string `json:"spanID"`
-				OperationName string `json:"operationName"`
-				StartTime     int64  `json:"startTime"` // µs
-				Duration      int64  `json:"duration"`  // µs
-				Tags          []struct {
-					Key   string `json:"key"`
-					Value any    `json:"value"`
-				} `json:"tags"`
+				TraceID       string      `json:"traceID"`
+				SpanID        string      `json:"spanID"`
+				OperationName string      `json:"operationName"`
+				StartTime     int64       `json:"startTime"` // µs
+				Duration      int64       `json:"duration"`  // µs
+				ProcessID     string      `json:"processID"`
+				Tags          []jaegerTag `json:"tags"`
 			} `json:"spans"`
+			// Processes carry the resource attributes (service.instance.id …).
+			Processes map[string]struct {
+				Tags []jaegerTag `json:"tags"`
+			} `json:"processes"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
@@ -126,6 +128,9 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 				continue
 			}
 			attrs := make(map[string]any, len(s.Tags))
+			for _, tag := range tr.Processes[s.ProcessID].Tags {
+				attrs[tag.Key] = tag.Value
+			}
 			for _, tag := range s.Tags {
 				attrs[tag.Key] = tag.Value
 			}
@@ -164,6 +169,12 @@ func isJaegerNoTraces(body []byte) bool {
 		} `json:"error"`
 	}
 	return json.Unmarshal(body, &e) == nil && e.Error.HTTPCode == http.StatusNotFound
+}
+
+// jaegerTag is one tag of the v1 API's JSON.
+type jaegerTag struct {
+	Key   string `json:"key"`
+	Value any    `json:"value"`
 }
 
 // otlpKV is an OTLP attribute in its JSON form (Jaeger v3 and Tempo).
@@ -207,6 +218,9 @@ func parseOTLPAnswer(body []byte, operation string) ([]Span, error) {
 	var ans struct {
 		Result struct {
 			ResourceSpans []struct {
+				Resource struct {
+					Attributes []otlpKV `json:"attributes"`
+				} `json:"resource"`
 				ScopeSpans []struct {
 					Spans []struct {
 						TraceID    string          `json:"traceId"`
@@ -231,8 +245,12 @@ func parseOTLPAnswer(body []byte, operation string) ([]Span, error) {
 					continue
 				}
 				start, end := unixNano(s.Start), unixNano(s.End)
+				attrs := otlpAttrs(rs.Resource.Attributes)
+				for k, v := range otlpAttrs(s.Attributes) {
+					attrs[k] = v // a span's own attribute wins over its resource's
+				}
 				out = append(out, newSpan(otlpID(s.TraceID), otlpID(s.SpanID), s.Name,
-					time.Unix(0, start), time.Duration(end-start), otlpAttrs(s.Attributes)))
+					time.Unix(0, start), time.Duration(end-start), attrs))
 			}
 		}
 	}

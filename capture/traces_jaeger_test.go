@@ -34,13 +34,18 @@ type fakeRequest struct {
 // endpoint, as vLLM would, and returns them with their trace ids.
 func sendSpans(t *testing.T, endpoint, service string, reqs []fakeRequest) {
 	t.Helper()
+	sendSpansFrom(t, endpoint, resource.NewSchemaless(semconv.ServiceName(service)), reqs)
+}
+
+// sendSpansFrom is sendSpans with the servers' own OTel resource.
+func sendSpansFrom(t *testing.T, endpoint string, res *resource.Resource, reqs []fakeRequest) {
+	t.Helper()
 	ctx := context.Background()
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
-		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res))
 	tr := tp.Tracer("vllm")
 	for i := range reqs {
 		r := &reqs[i]

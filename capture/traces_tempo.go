@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,12 @@ func traceQL(q SpanQuery) string {
 	sel := make([]string, len(tempoSelect))
 	for i, a := range tempoSelect {
 		sel[i] = "span." + a
+	}
+	// An unscoped attribute (.key) matches a span's or its resource's; selecting
+	// it returns the value so the client-side check sees it too.
+	for _, k := range sortedKeys(q.Match) {
+		conds = append(conds, fmt.Sprintf(".%s = %s", k, strconv.Quote(q.Match[k])))
+		sel = append(sel, "."+k)
 	}
 	return fmt.Sprintf("{ %s } | select(%s)", strings.Join(conds, " && "), strings.Join(sel, ", "))
 }
@@ -145,4 +152,13 @@ func tempoTraceID(id string) string {
 		return strings.Repeat("0", 32-len(id)) + id
 	}
 	return otlpID(id)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
