@@ -61,6 +61,10 @@ type Options struct {
 
 	// ServiceName is the OTel service.name of the spans; default "vllm-server".
 	ServiceName string
+	// ResourceAttributes are extra OTel resource attributes of the spans, as an
+	// operator sets OTEL_RESOURCE_ATTRIBUTES on a vLLM pod (for example
+	// service.instance.id=<host:port>, which lets a trace search keep one instance).
+	ResourceAttributes map[string]string
 	// OTLPEndpoint, when set, receives one llm_request span per finished
 	// request: "host:port" or a URL.
 	OTLPEndpoint string

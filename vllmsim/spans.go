@@ -52,8 +52,14 @@ func newSpanEmitter(o Options, rng *rand.Rand) (*spanEmitter, error) {
 			return nil, err
 		}
 	}
+	res := []attribute.KeyValue{attribute.String("service.name", o.ServiceName)}
+	for k, v := range o.ResourceAttributes {
+		if k != "service.name" {
+			res = append(res, attribute.String(k, v))
+		}
+	}
 	popts := []sdktrace.TracerProviderOption{
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", o.ServiceName))),
+		sdktrace.WithResource(resource.NewSchemaless(res...)),
 		sdktrace.WithIDGenerator(&seededIDs{rng: rng}),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
 	}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -53,6 +54,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP traces endpoint (host:port or URL); empty: no export")
 	fs.StringVar(&o.OTLPProtocol, "otlp-protocol", envOr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), "grpc or http/protobuf")
 	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans")
+	o.ResourceAttributes = resourceAttributes(os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
 	fs.BoolVar(&o.LegacyMetrics, "legacy-metrics", false, "expose the pre-2026 metric names (gpu_cache_usage_perc, time_per_output_token_seconds, gpu_prefix_cache_*)")
 	fs.StringVar(&o.Version, "vllm-version", "", "version /version reports (default by metric generation)")
 	fs.StringVar(&o.ProfilerDir, "profiler-dir", "", "arm the profiler, writing traces into this directory (unset: /start_profile answers 404)")
@@ -71,6 +73,23 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return c, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	return c, nil
+}
+
+// resourceAttributes reads OTEL_RESOURCE_ATTRIBUTES (k=v,k=v, values
+// percent-encoded), as the OpenTelemetry SDKs vLLM uses do.
+func resourceAttributes(env string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(env, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			continue
+		}
+		if dec, err := url.QueryUnescape(v); err == nil {
+			v = dec
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out
 }
 
 func envOr(key, def string) string {
