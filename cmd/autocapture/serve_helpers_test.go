@@ -28,7 +28,8 @@ type daemonOpts struct {
 	Token string
 	// DatabaseURL selects PostgreSQL.
 	DatabaseURL string
-	// Playbooks is the playbook file's YAML ("" loads the shipped set).
+	// Playbooks is the playbook file's YAML; "" means none (runs end skipped),
+	// so these tests do not depend on the shipped set's content.
 	Playbooks string
 }
 
@@ -62,13 +63,15 @@ func writeDaemonConfig(t *testing.T, o *daemonOpts) string {
 	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
 	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
 	b.WriteString("log:\n  level: debug\n")
-	if o.Playbooks != "" {
-		pb := filepath.Join(o.Dir, "playbooks.yaml")
-		if err := os.WriteFile(pb, []byte(o.Playbooks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, "playbooks: [%q]\n", pb)
+	pbs := o.Playbooks
+	if pbs == "" {
+		pbs = "playbooks: []\n"
 	}
+	pb := filepath.Join(o.Dir, "playbooks.yaml")
+	if err := os.WriteFile(pb, []byte(pbs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "playbooks: [%q]\n", pb)
 	path := filepath.Join(o.Dir, "autocapture.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)

@@ -104,8 +104,9 @@ func TestServeListenGuard(t *testing.T) {
 		}
 	})
 	t.Run("with auth starts", func(t *testing.T) {
-		cfg := filepath.Join(dir, "auth.yaml")
-		os.WriteFile(cfg, []byte("web:\n  auth:\n    bearer_token: guard-token\n"), 0o600)
+		cfg, pb := filepath.Join(dir, "auth.yaml"), filepath.Join(dir, "none.yaml")
+		os.WriteFile(pb, []byte("playbooks: []\n"), 0o600)
+		os.WriteFile(cfg, []byte("web:\n  auth:\n    bearer_token: guard-token\nplaybooks: ["+pb+"]\n"), 0o600)
 		cmd := exec.Command(bin, "serve", "--config.file", cfg, "--storage.path", dir,
 			fmt.Sprintf("--web.listen-address=0.0.0.0:%d", port))
 		p := testenv.StartProcess(t, "autocapture-auth", cmd)
