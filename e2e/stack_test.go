@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/deploy"
+	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vllmsim"
+)
+
+// token is the webhook bearer token the stack's Alertmanager sends.
+const token = "e2e-webhook-token"
+
+// Shortened rule windows: the shipped rules with only these two changed.
+const (
+	ruleWindow = 30 * time.Second
+	ruleHold   = 10 * time.Second
+)
+
+// sim is one vllmsim process serving one injected cause.
+type sim struct {
+	Scenario string
+	Addr     string // host:port, the alerts' instance label
+	Proc     *testenv.Process
+}
+
+// stack is every component of one end-to-end proof.
+type stack struct {
+	Jaeger *testenv.Jaeger
+	Prom   *testenv.Prometheus
+	AM     *testenv.Alertmanager
+	Daemon *testenv.Process
+	API    string // the daemon's base URL
+	Sims   map[string]*sim
+	Dir    string
+}
+
+type stackOptions struct {
+	Scenarios []string
+	// DaemonConfig is extra YAML appended to the daemon's config.
+	DaemonConfig string
+	// PrometheusURL overrides the URL the daemon queries (to simulate an outage).
+	PrometheusURL string
+}
+
+// startStack starts Jaeger, one vllmsim per scenario, Prometheus with the shipped
+// rules (windows shortened through deploy.AlertRules, nothing else changed),
+// Alertmanager routing every vLLM alert to the daemon, and the daemon itself.
+func startStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	s := &stack{Sims: map[string]*sim{}, Dir: t.TempDir()}
+	s.Jaeger = testenv.StartJaeger(t)
+
+	simBin := testenv.BuildBinary(t, "./cmd/vllmsim")
+	var targets []string
+	for i, sc := range o.Scenarios {
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		cmd := exec.Command(simBin, "--web.listen-address="+addr, "--scenario="+sc,
+			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://"+s.Jaeger.OTLPHTTP,
+			"--otlp-protocol=http/protobuf", "--service-name=vllm-server",
+			"--model=e2e-"+sc)
+		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
+		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
+		p.WaitHTTP(t, "http://"+addr+"/health", 15*time.Second)
+		s.Sims[sc] = &sim{Scenario: sc, Addr: addr, Proc: p}
+		targets = append(targets, addr)
+	}
+
+	daemonPort := testenv.FreePort(t)
+	s.API = fmt.Sprintf("http://127.0.0.1:%d", daemonPort)
+	s.AM = testenv.StartAlertmanager(t, alertmanagerConfig(s.API))
+
+	rules, err := deploy.AlertRules(ruleWindow, ruleHold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesPath := filepath.Join(s.Dir, "vllm-alerts.yml")
+	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Prom = testenv.StartPrometheus(t, testenv.PrometheusOptions{
+		ScrapeTargets: targets, RuleFiles: []string{rulesPath}, AlertmanagerURL: s.AM.URL,
+	})
+
+	promURL := s.Prom.URL
+	if o.PrometheusURL != "" {
+		promURL = o.PrometheusURL
+	}
+	cfg := fmt.Sprintf(`web:
+  listen_address: 127.0.0.1:%d
+  auth:
+    bearer_token: %s
+storage:
+  path: %s
+prometheus:
+  url: %s
+  timeout: 5s
+traces:
+  backend: jaeger
+  url: %s
+  service: vllm-server
+targets:
+  allow: [127.0.0.0/8]
+%s`, daemonPort, token, filepath.Join(s.Dir, "data"), promURL, s.Jaeger.QueryURL, o.DaemonConfig)
+	cfgPath := filepath.Join(s.Dir, "autocapture.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.BuildBinary(t, "./cmd/autocapture")
+	s.Daemon = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file="+cfgPath))
+	s.Daemon.WaitHTTP(t, s.API+"/-/ready", 30*time.Second)
+	return s
+}
+
+func alertmanagerConfig(api string) string {
+	return fmt.Sprintf(`route:
+  receiver: autocapture
+  group_by: [alertname, instance]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: autocapture
+    webhook_configs:
+      - url: %s/hooks/alertmanager
+        send_resolved: true
+        http_config:
+          authorization:
+            credentials: %s
+`, api, token)
+}
+
+// runs lists every run of the daemon (newest first), following cursors.
+func (s *stack) runs(t *testing.T) []runner.Run {
+	t.Helper()
+	var all []runner.Run
+	cursor := ""
+	for {
+		q := url.Values{"limit": {"200"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page runner.Page
+		s.getJSON(t, "/api/v1/runs?"+q.Encode(), &page)
+		all = append(all, page.Runs...)
+		if page.Next == "" {
+			return all
+		}
+		cursor = page.Next
+	}
+}
+
+// run fetches one run with its steps.
+func (s *stack) run(t *testing.T, id string) *runner.Run {
+	t.Helper()
+	var r runner.Run
+	s.getJSON(t, "/api/v1/runs/"+id, &r)
+	return &r
+}
+
+func (s *stack) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, s.API+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v\ndaemon logs:\n%s", path, err, tail(s.Daemon.Logs(), 3000))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// requests returns a sim's finished requests from /admin/requests.
+func (sm *sim) requests(t *testing.T) []vllmsim.FinishedRequest {
+	t.Helper()
+	resp, err := http.Get("http://" + sm.Addr + "/admin/requests")
+	if err != nil {
+		t.Fatalf("sim %s: %v", sm.Scenario, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var out []vllmsim.FinishedRequest
+	if err := json.Unmarshal(body, &out); err != nil {
+		var wrapped struct {
+			Requests []vllmsim.FinishedRequest `json:"requests"`
+		}
+		if err2 := json.Unmarshal(body, &wrapped); err2 != nil {
+			t.Fatalf("sim %s: /admin/requests: %v", sm.Scenario, err)
+		}
+		out = wrapped.Requests
+	}
+	return out
+}
+
+func finished(status string) bool {
+	switch status {
+	case runner.StatusQueued, runner.StatusRunning:
+		return false
+	}
+	return true
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func stepByKind(r *runner.Run, kind string) *runner.StepRecord {
+	for i := range r.Steps {
+		if r.Steps[i].Kind == kind {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+func describe(r *runner.Run) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s %s status=%s reason=%q", r.ID, r.Alertname, r.Status, r.Reason)
+	if r.Verdict != nil {
+		fmt.Fprintf(&b, " verdict=%s contributing=%v\n  evidence: %s", r.Verdict.ID, r.Verdict.Contributing, strings.Join(r.Verdict.Evidence, " | "))
+	}
+	for _, st := range r.Steps {
+		fmt.Fprintf(&b, "\n  step %s (%s) %s %s %s", st.ID, st.Kind, st.Status, st.Reason, st.Error)
+	}
+	return b.String()
+}
