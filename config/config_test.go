@@ -83,6 +83,10 @@ func TestSecretsNeverPrintAndFileTwinsLoad(t *testing.T) {
 			}
 		}
 	}
+	// Validating again (after flags change the config) must not re-read the files.
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate after Parse with _file secrets: %v", err)
+	}
 	both := "web:\n  auth:\n    bearer_token: a\n    bearer_token_file: " + tok + "\n"
 	if _, err := Parse("c.yaml", []byte(both)); err == nil || !strings.Contains(err.Error(), "both set") {
 		t.Fatalf("both token and file: %v", err)

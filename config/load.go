@@ -47,6 +47,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	v := validator{file: file, f: f}
+	v.resolveSecrets(&cfg)
 	v.check(&cfg)
 	if err := v.errs.Err(); err != nil {
 		return nil, err
@@ -54,7 +55,8 @@ func Parse(file string, data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
-// Validate checks a config built in code (Default, tests) the same way a file is.
+// Validate checks a config the same way a file is, for one built in code or
+// changed after loading (flags). It reads no secret files: Parse did that once.
 func (c *Config) Validate() error {
 	v := validator{}
 	v.check(c)
@@ -79,7 +81,8 @@ func (v *validator) errorf(path, format string, args ...any) {
 	v.errs = append(v.errs, yamlerr.At(v.file, node, "%s: %s", strings.TrimPrefix(path, "$."), fmt.Sprintf(format, args...)))
 }
 
-func (v *validator) check(c *Config) {
+// resolveSecrets reads each secret's _file twin into the secret, once, at load.
+func (v *validator) resolveSecrets(c *Config) {
 	if err := resolve(&c.Web.Auth.BearerToken, c.Web.Auth.BearerTokenFile, "bearer_token"); err != nil {
 		v.errorf("$.web.auth.bearer_token_file", "%v", err)
 	}
@@ -87,12 +90,15 @@ func (v *validator) check(c *Config) {
 		if err := resolve(&ba.Password, ba.PasswordFile, "password"); err != nil {
 			v.errorf("$.web.auth.basic_auth.password_file", "%v", err)
 		}
-		if ba.Username == "" {
-			v.errorf("$.web.auth.basic_auth", "username is required")
-		}
 	}
 	if err := resolve(&c.Database.URL, c.Database.URLFile, "url"); err != nil {
 		v.errorf("$.database.url_file", "%v", err)
+	}
+}
+
+func (v *validator) check(c *Config) {
+	if ba := c.Web.Auth.BasicAuth; ba != nil && ba.Username == "" {
+		v.errorf("$.web.auth.basic_auth", "username is required")
 	}
 	v.checkWeb(c)
 	if c.Storage.Path == "" {
