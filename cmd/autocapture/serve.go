@@ -92,17 +92,7 @@ func serveConfig(f serveFlags) (*config.Config, error) {
 	if f.storagePath != "" {
 		cfg.Storage.Path = f.storagePath
 	}
-	// Load resolved the secrets' _file twins already; validating a copy without
-	// them keeps Validate from reading (and refusing) them a second time.
-	check := *cfg
-	check.Web.Auth.BearerTokenFile = ""
-	check.Database.URLFile = ""
-	if ba := cfg.Web.Auth.BasicAuth; ba != nil {
-		b := *ba
-		b.PasswordFile = ""
-		check.Web.Auth.BasicAuth = &b
-	}
-	if err := check.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("with the command-line flags applied: %w", err)
 	}
 	return cfg, nil
@@ -130,7 +120,7 @@ func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	planner, reload, err := newPlanner(cfg, log, reg)
+	planner, reload, err := newPlanner(ctx, cfg, log, reg)
 	if err != nil {
 		return fmt.Errorf("playbooks: %w", err)
 	}
@@ -205,12 +195,19 @@ func shutdown(srv *http.Server, svc *runner.Service, grace time.Duration, log *z
 // newPlanner is the seam between the daemon and the playbooks: it loads the
 // configured playbooks (the shipped vLLM ones when none are configured) and
 // returns the planner the runner uses and the reload function behind /-/reload
-// and SIGHUP. A file error here stops the daemon with file:line:col.
-func newPlanner(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (runner.Planner, func() error, error) {
+// and SIGHUP, and watches the playbook folders so an edit reloads by itself (a
+// broken edit keeps the last good set). A file error here stops the daemon with
+// file:line:col.
+func newPlanner(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (runner.Planner, func() error, error) {
 	r, err := playbooks.NewReloader(cfg.Playbooks, log.Named("playbooks"), reg)
 	if err != nil {
 		return nil, nil, err
 	}
+	go func() {
+		if err := r.Watch(ctx); err != nil {
+			log.Warn("Cannot watch the playbook files; SIGHUP and /-/reload still reload them.", zap.Error(err))
+		}
+	}()
 	return r, r.Reload, nil
 }
 
