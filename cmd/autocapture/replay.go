@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/prometheus/alertmanager/template"
-	"github.com/prometheus/common/model"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
@@ -20,20 +19,13 @@ func init() {
 	register("replay", command{summary: "show what a saved Alertmanager payload would run (--dry-run)", run: runReplay})
 }
 
-// webhookPayload is Alertmanager's webhook body (version 4).
-type webhookPayload struct {
-	template.Data
-	Version         string `json:"version"`
-	GroupKey        string `json:"groupKey"`
-	TruncatedAlerts uint64 `json:"truncatedAlerts"`
-}
-
 // replayAlert is what --dry-run prints for one alert.
 type replayAlert struct {
 	Alert       map[string]string `yaml:"alert"`
 	Status      string            `yaml:"status"`
 	Fingerprint string            `yaml:"fingerprint"`
-	Window      string            `yaml:"window"`
+	Window      string            `yaml:"window,omitempty"`
+	Note        string            `yaml:"note,omitempty"`
 	Plans       []replayPlan      `yaml:"plans"`
 }
 
@@ -103,8 +95,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "replay: %v\n", err)
 		return 1
 	}
-	out := make([]replayAlert, 0, len(p.Alerts))
-	for _, a := range p.Alerts {
+	for _, r := range p.Rejected {
+		fmt.Fprintf(stderr, "replay: alert %d (%s) would be rejected: %s: %s\n", r.Index, r.Alertname, r.Reason, r.Detail)
+	}
+	out := make([]replayAlert, 0, len(p.Message.Alerts))
+	for _, a := range p.Message.Alerts {
+		if a.Status == "resolved" {
+			out = append(out, replayAlert{Alert: a.Labels, Status: a.Status, Fingerprint: a.Fingerprint,
+				Note: "resolved: sets resolved_at on its run (tier 3 is cancelled); starts no capture", Plans: []replayPlan{}})
+			continue
+		}
 		w := capture.Window{Start: a.StartsAt.Add(-cfg.Runs.Lookback), End: now}
 		plans, err := set.Plan(a, w)
 		if err != nil {
@@ -122,31 +122,19 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// readPayload reads a saved webhook body; alerts without a fingerprint get the
-// one Alertmanager computes from their labels.
-func readPayload(path string) (*webhookPayload, error) {
+// readPayload reads a saved webhook body through the webhook's own decoder, so
+// replay sees exactly the alerts serve would accept (fingerprints filled in the
+// way Alertmanager computes them).
+func readPayload(path string) (*handlers.Payload, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var p webhookPayload
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("%s: not an Alertmanager webhook payload: %w", path, err)
+	p, err := handlers.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the webhook would answer 400: %w", path, err)
 	}
-	if len(p.Alerts) == 0 {
-		return nil, fmt.Errorf("%s: no alerts in payload", path)
-	}
-	for i := range p.Alerts {
-		a := &p.Alerts[i]
-		if a.Fingerprint == "" {
-			ls := model.LabelSet{}
-			for k, v := range a.Labels {
-				ls[model.LabelName(k)] = model.LabelValue(v)
-			}
-			a.Fingerprint = ls.Fingerprint().String()
-		}
-	}
-	return &p, nil
+	return p, nil
 }
 
 // describe turns one alert's plans into what --dry-run prints.

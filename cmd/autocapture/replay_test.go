@@ -59,7 +59,7 @@ func TestReplayNeedsDryRun(t *testing.T) {
 	}{
 		{"without --dry-run", []string{"replay", cliData + "payload.json"}, 2, "only --dry-run"},
 		{"no payload", []string{"replay", "--dry-run"}, 2, "usage"},
-		{"not a payload", []string{"replay", "--dry-run", cliData + "a-good.yaml"}, 1, "not an Alertmanager webhook payload"},
+		{"not a payload", []string{"replay", "--dry-run", cliData + "a-good.yaml"}, 1, "the webhook would answer 400: body is not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := cli(tc.args...)
@@ -67,5 +67,36 @@ func TestReplayNeedsDryRun(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplaySeesWhatTheWebhookAccepts: replay decodes through the webhook's own
+// decoder: a resolved alert plans nothing, an invalid one is reported as the
+// webhook would reject it, and the valid ones are planned.
+func TestReplaySeesWhatTheWebhookAccepts(t *testing.T) {
+	body := `{"version":"4","status":"firing","alerts":[
+	 {"status":"resolved","labels":{"alertname":"VLLMHighTTFT","instance":"127.0.0.1:8000"},"startsAt":"2026-01-01T00:00:00Z","fingerprint":"aa"},
+	 {"status":"firing","labels":{"instance":"127.0.0.1:8000"},"startsAt":"2026-01-01T00:00:00Z","fingerprint":"bb"},
+	 {"status":"firing","labels":{"alertname":"VLLMHighTTFT","instance":"127.0.0.1:8000","model_name":"m"},"startsAt":"2026-01-01T00:00:00Z","fingerprint":"cc"}]}`
+	path := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli("replay", "--dry-run", "--now", "2026-01-01T00:10:00Z", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "alert 1") || !strings.Contains(errOut, "would be rejected") {
+		t.Errorf("the invalid alert is not reported: %q", errOut)
+	}
+	var got []replayAlert
+	if err := yaml.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Status != "resolved" || len(got[0].Plans) != 0 || !strings.Contains(got[0].Note, "starts no capture") {
+		t.Fatalf("resolved alert: %+v", got)
+	}
+	if len(got[1].Plans) == 0 || got[1].Plans[0].Playbook != "vllm-high-ttft" {
+		t.Fatalf("firing alert not planned with the shipped playbook: %+v", got[1])
 	}
 }
