@@ -40,6 +40,28 @@ func compileWhen(src string) (*vm.Program, error) {
 	return expr.Compile(src, expr.Env(whenEnv), expr.AsBool(), expr.Patch(optionalSteps{}))
 }
 
+// CompileCondition compiles a `when` expression outside a playbook file (tests,
+// tools) the way the loader does: type-checked against Env's shape as a bool,
+// alert.<x> limited to the known fields, every member access optional, and an
+// evaluator over Env. What only a playbook can check (that steps.<id> names an
+// earlier step) is left to the loader.
+func CompileCondition(src string) (*Condition, error) {
+	tree, err := expr.Compile(src, expr.Env(whenEnv), expr.AsBool())
+	if err != nil {
+		return nil, fmt.Errorf("when %q: %w", src, err)
+	}
+	for _, r := range references(tree.Node()) {
+		if r.root == "alert" && !alertFields[r.name] {
+			return nil, fmt.Errorf("when %q: alert has no field %q (want labels, annotations, status, fingerprint or startsAt)", src, r.name)
+		}
+	}
+	prog, err := compileWhen(src)
+	if err != nil {
+		return nil, fmt.Errorf("when %q: %w", src, err)
+	}
+	return &Condition{Source: src, eval: evaluator(prog)}, nil
+}
+
 // conditions compiles every step's `when` and checks what it refers to: alert.<x>
 // must be a known field; steps.<id> must be a step of this playbook in an earlier
 // tier (it has finished by then).

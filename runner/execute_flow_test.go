@@ -76,10 +76,7 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 func TestRunPlanSkipsDoneSteps(t *testing.T) {
 	c := newCounter()
 	next := step("next", capture.TierTraces, okStep(c, nil))
-	next.When = cond("steps.first.n == 1", func(env map[string]any) (bool, error) {
-		s, _ := env["steps"].(map[string]any)["first"].(map[string]any)
-		return s != nil && s["n"] == 1, nil
-	})
+	next.When = when("steps.first.n == 1")
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{step("first", capture.TierMetrics, okStep(c, nil)), next}}
 	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: StepSucceeded, Findings: map[string]any{"n": 1}}}
 	var r recorder

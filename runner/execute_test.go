@@ -52,6 +52,7 @@ func TestRunPlanStatuses(t *testing.T) {
 		want    map[string]want
 		notRun  []string
 		reasonH string
+		errH    map[string]string // step id → text its error must contain
 	}{
 		{
 			name: "all succeed",
@@ -95,12 +96,9 @@ func TestRunPlanStatuses(t *testing.T) {
 			name: "when false skips, when true sees prior findings",
 			steps: func(c *counter) []playbooks.PlannedStep {
 				yes := step("yes", capture.TierTraces, okStep(c, nil))
-				yes.When = cond(`steps.tri.verdict == "unexplained"`, func(env map[string]any) (bool, error) {
-					s, _ := env["steps"].(map[string]any)["tri"].(map[string]any)
-					return s != nil && s["verdict"] == "unexplained", nil
-				})
+				yes.When = when(`steps.tri.verdict == "unexplained"`)
 				no := step("no", capture.TierTraces, okStep(c, nil))
-				no.When = cond("false", func(map[string]any) (bool, error) { return false, nil })
+				no.When = when("false")
 				tri := step("tri", capture.TierTriage, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
 					return &capture.Result{Verdict: &capture.Verdict{ID: "unexplained"}}, nil
 				}))
@@ -111,15 +109,18 @@ func TestRunPlanStatuses(t *testing.T) {
 			notRun: []string{"no"},
 		},
 		{
-			name: "when error is bad-config",
+			// No step "first" ran, so steps.first.n reads nil and nil > 1 fails
+			// at evaluation (optional chaining makes the read itself safe).
+			name: "when error at evaluation is bad-config",
 			steps: func(c *counter) []playbooks.PlannedStep {
 				s := step("w", capture.TierMetrics, okStep(c, nil))
-				s.When = cond("boom", func(map[string]any) (bool, error) { return false, errors.New("unknown name boom") })
+				s.When = when("steps.first.n > 1")
 				return []playbooks.PlannedStep{s}
 			},
 			plan:   "failed",
 			want:   map[string]want{"w": {StepFailed, "bad-config"}},
 			notRun: []string{"w"},
+			errH:   map[string]string{"w": "invalid operation: <nil> > int"},
 		},
 		{
 			name: "step timeout is classified with its cause",
@@ -161,6 +162,11 @@ func TestRunPlanStatuses(t *testing.T) {
 					t.Errorf("step %s = %s/%q (%s), want %s/%q", id, got.Status, got.Reason, got.Error, w.status, w.reason)
 				}
 			}
+			for id, h := range tc.errH {
+				if got := r.get(id).Error; !strings.Contains(got, h) {
+					t.Errorf("step %s error %q lacks %q", id, got, h)
+				}
+			}
 			for _, id := range tc.notRun {
 				if n := c.count("r1/" + id); n != 0 {
 					t.Errorf("step %s ran %d times, want 0", id, n)
@@ -181,5 +187,34 @@ func TestRunPlanTimeoutCauseInError(t *testing.T) {
 	RunPlan(context.Background(), &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{s}}, PlanInput{RunID: "r"}, r.hooks())
 	if got := r.get("slow").Error; !strings.Contains(got, "ran longer than its timeout 10ms") {
 		t.Fatalf("error %q does not carry the readable cause", got)
+	}
+}
+
+// TestCompileCondition pins what the runner relies on from playbooks'
+// compiler: real expressions, rejected at compile time when malformed.
+func TestCompileCondition(t *testing.T) {
+	cases := []struct {
+		name, src, errH string
+	}{
+		{name: "verdict comparison", src: `steps.tri.verdict == "unexplained"`},
+		{name: "label read", src: `alert.labels.severity in ["page", "critical"]`},
+		{name: "unknown alert field", src: `alert.nope == "x"`, errH: `alert has no field "nope"`},
+		{name: "not a bool", src: `1 + 2`, errH: "expected bool"},
+		{name: "syntax", src: `steps.tri.verdict ==`, errH: "unexpected token"},
+		{name: "unknown root", src: `boom`, errH: "unknown name boom"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := playbooks.CompileCondition(tc.src)
+			if tc.errH == "" {
+				if err != nil || c == nil || c.Source != tc.src {
+					t.Fatalf("CompileCondition(%q) = %+v, %v", tc.src, c, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errH) {
+				t.Fatalf("CompileCondition(%q) error %v, want one containing %q", tc.src, err, tc.errH)
+			}
+		})
 	}
 }

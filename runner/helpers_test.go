@@ -2,21 +2,21 @@ package runner
 
 import (
 	"context"
-	"reflect"
+	"fmt"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
-// cond builds a `when` condition from a Go function. playbooks compiles real
-// expressions; until it exports a constructor, the unexported field is set here.
-func cond(src string, f func(env map[string]any) (bool, error)) *playbooks.Condition {
-	c := &playbooks.Condition{Source: src}
-	v := reflect.ValueOf(c).Elem().FieldByName("eval")
-	reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Set(reflect.ValueOf(f))
+// when compiles a real `when` expression as a playbook would carry it; a
+// source that does not compile is a broken test.
+func when(src string) *playbooks.Condition {
+	c, err := playbooks.CompileCondition(src)
+	if err != nil {
+		panic(fmt.Sprintf("test condition %q: %v", src, err))
+	}
 	return c
 }
 
