@@ -93,6 +93,28 @@ func TestRunPlanStatuses(t *testing.T) {
 			want: map[string]want{"r": {StepFailed, "bad-config"}},
 		},
 		{
+			// A traces step guarded by `when` whose config uses a label the alert
+			// lacks: with the guard false it is skipped, not failed; with it true
+			// the render error is its failure.
+			name: "when is decided before a render error",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				tri := step("tri", capture.TierTriage, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+					return &capture.Result{Verdict: &capture.Verdict{ID: "overload"}}, nil
+				}))
+				guarded := playbooks.PlannedStep{ID: "traces", Kind: "traces", Tier: capture.TierTraces,
+					When: when(`steps.tri.verdict == "unexplained"`), RenderErr: errors.New(`map has no entry for key "service"`)}
+				taken := playbooks.PlannedStep{ID: "traces2", Kind: "traces", Tier: capture.TierTraces,
+					When: when(`steps.tri.verdict == "overload"`), RenderErr: errors.New(`map has no entry for key "service"`)}
+				taken.ContinueOnError = true
+				return []playbooks.PlannedStep{tri, guarded, taken}
+			},
+			plan: "partial",
+			want: map[string]want{"tri": {StepSucceeded, ""},
+				"traces":  {StepSkipped, `when: steps.tri.verdict == "unexplained" is false`},
+				"traces2": {StepFailed, "bad-config"}},
+			errH: map[string]string{"traces2": `no entry for key "service"`},
+		},
+		{
 			name: "when false skips, when true sees prior findings",
 			steps: func(c *counter) []playbooks.PlannedStep {
 				yes := step("yes", capture.TierTraces, okStep(c, nil))

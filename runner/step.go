@@ -63,8 +63,8 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 }
 
 // gate decides whether a step may run: not when the run was stopped, a failed
-// step stopped the plan, the alert resolved (tier 3), the step did not render,
-// its `when` is false, or a hook says skip. skip reports the record's status,
+// step stopped the plan, the alert resolved (tier 3), its `when` is false, the
+// step did not render (checked after `when`), or a hook says skip. skip reports the record's status,
 // reason and error; stepInterrupted means no record at all.
 func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result, stopped string) (status, reason, errText string, skip bool) {
 	if ctx.Err() != nil {
@@ -83,9 +83,8 @@ func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior m
 	if st.Tier == capture.TierProfile && closed(ex.in.Resolved) {
 		return StepSkipped, "alert resolved before this step", "", true
 	}
-	if st.RenderErr != nil {
-		return StepFailed, string(capture.ReasonBadConfig), st.RenderErr.Error(), true
-	}
+	// `when` first: a step it skips must not fail for a config it would never
+	// have sent (a traces step rendered from a label the alert lacks, say).
 	if st.When != nil {
 		ok, err := evalWhen(st.When, ex.in, prior)
 		if err != nil {
@@ -94,6 +93,9 @@ func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior m
 		if !ok {
 			return StepSkipped, fmt.Sprintf("when: %s is false", st.When.Source), "", true
 		}
+	}
+	if st.RenderErr != nil {
+		return StepFailed, string(capture.ReasonBadConfig), st.RenderErr.Error(), true
 	}
 	if ex.hooks.Skip != nil {
 		if why := ex.hooks.Skip(ctx, ex.plan, st); why != "" {
