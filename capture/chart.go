@@ -3,7 +3,6 @@ package capture
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -128,22 +127,19 @@ func (c *Chart) query(ctx context.Context, in *Input) (model.Matrix, error) {
 	r := promv1.Range{Start: in.Window.Start, End: in.Window.End, Step: step}
 	v, _, _, err := promv1.NewAPI(cl).QueryRange(ctx, c.cfg.Query, r)
 	if err != nil {
-		return nil, &Error{Reason: classifyPromErr(err), Err: fmt.Errorf("chart: query %q at %s: %w", c.cfg.Query, pe.URL, err)}
+		// One line for the thread: the chart by its title; the query only when
+		// it is the query that is wrong.
+		reason := promErrReason(err)
+		if reason == ReasonBadConfig {
+			return nil, &Error{Reason: reason, Err: fmt.Errorf("chart %q: query %q: %w", c.cfg.Title, c.cfg.Query, err)}
+		}
+		return nil, &Error{Reason: reason, Err: fmt.Errorf("chart %q: Prometheus %s: %w", c.cfg.Title, pe.URL, err)}
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {
 		return nil, Errorf(ReasonBadConfig, "chart: query %q gave a %s, want a range vector", c.cfg.Query, v.Type())
 	}
 	return m, nil
-}
-
-// classifyPromErr tells a bad query (Prometheus' bad_data) from a failure.
-func classifyPromErr(err error) Reason {
-	var pe *promv1.Error
-	if errors.As(err, &pe) && pe.Type == promv1.ErrBadData {
-		return ReasonBadConfig
-	}
-	return Classify(err)
 }
 
 // render draws the matrix; it returns the PNG and how many series it shows.

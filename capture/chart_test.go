@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,6 +86,52 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 			}
 			if dir := os.Getenv("CHART_OUT"); dir != "" { // for looking at it
 				os.WriteFile(dir+"/"+strings.ReplaceAll(c.name, " ", "_")+".png", []byte(body), 0o644)
+			}
+		})
+	}
+}
+
+// TestChartFailureIsOneReadableLine: a failed chart names itself by title and
+// its reason; it quotes its query only when the query is what is wrong.
+func TestChartFailureIsOneReadableLine(t *testing.T) {
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected end of input"}`)
+	}))
+	defer bad.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	cases := []struct {
+		name, url, reason string
+		wantQuery         bool
+	}{
+		{"Prometheus down", deadURL, "refused", false},
+		{"bad query", bad.URL, "bad-config", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, _ := testEnv(t)
+			env.Prometheus = &capture.Endpoint{URL: c.url, Timeout: 5 * time.Second}
+			step := buildStep(t, "chart", func(cfg *capture.ChartConfig) {
+				cfg.Title, cfg.Query = "p99 time to first token", "histogram_quantile(0.99, sum by (le) (rate(x_bucket[1m])))"
+			})
+			now := time.Now()
+			_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "c", Env: env,
+				Window: capture.Window{Start: now.Add(-time.Minute), End: now}})
+			if err == nil {
+				t.Fatal("chart succeeded")
+			}
+			msg := err.Error()
+			if got := string(capture.Classify(err)); got != c.reason {
+				t.Errorf("reason %s, want %s (%s)", got, c.reason, msg)
+			}
+			if !strings.Contains(msg, `chart "p99 time to first token"`) || strings.Contains(msg, "\n") {
+				t.Errorf("not one line naming the chart: %q", msg)
+			}
+			if strings.Contains(msg, "histogram_quantile") != c.wantQuery {
+				t.Errorf("query quoted = %v, want %v: %q", !c.wantQuery, c.wantQuery, msg)
 			}
 		})
 	}
