@@ -66,27 +66,40 @@ type Hooks struct {
 
 // StepRecord is one step's outcome, as stored on the run and shown by the API.
 type StepRecord struct {
-	Plan       string             `json:"plan"`
-	ID         string             `json:"id"`
-	Kind       string             `json:"kind"`
-	Tier       capture.Tier       `json:"tier"`
-	Status     string             `json:"status"`
-	Reason     string             `json:"reason,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	Summary    string             `json:"summary,omitempty"`
-	Findings   map[string]any     `json:"findings,omitempty"`
-	Signals    capture.Signals    `json:"signals,omitempty"`
-	Verdict    *capture.Verdict   `json:"verdict,omitempty"`
-	Artifacts  []capture.Artifact `json:"artifacts,omitempty"`
-	StartedAt  time.Time          `json:"started_at"`
-	FinishedAt time.Time          `json:"finished_at"`
-	DurationMS int64              `json:"duration_ms"`
+	Plan      string             `json:"plan"`
+	ID        string             `json:"id"`
+	Kind      string             `json:"kind"`
+	Tier      capture.Tier       `json:"tier"`
+	Status    string             `json:"status"`
+	Reason    string             `json:"reason,omitempty"`
+	Error     string             `json:"error,omitempty"`
+	Summary   string             `json:"summary,omitempty"`
+	Findings  map[string]any     `json:"findings,omitempty"`
+	Signals   capture.Signals    `json:"signals,omitempty"`
+	Verdict   *capture.Verdict   `json:"verdict,omitempty"`
+	Artifacts []capture.Artifact `json:"artifacts,omitempty"`
+	// Partial: the step returned what it had gathered together with its error
+	// (a scrape cut short after its first read, queries that all failed, a
+	// refused request, a frame cancelled on resolve); Summary to Artifacts hold
+	// it, and when the step failed later steps read it as Prior.
+	Partial    bool      `json:"partial,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	DurationMS int64     `json:"duration_ms"`
 }
 
 // Result returns the record's findings as the capture.Result later steps read.
 func (r StepRecord) Result() *capture.Result {
 	return &capture.Result{Summary: r.Summary, Findings: r.Findings, Signals: r.Signals,
 		Verdict: r.Verdict, Artifacts: r.Artifacts}
+}
+
+// evidence says whether later steps read this record as Prior: a succeeded
+// step, or a failed one that returned what it had gathered (its signals are
+// real: triage counts a scrape's first read after the deadline cut the second).
+// `when` sees succeeded steps only (playbooks.Env: a failed step is absent).
+func (r StepRecord) evidence() bool {
+	return r.Status == StepSucceeded || (r.Status == StepFailed && r.Partial)
 }
 
 // PlanOutcome is how a plan ended.
@@ -122,11 +135,9 @@ func RunPlan(ctx context.Context, plan *playbooks.Plan, in PlanInput, hooks Hook
 	if in.Log == nil {
 		in.Log = zap.NewNop()
 	}
-	ex := &planExec{plan: plan, in: in, hooks: hooks, prior: map[string]*capture.Result{}}
-	for id, rec := range in.Done {
-		if rec.Status == StepSucceeded {
-			ex.prior[id] = rec.Result()
-		}
+	ex := &planExec{plan: plan, in: in, hooks: hooks, prior: map[string]*capture.Result{}, succeeded: map[string]bool{}}
+	for _, rec := range in.Done {
+		ex.keep(rec)
 	}
 	byID := map[string]StepRecord{}
 	stopped := ""
@@ -172,7 +183,37 @@ type planExec struct {
 	in    PlanInput
 	hooks Hooks
 	mu    sync.Mutex
-	prior map[string]*capture.Result
+	// prior is what later steps read (Input.Prior); succeeded marks the ids
+	// `when` sees. Both are guarded by mu.
+	prior     map[string]*capture.Result
+	succeeded map[string]bool
+}
+
+// keep adds a finished record to what later tiers see. The caller holds mu
+// (or is the only goroutine, before the first tier).
+func (ex *planExec) keep(rec StepRecord) {
+	if rec.evidence() {
+		ex.prior[rec.ID] = rec.Result()
+	}
+	if rec.Status == StepSucceeded {
+		ex.succeeded[rec.ID] = true
+	}
+}
+
+// views copies what a tier's steps read: every result (Prior) and the
+// succeeded ones (`when`).
+func (ex *planExec) views() (prior, whenPrior map[string]*capture.Result) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	prior = make(map[string]*capture.Result, len(ex.prior))
+	whenPrior = make(map[string]*capture.Result, len(ex.succeeded))
+	for k, v := range ex.prior {
+		prior[k] = v
+		if ex.succeeded[k] {
+			whenPrior[k] = v
+		}
+	}
+	return prior, whenPrior
 }
 
 func (ex *planExec) step(id string) *playbooks.PlannedStep {
@@ -195,12 +236,7 @@ func (ex *planExec) now() time.Time {
 // step cut short by ErrInterrupted has none). stopped, when set, is why the
 // tier must not run at all.
 func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep, stopped string) []StepRecord {
-	ex.mu.Lock()
-	prior := make(map[string]*capture.Result, len(ex.prior))
-	for k, v := range ex.prior {
-		prior[k] = v
-	}
-	ex.mu.Unlock()
+	prior, whenPrior := ex.views()
 	recs := make([]*StepRecord, len(steps))
 	var wg sync.WaitGroup
 	for i, st := range steps {
@@ -211,7 +247,7 @@ func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := ex.runStep(ctx, st, prior, stopped)
+			rec := ex.runStep(ctx, st, prior, whenPrior, stopped)
 			if rec == nil {
 				return
 			}
@@ -229,9 +265,7 @@ func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep,
 		if r == nil {
 			continue
 		}
-		if r.Status == StepSucceeded {
-			ex.prior[r.ID] = r.Result()
-		}
+		ex.keep(*r)
 		out = append(out, *r)
 	}
 	return out

@@ -16,9 +16,11 @@ import (
 // stepInterrupted is gate's answer for a run cut short by ErrInterrupted.
 const stepInterrupted = "interrupted"
 
-// runStep decides whether st runs, runs it under its deadline and classifies the
-// outcome. It returns nil when the step was cut short by ErrInterrupted.
-func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result, stopped string) *StepRecord {
+// runStep decides whether st runs (whenPrior: what its `when` sees), runs it
+// under its deadline with prior as its Input.Prior and classifies the outcome.
+// A result returned with an error is kept on the failed record (Partial). It
+// returns nil when the step was cut short by ErrInterrupted.
+func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior, whenPrior map[string]*capture.Result, stopped string) *StepRecord {
 	start := ex.now()
 	rec := &StepRecord{Plan: ex.plan.Playbook, ID: st.ID, Kind: st.Kind, Tier: st.Tier, StartedAt: start}
 	finish := func(status, reason, errText string) *StepRecord {
@@ -27,7 +29,7 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		rec.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
 		return rec
 	}
-	if status, reason, errText, skip := ex.gate(ctx, st, prior, stopped); status == stepInterrupted {
+	if status, reason, errText, skip := ex.gate(ctx, st, whenPrior, stopped); status == stepInterrupted {
 		return nil
 	} else if skip {
 		return finish(status, reason, errText)
@@ -44,6 +46,7 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 	if err == nil {
 		return finish(StepSucceeded, "", "")
 	}
+	rec.Partial = res != nil
 	if stepCtx.Err() != nil {
 		cause := context.Cause(stepCtx)
 		text := err.Error()
