@@ -52,12 +52,17 @@ type stackOptions struct {
 	DaemonConfig string
 	// PrometheusURL overrides the URL the daemon queries (to simulate an outage).
 	PrometheusURL string
+	// TracesURL overrides the trace backend URL the daemon searches (to simulate
+	// an outage); empty means the stack's Jaeger.
+	TracesURL string
+	// Allow overrides the daemon's targets allow-list; empty means 127.0.0.0/8.
+	Allow []string
 }
 
 // startStack starts Jaeger, one vllmsim per scenario, Prometheus with the shipped
 // rules (windows shortened through deploy.AlertRules, nothing else changed),
 // Alertmanager routing every vLLM alert to the daemon, and the daemon itself.
-func startStack(t *testing.T, o stackOptions) *stack {
+func startStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	s := &stack{Sims: map[string]*sim{}, Dir: t.TempDir()}
 	s.Jaeger = testenv.StartJaeger(t)
@@ -97,6 +102,14 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.PrometheusURL != "" {
 		promURL = o.PrometheusURL
 	}
+	tracesURL := s.Jaeger.QueryURL
+	if o.TracesURL != "" {
+		tracesURL = o.TracesURL
+	}
+	allow := "[127.0.0.0/8]"
+	if len(o.Allow) > 0 {
+		allow = "[" + strings.Join(o.Allow, ", ") + "]"
+	}
 	cfg := fmt.Sprintf(`web:
   listen_address: 127.0.0.1:%d
   auth:
@@ -111,8 +124,8 @@ traces:
   url: %s
   service: vllm-server
 targets:
-  allow: [127.0.0.0/8]
-%s`, daemonPort, token, filepath.Join(s.Dir, "data"), promURL, s.Jaeger.QueryURL, o.DaemonConfig)
+  allow: %s
+%s`, daemonPort, token, filepath.Join(s.Dir, "data"), promURL, tracesURL, allow, o.DaemonConfig)
 	cfgPath := filepath.Join(s.Dir, "autocapture.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -142,7 +155,7 @@ receivers:
 }
 
 // runs lists every run of the daemon (newest first), following cursors.
-func (s *stack) runs(t *testing.T) []runner.Run {
+func (s *stack) runs(t testing.TB) []runner.Run {
 	t.Helper()
 	var all []runner.Run
 	cursor := ""
@@ -162,14 +175,14 @@ func (s *stack) runs(t *testing.T) []runner.Run {
 }
 
 // run fetches one run with its steps.
-func (s *stack) run(t *testing.T, id string) *runner.Run {
+func (s *stack) run(t testing.TB, id string) *runner.Run {
 	t.Helper()
 	var r runner.Run
 	s.getJSON(t, "/api/v1/runs/"+id, &r)
 	return &r
 }
 
-func (s *stack) getJSON(t *testing.T, path string, v any) {
+func (s *stack) getJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, s.API+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -188,7 +201,7 @@ func (s *stack) getJSON(t *testing.T, path string, v any) {
 }
 
 // requests returns a sim's finished requests from /admin/requests.
-func (sm *sim) requests(t *testing.T) []vllmsim.FinishedRequest {
+func (sm *sim) requests(t testing.TB) []vllmsim.FinishedRequest {
 	t.Helper()
 	resp, err := http.Get("http://" + sm.Addr + "/admin/requests")
 	if err != nil {
