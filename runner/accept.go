@@ -55,7 +55,6 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 		return nil, fmt.Errorf("runner: accept: commit: %w", err)
 	}
 	for _, acc := range out {
-		s.m.accepted.WithLabelValues(string(acc.Outcome)).Inc()
 		switch acc.Outcome {
 		case OutcomeResolved:
 			s.signalResolved(acc.RunID)

@@ -3,11 +3,15 @@ package runner
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
@@ -156,4 +160,30 @@ func TestListGetCancelAPI(t *testing.T) {
 			t.Fatalf("ping: %v", err)
 		}
 	})
+}
+
+// TestAcceptCountsNoIntakeMetric: alert intake is counted once, by handlers'
+// autocapture_alerts_total{outcome} (rejections included); the runner must not
+// export a second counter of the same thing.
+func TestAcceptCountsNoIntakeMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "m.db")}, planner(), false,
+		func(o *Options) { o.Registerer = reg })
+	t0 := time.Now().UTC()
+	acceptOne(t, s, firing("fp", t0))
+	acceptOne(t, s, resolvedAlert("fp", t0, t0.Add(time.Minute)))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+		if strings.HasPrefix(mf.GetName(), "autocapture_alerts_") {
+			t.Errorf("runner exports %s, a duplicate of handlers' autocapture_alerts_total", mf.GetName())
+		}
+	}
+	if !slices.Contains(names, "autocapture_runs_queue_depth") {
+		t.Fatalf("runner metrics not gathered at all: %v", names)
+	}
 }

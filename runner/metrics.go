@@ -11,8 +11,8 @@ import (
 
 // metrics are the runner's: counters on transitions in this process, and
 // gauges read from the store at scrape time (the same on every replica).
+// Alert intake is counted by handlers (autocapture_alerts_total{outcome}).
 type metrics struct {
-	accepted  *prometheus.CounterVec
 	finished  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	steps     *prometheus.CounterVec
@@ -22,8 +22,6 @@ type metrics struct {
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_alerts_accepted_total",
-			Help: "Alerts accepted by outcome: accepted (new run), deduplicated, resolved, resolved_unknown."}, []string{"outcome"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_runs_finished_total",
 			Help: "Runs this process finished, by final status."}, []string{"status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_run_duration_seconds",
@@ -39,7 +37,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.accepted, m.finished, m.duration, m.steps, m.executing, m.resumed,
+	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed,
 		&storeCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
