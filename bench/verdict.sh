@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Webhook receipt → verdict recorded, as a distribution over 20 runs (a benchmark,
+# not a test): e2e's BenchmarkWebhookToVerdict starts the real stack on 127.0.0.1
+# (vllmsim in the overload scenario, Prometheus with the shipped rules,
+# Alertmanager, Jaeger, the daemon with the shipped queue-deep playbook minus its
+# cooldown), POSTs 20 alerts to the webhook, 4 in flight, and times each from
+# its POST to the triage step's finished_at and to the run's finished_at.
+# Prints p50/p90/max and the step durations that make them up. Takes ~2 min.
+#
+# Usage: bench/verdict.sh [extra go test flags…]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=$(go test ./e2e -run '^$' -bench '^BenchmarkWebhookToVerdict$' -benchtime 1x -count 1 -timeout 15m -v "$@" 2>&1) || {
+  echo "$out" >&2
+  exit 1
+}
+echo "$out" | grep -E 'webhook → verdict|step durations|^BenchmarkWebhookToVerdict' | sed -E 's/^ +//'
