@@ -122,10 +122,12 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		if v := gaugeValue(t, reg, "autocapture_runs_queue_oldest_age_seconds"); v < 0 {
 			t.Fatalf("oldest queued age %v", v)
 		}
+		// Long enough for the reaper to take a queued run it wrongly thought stranded.
+		time.Sleep(fastRuns().LeaseTimeout + 5*fastRuns().HeartbeatInterval)
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded {
-				t.Fatalf("run %s: %s", r.ID, r.Status)
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Resumed != 0 {
+				t.Fatalf("run %s: %s, resumed %d; waiting for a worker is not being stranded", r.ID, r.Status, r.Resumed)
 			}
 		}
 		if m := c.maxSeen.Load(); m != 1 {
@@ -213,12 +215,14 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		select {
 		case id := <-started:
 			t.Fatalf("%s started while the playbook's only slot was taken", id)
-		case <-time.After(500 * time.Millisecond): // the other run polls for the slot meanwhile
+		// The other run polls for the slot meanwhile, past lease_timeout: long
+		// enough for the reaper to take it if it wrongly thought it stranded.
+		case <-time.After(fastRuns().LeaseTimeout + 500*time.Millisecond):
 		}
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Attempts != 1 {
-				t.Fatalf("run %s: %s after %d attempts; waiting must not use attempts", r.ID, r.Status, r.Attempts)
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Attempts != 1 || r.Resumed != 0 {
+				t.Fatalf("run %s: %s after %d attempts, resumed %d; waiting must not use attempts nor be resumed", r.ID, r.Status, r.Attempts, r.Resumed)
 			}
 		}
 		if m := c.maxSeen.Load(); m != 1 {

@@ -28,6 +28,9 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	if s.dead.Load() {
 		return nil
 	}
+	if s.beforeClaim != nil {
+		s.beforeClaim(ctx, args)
+	}
 	ok, err := s.claim(ctx, args)
 	if err != nil {
 		return err
@@ -144,91 +147,4 @@ func (s *Service) release(h *handle, cause error) {
 		return
 	}
 	s.log.Info("Released an interrupted run for resumption.", zap.String("run", h.id), zap.NamedError("cause", cause))
-}
-
-// reaper resumes runs whose owner stopped heartbeating: every heartbeat_interval
-// it takes expired leases with a compare-and-swap on the generation (so one
-// process wins) and enqueues a fresh job in the same transaction.
-func (s *Service) reaper() {
-	defer s.bgDone.Done()
-	t := time.NewTicker(s.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		if n, err := s.reapOnce(s.bg); err != nil && s.bg.Err() == nil {
-			s.log.Warn("Reaper could not scan for abandoned runs.", zap.Error(err))
-		} else if n > 0 {
-			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
-		}
-		select {
-		case <-s.bg.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// reapOnce resumes the runs whose lease has expired and returns how many.
-func (s *Service) reapOnce(ctx context.Context) (int, error) {
-	if s.dead.Load() {
-		return 0, nil
-	}
-	now := toMS(s.now())
-	rows, err := s.db.QueryContext(ctx, `SELECT id, generation FROM autocapture_runs
-		WHERE finished_at IS NULL AND owner IS NOT NULL AND lease_until < $1 LIMIT 100`, now)
-	if err != nil {
-		return 0, fmt.Errorf("runner: reaper: scan: %w", err)
-	}
-	type cand struct {
-		id  string
-		gen int
-	}
-	var cands []cand
-	for rows.Next() {
-		var c cand
-		if err := rows.Scan(&c.id, &c.gen); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("runner: reaper: scan: %w", err)
-		}
-		cands = append(cands, c)
-	}
-	rows.Close()
-	n := 0
-	for _, c := range cands {
-		won, err := s.resume(ctx, c.id, c.gen, now)
-		if err != nil {
-			return n, err
-		}
-		if won {
-			n++
-			s.m.resumed.Inc()
-		}
-	}
-	return n, nil
-}
-
-// resume moves one abandoned run back to the queue with a new job.
-func (s *Service) resume(ctx context.Context, id string, gen int, now int64) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("runner: reaper: begin: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET generation = generation + 1,
-		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = $2
-		WHERE id = $3 AND generation = $4 AND finished_at IS NULL AND owner IS NOT NULL AND lease_until < $2`,
-		StatusQueued, now, id, gen)
-	if err != nil {
-		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return false, nil // another process won, or the owner renewed
-	}
-	if _, err := s.client.InsertTx(ctx, tx, runArgs{RunID: id, Generation: gen + 1}, nil); err != nil {
-		return false, fmt.Errorf("runner: reaper: enqueue run %s: %w", id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)
-	}
-	s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1))
-	return true, nil
 }

@@ -72,6 +72,9 @@ type Service struct {
 	// dead makes every write of this process a no-op: a test hook that
 	// abandons runs the way a crash would (see abandon).
 	dead atomic.Bool
+	// beforeClaim, a test hook, runs between River's fetch of a job and the
+	// claim of its run (the window a crash can strand a queued run in).
+	beforeClaim func(ctx context.Context, args runArgs)
 }
 
 // Open migrates the store and builds the River client; Start begins work.

@@ -1,0 +1,163 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// reaper resumes abandoned runs: every heartbeat_interval it takes them with a
+// compare-and-swap on the generation (so one process wins) and enqueues a
+// fresh job in the same transaction. Abandoned is either of:
+//   - expired: an owner held the run and stopped heartbeating (crash, lost store);
+//   - stranded: the run is queued and nobody holds it, yet no River job of its
+//     generation will ever start it: the job was fetched (state running) more
+//     than lease_timeout ago and never claimed the run (the process died in
+//     between), or it ended without claiming (discarded after store failures).
+//     Runs waiting behind runs.max_concurrent (job available) or a playbook's
+//     max_concurrent (job scheduled, or fetched moments ago) keep their job.
+func (s *Service) reaper() {
+	defer s.bgDone.Done()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if n, err := s.reapOnce(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("Reaper could not scan for abandoned runs.", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
+		}
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reapKind is one way a run is abandoned.
+type reapKind int
+
+const (
+	reapExpired reapKind = iota
+	reapStranded
+)
+
+// liveJobStates are River job states that will still run the job, or (running)
+// are running it now, if attempted within lease_timeout.
+const liveJobStates = `('available', 'pending', 'retryable', 'scheduled', 'running')`
+
+// abandoned returns the SQL condition on autocapture_runs (beside finished_at
+// IS NULL) under which a run is abandoned in kind k, with its arguments,
+// numbered from $first.
+func (s *Service) abandoned(k reapKind, now int64, first int) (string, []any) {
+	if k == reapExpired {
+		return fmt.Sprintf(`owner IS NOT NULL AND lease_until < $%d`, first), []any{now}
+	}
+	lease := s.cfg.LeaseTimeout
+	// River stamps attempted_at with the database's clock: compare on that clock.
+	runID := `json_extract(j.args, '$.run_id')`
+	gen := `json_extract(j.args, '$.generation')`
+	fresh := fmt.Sprintf(`datetime('now', 'subsec', $%d)`, first+3)
+	var leaseArg any = fmt.Sprintf("-%.3f seconds", lease.Seconds())
+	if s.dialect == dialectPostgres {
+		runID, gen = `(j.args->>'run_id')`, `(j.args->>'generation')::integer`
+		fresh = fmt.Sprintf(`now() - make_interval(secs => $%d)`, first+3)
+		leaseArg = lease.Seconds()
+	}
+	// state and queue lead River's fetch index: only unfinished jobs are read.
+	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < $%d AND NOT EXISTS (
+		SELECT 1 FROM river_job j WHERE j.state IN %s AND j.queue = $%d
+		AND %s = autocapture_runs.id AND %s = autocapture_runs.generation
+		AND (j.state <> 'running' OR j.attempted_at >= %s))`,
+		first, first+1, liveJobStates, first+2, runID, gen, fresh)
+	return cond, []any{StatusQueued, now - lease.Milliseconds(), queueRuns, leaseArg}
+}
+
+// reapOnce resumes the abandoned runs and returns how many.
+func (s *Service) reapOnce(ctx context.Context) (int, error) {
+	if s.dead.Load() {
+		return 0, nil
+	}
+	now := toMS(s.now())
+	n := 0
+	for _, k := range []reapKind{reapExpired, reapStranded} {
+		cands, err := s.reapCandidates(ctx, k, now)
+		if err != nil {
+			return n, err
+		}
+		for _, c := range cands {
+			won, err := s.resume(ctx, k, c.id, c.gen, now)
+			if err != nil {
+				return n, err
+			}
+			if won {
+				n++
+				s.m.resumed.Inc()
+			}
+		}
+	}
+	return n, nil
+}
+
+type reapCand struct {
+	id  string
+	gen int
+}
+
+// reapCandidates lists up to 100 runs abandoned in kind k.
+func (s *Service) reapCandidates(ctx context.Context, k reapKind, now int64) ([]reapCand, error) {
+	cond, args := s.abandoned(k, now, 1)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, generation FROM autocapture_runs
+		WHERE finished_at IS NULL AND `+cond+` LIMIT 100`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
+	}
+	defer rows.Close()
+	var cands []reapCand
+	for rows.Next() {
+		var c reapCand
+		if err := rows.Scan(&c.id, &c.gen); err != nil {
+			return nil, fmt.Errorf("runner: reaper: scan: %w", err)
+		}
+		cands = append(cands, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
+	}
+	return cands, nil
+}
+
+// resume moves one abandoned run back to the queue with a new job, if it is
+// still abandoned in kind k (the condition is re-checked in the update).
+func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int, now int64) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("runner: reaper: begin: %w", err)
+	}
+	defer tx.Rollback()
+	cond, args := s.abandoned(k, now, 5)
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET generation = generation + 1,
+		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = $2
+		WHERE id = $3 AND generation = $4 AND finished_at IS NULL AND `+cond,
+		append([]any{StatusQueued, now, id, gen}, args...)...)
+	if err != nil {
+		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil // another process won, the owner renewed, or the job started it
+	}
+	if _, err := s.client.InsertTx(ctx, tx, runArgs{RunID: id, Generation: gen + 1}, nil); err != nil {
+		return false, fmt.Errorf("runner: reaper: enqueue run %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)
+	}
+	if k == reapStranded {
+		s.log.Info("Resuming a queued run whose job was lost before it claimed the run.", zap.String("run", id), zap.Int("generation", gen+1))
+	} else {
+		s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1))
+	}
+	return true, nil
+}
