@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 
@@ -234,5 +235,20 @@ func (p *Policy) dialContext(ctx context.Context, network, addr string) (net.Con
 	if len(errs) == 1 {
 		return nil, errs[0]
 	}
-	return nil, errors.Join(errs...)
+	return nil, dialErrors(errs)
 }
+
+// dialErrors are the failures of each address a name resolved to, on one line
+// (errors.Join would put a newline between them, and a thread shows one line
+// per failed step); errors.Is and errors.As still see each of them.
+type dialErrors []error
+
+func (d dialErrors) Error() string {
+	parts := make([]string, len(d))
+	for i, e := range d {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (d dialErrors) Unwrap() []error { return d }

@@ -262,3 +262,18 @@ func TestParseEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalOfEveryAddressIsOneLine: a name resolving to several refused
+// addresses gives one refusal per address, on one line, still classified refused.
+func TestRefusalOfEveryAddressIsOneLine(t *testing.T) {
+	p, err := New(config.Targets{Allow: []string{"127.0.0.2/32"}},
+		Options{LookupIP: fakeDNS(t, map[string][]string{"vllm-0.internal": {"10.9.8.7", "fd00::7"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(context.Background(), p.Client(2*time.Second), "http://vllm-0.internal:8000/metrics")
+	assertRefused(t, err, "10.9.8.7", "fd00::7")
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("refusal spans several lines: %q", err)
+	}
+}
