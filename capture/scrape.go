@@ -26,8 +26,14 @@ type ScrapeConfig struct {
 	Scheme string `yaml:"scheme,omitempty" json:"scheme,omitempty"`
 	// Path is the metrics path; default /metrics.
 	Path string `yaml:"path,omitempty" json:"path,omitempty"`
-	// Gap is the time between the two scrapes; default 5s.
+	// Gap is the longest time between the two scrapes; default 5s.
 	Gap time.Duration `yaml:"gap,omitempty" json:"gap,omitempty"`
+	// MinRequests ends the gap early: the second scrape is the first one (polled
+	// every second) by which this many requests have finished since the first,
+	// enough for quantiles over the gap; a busy server (the usual case when an
+	// alert fires) answers in a second or two, a quiet one waits the whole gap.
+	// Default 20; -1 always waits the whole gap.
+	MinRequests int `yaml:"min_requests,omitempty" json:"min_requests,omitempty"`
 	// Timeout bounds each of the two requests; default 5s.
 	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	// Match lists metric-name globs reported in the findings; default ["vllm:*"].
@@ -46,6 +52,8 @@ type ScrapeStep struct {
 	cfg ScrapeConfig
 	// sleep waits out the gap; tests drive a simulated clock with it.
 	sleep func(ctx context.Context, d time.Duration) error
+	// poll is how often the gap checks for MinRequests finished requests.
+	poll time.Duration
 }
 
 var _ Step = (*ScrapeStep)(nil)
@@ -74,6 +82,9 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.MinRequests == 0 {
+		cfg.MinRequests = 20
+	}
 	if len(cfg.Match) == 0 {
 		cfg.Match = []string{"vllm:*"}
 	}
@@ -84,6 +95,8 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 		return nil, Errorf(ReasonBadConfig, "scrape: path %q must start with /", cfg.Path)
 	case cfg.Gap < 0 || cfg.Gap > 5*time.Minute:
 		return nil, Errorf(ReasonBadConfig, "scrape: gap %v: want 0 < gap <= 5m", cfg.Gap)
+	case cfg.MinRequests < -1:
+		return nil, Errorf(ReasonBadConfig, "scrape: min_requests %d: want a count, or -1 to always wait the whole gap", cfg.MinRequests)
 	case cfg.Timeout < 0:
 		return nil, Errorf(ReasonBadConfig, "scrape: negative timeout %v", cfg.Timeout)
 	case cfg.Target != "" && !validHostPort(cfg.Target):
@@ -94,7 +107,7 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 			return nil, Errorf(ReasonBadConfig, "scrape: match %q: %w", p, err)
 		}
 	}
-	return &ScrapeStep{cfg: cfg, sleep: sleepCtx}, nil
+	return &ScrapeStep{cfg: cfg, sleep: sleepCtx, poll: time.Second}, nil
 }
 
 // validHostPort accepts host:port with a non-empty host and a numeric port.
@@ -122,14 +135,15 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	res := &Result{Findings: map[string]any{"target": target, "url": u}}
 	first, t1, err := s.fetch(ctx, in, u)
 	if err != nil {
-		return nil, err
+		r := Classify(err)
+		res.Summary = fmt.Sprintf("scrape %s: %s", target, r)
+		if r == ReasonRefused {
+			res.Findings["refused"] = oneLine(err.Error())
+		}
+		return res, err
 	}
 	s.keep(ctx, in, res, "scrape-1.txt", first)
-	var second []byte
-	var t2 time.Time
-	if err = s.sleep(ctx, s.cfg.Gap); err == nil {
-		second, t2, err = s.fetch(ctx, in, u)
-	}
+	second, t2, err := s.secondScrape(ctx, in, u, first)
 	var stopped error // the step's own deadline or cancellation ended the wait
 	if err != nil {
 		res.Findings["second_scrape_error"] = oneLine(err.Error())
@@ -188,6 +202,36 @@ func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name stri
 		return
 	}
 	res.Artifacts = append(res.Artifacts, a)
+}
+
+// secondScrape waits for the scrape that closes the gap: the first one, polled
+// every s.poll, by which MinRequests requests have finished since the first
+// scrape, or the one at Gap, whichever comes first.
+func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, first []byte) ([]byte, time.Time, error) {
+	base, perr := parseExposition(first, s.cfg.Labels)
+	early := perr == nil && s.cfg.MinRequests > 0 && s.poll > 0
+	var waited time.Duration
+	for {
+		wait := s.cfg.Gap - waited
+		if early && wait > s.poll {
+			wait = s.poll
+		}
+		if err := s.sleep(ctx, wait); err != nil {
+			return nil, time.Time{}, err
+		}
+		waited += wait
+		body, at, err := s.fetch(ctx, in, u)
+		if err != nil || waited >= s.cfg.Gap || !early {
+			return body, at, err
+		}
+		cur, err := parseExposition(body, s.cfg.Labels)
+		if err != nil {
+			return body, at, nil // analyse reports the bad exposition
+		}
+		if n, ok := (scrapeDelta{prev: &base, cur: cur}).counterDelta(vmFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+			return body, at, nil
+		}
+	}
 }
 
 // fetch GETs the exposition under the per-request timeout and notes when it arrived.

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"math"
 	"net/http"
@@ -66,7 +67,8 @@ func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
 					t.Fatalf("scrape: %v", err)
 				}
 				wantGen := map[bool]string{false: generationCurrent, true: generationLegacy}[legacy]
-				if res.Findings["generation"] != wantGen || res.Findings["gap_s"] != 10.0 || len(res.Artifacts) != 2 {
+				gap, _ := res.Findings["gap_s"].(float64)
+				if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
 					t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
 				}
 				tri, _ := NewTriage(TriageConfig{})
@@ -100,7 +102,7 @@ func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 	in, store := scrapeInput(t, srv)
 	clock := time.Unix(1.8e9, 0)
 	in.Env.Now = func() time.Time { return clock }
-	step, _ := NewScrape(ScrapeConfig{})
+	step, _ := NewScrape(ScrapeConfig{MinRequests: -1}) // the whole gap, every time
 	var slept time.Duration
 	step.sleep = func(_ context.Context, d time.Duration) error { slept = d; clock = clock.Add(d); return nil }
 	res, err := step.Run(context.Background(), in)
@@ -297,3 +299,48 @@ func near(t *testing.T, s Signals, name string, want float64) {
 		t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
 	}
 }
+
+// TestScrapeGapEndsOnceEnoughRequestsFinished: with 10 requests finishing per
+// second and min_requests 20, the second scrape comes after 2 s of a 10 s gap.
+func TestScrapeGapEndsOnceEnoughRequestsFinished(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1) - 1
+		fmt.Fprintf(w, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\"} %d\n", 100+10*i)
+	}))
+	defer srv.Close()
+	in, _ := scrapeInput(t, srv)
+	clock := time.Unix(1.8e9, 0)
+	in.Env.Now = func() time.Time { return clock }
+	step, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second, MinRequests: 20})
+	var waited time.Duration
+	step.sleep = func(_ context.Context, d time.Duration) error { waited += d; clock = clock.Add(d); return nil }
+	res, err := step.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited != 2*time.Second || res.Findings["gap_s"] != 2.0 || n.Load() != 3 {
+		t.Fatalf("waited %v, gap_s %v, %d scrapes; want 2s, 2, 3", waited, res.Findings["gap_s"], n.Load())
+	}
+}
+
+// TestScrapeRefusalIsAFinding: a target the client refuses is reported in the
+// result, not only in the error.
+func TestScrapeRefusalIsAFinding(t *testing.T) {
+	refusing := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, Errorf(ReasonRefused, "target 10.1.2.3:8000: not on the allow-list")
+	})}
+	step, _ := NewScrape(ScrapeConfig{})
+	res, err := step.Run(context.Background(), &Input{RunID: "r", StepID: "scrape",
+		Alert: template.Alert{Labels: template.KV{"instance": "10.1.2.3:8000"}}, Env: &Env{Targets: refusing}})
+	if Classify(err) != ReasonRefused || res == nil {
+		t.Fatalf("res %v, err %v", res, err)
+	}
+	if got, _ := res.Findings["refused"].(string); !strings.Contains(got, "not on the allow-list") {
+		t.Fatalf("findings %v", res.Findings)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
