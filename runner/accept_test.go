@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/autocapture/autocapture/internal/testenv"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
@@ -185,5 +187,41 @@ func TestAcceptCountsNoIntakeMetric(t *testing.T) {
 	}
 	if !slices.Contains(names, "autocapture_runs_queue_depth") {
 		t.Fatalf("runner metrics not gathered at all: %v", names)
+	}
+}
+
+// TestStoreCommitsDurably: Accept's 200 promises runs and jobs that survive a
+// power loss, so SQLite syncs every commit (synchronous=FULL) and PostgreSQL
+// sessions commit synchronously even where the server's default does not (as
+// in testenv's cluster), unless the URL chooses a level itself.
+func TestStoreCommitsDurably(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "d.db")}, planner(), false)
+		var level int
+		if err := s.db.QueryRow(`PRAGMA synchronous`).Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+		if level != 2 {
+			t.Fatalf("PRAGMA synchronous = %d, want 2 (FULL)", level)
+		}
+	})
+	cases := []struct {
+		name, query, want string
+	}{
+		{name: "server default off", want: "on"},
+		{name: "chosen in the url", query: "&synchronous_commit=remote_write", want: "remote_write"},
+	}
+	for _, tc := range cases {
+		t.Run("postgres/"+tc.name, func(t *testing.T) {
+			u := testenv.StartPostgres(t)
+			s := newService(t, dbRef{url: u + tc.query}, planner(), false)
+			var got string
+			if err := s.db.QueryRow(`SHOW synchronous_commit`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("synchronous_commit = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
