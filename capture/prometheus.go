@@ -186,9 +186,14 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Warnings = warnings
 	if err != nil {
 		o.err, o.Reason, o.Error = err, promErrReason(err), oneLine(promErrText(err))
-		if ctx.Err() != nil { // our deadline or the step's: say so, in its words
-			o.err = &Error{Reason: Classify(ctx.Err()), Err: fmt.Errorf("%w: %w", context.Cause(ctx), err)}
-			o.Reason, o.Error = Classify(ctx.Err()), context.Cause(ctx).Error()
+		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
+			cause := context.Cause(ctx)
+			wrapped := err
+			if !strings.Contains(err.Error(), cause.Error()) {
+				wrapped = fmt.Errorf("%w: %w", cause, err)
+			}
+			o.err = &Error{Reason: Classify(ctx.Err()), Err: wrapped}
+			o.Reason, o.Error = Classify(ctx.Err()), cause.Error()
 		}
 		o.Result = nil
 		return o

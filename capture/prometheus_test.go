@@ -249,3 +249,20 @@ func TestRangeStepKeepsPointsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestPrometheusTimeoutSaysItsCauseOnce: a query cut off by its deadline says
+// why in one line, without the cause repeated by the HTTP client's own error.
+func TestPrometheusTimeoutSaysItsCauseOnce(t *testing.T) {
+	srv := httptest.NewServer(&fakeProm{})
+	defer srv.Close()
+	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
+		{Name: "stuck", Query: "slow", Timeout: 100 * time.Millisecond},
+	}})
+	_, err := step.Run(context.Background(), promInput(t, srv.URL))
+	if Classify(err) != ReasonTimeout {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if n := strings.Count(err.Error(), "no answer within 100ms"); n != 1 || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("cause said %d times: %q", n, err)
+	}
+}
