@@ -90,3 +90,26 @@ func Classify(err error) Reason {
 	}
 	return ReasonInternal
 }
+
+// SkipError says a step has nothing to do here, for a reason that is no failure:
+// an optional backend is not configured (tier 2 with no traces.url). The runner
+// records the step as skipped with Why, and the run is not made partial by it.
+type SkipError struct {
+	Why string
+}
+
+func (e *SkipError) Error() string { return e.Why }
+
+// Skipf makes a SkipError.
+func Skipf(format string, args ...any) error {
+	return &SkipError{Why: fmt.Sprintf(format, args...)}
+}
+
+// IsSkip returns the reason when err says the step had nothing to do.
+func IsSkip(err error) (string, bool) {
+	var se *SkipError
+	if errors.As(err, &se) {
+		return se.Why, true
+	}
+	return "", false
+}

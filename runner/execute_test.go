@@ -74,6 +74,15 @@ func TestRunPlanStatuses(t *testing.T) {
 			reasonH: "bad (refused)",
 		},
 		{
+			name: "a step with nothing to do is skipped, not a failure",
+			steps: func(c *counter) []playbooks.PlannedStep {
+				off := step("traces", capture.TierTraces, failStep(c, capture.Skipf("tier 2 is off: no trace backend configured (traces.url)")))
+				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), off}
+			},
+			plan: "succeeded",
+			want: map[string]want{"a": {StepSucceeded, ""}, "traces": {StepSkipped, "tier 2 is off: no trace backend configured (traces.url)"}},
+		},
+		{
 			name: "continue_on_error keeps going",
 			steps: func(c *counter) []playbooks.PlannedStep {
 				bad := step("bad", capture.TierMetrics, failStep(c, refused))

@@ -46,6 +46,9 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 	if err == nil {
 		return finish(StepSucceeded, "", "")
 	}
+	if why, ok := capture.IsSkip(err); ok { // nothing to do here (an optional backend is off)
+		return finish(StepSkipped, why, "")
+	}
 	rec.Partial = res != nil
 	if stepCtx.Err() != nil {
 		cause := context.Cause(stepCtx)
