@@ -62,8 +62,8 @@ type Condition struct {
 func (c *Condition) MarshalJSON() ([]byte, error) { return []byte(quoteJSON(c.Source)), nil }
 
 // Eval decides whether the step runs, given the alert and the results of the steps
-// that finished before it in this plan (visible as steps.<id>.<finding>, plus
-// steps.<id>.verdict for triage and steps.<id>.status).
+// that succeeded before it in this plan (see Env: steps.<id>.<finding>, .verdict,
+// .contributing, .signals, .summary; a step that did not succeed is absent).
 func (c *Condition) Eval(alert template.Alert, prior map[string]*capture.Result) (bool, error) {
 	return c.eval(Env(alert, prior))
 }
