@@ -2,8 +2,8 @@ package capture
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
