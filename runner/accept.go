@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,22 +30,42 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
 	}
 	defer tx.Rollback()
-	out := make([]Accepted, 0, len(alerts))
+	out := make([]Accepted, len(alerts))
+	// Resolutions first: a group holding both the end of one episode and the
+	// start of the next must close the old run before opening the new one.
+	var firing []int
+	for i, a := range alerts {
+		if a.Status != "resolved" {
+			firing = append(firing, i)
+			continue
+		}
+		if out[i], err = s.acceptResolved(ctx, tx, a, now); err != nil {
+			return nil, fmt.Errorf("runner: accept alert %s: %w", a.Fingerprint, err)
+		}
+	}
+	created, err := s.insertRuns(ctx, tx, alerts, firing, now)
+	if err != nil {
+		return nil, fmt.Errorf("runner: accept: %w", err)
+	}
 	var jobs []river.InsertManyParams
-	for _, a := range alerts {
-		var acc Accepted
-		if a.Status == "resolved" {
-			acc, err = s.acceptResolved(ctx, tx, a, now)
-		} else {
-			acc, err = s.acceptFiring(ctx, tx, a, now)
+	for _, i := range firing {
+		a := alerts[i]
+		if id, ok := created[i]; ok {
+			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeAccepted}
+			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: id}})
+			continue
+		}
+		// The firing already has a run (an earlier delivery, another replica, an
+		// unresolved run of this fingerprint with another startsAt, or the same
+		// alert twice in this group): the unique indexes said so.
+		id, err := s.existingRun(ctx, tx, a)
+		if err == nil && id == "" {
+			err = fmt.Errorf("insert run: conflict, but no run found for key %s", runKey(a))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runner: accept alert %s: %w", a.Fingerprint, err)
 		}
-		if acc.Outcome == OutcomeAccepted {
-			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: acc.RunID}})
-		}
-		out = append(out, acc)
+		out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeDeduplicated}
 	}
 	if len(jobs) > 0 {
 		if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
@@ -70,44 +91,65 @@ func runKey(a template.Alert) string {
 	return a.Fingerprint + "@" + a.StartsAt.UTC().Format(time.RFC3339Nano)
 }
 
-// acceptFiring finds the unresolved run of the alert's fingerprint, or inserts a
-// new one. The database decides races: the run key is unique, and so is the
-// fingerprint among unresolved runs.
-func (s *Service) acceptFiring(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (Accepted, error) {
-	acc := Accepted{Fingerprint: a.Fingerprint, Outcome: OutcomeDeduplicated}
-	if id, err := s.existingRun(ctx, tx, a); err != nil || id != "" {
-		acc.RunID = id
-		return acc, err
+// insertRunsChunk bounds the rows of one INSERT (9 parameters each), well under
+// SQLite's and PostgreSQL's parameter limits.
+const insertRunsChunk = 100
+
+// insertRuns inserts a queued run for each firing alert at the given indexes, in
+// one statement per chunk: in an alert storm almost every alert is new, and one
+// round trip per chunk instead of three per alert is what keeps the ack fast on
+// PostgreSQL. The database decides races: the run key is unique, and so is the
+// fingerprint among unresolved runs; a row that conflicts is not inserted. It
+// returns the new run's id by alert index.
+func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Alert, idx []int, now time.Time) (map[int]string, error) {
+	created := make(map[int]string, len(idx))
+	for len(idx) > 0 {
+		chunk := idx[:min(len(idx), insertRunsChunk)]
+		idx = idx[len(chunk):]
+		byKey := make(map[string]int, len(chunk))
+		var q strings.Builder
+		q.WriteString(`INSERT INTO autocapture_runs
+		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at) VALUES `)
+		args := make([]any, 0, 9*len(chunk))
+		for n, i := range chunk {
+			a := alerts[i]
+			alertJSON, err := json.Marshal(a)
+			if err != nil {
+				return nil, fmt.Errorf("encode alert %s: %w", a.Fingerprint, err)
+			}
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("run id: %w", err)
+			}
+			if _, dup := byKey[runKey(a)]; !dup {
+				byKey[runKey(a)] = i
+			}
+			if n > 0 {
+				q.WriteString(", ")
+			}
+			b := 9 * n
+			fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4, b+5, b+6, b+7, b+8, b+9)
+			args = append(args, id.String(), runKey(a), a.Fingerprint, a.Labels["alertname"], string(alertJSON),
+				toMS(a.StartsAt), StatusQueued, toMS(now), toMS(now))
+		}
+		q.WriteString(" ON CONFLICT DO NOTHING RETURNING id, run_key")
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, fmt.Errorf("insert runs: %w", err)
+		}
+		for rows.Next() {
+			var id, key string
+			if err := rows.Scan(&id, &key); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("insert runs: %w", err)
+			}
+			created[byKey[key]] = id
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("insert runs: %w", err)
+		}
 	}
-	alertJSON, err := json.Marshal(a)
-	if err != nil {
-		return acc, fmt.Errorf("encode alert: %w", err)
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return acc, fmt.Errorf("run id: %w", err)
-	}
-	var got string
-	err = tx.QueryRowContext(ctx, `INSERT INTO autocapture_runs
-		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
-		ON CONFLICT DO NOTHING RETURNING id`,
-		id.String(), runKey(a), a.Fingerprint, a.Labels["alertname"], string(alertJSON),
-		toMS(a.StartsAt), StatusQueued, toMS(now)).Scan(&got)
-	switch {
-	case err == nil:
-		acc.RunID, acc.Outcome = got, OutcomeAccepted
-		return acc, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return acc, fmt.Errorf("insert run: %w", err)
-	}
-	// Another delivery of the same firing committed first.
-	id2, err := s.existingRun(ctx, tx, a)
-	if err == nil && id2 == "" {
-		err = fmt.Errorf("insert run: conflict, but no run found for key %s", runKey(a))
-	}
-	acc.RunID = id2
-	return acc, err
+	return created, nil
 }
 
 // existingRun returns the fingerprint's unresolved run, else the run of this

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -224,4 +225,58 @@ func TestStoreCommitsDurably(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAcceptGroupsOfAlerts: one group (one webhook) is inserted together; the
+// unique indexes still make one run per episode within the group, and a group
+// that ends one episode and starts the next closes the old run first.
+func TestAcceptGroupsOfAlerts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		ctx := context.Background()
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		outcomes := func(acc []Accepted) string {
+			var o []string
+			for _, a := range acc {
+				o = append(o, string(a.Outcome))
+			}
+			return strings.Join(o, ",")
+		}
+
+		// 150 distinct alerts (two insert chunks), one of them twice, and one
+		// fingerprint with a second startsAt.
+		var group []template.Alert
+		for i := range 150 {
+			group = append(group, firing(fmt.Sprintf("g%03d", i), t0))
+		}
+		group = append(group, firing("g007", t0), firing("g008", t0.Add(time.Minute)))
+		acc, err := s.Accept(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for i, a := range acc[:150] {
+			if a.Outcome != OutcomeAccepted || a.Fingerprint != group[i].Fingerprint || ids[a.RunID] {
+				t.Fatalf("alert %d: %+v", i, a)
+			}
+			ids[a.RunID] = true
+		}
+		if acc[150].Outcome != OutcomeDeduplicated || acc[150].RunID != acc[7].RunID ||
+			acc[151].Outcome != OutcomeDeduplicated || acc[151].RunID != acc[8].RunID {
+			t.Fatalf("repeats in one group: %+v %+v", acc[150], acc[151])
+		}
+
+		// End of g001's episode and start of its next one, in one group, in the
+		// order a sender might put them.
+		next := firing("g001", t0.Add(time.Hour))
+		end := firing("g001", t0)
+		end.Status, end.EndsAt = "resolved", t0.Add(30*time.Minute)
+		acc, err = s.Accept(ctx, []template.Alert{next, end})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outcomes(acc) != "accepted,resolved" || acc[1].RunID == acc[0].RunID {
+			t.Fatalf("next episode: %+v", acc)
+		}
+	})
 }
