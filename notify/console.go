@@ -47,8 +47,11 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 	if r.Summary != "" {
 		fmt.Fprintf(&b, "   %s\n", r.Summary)
 	}
-	if r.Reason != "" || r.Error != "" {
-		fmt.Fprintf(&b, "   why: %s %s\n", r.Reason, r.Error)
+	switch {
+	case r.Reason != "" && r.Error != "":
+		fmt.Fprintf(&b, "   why: %s: %s\n", r.Reason, r.Error)
+	case r.Reason != "" || r.Error != "":
+		fmt.Fprintf(&b, "   why: %s%s\n", r.Reason, r.Error)
 	}
 	for _, l := range r.Links {
 		fmt.Fprintf(&b, "   %s: %s\n", l.Name, l.URL)

@@ -1,0 +1,51 @@
+package yamlerr
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// TestDecodeErrorsCarryPositions: go-yaml's own errors keep their token's
+// position; a duration error, which go-yaml reports without one, is placed at
+// the scalar it quotes.
+func TestDecodeErrorsCarryPositions(t *testing.T) {
+	type cfg struct {
+		A struct {
+			Wait time.Duration `yaml:"wait"`
+			N    int           `yaml:"n"`
+		} `yaml:"a"`
+	}
+	cases := []struct{ name, src, want string }{
+		{"unknown field", "a:\n  n: 1\n  nn: 2\n", `f.yaml:3:3: unknown field "nn"`},
+		{"wrong type", "a:\n  n: many\n", "f.yaml:2:6: "},
+		{"duration without position", "a:\n  n: 1\n  wait: soon\n", `f.yaml:3:9: time: invalid duration "soon"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := parser.ParseBytes([]byte(c.src), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v cfg
+			err = FromDecodeIn("f.yaml", f, yaml.NodeToValue(f.Docs[0].Body, &v, yaml.Strict()))
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("err = %v, want prefix %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestListJoinsOneProblemPerLine(t *testing.T) {
+	var l List
+	if l.Err() != nil {
+		t.Fatal("empty list is an error")
+	}
+	l = append(l, &Error{File: "a.yaml", Line: 2, Col: 5, Msg: "bad"}, &Error{File: "b.yaml", Msg: "worse"}, &Error{Msg: "bare"})
+	if got := l.Err().Error(); got != "a.yaml:2:5: bad\nb.yaml: worse\nbare" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -1,0 +1,64 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestConsoleThread renders one run's whole thread: opened (resumed), a step
+// that succeeded with a link, one that failed, and the close with a verdict and
+// resolution. The golden file is what an operator reads on stdout.
+func TestConsoleThread(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	th, err := c.Open(ctx, RunInfo{ID: "r1", Alert: template.Alert{StartsAt: at,
+		Labels:      template.KV{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000"},
+		Annotations: template.KV{"summary": "p99 TTFT 4.2s on 10.0.0.7:8000"}},
+		Playbooks: []string{"vllm-high-ttft"}, Resumed: 1})
+	if err != nil || th.TS != "r1" {
+		t.Fatalf("open: %v %+v", err, th)
+	}
+	steps := []StepReport{
+		{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: "succeeded", Duration: 132 * time.Millisecond,
+			Summary: "20 PromQL queries in 0.13s", Links: []Link{{Name: "prometheus.json", URL: "file:///data/artifacts/runs/r1/snapshot/prometheus.json"}}},
+		{StepID: "traces", Kind: "traces", Tier: capture.TierTraces, Status: "failed", Duration: 3 * time.Millisecond,
+			Reason: "refused", Error: "jaeger http://127.0.0.1:16686: connection refused"},
+	}
+	for _, r := range steps {
+		if err := c.Reply(ctx, th, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolved := at.Add(14 * time.Minute)
+	if err := c.Close(ctx, th, Summary{RunID: "r1", Status: "partial", Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (refused)",
+		Duration: 6 * time.Second, ResolvedAt: &resolved, Verdict: &capture.Verdict{ID: "overload", Contributing: []string{"client-aborts"},
+			Evidence: []string{"queue 42 waiting (threshold 10)"}, Advice: []string{"add an instance or route traffic away"}}}); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "console-thread.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("console thread differs from %s (rerun with -update if intended):\n%s", golden, out.String())
+	}
+}
