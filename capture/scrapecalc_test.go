@@ -11,7 +11,8 @@ import (
 )
 
 // fixtureDir holds real vLLM /metrics scrapes recorded by other projects.
-const fixtureDir = "/work/shared/fixtures/vllm-metrics"
+// fixtureDir is shared/ beside the repository, as in every session and in CI.
+const fixtureDir = "../../shared/fixtures/vllm-metrics"
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
