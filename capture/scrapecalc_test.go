@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// fixtureDir holds real vLLM /metrics scrapes recorded by other projects.
-// fixtureDir is shared/ beside the repository, as in every session and in CI.
+// fixtureDir holds real vLLM /metrics scrapes recorded by other projects, in
+// shared/ beside the repository (every session and CI have it there).
 const fixtureDir = "../../shared/fixtures/vllm-metrics"
 
 func readFixture(t *testing.T, name string) []byte {
