@@ -94,11 +94,15 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 		return nil, err
 	}
 	f := map[string]any{"series": len(m), "shown": shown, "points": 0}
+	// Idle minutes make rate ratios and histogram_quantile NaN: such points are
+	// gaps, never a maximum (a NaN finding cannot even be stored as JSON).
 	maxV, points := math.Inf(-1), 0
 	for _, s := range m {
 		for _, p := range s.Values {
-			points++
-			maxV = math.Max(maxV, float64(p.Value))
+			if v := float64(p.Value); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				points++
+				maxV = math.Max(maxV, v)
+			}
 		}
 	}
 	f["points"] = points
@@ -233,7 +237,9 @@ func worstFirst(m model.Matrix) model.Matrix {
 	peak := func(s *model.SampleStream) float64 {
 		v := math.Inf(-1)
 		for _, p := range s.Values {
-			v = math.Max(v, float64(p.Value))
+			if x := float64(p.Value); !math.IsNaN(x) && !math.IsInf(x, 0) {
+				v = math.Max(v, x)
+			}
 		}
 		return v
 	}

@@ -3,6 +3,7 @@ package capture_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"io"
@@ -134,5 +135,31 @@ func TestChartFailureIsOneReadableLine(t *testing.T) {
 				t.Errorf("query quoted = %v, want %v: %q", !c.wantQuery, c.wantQuery, msg)
 			}
 		})
+	}
+}
+
+// TestChartSkipsNaNPoints: idle minutes make histogram_quantile NaN; the chart
+// treats them as gaps, and its result stays storable as JSON.
+func TestChartSkipsNaNPoints(t *testing.T) {
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"instance":"a"},`+
+			`"values":[[1800000000,"NaN"],[1800000015,"1.5"],[1800000030,"NaN"],[1800000045,"+Inf"]]}]}}`)
+	}))
+	defer prom.Close()
+	env, _ := testEnv(t)
+	env.Prometheus = &capture.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
+	step := buildStep(t, "chart", func(cfg *capture.ChartConfig) { cfg.Title, cfg.Query = "p99 TTFT", "q" })
+	start := time.Unix(1800000000, 0)
+	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "c", Env: env,
+		Window: capture.Window{Start: start, End: start.Add(time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Findings["max"] != 1.5 || res.Findings["points"] != 1 {
+		t.Fatalf("findings %v", res.Findings)
+	}
+	if _, err := json.Marshal(res); err != nil {
+		t.Fatalf("result cannot be stored: %v", err)
 	}
 }
