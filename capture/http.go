@@ -76,7 +76,12 @@ func (h *HTTP) target(in *Input) (*url.URL, error) {
 		if inst == "" {
 			return nil, Errorf(ReasonBadConfig, "http: path %q needs the alert's instance label, which is missing", h.cfg.Path)
 		}
-		raw = "http://" + inst + "/" + strings.TrimPrefix(h.cfg.Path, "/")
+		// The label is untrusted: it must be exactly host:port, so it cannot add
+		// a path, query or userinfo of its own.
+		if !validHostPort(inst) {
+			return nil, Errorf(ReasonBadConfig, "http: instance label %q: want host:port", inst)
+		}
+		return &url.URL{Scheme: "http", Host: inst, Path: "/" + strings.TrimPrefix(h.cfg.Path, "/")}, nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {

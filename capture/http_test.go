@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,27 @@ func TestHTTPBuildRejectsBadConfig(t *testing.T) {
 		if _, err := k.Build(cfg); err == nil {
 			t.Errorf("%s: Build accepted %+v", name, cfg)
 		}
+	}
+}
+
+// TestHTTPInstanceLabelCannotChangeThePath: the instance label is untrusted; one
+// carrying a path, query or userinfo is refused, never requested.
+func TestHTTPInstanceLabelCannotChangeThePath(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	env, _ := testEnv(t)
+	env.Targets = srv.Client()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, inst := range []string{host + "/admin/secret?x=", "user@" + host, host + "#frag"} {
+		step := buildStep(t, "http", func(cfg *capture.HTTPConfig) { cfg.Path = "/version" })
+		_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env,
+			Alert: template.Alert{Labels: template.KV{"instance": inst}}})
+		if capture.Classify(err) != capture.ReasonBadConfig {
+			t.Errorf("instance %q: err %v, want bad-config", inst, err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("%d requests reached the server", hits.Load())
 	}
 }

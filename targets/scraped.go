@@ -106,7 +106,9 @@ func (s *scrapedSet) fetch(ctx context.Context) ([]entry, error) {
 	for _, smp := range vec {
 		inst := string(smp.Metric[model.InstanceLabel])
 		e, err := parseEntry(inst)
-		if err != nil || e.any || e.prefix.IsValid() && e.prefix.Bits() != e.prefix.Addr().BitLen() {
+		// Only host:port: an instance without a port (relabelled to a bare host)
+		// would otherwise allow every port of that host.
+		if err != nil || e.any || e.port == 0 || e.prefix.IsValid() && e.prefix.Bits() != e.prefix.Addr().BitLen() {
 			s.log.Debug("Skipped a scraped instance that is not host:port.", zap.String("instance", inst))
 			continue
 		}

@@ -57,13 +57,15 @@ func TestScrapedListCachesAndSurvivesOutages(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[`+
 			`{"metric":{"instance":"vllm-0.test:8000"},"value":[1,"1"]},`+
-			`{"metric":{"instance":"10.0.0.7:8000"},"value":[1,"0"]}]}}`)
+			`{"metric":{"instance":"10.0.0.7:8000"},"value":[1,"0"]},`+
+			`{"metric":{"instance":"node1.test"},"value":[1,"1"]},`+
+			`{"metric":{"instance":"10.0.0.8"},"value":[1,"1"]}]}}`)
 	}))
 	defer prom.Close()
 	now := time.Unix(1_800_000_000, 0)
 	p, err := New(config.Targets{FromPrometheus: true}, Options{
 		PrometheusURL: prom.URL, ScrapedTTL: time.Minute, Now: func() time.Time { return now },
-		LookupIP: fakeDNS(t, map[string][]string{"vllm-0.test": {"10.0.0.9"}}),
+		LookupIP: fakeDNS(t, map[string][]string{"vllm-0.test": {"10.0.0.9"}, "node1.test": {"10.0.0.11"}}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,9 @@ func TestScrapedListCachesAndSurvivesOutages(t *testing.T) {
 	check("fresh", "http://vllm-0.test:8000/version", true)
 	check("fresh", "http://10.0.0.7:8000/version", true)
 	check("fresh", "http://10.0.0.7:9000/version", false)
+	// A scraped instance without a port allows no port at all (not every port).
+	check("port-less", "http://node1.test:22/", false)
+	check("port-less", "http://10.0.0.8:6443/", false)
 	check("cached", "http://10.0.0.7:8000/", true)
 	if q := queries.Load(); q != 1 {
 		t.Fatalf("Prometheus queried %d times within one TTL, want 1", q)
