@@ -89,7 +89,7 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 	if err != nil {
 		return nil, Errorf(ReasonInternal, "chart %q: render: %w", c.cfg.Title, err)
 	}
-	art, err := saveStepArtifact(ctx, in, "chart.png", "image/png", bytes.NewReader(png))
+	art, err := putArtifact(ctx, in, "chart.png", "image/png", bytes.NewReader(png))
 	if err != nil {
 		return nil, err
 	}

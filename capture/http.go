@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-
-	"github.com/autocapture/autocapture/storage"
 )
 
 // HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
@@ -128,7 +126,7 @@ func (h *HTTP) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	addJSONFindings(findings, ctype, body, truncated)
 	name := "response" + extensionFor(ctype)
-	art, err := saveStepArtifact(ctx, in, name, ctype, bytes.NewReader(body))
+	art, err := putArtifact(ctx, in, name, ctype, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +204,4 @@ func extensionFor(ctype string) string {
 	default:
 		return ".bin"
 	}
-}
-
-// saveStepArtifact stores r under runs/<run>/<step>/<name> and describes it.
-func saveStepArtifact(ctx context.Context, in *Input, name, ctype string, r io.Reader) (Artifact, error) {
-	key := storage.Key("runs", in.RunID, in.StepID, name)
-	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: ctype})
-	if err != nil {
-		return Artifact{}, &Error{Reason: Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
-	}
-	return Artifact{Name: name, Key: obj.Key, ContentType: ctype, Size: obj.Size, SHA256: obj.SHA256}, nil
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -239,7 +240,7 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, ou
 	body, err := json.MarshalIndent(map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs}, "", "  ")
 	if err == nil {
 		var a Artifact
-		if a, err = putArtifact(ctx, in, "prometheus.json", "application/json", body); err == nil {
+		if a, err = putArtifact(ctx, in, "prometheus.json", "application/json", bytes.NewReader(body)); err == nil {
 			res.Artifacts = append(res.Artifacts, a)
 		}
 	}

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -196,7 +197,7 @@ func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duratio
 // keep stores one raw scrape; a store failure is noted, never fatal: the
 // signals are the evidence, the raw text a convenience.
 func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name string, body []byte) {
-	a, err := putArtifact(ctx, in, name, "text/plain; version=0.0.4", body)
+	a, err := putArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
 	if err != nil {
 		res.Findings["artifact_error"] = err.Error()
 		return

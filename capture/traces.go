@@ -347,7 +347,7 @@ func (t *Traces) result(ctx context.Context, in *Input, be traceBackend, rank st
 	if err := json.NewEncoder(&buf).Encode(ranked); err != nil {
 		return nil, Errorf(ReasonInternal, "traces: encode spans: %w", err)
 	}
-	art, err := saveStepArtifact(ctx, in, "spans.json", "application/json", &buf)
+	art, err := putArtifact(ctx, in, "spans.json", "application/json", &buf)
 	if err != nil {
 		return nil, err
 	}

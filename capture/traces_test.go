@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +24,11 @@ import (
 // documented search answer.
 func fakeTraceServer(t *testing.T, reqs []fakeRequest, tempo bool) (*httptest.Server, *[]string) {
 	var queries []string
+	var mu sync.Mutex // the handler runs on the server's goroutines
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		queries = append(queries, r.URL.String())
+		mu.Unlock()
 		q := r.URL.Query()
 		var minDur time.Duration
 		var limit int
