@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -33,8 +34,23 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 	out := make([]Accepted, len(alerts))
 	// Resolutions first: a group holding both the end of one episode and the
 	// start of the next must close the old run before opening the new one.
+	// Rows are touched in one global order (fingerprint, then run key), so two
+	// groups holding the same alerts in different orders (two Alertmanagers,
+	// retries) wait for each other on PostgreSQL instead of deadlocking.
+	order := make([]int, len(alerts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		a, b := alerts[order[x]], alerts[order[y]]
+		if a.Fingerprint != b.Fingerprint {
+			return a.Fingerprint < b.Fingerprint
+		}
+		return runKey(a) < runKey(b)
+	})
 	var firing []int
-	for i, a := range alerts {
+	for _, i := range order {
+		a := alerts[i]
 		if a.Status != "resolved" {
 			firing = append(firing, i)
 			continue

@@ -280,3 +280,35 @@ func TestAcceptGroupsOfAlerts(t *testing.T) {
 		}
 	})
 }
+
+// TestAcceptSameAlertsInOtherOrdersDoNotDeadlock: two groups carrying the same
+// alerts in opposite orders, at once, many times: every delivery succeeds (on
+// PostgreSQL, row locks taken in body order used to deadlock).
+func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		for round := range 10 {
+			var fwd, rev []template.Alert
+			for i := range 30 {
+				fwd = append(fwd, firing(fmt.Sprintf("r%d-%02d", round, i), t0))
+			}
+			for i := len(fwd) - 1; i >= 0; i-- {
+				rev = append(rev, fwd[i])
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for k, group := range [][]template.Alert{fwd, rev} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[k] = s.Accept(context.Background(), group)
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	})
+}
