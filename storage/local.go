@@ -59,6 +59,11 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, _ Meta) (Objec
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	if err == nil {
+		// The run row that will point at this object is committed durably; the
+		// object must be on disk before that, not just in the page cache.
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -66,6 +71,9 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, _ Meta) (Objec
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
+		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	return Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
@@ -104,4 +112,14 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
