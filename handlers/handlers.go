@@ -131,6 +131,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.Se
 func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
+	// Trust no X-Forwarded-For: the remote address in auth-failure logs must be
+	// the peer's, not what a client claims.
+	_ = e.SetTrustedProxies(nil) // nil cannot fail to parse
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	e.Use(s.logRequests(), gin.CustomRecovery(s.recovered))

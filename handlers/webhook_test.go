@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
 )
@@ -208,4 +209,18 @@ func newRequest(t *testing.T, b []byte, header http.Header, chunked bool) *http.
 		req.ContentLength = -1
 	}
 	return req
+}
+
+// TestLoggedRemoteIsThePeer: a client cannot put another address into the logs
+// with X-Forwarded-For (it would hide who is guessing tokens).
+func TestLoggedRemoteIsThePeer(t *testing.T) {
+	h := newHarness(t, withToken("s3cret"))
+	rec := h.do("POST", "/hooks/alertmanager", []byte(`{}`), http.Header{"X-Forwarded-For": {"203.0.113.9"}})
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("code %d", rec.Code)
+	}
+	entries := h.logs.FilterField(zap.String("remote", "192.0.2.1")).All() // httptest's peer address
+	if len(entries) == 0 || len(h.logs.FilterField(zap.String("remote", "203.0.113.9")).All()) != 0 {
+		t.Fatalf("remote not the peer's: %v", h.logs.All())
+	}
 }
