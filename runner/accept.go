@@ -78,8 +78,17 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 		if err == nil && id == "" {
 			err = fmt.Errorf("insert run: conflict, but no run found for key %s", runKey(a))
 		}
+		var again map[int]string
+		if err == nil {
+			again, err = s.replaceStaleRun(ctx, tx, id, alerts, i, now)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("runner: accept alert %s: %w", a.Fingerprint, err)
+		}
+		if newID, ok := again[i]; ok {
+			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: OutcomeAccepted}
+			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: newID}})
+			continue
 		}
 		out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeDeduplicated}
 	}
@@ -166,6 +175,31 @@ func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.
 		}
 	}
 	return created, nil
+}
+
+// replaceStaleRun handles a lost resolution. Alertmanager keeps an alert's
+// startsAt for its whole episode, so a firing that started after the unresolved
+// run of its fingerprint had already finished is a new episode whose
+// predecessor's resolution never arrived (send_resolved: false, a resolution
+// dropped or overtaken by a retry). Without this every later episode of the
+// alert would join that finished run and never be captured again. The old run
+// is marked resolved at the new start and a new run is inserted; it returns the
+// new run's id by index, or nothing when run id is no such stale run (a repeat,
+// or a startsAt shifted by an HA pair or a restart while the run still ran).
+func (s *Service) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, alerts []template.Alert, i int, now time.Time) (map[int]string, error) {
+	a := alerts[i]
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
+		WHERE id = $2 AND resolved_at IS NULL AND finished_at IS NOT NULL AND finished_at < $1`,
+		toMS(a.StartsAt), id)
+	if err != nil {
+		return nil, fmt.Errorf("close stale run %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return nil, err
+	}
+	s.log.Warn("A new firing started after its unresolved run had finished: the run's resolution was lost; resolving it and starting a new run.",
+		zap.String("run", id), zap.String("fingerprint", a.Fingerprint), zap.Time("starts_at", a.StartsAt))
+	return s.insertRuns(ctx, tx, alerts, []int{i}, now)
 }
 
 // existingRun returns the fingerprint's unresolved run, else the run of this

@@ -312,3 +312,41 @@ func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
 		}
 	})
 }
+
+// TestAcceptAfterALostResolution: a run that finished and never heard its
+// resolution must not swallow the alert's next episode. Repeats and startsAt
+// shifts of the same episode still join it.
+func TestAcceptAfterALostResolution(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+		first := acceptOne(t, s, firing("lost", t0))
+		// The run finished at 10:05; no resolution ever arrives.
+		if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET status = $1, finished_at = $2 WHERE id = $3`,
+			StatusSucceeded, toMS(t0.Add(5*time.Minute)), first.RunID); err != nil {
+			t.Fatal(err)
+		}
+		for name, startsAt := range map[string]time.Time{
+			"repeat of the episode":            t0,
+			"startsAt shifted before it ended": t0.Add(30 * time.Second),
+		} {
+			if acc := acceptOne(t, s, firing("lost", startsAt)); acc.Outcome != OutcomeDeduplicated || acc.RunID != first.RunID {
+				t.Fatalf("%s: %+v, want the first run", name, acc)
+			}
+		}
+		next := acceptOne(t, s, firing("lost", t0.Add(3*time.Hour)))
+		if next.Outcome != OutcomeAccepted || next.RunID == first.RunID {
+			t.Fatalf("next episode: %+v, want a new run", next)
+		}
+		old, err := s.Get(context.Background(), first.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old.ResolvedAt == nil || !old.ResolvedAt.Equal(t0.Add(3*time.Hour)) {
+			t.Fatalf("old run resolved_at %v, want the new episode's start", old.ResolvedAt)
+		}
+		if again := acceptOne(t, s, firing("lost", t0.Add(3*time.Hour))); again.RunID != next.RunID {
+			t.Fatalf("repeat of the new episode: %+v", again)
+		}
+	})
+}
