@@ -85,10 +85,20 @@ func (s *Service) claim(ctx context.Context, args runArgs) (bool, error) {
 // heartbeat renews the lease every heartbeat_interval and reads the row's flags:
 // a cancel request cancels the run, a resolution cancels tier 3, a lost lease
 // (or one this process could not renew in time) interrupts it.
+//
+// A watchdog, independent of the store, interrupts the run once the last
+// renewal is older than lease_timeout - heartbeat_interval: a renewal that hangs
+// (a stalled connection, SQLite's one connection held elsewhere) must not let
+// this process go on working while another one takes the run over.
 func (s *Service) heartbeat(ctx context.Context, h *handle) {
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
-	lastRenewed := s.now()
+	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
+	watchdog := time.AfterFunc(margin, func() {
+		s.log.Warn("Could not renew a run's lease in time; stopping work on it.", zap.String("run", h.id))
+		h.cancel(fmt.Errorf("%w: lease not renewed within %s", ErrInterrupted, margin))
+	})
+	defer watchdog.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -100,9 +110,11 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 		}
 		now := s.now()
 		var cancelReq, resolved sql.NullInt64
-		err := s.db.QueryRowContext(ctx, `UPDATE autocapture_runs SET lease_until = $1
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+		err := s.db.QueryRowContext(rctx, `UPDATE autocapture_runs SET lease_until = $1
 			WHERE id = $2 AND owner = $3 RETURNING cancel_requested_at, resolved_at`,
 			toMS(now.Add(s.cfg.LeaseTimeout)), h.id, s.id).Scan(&cancelReq, &resolved)
+		cancel()
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			s.log.Warn("Lost the lease on a run; stopping work on it.", zap.String("run", h.id))
@@ -113,13 +125,10 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 				return
 			}
 			s.log.Warn("Could not renew a run's lease.", zap.String("run", h.id), zap.Error(err))
-			if now.Sub(lastRenewed) > s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval {
-				h.cancel(fmt.Errorf("%w: lease could not be renewed for %s", ErrInterrupted, now.Sub(lastRenewed)))
-				return
-			}
-			continue
+			continue // the watchdog decides when it is too late
 		}
-		lastRenewed = now
+		// The lease now runs to now+lease_timeout: stop work before it can lapse.
+		watchdog.Reset(margin - s.now().Sub(now))
 		if resolved.Valid {
 			h.resolve()
 		}
