@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,4 +47,40 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		t.Fatal("the run kept working although its lease could not be renewed")
 	}
 	conn.Close()
+}
+
+// TestUnreadableRunFailsOnce: a run row that cannot be decoded fails with the
+// reason, instead of being released and resumed over and over.
+func TestUnreadableRunFailsOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		c := newCounter()
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false)
+		acc := acceptOne(t, s, firing("corrupt", time.Now()))
+		ctx := context.Background()
+		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET alert = '{not json' WHERE id = $1`, acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var status, reason string
+		var generation int
+		deadline := time.Now().Add(30 * time.Second)
+		for status != StatusFailed && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			if err := s.db.QueryRowContext(ctx, `SELECT status, reason, generation FROM autocapture_runs WHERE id = $1`,
+				acc.RunID).Scan(&status, &reason, &generation); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if status != StatusFailed || !strings.Contains(reason, "cannot read the run") {
+			t.Fatalf("status %q reason %q", status, reason)
+		}
+		time.Sleep(3 * s.cfg.LeaseTimeout) // long enough for a reaper to take it again, if it would
+		var after int
+		s.db.QueryRowContext(ctx, `SELECT generation FROM autocapture_runs WHERE id = $1`, acc.RunID).Scan(&after)
+		if after != generation || c.count(acc.RunID+"/a") != 0 {
+			t.Fatalf("generation %d -> %d, steps run %d: the failed run was taken again", generation, after, c.count(acc.RunID+"/a"))
+		}
+	})
 }

@@ -138,18 +138,24 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 	}
 }
 
-// release gives the run up after an interruption: the lease expires now, so a
-// reaper (here after restart, or on another replica) resumes it at once. A
-// shutdown does not use up one of the run's attempts.
+// release gives the run up after an interruption or a store failure: the lease
+// expires now, so a reaper (here after restart, or on another replica) resumes it
+// at once. A shutdown or lost lease does not use up one of the run's attempts.
 func (s *Service) release(h *handle, cause error) {
 	if s.dead.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the run's context is done
 	defer cancel()
-	_, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = 0,
+	// Only an interruption (shutdown, a lost lease) gives the attempt back; a
+	// store failure uses it up, so a run that keeps failing ends failed.
+	q := `UPDATE autocapture_runs SET lease_until = 0 WHERE id = $1 AND owner = $2 AND finished_at IS NULL`
+	if errors.Is(cause, ErrInterrupted) {
+		q = `UPDATE autocapture_runs SET lease_until = 0,
 		attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
-		WHERE id = $1 AND owner = $2 AND finished_at IS NULL`, h.id, s.id)
+		WHERE id = $1 AND owner = $2 AND finished_at IS NULL`
+	}
+	_, err := s.db.ExecContext(ctx, q, h.id, s.id)
 	if err != nil {
 		s.log.Error("Could not release an interrupted run; it resumes when its lease expires.",
 			zap.String("run", h.id), zap.Error(err))

@@ -140,7 +140,7 @@ func scanRun(sc scanner) (*runRow, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(alertJSON), &r.alert); err != nil {
-		return nil, fmt.Errorf("run %s: decode alert: %w", r.ID, err)
+		return nil, corruptError{fmt.Errorf("run %s: decode alert: %w", r.ID, err)}
 	}
 	r.Labels, r.Annotations = r.alert.Labels, r.alert.Annotations
 	r.StartsAt, r.CreatedAt = fromMS(startsAt), fromMS(createdAt)
@@ -148,7 +148,7 @@ func scanRun(sc scanner) (*runRow, error) {
 	r.StartedAt, r.FinishedAt = optTime(started), optTime(finished)
 	if plans.Valid {
 		if err := json.Unmarshal([]byte(plans.String), &r.plans); err != nil {
-			return nil, fmt.Errorf("run %s: decode plans: %w", r.ID, err)
+			return nil, corruptError{fmt.Errorf("run %s: decode plans: %w", r.ID, err)}
 		}
 		for _, p := range r.plans {
 			r.Playbooks = append(r.Playbooks, PlaybookRef{Name: p.Playbook, File: p.File, Digest: p.Digest})
@@ -160,13 +160,13 @@ func scanRun(sc scanner) (*runRow, error) {
 	if thread.Valid {
 		r.thread = &notify.Thread{}
 		if err := json.Unmarshal([]byte(thread.String), r.thread); err != nil {
-			return nil, fmt.Errorf("run %s: decode thread: %w", r.ID, err)
+			return nil, corruptError{fmt.Errorf("run %s: decode thread: %w", r.ID, err)}
 		}
 	}
 	if verdict.Valid {
 		r.Verdict = &capture.Verdict{}
 		if err := json.Unmarshal([]byte(verdict.String), r.Verdict); err != nil {
-			return nil, fmt.Errorf("run %s: decode verdict: %w", r.ID, err)
+			return nil, corruptError{fmt.Errorf("run %s: decode verdict: %w", r.ID, err)}
 		}
 	}
 	if r.Playbooks == nil {
@@ -195,3 +195,9 @@ func finished(status string) bool {
 	}
 	return true
 }
+
+// corruptError is a run row that cannot be decoded: retrying cannot help, so the
+// run fails with it instead of being released and resumed again and again.
+type corruptError struct{ error }
+
+func (e corruptError) Unwrap() error { return e.error }

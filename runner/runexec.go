@@ -26,6 +26,10 @@ const waitSnooze = 2 * time.Second
 // It returns an error only for River: a snooze, or a store failure.
 func (s *Service) execute(ctx context.Context, h *handle) error {
 	r, err := s.getRow(ctx, s.db, h.id)
+	var corrupt corruptError
+	if errors.As(err, &corrupt) {
+		return s.failCorrupt(ctx, h, corrupt)
+	}
 	if err != nil {
 		s.release(h, err)
 		return err
@@ -184,4 +188,16 @@ func derefThread(t *notify.Thread) notify.Thread {
 		return notify.Thread{}
 	}
 	return *t
+}
+
+// failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
+func (s *Service) failCorrupt(ctx context.Context, h *handle, err error) error {
+	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
+	_, uerr := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE autocapture_runs
+		SET status = $1, reason = $2, finished_at = $3, owner = NULL, lease_until = NULL
+		WHERE id = $4 AND owner = $5`, StatusFailed, "cannot read the run: "+err.Error(), toMS(s.now()), h.id, s.id)
+	if uerr != nil {
+		return storeError{fmt.Errorf("runner: fail unreadable run %s: %w", h.id, uerr)}
+	}
+	return nil
 }
