@@ -178,6 +178,13 @@ func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duratio
 		d.prev = &prev
 	}
 	res.Signals = d.signals()
+	if first == nil {
+		// One scrape: its histograms and counters cover the server's whole life
+		// (weeks, perhaps), not the alert. Triage gets the gauges only; the rest
+		// stays as labelled evidence.
+		res.Findings["lifetime_signals"] = res.Signals
+		res.Signals = d.gaugesOnly()
+	}
 	res.Findings["source"] = SourceScrape
 	res.Findings["generation"] = generationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()
@@ -188,7 +195,7 @@ func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duratio
 	}
 	over := "over " + gap.Round(100*time.Millisecond).String()
 	if first == nil {
-		over = "(one scrape: lifetime histograms, no rates)"
+		over = "(one scrape: gauges only; lifetime figures in findings)"
 	}
 	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, signalLine(res.Signals))
 	return nil

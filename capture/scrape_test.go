@@ -276,8 +276,19 @@ func TestRecordedScrapes(t *testing.T) {
 			if res.Findings["generation"] != c.gen {
 				t.Fatalf("generation %v, want %s", res.Findings["generation"], c.gen)
 			}
-			c.check(t, res.Signals)
-			if v := Diagnose(res.Signals, DefaultThresholds); v.ID != c.want {
+			// One scrape: triage gets gauges only; the fixture's lifetime figures
+			// (all a recorded file holds) are kept, labelled, and read here.
+			for _, sig := range []string{SigTTFTP99, SigITLP99, SigITLP50, SigAbortRatio, SigPrefillMean} {
+				if _, ok := res.Signals[sig]; ok {
+					t.Errorf("one scrape gave triage the lifetime %s", sig)
+				}
+			}
+			life, ok := res.Findings["lifetime_signals"].(Signals)
+			if !ok {
+				t.Fatalf("no lifetime signals in findings: %v", res.Findings)
+			}
+			c.check(t, life)
+			if v := Diagnose(life, DefaultThresholds); v.ID != c.want {
 				t.Fatalf("verdict %s, want %s: %q", v.ID, c.want, v.Evidence)
 			}
 			// The same file twice: a gap in which nothing happened.

@@ -70,12 +70,7 @@ const minObservationsP99 = 20
 // says nothing about latency, and the lifetime histogram would be a misleading
 // stand-in.
 func (d scrapeDelta) signals() Signals {
-	s := Signals{}
-	for _, g := range gaugeSignals {
-		if v, ok := d.gauge(g.metric, g.agg); ok {
-			s[g.signal] = v
-		}
-	}
+	s := d.gaugesOnly()
 	for _, hs := range histogramSignals {
 		h, ok := d.hist(hs.metric)
 		if !ok || h.count <= 0 {
@@ -106,6 +101,17 @@ func (d scrapeDelta) signals() Signals {
 	h, okH := d.counterDelta(vmPrefixHits, nil)
 	if okQ && okH && q > 0 {
 		s[SigPrefixHitRatio] = h / q
+	}
+	return s
+}
+
+// gaugesOnly is the signals one moment can tell: queue, batch, KV.
+func (d scrapeDelta) gaugesOnly() Signals {
+	s := Signals{}
+	for _, g := range gaugeSignals {
+		if v, ok := d.gauge(g.metric, g.agg); ok {
+			s[g.signal] = v
+		}
 	}
 	return s
 }
