@@ -113,11 +113,19 @@ func renderTree(v any, ts map[string]*tmpl, data *TemplateData) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
+			key := k
+			if t, ok := ts[k]; ok { // a templated key is rendered like a value
+				rk, err := t.render(data)
+				if err != nil {
+					return nil, fmt.Errorf("key %s: %w", k, err)
+				}
+				key = rk
+			}
 			r, err := renderTree(e, ts, data)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			out[k] = r
+			out[key] = r
 		}
 		return out, nil
 	case []any:
