@@ -136,7 +136,7 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 	got := scrapeDelta{prev: &p, cur: c, gap: 5 * time.Second}.signals()
 	want := Signals{
 		SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
-		SigRunning:         64,   // engines add up
+		SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
 		SigKVUsage:         0.97, // the fullest pool, at either reading
 		SigPreemptionsRate: 2,    // 10 in 5 s
 		SigAbortRatio:      0.1,  // 10 of 100 finished in the gap

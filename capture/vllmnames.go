@@ -52,7 +52,7 @@ var gaugeSignals = []struct {
 	agg    aggregation
 }{
 	{SigQueueDepth, vmWaiting, aggSum},
-	{SigRunning, vmRunning, aggSum},
+	{SigRunning, vmRunning, aggMax}, // batch width is per engine (max-num-seqs applies to each)
 	{SigKVUsage, vmKVUsage, aggMax},
 }
 
