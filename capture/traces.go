@@ -263,6 +263,10 @@ func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
 		f["match_applied"] = matchNote == ""
 	}
 	res, err := t.result(ctx, in, be, rank, ranked, top, f)
+	if err == nil && len(top) == 0 {
+		// The usual cause: vLLM exports as unknown_service unless OTEL_SERVICE_NAME is set.
+		res.Summary = fmt.Sprintf("no llm_request spans of service %q with %s in the window (is traces.service the servers' OTEL_SERVICE_NAME?)", service, rank)
+	}
 	if err == nil && matchNote != "" {
 		res.Summary += "; " + matchNote
 	}

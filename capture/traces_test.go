@@ -181,3 +181,22 @@ func TestTracesWithoutBackendIsSkipped(t *testing.T) {
 		t.Fatalf("err = %v, want a skip naming traces.url", err)
 	}
 }
+
+// TestTracesEmptyAnswerNamesTheService: finding nothing says which service was
+// searched, the first thing to check when vLLM exports as unknown_service.
+func TestTracesEmptyAnswerNamesTheService(t *testing.T) {
+	srv, _ := fakeTraceServer(t, nil, false)
+	defer srv.Close()
+	env, _ := testEnv(t)
+	env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: srv.URL, Timeout: 5 * time.Second},
+		Backend: "jaeger", Service: "vllm-server"}
+	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
+	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env,
+		Window: capture.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Summary, `service "vllm-server"`) || !strings.Contains(res.Summary, "OTEL_SERVICE_NAME") {
+		t.Fatalf("summary %q", res.Summary)
+	}
+}

@@ -245,7 +245,8 @@ func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
 	}
 	if cfg.Traces.URL != "" {
 		env.Traces = &capture.TracesEndpoint{Backend: cfg.Traces.Backend, Service: cfg.Traces.Service,
-			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{}, Timeout: cfg.Traces.Timeout}}
+			// traces.timeout bounds each search the step makes (it may make many).
+			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{Timeout: cfg.Traces.Timeout}, Timeout: cfg.Traces.Timeout}}
 	}
 	return env, nil
 }
