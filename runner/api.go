@@ -154,9 +154,11 @@ func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
 		}
 		return &r.Run, fmt.Errorf("%w: %s is %s", ErrFinished, id, r.Status)
 	}
-	// Nobody holds it: end it here. A job that picks it up later finds it finished.
+	// Nobody holds it and it has no thread yet: end it here; a job that picks it
+	// up later finds it finished. A run with a thread (one resumed between
+	// owners) is ended by its next claim, which also closes the thread.
 	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3
-		WHERE id = $4 AND finished_at IS NULL AND owner IS NULL`,
+		WHERE id = $4 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`,
 		StatusCancelled, "cancelled before it started", now, id); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
@@ -81,6 +82,38 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 		s.db.QueryRowContext(ctx, `SELECT generation FROM autocapture_runs WHERE id = $1`, acc.RunID).Scan(&after)
 		if after != generation || c.count(acc.RunID+"/a") != 0 {
 			t.Fatalf("generation %d -> %d, steps run %d: the failed run was taken again", generation, after, c.count(acc.RunID+"/a"))
+		}
+	})
+}
+
+// TestCancelBetweenOwnersClosesTheThread: a run that already opened its thread
+// and is cancelled while no process holds it ends cancelled with its thread
+// closed (the parent message must not stay "running").
+func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		n := &recNotifier{}
+		c := newCounter()
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false,
+			func(o *Options) { o.Notifier = n })
+		ctx := context.Background()
+		acc := acceptOne(t, s, firing("between", time.Now()))
+		// As a run released by a process that had posted its parent message.
+		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET thread = $1, status = $2 WHERE id = $3`,
+			`{"channel":"C1","ts":"123.456"}`, StatusRunning, acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Cancel(ctx, acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := waitRun(t, s, acc.RunID, "the cancelled run to end", isFinished)
+		n.mu.Lock()
+		closes := append([]notify.Summary(nil), n.closes...)
+		n.mu.Unlock()
+		if r.Status != StatusCancelled || len(closes) != 1 || closes[0].Status != StatusCancelled || c.count(acc.RunID+"/a") != 0 {
+			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.count(acc.RunID+"/a"))
 		}
 	})
 }

@@ -40,7 +40,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	}
 	switch {
 	case r.CancelRequestedAt != nil:
-		return s.finish(ctx, r, notify.Thread{}, StatusCancelled, ErrCancelled.Error(), nil)
+		return s.finish(ctx, r, derefThread(r.thread), StatusCancelled, ErrCancelled.Error(), nil)
 	case r.Attempts > s.cfg.MaxAttempts:
 		why := fmt.Sprintf("gave up after %d attempts (runs.max_attempts %d): the run was interrupted each time before it finished",
 			r.Attempts-1, s.cfg.MaxAttempts)
@@ -55,9 +55,9 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 		s.release(h, err)
 		return err
 	case err != nil:
-		return s.finish(ctx, r, notify.Thread{}, StatusFailed, err.Error(), nil)
+		return s.finish(ctx, r, derefThread(r.thread), StatusFailed, err.Error(), nil)
 	case skip != "":
-		return s.finish(ctx, r, notify.Thread{}, StatusSkipped, skip, nil)
+		return s.finish(ctx, r, derefThread(r.thread), StatusSkipped, skip, nil)
 	}
 	thread := s.openThread(ctx, r, plans)
 	done, err := s.doneSteps(ctx, r.ID)
