@@ -138,8 +138,21 @@ CREATE TABLE autocapture_steps (
 CREATE INDEX autocapture_steps_cooldown ON autocapture_steps (cooldown_key, finished_at);
 `}
 
-// migrate applies River's migrations, then ours.
+// migrate applies River's migrations, then ours. On PostgreSQL, replicas that
+// start together take turns: a session lock on one connection covers River's
+// migrations too (its migrator takes no lock of its own).
 func migrate(ctx context.Context, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
+	if d == dialectPostgres {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("runner: migrations: connect: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(727000)`); err != nil {
+			return fmt.Errorf("runner: migrations: lock: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(727000)`)
+	}
 	m, err := rivermigrate.New(drv, nil)
 	if err != nil {
 		return fmt.Errorf("runner: river migrator: %w", err)

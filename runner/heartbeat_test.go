@@ -5,10 +5,15 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 )
@@ -116,4 +121,29 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.count(acc.RunID+"/a"))
 		}
 	})
+}
+
+// TestReplicasStartingTogetherOnAFreshDatabase: several processes opening the
+// same new PostgreSQL database at once all migrate it without failing.
+func TestReplicasStartingTogetherOnAFreshDatabase(t *testing.T) {
+	dsn := testenv.StartPostgres(t)
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: dsn, Planner: planner(),
+				Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent first start: %v", err)
+	}
 }
