@@ -35,6 +35,7 @@ func TestParseErrorsNameFileLineColumn(t *testing.T) {
 		{"bad level", "log:\n  level: loud\n", "c.yaml:2:10: log.level: want debug"},
 		{"open without auth", "web:\n  listen_address: 0.0.0.0:9095\n", "c.yaml:2:19: web.listen_address: listening on \"0.0.0.0:9095\" without webhook auth"},
 		{"lease vs heartbeat", "runs:\n  heartbeat_interval: 10s\n  lease_timeout: 15s\n", "c.yaml:3:18: runs.lease_timeout: must be at least twice"},
+		{"lease past the minute", "runs:\n  heartbeat_interval: 10s\n  lease_timeout: 50s\n", "c.yaml:3:18: runs.lease_timeout: lease_timeout + 2 x heartbeat_interval must stay within 1m"},
 		{"bad cidr", "targets:\n  allow: [10.0.0.0/99]\n", "c.yaml:2:11: targets.allow[0]: bad CIDR"},
 		{"not postgres", "database:\n  url: mysql://x\n", "c.yaml:2:8: database.url: want postgres://"},
 		{"syntax", "web: [\n", "c.yaml:"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -163,6 +164,14 @@ func (v *validator) checkRuns(r Runs) {
 	}
 	if r.LeaseTimeout < 2*r.HeartbeatInterval {
 		v.errorf("$.runs.lease_timeout", "must be at least twice heartbeat_interval (%s)", r.HeartbeatInterval)
+	}
+	// A crashed run resumes after its lease expires plus up to two reaper ticks
+	// (one heartbeat_interval each): the promise is within a minute.
+	if r.LeaseTimeout+2*r.HeartbeatInterval > time.Minute {
+		v.errorf("$.runs.lease_timeout", "lease_timeout + 2 x heartbeat_interval must stay within 1m, so a crashed run resumes within a minute")
+	}
+	if r.ShutdownGrace < 0 || r.Lookback < 0 {
+		v.errorf("$.runs", "shutdown_grace and lookback must not be negative")
 	}
 	if r.DefaultTimeout <= 0 {
 		v.errorf("$.runs.default_timeout", "must be positive")
