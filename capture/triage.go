@@ -18,6 +18,7 @@ import (
 // The rules, each over the thresholds below:
 //
 //	kv-pressure    KV usage >= kv_usage, or preemptions/s > preemptions_per_s
+//	               (default 0.05/s: a rare preemption is routine in wide batches)
 //	               (vLLM preempts only when the pool has no free block, so either
 //	               proves the pool full; a 5 s gap often holds no preemption)
 //	overload       queue_depth >= queue_depth, queue time >= queue_share of
@@ -64,7 +65,8 @@ type Thresholds struct {
 	// KVUsage (0..1): KV pool fullness counted as pressure. Default 0.95, the alert's.
 	KVUsage float64 `yaml:"kv_usage,omitempty" json:"kv_usage,omitempty"`
 	// PreemptionsPerS: preemption rate above which the pool counts as full.
-	// Default 0: any preemption.
+	// Default 0.05/s: a preemption now and then is routine in wide-batch decode;
+	// a pool that is really full preempts far more often (vllmsim: ~1/s).
 	PreemptionsPerS float64 `yaml:"preemptions_per_s,omitempty" json:"preemptions_per_s,omitempty"`
 	// AbortRatio (0..1): share of finished requests aborted. Default 0.05, the alert's.
 	AbortRatio float64 `yaml:"abort_ratio,omitempty" json:"abort_ratio,omitempty"`
@@ -82,7 +84,7 @@ type Thresholds struct {
 // DefaultThresholds are the thresholds a triage step uses unless its config says
 // otherwise: the shipped alerts' own thresholds where one exists.
 var DefaultThresholds = Thresholds{
-	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0,
+	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 }
 
