@@ -83,9 +83,10 @@ func TestAlertRulesShortened(t *testing.T) {
 			}
 			s := string(b)
 			for _, w := range tc.windows {
-				// TTFT, ITL (two generations) and abort ratio (two) use rate windows.
-				if n := strings.Count(s, w); n != 5 {
-					t.Errorf("%s occurs %d times, want 5", w, n)
+				// TTFT, ITL (two generations) and abort ratio (two) use rate
+				// windows, and so does the traffic floor of those three alerts.
+				if n := strings.Count(s, w); n != 8 {
+					t.Errorf("%s occurs %d times, want 8", w, n)
 				}
 			}
 			if n := strings.Count(s, "\n        "+tc.fors+"\n"); n != 5 {
