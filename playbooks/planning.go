@@ -1,6 +1,7 @@
 package playbooks
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -20,7 +21,7 @@ func (pb *Playbook) Matches(ls template.KV) bool {
 // kind refuses becomes that step's RenderErr, which the run reports.
 func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 	data := NewTemplateData(alert, w)
-	varErr := pb.renderVars(data)
+	varErr := pb.renderVars(data) // a var that failed is absent: only steps using it fail
 	plan := &Plan{Playbook: pb.Name, File: pb.File, Line: pb.Line, Digest: pb.Digest,
 		Source: pb.Source, Timeout: pb.Timeout, Cooldown: pb.Cooldown, MaxConcurrent: pb.MaxConcurrent,
 		Steps: make([]PlannedStep, 0, len(pb.Steps))}
@@ -33,11 +34,9 @@ func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 		if st.Cooldown > 0 {
 			ps.CooldownKey = pb.cooldownKey(alert.Labels, st.ID)
 		}
-		switch {
-		case varErr != nil:
-			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %w", pb.Name, st.ID, varErr)
-		default:
-			ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, data)
+		ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, data)
+		if ps.RenderErr != nil && varErr != nil {
+			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "%w (because %w)", ps.RenderErr, varErr)
 		}
 		plan.Steps = append(plan.Steps, ps)
 	}
@@ -58,15 +57,23 @@ func (st *Step) plan(playbook string, data *TemplateData) (any, capture.Step, er
 }
 
 // renderVars renders the vars in order into data.Vars; a var sees those above it.
+// A var that fails is left out (so is one built on it), and its error returned:
+// a step that uses it then fails to render, the others run (triage still
+// answers when the alert lacks the label a snapshot needs).
 func (pb *Playbook) renderVars(data *TemplateData) error {
+	var failed []string // one line, for the thread
 	for _, v := range pb.Vars {
 		s, err := v.tmpl.render(data)
 		if err != nil {
-			return fmt.Errorf("vars.%s: %w", v.Name, err)
+			failed = append(failed, fmt.Sprintf("vars.%s: %v", v.Name, err))
+			continue
 		}
 		data.Vars[v.Name] = s
 	}
-	return nil
+	if len(failed) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(failed, "; "))
 }
 
 // cooldownKey identifies "the same alert" for cooldowns: the playbook (and step)
