@@ -221,6 +221,27 @@ func TestRunPlanTimeoutCauseInError(t *testing.T) {
 	}
 }
 
+// TestPlanTimeoutFailsTheStepsItKeptFromStarting: when the playbook's own
+// timeout ends the plan, the steps it kept from starting are failures with
+// reason timeout, not quiet skips, and the plan says so.
+func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
+	c := newCounter()
+	plan := &playbooks.Plan{Playbook: "pb", Timeout: 50 * time.Millisecond, Steps: []playbooks.PlannedStep{
+		step("slow", capture.TierMetrics, blockStep(c, nil, nil)),
+		step("later", capture.TierTraces, okStep(c, nil)),
+	}}
+	var r recorder
+	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r"}, r.hooks())
+	for _, id := range []string{"slow", "later"} {
+		if got := r.get(id); got.Status != StepFailed || got.Reason != "timeout" {
+			t.Errorf("step %s = %s/%q (%s), want failed/timeout", id, got.Status, got.Reason, got.Error)
+		}
+	}
+	if !strings.Contains(r.get("later").Error, "not started") || out.Status != "failed" {
+		t.Fatalf("plan %s (%s); later: %q", out.Status, out.Reason, r.get("later").Error)
+	}
+}
+
 // TestCompileCondition pins what the runner relies on from playbooks'
 // compiler: real expressions, rejected at compile time when malformed.
 func TestCompileCondition(t *testing.T) {

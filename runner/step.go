@@ -80,6 +80,8 @@ func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior m
 			return stepInterrupted, "", "", true
 		case errors.Is(cause, ErrCancelled):
 			return StepCancelled, string(capture.ReasonCancelled), "not started: " + cause.Error(), true
+		case errors.Is(ctx.Err(), context.DeadlineExceeded): // the plan ran out of time: a failure, said so
+			return StepFailed, string(capture.ReasonTimeout), "not started: " + cause.Error(), true
 		}
 		return StepSkipped, "not started: " + cause.Error(), "", true
 	}
