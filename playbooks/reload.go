@@ -3,7 +3,9 @@ package playbooks
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +105,9 @@ func (r *Reloader) Watch(ctx context.Context) error {
 	dirs := map[string]bool{}
 	for _, g := range r.globs {
 		d := filepath.Dir(g)
+		if isDir(g) { // a folder of playbooks: watch the folder itself
+			d = g
+		}
 		if dirs[d] {
 			continue
 		}
@@ -140,9 +145,13 @@ func (r *Reloader) loop(ctx context.Context, w *fsnotify.Watcher, debounce time.
 	}
 }
 
-// relevant says whether a changed path is one of the globs' files.
+// relevant says whether a changed path is one of the globs' files, or a YAML
+// file inside a folder given as a glob.
 func (r *Reloader) relevant(name string) bool {
 	for _, g := range r.globs {
+		if isDir(g) && filepath.Clean(filepath.Dir(name)) == filepath.Clean(g) && strings.HasSuffix(name, ".yaml") {
+			return true
+		}
 		if ok, _ := filepath.Match(g, name); ok {
 			return true
 		}
@@ -151,4 +160,9 @@ func (r *Reloader) relevant(name string) bool {
 		}
 	}
 	return false
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

@@ -134,3 +134,31 @@ func TestReloadUnderConcurrentPlans(t *testing.T) {
 		t.Errorf("watch: %v", err)
 	}
 }
+
+// TestWatchAFolderOfPlaybooks: a folder given as the glob is watched itself, so
+// an edit of a file inside it reloads.
+func TestWatchAFolderOfPlaybooks(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), playbookFile("1"))
+	r, err := NewReloader([]string{dir}, zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Debounce = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Watch(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for limitOf(t, r) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("an edit inside the watched folder was not reloaded")
+		}
+		writeFile(t, filepath.Join(dir, "a.yaml"), playbookFile("3")) // again, in case the watch was not up yet
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
