@@ -25,8 +25,8 @@ func (s *Server) listRuns(c *gin.Context) {
 		Limit:     DefaultListLimit,
 		Cursor:    c.Query("cursor"),
 	}
-	if q.Status != "" && !slices.Contains(RunStatuses, q.Status) {
-		fail(c, http.StatusBadRequest, "bad_query", "status must be one of "+strings.Join(RunStatuses, ", "))
+	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
+		fail(c, http.StatusBadRequest, "bad_query", "status must be one of "+strings.Join(s.opts.Statuses, ", "))
 		return
 	}
 	if l := c.Query("limit"); l != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -137,7 +138,7 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	h := &harness{runs: newFakeRuns(), reg: prometheus.NewRegistry(), logs: logs}
-	o := Options{Runs: h.runs, Registry: h.reg, Log: zap.New(core), MaxBodyBytes: 1 << 20}
+	o := Options{Runs: h.runs, Statuses: runner.Statuses, Registry: h.reg, Log: zap.New(core), MaxBodyBytes: 1 << 20}
 	if mod != nil {
 		mod(&o)
 	}

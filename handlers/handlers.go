@@ -76,9 +76,6 @@ type Page struct {
 	Next string `json:"next,omitempty"`
 }
 
-// RunStatuses is the one list of run statuses; the API refuses other filters.
-var RunStatuses = []string{"queued", "running", "succeeded", "partial", "failed", "skipped", "cancelled"}
-
 // Options configures New.
 type Options struct {
 	Runs Runs
@@ -91,6 +88,9 @@ type Options struct {
 	Reload func() error
 	// Registry receives the webhook metrics and serves /metrics.
 	Registry *prometheus.Registry
+	// Statuses is the one list of run statuses (runner.Statuses); the runs API
+	// refuses a status filter outside it.
+	Statuses []string
 	// AcceptTimeout bounds the store transaction of one webhook; 0 means 10 s.
 	AcceptTimeout time.Duration
 	Log           *zap.Logger

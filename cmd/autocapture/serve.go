@@ -142,7 +142,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		return fmt.Errorf("run store: %w", err)
 	}
 	defer svc.Close()
-	h, err := handlers.New(handlers.Options{Runs: runsAdapter{svc}, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	h, err := handlers.New(handlers.Options{Runs: runsAdapter{svc}, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http")})
 	if err != nil {
 		return err
