@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"gonum.org/v1/plot"
@@ -120,16 +119,16 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 // query runs the range query over the window.
 func (c *Chart) query(ctx context.Context, in *Input) (model.Matrix, error) {
 	pe := in.Env.Prometheus
-	cl, err := api.NewClient(api.Config{Address: pe.URL, Client: pe.Client})
+	papi, err := pe.promAPI()
 	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "chart: prometheus %s: %w", pe.URL, err)
+		return nil, err
 	}
 	step := c.cfg.Step
 	if step == 0 {
-		step = max(in.Window.End.Sub(in.Window.Start)/240, time.Second).Round(time.Second)
+		step = rangeStep(in.Window.Start, in.Window.End)
 	}
 	r := promv1.Range{Start: in.Window.Start, End: in.Window.End, Step: step}
-	v, _, _, err := promv1.NewAPI(cl).QueryRange(ctx, c.cfg.Query, r)
+	v, _, _, err := papi.QueryRange(ctx, c.cfg.Query, r)
 	if err != nil {
 		// One line for the thread: the chart by its title; the query only when
 		// it is the query that is wrong.

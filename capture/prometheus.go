@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
@@ -130,11 +129,10 @@ func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if ep == nil || ep.URL == "" {
 		return nil, Errorf(ReasonBadConfig, "prometheus: no Prometheus configured")
 	}
-	client, err := api.NewClient(api.Config{Address: ep.URL, Client: ep.Client})
+	papi, err := ep.promAPI()
 	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(ep.URL), err)
+		return nil, err
 	}
-	papi := v1.NewAPI(client)
 	end := in.Window.End
 	if end.IsZero() {
 		end = in.Env.now()

@@ -3,9 +3,11 @@ package capture
 import (
 	"errors"
 	"math"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 )
@@ -136,4 +138,21 @@ func promErrReason(err error) Reason {
 		return ReasonUpstream4xx
 	}
 	return ReasonUpstream5xx
+}
+
+// httpClient is the endpoint's client, or one bounded by its Timeout.
+func (e *Endpoint) httpClient() *http.Client {
+	if e.Client != nil {
+		return e.Client
+	}
+	return &http.Client{Timeout: e.Timeout}
+}
+
+// promAPI is the Prometheus HTTP API of a configured Prometheus.
+func (e *Endpoint) promAPI() (v1.API, error) {
+	c, err := api.NewClient(api.Config{Address: e.URL, Client: e.httpClient()})
+	if err != nil {
+		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
+	}
+	return v1.NewAPI(c), nil
 }

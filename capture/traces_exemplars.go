@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
 )
@@ -94,20 +92,17 @@ func addExemplarTraces(ctx context.Context, in *Input, be traceBackend, rank str
 	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
 		return 0
 	}
-	log := in.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := logger(in)
 	sel := exemplarMetric[rank]
 	if inst := in.Alert.Labels["instance"]; inst != "" {
 		sel += "{instance=" + strconv.Quote(inst) + "}"
 	}
-	c, err := api.NewClient(api.Config{Address: in.Env.Prometheus.URL, Client: in.Env.Prometheus.Client})
+	papi, err := in.Env.Prometheus.promAPI()
 	if err != nil {
 		log.Warn("Could not build a Prometheus client for exemplars.", zap.Error(err))
 		return 0
 	}
-	res, err := promv1.NewAPI(c).QueryExemplars(ctx, sel, in.Window.Start, in.Window.End)
+	res, err := papi.QueryExemplars(ctx, sel, in.Window.Start, in.Window.End)
 	if err != nil {
 		log.Info("Prometheus exemplars unavailable; ranking from the trace search only.", zap.String("query", sel), zap.Error(err))
 		return 0

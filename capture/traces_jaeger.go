@@ -25,11 +25,7 @@ type jaeger struct {
 }
 
 func newJaeger(tr *TracesEndpoint) *jaeger {
-	c := tr.Client
-	if c == nil {
-		c = &http.Client{Timeout: tr.Timeout}
-	}
-	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: c}
+	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: tr.httpClient()}
 }
 
 // Link is the trace's page in the Jaeger UI.

@@ -22,11 +22,7 @@ type tempo struct {
 }
 
 func newTempo(tr *TracesEndpoint) *tempo {
-	c := tr.Client
-	if c == nil {
-		c = &http.Client{Timeout: tr.Timeout}
-	}
-	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: c}
+	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: tr.httpClient()}
 }
 
 // Link is the trace as Tempo serves it (Grafana's explore URL depends on the
