@@ -24,6 +24,10 @@ const (
 	ReasonInternal    Reason = "internal"
 )
 
+// Reasons lists every reason: the one list that validation and schemas use.
+var Reasons = []Reason{ReasonTimeout, ReasonRefused, ReasonUnavailable, ReasonBadConfig,
+	ReasonUpstream4xx, ReasonUpstream5xx, ReasonCancelled, ReasonInternal}
+
 // Retryable says whether a retry may help.
 func (r Reason) Retryable() bool {
 	switch r {

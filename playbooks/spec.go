@@ -4,6 +4,9 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/invopop/jsonschema"
+
+	"github.com/autocapture/autocapture/capture"
 )
 
 // FileSpec is a playbook file as written: a list of playbooks and, optionally,
@@ -88,8 +91,18 @@ type VerdictSpec struct {
 
 // MockError is a canned step failure.
 type MockError struct {
-	Reason  string `yaml:"reason" json:"reason" jsonschema:"required,enum=timeout,enum=refused,enum=unavailable,enum=bad-config,enum=upstream-4xx,enum=upstream-5xx,enum=cancelled,enum=internal"`
+	Reason  string `yaml:"reason" json:"reason" jsonschema:"required"`
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+}
+
+// JSONSchemaExtend lists capture.Reasons as the reason's allowed values.
+func (MockError) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("reason"); ok {
+		p.Enum = nil
+		for _, r := range capture.Reasons {
+			p.Enum = append(p.Enum, string(r))
+		}
+	}
 }
 
 // ExpectSpec is what a test case asserts about the run of its alert.

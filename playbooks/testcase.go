@@ -119,14 +119,7 @@ func (m MockSpec) Result() (*capture.Result, error) {
 	return r, nil
 }
 
-func validReason(r string) bool {
-	switch capture.Reason(r) {
-	case capture.ReasonTimeout, capture.ReasonRefused, capture.ReasonUnavailable, capture.ReasonBadConfig,
-		capture.ReasonUpstream4xx, capture.ReasonUpstream5xx, capture.ReasonCancelled, capture.ReasonInternal:
-		return true
-	}
-	return false
-}
+func validReason(r string) bool { return slices.Contains(capture.Reasons, capture.Reason(r)) }
 
 // keyNode returns the key node of key in a mapping, or nil.
 func keyNode(n ast.Node, key string) ast.Node {
