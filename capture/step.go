@@ -40,6 +40,13 @@ type Window struct {
 	End   time.Time `json:"end"`
 }
 
+// AlertWindow is an alert's window: from its start minus lookback to end (when
+// the run began). The runner and replay both use it, so a dry run shows the
+// window a real run would query.
+func AlertWindow(startsAt time.Time, lookback time.Duration, end time.Time) Window {
+	return Window{Start: startsAt.Add(-lookback), End: end}
+}
+
 // Env is the outside world, injected by the runner. Nil fields mean "not configured";
 // a step that needs one returns an error with ReasonBadConfig.
 type Env struct {

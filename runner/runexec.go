@@ -128,7 +128,7 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 		}
 		return plans, *r.window, "", nil
 	}
-	w = capture.Window{Start: r.StartsAt.Add(-s.cfg.Lookback), End: s.now().UTC()}
+	w = capture.AlertWindow(r.StartsAt, s.cfg.Lookback, s.now().UTC())
 	all, err := s.o.Planner.Plan(r.alert, w)
 	if err != nil {
 		return nil, w, "", fmt.Errorf("planning: %w", err)

@@ -105,7 +105,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 				Note: "resolved: sets resolved_at on its run (tier 3 is cancelled); starts no capture", Plans: []replayPlan{}})
 			continue
 		}
-		w := capture.Window{Start: a.StartsAt.Add(-cfg.Runs.Lookback), End: now}
+		w := capture.AlertWindow(a.StartsAt, cfg.Runs.Lookback, now)
 		plans, err := set.Plan(a, w)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay: %v\n", err)
