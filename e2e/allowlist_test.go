@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -206,12 +205,6 @@ targets:
   allow: [%s]
 playbooks: [%s]
 `, port, token, filepath.Join(s.Dir, "data"), testenv.FreePort(t), strings.Join(allow, ", "), pb)
-	cfgPath := filepath.Join(s.Dir, "autocapture.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	s.Daemon = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file="+cfgPath))
-	s.Daemon.WaitHTTP(t, s.API+"/-/ready", 30*time.Second)
+	s.launch(t, cfg)
 	return s
 }

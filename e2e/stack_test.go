@@ -126,6 +126,14 @@ traces:
 targets:
   allow: %s
 %s`, daemonPort, token, filepath.Join(s.Dir, "data"), promURL, tracesURL, allow, o.DaemonConfig)
+	s.launch(t, cfg)
+	return s
+}
+
+// launch writes the daemon's config and runs the autocapture binary on it
+// until it is ready.
+func (s *stack) launch(t testing.TB, cfg string) {
+	t.Helper()
 	cfgPath := filepath.Join(s.Dir, "autocapture.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -133,7 +141,6 @@ targets:
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	s.Daemon = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file="+cfgPath))
 	s.Daemon.WaitHTTP(t, s.API+"/-/ready", 30*time.Second)
-	return s
 }
 
 func alertmanagerConfig(api string) string {
@@ -209,15 +216,9 @@ func (sm *sim) requests(t testing.TB) []vllmsim.FinishedRequest {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var out []vllmsim.FinishedRequest
+	var out []vllmsim.FinishedRequest // the sim answers a bare array
 	if err := json.Unmarshal(body, &out); err != nil {
-		var wrapped struct {
-			Requests []vllmsim.FinishedRequest `json:"requests"`
-		}
-		if err2 := json.Unmarshal(body, &wrapped); err2 != nil {
-			t.Fatalf("sim %s: /admin/requests: %v", sm.Scenario, err)
-		}
-		out = wrapped.Requests
+		t.Fatalf("sim %s: /admin/requests: %v", sm.Scenario, err)
 	}
 	return out
 }
