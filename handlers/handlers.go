@@ -222,8 +222,7 @@ func (s *Server) reload(c *gin.Context) {
 		fail(c, http.StatusNotImplemented, "no_reloader", "reloading is not available in this daemon")
 		return
 	}
-	if err := s.opts.Reload(); err != nil {
-		s.log.Error("Reload failed; the previous playbooks stay in force.", zap.Error(err))
+	if err := s.opts.Reload(); err != nil { // the reloader has logged it
 		lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 		reason := lines[0]
 		if len(lines) > 1 {
