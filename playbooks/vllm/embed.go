@@ -4,11 +4,7 @@ package vllm
 
 import "embed"
 
-// FS holds the shipped playbook files; playbooks.LoadFS reads its *.yaml files.
+// FS holds the shipped playbook files (only they: not this package's Go files).
 //
-// The pattern is * rather than *.yaml so the package builds while the directory
-// holds no playbook yet (an embed pattern must match a file); LoadFS only reads
-// the *.yaml entries.
-//
-//go:embed *
+//go:embed *.yaml
 var FS embed.FS
