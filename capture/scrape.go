@@ -144,41 +144,55 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		return res, err
 	}
 	s.keep(ctx, in, res, "scrape-1.txt", first)
-	second, t2, err := s.secondScrape(ctx, in, u, first)
+	one := s.sampleOf(first, t1)
+	prev, cur := one, (*sample)(nil)
 	var stopped error // the step's own deadline or cancellation ended the wait
-	if err != nil {
+	if cur, err = s.secondScrape(ctx, in, u, one); err != nil {
 		res.Findings["second_scrape_error"] = oneLine(err.Error())
 		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
-		second, t2, first = first, t1, nil
+		prev, cur = nil, one
 		if ctx.Err() != nil {
 			stopped = &Error{Reason: Classify(ctx.Err()), Err: fmt.Errorf("scrape %s: stopped after the first scrape: %w", u, err)}
 		}
 	} else {
-		s.keep(ctx, in, res, "scrape-2.txt", second)
+		s.keep(ctx, in, res, "scrape-2.txt", cur.body)
 	}
-	if err := s.analyse(res, first, second, t2.Sub(t1)); err != nil {
+	if err := s.analyse(res, prev, cur); err != nil {
 		return res, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
 	}
 	return res, stopped
 }
 
-// analyse parses the scrapes (first is nil when only one worked) and fills
-// the result's signals, findings and summary.
-func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duration) error {
-	cur, err := parseExposition(second, s.cfg.Labels)
-	if err != nil {
-		return err
+// sample is one scrape: its text, when it arrived, and its parse (done once).
+type sample struct {
+	body []byte
+	at   time.Time
+	exp  exposition
+	err  error // why the text did not parse
+}
+
+func (s *ScrapeStep) sampleOf(body []byte, at time.Time) *sample {
+	exp, err := parseExposition(body, s.cfg.Labels)
+	return &sample{body: body, at: at, exp: exp, err: err}
+}
+
+// analyse fills the result's signals, findings and summary from the scrapes
+// (prev is nil when only one worked).
+func (s *ScrapeStep) analyse(res *Result, prev, last *sample) error {
+	if last.err != nil {
+		return last.err
 	}
-	d := scrapeDelta{cur: cur, gap: gap}
-	if first != nil {
-		prev, err := parseExposition(first, s.cfg.Labels)
-		if err != nil {
-			return err
+	cur := last.exp
+	d := scrapeDelta{cur: cur}
+	if prev != nil {
+		if prev.err != nil {
+			return prev.err
 		}
-		d.prev = &prev
+		d.prev, d.gap = &prev.exp, last.at.Sub(prev.at)
 	}
+	gap := d.gap
 	res.Signals = d.signals()
-	if first == nil {
+	if prev == nil {
 		// One scrape: its histograms and counters cover the server's whole life
 		// (weeks, perhaps), not the alert. Triage gets the gauges only; the rest
 		// stays as labelled evidence.
@@ -194,7 +208,7 @@ func (s *ScrapeStep) analyse(res *Result, first, second []byte, gap time.Duratio
 		return nil
 	}
 	over := "over " + gap.Round(100*time.Millisecond).String()
-	if first == nil {
+	if prev == nil {
 		over = "(one scrape: gauges only; lifetime figures in findings)"
 	}
 	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, signalLine(res.Signals))
@@ -214,30 +228,33 @@ func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name stri
 
 // secondScrape waits for the scrape that closes the gap: the first one, polled
 // every s.poll, by which MinRequests requests have finished since the first
-// scrape, or the one at Gap, whichever comes first.
-func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, first []byte) ([]byte, time.Time, error) {
-	base, perr := parseExposition(first, s.cfg.Labels)
-	early := perr == nil && s.cfg.MinRequests > 0 && s.poll > 0
+// scrape, or the one at Gap, whichever comes first. The gap ends by the clock
+// (a slow /metrics does not stretch it) or by the time slept, whichever is first.
+func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, first *sample) (*sample, error) {
+	early := first.err == nil && s.cfg.MinRequests > 0 && s.poll > 0
+	deadline := first.at.Add(s.cfg.Gap)
 	var waited time.Duration
 	for {
-		wait := s.cfg.Gap - waited
+		wait := min(s.cfg.Gap-waited, deadline.Sub(in.Env.now()))
 		if early && wait > s.poll {
 			wait = s.poll
 		}
-		if err := s.sleep(ctx, wait); err != nil {
-			return nil, time.Time{}, err
+		if wait > 0 {
+			if err := s.sleep(ctx, wait); err != nil {
+				return nil, err
+			}
+			waited += wait
 		}
-		waited += wait
 		body, at, err := s.fetch(ctx, in, u)
-		if err != nil || waited >= s.cfg.Gap || !early {
-			return body, at, err
-		}
-		cur, err := parseExposition(body, s.cfg.Labels)
 		if err != nil {
-			return body, at, nil // analyse reports the bad exposition
+			return nil, err
 		}
-		if n, ok := (scrapeDelta{prev: &base, cur: cur}).counterDelta(vmFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
-			return body, at, nil
+		cur := s.sampleOf(body, at)
+		if !early || cur.err != nil || waited >= s.cfg.Gap || !at.Before(deadline) {
+			return cur, nil
+		}
+		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vmFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+			return cur, nil
 		}
 	}
 }

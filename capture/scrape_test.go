@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,7 +272,8 @@ func TestRecordedScrapes(t *testing.T) {
 			body := readFixture(t, c.file)
 			step, _ := NewScrape(ScrapeConfig{Labels: c.labels})
 			res := &Result{Findings: map[string]any{"target": "fixture"}}
-			if err := step.analyse(res, nil, body, 0); err != nil {
+			t0 := time.Unix(1.8e9, 0)
+			if err := step.analyse(res, nil, step.sampleOf(body, t0)); err != nil {
 				t.Fatal(err)
 			}
 			if res.Findings["generation"] != c.gen {
@@ -293,7 +296,7 @@ func TestRecordedScrapes(t *testing.T) {
 			}
 			// The same file twice: a gap in which nothing happened.
 			twice := &Result{Findings: map[string]any{"target": "fixture"}}
-			if err := step.analyse(twice, body, body, 5*time.Second); err != nil {
+			if err := step.analyse(twice, step.sampleOf(body, t0), step.sampleOf(body, t0.Add(5*time.Second))); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok := twice.Signals[SigITLP50]; ok || twice.Signals[SigRequestRate] != 0 {
@@ -355,3 +358,28 @@ func TestScrapeRefusalIsAFinding(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestScrapeGapIsNotStretchedBySlowFetches: the gap ends by the clock; polls
+// whose fetches take time (here 0.5 s each) do not make a 10 s gap 15 s.
+func TestScrapeGapIsNotStretchedBySlowFetches(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1.8e9, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		advance(500 * time.Millisecond) // a slow /metrics
+		io.WriteString(w, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\"} 1\n")
+	}))
+	defer srv.Close()
+	in, _ := scrapeInput(t, srv)
+	in.Env.Now = now
+	step, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second, MinRequests: 1000}) // never reached: polls to the end
+	step.sleep = func(_ context.Context, d time.Duration) error { advance(d); return nil }
+	res, err := step.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap := res.Findings["gap_s"].(float64); gap < 10 || gap > 11 {
+		t.Fatalf("gap %.1fs, want 10 s plus at most one fetch", gap)
+	}
+}
