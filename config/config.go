@@ -81,6 +81,9 @@ type Runs struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// Lookback is how far before the alert's start its window begins.
 	Lookback time.Duration `yaml:"lookback" json:"lookback"`
+	// AbandonGrace: a step still running this long after its deadline (it
+	// ignores its context) is recorded as timed out and the run moves on.
+	AbandonGrace time.Duration `yaml:"abandon_grace" json:"abandon_grace"`
 }
 
 // Prometheus is the Prometheus the tier-1 queries go to.
@@ -138,6 +141,7 @@ func Default() Config {
 			LeaseTimeout:      20 * time.Second,
 			ShutdownGrace:     20 * time.Second,
 			Lookback:          10 * time.Minute,
+			AbandonGrace:      10 * time.Second,
 		},
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},

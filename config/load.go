@@ -170,8 +170,8 @@ func (v *validator) checkRuns(r Runs) {
 	if r.LeaseTimeout+2*r.HeartbeatInterval > time.Minute {
 		v.errorf("$.runs.lease_timeout", "lease_timeout + 2 x heartbeat_interval must stay within 1m, so a crashed run resumes within a minute")
 	}
-	if r.ShutdownGrace < 0 || r.Lookback < 0 {
-		v.errorf("$.runs", "shutdown_grace and lookback must not be negative")
+	if r.ShutdownGrace < 0 || r.Lookback < 0 || r.AbandonGrace < 0 {
+		v.errorf("$.runs", "shutdown_grace, lookback and abandon_grace must not be negative")
 	}
 	if r.DefaultTimeout <= 0 {
 		v.errorf("$.runs.default_timeout", "must be positive")

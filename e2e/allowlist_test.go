@@ -20,6 +20,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/targets"
 )
 
@@ -175,7 +176,7 @@ func checkRefusedRun(t *testing.T, r *runner.Run, why string) {
 func checkAllowedRun(t *testing.T, r *runner.Run) {
 	t.Helper()
 	for _, id := range []string{"scrape", "version", "triage"} {
-		if st := stepByID(r, id); st.Status != runner.StepSucceeded {
+		if st := stepByID(r, id); st.Status != executor.Succeeded {
 			t.Errorf("allowed target: step %s %s (%s %s), want succeeded", id, st.Status, st.Reason, st.Error)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -64,13 +65,13 @@ func checkPrometheusDownRun(t *testing.T, s *stack, r *runner.Run, scenario, dea
 	switch {
 	case scrape == nil:
 		t.Errorf("%s: no scrape step: %s", scenario, describe(r))
-	case scrape.Status != runner.StepSucceeded || len(scrape.Signals) == 0:
+	case scrape.Status != executor.Succeeded || len(scrape.Signals) == 0:
 		t.Errorf("%s: scrape %s with %d signals, want succeeded with signals: %s", scenario, scrape.Status, len(scrape.Signals), describe(r))
 	default:
 		s.checkArtifactsKept(t, r, scrape, "scrape-1.txt", "scrape-2.txt")
 	}
 	tri := stepByKind(r, "triage")
-	if tri == nil || tri.Status != runner.StepSucceeded {
+	if tri == nil || tri.Status != executor.Succeeded {
 		t.Errorf("%s: triage did not succeed: %s", scenario, describe(r))
 		return
 	}
@@ -106,7 +107,7 @@ func TestFaultTracesDown(t *testing.T) {
 		checkOneLineFailure(t, r, tr, refusedOrDown, deadAddr)
 		for _, kind := range []string{"prometheus", "scrape", "chart"} {
 			for _, st := range stepsOfKind(r, kind) {
-				if st.Status != runner.StepSucceeded {
+				if st.Status != executor.Succeeded {
 					t.Errorf("tier-1 step %s %s (%s %s), want succeeded", st.ID, st.Status, st.Reason, st.Error)
 					continue
 				}
@@ -188,7 +189,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 	checkSnapshotKeptTheRest(t, r)
 	peak := stepByID(r, "peak_only")
 	checkOneLineFailure(t, r, peak, []string{string(capture.ReasonTimeout)}, "ran longer than its timeout 300ms")
-	if sc := stepByID(r, "scrape"); sc.Status != runner.StepSucceeded {
+	if sc := stepByID(r, "scrape"); sc.Status != executor.Succeeded {
 		t.Errorf("scrape %s, want succeeded: %s", sc.Status, describe(r))
 	}
 	if r.Verdict == nil || r.Verdict.ID != capture.VerdictOverload {
@@ -203,7 +204,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 func checkSnapshotKeptTheRest(t *testing.T, r *runner.Run) {
 	t.Helper()
 	snap := stepByID(r, "snapshot")
-	if snap.Status != runner.StepSucceeded {
+	if snap.Status != executor.Succeeded {
 		t.Errorf("snapshot %s (%s), want succeeded with one query failed: %s", snap.Status, snap.Error, describe(r))
 		return
 	}
@@ -229,11 +230,11 @@ func checkSnapshotKeptTheRest(t *testing.T, r *runner.Run) {
 
 // stepByID returns the run's step with that id, or an empty failed-looking
 // record so callers report instead of panicking.
-func stepByID(r *runner.Run, id string) *runner.StepRecord {
+func stepByID(r *runner.Run, id string) *executor.StepRecord {
 	for i := range r.Steps {
 		if r.Steps[i].ID == id {
 			return &r.Steps[i]
 		}
 	}
-	return &runner.StepRecord{ID: id, Status: "missing"}
+	return &executor.StepRecord{ID: id, Status: "missing"}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -136,7 +137,7 @@ func checkTier2(t *testing.T, s *stack, r *runner.Run, sm *sim) {
 
 // whenHolds evaluates the shipped playbook's compiled `when` of step st over the
 // results the run recorded for the steps before it.
-func whenHolds(t *testing.T, r *runner.Run, st *runner.StepRecord) bool {
+func whenHolds(t *testing.T, r *runner.Run, st *executor.StepRecord) bool {
 	t.Helper()
 	set, err := playbooks.Load(nil, zap.NewNop())
 	if err != nil {
@@ -177,7 +178,7 @@ func whenHolds(t *testing.T, r *runner.Run, st *runner.StepRecord) bool {
 // checkSlowest compares the step's ranking with the sim's finished requests: every
 // id is a real request of this sim, and no request of the window that was surely
 // exported before the search ranks above the slowest one returned.
-func checkSlowest(t *testing.T, r *runner.Run, st *runner.StepRecord, reqs []vllmsim.FinishedRequest) {
+func checkSlowest(t *testing.T, r *runner.Run, st *executor.StepRecord, reqs []vllmsim.FinishedRequest) {
 	t.Helper()
 	rankBy, _ := st.Findings["rank_by"].(string)
 	raw, _ := st.Findings["slowest"].([]any)

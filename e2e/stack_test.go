@@ -16,6 +16,7 @@ import (
 	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -238,7 +239,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-func stepByKind(r *runner.Run, kind string) *runner.StepRecord {
+func stepByKind(r *runner.Run, kind string) *executor.StepRecord {
 	for i := range r.Steps {
 		if r.Steps[i].Kind == kind {
 			return &r.Steps[i]

@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -128,7 +129,7 @@ func benchRound(b *testing.B, s *stack, inst string, round int) []benchSample {
 // triage recorded the overload verdict.
 func sampleOf(b *testing.B, r *runner.Run, sent time.Time) benchSample {
 	tri := stepByKind(r, "triage")
-	if tri == nil || tri.Status != runner.StepSucceeded || r.Verdict == nil || r.Verdict.ID != "overload" ||
+	if tri == nil || tri.Status != executor.Succeeded || r.Verdict == nil || r.Verdict.ID != "overload" ||
 		r.StartedAt == nil || r.FinishedAt == nil {
 		b.Errorf("run without an overload verdict: %s", describe(r))
 		return benchSample{}

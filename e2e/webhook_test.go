@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // firingAlert is one alert as Alertmanager's webhook carries it: labels, a
@@ -130,10 +131,10 @@ func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.
 
 // checkOneLineFailure asserts that a step failed with a reason among want and an
 // error of one line that names what failed (contains every needle).
-func checkOneLineFailure(t *testing.T, r *runner.Run, st *runner.StepRecord, want []string, needles ...string) {
+func checkOneLineFailure(t *testing.T, r *runner.Run, st *executor.StepRecord, want []string, needles ...string) {
 	t.Helper()
 	where := fmt.Sprintf("run %s %s step %s (%s)", r.ID, r.Alertname, st.ID, st.Kind)
-	if st.Status != runner.StepFailed {
+	if st.Status != executor.Failed {
 		t.Errorf("%s: status %s, want failed: %s", where, st.Status, describe(r))
 		return
 	}
@@ -156,7 +157,7 @@ func checkOneLineFailure(t *testing.T, r *runner.Run, st *runner.StepRecord, wan
 
 // checkArtifactsKept asserts that every artifact the step recorded is on disk in
 // the daemon's local store with the recorded size, and that names are among them.
-func (s *stack) checkArtifactsKept(t *testing.T, r *runner.Run, st *runner.StepRecord, names ...string) {
+func (s *stack) checkArtifactsKept(t *testing.T, r *runner.Run, st *executor.StepRecord, names ...string) {
 	t.Helper()
 	have := map[string]bool{}
 	for _, a := range st.Artifacts {
@@ -178,8 +179,8 @@ func (s *stack) checkArtifactsKept(t *testing.T, r *runner.Run, st *runner.StepR
 }
 
 // stepsOfKind returns the run's steps of one kind.
-func stepsOfKind(r *runner.Run, kind string) []*runner.StepRecord {
-	var out []*runner.StepRecord
+func stepsOfKind(r *runner.Run, kind string) []*executor.StepRecord {
+	var out []*executor.StepRecord
 	for i := range r.Steps {
 		if r.Steps[i].Kind == kind {
 			out = append(out, &r.Steps[i])

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // Get returns a run with its steps, or ErrNotFound.
@@ -41,17 +43,17 @@ func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, er
 }
 
 // loadSteps returns a run's step records in the order they finished.
-func (s *Service) loadSteps(ctx context.Context, id string) ([]StepRecord, error) {
+func (s *Service) loadSteps(ctx context.Context, id string) ([]executor.StepRecord, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
 		ORDER BY finished_at, plan, step_id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 	}
 	defer rows.Close()
-	steps := []StepRecord{}
+	steps := []executor.StepRecord{}
 	for rows.Next() {
 		var raw string
-		var rec StepRecord
+		var rec executor.StepRecord
 		if err := rows.Scan(&raw); err != nil {
 			return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 		}
@@ -166,7 +168,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
 	h := s.active[id]
 	s.mu.Unlock()
 	if h != nil {
-		h.cancel(ErrCancelled)
+		h.cancel(executor.ErrCancelled)
 	}
 	return s.Get(ctx, id)
 }

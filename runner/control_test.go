@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 func TestCancelRunningRun(t *testing.T) {
@@ -26,11 +28,11 @@ func TestCancelRunningRun(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db dbRef) {
-				c := newCounter()
+				c := fakestep.NewCounter()
 				started := make(chan string, 1)
-				s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true)
+				s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
 				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
-				waitFor(t, started, "step b to start")
+				fakestep.WaitFor(t, started, "step b to start")
 				canceller := s1
 				if tc.otherProcs {
 					canceller = newService(t, db, planner(), false)
@@ -40,10 +42,10 @@ func TestCancelRunningRun(t *testing.T) {
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				b := stepByID(r, "b")
-				if r.Status != StatusCancelled || b.Status != StepCancelled || !strings.Contains(b.Error, "cancelled on request") {
+				if r.Status != StatusCancelled || b.Status != executor.Cancelled || !strings.Contains(b.Error, "cancelled on request") {
 					t.Fatalf("run %s, step b %s (%q); want both cancelled with the cause", r.Status, b.Status, b.Error)
 				}
-				if c.count(id+"/c") != 0 {
+				if c.Count(id+"/c") != 0 {
 					t.Fatal("a later tier ran after cancellation")
 				}
 			})
@@ -62,16 +64,20 @@ func TestResolutionDuringRun(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db dbRef) {
-				c := newCounter()
+				c := fakestep.NewCounter()
 				started := make(chan string, 1)
 				p := planner(
-					func() playbooks.PlannedStep { return step("metrics", capture.TierMetrics, okStep(c, nil)) },
-					func() playbooks.PlannedStep { return step("frame", capture.TierProfile, blockStep(c, started, nil)) },
+					func() playbooks.PlannedStep {
+						return fakestep.Step("metrics", capture.TierMetrics, fakestep.OK(c, nil))
+					},
+					func() playbooks.PlannedStep {
+						return fakestep.Step("frame", capture.TierProfile, fakestep.Block(c, started, nil))
+					},
 				)
 				s1 := newService(t, db, p, true)
 				t0 := time.Now().UTC().Add(-time.Minute)
 				id := acceptOne(t, s1, firing("fp", t0)).RunID
-				waitFor(t, started, "the tier-3 step to start")
+				fakestep.WaitFor(t, started, "the tier-3 step to start")
 				resolver := s1
 				if tc.otherProcs {
 					resolver = newService(t, db, planner(), false)
@@ -81,7 +87,7 @@ func TestResolutionDuringRun(t *testing.T) {
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				frame, metrics := stepByID(r, "frame"), stepByID(r, "metrics")
-				if metrics.Status != StepSucceeded || frame.Status != StepCancelled || !strings.Contains(frame.Error, "alert resolved") {
+				if metrics.Status != executor.Succeeded || frame.Status != executor.Cancelled || !strings.Contains(frame.Error, "alert resolved") {
 					t.Fatalf("metrics %s, frame %s (%q); want tier 1 done, tier 3 cancelled by resolution", metrics.Status, frame.Status, frame.Error)
 				}
 				if len(frame.Artifacts) != 1 {
@@ -97,11 +103,13 @@ func TestResolutionDuringRun(t *testing.T) {
 
 func TestMaxConcurrentQueues(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		started := make(chan string, 3)
 		release := make(chan struct{})
 		reg := prometheus.NewRegistry()
-		p := planner(func() playbooks.PlannedStep { return step("hold", capture.TierMetrics, blockStep(c, started, release)) })
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
+		})
 		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1; o.Registerer = reg })
 		var alerts []template.Alert
 		for i := range 3 {
@@ -111,7 +119,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, started, "the first run to start")
+		fakestep.WaitFor(t, started, "the first run to start")
 		depth, err := testutil.GatherAndCount(reg, "autocapture_runs_queue_depth")
 		if err != nil || depth != 1 {
 			t.Fatalf("queue depth metric missing: %d, %v", depth, err)
@@ -132,7 +140,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 				t.Fatalf("run %s: %s, resumed %d; waiting for a worker is not being stranded", r.ID, r.Status, r.Resumed)
 			}
 		}
-		if m := c.maxSeen.Load(); m != 1 {
+		if m := c.MaxSeen(); m != 1 {
 			t.Fatalf("%d runs executed at once with max_concurrent 1", m)
 		}
 		if v := gaugeValue(t, reg, "autocapture_runs_queue_depth"); v != 0 {
@@ -159,12 +167,12 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func TestSkippedRuns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		cooled := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["alertname"] == "Unmatched" {
 				return nil
 			}
-			p := plan("pb", step("a", capture.TierMetrics, okStep(c, nil)))
+			p := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)))
 			p.Cooldown, p.CooldownKey = time.Hour, "pb/127.0.0.1:8000"
 			return []*playbooks.Plan{p}
 		}}
@@ -192,7 +200,7 @@ func TestSkippedRuns(t *testing.T) {
 				t.Errorf("%s: run %s %q, want skipped with %q", tc.name, r.Status, r.Reason, tc.reason)
 			}
 		}
-		if n := c.count(first + "/a"); n != 1 {
+		if n := c.Count(first + "/a"); n != 1 {
 			t.Fatalf("first run's step ran %d times", n)
 		}
 	})
@@ -200,11 +208,11 @@ func TestSkippedRuns(t *testing.T) {
 
 func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		started := make(chan string, 2)
 		release := make(chan struct{})
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-			pl := plan("profile-once", step("hold", capture.TierMetrics, blockStep(c, started, release)))
+			pl := plan("profile-once", fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
 		}}
@@ -213,7 +221,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, started, "the first run to start")
+		fakestep.WaitFor(t, started, "the first run to start")
 		select {
 		case id := <-started:
 			t.Fatalf("%s started while the playbook's only slot was taken", id)
@@ -227,7 +235,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 				t.Fatalf("run %s: %s after %d attempts, resumed %d; waiting must not use attempts nor be resumed", r.ID, r.Status, r.Attempts, r.Resumed)
 			}
 		}
-		if m := c.maxSeen.Load(); m != 1 {
+		if m := c.MaxSeen(); m != 1 {
 			t.Fatalf("%d runs of a max_concurrent 1 playbook at once", m)
 		}
 	})

@@ -12,36 +12,37 @@ import (
 
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
-// hooks connect RunPlan to the store and the thread for one run.
-func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) Hooks {
+// hooks connect executor.Run to the store and the thread for one run.
+func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) executor.Hooks {
 	keys := map[string]string{} // plan/step → step cooldown key
 	for _, p := range plans {
 		for _, st := range p.Steps {
 			keys[p.Playbook+"/"+st.ID] = st.CooldownKey
 		}
 	}
-	return Hooks{
+	return executor.Hooks{
 		Skip: func(ctx context.Context, p *playbooks.Plan, st *playbooks.PlannedStep) string {
 			return s.stepCooldown(ctx, r.ID, st)
 		},
-		StepDone: func(ctx context.Context, rec StepRecord) {
+		StepDone: func(ctx context.Context, rec executor.StepRecord) error {
 			if err := s.persistStep(ctx, r.ID, rec, keys[rec.Plan+"/"+rec.ID]); err != nil {
-				s.log.Error("Could not persist a step; it runs again if the run resumes.",
-					zap.String("run", r.ID), zap.String("step", rec.ID), zap.Error(err))
-				return
+				return err // the executor stops the run: the step runs again on resume
 			}
 			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
 			s.reply(ctx, r.ID, t, rec)
+			return nil
 		},
+		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },
 	}
 }
 
 // persistStep stores a finished step while this process still owns the run (the
 // owner check and the insert are one transaction, so a process that lost its
 // lease cannot write).
-func (s *Service) persistStep(ctx context.Context, runID string, rec StepRecord, cooldownKey string) error {
+func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
 	if s.dead.Load() {
 		return errors.New("service abandoned")
 	}
@@ -99,7 +100,7 @@ func (s *Service) stepCooldown(ctx context.Context, runID string, st *playbooks.
 }
 
 // reply posts a finished step into the thread, with links to its artifacts.
-func (s *Service) reply(ctx context.Context, runID string, t notify.Thread, rec StepRecord) {
+func (s *Service) reply(ctx context.Context, runID string, t notify.Thread, rec executor.StepRecord) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	rep := notify.StepReport{RunID: runID, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,

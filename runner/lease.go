@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // handle is a run this process executes: its cancel function and the signal
@@ -96,7 +98,7 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
 	watchdog := time.AfterFunc(margin, func() {
 		s.log.Warn("Could not renew a run's lease in time; stopping work on it.", zap.String("run", h.id))
-		h.cancel(fmt.Errorf("%w: lease not renewed within %s", ErrInterrupted, margin))
+		h.cancel(fmt.Errorf("%w: lease not renewed within %s", executor.ErrInterrupted, margin))
 	})
 	defer watchdog.Stop()
 	for {
@@ -118,7 +120,7 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			s.log.Warn("Lost the lease on a run; stopping work on it.", zap.String("run", h.id))
-			h.cancel(fmt.Errorf("%w: lease lost", ErrInterrupted))
+			h.cancel(fmt.Errorf("%w: lease lost", executor.ErrInterrupted))
 			return
 		case err != nil:
 			if ctx.Err() != nil {
@@ -133,7 +135,7 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 			h.resolve()
 		}
 		if cancelReq.Valid {
-			h.cancel(ErrCancelled)
+			h.cancel(executor.ErrCancelled)
 		}
 	}
 }
@@ -149,8 +151,9 @@ func (s *Service) release(h *handle, cause error) {
 	defer cancel()
 	// Only an interruption (shutdown, a lost lease) gives the attempt back; a
 	// store failure uses it up, so a run that keeps failing ends failed.
+	// A step that could not be recorded is a store failure too.
 	q := `UPDATE autocapture_runs SET lease_until = 0 WHERE id = $1 AND owner = $2 AND finished_at IS NULL`
-	if errors.Is(cause, ErrInterrupted) {
+	if errors.Is(cause, executor.ErrInterrupted) && !errors.Is(cause, executor.ErrNotRecorded) {
 		q = `UPDATE autocapture_runs SET lease_until = 0,
 		attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
 		WHERE id = $1 AND owner = $2 AND finished_at IS NULL`

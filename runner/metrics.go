@@ -18,6 +18,7 @@ type metrics struct {
 	steps     *prometheus.CounterVec
 	executing prometheus.Gauge
 	resumed   prometheus.Counter
+	abandoned *prometheus.GaugeVec
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -33,11 +34,14 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Runs this process is executing now (at most runs.max_concurrent)."}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
 			Help: "Abandoned runs this process's reaper put back in the queue."}),
+		abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_steps_abandoned",
+			Help: "Steps this process stopped waiting for (they ignored their deadline) whose goroutine has not returned yet."},
+			[]string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed,
+	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned,
 		&storeCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
@@ -62,8 +63,8 @@ func liveJobs(t *testing.T, s *Service, id string, gen int) int {
 // those runs, and only those, and they then complete.
 func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false)
+		c := fakestep.NewCounter()
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
 		cases := []struct {
 			name     string
 			set      func() string // "" leaves the job as Accept made it
@@ -128,9 +129,9 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			if i < 3 { // the job fetched "just now" is never claimed either: taken once lease_timeout passed
 				wantResumed = 1
 			}
-			if r.Status != StatusSucceeded || r.Resumed != wantResumed || c.count(ids[i]+"/a") != 1 {
+			if r.Status != StatusSucceeded || r.Resumed != wantResumed || c.Count(ids[i]+"/a") != 1 {
 				t.Errorf("%s: run %s resumed %d, step ran %d times; want succeeded, resumed %d, once",
-					tc.name, r.Status, r.Resumed, c.count(ids[i]+"/a"), wantResumed)
+					tc.name, r.Status, r.Resumed, c.Count(ids[i]+"/a"), wantResumed)
 			}
 		}
 		if r, _ := s.Get(ctx, ids[4]); r.Status != StatusQueued || r.Resumed != 0 {
@@ -145,10 +146,10 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 // once, through a fresh job.
 func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		unblock := make(chan struct{})
 		stuck := make(chan struct{}, 1)
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false)
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
 		s.beforeClaim = func(ctx context.Context, args runArgs) {
 			if args.Generation != 0 {
 				return
@@ -164,11 +165,11 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
-		waitFor(t, stuck, "River to fetch the job")
+		fakestep.WaitFor(t, stuck, "River to fetch the job")
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.count(id+"/a") != 1 {
+		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.Count(id+"/a") != 1 {
 			t.Fatalf("run %s resumed %d attempts %d, step ran %d times; want succeeded, resumed once, one attempt, once",
-				r.Status, r.Resumed, r.Attempts, c.count(id+"/a"))
+				r.Status, r.Resumed, r.Attempts, c.Count(id+"/a"))
 		}
 	})
 }

@@ -12,33 +12,35 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // threeTierPlanner: "a" (tier 1) succeeds, "b" (tier 2) is middle, "c" (tier 3)
 // succeeds; every execution is counted in c.
-func threeTierPlanner(c *counter, middle capture.Step) fakePlanner {
+func threeTierPlanner(c *fakestep.Counter, middle capture.Step) fakePlanner {
 	return planner(
-		func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) },
-		func() playbooks.PlannedStep { return step("b", capture.TierTraces, middle) },
-		func() playbooks.PlannedStep { return step("c", capture.TierProfile, okStep(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("b", capture.TierTraces, middle) },
+		func() playbooks.PlannedStep { return fakestep.Step("c", capture.TierProfile, fakestep.OK(c, nil)) },
 	)
 }
 
 func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		first, second := newCounter(), newCounter()
+		first, second := fakestep.NewCounter(), fakestep.NewCounter()
 		started := make(chan string, 1)
 		n := &recNotifier{}
 		withNotifier := func(o *Options) { o.Notifier = n }
-		s1 := newService(t, db, threeTierPlanner(first, blockStep(first, started, nil)), true, withNotifier)
+		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
-		waitFor(t, started, "step b to start on the first process")
-		waitRun(t, s1, id, "step a persisted", func(r *Run) bool { return stepByID(r, "a").Status == StepSucceeded })
+		fakestep.WaitFor(t, started, "step b to start on the first process")
+		waitRun(t, s1, id, "step a persisted", func(r *Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
 
 		s1.abandon()
 		crashed := time.Now()
-		s2 := newService(t, db, threeTierPlanner(second, okStep(second, nil)), true, withNotifier)
+		s2 := newService(t, db, threeTierPlanner(second, fakestep.OK(second, nil)), true, withNotifier)
 		r := waitRun(t, s2, id, "finished", isFinished)
 		t.Logf("recovery: crash to resumed run finished in %s (lease_timeout %s)", time.Since(crashed), fastRuns().LeaseTimeout)
 
@@ -46,11 +48,11 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 			t.Fatalf("run %s resumed=%d attempts=%d (%s), want succeeded, resumed 1, attempts 2", r.Status, r.Resumed, r.Attempts, r.Reason)
 		}
 		want := map[string]int{id + "/b": 1, id + "/c": 1}
-		if got := second.snapshot(); len(got) != 2 || got[id+"/b"] != 1 || got[id+"/c"] != 1 {
+		if got := second.Snapshot(); len(got) != 2 || got[id+"/b"] != 1 || got[id+"/c"] != 1 {
 			t.Fatalf("second process executed %v, want exactly %v (a was persisted)", got, want)
 		}
-		if first.count(id+"/a") != 1 {
-			t.Fatalf("first process ran a %d times", first.count(id+"/a"))
+		if first.Count(id+"/a") != 1 {
+			t.Fatalf("first process ran a %d times", first.Count(id+"/a"))
 		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -69,12 +71,12 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 
 func TestNeverTwiceAtOnce(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		var mu sync.Mutex
 		running := map[string]bool{}
 		overlap := ""
 		sleepy := func() capture.Step {
-			return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+			return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
 				key := in.RunID + "/" + in.StepID
 				mu.Lock()
 				if running[key] {
@@ -82,7 +84,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 				}
 				running[key] = true
 				mu.Unlock()
-				defer c.enter(key)()
+				defer c.Enter(key)()
 				time.Sleep(time.Duration(5+rand.IntN(30)) * time.Millisecond)
 				mu.Lock()
 				running[key] = false
@@ -91,9 +93,9 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 			})
 		}
 		p := planner(
-			func() playbooks.PlannedStep { return step("m1", capture.TierMetrics, sleepy()) },
-			func() playbooks.PlannedStep { return step("m2", capture.TierMetrics, sleepy()) },
-			func() playbooks.PlannedStep { return step("t", capture.TierTraces, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("m1", capture.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("m2", capture.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("t", capture.TierTraces, sleepy()) },
 		)
 		// A lease far longer than any stall of this loaded test machine: a
 		// takeover here would be a (correct) resume, not what this test is about.
@@ -118,7 +120,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 				t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 			}
 		}
-		got := c.snapshot()
+		got := c.Snapshot()
 		if len(got) != runs*3 {
 			t.Fatalf("%d distinct steps executed, want %d", len(got), runs*3)
 		}
@@ -135,19 +137,19 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 
 func TestAttemptsExhausted(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		started := make(chan string, 1)
 		oneAttempt := func(o *Options) { o.Config.MaxAttempts = 1 }
-		s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true, oneAttempt)
+		s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, oneAttempt)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
-		waitFor(t, started, "step b to start")
+		fakestep.WaitFor(t, started, "step b to start")
 		s1.abandon()
-		s2 := newService(t, db, threeTierPlanner(c, okStep(c, nil)), true, oneAttempt)
+		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true, oneAttempt)
 		r := waitRun(t, s2, id, "finished", isFinished)
 		if r.Status != StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
 			t.Fatalf("run %s (%q), want failed with the reason", r.Status, r.Reason)
 		}
-		if c.count(id+"/c") != 0 {
+		if c.Count(id+"/c") != 0 {
 			t.Fatal("a run past max_attempts ran a step")
 		}
 	})
@@ -155,11 +157,11 @@ func TestAttemptsExhausted(t *testing.T) {
 
 func TestGracefulStopResumesInNextProcess(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
+		c := fakestep.NewCounter()
 		started := make(chan string, 1)
-		s1 := newService(t, db, threeTierPlanner(c, blockStep(c, started, nil)), true)
+		s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
-		waitFor(t, started, "step b to start")
+		fakestep.WaitFor(t, started, "step b to start")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := s1.Stop(ctx); err != nil {
@@ -169,14 +171,14 @@ func TestGracefulStopResumesInNextProcess(t *testing.T) {
 		if err != nil || r.FinishedAt != nil || stepByID(r, "b").Status != "" {
 			t.Fatalf("after stop: %+v, %v; want unfinished, b unrecorded", r, err)
 		}
-		s2 := newService(t, db, threeTierPlanner(c, okStep(c, nil)), true)
+		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true)
 		r = waitRun(t, s2, id, "finished", isFinished)
 		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
 			t.Fatalf("run %s resumed=%d attempts=%d, want succeeded, resumed 1, the shutdown not counted as an attempt",
 				r.Status, r.Resumed, r.Attempts)
 		}
-		if c.count(id+"/a") != 1 || c.count(id+"/c") != 1 {
-			t.Fatalf("executions %v", c.snapshot())
+		if c.Count(id+"/a") != 1 || c.Count(id+"/c") != 1 {
+			t.Fatalf("executions %v", c.Snapshot())
 		}
 	})
 }

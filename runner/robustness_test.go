@@ -13,9 +13,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // TestHungRenewalStopsTheRun: when the lease cannot be renewed because the store
@@ -23,18 +25,18 @@ import (
 // interrupted before the lease can lapse, so no other process can take the run
 // over while this one still works on it.
 func TestHungRenewalStopsTheRun(t *testing.T) {
-	c := newCounter()
+	c := fakestep.NewCounter()
 	started := make(chan string, 1)
 	stopped := make(chan error, 1)
-	hold := funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
-		defer c.enter(in.RunID + "/" + in.StepID)()
+	hold := fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		defer c.Enter(in.RunID + "/" + in.StepID)()
 		started <- in.StepID
 		<-ctx.Done()
 		stopped <- context.Cause(ctx)
 		return nil, ctx.Err()
 	})
 	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
-	s := newService(t, db, planner(func() playbooks.PlannedStep { return step("hold", capture.TierMetrics, hold) }), true)
+	s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", capture.TierMetrics, hold) }), true)
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
 
@@ -45,7 +47,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 	held := time.Now()
 	select {
 	case cause := <-stopped:
-		if !errors.Is(cause, ErrInterrupted) {
+		if !errors.Is(cause, executor.ErrInterrupted) {
 			t.Fatalf("step stopped by %v, want an interruption", cause)
 		}
 		t.Logf("stopped %s after the store hung (lease %s, heartbeat %s)", time.Since(held), s.cfg.LeaseTimeout, s.cfg.HeartbeatInterval)
@@ -59,8 +61,8 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 // reason, instead of being released and resumed over and over.
 func TestUnreadableRunFailsOnce(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := newCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false)
+		c := fakestep.NewCounter()
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
 		acc := acceptOne(t, s, firing("corrupt", time.Now()))
 		ctx := context.Background()
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET alert = '{not json' WHERE id = $1`, acc.RunID); err != nil {
@@ -85,8 +87,8 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 		time.Sleep(3 * s.cfg.LeaseTimeout) // long enough for a reaper to take it again, if it would
 		var after int
 		s.db.QueryRowContext(ctx, `SELECT generation FROM autocapture_runs WHERE id = $1`, acc.RunID).Scan(&after)
-		if after != generation || c.count(acc.RunID+"/a") != 0 {
-			t.Fatalf("generation %d -> %d, steps run %d: the failed run was taken again", generation, after, c.count(acc.RunID+"/a"))
+		if after != generation || c.Count(acc.RunID+"/a") != 0 {
+			t.Fatalf("generation %d -> %d, steps run %d: the failed run was taken again", generation, after, c.Count(acc.RunID+"/a"))
 		}
 	})
 }
@@ -97,8 +99,8 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		n := &recNotifier{}
-		c := newCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return step("a", capture.TierMetrics, okStep(c, nil)) }), false,
+		c := fakestep.NewCounter()
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false,
 			func(o *Options) { o.Notifier = n })
 		ctx := context.Background()
 		acc := acceptOne(t, s, firing("between", time.Now()))
@@ -117,8 +119,8 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		n.mu.Lock()
 		closes := append([]notify.Summary(nil), n.closes...)
 		n.mu.Unlock()
-		if r.Status != StatusCancelled || len(closes) != 1 || closes[0].Status != StatusCancelled || c.count(acc.RunID+"/a") != 0 {
-			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.count(acc.RunID+"/a"))
+		if r.Status != StatusCancelled || len(closes) != 1 || closes[0].Status != StatusCancelled || c.Count(acc.RunID+"/a") != 0 {
+			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.Count(acc.RunID+"/a"))
 		}
 	})
 }

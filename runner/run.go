@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // Run statuses: the one list used by the store, the API, metrics and threads.
@@ -19,11 +20,11 @@ import (
 const (
 	StatusQueued    = "queued"
 	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusPartial   = "partial"
-	StatusFailed    = "failed"
-	StatusSkipped   = "skipped"
-	StatusCancelled = "cancelled"
+	StatusSucceeded = executor.Succeeded
+	StatusPartial   = executor.Partial
+	StatusFailed    = executor.Failed
+	StatusSkipped   = executor.Skipped
+	StatusCancelled = executor.Cancelled
 )
 
 // Statuses lists every run status.
@@ -83,7 +84,7 @@ type Run struct {
 	Playbooks         []PlaybookRef     `json:"playbooks"`
 	Verdict           *capture.Verdict  `json:"verdict"`
 	// Steps is filled by Get; List leaves it empty.
-	Steps []StepRecord `json:"steps"`
+	Steps []executor.StepRecord `json:"steps"`
 }
 
 // ListQuery filters List.

@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // errWait: a playbook's max_concurrent is reached; the job snoozes.
@@ -40,7 +41,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	}
 	switch {
 	case r.CancelRequestedAt != nil:
-		return s.finish(ctx, r, derefThread(r.thread), StatusCancelled, ErrCancelled.Error(), nil)
+		return s.finish(ctx, r, derefThread(r.thread), StatusCancelled, executor.ErrCancelled.Error(), nil)
 	case r.Attempts > s.cfg.MaxAttempts:
 		why := fmt.Sprintf("gave up after %d attempts (runs.max_attempts %d): the run was interrupted each time before it finished",
 			r.Attempts-1, s.cfg.MaxAttempts)
@@ -66,13 +67,14 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 		return err
 	}
 	log.Info("Run started.", zap.Int("attempt", r.Attempts), zap.Int("resumed", r.Resumed), zap.Int("plans", len(plans)))
-	var outs []PlanOutcome
+	var outs []executor.Outcome
 	for _, p := range plans {
-		in := PlanInput{RunID: r.ID, Alert: r.alert, Window: window, Env: s.o.Env, Log: s.log,
-			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout, Now: s.o.Now}
-		out := RunPlan(ctx, p, in, s.hooks(r, thread, plans))
+		in := executor.Input{RunID: r.ID, Alert: r.alert, Window: window, Env: s.o.Env, Log: s.log,
+			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,
+			Started: derefTime(r.StartedAt), AbandonGrace: s.cfg.AbandonGrace, Now: s.o.Now}
+		out := executor.Run(ctx, p, in, s.hooks(r, thread, plans))
 		if out.Interrupted {
-			s.release(h, context.Cause(ctx))
+			s.release(h, out.Cause)
 			return nil
 		}
 		outs = append(outs, out)
@@ -81,12 +83,16 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	return s.finish(ctx, r, thread, status, reason, verdict)
 }
 
-// runStatus folds the plans' outcomes into the run's.
-func runStatus(outs []PlanOutcome) (status, reason string, verdict *capture.Verdict) {
-	count := map[string]int{}
+// runStatus folds the plans' outcomes into the run's: cancelled if any plan
+// was, else the steps of every plan summed up as one plan's are
+// (executor.Summarize), each plan's reason named.
+func runStatus(outs []executor.Outcome) (status, reason string, verdict *capture.Verdict) {
+	var steps []executor.StepRecord
 	var why []string
+	cancelled := false
 	for _, o := range outs {
-		count[o.Status]++
+		steps = append(steps, o.Steps...)
+		cancelled = cancelled || o.Status == executor.Cancelled
 		if o.Reason != "" {
 			why = append(why, o.Plan+": "+o.Reason)
 		}
@@ -95,15 +101,21 @@ func runStatus(outs []PlanOutcome) (status, reason string, verdict *capture.Verd
 		}
 	}
 	reason = strings.Join(why, "; ")
-	switch {
-	case count["cancelled"] > 0:
+	if cancelled {
 		return StatusCancelled, reason, verdict
-	case count["succeeded"] == len(outs):
-		return StatusSucceeded, "", verdict
-	case count["failed"] == len(outs):
-		return StatusFailed, reason, verdict
 	}
-	return StatusPartial, reason, verdict
+	status, _ = executor.Summarize(steps)
+	if status == executor.Succeeded {
+		reason = ""
+	}
+	return status, reason, verdict
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // storeError marks a failure of the run store (as opposed to a planning error).

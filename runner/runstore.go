@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // finish records the run's end (only while this process owns it), then closes
@@ -197,15 +198,15 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 }
 
 // doneSteps loads the steps persisted by earlier attempts, by plan and step id.
-func (s *Service) doneSteps(ctx context.Context, runID string) (map[string]map[string]StepRecord, error) {
+func (s *Service) doneSteps(ctx context.Context, runID string) (map[string]map[string]executor.StepRecord, error) {
 	recs, err := s.loadSteps(ctx, runID)
 	if err != nil {
 		return nil, storeError{err}
 	}
-	out := map[string]map[string]StepRecord{}
+	out := map[string]map[string]executor.StepRecord{}
 	for _, r := range recs {
 		if out[r.Plan] == nil {
-			out[r.Plan] = map[string]StepRecord{}
+			out[r.Plan] = map[string]executor.StepRecord{}
 		}
 		out[r.Plan][r.ID] = r
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // Planner turns an alert into plans (playbook matching) and rebuilds a stored
@@ -140,6 +141,9 @@ func withDefaults(c config.Runs) config.Runs {
 	if c.Lookback <= 0 {
 		c.Lookback = d.Lookback
 	}
+	if c.AbandonGrace <= 0 {
+		c.AbandonGrace = d.AbandonGrace
+	}
 	return c
 }
 
@@ -177,7 +181,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-grace.C:
 	case <-ctx.Done():
 	}
-	n := s.interruptAll(fmt.Errorf("%w: shutdown grace %s passed", ErrInterrupted, s.cfg.ShutdownGrace))
+	n := s.interruptAll(fmt.Errorf("%w: shutdown grace %s passed", executor.ErrInterrupted, s.cfg.ShutdownGrace))
 	s.log.Warn("Shutdown grace passed: interrupted running runs, they resume after restart.", zap.Int("runs", n))
 	select {
 	case err := <-done:

@@ -18,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -144,7 +145,7 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 func (s *Service) abandon() {
 	s.dead.Store(true)
 	s.stopBGWork()
-	s.interruptAll(fmt.Errorf("%w: process crashed (test)", ErrInterrupted))
+	s.interruptAll(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s.client.StopAndCancel(ctx)
@@ -193,11 +194,11 @@ func waitRun(t *testing.T, s *Service, id string, what string, cond func(*Run) b
 
 func isFinished(r *Run) bool { return r.FinishedAt != nil }
 
-func stepByID(r *Run, id string) StepRecord {
+func stepByID(r *Run, id string) executor.StepRecord {
 	for _, s := range r.Steps {
 		if s.ID == id {
 			return s
 		}
 	}
-	return StepRecord{}
+	return executor.StepRecord{}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 )
 
@@ -35,7 +35,7 @@ type Outcome struct {
 	// Failures lists every expectation that did not hold; empty means pass.
 	Failures []string
 	// Steps are the step records of every plan, in plan order.
-	Steps []runner.StepRecord
+	Steps []executor.StepRecord
 }
 
 // Passed says whether every expectation held.
@@ -56,8 +56,8 @@ func Run(ctx context.Context, tc *playbooks.TestCase, store storage.Store, log *
 		names = append(names, pb.Name)
 		plan := pb.Plan(tc.Alert, w)
 		mock(plan, tc.Mocks)
-		res := runner.RunPlan(ctx, plan, runner.PlanInput{RunID: "test", Alert: tc.Alert, Window: w,
-			Env: env, Log: log, DefaultTimeout: time.Minute, Now: env.Now}, runner.Hooks{})
+		res := executor.Run(ctx, plan, executor.Input{RunID: "test", Alert: tc.Alert, Window: w,
+			Env: env, Log: log, DefaultTimeout: time.Minute, Now: env.Now}, executor.Hooks{})
 		out.Steps = append(out.Steps, res.Steps...)
 		if res.Verdict != nil && verdict == nil {
 			verdict = res.Verdict
@@ -88,21 +88,21 @@ type canned struct{ m playbooks.MockSpec }
 func (c canned) Run(context.Context, *capture.Input) (*capture.Result, error) { return c.m.Result() }
 
 // check compares what happened with the case's expectations.
-func check(tc *playbooks.TestCase, matched []string, recs []runner.StepRecord, verdict *capture.Verdict) []string {
+func check(tc *playbooks.TestCase, matched []string, recs []executor.StepRecord, verdict *capture.Verdict) []string {
 	var fails []string
 	ex := tc.Expect
 	if ex.Playbooks != nil && !slices.Equal(ex.Playbooks, matched) {
 		fails = append(fails, fmt.Sprintf("matched playbooks %v, want %v", matched, ex.Playbooks))
 	}
 	got := map[string][]string{}
-	status := map[string]runner.StepRecord{}
+	status := map[string]executor.StepRecord{}
 	for _, r := range recs {
 		kind := r.Status
-		if kind == runner.StepSucceeded {
+		if kind == executor.Succeeded {
 			kind = "ran"
 		}
 		got[kind] = append(got[kind], r.ID)
-		if kind == runner.StepFailed {
+		if kind == executor.Failed {
 			got["ran"] = append(got["ran"], r.ID)
 		}
 		status[r.ID], status[r.Plan+"/"+r.ID] = r, r
@@ -110,7 +110,7 @@ func check(tc *playbooks.TestCase, matched []string, recs []runner.StepRecord, v
 	for _, e := range []struct {
 		what       string
 		want, have []string
-	}{{"ran", ex.Ran, got["ran"]}, {"skipped", ex.Skipped, got[runner.StepSkipped]}, {"failed", ex.Failed, got[runner.StepFailed]}} {
+	}{{"ran", ex.Ran, got["ran"]}, {"skipped", ex.Skipped, got[executor.Skipped]}, {"failed", ex.Failed, got[executor.Failed]}} {
 		if e.want != nil && !sameSet(e.want, e.have) {
 			fails = append(fails, fmt.Sprintf("%s %v, want %v%s", e.what, sorted(e.have), sorted(e.want), why(e.want, status)))
 		}
@@ -162,7 +162,7 @@ func sorted(s []string) []string {
 }
 
 // why adds each wanted step's actual status and reason, to make a failure readable.
-func why(want []string, status map[string]runner.StepRecord) string {
+func why(want []string, status map[string]executor.StepRecord) string {
 	var parts []string
 	for _, id := range want {
 		if r, ok := status[id]; ok {

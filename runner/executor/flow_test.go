@@ -1,4 +1,4 @@
-package runner
+package executor
 
 import (
 	"context"
@@ -7,22 +7,9 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 )
-
-// waitFor reads one value from ch or fails the test after a generous bound (a
-// hang guard, not a timing assertion).
-func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gave up waiting for %s", what)
-	}
-	var zero T
-	return zero
-}
 
 func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 	var mu sync.Mutex
@@ -32,7 +19,7 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 	arrived.Add(2)
 	go func() { arrived.Wait(); close(barrier) }()
 	par := func(id string) capture.Step {
-		return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
 			arrived.Done() // both steps of the tier must be running at once to pass
 			select {
 			case <-barrier:
@@ -46,7 +33,7 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 		})
 	}
 	var priorSeen []string
-	last := funcStep(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+	last := fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
 		for k := range in.Prior {
 			priorSeen = append(priorSeen, k)
 		}
@@ -56,12 +43,12 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 		return &capture.Result{}, nil
 	})
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		step("t3", capture.TierProfile, last), step("x", capture.TierMetrics, par("x")), step("y", capture.TierMetrics, par("y")),
+		fakestep.Step("t3", capture.TierProfile, last), fakestep.Step("x", capture.TierMetrics, par("x")), fakestep.Step("y", capture.TierMetrics, par("y")),
 	}}
 	for i := range plan.Steps[1:] {
 		plan.Steps[1+i].Timeout = 20 * time.Second
 	}
-	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r"}, Hooks{})
+	out := Run(context.Background(), plan, Input{RunID: "r"}, Hooks{})
 	if out.Status != "succeeded" {
 		t.Fatalf("status %s: %s", out.Status, out.Reason)
 	}
@@ -74,14 +61,14 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 }
 
 func TestRunPlanSkipsDoneSteps(t *testing.T) {
-	c := newCounter()
-	next := step("next", capture.TierTraces, okStep(c, nil))
-	next.When = when("steps.first.n == 1")
-	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{step("first", capture.TierMetrics, okStep(c, nil)), next}}
-	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: StepSucceeded, Findings: map[string]any{"n": 1}}}
+	c := fakestep.NewCounter()
+	next := fakestep.Step("next", capture.TierTraces, fakestep.OK(c, nil))
+	next.When = fakestep.When("steps.first.n == 1")
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{fakestep.Step("first", capture.TierMetrics, fakestep.OK(c, nil)), next}}
+	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: Succeeded, Findings: map[string]any{"n": 1}}}
 	var r recorder
-	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r", Done: done}, r.hooks())
-	if got := c.snapshot(); got["r/first"] != 0 || got["r/next"] != 1 {
+	out := Run(context.Background(), plan, Input{RunID: "r", Done: done}, r.hooks())
+	if got := c.Snapshot(); got["r/first"] != 0 || got["r/next"] != 1 {
 		t.Fatalf("executions %v: want first skipped (done) and next run once", got)
 	}
 	if _, again := r.recs["first"]; again {
@@ -93,27 +80,27 @@ func TestRunPlanSkipsDoneSteps(t *testing.T) {
 }
 
 func TestRunPlanResolutionCancelsOnlyTier3(t *testing.T) {
-	c := newCounter()
+	c := fakestep.NewCounter()
 	started := make(chan string, 4)
 	release := make(chan struct{})
 	resolved := make(chan struct{})
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		step("metrics", capture.TierMetrics, okStep(c, nil)),
-		step("frame", capture.TierProfile, blockStep(c, started, release)),
+		fakestep.Step("metrics", capture.TierMetrics, fakestep.OK(c, nil)),
+		fakestep.Step("frame", capture.TierProfile, fakestep.Block(c, started, release)),
 	}}
 	var r recorder
-	done := make(chan PlanOutcome, 1)
+	done := make(chan Outcome, 1)
 	go func() {
-		done <- RunPlan(context.Background(), plan, PlanInput{RunID: "r", Resolved: resolved}, r.hooks())
+		done <- Run(context.Background(), plan, Input{RunID: "r", Resolved: resolved}, r.hooks())
 	}()
-	waitFor(t, started, "the tier-3 step to start")
+	fakestep.WaitFor(t, started, "the tier-3 step to start")
 	close(resolved)
-	out := waitFor(t, done, "the plan to end")
-	if got := r.get("metrics"); got.Status != StepSucceeded {
+	out := fakestep.WaitFor(t, done, "the plan to end")
+	if got := r.get("metrics"); got.Status != Succeeded {
 		t.Errorf("tier-1 step %s, want succeeded", got.Status)
 	}
 	frame := r.get("frame")
-	if frame.Status != StepCancelled || frame.Error == "" || len(frame.Artifacts) != 1 {
+	if frame.Status != Cancelled || frame.Error == "" || len(frame.Artifacts) != 1 {
 		t.Errorf("tier-3 step = %+v, want cancelled with its cause and its partial artifact kept", frame)
 	}
 	if out.Status != "partial" {
@@ -134,19 +121,19 @@ func TestRunPlanCancelAndInterrupt(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCounter()
+			c := fakestep.NewCounter()
 			started := make(chan string, 1)
 			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-				step("long", capture.TierMetrics, blockStep(c, started, nil)),
-				step("later", capture.TierTraces, okStep(c, nil)),
+				fakestep.Step("long", capture.TierMetrics, fakestep.Block(c, started, nil)),
+				fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil)),
 			}}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			var r recorder
-			done := make(chan PlanOutcome, 1)
-			go func() { done <- RunPlan(ctx, plan, PlanInput{RunID: "r"}, r.hooks()) }()
-			waitFor(t, started, "the step to start")
+			done := make(chan Outcome, 1)
+			go func() { done <- Run(ctx, plan, Input{RunID: "r"}, r.hooks()) }()
+			fakestep.WaitFor(t, started, "the step to start")
 			cancel(tc.cause)
-			out := waitFor(t, done, "the plan to end")
+			out := fakestep.WaitFor(t, done, "the plan to end")
 			if out.Interrupted != tc.interrupts {
 				t.Fatalf("interrupted = %v", out.Interrupted)
 			}
@@ -157,7 +144,7 @@ func TestRunPlanCancelAndInterrupt(t *testing.T) {
 			if rec != tc.recorded {
 				t.Fatalf("step recorded = %v, want %v", rec, tc.recorded)
 			}
-			if c.count("r/later") != 0 {
+			if c.Count("r/later") != 0 {
 				t.Fatal("a later tier ran after the run was stopped")
 			}
 		})

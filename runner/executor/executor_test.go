@@ -1,4 +1,4 @@
-package runner
+package executor
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
@@ -22,10 +23,11 @@ type recorder struct {
 
 func (r *recorder) hooks() Hooks {
 	r.recs = map[string]StepRecord{}
-	return Hooks{StepDone: func(_ context.Context, rec StepRecord) {
+	return Hooks{StepDone: func(_ context.Context, rec StepRecord) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.recs[rec.ID] = rec
+		return nil
 	}}
 }
 
@@ -35,19 +37,12 @@ func (r *recorder) get(id string) StepRecord {
 	return r.recs[id]
 }
 
-func failStep(c *counter, err error) capture.Step {
-	return funcStep(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
-		defer c.enter(in.RunID + "/" + in.StepID)()
-		return nil, err
-	})
-}
-
 func TestRunPlanStatuses(t *testing.T) {
 	refused := capture.Errorf(capture.ReasonRefused, "dial 127.0.0.1:1: refused")
 	type want struct{ status, reason string }
 	cases := []struct {
 		name    string
-		steps   func(c *counter) []playbooks.PlannedStep
+		steps   func(c *fakestep.Counter) []playbooks.PlannedStep
 		plan    string
 		want    map[string]want
 		notRun  []string
@@ -56,131 +51,131 @@ func TestRunPlanStatuses(t *testing.T) {
 	}{
 		{
 			name: "all succeed",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), step("b", capture.TierTraces, okStep(c, nil))}
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("b", capture.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "succeeded",
-			want: map[string]want{"a": {StepSucceeded, ""}, "b": {StepSucceeded, ""}},
+			want: map[string]want{"a": {Succeeded, ""}, "b": {Succeeded, ""}},
 		},
 		{
 			name: "failure stops later tiers",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), step("bad", capture.TierMetrics, failStep(c, refused)),
-					step("later", capture.TierTraces, okStep(c, nil))}
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("bad", capture.TierMetrics, fakestep.Fail(c, refused)),
+					fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan:    "partial",
-			want:    map[string]want{"a": {StepSucceeded, ""}, "bad": {StepFailed, "refused"}, "later": {StepSkipped, "step bad failed earlier"}},
+			want:    map[string]want{"a": {Succeeded, ""}, "bad": {Failed, "refused"}, "later": {Skipped, "step bad failed earlier"}},
 			notRun:  []string{"later"},
 			reasonH: "bad (refused)",
 		},
 		{
 			name: "a step with nothing to do is skipped, not a failure",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				off := step("traces", capture.TierTraces, failStep(c, capture.Skipf("tier 2 is off: no trace backend configured (traces.url)")))
-				return []playbooks.PlannedStep{step("a", capture.TierMetrics, okStep(c, nil)), off}
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				off := fakestep.Step("traces", capture.TierTraces, fakestep.Fail(c, capture.Skipf("tier 2 is off: no trace backend configured (traces.url)")))
+				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), off}
 			},
 			plan: "succeeded",
-			want: map[string]want{"a": {StepSucceeded, ""}, "traces": {StepSkipped, "tier 2 is off: no trace backend configured (traces.url)"}},
+			want: map[string]want{"a": {Succeeded, ""}, "traces": {Skipped, "tier 2 is off: no trace backend configured (traces.url)"}},
 		},
 		{
 			name: "continue_on_error keeps going",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				bad := step("bad", capture.TierMetrics, failStep(c, refused))
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				bad := fakestep.Step("bad", capture.TierMetrics, fakestep.Fail(c, refused))
 				bad.ContinueOnError = true
-				return []playbooks.PlannedStep{bad, step("later", capture.TierTraces, okStep(c, nil))}
+				return []playbooks.PlannedStep{bad, fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "partial",
-			want: map[string]want{"bad": {StepFailed, "refused"}, "later": {StepSucceeded, ""}},
+			want: map[string]want{"bad": {Failed, "refused"}, "later": {Succeeded, ""}},
 		},
 		{
 			name: "render error is bad-config and nothing succeeded",
-			steps: func(c *counter) []playbooks.PlannedStep {
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
 				s := playbooks.PlannedStep{ID: "r", Kind: "test", Tier: capture.TierMetrics, RenderErr: errors.New(`label "instance" missing`)}
 				return []playbooks.PlannedStep{s}
 			},
 			plan: "failed",
-			want: map[string]want{"r": {StepFailed, "bad-config"}},
+			want: map[string]want{"r": {Failed, "bad-config"}},
 		},
 		{
 			// A traces step guarded by `when` whose config uses a label the alert
 			// lacks: with the guard false it is skipped, not failed; with it true
 			// the render error is its failure.
 			name: "when is decided before a render error",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				tri := step("tri", capture.TierTriage, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				tri := fakestep.Step("tri", capture.TierTriage, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
 					return &capture.Result{Verdict: &capture.Verdict{ID: "overload"}}, nil
 				}))
 				guarded := playbooks.PlannedStep{ID: "traces", Kind: "traces", Tier: capture.TierTraces,
-					When: when(`steps.tri.verdict == "unexplained"`), RenderErr: errors.New(`map has no entry for key "service"`)}
+					When: fakestep.When(`steps.tri.verdict == "unexplained"`), RenderErr: errors.New(`map has no entry for key "service"`)}
 				taken := playbooks.PlannedStep{ID: "traces2", Kind: "traces", Tier: capture.TierTraces,
-					When: when(`steps.tri.verdict == "overload"`), RenderErr: errors.New(`map has no entry for key "service"`)}
+					When: fakestep.When(`steps.tri.verdict == "overload"`), RenderErr: errors.New(`map has no entry for key "service"`)}
 				taken.ContinueOnError = true
 				return []playbooks.PlannedStep{tri, guarded, taken}
 			},
 			plan: "partial",
-			want: map[string]want{"tri": {StepSucceeded, ""},
-				"traces":  {StepSkipped, `when: steps.tri.verdict == "unexplained" is false`},
-				"traces2": {StepFailed, "bad-config"}},
+			want: map[string]want{"tri": {Succeeded, ""},
+				"traces":  {Skipped, `when: steps.tri.verdict == "unexplained" is false`},
+				"traces2": {Failed, "bad-config"}},
 			errH: map[string]string{"traces2": `no entry for key "service"`},
 		},
 		{
 			name: "when false skips, when true sees prior findings",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				yes := step("yes", capture.TierTraces, okStep(c, nil))
-				yes.When = when(`steps.tri.verdict == "unexplained"`)
-				no := step("no", capture.TierTraces, okStep(c, nil))
-				no.When = when("false")
-				tri := step("tri", capture.TierTriage, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				yes := fakestep.Step("yes", capture.TierTraces, fakestep.OK(c, nil))
+				yes.When = fakestep.When(`steps.tri.verdict == "unexplained"`)
+				no := fakestep.Step("no", capture.TierTraces, fakestep.OK(c, nil))
+				no.When = fakestep.When("false")
+				tri := fakestep.Step("tri", capture.TierTriage, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
 					return &capture.Result{Verdict: &capture.Verdict{ID: "unexplained"}}, nil
 				}))
 				return []playbooks.PlannedStep{tri, yes, no}
 			},
 			plan:   "succeeded",
-			want:   map[string]want{"tri": {StepSucceeded, ""}, "yes": {StepSucceeded, ""}, "no": {StepSkipped, "when: false is false"}},
+			want:   map[string]want{"tri": {Succeeded, ""}, "yes": {Succeeded, ""}, "no": {Skipped, "when: false is false"}},
 			notRun: []string{"no"},
 		},
 		{
 			// No step "first" ran, so steps.first.n reads nil and nil > 1 fails
 			// at evaluation (optional chaining makes the read itself safe).
 			name: "when error at evaluation is bad-config",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				s := step("w", capture.TierMetrics, okStep(c, nil))
-				s.When = when("steps.first.n > 1")
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				s := fakestep.Step("w", capture.TierMetrics, fakestep.OK(c, nil))
+				s.When = fakestep.When("steps.first.n > 1")
 				return []playbooks.PlannedStep{s}
 			},
 			plan:   "failed",
-			want:   map[string]want{"w": {StepFailed, "bad-config"}},
+			want:   map[string]want{"w": {Failed, "bad-config"}},
 			notRun: []string{"w"},
 			errH:   map[string]string{"w": "invalid operation: <nil> > int"},
 		},
 		{
 			name: "step timeout is classified with its cause",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				s := step("slow", capture.TierMetrics, blockStep(c, nil, nil))
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				s := fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil))
 				s.Timeout = 20 * time.Millisecond
 				return []playbooks.PlannedStep{s}
 			},
 			plan:    "failed",
-			want:    map[string]want{"slow": {StepFailed, "timeout"}},
+			want:    map[string]want{"slow": {Failed, "timeout"}},
 			reasonH: "slow (timeout)",
 		},
 		{
 			name: "panic is an internal failure",
-			steps: func(c *counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{step("p", capture.TierMetrics, funcStep(func(context.Context, *capture.Input) (*capture.Result, error) {
+			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
+				return []playbooks.PlannedStep{fakestep.Step("p", capture.TierMetrics, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
 					panic("oops")
 				}))}
 			},
 			plan: "failed",
-			want: map[string]want{"p": {StepFailed, "internal"}},
+			want: map[string]want{"p": {Failed, "internal"}},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCounter()
+			c := fakestep.NewCounter()
 			plan := &playbooks.Plan{Playbook: "pb", Steps: tc.steps(c)}
 			var r recorder
-			out := RunPlan(context.Background(), plan, PlanInput{RunID: "r1", Alert: template.Alert{Fingerprint: "f"}}, r.hooks())
+			out := Run(context.Background(), plan, Input{RunID: "r1", Alert: template.Alert{Fingerprint: "f"}}, r.hooks())
 			if out.Status != tc.plan {
 				t.Fatalf("plan status = %q (%s), want %q", out.Status, out.Reason, tc.plan)
 			}
@@ -199,7 +194,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				}
 			}
 			for _, id := range tc.notRun {
-				if n := c.count("r1/" + id); n != 0 {
+				if n := c.Count("r1/" + id); n != 0 {
 					t.Errorf("step %s ran %d times, want 0", id, n)
 				}
 			}
@@ -211,11 +206,11 @@ func TestRunPlanStatuses(t *testing.T) {
 }
 
 func TestRunPlanTimeoutCauseInError(t *testing.T) {
-	c := newCounter()
-	s := step("slow", capture.TierMetrics, blockStep(c, nil, nil))
+	c := fakestep.NewCounter()
+	s := fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil))
 	s.Timeout = 10 * time.Millisecond
 	var r recorder
-	RunPlan(context.Background(), &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{s}}, PlanInput{RunID: "r"}, r.hooks())
+	Run(context.Background(), &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{s}}, Input{RunID: "r"}, r.hooks())
 	if got := r.get("slow").Error; !strings.Contains(got, "ran longer than its timeout 10ms") {
 		t.Fatalf("error %q does not carry the readable cause", got)
 	}
@@ -225,15 +220,15 @@ func TestRunPlanTimeoutCauseInError(t *testing.T) {
 // timeout ends the plan, the steps it kept from starting are failures with
 // reason timeout, not quiet skips, and the plan says so.
 func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
-	c := newCounter()
+	c := fakestep.NewCounter()
 	plan := &playbooks.Plan{Playbook: "pb", Timeout: 50 * time.Millisecond, Steps: []playbooks.PlannedStep{
-		step("slow", capture.TierMetrics, blockStep(c, nil, nil)),
-		step("later", capture.TierTraces, okStep(c, nil)),
+		fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil)),
+		fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil)),
 	}}
 	var r recorder
-	out := RunPlan(context.Background(), plan, PlanInput{RunID: "r"}, r.hooks())
+	out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
 	for _, id := range []string{"slow", "later"} {
-		if got := r.get(id); got.Status != StepFailed || got.Reason != "timeout" {
+		if got := r.get(id); got.Status != Failed || got.Reason != "timeout" {
 			t.Errorf("step %s = %s/%q (%s), want failed/timeout", id, got.Status, got.Reason, got.Error)
 		}
 	}

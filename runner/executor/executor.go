@@ -1,4 +1,9 @@
-package runner
+// Package executor runs one plan: tiers in order, the steps of a tier in
+// parallel, each under its deadline, `when` evaluated against what ran before.
+// It holds no database and no queue: the durable service (package runner)
+// records steps through Hooks, and `autocapture test` runs playbooks through it
+// offline.
+package executor
 
 import (
 	"context"
@@ -14,29 +19,29 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 )
 
-// Step statuses, the subset of run statuses a single step can end in.
-const (
-	StepSucceeded = "succeeded"
-	StepFailed    = "failed"
-	StepSkipped   = "skipped"
-	StepCancelled = "cancelled"
-)
-
-// Causes a run's context is cancelled with. RunPlan tells them apart through
+// Causes a run's context is cancelled with. Run tells them apart through
 // context.Cause, so the reason a step stopped reaches its record.
 var (
 	// ErrInterrupted: this process stops working on the run (shutdown past its grace,
-	// a lost lease). Steps it cut short are not recorded: they run again on resume.
+	// a lost lease, a step it could not record). Steps it cut short are not
+	// recorded: they run again on resume.
 	ErrInterrupted = errors.New("run interrupted: it resumes elsewhere or after restart")
 	// ErrCancelled: someone asked for the run to be cancelled.
 	ErrCancelled = errors.New("run cancelled on request")
 	// ErrResolved: the alert resolved; only tier-3 steps are cancelled with it.
 	ErrResolved = errors.New("alert resolved")
+	// ErrNotRecorded: StepDone could not record a finished step. The plan stops
+	// as interrupted (the step runs again on resume); errors.Is(err,
+	// ErrInterrupted) holds for it too.
+	ErrNotRecorded = fmt.Errorf("%w: a finished step could not be recorded", ErrInterrupted)
 )
 
-// PlanInput is what one plan runs with. It holds no database: `autocapture test`
-// runs playbooks through RunPlan with none.
-type PlanInput struct {
+// DefaultAbandonGrace is how long a step may run past its deadline (or its
+// run's cancellation) before Run stops waiting for it.
+const DefaultAbandonGrace = 5 * time.Second
+
+// Input is what one plan runs with.
+type Input struct {
 	RunID  string
 	Alert  template.Alert
 	Window capture.Window
@@ -50,18 +55,31 @@ type PlanInput struct {
 	Resolved <-chan struct{}
 	// DefaultTimeout bounds a plan that sets no Timeout (0: unbounded).
 	DefaultTimeout time.Duration
-	// Now is the clock; nil means time.Now.
+	// Started is when the run first started: the plan's timeout counts from it,
+	// across attempts, so a run resumed after crashes cannot run for ever.
+	// Zero means now.
+	Started time.Time
+	// AbandonGrace is how long a step that ignores its context is waited for
+	// past its deadline; 0 means DefaultAbandonGrace.
+	AbandonGrace time.Duration
+	// Now is the clock of the records; nil means time.Now. Deadlines use the
+	// real clock.
 	Now func() time.Time
 }
 
-// Hooks are how RunPlan's caller records steps. Every field is optional.
+// Hooks are how Run's caller records steps. Every field is optional.
 type Hooks struct {
 	// Skip returns a reason to skip a step that would otherwise run (a step
 	// cooldown, say); "" lets it run.
 	Skip func(ctx context.Context, plan *playbooks.Plan, st *playbooks.PlannedStep) string
-	// StepDone persists and reports a step as soon as it has finished. Steps of
-	// one tier call it concurrently.
-	StepDone func(ctx context.Context, rec StepRecord)
+	// StepDone records a step as soon as it has finished. Steps of one tier
+	// call it concurrently. An error stops the plan as interrupted
+	// (ErrNotRecorded): a step that is not recorded must not let the run end
+	// as if it had been.
+	StepDone func(ctx context.Context, rec StepRecord) error
+	// Abandoned is told +1 when Run stops waiting for a step of this kind that
+	// ignored its context, and -1 when that step's goroutine finally returns.
+	Abandoned func(kind string, delta int)
 }
 
 // StepRecord is one step's outcome, as stored on the run and shown by the API.
@@ -99,11 +117,11 @@ func (r StepRecord) Result() *capture.Result {
 // real: triage counts a scrape's first read after the deadline cut the second).
 // `when` sees succeeded steps only (playbooks.Env: a failed step is absent).
 func (r StepRecord) evidence() bool {
-	return r.Status == StepSucceeded || (r.Status == StepFailed && r.Partial)
+	return r.Status == Succeeded || (r.Status == Failed && r.Partial)
 }
 
-// PlanOutcome is how a plan ended.
-type PlanOutcome struct {
+// Outcome is how a plan ended.
+type Outcome struct {
 	Plan string
 	// Status is succeeded, partial, failed or cancelled.
 	Status string
@@ -113,29 +131,37 @@ type PlanOutcome struct {
 	Steps []StepRecord
 	// Verdict is the triage verdict, if a step produced one.
 	Verdict *capture.Verdict
-	// Interrupted: the run's context was cancelled with ErrInterrupted; the plan
-	// did not finish and Status is meaningless.
+	// Interrupted: the run's context was cancelled with ErrInterrupted (or a
+	// step could not be recorded); the plan did not finish and Status is
+	// meaningless. Cause says why.
 	Interrupted bool
+	Cause       error
 }
 
-// RunPlan runs one plan: tiers in order, the steps of a tier in parallel, each
+// Run runs one plan: tiers in order, the steps of a tier in parallel, each
 // under its own deadline; a step's `when` is evaluated against the results of the
 // steps before it; a failed step without continue_on_error stops the later tiers.
-func RunPlan(ctx context.Context, plan *playbooks.Plan, in PlanInput, hooks Hooks) PlanOutcome {
-	timeout := plan.Timeout
-	if timeout <= 0 {
-		timeout = in.DefaultTimeout
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, timeout,
-			fmt.Errorf("playbook %s ran longer than its timeout %s", plan.Playbook, timeout))
-		defer cancel()
-	}
+func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outcome {
 	if in.Log == nil {
 		in.Log = zap.NewNop()
 	}
-	ex := &planExec{plan: plan, in: in, hooks: hooks, prior: map[string]*capture.Result{}, succeeded: map[string]bool{}}
+	if in.AbandonGrace <= 0 {
+		in.AbandonGrace = DefaultAbandonGrace
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if timeout := planTimeout(plan, in); timeout > 0 {
+		started := in.Started
+		if started.IsZero() {
+			started = time.Now()
+		}
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithDeadlineCause(ctx, started.Add(timeout),
+			fmt.Errorf("playbook %s ran longer than its timeout %s", plan.Playbook, timeout))
+		defer cancelT()
+	}
+	ex := &planExec{plan: plan, in: in, hooks: hooks, stop: cancel,
+		prior: map[string]*capture.Result{}, succeeded: map[string]bool{}}
 	for _, rec := range in.Done {
 		ex.keep(rec)
 	}
@@ -153,15 +179,15 @@ func RunPlan(ctx context.Context, plan *playbooks.Plan, in PlanInput, hooks Hook
 		}
 		for _, rec := range ex.runTier(ctx, steps, stopped) {
 			byID[rec.ID] = rec
-			if rec.Status == StepFailed && stopped == "" && !ex.step(rec.ID).ContinueOnError {
+			if rec.Status == Failed && stopped == "" && !ex.step(rec.ID).ContinueOnError {
 				stopped = fmt.Sprintf("step %s failed earlier", rec.ID)
 			}
 		}
 		if interrupted(ctx) {
-			return PlanOutcome{Plan: plan.Playbook, Interrupted: true}
+			return Outcome{Plan: plan.Playbook, Interrupted: true, Cause: context.Cause(ctx)}
 		}
 	}
-	out := PlanOutcome{Plan: plan.Playbook}
+	out := Outcome{Plan: plan.Playbook}
 	for _, st := range plan.Steps {
 		if rec, ok := byID[st.ID]; ok {
 			out.Steps = append(out.Steps, rec)
@@ -170,19 +196,29 @@ func RunPlan(ctx context.Context, plan *playbooks.Plan, in PlanInput, hooks Hook
 			}
 		}
 	}
-	out.Status, out.Reason = planStatus(out.Steps)
+	out.Status, out.Reason = Summarize(out.Steps)
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrCancelled) {
-		out.Status, out.Reason = "cancelled", ErrCancelled.Error()
+		out.Status, out.Reason = Cancelled, ErrCancelled.Error()
 	}
 	return out
 }
 
-// planExec is one RunPlan call's state.
+// planTimeout is the plan's own timeout, or the default.
+func planTimeout(plan *playbooks.Plan, in Input) time.Duration {
+	if plan.Timeout > 0 {
+		return plan.Timeout
+	}
+	return in.DefaultTimeout
+}
+
+// planExec is one Run call's state.
 type planExec struct {
 	plan  *playbooks.Plan
-	in    PlanInput
+	in    Input
 	hooks Hooks
-	mu    sync.Mutex
+	// stop interrupts the whole plan (a step could not be recorded).
+	stop context.CancelCauseFunc
+	mu   sync.Mutex
 	// prior is what later steps read (Input.Prior); succeeded marks the ids
 	// `when` sees. Both are guarded by mu.
 	prior     map[string]*capture.Result
@@ -195,7 +231,7 @@ func (ex *planExec) keep(rec StepRecord) {
 	if rec.evidence() {
 		ex.prior[rec.ID] = rec.Result()
 	}
-	if rec.Status == StepSucceeded {
+	if rec.Status == Succeeded {
 		ex.succeeded[rec.ID] = true
 	}
 }
@@ -234,7 +270,8 @@ func (ex *planExec) now() time.Time {
 
 // runTier runs the steps of one tier in parallel and returns their records (a
 // step cut short by ErrInterrupted has none). stopped, when set, is why the
-// tier must not run at all.
+// tier must not run at all. A record StepDone could not keep interrupts the
+// plan and is not returned.
 func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep, stopped string) []StepRecord {
 	prior, whenPrior := ex.views()
 	recs := make([]*StepRecord, len(steps))
@@ -252,7 +289,13 @@ func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep,
 				return
 			}
 			if ex.hooks.StepDone != nil {
-				ex.hooks.StepDone(ctx, *rec)
+				if err := ex.hooks.StepDone(ctx, *rec); err != nil {
+					ex.in.Log.Error("A finished step could not be recorded; stopping the run so it resumes.",
+						zap.String("run", ex.in.RunID), zap.String("plan", ex.plan.Playbook),
+						zap.String("step", rec.ID), zap.Error(err))
+					ex.stop(fmt.Errorf("%w: step %s: %w", ErrNotRecorded, rec.ID, err))
+					return
+				}
 			}
 			recs[i] = rec
 		}()
@@ -269,4 +312,20 @@ func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep,
 		out = append(out, *r)
 	}
 	return out
+}
+
+func closed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func interrupted(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted)
 }
