@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// fixtureDir holds real vLLM /metrics scrapes recorded by other projects, in
-// shared/ beside the repository (every session and CI have it there).
-const fixtureDir = "../../shared/fixtures/vllm-metrics"
+// fixtureDir holds real vLLM /metrics scrapes recorded by other projects,
+// committed with their origins (testdata/vllm-metrics/*.source.txt).
+const fixtureDir = "../testdata/vllm-metrics"
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()

@@ -10,6 +10,12 @@ export AUTOCAPTURE_TOOLS="${AUTOCAPTURE_TOOLS:-$HOME/.cache/autocapture-tools}"
 bash scripts/install-tools.sh
 export PATH="$AUTOCAPTURE_TOOLS/bin:$PATH"
 
+echo "== nothing reads the team's shared/ folder"
+# A user's clone has no ../shared: tests read committed copies under testdata/.
+if git grep -nE '\.\./([.][.]/)*shared/' -- ':!scripts/test.sh'; then
+  echo "the lines above point at ../shared, which a user's clone does not have"; exit 1
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

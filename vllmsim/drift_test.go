@@ -15,12 +15,12 @@ import (
 )
 
 // The drift test holds the sim's /metrics to recorded scrapes of real vLLM
-// servers (../shared/fixtures/vllm-metrics, see its README): every vllm:
+// servers (testdata/vllm-metrics at the repository's root, see its README): every vllm:
 // family's name, type, label names and bucket boundaries. Python's _created
 // gauges and the non-vllm families (process_, python_, http_) are out of
 // scope.
 
-const fixtureDir = "../../shared/fixtures/vllm-metrics"
+const fixtureDir = "../testdata/vllm-metrics"
 
 // family is the shape of one metric family.
 type family struct {
