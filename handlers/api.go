@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -78,9 +79,9 @@ func (s *Server) cancelRun(c *gin.Context) {
 func (s *Server) runError(c *gin.Context, id string, err error) {
 	switch {
 	case errors.Is(err, runs.ErrNotFound):
-		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip(id, 80)))
+		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip.String(id, 80)))
 	case errors.Is(err, runs.ErrFinished):
-		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip(id, 80))+" has already finished")
+		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip.String(id, 80))+" has already finished")
 	case errors.Is(err, runs.ErrBadCursor):
 		fail(c, http.StatusBadRequest, "bad_query", err.Error())
 	default:

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -136,7 +137,7 @@ type errorBody struct {
 
 // fail answers code with a JSON error body and stops the chain.
 func fail(c *gin.Context, code int, word, reason string) {
-	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: oneLine(reason)})
+	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: clip.Line(reason, maxReason)})
 }
 
 // logRequests logs each request once it is answered: the polled endpoints at
@@ -195,7 +196,7 @@ func (s *Server) reload(c *gin.Context) {
 			reason = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 		}
 		c.AbortWithStatusJSON(http.StatusInternalServerError,
-			errorBody{Status: "error", Error: "reload_failed", Reason: oneLine(reason), Errors: lines})
+			errorBody{Status: "error", Error: "reload_failed", Reason: clip.Line(reason, maxReason), Errors: lines})
 		return
 	}
 	s.log.Info("Playbooks reloaded.")
