@@ -15,6 +15,8 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/autocapture/autocapture/internal/clip"
 )
 
 // PrometheusConfig is the prometheus step's config: PromQL queries against the
@@ -184,7 +186,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Duration = time.Since(t0).Seconds()
 	o.Warnings = warnings
 	if err != nil {
-		o.err, o.Reason, o.Error = err, promErrReason(err), oneLine(promErrText(err))
+		o.err, o.Reason, o.Error = err, promErrReason(err), clip.Line(promErrText(err), maxErrorText)
 		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
 			cause := context.Cause(ctx)
 			wrapped := err
@@ -301,14 +303,8 @@ func apiErrDetail(err error) string {
 	return ae.Detail
 }
 
-// oneLine keeps an error readable in a thread: first line, at most 300 bytes.
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
-}
+// maxErrorText bounds an error kept in a finding: it stays readable in a thread.
+const maxErrorText = 300
 
 // redactURL hides credentials in a configured URL before it reaches a message.
 func redactURL(raw string) string {

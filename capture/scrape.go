@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/internal/clip"
 )
 
 // ScrapeConfig is the scrape step's config: the alerting instance's own /metrics,
@@ -139,7 +141,7 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		r := Classify(err)
 		res.Summary = fmt.Sprintf("scrape %s: %s", target, r)
 		if r == ReasonRefused {
-			res.Findings["refused"] = oneLine(err.Error())
+			res.Findings["refused"] = clip.Line(err.Error(), maxErrorText)
 		}
 		return res, err
 	}
@@ -148,7 +150,7 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	prev, cur := one, (*sample)(nil)
 	var stopped error // the step's own deadline or cancellation ended the wait
 	if cur, err = s.secondScrape(ctx, in, u, one); err != nil {
-		res.Findings["second_scrape_error"] = oneLine(err.Error())
+		res.Findings["second_scrape_error"] = clip.Line(err.Error(), maxErrorText)
 		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
 		prev, cur = nil, one
 		if ctx.Err() != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/targets"
 )
 
@@ -150,7 +151,7 @@ func guardNoOffHostTraffic(t *testing.T, hostports []string) {
 	}
 }
 
-func checkRefusedRun(t *testing.T, r *runner.Run, why string) {
+func checkRefusedRun(t *testing.T, r *runs.Run, why string) {
 	t.Helper()
 	inst := r.Labels["instance"]
 	for _, id := range []string{"scrape", "version"} {
@@ -173,7 +174,7 @@ func checkRefusedRun(t *testing.T, r *runner.Run, why string) {
 	t.Logf("%s: %s", inst, stepByID(r, "scrape").Error)
 }
 
-func checkAllowedRun(t *testing.T, r *runner.Run) {
+func checkAllowedRun(t *testing.T, r *runs.Run) {
 	t.Helper()
 	for _, id := range []string{"scrape", "version", "triage"} {
 		if st := stepByID(r, id); st.Status != executor.Succeeded {

@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -46,7 +47,7 @@ func TestFaultPrometheusDown(t *testing.T) {
 	}
 }
 
-func checkPrometheusDownRun(t *testing.T, s *stack, r *runner.Run, scenario, deadAddr string) {
+func checkPrometheusDownRun(t *testing.T, s *stack, r *runs.Run, scenario, deadAddr string) {
 	t.Helper()
 	if r.Status != runner.StatusPartial {
 		t.Errorf("%s: run status %s, want partial: %s", scenario, r.Status, describe(r))
@@ -174,7 +175,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 	}
 	scenarios := []string{vllmsim.ScenarioOverload}
 	s := startStack(t, stackOptions{Scenarios: scenarios, DaemonConfig: "playbooks: [" + pb + "]\n"})
-	var r *runner.Run
+	var r *runs.Run
 	for _, x := range s.finishedRunsBySim(t, scenarios, 4*time.Minute)[vllmsim.ScenarioOverload] {
 		if x.Alertname == "VLLMQueueDeep" {
 			r = x
@@ -201,7 +202,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 
 // checkSnapshotKeptTheRest: the snapshot succeeded, its expensive query is
 // listed as timed out, and every other query answered with a value and signal.
-func checkSnapshotKeptTheRest(t *testing.T, r *runner.Run) {
+func checkSnapshotKeptTheRest(t *testing.T, r *runs.Run) {
 	t.Helper()
 	snap := stepByID(r, "snapshot")
 	if snap.Status != executor.Succeeded {
@@ -230,7 +231,7 @@ func checkSnapshotKeptTheRest(t *testing.T, r *runner.Run) {
 
 // stepByID returns the run's step with that id, or an empty failed-looking
 // record so callers report instead of panicking.
-func stepByID(r *runner.Run, id string) *executor.StepRecord {
+func stepByID(r *runs.Run, id string) *executor.StepRecord {
 	for i := range r.Steps {
 		if r.Steps[i].ID == id {
 			return &r.Steps[i]

@@ -11,8 +11,8 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -36,19 +36,19 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 	// Wait until every injected cause has at least one finished run, then a little
 	// longer so runs already accepted finish too.
 	deadline := time.Now().Add(4 * time.Minute)
-	var runs []runner.Run
+	var all []runs.Run
 	for {
-		runs = s.runs(t)
-		if allCausesDone(runs, byAddr, scenarios) || time.Now().After(deadline) {
+		all = s.runs(t)
+		if allCausesDone(all, byAddr, scenarios) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(2 * time.Second)
 	}
 	waitAllFinished(t, s, 60*time.Second)
-	runs = s.runs(t)
+	all = s.runs(t)
 
 	seen := map[string]int{}
-	for _, lr := range runs {
+	for _, lr := range all {
 		sc := byAddr[lr.Labels["instance"]]
 		r := s.run(t, lr.ID)
 		if sc == "" {
@@ -74,9 +74,9 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 	}
 }
 
-func allCausesDone(runs []runner.Run, byAddr map[string]string, scenarios []string) bool {
+func allCausesDone(all []runs.Run, byAddr map[string]string, scenarios []string) bool {
 	done := map[string]bool{}
-	for _, r := range runs {
+	for _, r := range all {
 		if finished(r.Status) {
 			done[byAddr[r.Labels["instance"]]] = true
 		}
@@ -107,7 +107,7 @@ func waitAllFinished(t *testing.T, s *stack, within time.Duration) {
 	t.Errorf("runs still unfinished after %s", within)
 }
 
-func runTook(r *runner.Run) time.Duration {
+func runTook(r *runs.Run) time.Duration {
 	if r.FinishedAt == nil {
 		return 0
 	}
@@ -117,7 +117,7 @@ func runTook(r *runner.Run) time.Duration {
 // checkTier2: the traces step runs exactly when its playbook's `when` says so,
 // evaluated here on the run's own recorded results; when it ran, its trace ids
 // are the slowest requests of the window per the sim's own record.
-func checkTier2(t *testing.T, s *stack, r *runner.Run, sm *sim) {
+func checkTier2(t *testing.T, s *stack, r *runs.Run, sm *sim) {
 	t.Helper()
 	st := stepByKind(r, "traces")
 	if st == nil {
@@ -137,7 +137,7 @@ func checkTier2(t *testing.T, s *stack, r *runner.Run, sm *sim) {
 
 // whenHolds evaluates the shipped playbook's compiled `when` of step st over the
 // results the run recorded for the steps before it.
-func whenHolds(t *testing.T, r *runner.Run, st *executor.StepRecord) bool {
+func whenHolds(t *testing.T, r *runs.Run, st *executor.StepRecord) bool {
 	t.Helper()
 	set, err := playbooks.Load(nil, zap.NewNop())
 	if err != nil {
@@ -178,7 +178,7 @@ func whenHolds(t *testing.T, r *runner.Run, st *executor.StepRecord) bool {
 // checkSlowest compares the step's ranking with the sim's finished requests: every
 // id is a real request of this sim, and no request of the window that was surely
 // exported before the search ranks above the slowest one returned.
-func checkSlowest(t *testing.T, r *runner.Run, st *executor.StepRecord, reqs []vllmsim.FinishedRequest) {
+func checkSlowest(t *testing.T, r *runs.Run, st *executor.StepRecord, reqs []vllmsim.FinishedRequest) {
 	t.Helper()
 	rankBy, _ := st.Findings["rank_by"].(string)
 	raw, _ := st.Findings["slowest"].([]any)

@@ -17,6 +17,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -163,16 +164,16 @@ receivers:
 }
 
 // runs lists every run of the daemon (newest first), following cursors.
-func (s *stack) runs(t testing.TB) []runner.Run {
+func (s *stack) runs(t testing.TB) []runs.Run {
 	t.Helper()
-	var all []runner.Run
+	var all []runs.Run
 	cursor := ""
 	for {
 		q := url.Values{"limit": {"200"}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var page runner.Page
+		var page runs.Page
 		s.getJSON(t, "/api/v1/runs?"+q.Encode(), &page)
 		all = append(all, page.Runs...)
 		if page.Next == "" {
@@ -183,9 +184,9 @@ func (s *stack) runs(t testing.TB) []runner.Run {
 }
 
 // run fetches one run with its steps.
-func (s *stack) run(t testing.TB, id string) *runner.Run {
+func (s *stack) run(t testing.TB, id string) *runs.Run {
 	t.Helper()
-	var r runner.Run
+	var r runs.Run
 	s.getJSON(t, "/api/v1/runs/"+id, &r)
 	return &r
 }
@@ -239,7 +240,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-func stepByKind(r *runner.Run, kind string) *executor.StepRecord {
+func stepByKind(r *runs.Run, kind string) *executor.StepRecord {
 	for i := range r.Steps {
 		if r.Steps[i].Kind == kind {
 			return &r.Steps[i]
@@ -248,7 +249,7 @@ func stepByKind(r *runner.Run, kind string) *executor.StepRecord {
 	return nil
 }
 
-func describe(r *runner.Run) string {
+func describe(r *runs.Run) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %s %s status=%s reason=%q", r.ID, r.Alertname, r.Status, r.Reason)
 	if r.Verdict != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/playbooks/vllm"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
@@ -127,7 +127,7 @@ func benchRound(b *testing.B, s *stack, inst string, round int) []benchSample {
 
 // sampleOf reads one finished run's timings relative to sent, failing unless
 // triage recorded the overload verdict.
-func sampleOf(b *testing.B, r *runner.Run, sent time.Time) benchSample {
+func sampleOf(b *testing.B, r *runs.Run, sent time.Time) benchSample {
 	tri := stepByKind(r, "triage")
 	if tri == nil || tri.Status != executor.Succeeded || r.Verdict == nil || r.Verdict.ID != "overload" ||
 		r.StartedAt == nil || r.FinishedAt == nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/handlers"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // firingAlert is one alert as Alertmanager's webhook carries it: labels, a
@@ -77,14 +77,14 @@ func postWebhook(t testing.TB, api string, alerts ...template.Alert) []handlers.
 // alert started a new run.
 func acceptedRun(t testing.TB, r handlers.AlertResult) string {
 	t.Helper()
-	if r.Outcome != handlers.OutcomeAccepted || r.RunID == "" {
+	if r.Outcome != runs.OutcomeAccepted || r.RunID == "" {
 		t.Fatalf("alert %s (%s): outcome %s, want accepted with a run id (%s %s)", r.Alertname, r.Fingerprint, r.Outcome, r.Reason, r.Detail)
 	}
 	return r.RunID
 }
 
 // waitRun polls one run until it has finished.
-func (s *stack) waitRun(t testing.TB, id string, within time.Duration) *runner.Run {
+func (s *stack) waitRun(t testing.TB, id string, within time.Duration) *runs.Run {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -102,7 +102,7 @@ func (s *stack) waitRun(t testing.TB, id string, within time.Duration) *runner.R
 // finishedRunsBySim waits until every scenario's instance has at least one
 // finished run (alerts delivered by the stack's Alertmanager), lets runs already
 // accepted finish, and returns every run, with its steps, by scenario.
-func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.Duration) map[string][]*runner.Run {
+func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.Duration) map[string][]*runs.Run {
 	t.Helper()
 	byAddr := map[string]string{}
 	for sc, sm := range s.Sims {
@@ -117,7 +117,7 @@ func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.
 		time.Sleep(2 * time.Second)
 	}
 	waitAllFinished(t, s, 60*time.Second)
-	out := map[string][]*runner.Run{}
+	out := map[string][]*runs.Run{}
 	for _, lr := range s.runs(t) {
 		sc := byAddr[lr.Labels["instance"]]
 		if sc == "" {
@@ -131,7 +131,7 @@ func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.
 
 // checkOneLineFailure asserts that a step failed with a reason among want and an
 // error of one line that names what failed (contains every needle).
-func checkOneLineFailure(t *testing.T, r *runner.Run, st *executor.StepRecord, want []string, needles ...string) {
+func checkOneLineFailure(t *testing.T, r *runs.Run, st *executor.StepRecord, want []string, needles ...string) {
 	t.Helper()
 	where := fmt.Sprintf("run %s %s step %s (%s)", r.ID, r.Alertname, st.ID, st.Kind)
 	if st.Status != executor.Failed {
@@ -157,7 +157,7 @@ func checkOneLineFailure(t *testing.T, r *runner.Run, st *executor.StepRecord, w
 
 // checkArtifactsKept asserts that every artifact the step recorded is on disk in
 // the daemon's local store with the recorded size, and that names are among them.
-func (s *stack) checkArtifactsKept(t *testing.T, r *runner.Run, st *executor.StepRecord, names ...string) {
+func (s *stack) checkArtifactsKept(t *testing.T, r *runs.Run, st *executor.StepRecord, names ...string) {
 	t.Helper()
 	have := map[string]bool{}
 	for _, a := range st.Artifacts {
@@ -179,7 +179,7 @@ func (s *stack) checkArtifactsKept(t *testing.T, r *runner.Run, st *executor.Ste
 }
 
 // stepsOfKind returns the run's steps of one kind.
-func stepsOfKind(r *runner.Run, kind string) []*executor.StepRecord {
+func stepsOfKind(r *runs.Run, kind string) []*executor.StepRecord {
 	var out []*executor.StepRecord
 	for i := range r.Steps {
 		if r.Steps[i].Kind == kind {

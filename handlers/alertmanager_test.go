@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/alertmanager-*.json and the fuzz seeds from a real Alertmanager")
@@ -70,7 +71,7 @@ receivers:
 			}
 		}
 	}
-	want := map[Outcome]float64{OutcomeAccepted: 1, OutcomeResolved: 1}
+	want := map[runs.Outcome]float64{runs.OutcomeAccepted: 1, runs.OutcomeResolved: 1}
 	for o, n := range want {
 		if got := testutil.ToFloat64(h.srv.metrics.alerts.WithLabelValues(string(o))); got != n {
 			t.Errorf("alerts %s = %v, want %v", o, got, n)

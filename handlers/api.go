@@ -9,6 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // Paging bounds of GET /api/v1/runs.
@@ -19,7 +22,7 @@ const (
 
 // listRuns serves GET /api/v1/runs?alertname=&status=&limit=&cursor=, newest first.
 func (s *Server) listRuns(c *gin.Context) {
-	q := ListQuery{
+	q := runs.ListQuery{
 		Alertname: c.Query("alertname"),
 		Status:    c.Query("status"),
 		Limit:     DefaultListLimit,
@@ -43,7 +46,7 @@ func (s *Server) listRuns(c *gin.Context) {
 		return
 	}
 	if page.Runs == nil {
-		page.Runs = []any{}
+		page.Runs = []runs.Run{}
 	}
 	c.JSON(http.StatusOK, page)
 }
@@ -75,11 +78,11 @@ func (s *Server) cancelRun(c *gin.Context) {
 // (the store is what fails; the caller may retry).
 func (s *Server) runError(c *gin.Context, id string, err error) {
 	switch {
-	case errors.Is(err, ErrNotFound):
-		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip(id, 80)))
-	case errors.Is(err, ErrFinished):
-		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip(id, 80))+" has already finished")
-	case errors.Is(err, ErrBadRequest):
+	case errors.Is(err, runs.ErrNotFound):
+		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip.String(id, 80)))
+	case errors.Is(err, runs.ErrFinished):
+		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip.String(id, 80))+" has already finished")
+	case errors.Is(err, runs.ErrBadCursor):
 		fail(c, http.StatusBadRequest, "bad_query", err.Error())
 	default:
 		s.log.Error("Run store request failed.", zap.String("path", c.Request.URL.Path), zap.Error(err))

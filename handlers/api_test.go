@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestRunsAPI(t *testing.T) {
@@ -15,7 +18,7 @@ func TestRunsAPI(t *testing.T) {
 		alertJSON("B", "2222222222222222", "firing")), auth); rec.Code != 200 {
 		t.Fatalf("seed webhook: %d %s", rec.Code, rec.Body)
 	}
-	h.runs.runs[1].Status = "succeeded" // run-2 has finished
+	h.runs.runs[1].Status = runner.StatusSucceeded // run-2 has finished
 	tests := []struct {
 		name    string
 		method  string
@@ -32,6 +35,7 @@ func TestRunsAPI(t *testing.T) {
 		{name: "list with limit", method: "GET", path: "/api/v1/runs?limit=1", header: auth, code: 200, check: wantRunIDs("run-2")},
 		{name: "list with a bad limit", method: "GET", path: "/api/v1/runs?limit=0", header: auth, code: 400, errWord: "bad_query"},
 		{name: "list with a huge limit", method: "GET", path: "/api/v1/runs?limit=100000", header: auth, code: 400, errWord: "bad_query"},
+		{name: "list with a cursor no page handed out", method: "GET", path: "/api/v1/runs?cursor=nope", header: auth, code: 400, errWord: "bad_query"},
 		{name: "list with an unknown status", method: "GET", path: "/api/v1/runs?status=done", header: auth, code: 400, errWord: "bad_query"},
 		{name: "list needs auth", method: "GET", path: "/api/v1/runs", code: 401, errWord: "unauthorized"},
 		{name: "get one", method: "GET", path: "/api/v1/runs/run-1", header: auth, code: 200,
@@ -73,7 +77,7 @@ func wantRunIDs(ids ...string) func(t *testing.T, b []byte) {
 	return func(t *testing.T, b []byte) {
 		t.Helper()
 		var page struct {
-			Runs []fakeRun `json:"runs"`
+			Runs []runs.Run `json:"runs"`
 		}
 		if err := json.Unmarshal(b, &page); err != nil {
 			t.Fatalf("list body: %v: %s", err, b)

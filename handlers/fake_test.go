@@ -17,100 +17,95 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// fakeRun is what the fake service stores and the API shows.
-type fakeRun struct {
-	ID          string `json:"id"`
-	Fingerprint string `json:"fingerprint"`
-	Alertname   string `json:"alertname"`
-	Status      string `json:"status"`
-	Resolved    bool   `json:"resolved"`
-}
-
 // fakeRuns is an in-memory run service: one run per unresolved fingerprint.
 type fakeRuns struct {
 	mu       sync.Mutex
-	runs     []*fakeRun
-	open     map[string]*fakeRun
+	runs     []*runs.Run
+	open     map[string]*runs.Run
 	calls    int
 	err      error // returned by Accept and Ping when set
-	lastList ListQuery
+	lastList runs.ListQuery
 }
 
-func newFakeRuns() *fakeRuns { return &fakeRuns{open: map[string]*fakeRun{}} }
+func newFakeRuns() *fakeRuns { return &fakeRuns{open: map[string]*runs.Run{}} }
 
-func (f *fakeRuns) Accept(_ context.Context, alerts []template.Alert) ([]Ack, error) {
+func (f *fakeRuns) Accept(_ context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
 		return nil, f.err
 	}
-	acks := make([]Ack, len(alerts))
+	acks := make([]runs.Accepted, len(alerts))
 	for i, a := range alerts {
 		r, ok := f.open[a.Fingerprint]
 		switch {
 		case a.Status == "resolved" && ok:
-			r.Resolved = true
+			r.ResolvedAt = &a.EndsAt
 			delete(f.open, a.Fingerprint)
-			acks[i] = Ack{a.Fingerprint, r.ID, OutcomeResolved}
+			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: r.ID, Outcome: runs.OutcomeResolved}
 		case a.Status == "resolved":
-			acks[i] = Ack{a.Fingerprint, "", OutcomeResolvedUnknown}
+			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}
 		case ok:
-			acks[i] = Ack{a.Fingerprint, r.ID, OutcomeDeduplicated}
+			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: r.ID, Outcome: runs.OutcomeDeduplicated}
 		default:
-			r = &fakeRun{ID: fmt.Sprintf("run-%d", len(f.runs)+1), Fingerprint: a.Fingerprint,
-				Alertname: a.Labels["alertname"], Status: "queued"}
+			r = &runs.Run{ID: fmt.Sprintf("run-%d", len(f.runs)+1), Fingerprint: a.Fingerprint,
+				Alertname: a.Labels["alertname"], Status: runner.StatusQueued}
 			f.runs = append(f.runs, r)
 			f.open[a.Fingerprint] = r
-			acks[i] = Ack{a.Fingerprint, r.ID, OutcomeAccepted}
+			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: r.ID, Outcome: runs.OutcomeAccepted}
 		}
 	}
 	return acks, nil
 }
 
-func (f *fakeRuns) List(_ context.Context, q ListQuery) (Page, error) {
+func (f *fakeRuns) List(_ context.Context, q runs.ListQuery) (runs.Page, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastList = q
-	var out []*fakeRun
+	if q.Cursor != "" {
+		return runs.Page{}, fmt.Errorf("%w: %q", runs.ErrBadCursor, q.Cursor) // the fake hands out none
+	}
+	var out []runs.Run
 	for i := len(f.runs) - 1; i >= 0 && len(out) < q.Limit; i-- {
 		if q.Alertname == "" || f.runs[i].Alertname == q.Alertname {
-			out = append(out, f.runs[i])
+			out = append(out, *f.runs[i])
 		}
 	}
-	return Page{Runs: out}, nil
+	return runs.Page{Runs: out}, nil
 }
 
-func (f *fakeRuns) find(id string) (*fakeRun, error) {
+func (f *fakeRuns) find(id string) (*runs.Run, error) {
 	for _, r := range f.runs {
 		if r.ID == id {
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("fake: run %s: %w", id, ErrNotFound)
+	return nil, fmt.Errorf("fake: run %s: %w", id, runs.ErrNotFound)
 }
 
-func (f *fakeRuns) Get(_ context.Context, id string) (any, error) {
+func (f *fakeRuns) Get(_ context.Context, id string) (*runs.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.find(id)
 }
 
-func (f *fakeRuns) Cancel(_ context.Context, id string) (any, error) {
+func (f *fakeRuns) Cancel(_ context.Context, id string) (*runs.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, err := f.find(id)
 	if err != nil {
 		return nil, err
 	}
-	if r.Status != "queued" && r.Status != "running" {
-		return nil, fmt.Errorf("fake: run %s is %s: %w", id, r.Status, ErrFinished)
+	if r.Status != runner.StatusQueued && r.Status != runner.StatusRunning {
+		return r, fmt.Errorf("fake: run %s is %s: %w", id, r.Status, runs.ErrFinished)
 	}
-	r.Status = "cancelled"
+	r.Status = runner.StatusCancelled
 	return r, nil
 }
 

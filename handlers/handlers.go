@@ -18,63 +18,30 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Runs is what the HTTP surface needs of the run service. The daemon adapts
-// runner.Service to it; tests use a fake.
+// Runs is what the HTTP surface needs of the run service, in the terms of
+// package runs. *runner.Service satisfies it; tests use a fake.
 type Runs interface {
-	// Accept persists the alerts (one transaction) and returns one Ack per alert,
-	// in order. An error means nothing was stored: the webhook answers 503.
-	Accept(ctx context.Context, alerts []template.Alert) ([]Ack, error)
-	// List returns runs newest first.
-	List(ctx context.Context, q ListQuery) (Page, error)
-	// Get returns one run (any JSON-marshalable value) or an error wrapping ErrNotFound.
-	Get(ctx context.Context, id string) (any, error)
-	// Cancel asks a run to stop; errors wrap ErrNotFound or ErrFinished.
-	Cancel(ctx context.Context, id string) (any, error)
+	// Accept persists the alerts (one transaction) and returns one answer per
+	// alert, in order. An error means nothing was stored: the webhook answers 503.
+	Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error)
+	// List returns runs newest first; errors wrap runs.ErrBadCursor for a cursor
+	// no page handed out.
+	List(ctx context.Context, q runs.ListQuery) (runs.Page, error)
+	// Get returns one run; errors wrap runs.ErrNotFound.
+	Get(ctx context.Context, id string) (*runs.Run, error)
+	// Cancel asks a run to stop; errors wrap runs.ErrNotFound or runs.ErrFinished.
+	Cancel(ctx context.Context, id string) (*runs.Run, error)
 	// Ping says whether the run store answers.
 	Ping(ctx context.Context) error
 }
 
-// Errors a Runs implementation wraps so the API answers the right code.
-var (
-	ErrNotFound   = errors.New("no such run")
-	ErrFinished   = errors.New("run already finished")
-	ErrBadRequest = errors.New("bad request")
-)
-
-// Outcome is what became of one alert of a webhook.
-type Outcome string
-
-// The outcomes, as in the webhook's answer and autocapture_alerts_total.
-const (
-	OutcomeAccepted        Outcome = "accepted"
-	OutcomeDeduplicated    Outcome = "deduplicated"
-	OutcomeResolved        Outcome = "resolved"
-	OutcomeResolvedUnknown Outcome = "resolved_unknown"
-	OutcomeRejected        Outcome = "rejected"
-)
-
-// Ack is the run service's answer for one alert.
-type Ack struct {
-	Fingerprint string
-	RunID       string
-	Outcome     Outcome
-}
-
-// ListQuery filters and pages GET /api/v1/runs.
-type ListQuery struct {
-	Alertname string
-	Status    string
-	Limit     int
-	Cursor    string
-}
-
-// Page is one page of runs; Next is the cursor of the following page ("" at the end).
-type Page struct {
-	Runs any    `json:"runs"`
-	Next string `json:"next,omitempty"`
-}
+// OutcomeRejected is the webhook's outcome for an alert refused on its own,
+// before it reaches the run service (whose outcomes are runs.Outcomes).
+const OutcomeRejected runs.Outcome = "rejected"
 
 // Options configures New.
 type Options struct {
@@ -170,7 +137,7 @@ type errorBody struct {
 
 // fail answers code with a JSON error body and stops the chain.
 func fail(c *gin.Context, code int, word, reason string) {
-	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: oneLine(reason)})
+	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: clip.Line(reason, maxReason)})
 }
 
 // logRequests logs each request once it is answered: the polled endpoints at
@@ -229,7 +196,7 @@ func (s *Server) reload(c *gin.Context) {
 			reason = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 		}
 		c.AbortWithStatusJSON(http.StatusInternalServerError,
-			errorBody{Status: "error", Error: "reload_failed", Reason: oneLine(reason), Errors: lines})
+			errorBody{Status: "error", Error: "reload_failed", Reason: clip.Line(reason, maxReason), Errors: lines})
 		return
 	}
 	s.log.Info("Playbooks reloaded.")

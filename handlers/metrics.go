@@ -2,10 +2,13 @@ package handlers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // Metrics are the HTTP surface's own series. The run service registers its own
@@ -45,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	for _, o := range []Outcome{OutcomeAccepted, OutcomeDeduplicated, OutcomeResolved, OutcomeResolvedUnknown, OutcomeRejected} {
+	for _, o := range append(slices.Clone(runs.Outcomes), OutcomeRejected) {
 		m.alerts.WithLabelValues(string(o))
 	}
 	for _, r := range RejectReasons {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
+
+	"github.com/autocapture/autocapture/internal/clip"
 )
 
 // WebhookVersion is the only Alertmanager webhook payload version understood.
@@ -87,6 +89,8 @@ const (
 const (
 	maxLabelNameLen   = 256
 	maxFingerprintLen = 64
+	// maxReason bounds an error's one-line reason in an answer or a log line.
+	maxReason = 200
 )
 
 // envelope is the body with each field kept raw, so one field of the wrong type
@@ -112,7 +116,7 @@ type envelope struct {
 func Decode(body []byte) (*Payload, error) {
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, &BodyError{Code: CodeNotJSON, Msg: "body is not a JSON object: " + oneLine(err.Error())}
+		return nil, &BodyError{Code: CodeNotJSON, Msg: "body is not a JSON object: " + clip.Line(err.Error(), maxReason)}
 	}
 	var version string
 	if err := json.Unmarshal(env.Version, &version); err != nil || version != WebhookVersion {
@@ -120,7 +124,7 @@ func Decode(body []byte) (*Payload, error) {
 		if len(env.Version) == 0 {
 			got = "none"
 		}
-		return nil, &BodyError{Code: CodeBadVersion, Msg: fmt.Sprintf("webhook version %s is not supported, want %q", clip(got, 40), WebhookVersion)}
+		return nil, &BodyError{Code: CodeBadVersion, Msg: fmt.Sprintf("webhook version %s is not supported, want %q", clip.String(got, 40), WebhookVersion)}
 	}
 	var raws []json.RawMessage
 	if isNull(env.Alerts) || json.Unmarshal(env.Alerts, &raws) != nil {
@@ -169,7 +173,7 @@ func (p *Payload) decodeEnvelope(env *envelope) {
 			continue
 		}
 		if err := json.Unmarshal(f.raw, f.dst); err != nil {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s ignored: %s", f.name, oneLine(err.Error())))
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s ignored: %s", f.name, clip.Line(err.Error(), maxReason)))
 		}
 	}
 }
@@ -180,7 +184,7 @@ func (p *Payload) decodeEnvelope(env *envelope) {
 func DecodeAlert(raw json.RawMessage) (template.Alert, *Rejection) {
 	var a template.Alert
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return template.Alert{}, &Rejection{Reason: ReasonBadAlert, Detail: "alert is not a valid object: " + oneLine(err.Error())}
+		return template.Alert{}, &Rejection{Reason: ReasonBadAlert, Detail: "alert is not a valid object: " + clip.Line(err.Error(), maxReason)}
 	}
 	if rej := ValidateAlert(&a); rej != nil {
 		return template.Alert{}, rej
@@ -193,11 +197,11 @@ func DecodeAlert(raw json.RawMessage) (template.Alert, *Rejection) {
 // fingerprint (model.LabelSet.Fingerprint, Alertmanager's own).
 func ValidateAlert(a *template.Alert) *Rejection {
 	rej := func(reason, format string, args ...any) *Rejection {
-		return &Rejection{Reason: reason, Fingerprint: clip(a.Fingerprint, maxFingerprintLen),
-			Alertname: clip(a.Labels["alertname"], 128), Detail: fmt.Sprintf(format, args...)}
+		return &Rejection{Reason: reason, Fingerprint: clip.String(a.Fingerprint, maxFingerprintLen),
+			Alertname: clip.String(a.Labels["alertname"], 128), Detail: fmt.Sprintf(format, args...)}
 	}
 	if a.Status != string(model.AlertFiring) && a.Status != string(model.AlertResolved) {
-		return rej(ReasonBadStatus, "status %q is neither firing nor resolved", clip(a.Status, 40))
+		return rej(ReasonBadStatus, "status %q is neither firing nor resolved", clip.String(a.Status, 40))
 	}
 	for name, value := range a.Labels {
 		if err := checkLabel(name, value); err != nil {
@@ -225,13 +229,13 @@ func ValidateAlert(a *template.Alert) *Rejection {
 func checkLabel(name, value string) error {
 	switch {
 	case len(name) > maxLabelNameLen:
-		return fmt.Errorf("label name %q… is longer than %d bytes", clip(name, 40), maxLabelNameLen)
+		return fmt.Errorf("label name %q… is longer than %d bytes", clip.String(name, 40), maxLabelNameLen)
 	case !model.UTF8Validation.IsValidLabelName(name):
-		return fmt.Errorf("label name %q is not valid", clip(name, 40))
+		return fmt.Errorf("label name %q is not valid", clip.String(name, 40))
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return fmt.Errorf("label name %q contains control characters", clip(name, 40))
+		return fmt.Errorf("label name %q contains control characters", clip.String(name, 40))
 	case !utf8.ValidString(value):
-		return fmt.Errorf("label %q has a value that is not UTF-8", clip(name, 40))
+		return fmt.Errorf("label %q has a value that is not UTF-8", clip.String(name, 40))
 	}
 	return nil
 }
@@ -244,7 +248,7 @@ func checkFingerprint(fp string) error {
 	}
 	for i := 0; i < len(fp); i++ {
 		if fp[i] <= ' ' || fp[i] > '~' {
-			return fmt.Errorf("fingerprint %q has a character outside printable ASCII", clip(fp, maxFingerprintLen))
+			return fmt.Errorf("fingerprint %q has a character outside printable ASCII", clip.String(fp, maxFingerprintLen))
 		}
 	}
 	return nil
@@ -259,20 +263,4 @@ func IsBodyError(err error) (*BodyError, bool) {
 
 func isNull(raw json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// oneLine keeps error text on one short line.
-func oneLine(s string) string {
-	return clip(strings.Join(strings.Fields(s), " "), 200)
-}
-
-// clip shortens s to at most n bytes without splitting a rune.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

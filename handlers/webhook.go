@@ -10,15 +10,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // AlertResult is one alert's line in the webhook's answer.
 type AlertResult struct {
-	Index       int     `json:"index"`
-	Fingerprint string  `json:"fingerprint,omitempty"`
-	Alertname   string  `json:"alertname,omitempty"`
-	Outcome     Outcome `json:"outcome"`
-	RunID       string  `json:"run_id,omitempty"`
+	Index       int          `json:"index"`
+	Fingerprint string       `json:"fingerprint,omitempty"`
+	Alertname   string       `json:"alertname,omitempty"`
+	Outcome     runs.Outcome `json:"outcome"`
+	RunID       string       `json:"run_id,omitempty"`
 	// Reason and Detail are set for rejected alerts.
 	Reason string `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
@@ -79,7 +81,7 @@ func (s *Server) webhook(c *gin.Context) {
 
 // accept hands the valid alerts to the run service under AcceptTimeout and
 // checks it answered once per alert.
-func (s *Server) accept(ctx context.Context, p *Payload) ([]Ack, error) {
+func (s *Server) accept(ctx context.Context, p *Payload) ([]runs.Accepted, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.AcceptTimeout)
 	defer cancel()
 	acks, err := s.opts.Runs.Accept(ctx, p.Message.Alerts)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // alertJSON is one alert as Alertmanager sends it.
@@ -124,7 +125,7 @@ func checkOutcomes(t *testing.T, b []byte, want []string) {
 		if r.Outcome == OutcomeRejected && (r.Reason == "" || r.Detail == "") {
 			t.Errorf("alert %d rejected without reason/detail: %+v", i, r)
 		}
-		if r.Outcome == OutcomeAccepted && (r.RunID == "" || r.Fingerprint == "") {
+		if r.Outcome == runs.OutcomeAccepted && (r.RunID == "" || r.Fingerprint == "") {
 			t.Errorf("alert %d accepted without run id/fingerprint: %+v", i, r)
 		}
 	}

@@ -17,18 +17,6 @@ import (
 	"github.com/autocapture/autocapture/playbooks/vllm"
 )
 
-// Planner turns an alert into the plans of its matched playbooks; the runner codes
-// against it. *Set and *Reloader satisfy it.
-type Planner interface {
-	Plan(alert template.Alert, w capture.Window) ([]*Plan, error)
-	Rebuild(p StoredPlan, alert template.Alert, w capture.Window) (*Plan, error)
-}
-
-var (
-	_ Planner = (*Set)(nil)
-	_ Planner = (*Reloader)(nil)
-)
-
 // Set is a loaded, validated set of playbooks, in matching order, with their tests.
 // It is immutable once loaded and safe for concurrent use.
 type Set struct {

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // Accept records a group of validated alerts in ONE transaction: a firing alert
@@ -21,7 +23,7 @@ import (
 // fingerprint + startsAt) with its job; a resolved alert sets its run's
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
-func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accepted, error) {
+func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
 	if s.dead.Load() {
 		return nil, fmt.Errorf("runner: accept: service abandoned")
 	}
@@ -31,7 +33,7 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
 	}
 	defer tx.Rollback()
-	out := make([]Accepted, len(alerts))
+	out := make([]runs.Accepted, len(alerts))
 	// Resolutions first: a group holding both the end of one episode and the
 	// start of the next must close the old run before opening the new one.
 	// Rows are touched in one global order (fingerprint, then run key), so two
@@ -67,7 +69,7 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 	for _, i := range firing {
 		a := alerts[i]
 		if id, ok := created[i]; ok {
-			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeAccepted}
+			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeAccepted}
 			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: id}})
 			continue
 		}
@@ -86,11 +88,11 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 			return nil, fmt.Errorf("runner: accept alert %s: %w", a.Fingerprint, err)
 		}
 		if newID, ok := again[i]; ok {
-			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: OutcomeAccepted}
+			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: runs.OutcomeAccepted}
 			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: newID}})
 			continue
 		}
-		out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeDeduplicated}
+		out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeDeduplicated}
 	}
 	if len(jobs) > 0 {
 		if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
@@ -102,9 +104,9 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 	}
 	for _, acc := range out {
 		switch acc.Outcome {
-		case OutcomeResolved:
+		case runs.OutcomeResolved:
 			s.signalResolved(acc.RunID)
-		case OutcomeResolvedUnknown:
+		case runs.OutcomeResolvedUnknown:
 			s.log.Info("Resolved alert has no known run; nothing to do.", zap.String("fingerprint", acc.Fingerprint))
 		}
 	}
@@ -223,8 +225,8 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 // acceptResolved sets resolved_at on the fingerprint's unresolved run. A repeat
 // of a resolution already recorded answers with that run; with no run at all the
 // alert is counted and logged, nothing more.
-func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (Accepted, error) {
-	acc := Accepted{Fingerprint: a.Fingerprint, Outcome: OutcomeResolved}
+func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (runs.Accepted, error) {
+	acc := runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolved}
 	at := a.EndsAt
 	if at.IsZero() || at.After(now) {
 		at = now
@@ -241,7 +243,7 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`,
 		runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Accepted{Fingerprint: a.Fingerprint, Outcome: OutcomeResolvedUnknown}, nil
+		return runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}, nil
 	}
 	if err != nil {
 		return acc, fmt.Errorf("find resolved run: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
@@ -26,7 +27,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 		// 100 concurrent deliveries of the same firing: one run.
 		const n = 100
 		var wg sync.WaitGroup
-		results := make([]Accepted, n)
+		results := make([]runs.Accepted, n)
 		errs := make([]error, n)
 		for i := range n {
 			wg.Add(1)
@@ -48,7 +49,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 			if results[i].RunID != results[0].RunID {
 				t.Fatalf("delivery %d went to run %s, delivery 0 to %s", i, results[i].RunID, results[0].RunID)
 			}
-			if results[i].Outcome == OutcomeAccepted {
+			if results[i].Outcome == runs.OutcomeAccepted {
 				accepted++
 			}
 		}
@@ -59,15 +60,15 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 		steps := []struct {
 			name    string
 			alert   template.Alert
-			outcome Outcome
+			outcome runs.Outcome
 			sameRun bool
 		}{
-			{"later startsAt while unresolved is the same run", firing("fp1", t0.Add(90*time.Second)), OutcomeDeduplicated, true},
-			{"resolution sets resolved_at", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), OutcomeResolved, true},
-			{"resolution repeated", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), OutcomeResolved, true},
-			{"late repeat of the resolved firing", firing("fp1", t0), OutcomeDeduplicated, true},
-			{"new startsAt after resolution is a new run", firing("fp1", t0.Add(time.Hour)), OutcomeAccepted, false},
-			{"resolved with no run", resolvedAlert("nobody", t0, t0.Add(time.Minute)), OutcomeResolvedUnknown, false},
+			{"later startsAt while unresolved is the same run", firing("fp1", t0.Add(90*time.Second)), runs.OutcomeDeduplicated, true},
+			{"resolution sets resolved_at", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), runs.OutcomeResolved, true},
+			{"resolution repeated", resolvedAlert("fp1", t0, t0.Add(5*time.Minute)), runs.OutcomeResolved, true},
+			{"late repeat of the resolved firing", firing("fp1", t0), runs.OutcomeDeduplicated, true},
+			{"new startsAt after resolution is a new run", firing("fp1", t0.Add(time.Hour)), runs.OutcomeAccepted, false},
+			{"resolved with no run", resolvedAlert("nobody", t0, t0.Add(time.Minute)), runs.OutcomeResolvedUnknown, false},
 		}
 		for _, st := range steps {
 			acc := acceptOne(t, s, st.alert)
@@ -82,7 +83,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != StatusQueued {
 			t.Fatalf("first run resolved_at=%v status=%s, want endsAt and still queued", r.ResolvedAt, r.Status)
 		}
-		page, err := s.List(context.Background(), ListQuery{Alertname: "VLLMSlowTTFT"})
+		page, err := s.List(context.Background(), runs.ListQuery{Alertname: "VLLMSlowTTFT"})
 		if err != nil || len(page.Runs) != 2 {
 			t.Fatalf("list: %d runs, %v; want 2", len(page.Runs), err)
 		}
@@ -98,7 +99,7 @@ func TestAcceptBatchIsOneTransaction(t *testing.T) {
 		if _, err := s.Accept(ctx, []template.Alert{firing("a", t0), firing("b", t0)}); err == nil {
 			t.Fatal("accept with a dead context succeeded")
 		}
-		page, err := s.List(context.Background(), ListQuery{})
+		page, err := s.List(context.Background(), runs.ListQuery{})
 		if err != nil || len(page.Runs) != 0 {
 			t.Fatalf("after a failed accept: %d runs (%v), want 0", len(page.Runs), err)
 		}
@@ -106,7 +107,7 @@ func TestAcceptBatchIsOneTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if acc[0].Outcome != OutcomeAccepted || acc[1].Outcome != OutcomeAccepted || acc[2].Outcome != OutcomeDeduplicated ||
+		if acc[0].Outcome != runs.OutcomeAccepted || acc[1].Outcome != runs.OutcomeAccepted || acc[2].Outcome != runs.OutcomeDeduplicated ||
 			acc[2].RunID != acc[0].RunID {
 			t.Fatalf("batch outcomes %+v", acc)
 		}
@@ -125,7 +126,7 @@ func TestListGetCancelAPI(t *testing.T) {
 		var seen []string
 		cursor := ""
 		for {
-			page, err := s.List(ctx, ListQuery{Limit: 2, Cursor: cursor})
+			page, err := s.List(ctx, runs.ListQuery{Limit: 2, Cursor: cursor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,23 +140,23 @@ func TestListGetCancelAPI(t *testing.T) {
 		if len(seen) != 5 || seen[0] != ids[4] || seen[4] != ids[0] {
 			t.Fatalf("paged list %v, want all 5 newest first (%v)", seen, ids)
 		}
-		if _, err := s.List(ctx, ListQuery{Cursor: "%%%"}); !errors.Is(err, ErrBadCursor) {
+		if _, err := s.List(ctx, runs.ListQuery{Cursor: "%%%"}); !errors.Is(err, runs.ErrBadCursor) {
 			t.Fatalf("bad cursor: %v", err)
 		}
-		if _, err := s.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(ctx, "nope"); !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("get unknown: %v", err)
 		}
 		r, err := s.Cancel(ctx, ids[0])
 		if err != nil || r.Status != StatusCancelled || r.CancelRequestedAt == nil {
 			t.Fatalf("cancel queued run: %+v, %v", r, err)
 		}
-		if _, err := s.Cancel(ctx, ids[0]); !errors.Is(err, ErrFinished) {
+		if _, err := s.Cancel(ctx, ids[0]); !errors.Is(err, runs.ErrFinished) {
 			t.Fatalf("cancel twice: %v, want ErrFinished", err)
 		}
-		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("cancel unknown: %v", err)
 		}
-		page, err := s.List(ctx, ListQuery{Status: StatusCancelled})
+		page, err := s.List(ctx, runs.ListQuery{Status: StatusCancelled})
 		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != ids[0] {
 			t.Fatalf("list by status: %+v, %v", page.Runs, err)
 		}
@@ -235,7 +236,7 @@ func TestAcceptGroupsOfAlerts(t *testing.T) {
 		s := newService(t, db, planner(), false)
 		ctx := context.Background()
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-		outcomes := func(acc []Accepted) string {
+		outcomes := func(acc []runs.Accepted) string {
 			var o []string
 			for _, a := range acc {
 				o = append(o, string(a.Outcome))
@@ -256,13 +257,13 @@ func TestAcceptGroupsOfAlerts(t *testing.T) {
 		}
 		ids := map[string]bool{}
 		for i, a := range acc[:150] {
-			if a.Outcome != OutcomeAccepted || a.Fingerprint != group[i].Fingerprint || ids[a.RunID] {
+			if a.Outcome != runs.OutcomeAccepted || a.Fingerprint != group[i].Fingerprint || ids[a.RunID] {
 				t.Fatalf("alert %d: %+v", i, a)
 			}
 			ids[a.RunID] = true
 		}
-		if acc[150].Outcome != OutcomeDeduplicated || acc[150].RunID != acc[7].RunID ||
-			acc[151].Outcome != OutcomeDeduplicated || acc[151].RunID != acc[8].RunID {
+		if acc[150].Outcome != runs.OutcomeDeduplicated || acc[150].RunID != acc[7].RunID ||
+			acc[151].Outcome != runs.OutcomeDeduplicated || acc[151].RunID != acc[8].RunID {
 			t.Fatalf("repeats in one group: %+v %+v", acc[150], acc[151])
 		}
 
@@ -330,12 +331,12 @@ func TestAcceptAfterALostResolution(t *testing.T) {
 			"repeat of the episode":            t0,
 			"startsAt shifted before it ended": t0.Add(30 * time.Second),
 		} {
-			if acc := acceptOne(t, s, firing("lost", startsAt)); acc.Outcome != OutcomeDeduplicated || acc.RunID != first.RunID {
+			if acc := acceptOne(t, s, firing("lost", startsAt)); acc.Outcome != runs.OutcomeDeduplicated || acc.RunID != first.RunID {
 				t.Fatalf("%s: %+v, want the first run", name, acc)
 			}
 		}
 		next := acceptOne(t, s, firing("lost", t0.Add(3*time.Hour)))
-		if next.Outcome != OutcomeAccepted || next.RunID == first.RunID {
+		if next.Outcome != runs.OutcomeAccepted || next.RunID == first.RunID {
 			t.Fatalf("next episode: %+v, want a new run", next)
 		}
 		old, err := s.Get(context.Background(), first.RunID)

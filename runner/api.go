@@ -11,10 +11,11 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Get returns a run with its steps, or ErrNotFound.
-func (s *Service) Get(ctx context.Context, id string) (*Run, error) {
+// Get returns a run with its steps, or runs.ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 	r, err := s.getRow(ctx, s.db, id)
 	if err != nil {
 		return nil, err
@@ -34,7 +35,7 @@ type querier interface {
 func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
 	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", runs.ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: get run %s: %w", id, err)
@@ -70,7 +71,7 @@ func (s *Service) loadSteps(ctx context.Context, id string) ([]executor.StepReco
 
 // List returns runs newest first, filtered by alertname and status, a page at a
 // time (Page.Next is the cursor of the next page). Steps are left out.
-func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
+func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
@@ -88,7 +89,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	if q.Cursor != "" {
 		ms, id, err := decodeCursor(q.Cursor)
 		if err != nil {
-			return Page{}, err
+			return runs.Page{}, err
 		}
 		c, i := arg(ms), arg(id)
 		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
@@ -97,19 +98,19 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return Page{}, fmt.Errorf("runner: list runs: %w", err)
+		return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 	}
 	defer rows.Close()
-	page := Page{Runs: []Run{}}
+	page := runs.Page{Runs: []runs.Run{}}
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return Page{}, fmt.Errorf("runner: list runs: %w", err)
+			return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 		}
 		page.Runs = append(page.Runs, r.Run)
 	}
 	if err := rows.Err(); err != nil {
-		return Page{}, fmt.Errorf("runner: list runs: %w", err)
+		return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 	}
 	if len(page.Runs) > limit {
 		last := page.Runs[limit-1]
@@ -119,9 +120,6 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	return page, nil
 }
 
-// ErrBadCursor: a List cursor that no page handed out.
-var ErrBadCursor = errors.New("runner: bad cursor")
-
 func encodeCursor(ms int64, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ms, 10) + "/" + id))
 }
@@ -129,20 +127,20 @@ func encodeCursor(ms int64, id string) string {
 func decodeCursor(c string) (int64, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return 0, "", fmt.Errorf("%w: %v", ErrBadCursor, err)
+		return 0, "", fmt.Errorf("%w: %v", runs.ErrBadCursor, err)
 	}
 	msText, id, ok := strings.Cut(string(b), "/")
 	ms, err := strconv.ParseInt(msText, 10, 64)
 	if !ok || err != nil || id == "" {
-		return 0, "", fmt.Errorf("%w: %q", ErrBadCursor, c)
+		return 0, "", fmt.Errorf("%w: %q", runs.ErrBadCursor, c)
 	}
 	return ms, id, nil
 }
 
 // Cancel asks for a run to stop. A queued run ends cancelled at once; a running
 // one is cancelled by the process holding it (a flag on the row its heartbeat
-// reads, so it works across processes). ErrFinished for a run that has ended.
-func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
+// reads, so it works across processes). runs.ErrFinished for a run that has ended.
+func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	now := toMS(s.now())
 	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, $1)
 		WHERE id = $2 AND finished_at IS NULL`, now, id)
@@ -154,7 +152,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &r.Run, fmt.Errorf("%w: %s is %s", ErrFinished, id, r.Status)
+		return &r.Run, fmt.Errorf("%w: %s is %s", runs.ErrFinished, id, r.Status)
 	}
 	// Nobody holds it and it has no thread yet: end it here; a job that picks it
 	// up later finds it finished. A run with a thread (one resumed between

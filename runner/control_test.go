@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestCancelRunningRun(t *testing.T) {
@@ -82,7 +83,7 @@ func TestResolutionDuringRun(t *testing.T) {
 				if tc.otherProcs {
 					resolver = newService(t, db, planner(), false)
 				}
-				if acc := acceptOne(t, resolver, resolvedAlert("fp", t0, time.Now().UTC())); acc.Outcome != OutcomeResolved || acc.RunID != id {
+				if acc := acceptOne(t, resolver, resolvedAlert("fp", t0, time.Now().UTC())); acc.Outcome != runs.OutcomeResolved || acc.RunID != id {
 					t.Fatalf("resolve: %+v", acc)
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)

@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // threeTierPlanner: "a" (tier 1) succeeds, "b" (tier 2) is middle, "c" (tier 3)
@@ -36,7 +37,7 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start on the first process")
-		waitRun(t, s1, id, "step a persisted", func(r *Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
+		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
 
 		s1.abandon()
 		crashed := time.Now()

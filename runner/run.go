@@ -3,7 +3,6 @@ package runner
 import (
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // Run statuses: the one list used by the store, the API, metrics and threads.
-// Resolution is separate (Run.ResolvedAt).
+// Resolution is separate (runs.Run.ResolvedAt).
 const (
 	StatusQueued    = "queued"
 	StatusRunning   = "running"
@@ -30,85 +30,12 @@ const (
 // Statuses lists every run status.
 var Statuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusPartial, StatusFailed, StatusSkipped, StatusCancelled}
 
-// Errors the API maps to HTTP statuses.
-var (
-	// ErrNotFound: no run has that id.
-	ErrNotFound = errors.New("runner: no such run")
-	// ErrFinished: the run has already ended and cannot be cancelled.
-	ErrFinished = errors.New("runner: run already finished")
-)
-
-// Outcome is what Accept did with one alert.
-type Outcome string
-
-// Accept outcomes.
-const (
-	OutcomeAccepted        Outcome = "accepted"         // a new run was created
-	OutcomeDeduplicated    Outcome = "deduplicated"     // the alert belongs to an existing run
-	OutcomeResolved        Outcome = "resolved"         // the run's resolved_at is set
-	OutcomeResolvedUnknown Outcome = "resolved_unknown" // resolved, and no run was known
-)
-
-// Accepted is Accept's answer for one alert.
-type Accepted struct {
-	Fingerprint string  `json:"fingerprint"`
-	RunID       string  `json:"run_id,omitempty"`
-	Outcome     Outcome `json:"outcome"`
-}
-
-// PlaybookRef names a playbook a run executes.
-type PlaybookRef struct {
-	Name   string `json:"name"`
-	File   string `json:"file"`
-	Digest string `json:"digest"`
-}
-
-// Run is one firing episode of an alert and what was captured for it.
-type Run struct {
-	ID                string            `json:"id"`
-	Key               string            `json:"key"`
-	Fingerprint       string            `json:"fingerprint"`
-	Alertname         string            `json:"alertname"`
-	Labels            map[string]string `json:"labels"`
-	Annotations       map[string]string `json:"annotations"`
-	StartsAt          time.Time         `json:"starts_at"`
-	Status            string            `json:"status"`
-	Reason            string            `json:"reason,omitempty"`
-	ResolvedAt        *time.Time        `json:"resolved_at"`
-	CancelRequestedAt *time.Time        `json:"cancel_requested_at"`
-	CreatedAt         time.Time         `json:"created_at"`
-	StartedAt         *time.Time        `json:"started_at"`
-	FinishedAt        *time.Time        `json:"finished_at"`
-	Attempts          int               `json:"attempts"`
-	Resumed           int               `json:"resumed"`
-	Playbooks         []PlaybookRef     `json:"playbooks"`
-	Verdict           *capture.Verdict  `json:"verdict"`
-	// Steps is filled by Get; List leaves it empty.
-	Steps []executor.StepRecord `json:"steps"`
-}
-
-// ListQuery filters List.
-type ListQuery struct {
-	Alertname string
-	Status    string
-	// Limit caps the page (default 50, at most 500).
-	Limit int
-	// Cursor is a previous Page.Next.
-	Cursor string
-}
-
-// Page is one page of runs, newest first.
-type Page struct {
-	Runs []Run  `json:"runs"`
-	Next string `json:"next,omitempty"`
-}
-
 // storedPlans is what a run persists about its plans at first execution.
 type storedPlans []playbooks.StoredPlan
 
 // runRow is a run as stored, with what only the runner reads.
 type runRow struct {
-	Run
+	runs.Run
 	alert      template.Alert
 	generation int
 	owner      sql.NullString
@@ -152,7 +79,7 @@ func scanRun(sc scanner) (*runRow, error) {
 			return nil, corruptError{fmt.Errorf("run %s: decode plans: %w", r.ID, err)}
 		}
 		for _, p := range r.plans {
-			r.Playbooks = append(r.Playbooks, PlaybookRef{Name: p.Playbook, File: p.File, Digest: p.Digest})
+			r.Playbooks = append(r.Playbooks, runs.PlaybookRef{Name: p.Playbook, File: p.File, Digest: p.Digest})
 		}
 	}
 	if wStart.Valid && wEnd.Valid {
@@ -171,7 +98,7 @@ func scanRun(sc scanner) (*runRow, error) {
 		}
 	}
 	if r.Playbooks == nil {
-		r.Playbooks = []PlaybookRef{}
+		r.Playbooks = []runs.PlaybookRef{}
 	}
 	return &r, nil
 }

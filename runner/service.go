@@ -33,6 +33,13 @@ type Planner interface {
 	Rebuild(p playbooks.StoredPlan, alert template.Alert, w capture.Window) (*playbooks.Plan, error)
 }
 
+// The playbook sets the daemon plans with: a loaded set, and the reloader
+// that swaps sets on an edit.
+var (
+	_ Planner = (*playbooks.Set)(nil)
+	_ Planner = (*playbooks.Reloader)(nil)
+)
+
 // Options configure a Service.
 type Options struct {
 	Config config.Runs

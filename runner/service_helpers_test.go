@@ -19,6 +19,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -164,7 +165,7 @@ func resolvedAlert(fp string, startsAt, endsAt time.Time) template.Alert {
 }
 
 // acceptOne accepts one alert and returns its run id.
-func acceptOne(t *testing.T, s *Service, a template.Alert) Accepted {
+func acceptOne(t *testing.T, s *Service, a template.Alert) runs.Accepted {
 	t.Helper()
 	acc, err := s.Accept(context.Background(), []template.Alert{a})
 	if err != nil {
@@ -174,12 +175,12 @@ func acceptOne(t *testing.T, s *Service, a template.Alert) Accepted {
 }
 
 // waitRun polls the run until cond holds (a hang guard of 60 s, not a timing assertion).
-func waitRun(t *testing.T, s *Service, id string, what string, cond func(*Run) bool) *Run {
+func waitRun(t *testing.T, s *Service, id string, what string, cond func(*runs.Run) bool) *runs.Run {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r, err := s.Get(context.Background(), id)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("get run %s: %v", id, err)
 		}
 		if err == nil && cond(r) {
@@ -192,9 +193,9 @@ func waitRun(t *testing.T, s *Service, id string, what string, cond func(*Run) b
 	}
 }
 
-func isFinished(r *Run) bool { return r.FinishedAt != nil }
+func isFinished(r *runs.Run) bool { return r.FinishedAt != nil }
 
-func stepByID(r *Run, id string) executor.StepRecord {
+func stepByID(r *runs.Run, id string) executor.StepRecord {
 	for _, s := range r.Steps {
 		if s.ID == id {
 			return s

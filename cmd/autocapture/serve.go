@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -142,7 +141,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		return fmt.Errorf("run store: %w", err)
 	}
 	defer svc.Close()
-	h, err := handlers.New(handlers.Options{Runs: runsAdapter{svc}, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	h, err := handlers.New(handlers.Options{Runs: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http")})
 	if err != nil {
 		return err
@@ -256,58 +255,4 @@ func newNotifier(cfg *config.Config, stdout io.Writer) notify.Notifier {
 		return nil // the runner then notifies nobody
 	}
 	return notify.NewConsole(stdout)
-}
-
-// runsAdapter presents runner.Service as the HTTP surface's handlers.Runs.
-type runsAdapter struct{ s *runner.Service }
-
-func (a runsAdapter) Accept(ctx context.Context, alerts []template.Alert) ([]handlers.Ack, error) {
-	acc, err := a.s.Accept(ctx, alerts)
-	if err != nil {
-		return nil, err
-	}
-	acks := make([]handlers.Ack, len(acc))
-	for i, x := range acc {
-		acks[i] = handlers.Ack{Fingerprint: x.Fingerprint, RunID: x.RunID, Outcome: handlers.Outcome(x.Outcome)}
-	}
-	return acks, nil
-}
-
-func (a runsAdapter) List(ctx context.Context, q handlers.ListQuery) (handlers.Page, error) {
-	p, err := a.s.List(ctx, runner.ListQuery(q))
-	if err != nil {
-		return handlers.Page{}, apiError(err)
-	}
-	return handlers.Page{Runs: p.Runs, Next: p.Next}, nil
-}
-
-func (a runsAdapter) Get(ctx context.Context, id string) (any, error) {
-	r, err := a.s.Get(ctx, id)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	return r, nil
-}
-
-func (a runsAdapter) Cancel(ctx context.Context, id string) (any, error) {
-	r, err := a.s.Cancel(ctx, id)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	return r, nil
-}
-
-func (a runsAdapter) Ping(ctx context.Context) error { return a.s.Ping(ctx) }
-
-// apiError marks the runner's errors with the handlers' sentinels.
-func apiError(err error) error {
-	switch {
-	case errors.Is(err, runner.ErrNotFound):
-		return fmt.Errorf("%w: %w", handlers.ErrNotFound, err)
-	case errors.Is(err, runner.ErrFinished):
-		return fmt.Errorf("%w: %w", handlers.ErrFinished, err)
-	case errors.Is(err, runner.ErrBadCursor):
-		return fmt.Errorf("%w: %w", handlers.ErrBadRequest, err)
-	}
-	return err
 }

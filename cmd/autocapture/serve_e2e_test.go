@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // amConfig routes everything to the daemon through n webhook_configs, with the
@@ -36,15 +37,15 @@ func TestServeAlertmanagerFiringThenResolved(t *testing.T) {
 	start := time.Now().Add(-time.Minute)
 	am.PostAlerts(t, testenv.PostableAlert{Labels: labels, StartsAt: start})
 
-	var runs []apiRun
+	var listed []runs.Run
 	waitFor(t, 30*time.Second, "the run of E2EFiring", func() bool {
-		runs = d.runs(t, "E2EFiring")
-		return len(runs) > 0
+		listed = d.runs(t, "E2EFiring")
+		return len(listed) > 0
 	})
-	if len(runs) != 1 || runs[0].ResolvedAt != nil {
-		t.Fatalf("after firing: runs %+v, want one unresolved", runs)
+	if len(listed) != 1 || listed[0].ResolvedAt != nil {
+		t.Fatalf("after firing: runs %+v, want one unresolved", listed)
 	}
-	id := runs[0].ID
+	id := listed[0].ID
 
 	am.PostAlerts(t, testenv.PostableAlert{Labels: labels, StartsAt: start, EndsAt: time.Now().Add(-time.Second)})
 	waitFor(t, 30*time.Second, "resolved_at on the run", func() bool {

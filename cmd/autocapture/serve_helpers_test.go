@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -120,30 +121,15 @@ func doRaw(t *testing.T, req *http.Request) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// apiRun is the part of runner.Run the tests read.
-type apiRun struct {
-	ID         string     `json:"id"`
-	Alertname  string     `json:"alertname"`
-	Status     string     `json:"status"`
-	Reason     string     `json:"reason"`
-	ResolvedAt *time.Time `json:"resolved_at"`
-	Attempts   int        `json:"attempts"`
-	Resumed    int        `json:"resumed"`
-	Steps      []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	} `json:"steps"`
-}
-
 // runs lists the runs of alertname through the API.
-func (d *daemon) runs(t *testing.T, alertname string) []apiRun {
+func (d *daemon) runs(t *testing.T, alertname string) []runs.Run {
 	t.Helper()
 	req, _ := http.NewRequest("GET", d.URL+"/api/v1/runs?alertname="+alertname, nil)
 	code, b := d.do(t, req)
 	if code != 200 {
 		t.Fatalf("list runs: %d %s", code, b)
 	}
-	var page struct{ Runs []apiRun }
+	var page runs.Page
 	if err := json.Unmarshal(b, &page); err != nil {
 		t.Fatalf("list runs: %v: %s", err, b)
 	}
@@ -151,14 +137,14 @@ func (d *daemon) runs(t *testing.T, alertname string) []apiRun {
 }
 
 // run gets one run with its steps.
-func (d *daemon) run(t *testing.T, id string) apiRun {
+func (d *daemon) run(t *testing.T, id string) runs.Run {
 	t.Helper()
 	req, _ := http.NewRequest("GET", d.URL+"/api/v1/runs/"+id, nil)
 	code, b := d.do(t, req)
 	if code != 200 {
 		t.Fatalf("get run %s: %d %s", id, code, b)
 	}
-	var r apiRun
+	var r runs.Run
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("get run: %v: %s", err, b)
 	}

@@ -1,0 +1,94 @@
+// Package runs is the run service's vocabulary, without the service: what a run
+// is, what accepting an alert did, how runs are listed, and the errors callers
+// act on. Package runner stores and executes runs in these terms; the HTTP
+// surface (package handlers) serves them. It imports no database, so the
+// surface and its tests need none.
+package runs
+
+import (
+	"errors"
+	"time"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/executor"
+)
+
+// Errors the run service wraps so callers (the API) answer the right code.
+var (
+	// ErrNotFound: no run has that id.
+	ErrNotFound = errors.New("runner: no such run")
+	// ErrFinished: the run has already ended and cannot be cancelled.
+	ErrFinished = errors.New("runner: run already finished")
+	// ErrBadCursor: a List cursor that no page handed out.
+	ErrBadCursor = errors.New("runner: bad cursor")
+)
+
+// Outcome is what accepting one alert did.
+type Outcome string
+
+// Accept outcomes.
+const (
+	OutcomeAccepted        Outcome = "accepted"         // a new run was created
+	OutcomeDeduplicated    Outcome = "deduplicated"     // the alert belongs to an existing run
+	OutcomeResolved        Outcome = "resolved"         // the run's resolved_at is set
+	OutcomeResolvedUnknown Outcome = "resolved_unknown" // resolved, and no run was known
+)
+
+// Outcomes lists every outcome of accepting an alert.
+var Outcomes = []Outcome{OutcomeAccepted, OutcomeDeduplicated, OutcomeResolved, OutcomeResolvedUnknown}
+
+// Accepted is the run service's answer for one accepted alert.
+type Accepted struct {
+	Fingerprint string  `json:"fingerprint"`
+	RunID       string  `json:"run_id,omitempty"`
+	Outcome     Outcome `json:"outcome"`
+}
+
+// PlaybookRef names a playbook a run executes.
+type PlaybookRef struct {
+	Name   string `json:"name"`
+	File   string `json:"file"`
+	Digest string `json:"digest"`
+}
+
+// Run is one firing episode of an alert and what was captured for it.
+type Run struct {
+	ID          string            `json:"id"`
+	Key         string            `json:"key"`
+	Fingerprint string            `json:"fingerprint"`
+	Alertname   string            `json:"alertname"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	StartsAt    time.Time         `json:"starts_at"`
+	// Status is one of runner.Statuses.
+	Status            string           `json:"status"`
+	Reason            string           `json:"reason,omitempty"`
+	ResolvedAt        *time.Time       `json:"resolved_at"`
+	CancelRequestedAt *time.Time       `json:"cancel_requested_at"`
+	CreatedAt         time.Time        `json:"created_at"`
+	StartedAt         *time.Time       `json:"started_at"`
+	FinishedAt        *time.Time       `json:"finished_at"`
+	Attempts          int              `json:"attempts"`
+	Resumed           int              `json:"resumed"`
+	Playbooks         []PlaybookRef    `json:"playbooks"`
+	Verdict           *capture.Verdict `json:"verdict"`
+	// Steps is filled by Get; List leaves it empty.
+	Steps []executor.StepRecord `json:"steps"`
+}
+
+// ListQuery filters and pages a listing of runs.
+type ListQuery struct {
+	Alertname string
+	Status    string
+	// Limit caps the page (default 50, at most 500).
+	Limit int
+	// Cursor is a previous Page.Next.
+	Cursor string
+}
+
+// Page is one page of runs, newest first; Next is the cursor of the following
+// page ("" at the end).
+type Page struct {
+	Runs []Run  `json:"runs"`
+	Next string `json:"next,omitempty"`
+}
