@@ -33,7 +33,10 @@ type Playbook struct {
 	Notify        *NotifySpec
 	Vars          []Var
 	Steps         []*Step
-	// Source is the playbook's own YAML (a one-playbook file); Digest its sha256.
+	// uses are the presets the steps include, in order of first use.
+	uses []*Preset
+	// Source is the playbook's own YAML (a one-playbook file, with the presets
+	// it uses); Digest its sha256.
 	Source []byte
 	Digest string
 }
@@ -48,6 +51,7 @@ type Var struct {
 // rawFile is the top level of a playbook file, items kept as nodes for positions.
 type rawFile struct {
 	Playbooks []ast.Node `yaml:"playbooks"`
+	Presets   []ast.Node `yaml:"presets"`
 	Tests     []ast.Node `yaml:"tests"`
 }
 
@@ -57,24 +61,59 @@ type parsed struct {
 	tests     []*TestCase
 }
 
-// parseFile parses and validates one playbook file. Every problem found is
-// reported, each as file:line:col.
+// parseFile parses and validates one self-contained playbook file: a use: names
+// a preset of the same file. Every problem found is reported, each as file:line:col.
 func parseFile(file string, data []byte) (*parsed, error) {
+	return parseSelf(file, data, true)
+}
+
+// parseSelf is parseFile; check says whether each playbook's own source is
+// checked to rebuild it (see verify).
+func parseSelf(file string, data []byte, check bool) (*parsed, error) {
+	u, err := readFile(file, data)
+	if err != nil {
+		return nil, err
+	}
+	reg := presets{}
+	u.errs = append(u.errs, reg.add(u.presets)...)
+	p, err := u.finish(reg, true)
+	if err == nil && check {
+		err = verify(p.playbooks)
+	}
+	return p, err
+}
+
+// readFile parses a file's YAML and its presets; its playbooks and tests wait
+// for finish, once the presets of every file of the set are known.
+func readFile(file string, data []byte) (*fileParser, error) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, yamlerr.FromDecode(file, err)
 	}
 	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
-		return nil, &yamlerr.Error{File: file, Msg: "want one YAML document with a playbooks: list"}
-	}
-	var raw rawFile
-	if err := yaml.NodeToValue(f.Docs[0].Body, &raw, yaml.Strict()); err != nil {
-		return nil, yamlerr.FromDecodeIn(file, f, err)
+		return nil, &yamlerr.Error{File: file, Line: 1, Col: 1, Msg: "want one YAML document with a playbooks: list"}
 	}
 	p := &fileParser{file: file, f: f, lines: strings.SplitAfter(string(data), "\n")}
+	if err := yaml.NodeToValue(f.Docs[0].Body, &p.raw, yaml.Strict()); err != nil {
+		return nil, yamlerr.FromDecodeIn(file, f, err)
+	}
+	for i, n := range p.raw.Presets {
+		if ps := p.preset(n); ps != nil {
+			ps.source = p.presetSource(p.raw.Presets, i)
+			p.presets = append(p.presets, ps)
+		}
+	}
+	return p, nil
+}
+
+// finish parses the file's playbooks and tests; a use: resolves in reg. With
+// complete false some file of the set could not be read, so an unknown preset
+// is not reported (it may be that file's).
+func (p *fileParser) finish(reg presets, complete bool) (*parsed, error) {
+	p.reg, p.complete = reg, complete
 	out := &parsed{}
 	seen := map[string]*Playbook{}
-	for i, n := range raw.Playbooks {
+	for i, n := range p.raw.Playbooks {
 		pb := p.playbook(n)
 		if pb == nil {
 			continue
@@ -84,12 +123,12 @@ func parseFile(file string, data []byte) (*parsed, error) {
 			continue
 		}
 		seen[pb.Name] = pb
-		pb.Source = []byte(p.source(raw.Playbooks, i))
+		pb.Source = []byte(p.source(p.raw.Playbooks, i) + pb.presetsSource())
 		sum := sha256.Sum256(pb.Source)
 		pb.Digest = hex.EncodeToString(sum[:])
 		out.playbooks = append(out.playbooks, pb)
 	}
-	for _, n := range raw.Tests {
+	for _, n := range p.raw.Tests {
 		if tc := p.testCase(n, out.playbooks); tc != nil {
 			out.tests = append(out.tests, tc)
 		}
@@ -105,7 +144,12 @@ type fileParser struct {
 	file  string
 	f     *ast.File
 	lines []string
+	raw   rawFile
 	errs  yamlerr.List
+	// presets are the file's own; reg those of the whole set (see finish).
+	presets  []*Preset
+	reg      presets
+	complete bool
 }
 
 func (p *fileParser) errorf(n ast.Node, format string, args ...any) {
@@ -157,23 +201,11 @@ func (p *fileParser) playbook(n ast.Node) *Playbook {
 	}
 	p.matchers(pb, child(n, "match"), spec.Match)
 	p.limits(pb, n, &spec)
-	pb.Vars = p.vars(spec.Vars)
+	pb.Vars = p.vars("vars", spec.Vars)
 	if len(spec.Steps) == 0 {
 		p.errorf(orNode(child(n, "steps"), n), "playbook %q: steps: at least one step is required", spec.Name)
 	}
-	ids := map[string]*Step{}
-	for _, sn := range spec.Steps {
-		st := p.step(sn, pb)
-		if st == nil {
-			continue
-		}
-		if prev, dup := ids[st.ID]; dup {
-			p.errorf(child(sn, "id"), "duplicate step id %q (first at line %d)", st.ID, prev.Line)
-			continue
-		}
-		ids[st.ID] = st
-		pb.Steps = append(pb.Steps, st)
-	}
+	p.steps(pb, spec.Steps)
 	p.conditions(pb)
 	return pb
 }
@@ -224,13 +256,13 @@ func (p *fileParser) limits(pb *Playbook, n ast.Node, spec *PlaybookSpec) {
 }
 
 // vars parses the vars: mapping, keeping its order, and parses each template.
-func (p *fileParser) vars(n ast.Node) []Var {
+func (p *fileParser) vars(what string, n ast.Node) []Var {
 	if n == nil || n.Type() == ast.NullType {
 		return nil
 	}
 	m, ok := n.(ast.MapNode)
 	if !ok {
-		p.errorf(n, "vars: want a mapping of name: template")
+		p.errorf(n, "%s: want a mapping of name: template", what)
 		return nil
 	}
 	var out []Var
@@ -244,9 +276,9 @@ func (p *fileParser) vars(n ast.Node) []Var {
 				s = &ast.StringNode{Value: it.Value().GetToken().Value}
 			}
 		}
-		t, err := parseTemplate("vars."+name, s.Value)
+		t, err := parseTemplate(what+"."+name, s.Value)
 		if err != nil {
-			p.errorf(it.Value(), "vars.%s: %v", name, err)
+			p.errorf(it.Value(), "%s.%s: %v", what, name, err)
 			continue
 		}
 		out = append(out, Var{Name: name, tmpl: t})
@@ -256,20 +288,26 @@ func (p *fileParser) vars(n ast.Node) []Var {
 
 // source cuts the i-th playbook's lines out of the file, as a file of its own.
 func (p *fileParser) source(items []ast.Node, i int) string {
+	return "playbooks:\n" + p.cut(items, i, "playbooks")
+}
+
+// cut returns the lines of the i-th item of the top-level list under key: up to
+// the next item, the next top-level key or the end of the file.
+func (p *fileParser) cut(items []ast.Node, i int, key string) string {
 	start := items[i].GetToken().Position.Line
 	end := len(p.lines) + 1
 	if i+1 < len(items) {
 		end = items[i+1].GetToken().Position.Line
-	} else if next := p.afterPlaybooks(); next > 0 {
+	} else if next := p.after(key); next > 0 {
 		end = next
 	}
+	end = max(end, start)
 	body := strings.Join(p.lines[start-1:end-1], "")
-	body = strings.TrimRight(body, " \t\n") + "\n"
-	return "playbooks:\n" + body
+	return strings.TrimRight(body, " \t\n") + "\n"
 }
 
-// afterPlaybooks is the line of the first top-level key after playbooks:, or 0.
-func (p *fileParser) afterPlaybooks() int {
+// after is the line of the first top-level key after key, or 0.
+func (p *fileParser) after(key string) int {
 	m, ok := p.f.Docs[0].Body.(ast.MapNode)
 	if !ok {
 		return 0
@@ -279,7 +317,7 @@ func (p *fileParser) afterPlaybooks() int {
 		if after {
 			return it.Key().GetToken().Position.Line
 		}
-		after = it.Key().GetToken().Value == "playbooks"
+		after = it.Key().GetToken().Value == key
 	}
 	return 0
 }

@@ -76,6 +76,8 @@ type TemplateData struct {
 	GeneratorURL string
 	Vars         map[string]string
 	Window       WindowData
+
+	varErr error // with: vars of a preset's use that failed (see withVars)
 }
 
 // WindowData is the alert window in the shapes PromQL wants.
