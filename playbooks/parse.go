@@ -93,10 +93,14 @@ func readFile(file string, data []byte) (*fileParser, error) {
 	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
 		return nil, &yamlerr.Error{File: file, Line: 1, Col: 1, Msg: "want one YAML document with a playbooks: list"}
 	}
-	p := &fileParser{file: file, f: f, lines: strings.SplitAfter(string(data), "\n")}
-	if err := yaml.NodeToValue(f.Docs[0].Body, &p.raw, yaml.Strict()); err != nil {
+	p := &fileParser{file: file, f: f, lines: splitLines(string(data))}
+	if err := nodeToValue(f.Docs[0].Body, &p.raw, yaml.Strict()); err != nil {
+		if _, crashed := err.(decodePanic); crashed {
+			return nil, yamlerr.At(file, keyOf(f.Docs[0].Body), "%v", err)
+		}
 		return nil, yamlerr.FromDecodeIn(file, f, err)
 	}
+	p.section = "presets"
 	for i, n := range p.raw.Presets {
 		if ps := p.preset(n); ps != nil {
 			ps.source = p.presetSource(p.raw.Presets, i)
@@ -113,6 +117,7 @@ func (p *fileParser) finish(reg presets, complete bool) (*parsed, error) {
 	p.reg, p.complete = reg, complete
 	out := &parsed{}
 	seen := map[string]*Playbook{}
+	p.section = "playbooks"
 	for i, n := range p.raw.Playbooks {
 		pb := p.playbook(n)
 		if pb == nil {
@@ -128,6 +133,7 @@ func (p *fileParser) finish(reg presets, complete bool) (*parsed, error) {
 		pb.Digest = hex.EncodeToString(sum[:])
 		out.playbooks = append(out.playbooks, pb)
 	}
+	p.section = "tests"
 	for _, n := range p.raw.Tests {
 		if tc := p.testCase(n, out.playbooks); tc != nil {
 			out.tests = append(out.tests, tc)
@@ -146,6 +152,9 @@ type fileParser struct {
 	lines []string
 	raw   rawFile
 	errs  yamlerr.List
+	// section is the top-level key being parsed, where a problem of a node
+	// without a position is placed.
+	section string
 	// presets are the file's own; reg those of the whole set (see finish).
 	presets  []*Preset
 	reg      presets
@@ -153,7 +162,19 @@ type fileParser struct {
 }
 
 func (p *fileParser) errorf(n ast.Node, format string, args ...any) {
-	p.errs = append(p.errs, yamlerr.At(p.file, keyOf(n), format, args...))
+	p.add(yamlerr.At(p.file, keyOf(n), format, args...))
+}
+
+// add records a problem; one without a position (a node without a token, such
+// as an empty list item) is placed at the key of the list being parsed.
+func (p *fileParser) add(e *yamlerr.Error) {
+	if e.Line == 0 {
+		e.Line, e.Col = 1, 1
+		if k := keyNode(p.f.Docs[0].Body, p.section); k != nil && k.GetToken() != nil && k.GetToken().Position != nil {
+			e.Line, e.Col = k.GetToken().Position.Line, k.GetToken().Position.Column
+		}
+	}
+	p.errs = append(p.errs, e)
 }
 
 // keyOf returns the node whose position stands for n: a mapping's token is its
@@ -170,10 +191,30 @@ func keyOf(n ast.Node) ast.Node {
 	return n
 }
 
+// decodePanic is go-yaml panicking on a node it parsed (seen: a tagged
+// scalar where a list is expected, found by FuzzParse).
+type decodePanic struct{ v any }
+
+func (d decodePanic) Error() string { return fmt.Sprintf("cannot decode this value: %v", d.v) }
+
+// nodeToValue is yaml.NodeToValue, with a panic inside go-yaml returned as an error.
+func nodeToValue(n ast.Node, v any, opts ...yaml.DecodeOption) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = decodePanic{r}
+		}
+	}()
+	return yaml.NodeToValue(n, v, opts...)
+}
+
 // decode decodes n strictly into v, recording a positioned error.
 func (p *fileParser) decode(n ast.Node, v any) bool {
-	if err := yaml.NodeToValue(n, v, yaml.Strict()); err != nil {
-		p.errs = append(p.errs, yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
+	if err := nodeToValue(n, v, yaml.Strict()); err != nil {
+		if _, crashed := err.(decodePanic); crashed {
+			p.errorf(n, "%v", err)
+			return false
+		}
+		p.add(yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
 		return false
 	}
 	return true
@@ -301,9 +342,29 @@ func (p *fileParser) cut(items []ast.Node, i int, key string) string {
 	} else if next := p.after(key); next > 0 {
 		end = next
 	}
-	end = max(end, start)
+	start = min(max(start, 1), len(p.lines)+1)
+	end = min(max(end, start), len(p.lines)+1)
 	body := strings.Join(p.lines[start-1:end-1], "")
 	return strings.TrimRight(body, " \t\n") + "\n"
+}
+
+// splitLines splits s after each line break as YAML counts them (\r\n, \r or
+// \n), so that line numbers of the parser index the result.
+func splitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexAny(s, "\r\n")
+		if i < 0 {
+			break
+		}
+		n := i + 1
+		if s[i] == '\r' && n < len(s) && s[n] == '\n' {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
 }
 
 // after is the line of the first top-level key after key, or 0.

@@ -130,7 +130,7 @@ func (p *fileParser) kindConfig(st *Step, n ast.Node) {
 		if !p.decode(n, st.kind.Config()) {
 			return
 		}
-		if err := yaml.NodeToValue(n, &st.config); err != nil {
+		if err := nodeToValue(n, &st.config); err != nil {
 			p.errorf(n, "step %q: %v", st.ID, err)
 			return
 		}

@@ -199,7 +199,7 @@ func (p *fileParser) whenErrorf(st *Step, loc file.Location, format string, args
 	e := p.at(st.whenNode, st.When.Source, loc.From)
 	e.File = st.File
 	e.Msg = fmt.Sprintf(format, args...)
-	p.errs = append(p.errs, e)
+	p.add(e)
 }
 
 // at converts a rune offset inside an expression to a file position, counting
