@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 	}
 	for _, b := range files {
 		f.Add(b)
-		_ = presets // f.Add(append(append([]byte{}, b...), presets...))
+		f.Add(append(append([]byte{}, b...), presets...))
 	}
 	f.Add([]byte(""))
 	f.Add([]byte("playbooks: [{name: a, steps: [{use: x}]}]\n"))
