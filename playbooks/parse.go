@@ -33,7 +33,10 @@ type Playbook struct {
 	Notify        *NotifySpec
 	Vars          []Var
 	Steps         []*Step
-	// Source is the playbook's own YAML (a one-playbook file); Digest its sha256.
+	// uses are the presets the steps include, in order of first use.
+	uses []*Preset
+	// Source is the playbook's own YAML (a one-playbook file, with the presets
+	// it uses); Digest its sha256.
 	Source []byte
 	Digest string
 }
@@ -48,6 +51,7 @@ type Var struct {
 // rawFile is the top level of a playbook file, items kept as nodes for positions.
 type rawFile struct {
 	Playbooks []ast.Node `yaml:"playbooks"`
+	Presets   []ast.Node `yaml:"presets"`
 	Tests     []ast.Node `yaml:"tests"`
 }
 
@@ -57,24 +61,64 @@ type parsed struct {
 	tests     []*TestCase
 }
 
-// parseFile parses and validates one playbook file. Every problem found is
-// reported, each as file:line:col.
+// parseFile parses and validates one self-contained playbook file: a use: names
+// a preset of the same file. Every problem found is reported, each as file:line:col.
 func parseFile(file string, data []byte) (*parsed, error) {
+	return parseSelf(file, data, true)
+}
+
+// parseSelf is parseFile; check says whether each playbook's own source is
+// checked to rebuild it (see verify).
+func parseSelf(file string, data []byte, check bool) (*parsed, error) {
+	u, err := readFile(file, data)
+	if err != nil {
+		return nil, err
+	}
+	reg := presets{}
+	u.errs = append(u.errs, reg.add(u.presets)...)
+	p, err := u.finish(reg, true)
+	if err == nil && check {
+		err = verify(p.playbooks)
+	}
+	return p, err
+}
+
+// readFile parses a file's YAML and its presets; its playbooks and tests wait
+// for finish, once the presets of every file of the set are known.
+func readFile(file string, data []byte) (*fileParser, error) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
 		return nil, yamlerr.FromDecode(file, err)
 	}
 	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
-		return nil, &yamlerr.Error{File: file, Msg: "want one YAML document with a playbooks: list"}
+		return nil, &yamlerr.Error{File: file, Line: 1, Col: 1, Msg: "want one YAML document with a playbooks: list"}
 	}
-	var raw rawFile
-	if err := yaml.NodeToValue(f.Docs[0].Body, &raw, yaml.Strict()); err != nil {
+	p := &fileParser{file: file, f: f, lines: splitLines(string(data))}
+	if err := nodeToValue(f.Docs[0].Body, &p.raw, yaml.Strict()); err != nil {
+		if _, crashed := err.(decodePanic); crashed {
+			return nil, yamlerr.At(file, keyOf(f.Docs[0].Body), "%v", err)
+		}
 		return nil, yamlerr.FromDecodeIn(file, f, err)
 	}
-	p := &fileParser{file: file, f: f, lines: strings.SplitAfter(string(data), "\n")}
+	p.section = "presets"
+	for i, n := range p.raw.Presets {
+		if ps := p.preset(n); ps != nil {
+			ps.source = p.presetSource(p.raw.Presets, i)
+			p.presets = append(p.presets, ps)
+		}
+	}
+	return p, nil
+}
+
+// finish parses the file's playbooks and tests; a use: resolves in reg. With
+// complete false some file of the set could not be read, so an unknown preset
+// is not reported (it may be that file's).
+func (p *fileParser) finish(reg presets, complete bool) (*parsed, error) {
+	p.reg, p.complete = reg, complete
 	out := &parsed{}
 	seen := map[string]*Playbook{}
-	for i, n := range raw.Playbooks {
+	p.section = "playbooks"
+	for i, n := range p.raw.Playbooks {
 		pb := p.playbook(n)
 		if pb == nil {
 			continue
@@ -84,12 +128,13 @@ func parseFile(file string, data []byte) (*parsed, error) {
 			continue
 		}
 		seen[pb.Name] = pb
-		pb.Source = []byte(p.source(raw.Playbooks, i))
+		pb.Source = []byte(p.source(p.raw.Playbooks, i) + pb.presetsSource())
 		sum := sha256.Sum256(pb.Source)
 		pb.Digest = hex.EncodeToString(sum[:])
 		out.playbooks = append(out.playbooks, pb)
 	}
-	for _, n := range raw.Tests {
+	p.section = "tests"
+	for _, n := range p.raw.Tests {
 		if tc := p.testCase(n, out.playbooks); tc != nil {
 			out.tests = append(out.tests, tc)
 		}
@@ -105,11 +150,31 @@ type fileParser struct {
 	file  string
 	f     *ast.File
 	lines []string
+	raw   rawFile
 	errs  yamlerr.List
+	// section is the top-level key being parsed, where a problem of a node
+	// without a position is placed.
+	section string
+	// presets are the file's own; reg those of the whole set (see finish).
+	presets  []*Preset
+	reg      presets
+	complete bool
 }
 
 func (p *fileParser) errorf(n ast.Node, format string, args ...any) {
-	p.errs = append(p.errs, yamlerr.At(p.file, keyOf(n), format, args...))
+	p.add(yamlerr.At(p.file, keyOf(n), format, args...))
+}
+
+// add records a problem; one without a position (a node without a token, such
+// as an empty list item) is placed at the key of the list being parsed.
+func (p *fileParser) add(e *yamlerr.Error) {
+	if e.Line == 0 {
+		e.Line, e.Col = 1, 1
+		if k := keyNode(p.f.Docs[0].Body, p.section); k != nil && k.GetToken() != nil && k.GetToken().Position != nil {
+			e.Line, e.Col = k.GetToken().Position.Line, k.GetToken().Position.Column
+		}
+	}
+	p.errs = append(p.errs, e)
 }
 
 // keyOf returns the node whose position stands for n: a mapping's token is its
@@ -126,10 +191,30 @@ func keyOf(n ast.Node) ast.Node {
 	return n
 }
 
+// decodePanic is go-yaml panicking on a node it parsed (seen: a tagged
+// scalar where a list is expected, found by FuzzParse).
+type decodePanic struct{ v any }
+
+func (d decodePanic) Error() string { return fmt.Sprintf("cannot decode this value: %v", d.v) }
+
+// nodeToValue is yaml.NodeToValue, with a panic inside go-yaml returned as an error.
+func nodeToValue(n ast.Node, v any, opts ...yaml.DecodeOption) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = decodePanic{r}
+		}
+	}()
+	return yaml.NodeToValue(n, v, opts...)
+}
+
 // decode decodes n strictly into v, recording a positioned error.
 func (p *fileParser) decode(n ast.Node, v any) bool {
-	if err := yaml.NodeToValue(n, v, yaml.Strict()); err != nil {
-		p.errs = append(p.errs, yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
+	if err := nodeToValue(n, v, yaml.Strict()); err != nil {
+		if _, crashed := err.(decodePanic); crashed {
+			p.errorf(n, "%v", err)
+			return false
+		}
+		p.add(yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
 		return false
 	}
 	return true
@@ -157,23 +242,11 @@ func (p *fileParser) playbook(n ast.Node) *Playbook {
 	}
 	p.matchers(pb, child(n, "match"), spec.Match)
 	p.limits(pb, n, &spec)
-	pb.Vars = p.vars(spec.Vars)
+	pb.Vars = p.vars("vars", spec.Vars)
 	if len(spec.Steps) == 0 {
 		p.errorf(orNode(child(n, "steps"), n), "playbook %q: steps: at least one step is required", spec.Name)
 	}
-	ids := map[string]*Step{}
-	for _, sn := range spec.Steps {
-		st := p.step(sn, pb)
-		if st == nil {
-			continue
-		}
-		if prev, dup := ids[st.ID]; dup {
-			p.errorf(child(sn, "id"), "duplicate step id %q (first at line %d)", st.ID, prev.Line)
-			continue
-		}
-		ids[st.ID] = st
-		pb.Steps = append(pb.Steps, st)
-	}
+	p.steps(pb, spec.Steps)
 	p.conditions(pb)
 	return pb
 }
@@ -224,13 +297,13 @@ func (p *fileParser) limits(pb *Playbook, n ast.Node, spec *PlaybookSpec) {
 }
 
 // vars parses the vars: mapping, keeping its order, and parses each template.
-func (p *fileParser) vars(n ast.Node) []Var {
+func (p *fileParser) vars(what string, n ast.Node) []Var {
 	if n == nil || n.Type() == ast.NullType {
 		return nil
 	}
 	m, ok := n.(ast.MapNode)
 	if !ok {
-		p.errorf(n, "vars: want a mapping of name: template")
+		p.errorf(n, "%s: want a mapping of name: template", what)
 		return nil
 	}
 	var out []Var
@@ -244,9 +317,9 @@ func (p *fileParser) vars(n ast.Node) []Var {
 				s = &ast.StringNode{Value: it.Value().GetToken().Value}
 			}
 		}
-		t, err := parseTemplate("vars."+name, s.Value)
+		t, err := parseTemplate(what+"."+name, s.Value)
 		if err != nil {
-			p.errorf(it.Value(), "vars.%s: %v", name, err)
+			p.errorf(it.Value(), "%s.%s: %v", what, name, err)
 			continue
 		}
 		out = append(out, Var{Name: name, tmpl: t})
@@ -256,20 +329,46 @@ func (p *fileParser) vars(n ast.Node) []Var {
 
 // source cuts the i-th playbook's lines out of the file, as a file of its own.
 func (p *fileParser) source(items []ast.Node, i int) string {
+	return "playbooks:\n" + p.cut(items, i, "playbooks")
+}
+
+// cut returns the lines of the i-th item of the top-level list under key: up to
+// the next item, the next top-level key or the end of the file.
+func (p *fileParser) cut(items []ast.Node, i int, key string) string {
 	start := items[i].GetToken().Position.Line
 	end := len(p.lines) + 1
 	if i+1 < len(items) {
 		end = items[i+1].GetToken().Position.Line
-	} else if next := p.afterPlaybooks(); next > 0 {
+	} else if next := p.after(key); next > 0 {
 		end = next
 	}
+	start = min(max(start, 1), len(p.lines)+1)
+	end = min(max(end, start), len(p.lines)+1)
 	body := strings.Join(p.lines[start-1:end-1], "")
-	body = strings.TrimRight(body, " \t\n") + "\n"
-	return "playbooks:\n" + body
+	return strings.TrimRight(body, " \t\n") + "\n"
 }
 
-// afterPlaybooks is the line of the first top-level key after playbooks:, or 0.
-func (p *fileParser) afterPlaybooks() int {
+// splitLines splits s after each line break as YAML counts them (\r\n, \r or
+// \n), so that line numbers of the parser index the result.
+func splitLines(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexAny(s, "\r\n")
+		if i < 0 {
+			break
+		}
+		n := i + 1
+		if s[i] == '\r' && n < len(s) && s[n] == '\n' {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+// after is the line of the first top-level key after key, or 0.
+func (p *fileParser) after(key string) int {
 	m, ok := p.f.Docs[0].Body.(ast.MapNode)
 	if !ok {
 		return 0
@@ -279,7 +378,7 @@ func (p *fileParser) afterPlaybooks() int {
 		if after {
 			return it.Key().GetToken().Position.Line
 		}
-		after = it.Key().GetToken().Value == "playbooks"
+		after = it.Key().GetToken().Value == key
 	}
 	return 0
 }

@@ -28,15 +28,24 @@ func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 	if pb.Cooldown > 0 {
 		plan.CooldownKey = pb.cooldownKey(alert.Labels, "")
 	}
+	uses := map[*useSite]*TemplateData{}
 	for _, st := range pb.Steps {
+		d, dErr := data, varErr
+		if st.use != nil && len(st.use.with) > 0 {
+			if uses[st.use] == nil {
+				uses[st.use] = withVars(data, st.use)
+			}
+			d = uses[st.use]
+			dErr = errors.Join(varErr, d.varErr)
+		}
 		ps := PlannedStep{ID: st.ID, Kind: st.Kind, Tier: st.Tier, Timeout: st.Timeout,
 			ContinueOnError: st.ContinueOnError, When: st.When, Cooldown: st.Cooldown}
 		if st.Cooldown > 0 {
 			ps.CooldownKey = pb.cooldownKey(alert.Labels, st.ID)
 		}
-		ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, data)
-		if ps.RenderErr != nil && varErr != nil {
-			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "%w (because %w)", ps.RenderErr, varErr)
+		ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, d)
+		if ps.RenderErr != nil && dErr != nil {
+			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "%w (because %w)", ps.RenderErr, dErr)
 		}
 		plan.Steps = append(plan.Steps, ps)
 	}
@@ -56,16 +65,34 @@ func (st *Step) plan(playbook string, data *TemplateData) (any, capture.Step, er
 	return cfg, step, nil
 }
 
+// withVars is the template data of one use: of a preset: the playbook's vars
+// with the use's with: vars rendered on top, in order (each sees those above
+// it). A with: var that fails is left out, as a playbook var is.
+func withVars(data *TemplateData, u *useSite) *TemplateData {
+	d := *data
+	d.Vars = make(map[string]string, len(data.Vars)+len(u.with))
+	for k, v := range data.Vars {
+		d.Vars[k] = v
+	}
+	for _, v := range u.with { // a with: var that fails must not fall back to the playbook's
+		delete(d.Vars, v.Name)
+	}
+	d.varErr = renderVars("with", u.with, &d)
+	return &d
+}
+
 // renderVars renders the vars in order into data.Vars; a var sees those above it.
 // A var that fails is left out (so is one built on it), and its error returned:
 // a step that uses it then fails to render, the others run (triage still
 // answers when the alert lacks the label a snapshot needs).
-func (pb *Playbook) renderVars(data *TemplateData) error {
+func (pb *Playbook) renderVars(data *TemplateData) error { return renderVars("vars", pb.Vars, data) }
+
+func renderVars(what string, vars []Var, data *TemplateData) error {
 	var failed []string // one line, for the thread
-	for _, v := range pb.Vars {
+	for _, v := range vars {
 		s, err := v.tmpl.render(data)
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("vars.%s: %v", v.Name, err))
+			failed = append(failed, fmt.Sprintf("%s.%s: %v", what, v.Name, err))
 			continue
 		}
 		data.Vars[v.Name] = s

@@ -23,10 +23,14 @@ func Schema() ([]byte, error) {
 	root.ID = SchemaID
 	root.Title = "autocapture playbook file"
 	pb := root.Properties.Value("playbooks").Items
-	pb.Properties.Set("steps", &jsonschema.Schema{Type: "array", MinItems: ptr(uint64(1)), Items: stepSchema(r)})
-	pb.Properties.Set("vars", &jsonschema.Schema{Type: "object",
-		Description:          "Templated once per run, in order; visible as {{ .Vars.name }}.",
-		AdditionalProperties: &jsonschema.Schema{Type: "string"}})
+	root.Definitions = jsonschema.Definitions{"step": stepSchema(r)}
+	step := &jsonschema.Schema{Ref: "#/$defs/step"}
+	pb.Properties.Set("steps", &jsonschema.Schema{Type: "array", MinItems: ptr(uint64(1)),
+		Items: &jsonschema.Schema{AnyOf: []*jsonschema.Schema{step, useSchema(r)}}})
+	pb.Properties.Set("vars", varsSchema("Templated once per run, in order; visible as {{ .Vars.name }}."))
+	ps := root.Properties.Value("presets").Items
+	ps.Properties.Set("steps", &jsonschema.Schema{Type: "array", MinItems: ptr(uint64(1)), Items: step,
+		Description: "Plain steps (no use:), copied into each playbook that uses the preset."})
 	b, err := json.MarshalIndent(root, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("playbooks: schema: %w", err)
@@ -73,6 +77,18 @@ func stepSchema(r *jsonschema.Reflector) *jsonschema.Schema {
 		s.OneOf = append(s.OneOf, &jsonschema.Schema{Required: []string{name}})
 	}
 	return s
+}
+
+// useSchema is a playbook step that includes a preset: use: plus optional with: vars.
+func useSchema(r *jsonschema.Reflector) *jsonschema.Schema {
+	s := r.Reflect(&UseSpec{})
+	s.Version, s.ID = "", ""
+	s.Properties.Set("with", varsSchema("Vars the preset's steps see on top of the playbook's, templated once per run, in order."))
+	return s
+}
+
+func varsSchema(doc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "object", Description: doc, AdditionalProperties: &jsonschema.Schema{Type: "string"}}
 }
 
 func tierSchema() *jsonschema.Schema {

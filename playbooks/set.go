@@ -104,25 +104,39 @@ func LoadFS(fsys fs.FS, prefix string) (*Set, error) {
 	})
 }
 
-// build parses each file and checks names are unique across the set.
+// build parses each file and checks names are unique across the set. Presets
+// are read from every file first: a use: may name a preset of any file.
 func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
 	s := &Set{Files: files}
 	var errs yamlerr.List
-	byName := map[string]*Playbook{}
+	var units []*fileParser
+	reg, complete := presets{}, true
 	for _, f := range files {
 		data, err := read(f)
 		if err != nil {
 			errs = append(errs, &yamlerr.Error{File: f, Msg: err.Error()})
+			complete = false
 			continue
 		}
-		p, err := parseFile(f, data)
+		u, err := readFile(f, data)
 		if err != nil {
 			errs = append(errs, asList(f, err)...)
+			complete = false
+			continue
+		}
+		errs = append(errs, reg.add(u.presets)...)
+		units = append(units, u)
+	}
+	byName := map[string]*Playbook{}
+	for _, u := range units {
+		p, err := u.finish(reg, complete)
+		if err != nil {
+			errs = append(errs, asList(u.file, err)...)
 			continue
 		}
 		for _, pb := range p.playbooks {
 			if prev, dup := byName[pb.Name]; dup {
-				errs = append(errs, &yamlerr.Error{File: f, Line: pb.Line, Col: pb.Col,
+				errs = append(errs, &yamlerr.Error{File: u.file, Line: pb.Line, Col: pb.Col,
 					Msg: fmt.Sprintf("duplicate playbook name %q (first at %s:%d)", pb.Name, prev.File, prev.Line)})
 				continue
 			}
@@ -132,6 +146,9 @@ func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
 		s.Tests = append(s.Tests, p.tests...)
 	}
 	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	if err := verify(s.Playbooks); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -184,7 +201,7 @@ func (s *Set) Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*P
 
 // Rebuild re-parses a stored playbook's source and plans it for the alert.
 func Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
-	p, err := parseFile(sp.File, sp.Source)
+	p, err := parseSelf(sp.File, sp.Source, false)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild playbook %s: %w", sp.Playbook, err)
 	}

@@ -13,6 +13,7 @@ import (
 // their tests. It is the root of the JSON schema (schema.json).
 type FileSpec struct {
 	Playbooks []PlaybookSpec `yaml:"playbooks" json:"playbooks" jsonschema:"description=Playbooks tried in order; the first match runs (see continue)."`
+	Presets   []PresetSpec   `yaml:"presets,omitempty" json:"presets,omitempty" jsonschema:"description=Named step lists any playbook of the set includes with - use: <name>."`
 	Tests     []TestSpec     `yaml:"tests,omitempty" json:"tests,omitempty" jsonschema:"description=Cases run by autocapture test with no network."`
 }
 
@@ -31,6 +32,19 @@ type PlaybookSpec struct {
 	Vars          ast.Node      `yaml:"vars,omitempty" json:"vars,omitempty"`
 	Notify        *NotifySpec   `yaml:"notify,omitempty" json:"notify,omitempty"`
 	Steps         []ast.Node    `yaml:"steps" json:"steps"`
+}
+
+// PresetSpec is one preset as written: a named list of plain steps (no use:).
+type PresetSpec struct {
+	Name        string     `yaml:"name" json:"name" jsonschema:"required,pattern=^[A-Za-z0-9][A-Za-z0-9_.-]*$,description=Unique across the set; playbooks write - use: <name>."`
+	Description string     `yaml:"description,omitempty" json:"description,omitempty"`
+	Steps       []ast.Node `yaml:"steps" json:"steps"`
+}
+
+// UseSpec is an item of a playbook's steps that includes a preset's steps there.
+type UseSpec struct {
+	Use  string   `yaml:"use" json:"use" jsonschema:"required,minLength=1,description=The name of a preset of the set."`
+	With ast.Node `yaml:"with,omitempty" json:"with,omitempty"`
 }
 
 // NotifySpec says where a playbook's thread goes (used by Slack).

@@ -21,7 +21,11 @@ type Step struct {
 	ContinueOnError bool
 	// When is nil for a step that always runs.
 	When *Condition
-	Line int
+	// File and Line say where the step is written: its playbook's file, or its
+	// preset's (then Preset names it).
+	File   string
+	Line   int
+	Preset string
 
 	kind capture.Kind
 	// config is the step's kind config as a plain value tree, templates unrendered.
@@ -29,6 +33,8 @@ type Step struct {
 	// templates holds every template string of config, parsed, by its text.
 	templates map[string]*tmpl
 	whenNode  ast.Node
+	// use is the playbook's use: that brought in this copy of a preset's step.
+	use *useSite
 }
 
 // step parses one item of a playbook's steps:.
@@ -47,7 +53,7 @@ func (p *fileParser) step(n ast.Node, pb *Playbook) *Step {
 		return nil
 	}
 	st := &Step{ID: spec.ID, Timeout: spec.Timeout, Cooldown: spec.Cooldown,
-		ContinueOnError: spec.ContinueOnError, Line: keyOf(n).GetToken().Position.Line}
+		ContinueOnError: spec.ContinueOnError, File: p.file, Line: keyOf(n).GetToken().Position.Line}
 	if spec.ID == "" {
 		p.errorf(n, "step: id is required")
 		return nil
@@ -124,7 +130,7 @@ func (p *fileParser) kindConfig(st *Step, n ast.Node) {
 		if !p.decode(n, st.kind.Config()) {
 			return
 		}
-		if err := yaml.NodeToValue(n, &st.config); err != nil {
+		if err := nodeToValue(n, &st.config); err != nil {
 			p.errorf(n, "step %q: %v", st.ID, err)
 			return
 		}

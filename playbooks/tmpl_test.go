@@ -33,3 +33,46 @@ func TestRenderTreeRendersKeysAndValues(t *testing.T) {
 		t.Fatalf("missing label in a key: %v", err)
 	}
 }
+
+// TestTemplatesAreBounded: what could run away at render time is refused at
+// parse time (a range over an integer loops that many times; template calls
+// can recurse), and output or a function result beyond maxRender fails the
+// render instead of growing.
+func TestTemplatesAreBounded(t *testing.T) {
+	for _, tc := range []struct{ name, src, parseErr, renderErr string }{
+		{"range over the labels", `{{ range $k, $v := .Labels }}{{ $k }}={{ $v }},{{ end }}`, "", ""},
+		{"range over an integer", `{{ range .Window.StartUnix }}{{ end }}`, "range: only over .Labels", ""},
+		{"range over a literal", `{{ range 1000000000 }}{{ end }}`, "range: only over .Labels", ""},
+		{"range over a variable", `{{ $n := 9 }}{{ range $n }}{{ end }}`, "range: only over .Labels", ""},
+		{"range hidden in an if", `{{ if true }}{{ range .Window.EndUnix }}{{ end }}{{ end }}`, "range: only over .Labels", ""},
+		{"define", `{{ define "a" }}{{ template "a" }}{{ end }}x`, "define and block are not allowed", ""},
+		{"template call", `{{ template "fuzz" }}`, "calling templates is not allowed", ""},
+		{"wide printf", `{{ printf "%0999999d" 1 }}`, "", "printf: result over 65536 bytes"},
+		{"doubling through print", `{{ $x := "aaaaaaaaaaaaaaaa" }}` + strings.Repeat(`{{ $x = print $x $x }}`, 20) + `{{ len $x }}`, "", "print: result over"},
+		{"output over the cap", `{{ range .Labels }}{{ printf "%060000d" 1 }}{{ end }}`, "", "output over 65536 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp, err := parseTemplate("fuzz", tc.src)
+			if tc.parseErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.parseErr) {
+					t.Fatalf("parse: %v, want %q", err, tc.parseErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := &TemplateData{Labels: amtemplate.KV{"a": "1", "b": "2"}, Vars: map[string]string{}}
+			out, err := tp.render(data)
+			if tc.renderErr == "" {
+				if err != nil || out == "" {
+					t.Fatalf("render: %q, %v", out, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.renderErr) || out != "" {
+				t.Fatalf("render: %d bytes, %v; want %q", len(out), err, tc.renderErr)
+			}
+		})
+	}
+}

@@ -76,18 +76,42 @@ func (p *fileParser) conditions(pb *Playbook) {
 		}
 		tree, err := expr.Compile(st.When.Source, expr.Env(whenEnv), expr.AsBool())
 		if err != nil {
-			p.exprError(st, err)
+			if st.use == nil { // a preset's step: reported once, where it is defined
+				p.exprError(st, err)
+			}
 			continue
 		}
 		for _, ref := range references(tree.Node()) {
-			p.checkRef(st, ref, byID)
+			if st.use == nil || ref.root == "steps" {
+				p.checkRef(pb, st, ref, byID)
+			}
 		}
 		prog, err := compileWhen(st.When.Source)
 		if err != nil {
-			p.exprError(st, err)
+			if st.use == nil {
+				p.exprError(st, err)
+			}
 			continue
 		}
 		st.When.eval = evaluator(prog)
+	}
+}
+
+// whenSyntax checks a preset step's when on its own: it compiles, and reads
+// only known alert fields. The steps it reads are checked at each use.
+func (p *fileParser) whenSyntax(st *Step) {
+	if st.When == nil {
+		return
+	}
+	tree, err := expr.Compile(st.When.Source, expr.Env(whenEnv), expr.AsBool())
+	if err != nil {
+		p.exprError(st, err)
+		return
+	}
+	for _, ref := range references(tree.Node()) {
+		if ref.root == "alert" {
+			p.checkRef(nil, st, ref, nil)
+		}
 	}
 }
 
@@ -137,7 +161,13 @@ func (f visitFunc) Visit(n *ast.Node) { f(n) }
 
 // checkRef reports a reference to a missing alert field or to a step that has not
 // finished when this one's `when` is evaluated.
-func (p *fileParser) checkRef(st *Step, r ref, byID map[string]*Step) {
+// A preset's step is checked against each playbook that uses it, and the error
+// (at the step's when, in the preset's file) names that playbook and the use.
+func (p *fileParser) checkRef(pb *Playbook, st *Step, r ref, byID map[string]*Step) {
+	var in string
+	if st.use != nil {
+		in = fmt.Sprintf(" (in playbook %q, which uses preset %q at %s:%d:%d)", pb.Name, st.Preset, p.file, st.use.line, st.use.col)
+	}
 	switch {
 	case r.root == "alert" && !alertFields[r.name]:
 		p.whenErrorf(st, r.loc, "when: alert has no field %q (want labels, annotations, status, fingerprint or startsAt)", r.name)
@@ -145,11 +175,11 @@ func (p *fileParser) checkRef(st *Step, r ref, byID map[string]*Step) {
 		other, ok := byID[r.name]
 		switch {
 		case !ok:
-			p.whenErrorf(st, r.loc, "when: no step %q in playbook", r.name)
+			p.whenErrorf(st, r.loc, "when: no step %q in playbook%s", r.name, in)
 		case other == st:
 			p.whenErrorf(st, r.loc, "when: step %q refers to itself", r.name)
 		case other.Tier >= st.Tier:
-			p.whenErrorf(st, r.loc, "when: step %q runs in tier %s, not before this step's tier %s", r.name, other.Tier, st.Tier)
+			p.whenErrorf(st, r.loc, "when: step %q runs in tier %s, not before this step's tier %s%s", r.name, other.Tier, st.Tier, in)
 		}
 	}
 }
@@ -167,8 +197,9 @@ func (p *fileParser) exprError(st *Step, err error) {
 // whenErrorf places an error at a location inside the step's when: scalar.
 func (p *fileParser) whenErrorf(st *Step, loc file.Location, format string, args ...any) {
 	e := p.at(st.whenNode, st.When.Source, loc.From)
+	e.File = st.File
 	e.Msg = fmt.Sprintf(format, args...)
-	p.errs = append(p.errs, e)
+	p.add(e)
 }
 
 // at converts a rune offset inside an expression to a file position, counting
