@@ -22,9 +22,6 @@ import (
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
 func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accepted, error) {
-	if s.dead.Load() {
-		return nil, fmt.Errorf("runner: accept: service abandoned")
-	}
 	now := s.now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -43,9 +43,6 @@ func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) exe
 // owner check and the insert are one transaction, so a process that lost its
 // lease cannot write).
 func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
-	if s.dead.Load() {
-		return errors.New("service abandoned")
-	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	b, err := json.Marshal(rec)

@@ -27,12 +27,6 @@ func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
 // work is one River job: claim the run, execute it under a heartbeat, finish or
 // release it. It returns an error only when the store failed (River retries).
 func (s *Service) work(ctx context.Context, args runArgs) error {
-	if s.dead.Load() {
-		return nil
-	}
-	if s.beforeClaim != nil {
-		s.beforeClaim(ctx, args)
-	}
 	ok, err := s.claim(ctx, args)
 	if err != nil {
 		return err
@@ -66,13 +60,16 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	return err
 }
 
+// qClaim takes a run: see claim.
+const qClaim = `UPDATE autocapture_runs SET owner = $1, lease_until = $2,
+		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, $4)
+		WHERE id = $5 AND generation = $6 AND finished_at IS NULL AND owner IS NULL`
+
 // claim takes the run for this process: only a run nobody holds (owner NULL),
 // not finished, whose generation is this job's. It counts an attempt.
 func (s *Service) claim(ctx context.Context, args runArgs) (bool, error) {
 	now := s.now()
-	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, lease_until = $2,
-		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, $4)
-		WHERE id = $5 AND generation = $6 AND finished_at IS NULL AND owner IS NULL`,
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(qClaim),
 		s.id, toMS(now.Add(s.cfg.LeaseTimeout)), StatusRunning, toMS(now), args.RunID, args.Generation)
 	if err != nil {
 		return false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
@@ -106,9 +103,6 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if s.dead.Load() {
-			return
 		}
 		now := s.now()
 		var cancelReq, resolved sql.NullInt64
@@ -144,9 +138,6 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 // expires now, so a reaper (here after restart, or on another replica) resumes it
 // at once. A shutdown or lost lease does not use up one of the run's attempts.
 func (s *Service) release(h *handle, cause error) {
-	if s.dead.Load() {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the run's context is done
 	defer cancel()
 	// Only an interruption (shutdown, a lost lease) gives the attempt back; a

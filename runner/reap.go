@@ -77,9 +77,6 @@ func (s *Service) abandoned(k reapKind, now int64, first int) (string, []any) {
 
 // reapOnce resumes the abandoned runs and returns how many.
 func (s *Service) reapOnce(ctx context.Context) (int, error) {
-	if s.dead.Load() {
-		return 0, nil
-	}
 	now := toMS(s.now())
 	n := 0
 	for _, k := range []reapKind{reapExpired, reapStranded} {

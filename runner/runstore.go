@@ -20,9 +20,6 @@ import (
 // finish records the run's end (only while this process owns it), then closes
 // the thread. Writes use a context that outlives a cancelled run.
 func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status, reason string, v *capture.Verdict) error {
-	if s.dead.Load() {
-		return nil
-	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	now := s.now()
