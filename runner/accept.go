@@ -22,12 +22,18 @@ import (
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
 func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accepted, error) {
-	now := s.now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
 	}
 	defer tx.Rollback()
+	// created_at and queued_at are compared by other replicas (the reaper's
+	// stranded check, the list's order): the database's clock.
+	nowMS, err := s.dbNow(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: accept: clock: %w", err)
+	}
+	now := fromMS(nowMS)
 	out := make([]Accepted, len(alerts))
 	// Resolutions first: a group holding both the end of one episode and the
 	// start of the next must close the old run before opening the new one.

@@ -143,9 +143,8 @@ func decodeCursor(c string) (int64, string, error) {
 // one is cancelled by the process holding it (a flag on the row its heartbeat
 // reads, so it works across processes). ErrFinished for a run that has ended.
 func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
-	now := toMS(s.now())
-	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, $1)
-		WHERE id = $2 AND finished_at IS NULL`, now, id)
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, {now})
+		WHERE id = $1 AND finished_at IS NULL`), id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
@@ -159,9 +158,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (*Run, error) {
 	// Nobody holds it and it has no thread yet: end it here; a job that picks it
 	// up later finds it finished. A run with a thread (one resumed between
 	// owners) is ended by its next claim, which also closes the thread.
-	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3
-		WHERE id = $4 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`,
-		StatusCancelled, "cancelled before it started", now, id); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
+		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`),
+		StatusCancelled, "cancelled before it started", id); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
 	s.mu.Lock()

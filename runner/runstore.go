@@ -22,16 +22,17 @@ import (
 func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status, reason string, v *capture.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	now := s.now()
 	var verdict any
 	if v != nil {
 		b, _ := json.Marshal(v)
 		verdict = string(b)
 	}
 	var resolved sql.NullInt64
-	err := s.db.QueryRowContext(wctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3,
-		verdict = $4, owner = NULL, lease_until = NULL WHERE id = $5 AND owner = $6 RETURNING resolved_at`,
-		status, reason, toMS(now), verdict, r.ID, s.id).Scan(&resolved)
+	var tookMS int64 // from the first start, on the database's clock
+	err := s.db.QueryRowContext(wctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2,
+		finished_at = {now}, verdict = $3, owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
+		RETURNING resolved_at, finished_at - COALESCE(started_at, created_at)`),
+		status, reason, verdict, r.ID, s.id).Scan(&resolved, &tookMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		s.log.Warn("Run finished here but its lease was taken over; result not recorded.", zap.String("run", r.ID))
 		return nil
@@ -39,18 +40,15 @@ func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status
 	if err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
-	started := r.CreatedAt
-	if r.StartedAt != nil {
-		started = *r.StartedAt
-	}
+	took := time.Duration(tookMS) * time.Millisecond
 	s.m.finished.WithLabelValues(status).Inc()
-	s.m.duration.WithLabelValues(status).Observe(now.Sub(started).Seconds())
+	s.m.duration.WithLabelValues(status).Observe(took.Seconds())
 	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", status), zap.String("reason", reason))
 	if t == (notify.Thread{}) {
 		return nil // no thread was opened (skipped, cancelled before start): nothing to close
 	}
 	err = s.o.Notifier.Close(wctx, t, notify.Summary{RunID: r.ID, Status: status, Reason: reason, Verdict: v,
-		ResolvedAt: optTime(resolved), Duration: now.Sub(started)})
+		ResolvedAt: optTime(resolved), Duration: took})
 	s.logNotify("close", r.ID, err)
 	return nil
 }
