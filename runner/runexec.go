@@ -131,6 +131,9 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 			}
 			plans = append(plans, p)
 		}
+		if err := s.takeSlots(ctx, r, plans); err != nil {
+			return nil, w, "", err
+		}
 		return plans, *r.window, "", nil
 	}
 	w = capture.AlertWindow(r.StartsAt, s.cfg.Lookback, s.now().UTC())
