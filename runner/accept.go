@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/alertmanager/template"
-	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 )
 
@@ -66,12 +65,12 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
-	var jobs []river.InsertManyParams
+	var jobs []runArgs
 	for _, i := range firing {
 		a := alerts[i]
 		if id, ok := created[i]; ok {
 			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeAccepted}
-			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: id}})
+			jobs = append(jobs, runArgs{RunID: id})
 			continue
 		}
 		// The firing already has a run (an earlier delivery, another replica, an
@@ -90,15 +89,13 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]Accept
 		}
 		if newID, ok := again[i]; ok {
 			out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: OutcomeAccepted}
-			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: newID}})
+			jobs = append(jobs, runArgs{RunID: newID})
 			continue
 		}
 		out[i] = Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: OutcomeDeduplicated}
 	}
-	if len(jobs) > 0 {
-		if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
-			return nil, fmt.Errorf("runner: accept: enqueue %d runs: %w", len(jobs), err)
-		}
+	if err := s.enqueue(ctx, tx, jobs); err != nil {
+		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("runner: accept: commit: %w", err)
@@ -223,6 +220,11 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 	return id, nil
 }
 
+// qResolvedRun finds the run a repeated resolution belongs to: its episode's,
+// else the fingerprint's newest resolved since the episode started.
+const qResolvedRun = `SELECT id FROM autocapture_runs WHERE run_key = $1
+		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`
+
 // acceptResolved sets resolved_at on the fingerprint's unresolved run. A repeat
 // of a resolution already recorded answers with that run; with no run at all the
 // alert is counted and logged, nothing more.
@@ -240,9 +242,7 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 	if !errors.Is(err, sql.ErrNoRows) {
 		return acc, fmt.Errorf("resolve run: %w", err)
 	}
-	err = tx.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE run_key = $1
-		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`,
-		runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
+	err = tx.QueryRowContext(ctx, qResolvedRun, runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Accepted{Fingerprint: a.Fingerprint, Outcome: OutcomeResolvedUnknown}, nil
 	}

@@ -92,6 +92,11 @@ func schemeOf(raw string) string {
 // (the run id named is the key's newest, paired with its newest time only
 // approximately); slot_generation marks the runs that hold their playbooks'
 // max_concurrent slots (see playbookSlot), seeded from the runs executing now.
+//
+// 3: river_job_id, the job of the run's current generation (see enqueue), so
+// the reaper's stranded check is a primary-key join instead of a search of
+// every live job's args per queued run; filled for unfinished runs from the
+// jobs' args (one pass over river_job).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -159,6 +164,12 @@ INSERT INTO autocapture_cooldowns (scope, cooldown_key, run_id, claimed_at)
 ALTER TABLE autocapture_runs ADD COLUMN slot_generation INTEGER;
 UPDATE autocapture_runs SET slot_generation = generation
 	WHERE finished_at IS NULL AND owner IS NOT NULL AND plans IS NOT NULL;
+`, `
+ALTER TABLE autocapture_runs ADD COLUMN river_job_id BIGINT;
+UPDATE autocapture_runs SET river_job_id = j.id FROM river_job j
+	WHERE autocapture_runs.finished_at IS NULL AND j.kind = 'autocapture_run'
+	AND j.args->>'run_id' = autocapture_runs.id
+	AND CAST(j.args->>'generation' AS INTEGER) = autocapture_runs.generation;
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

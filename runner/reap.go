@@ -57,23 +57,20 @@ func (s *Service) abandoned(k reapKind, first int) (string, []any) {
 		return `owner IS NOT NULL AND lease_until < {now}`, nil
 	}
 	lease := s.cfg.LeaseTimeout
-	// River stamps attempted_at with the database's clock: compare on that clock.
-	runID := `json_extract(j.args, '$.run_id')`
-	gen := `json_extract(j.args, '$.generation')`
-	fresh := fmt.Sprintf(`datetime('now', 'subsec', $%d)`, first+3)
+	// River stamps attempted_at with the database's clock, in its own format.
+	fresh := fmt.Sprintf(`datetime('now', 'subsec', $%d)`, first+2)
 	var leaseArg any = fmt.Sprintf("-%.3f seconds", lease.Seconds())
 	if s.dialect == dialectPostgres {
-		runID, gen = `(j.args->>'run_id')`, `(j.args->>'generation')::integer`
-		fresh = fmt.Sprintf(`now() - make_interval(secs => $%d)`, first+3)
+		fresh = fmt.Sprintf(`statement_timestamp() - make_interval(secs => $%d)`, first+2)
 		leaseArg = lease.Seconds()
 	}
-	// state and queue lead River's fetch index: only unfinished jobs are read.
+	// The run's job of its current generation is river_job_id (enqueue writes
+	// both in one transaction): one primary-key lookup per queued run.
 	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < {now} - $%d AND NOT EXISTS (
-		SELECT 1 FROM river_job j WHERE j.state IN %s AND j.queue = $%d
-		AND %s = autocapture_runs.id AND %s = autocapture_runs.generation
+		SELECT 1 FROM river_job j WHERE j.id = autocapture_runs.river_job_id AND j.state IN %s
 		AND (j.state <> 'running' OR j.attempted_at >= %s))`,
-		first, first+1, liveJobStates, first+2, runID, gen, fresh)
-	return cond, []any{StatusQueued, lease.Milliseconds(), queueRuns, leaseArg}
+		first, first+1, liveJobStates, fresh)
+	return cond, []any{StatusQueued, lease.Milliseconds(), leaseArg}
 }
 
 // reapOnce resumes the abandoned runs and returns how many.
@@ -98,6 +95,14 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// reapQuery selects up to 100 runs abandoned in kind k: every reaper tick on
+// every replica runs it, so it reads an index (see migration 4).
+func (s *Service) reapQuery(k reapKind) (string, []any) {
+	cond, args := s.abandoned(k, 1)
+	return s.dialect.sql(`SELECT id, generation FROM autocapture_runs
+		WHERE finished_at IS NULL AND ` + cond + ` LIMIT 100`), args
+}
+
 type reapCand struct {
 	id  string
 	gen int
@@ -105,9 +110,8 @@ type reapCand struct {
 
 // reapCandidates lists up to 100 runs abandoned in kind k.
 func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
-	cond, args := s.abandoned(k, 1)
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT id, generation FROM autocapture_runs
-		WHERE finished_at IS NULL AND `+cond+` LIMIT 100`), args...)
+	q, args := s.reapQuery(k)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
 	}
@@ -145,8 +149,8 @@ func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int) (b
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
 	}
-	if _, err := s.client.InsertTx(ctx, tx, runArgs{RunID: id, Generation: gen + 1}, nil); err != nil {
-		return false, fmt.Errorf("runner: reaper: enqueue run %s: %w", id, err)
+	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)
