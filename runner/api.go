@@ -71,30 +71,10 @@ func (s *Service) loadSteps(ctx context.Context, id string) ([]executor.StepReco
 // List returns runs newest first, filtered by alertname and status, a page at a
 // time (Page.Next is the cursor of the next page). Steps are left out.
 func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 50
+	query, args, limit, err := listQuery(q)
+	if err != nil {
+		return Page{}, err
 	}
-	limit = min(limit, 500)
-	where := []string{"1 = 1"}
-	var args []any
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	if q.Alertname != "" {
-		where = append(where, "alertname = "+arg(q.Alertname))
-	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(q.Status))
-	}
-	if q.Cursor != "" {
-		ms, id, err := decodeCursor(q.Cursor)
-		if err != nil {
-			return Page{}, err
-		}
-		c, i := arg(ms), arg(id)
-		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
-	}
-	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("runner: list runs: %w", err)
@@ -117,6 +97,37 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		page.Next = encodeCursor(toMS(last.CreatedAt), last.ID)
 	}
 	return page, nil
+}
+
+// listQuery builds List's query: newest first, by alertname and status (each
+// served by an index, see migration 4), after the cursor. It returns the page
+// size asked for (one more row is selected, to know of a next page).
+func listQuery(q ListQuery) (string, []any, int, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 500)
+	where := []string{"1 = 1"}
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	if q.Alertname != "" {
+		where = append(where, "alertname = "+arg(q.Alertname))
+	}
+	if q.Status != "" {
+		where = append(where, "status = "+arg(q.Status))
+	}
+	if q.Cursor != "" {
+		ms, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return "", nil, 0, err
+		}
+		c, i := arg(ms), arg(id)
+		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
+	}
+	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+	return query, args, limit, nil
 }
 
 // ErrBadCursor: a List cursor that no page handed out.

@@ -120,10 +120,13 @@ func (s *Service) playbookSlot(ctx context.Context, q querier, runID string, p *
 }
 
 // qPlaybookSlot counts the runs holding a slot of playbook $1, beside run $2.
-const qPlaybookSlot = `SELECT COUNT(*) FROM autocapture_run_playbooks rp
-		JOIN autocapture_runs r ON r.id = rp.run_id
-		WHERE rp.playbook = $1 AND r.finished_at IS NULL AND r.owner IS NOT NULL
-		AND r.slot_generation = r.generation AND r.id <> $2`
+// It reads the runs in flight, not the playbook's history: an owned run always
+// has a lease_until (claim sets both, finish, unclaim and the reaper clear
+// both), which lets the unfinished runs' lease index (runs_lease) serve it.
+const qPlaybookSlot = `SELECT COUNT(*) FROM autocapture_runs r
+		WHERE r.finished_at IS NULL AND r.lease_until IS NOT NULL AND r.owner IS NOT NULL
+		AND r.slot_generation = r.generation AND r.id <> $2
+		AND EXISTS (SELECT 1 FROM autocapture_run_playbooks rp WHERE rp.run_id = r.id AND rp.playbook = $1)`
 
 // takeSlots checks a resumed run's playbooks' max_concurrent again (another
 // run may have taken the slot while it was queued) and marks it as holding

@@ -97,6 +97,12 @@ func schemeOf(raw string) string {
 // the reaper's stranded check is a primary-key join instead of a search of
 // every live job's args per queued run; filled for unfinished runs from the
 // jobs' args (one pass over river_job).
+//
+// 4: indexes for the statements every replica runs all the time, which read
+// whole tables before: the reaper's expired leases and the playbook slot count
+// (runs_lease: unfinished runs only, so it stays as small as the work in
+// flight), a resolution's run by fingerprint (inside the accept transaction),
+// the list by alertname (newest first, the cursor's order).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -170,6 +176,10 @@ UPDATE autocapture_runs SET river_job_id = j.id FROM river_job j
 	WHERE autocapture_runs.finished_at IS NULL AND j.kind = 'autocapture_run'
 	AND j.args->>'run_id' = autocapture_runs.id
 	AND CAST(j.args->>'generation' AS INTEGER) = autocapture_runs.generation;
+`, `
+CREATE INDEX autocapture_runs_lease ON autocapture_runs (lease_until) WHERE finished_at IS NULL;
+CREATE INDEX autocapture_runs_fingerprint ON autocapture_runs (fingerprint, created_at);
+CREATE INDEX autocapture_runs_alertname ON autocapture_runs (alertname, created_at, id);
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that
