@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/alertmanager/template"
-	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/runner/runs"
@@ -24,15 +23,18 @@ import (
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
 func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
-	if s.dead.Load() {
-		return nil, fmt.Errorf("runner: accept: service abandoned")
-	}
-	now := s.now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
 	}
 	defer tx.Rollback()
+	// created_at and queued_at are compared by other replicas (the reaper's
+	// stranded check, the list's order): the database's clock.
+	nowMS, err := s.dbNow(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: accept: clock: %w", err)
+	}
+	now := fromMS(nowMS)
 	out := make([]runs.Accepted, len(alerts))
 	// Resolutions first: a group holding both the end of one episode and the
 	// start of the next must close the old run before opening the new one.
@@ -65,12 +67,12 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
-	var jobs []river.InsertManyParams
+	var jobs []runArgs
 	for _, i := range firing {
 		a := alerts[i]
 		if id, ok := created[i]; ok {
 			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeAccepted}
-			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: id}})
+			jobs = append(jobs, runArgs{RunID: id})
 			continue
 		}
 		// The firing already has a run (an earlier delivery, another replica, an
@@ -89,15 +91,13 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 		}
 		if newID, ok := again[i]; ok {
 			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: runs.OutcomeAccepted}
-			jobs = append(jobs, river.InsertManyParams{Args: runArgs{RunID: newID}})
+			jobs = append(jobs, runArgs{RunID: newID})
 			continue
 		}
 		out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeDeduplicated}
 	}
-	if len(jobs) > 0 {
-		if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
-			return nil, fmt.Errorf("runner: accept: enqueue %d runs: %w", len(jobs), err)
-		}
+	if err := s.enqueue(ctx, tx, jobs); err != nil {
+		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("runner: accept: commit: %w", err)
@@ -222,6 +222,11 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 	return id, nil
 }
 
+// qResolvedRun finds the run a repeated resolution belongs to: its episode's,
+// else the fingerprint's newest resolved since the episode started.
+const qResolvedRun = `SELECT id FROM autocapture_runs WHERE run_key = $1
+		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`
+
 // acceptResolved sets resolved_at on the fingerprint's unresolved run. A repeat
 // of a resolution already recorded answers with that run; with no run at all the
 // alert is counted and logged, nothing more.
@@ -239,9 +244,7 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 	if !errors.Is(err, sql.ErrNoRows) {
 		return acc, fmt.Errorf("resolve run: %w", err)
 	}
-	err = tx.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE run_key = $1
-		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`,
-		runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
+	err = tx.QueryRowContext(ctx, qResolvedRun, runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}, nil
 	}

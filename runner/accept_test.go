@@ -200,7 +200,7 @@ func TestStoreCommitsDurably(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "d.db")}, planner(), false)
 		var level int
-		if err := s.db.QueryRow(`PRAGMA synchronous`).Scan(&level); err != nil {
+		if err := s.db.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&level); err != nil {
 			t.Fatal(err)
 		}
 		if level != 2 {
@@ -218,7 +218,7 @@ func TestStoreCommitsDurably(t *testing.T) {
 			u := testenv.StartPostgres(t)
 			s := newService(t, dbRef{url: u + tc.query}, planner(), false)
 			var got string
-			if err := s.db.QueryRow(`SHOW synchronous_commit`).Scan(&got); err != nil {
+			if err := s.db.QueryRowContext(context.Background(), `SHOW synchronous_commit`).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
 			if got != tc.want {

@@ -70,32 +70,12 @@ func (s *Service) loadSteps(ctx context.Context, id string) ([]executor.StepReco
 }
 
 // List returns runs newest first, filtered by alertname and status, a page at a
-// time (Page.Next is the cursor of the next page). Steps are left out.
+// time (runs.Page.Next is the cursor of the next page). Steps are left out.
 func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 50
+	query, args, limit, err := listQuery(q)
+	if err != nil {
+		return runs.Page{}, err
 	}
-	limit = min(limit, 500)
-	where := []string{"1 = 1"}
-	var args []any
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	if q.Alertname != "" {
-		where = append(where, "alertname = "+arg(q.Alertname))
-	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(q.Status))
-	}
-	if q.Cursor != "" {
-		ms, id, err := decodeCursor(q.Cursor)
-		if err != nil {
-			return runs.Page{}, err
-		}
-		c, i := arg(ms), arg(id)
-		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
-	}
-	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
@@ -120,6 +100,37 @@ func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error)
 	return page, nil
 }
 
+// listQuery builds List's query: newest first, by alertname and status (each
+// served by an index, see migration 4), after the cursor. It returns the page
+// size asked for (one more row is selected, to know of a next page).
+func listQuery(q runs.ListQuery) (string, []any, int, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 500)
+	where := []string{"1 = 1"}
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	if q.Alertname != "" {
+		where = append(where, "alertname = "+arg(q.Alertname))
+	}
+	if q.Status != "" {
+		where = append(where, "status = "+arg(q.Status))
+	}
+	if q.Cursor != "" {
+		ms, id, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return "", nil, 0, err
+		}
+		c, i := arg(ms), arg(id)
+		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
+	}
+	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
+	return query, args, limit, nil
+}
+
 func encodeCursor(ms int64, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ms, 10) + "/" + id))
 }
@@ -141,9 +152,8 @@ func decodeCursor(c string) (int64, string, error) {
 // one is cancelled by the process holding it (a flag on the row its heartbeat
 // reads, so it works across processes). runs.ErrFinished for a run that has ended.
 func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
-	now := toMS(s.now())
-	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, $1)
-		WHERE id = $2 AND finished_at IS NULL`, now, id)
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, {now})
+		WHERE id = $1 AND finished_at IS NULL`), id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
@@ -157,9 +167,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	// Nobody holds it and it has no thread yet: end it here; a job that picks it
 	// up later finds it finished. A run with a thread (one resumed between
 	// owners) is ended by its next claim, which also closes the thread.
-	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = $3
-		WHERE id = $4 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`,
-		StatusCancelled, "cancelled before it started", now, id); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
+		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`),
+		StatusCancelled, "cancelled before it started", id); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
 	s.mu.Lock()

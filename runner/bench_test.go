@@ -15,6 +15,25 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 )
 
+// benchStore is a database a benchmark opens fresh.
+type benchStore struct {
+	name string
+	db   func(b *testing.B) dbRef
+}
+
+// benchStores are SQLite, testenv's PostgreSQL and, when
+// AUTOCAPTURE_BENCH_DATABASE_URL is set, that PostgreSQL ("postgres-url").
+func benchStores() []benchStore {
+	stores := []benchStore{
+		{"sqlite", func(b *testing.B) dbRef { return dbRef{path: filepath.Join(b.TempDir(), "bench.db")} }},
+		{"postgres", func(b *testing.B) dbRef { return dbRef{url: testenv.StartPostgres(b)} }},
+	}
+	if u := os.Getenv("AUTOCAPTURE_BENCH_DATABASE_URL"); u != "" {
+		stores = append(stores, benchStore{"postgres-url", func(*testing.B) dbRef { return dbRef{url: u} }})
+	}
+	return stores
+}
+
 // BenchmarkAccept measures Accept of a 20-alert webhook batch (all new runs: 20
 // run rows and 20 River jobs in one transaction) on each store, and reports
 // alerts/s and the p50/p99 latency of one batch.
@@ -24,21 +43,8 @@ import (
 // against a PostgreSQL of your own (a cluster with fsync on, to measure commits
 // as production pays them). Fingerprints carry a nonce, so it may be reused.
 func BenchmarkAccept(b *testing.B) {
-	stores := []struct {
-		name string
-		db   func(b *testing.B) dbRef
-	}{
-		{"sqlite", func(b *testing.B) dbRef { return dbRef{path: filepath.Join(b.TempDir(), "bench.db")} }},
-		{"postgres", func(b *testing.B) dbRef { return dbRef{url: testenv.StartPostgres(b)} }},
-	}
-	if u := os.Getenv("AUTOCAPTURE_BENCH_DATABASE_URL"); u != "" {
-		stores = append(stores, struct {
-			name string
-			db   func(b *testing.B) dbRef
-		}{"postgres-url", func(*testing.B) dbRef { return dbRef{url: u} }})
-	}
 	const batch = 20
-	for _, st := range stores {
+	for _, st := range benchStores() {
 		b.Run(st.name, func(b *testing.B) {
 			s := newService(b, st.db(b), planner(), false)
 			ctx := context.Background()

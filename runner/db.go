@@ -86,6 +86,23 @@ func schemeOf(raw string) string {
 // migrations are ours, applied after River's. Each entry runs once, in a
 // transaction, and is recorded in autocapture_migrations. Times are Unix
 // milliseconds (BIGINT), JSON is TEXT: the same DDL on both databases.
+//
+// 2: cooldowns become claims (autocapture_cooldowns, one row per key, taken
+// atomically: see claimCooldown), seeded from the runs and steps that held them
+// (the run id named is the key's newest, paired with its newest time only
+// approximately); slot_generation marks the runs that hold their playbooks'
+// max_concurrent slots (see playbookSlot), seeded from the runs executing now.
+//
+// 3: river_job_id, the job of the run's current generation (see enqueue), so
+// the reaper's stranded check is a primary-key join instead of a search of
+// every live job's args per queued run; filled for unfinished runs from the
+// jobs' args (one pass over river_job).
+//
+// 4: indexes for the statements every replica runs all the time, which read
+// whole tables before: the reaper's expired leases and the playbook slot count
+// (runs_lease: unfinished runs only, so it stays as small as the work in
+// flight), a resolution's run by fingerprint (inside the accept transaction),
+// the list by alertname (newest first, the cursor's order).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -136,6 +153,33 @@ CREATE TABLE autocapture_steps (
 	PRIMARY KEY (run_id, plan, step_id)
 );
 CREATE INDEX autocapture_steps_cooldown ON autocapture_steps (cooldown_key, finished_at);
+`, `
+CREATE TABLE autocapture_cooldowns (
+	scope        TEXT NOT NULL,
+	cooldown_key TEXT NOT NULL,
+	run_id       TEXT NOT NULL,
+	claimed_at   BIGINT NOT NULL,
+	PRIMARY KEY (scope, cooldown_key)
+);
+INSERT INTO autocapture_cooldowns (scope, cooldown_key, run_id, claimed_at)
+	SELECT 'playbook', cooldown_key, MAX(run_id), MAX(created_at) FROM autocapture_run_playbooks
+	WHERE cooldown_key <> '' GROUP BY cooldown_key;
+INSERT INTO autocapture_cooldowns (scope, cooldown_key, run_id, claimed_at)
+	SELECT 'step', cooldown_key, MAX(run_id), MAX(finished_at) FROM autocapture_steps
+	WHERE cooldown_key <> '' AND status = 'succeeded' GROUP BY cooldown_key;
+ALTER TABLE autocapture_runs ADD COLUMN slot_generation INTEGER;
+UPDATE autocapture_runs SET slot_generation = generation
+	WHERE finished_at IS NULL AND owner IS NOT NULL AND plans IS NOT NULL;
+`, `
+ALTER TABLE autocapture_runs ADD COLUMN river_job_id BIGINT;
+UPDATE autocapture_runs SET river_job_id = j.id FROM river_job j
+	WHERE autocapture_runs.finished_at IS NULL AND j.kind = 'autocapture_run'
+	AND j.args->>'run_id' = autocapture_runs.id
+	AND CAST(j.args->>'generation' AS INTEGER) = autocapture_runs.generation;
+`, `
+CREATE INDEX autocapture_runs_lease ON autocapture_runs (lease_until) WHERE finished_at IS NULL;
+CREATE INDEX autocapture_runs_fingerprint ON autocapture_runs (fingerprint, created_at);
+CREATE INDEX autocapture_runs_alertname ON autocapture_runs (alertname, created_at, id);
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

@@ -2,13 +2,9 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -43,9 +39,6 @@ func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) exe
 // owner check and the insert are one transaction, so a process that lost its
 // lease cannot write).
 func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
-	if s.dead.Load() {
-		return errors.New("service abandoned")
-	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	b, err := json.Marshal(rec)
@@ -71,32 +64,18 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 		runID, rec.Plan, rec.ID, rec.Kind, rec.Status, cooldownKey, toMS(rec.FinishedAt), string(b)); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
+	// A step that did not succeed gives its cooldown key back (stepCooldown),
+	// in the same transaction as its record: a crash leaves both or neither.
+	if cooldownKey != "" && rec.Status != executor.Succeeded {
+		if _, err := tx.ExecContext(wctx, `DELETE FROM autocapture_cooldowns
+			WHERE scope = $1 AND cooldown_key = $2 AND run_id = $3`, scopeStep, cooldownKey, runID); err != nil {
+			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
 	return nil
-}
-
-// stepCooldown returns why a step with a cooldown must be skipped: the same
-// cooldown key succeeded in another run inside the cooldown.
-func (s *Service) stepCooldown(ctx context.Context, runID string, st *playbooks.PlannedStep) string {
-	if st.Cooldown <= 0 || st.CooldownKey == "" {
-		return ""
-	}
-	var other string
-	var at int64
-	err := s.db.QueryRowContext(ctx, `SELECT run_id, finished_at FROM autocapture_steps
-		WHERE cooldown_key = $1 AND status = 'succeeded' AND finished_at >= $2 AND run_id <> $3
-		ORDER BY finished_at DESC LIMIT 1`, st.CooldownKey, toMS(s.now().Add(-st.Cooldown)), runID).Scan(&other, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ""
-	}
-	if err != nil {
-		s.log.Warn("Could not check a step's cooldown; running it.", zap.String("step", st.ID), zap.Error(err))
-		return ""
-	}
-	return fmt.Sprintf("cooldown: step %s ran for run %s at %s (cooldown %s)", st.ID, other,
-		fromMS(at).Format(time.RFC3339), st.Cooldown)
 }
 
 // reply posts a finished step into the thread, with links to its artifacts.

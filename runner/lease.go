@@ -20,6 +20,7 @@ type handle struct {
 	cancel       context.CancelCauseFunc
 	resolved     chan struct{}
 	resolvedOnce sync.Once
+	started      time.Time // the run's first start, on the real clock
 }
 
 func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
@@ -27,13 +28,7 @@ func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
 // work is one River job: claim the run, execute it under a heartbeat, finish or
 // release it. It returns an error only when the store failed (River retries).
 func (s *Service) work(ctx context.Context, args runArgs) error {
-	if s.dead.Load() {
-		return nil
-	}
-	if s.beforeClaim != nil {
-		s.beforeClaim(ctx, args)
-	}
-	ok, err := s.claim(ctx, args)
+	started, ok, err := s.claim(ctx, args)
 	if err != nil {
 		return err
 	}
@@ -44,7 +39,7 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{})}
+	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started}
 	s.mu.Lock()
 	s.active[h.id] = h
 	s.mu.Unlock()
@@ -66,22 +61,30 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	return err
 }
 
+// qClaim takes a run (see claim) and answers how long ago it first started,
+// on the database's clock.
+const qClaim = `UPDATE autocapture_runs SET owner = $1, lease_until = {now} + $2,
+		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, {now})
+		WHERE id = $4 AND generation = $5 AND finished_at IS NULL AND owner IS NULL
+		RETURNING {now} - started_at`
+
 // claim takes the run for this process: only a run nobody holds (owner NULL),
-// not finished, whose generation is this job's. It counts an attempt.
-func (s *Service) claim(ctx context.Context, args runArgs) (bool, error) {
-	now := s.now()
-	res, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, lease_until = $2,
-		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, $4)
-		WHERE id = $5 AND generation = $6 AND finished_at IS NULL AND owner IS NULL`,
-		s.id, toMS(now.Add(s.cfg.LeaseTimeout)), StatusRunning, toMS(now), args.RunID, args.Generation)
-	if err != nil {
-		return false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
+// not finished, whose generation is this job's. It counts an attempt, and
+// returns when the run first started on the real clock (executor.Input.Started:
+// the playbook's timeout counts from it, across attempts, as a deadline). The
+// elapsed time is the database's, so a replica whose clock is off neither
+// gains nor loses the difference.
+func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, error) {
+	var elapsed int64
+	err := s.db.QueryRowContext(ctx, s.dialect.sql(qClaim), s.id, s.cfg.LeaseTimeout.Milliseconds(),
+		StatusRunning, args.RunID, args.Generation).Scan(&elapsed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
+		return time.Time{}, false, fmt.Errorf("runner: claim run %s: %w", args.RunID, err)
 	}
-	return n == 1, nil
+	return time.Now().Add(-time.Duration(elapsed) * time.Millisecond), true, nil
 }
 
 // heartbeat renews the lease every heartbeat_interval and reads the row's flags:
@@ -107,15 +110,12 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 			return
 		case <-t.C:
 		}
-		if s.dead.Load() {
-			return
-		}
 		now := s.now()
 		var cancelReq, resolved sql.NullInt64
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
-		err := s.db.QueryRowContext(rctx, `UPDATE autocapture_runs SET lease_until = $1
-			WHERE id = $2 AND owner = $3 RETURNING cancel_requested_at, resolved_at`,
-			toMS(now.Add(s.cfg.LeaseTimeout)), h.id, s.id).Scan(&cancelReq, &resolved)
+		err := s.db.QueryRowContext(rctx, s.dialect.sql(`UPDATE autocapture_runs SET lease_until = {now} + $1
+			WHERE id = $2 AND owner = $3 RETURNING cancel_requested_at, resolved_at`),
+			s.cfg.LeaseTimeout.Milliseconds(), h.id, s.id).Scan(&cancelReq, &resolved)
 		cancel()
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -129,7 +129,9 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 			s.log.Warn("Could not renew a run's lease.", zap.String("run", h.id), zap.Error(err))
 			continue // the watchdog decides when it is too late
 		}
-		// The lease now runs to now+lease_timeout: stop work before it can lapse.
+		// The lease now runs to lease_timeout after the database received the
+		// renewal, no earlier than lease_timeout after now: stop work before
+		// it can lapse (durations on this clock, never its absolute time).
 		watchdog.Reset(margin - s.now().Sub(now))
 		if resolved.Valid {
 			h.resolve()
@@ -144,9 +146,6 @@ func (s *Service) heartbeat(ctx context.Context, h *handle) {
 // expires now, so a reaper (here after restart, or on another replica) resumes it
 // at once. A shutdown or lost lease does not use up one of the run's attempts.
 func (s *Service) release(h *handle, cause error) {
-	if s.dead.Load() {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the run's context is done
 	defer cancel()
 	// Only an interruption (shutdown, a lost lease) gives the attempt back; a

@@ -112,13 +112,13 @@ func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}
 	st.Queued = st.ByStatus[StatusQueued]
-	var oldest sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT MIN(queued_at) FROM autocapture_runs WHERE status = $1`,
-		StatusQueued).Scan(&oldest); err != nil {
+	var waitedMS sql.NullInt64 // queued_at is on the database's clock: so is the wait
+	if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT {now} - MIN(queued_at) FROM autocapture_runs WHERE status = $1`),
+		StatusQueued).Scan(&waitedMS); err != nil {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}
-	if oldest.Valid {
-		st.OldestQueued = max(0, s.now().Sub(fromMS(oldest.Int64)))
+	if waitedMS.Valid {
+		st.OldestQueued = max(0, time.Duration(waitedMS.Int64)*time.Millisecond)
 	}
 	return st, nil
 }

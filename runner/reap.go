@@ -50,45 +50,39 @@ const liveJobStates = `('available', 'pending', 'retryable', 'scheduled', 'runni
 
 // abandoned returns the SQL condition on autocapture_runs (beside finished_at
 // IS NULL) under which a run is abandoned in kind k, with its arguments,
-// numbered from $first.
-func (s *Service) abandoned(k reapKind, now int64, first int) (string, []any) {
+// numbered from $first. Leases and queued_at are on the database's clock
+// ({now}), never this process's: see nowMS.
+func (s *Service) abandoned(k reapKind, first int) (string, []any) {
 	if k == reapExpired {
-		return fmt.Sprintf(`owner IS NOT NULL AND lease_until < $%d`, first), []any{now}
+		return `owner IS NOT NULL AND lease_until < {now}`, nil
 	}
 	lease := s.cfg.LeaseTimeout
-	// River stamps attempted_at with the database's clock: compare on that clock.
-	runID := `json_extract(j.args, '$.run_id')`
-	gen := `json_extract(j.args, '$.generation')`
-	fresh := fmt.Sprintf(`datetime('now', 'subsec', $%d)`, first+3)
+	// River stamps attempted_at with the database's clock, in its own format.
+	fresh := fmt.Sprintf(`datetime('now', 'subsec', $%d)`, first+2)
 	var leaseArg any = fmt.Sprintf("-%.3f seconds", lease.Seconds())
 	if s.dialect == dialectPostgres {
-		runID, gen = `(j.args->>'run_id')`, `(j.args->>'generation')::integer`
-		fresh = fmt.Sprintf(`now() - make_interval(secs => $%d)`, first+3)
+		fresh = fmt.Sprintf(`statement_timestamp() - make_interval(secs => $%d)`, first+2)
 		leaseArg = lease.Seconds()
 	}
-	// state and queue lead River's fetch index: only unfinished jobs are read.
-	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < $%d AND NOT EXISTS (
-		SELECT 1 FROM river_job j WHERE j.state IN %s AND j.queue = $%d
-		AND %s = autocapture_runs.id AND %s = autocapture_runs.generation
+	// The run's job of its current generation is river_job_id (enqueue writes
+	// both in one transaction): one primary-key lookup per queued run.
+	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < {now} - $%d AND NOT EXISTS (
+		SELECT 1 FROM river_job j WHERE j.id = autocapture_runs.river_job_id AND j.state IN %s
 		AND (j.state <> 'running' OR j.attempted_at >= %s))`,
-		first, first+1, liveJobStates, first+2, runID, gen, fresh)
-	return cond, []any{StatusQueued, now - lease.Milliseconds(), queueRuns, leaseArg}
+		first, first+1, liveJobStates, fresh)
+	return cond, []any{StatusQueued, lease.Milliseconds(), leaseArg}
 }
 
 // reapOnce resumes the abandoned runs and returns how many.
 func (s *Service) reapOnce(ctx context.Context) (int, error) {
-	if s.dead.Load() {
-		return 0, nil
-	}
-	now := toMS(s.now())
 	n := 0
 	for _, k := range []reapKind{reapExpired, reapStranded} {
-		cands, err := s.reapCandidates(ctx, k, now)
+		cands, err := s.reapCandidates(ctx, k)
 		if err != nil {
 			return n, err
 		}
 		for _, c := range cands {
-			won, err := s.resume(ctx, k, c.id, c.gen, now)
+			won, err := s.resume(ctx, k, c.id, c.gen)
 			if err != nil {
 				return n, err
 			}
@@ -101,16 +95,23 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// reapQuery selects up to 100 runs abandoned in kind k: every reaper tick on
+// every replica runs it, so it reads an index (see migration 4).
+func (s *Service) reapQuery(k reapKind) (string, []any) {
+	cond, args := s.abandoned(k, 1)
+	return s.dialect.sql(`SELECT id, generation FROM autocapture_runs
+		WHERE finished_at IS NULL AND ` + cond + ` LIMIT 100`), args
+}
+
 type reapCand struct {
 	id  string
 	gen int
 }
 
 // reapCandidates lists up to 100 runs abandoned in kind k.
-func (s *Service) reapCandidates(ctx context.Context, k reapKind, now int64) ([]reapCand, error) {
-	cond, args := s.abandoned(k, now, 1)
-	rows, err := s.db.QueryContext(ctx, `SELECT id, generation FROM autocapture_runs
-		WHERE finished_at IS NULL AND `+cond+` LIMIT 100`, args...)
+func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
+	q, args := s.reapQuery(k)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
 	}
@@ -131,25 +132,25 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind, now int64) ([]
 
 // resume moves one abandoned run back to the queue with a new job, if it is
 // still abandoned in kind k (the condition is re-checked in the update).
-func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int, now int64) (bool, error) {
+func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int) (bool, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("runner: reaper: begin: %w", err)
 	}
 	defer tx.Rollback()
-	cond, args := s.abandoned(k, now, 5)
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET generation = generation + 1,
-		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = $2
-		WHERE id = $3 AND generation = $4 AND finished_at IS NULL AND `+cond,
-		append([]any{StatusQueued, now, id, gen}, args...)...)
+	cond, args := s.abandoned(k, 4)
+	res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
+		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
+		WHERE id = $2 AND generation = $3 AND finished_at IS NULL AND `+cond),
+		append([]any{StatusQueued, id, gen}, args...)...)
 	if err != nil {
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
 	}
-	if _, err := s.client.InsertTx(ctx, tx, runArgs{RunID: id, Generation: gen + 1}, nil); err != nil {
-		return false, fmt.Errorf("runner: reaper: enqueue run %s: %w", id, err)
+	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)

@@ -32,7 +32,7 @@ func jobArg(s *Service, field string) string {
 // the queue leaves it; set is an SQL SET list.
 func setJob(t *testing.T, s *Service, id, set string) {
 	t.Helper()
-	res, err := s.db.Exec(`UPDATE river_job SET `+set+` WHERE `+jobArg(s, "run_id")+` = $1`, id)
+	res, err := s.db.ExecContext(context.Background(), `UPDATE river_job SET `+set+` WHERE `+jobArg(s, "run_id")+` = $1`, id)
 	if err != nil {
 		t.Fatalf("set job of run %s: %v", id, err)
 	}
@@ -49,7 +49,7 @@ func liveJobs(t *testing.T, s *Service, id string, gen int) int {
 		want = fmt.Sprint(gen)
 	}
 	var n int
-	err := s.db.QueryRow(`SELECT COUNT(*) FROM river_job WHERE `+jobArg(s, "run_id")+` = $1
+	err := s.db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM river_job WHERE `+jobArg(s, "run_id")+` = $1
 		AND `+jobArg(s, "generation")+` = $2 AND state = 'available'`, id, want).Scan(&n)
 	if err != nil {
 		t.Fatalf("jobs of run %s: %v", id, err)
@@ -92,7 +92,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			}
 		}
 		// Every run has waited far longer than lease_timeout.
-		if _, err := s.db.Exec(`UPDATE autocapture_runs SET queued_at = queued_at - 3600000`); err != nil {
+		if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET queued_at = queued_at - 3600000`); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
@@ -140,6 +140,9 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	})
 }
 
+// isClaim says whether query is the claim of a run.
+func isClaim(s *Service, query string) bool { return query == s.dialect.sql(qClaim) }
+
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it
 // claims the run, as a process dying there would. The run still completes,
@@ -150,8 +153,9 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		unblock := make(chan struct{})
 		stuck := make(chan struct{}, 1)
 		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
-		s.beforeClaim = func(ctx context.Context, args runArgs) {
-			if args.Generation != 0 {
+		// The claim of generation 0 hangs, as a process that died after River's fetch.
+		s.db.(*cutStore).hold = func(ctx context.Context, query string, args []any) {
+			if !isClaim(s, query) || args[len(args)-1] != 0 {
 				return
 			}
 			stuck <- struct{}{}

@@ -40,7 +40,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
 
-	conn, err := s.db.Conn(context.Background()) // the heartbeat now waits for a connection
+	conn, err := rawDB(s).Conn(context.Background()) // the heartbeat now waits for a connection
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	for _, p := range plans {
 		in := executor.Input{RunID: r.ID, Alert: r.alert, Window: window, Env: s.o.Env, Log: s.log,
 			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,
-			Started: derefTime(r.StartedAt), AbandonGrace: s.cfg.AbandonGrace, Now: s.o.Now}
+			Started: h.started, AbandonGrace: s.cfg.AbandonGrace, Now: s.o.Now}
 		out := executor.Run(ctx, p, in, s.hooks(r, thread, plans))
 		if out.Interrupted {
 			s.release(h, out.Cause)
@@ -111,13 +111,6 @@ func runStatus(outs []executor.Outcome) (status, reason string, verdict *capture
 	return status, reason, verdict
 }
 
-func derefTime(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return *t
-}
-
 // storeError marks a failure of the run store (as opposed to a planning error).
 type storeError struct{ err error }
 
@@ -137,6 +130,9 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 				return nil, w, "", fmt.Errorf("rebuild playbook %s (%s, %.12s): %w", sp.Playbook, sp.File, sp.Digest, err)
 			}
 			plans = append(plans, p)
+		}
+		if err := s.takeSlots(ctx, r, plans); err != nil {
+			return nil, w, "", err
 		}
 		return plans, *r.window, "", nil
 	}
@@ -205,9 +201,9 @@ func derefThread(t *notify.Thread) notify.Thread {
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
 func (s *Service) failCorrupt(ctx context.Context, h *handle, err error) error {
 	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
-	_, uerr := s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE autocapture_runs
-		SET status = $1, reason = $2, finished_at = $3, owner = NULL, lease_until = NULL
-		WHERE id = $4 AND owner = $5`, StatusFailed, "cannot read the run: "+err.Error(), toMS(s.now()), h.id, s.id)
+	_, uerr := s.db.ExecContext(context.WithoutCancel(ctx), s.dialect.sql(`UPDATE autocapture_runs
+		SET status = $1, reason = $2, finished_at = {now}, owner = NULL, lease_until = NULL
+		WHERE id = $3 AND owner = $4`), StatusFailed, "cannot read the run: "+err.Error(), h.id, s.id)
 	if uerr != nil {
 		return storeError{fmt.Errorf("runner: fail unreadable run %s: %w", h.id, uerr)}
 	}

@@ -61,7 +61,7 @@ type Options struct {
 type Service struct {
 	o       Options
 	cfg     config.Runs
-	db      *sql.DB
+	db      store // *sql.DB; tests wrap it (see store)
 	dialect dialect
 	client  *river.Client[*sql.Tx]
 	log     *zap.Logger
@@ -77,12 +77,6 @@ type Service struct {
 	bgDone   sync.WaitGroup
 	started  atomic.Bool
 	stopping atomic.Bool
-	// dead makes every write of this process a no-op: a test hook that
-	// abandons runs the way a crash would (see abandon).
-	dead atomic.Bool
-	// beforeClaim, a test hook, runs between River's fetch of a job and the
-	// claim of its run (the window a crash can strand a queued run in).
-	beforeClaim func(ctx context.Context, args runArgs)
 }
 
 // Open migrates the store and builds the River client; Start begins work.

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,10 +127,11 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 	if err != nil {
 		t.Fatalf("open runner: %v", err)
 	}
+	s.db = &cutStore{store: s.db}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := s.Stop(ctx); err != nil && !s.dead.Load() {
+		if err := s.Stop(ctx); err != nil && !s.db.(*cutStore).cut.Load() {
 			t.Errorf("stop: %v", err)
 		}
 		s.Close()
@@ -141,10 +144,64 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 	return s
 }
 
-// abandon makes s behave as a crashed process: no more heartbeats, reaping or
-// writes, its River client stopped, its leases left to expire.
+// cutStore is the store seam of a test Service: cut makes every later
+// statement fail before it reaches the database (as a crashed process writes
+// nothing more), and hold, when set before Start, runs before each statement.
+type cutStore struct {
+	store
+	cut  atomic.Bool
+	hold func(ctx context.Context, query string, args []any)
+}
+
+var errCut = errors.New("test: the process crashed, its store is cut off")
+
+func (c *cutStore) before(ctx context.Context, query string, args []any) error {
+	if c.hold != nil {
+		c.hold(ctx, query, args)
+	}
+	if c.cut.Load() {
+		return errCut
+	}
+	return nil
+}
+
+func (c *cutStore) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := c.before(ctx, query, args); err != nil {
+		return nil, err
+	}
+	return c.store.ExecContext(ctx, query, args...)
+}
+
+func (c *cutStore) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := c.before(ctx, query, args); err != nil {
+		return nil, err
+	}
+	return c.store.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext of a cut store answers a row whose Scan fails (a *sql.Row
+// cannot be built with an error: the query runs on a cancelled context).
+func (c *cutStore) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if err := c.before(ctx, query, args); err != nil {
+		dead, cancel := context.WithCancelCause(ctx)
+		cancel(err)
+		return c.store.QueryRowContext(dead, query, args...)
+	}
+	return c.store.QueryRowContext(ctx, query, args...)
+}
+
+func (c *cutStore) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	if err := c.before(ctx, "BEGIN", nil); err != nil {
+		return nil, err
+	}
+	return c.store.BeginTx(ctx, opts)
+}
+
+// abandon makes s behave as a crashed process: its store is cut off (no more
+// heartbeats, releases, step records or reaping reach the database), its
+// River client stopped, its leases left to expire.
 func (s *Service) abandon() {
-	s.dead.Store(true)
+	s.db.(*cutStore).cut.Store(true)
 	s.stopBGWork()
 	s.interruptAll(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -203,3 +260,6 @@ func stepByID(r *runs.Run, id string) executor.StepRecord {
 	}
 	return executor.StepRecord{}
 }
+
+// rawDB is the *sql.DB under a test Service's store seam.
+func rawDB(s *Service) *sql.DB { return s.db.(*cutStore).store.(*sql.DB) }

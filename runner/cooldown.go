@@ -1,0 +1,185 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// cooldownScope says whose cooldown a claim is: a playbook's (checked when a
+// run is planned) or a step's (checked when the step would start).
+type cooldownScope string
+
+const (
+	scopePlaybook cooldownScope = "playbook"
+	scopeStep     cooldownScope = "step"
+)
+
+// qClaimCooldown takes cooldown key $2 of scope $1 for run $3 unless another
+// run took it less than $4 ms ago on the database's clock; the run that holds
+// it keeps it, with its first time (a resumed run). It is one statement, so
+// the check and the claim cannot be split: on PostgreSQL a second run's insert
+// waits for the first's transaction and then re-reads the condition on the
+// row it committed (READ COMMITTED, the default); SQLite's writes are serial.
+const qClaimCooldown = `INSERT INTO autocapture_cooldowns (scope, cooldown_key, run_id, claimed_at)
+	VALUES ($1, $2, $3, {now})
+	ON CONFLICT (scope, cooldown_key) DO UPDATE SET run_id = excluded.run_id,
+		claimed_at = CASE WHEN autocapture_cooldowns.run_id = excluded.run_id
+			THEN autocapture_cooldowns.claimed_at ELSE excluded.claimed_at END
+	WHERE autocapture_cooldowns.run_id = excluded.run_id
+		OR autocapture_cooldowns.claimed_at < excluded.claimed_at - $4
+	RETURNING run_id`
+
+// claimCooldown takes key for runID, or returns the run that holds it inside
+// the cooldown d and when that run took it. Playbook and step cooldowns are
+// the same claim in two scopes.
+func (s *Service) claimCooldown(ctx context.Context, q querier, scope cooldownScope, key, runID string, d time.Duration) (holder string, at time.Time, err error) {
+	var got string
+	err = q.QueryRowContext(ctx, s.dialect.sql(qClaimCooldown), scope, key, runID, d.Milliseconds()).Scan(&got)
+	if err == nil {
+		return "", time.Time{}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", time.Time{}, err
+	}
+	var ms int64
+	if err := q.QueryRowContext(ctx, `SELECT run_id, claimed_at FROM autocapture_cooldowns
+		WHERE scope = $1 AND cooldown_key = $2`, scope, key).Scan(&holder, &ms); err != nil {
+		return "", time.Time{}, err
+	}
+	return holder, fromMS(ms), nil
+}
+
+// cooldown returns why plan p must not run now: another run took its cooldown
+// key inside the cooldown. Otherwise the key is now this run's, in q's
+// transaction (rolled back with it if the plans are not stored).
+func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *playbooks.Plan) (string, error) {
+	if p.Cooldown <= 0 || p.CooldownKey == "" {
+		return "", nil
+	}
+	other, at, err := s.claimCooldown(ctx, q, scopePlaybook, p.CooldownKey, runID, p.Cooldown)
+	if err != nil {
+		return "", fmt.Errorf("runner: cooldown of %s: %w", p.Playbook, err)
+	}
+	if other == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("cooldown: playbook %s ran for run %s at %s (cooldown %s)",
+		p.Playbook, other, at.Format(time.RFC3339), p.Cooldown), nil
+}
+
+// stepCooldown returns why a step with a cooldown must be skipped: another run
+// took the step's cooldown key inside the cooldown. Otherwise the key is now
+// this run's: a concurrent run on another replica is skipped, and persistStep
+// gives the key back if the step does not succeed.
+//
+// A kill -9 after the claim and before the step's record leaves the key held
+// by this run: its resume runs the step (the claim is its own), and if it is
+// never resumed (out of attempts) the step is skipped elsewhere until the
+// cooldown passes, although it never succeeded.
+func (s *Service) stepCooldown(ctx context.Context, runID string, st *playbooks.PlannedStep) string {
+	if st.Cooldown <= 0 || st.CooldownKey == "" {
+		return ""
+	}
+	other, at, err := s.claimCooldown(ctx, s.db, scopeStep, st.CooldownKey, runID, st.Cooldown)
+	if err != nil {
+		s.log.Warn("Could not check a step's cooldown; running it.", zap.String("step", st.ID), zap.Error(err))
+		return ""
+	}
+	if other == "" {
+		return ""
+	}
+	return fmt.Sprintf("cooldown: step %s ran for run %s at %s (cooldown %s)", st.ID, other,
+		at.Format(time.RFC3339), st.Cooldown)
+}
+
+// playbookSlot returns errWait when p's max_concurrent runs already execute:
+// runs that hold a slot are owned and passed this check in their current
+// generation (slot_generation). A claimed run that has not passed it yet, or
+// a resumed one, holds none, so it cannot keep another out while it waits.
+func (s *Service) playbookSlot(ctx context.Context, q querier, runID string, p *playbooks.Plan) error {
+	if p.MaxConcurrent <= 0 {
+		return nil
+	}
+	var n int
+	err := q.QueryRowContext(ctx, qPlaybookSlot, p.Playbook, runID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("runner: max_concurrent of %s: %w", p.Playbook, err)
+	}
+	if n >= p.MaxConcurrent {
+		return fmt.Errorf("%w: %s has %d running (max %d)", errWait, p.Playbook, n, p.MaxConcurrent)
+	}
+	return nil
+}
+
+// qPlaybookSlot counts the runs holding a slot of playbook $1, beside run $2.
+// It reads the runs in flight, not the playbook's history: an owned run always
+// has a lease_until (claim sets both, finish, unclaim and the reaper clear
+// both), which lets the unfinished runs' lease index (runs_lease) serve it.
+const qPlaybookSlot = `SELECT COUNT(*) FROM autocapture_runs r
+		WHERE r.finished_at IS NULL AND r.lease_until IS NOT NULL AND r.owner IS NOT NULL
+		AND r.slot_generation = r.generation AND r.id <> $2
+		AND EXISTS (SELECT 1 FROM autocapture_run_playbooks rp WHERE rp.run_id = r.id AND rp.playbook = $1)`
+
+// takeSlots checks a resumed run's playbooks' max_concurrent again (another
+// run may have taken the slot while it was queued) and marks it as holding
+// them, in one transaction under the playbooks' locks. errWait: no slot.
+func (s *Service) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return storeError{fmt.Errorf("runner: take slots: %w", err)}
+	}
+	defer tx.Rollback()
+	for _, p := range plans {
+		if err := s.lockPlaybook(ctx, tx, p); err != nil {
+			return storeError{err}
+		}
+		if err := s.playbookSlot(ctx, tx, r.ID, p); err != nil {
+			if !errors.Is(err, errWait) {
+				err = storeError{err}
+			}
+			return err
+		}
+	}
+	if err := s.holdSlots(ctx, tx, r.ID); err != nil {
+		return storeError{err}
+	}
+	if err := tx.Commit(); err != nil {
+		return storeError{fmt.Errorf("runner: take slots of %s: %w", r.ID, err)}
+	}
+	return nil
+}
+
+// holdSlots marks the run, while this process owns it, as holding its slots.
+func (s *Service) holdSlots(ctx context.Context, tx *sql.Tx, runID string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET slot_generation = generation
+		WHERE id = $1 AND owner = $2`, runID, s.id)
+	if err != nil {
+		return fmt.Errorf("runner: slots of %s: %w", runID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("runner: slots of %s: lease lost", runID)
+	}
+	return nil
+}
+
+// lockPlaybook serializes max_concurrent checks per playbook on PostgreSQL
+// (SQLite's write transactions are serial already). Cooldowns need no lock.
+func (s *Service) lockPlaybook(ctx context.Context, tx *sql.Tx, p *playbooks.Plan) error {
+	if s.dialect != dialectPostgres || p.MaxConcurrent <= 0 {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte("autocapture/playbook/" + p.Playbook))
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+		return fmt.Errorf("runner: lock playbook %s: %w", p.Playbook, err)
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/riverqueue/river"
+)
+
+// enqueueChunk bounds the runs of one job-id UPDATE (2 parameters each).
+const enqueueChunk = 100
+
+// enqueue inserts a River job for each run (at its generation) and records the
+// job's id on the run row (river_job_id), in tx: the run's new generation, its
+// job and the job's id commit together or not at all, so a kill -9 anywhere
+// in between leaves neither. The reaper finds a run's job by that id, the
+// primary key of river_job (see abandoned). A duplicate insert (the same run
+// and generation, already enqueued) answers the existing job, whose id it is.
+func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, jobs []runArgs) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(jobs))
+	for i, j := range jobs {
+		params[i] = river.InsertManyParams{Args: j}
+	}
+	res, err := s.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("enqueue %d runs: %w", len(jobs), err)
+	}
+	if len(res) != len(jobs) {
+		return fmt.Errorf("enqueue %d runs: river answered %d jobs", len(jobs), len(res))
+	}
+	for len(jobs) > 0 {
+		n := min(len(jobs), enqueueChunk)
+		var q strings.Builder
+		q.WriteString(`UPDATE autocapture_runs SET river_job_id = CASE id`)
+		args := make([]any, 0, 2*n)
+		in := make([]string, n)
+		for i := range n {
+			fmt.Fprintf(&q, " WHEN $%d THEN CAST($%d AS BIGINT)", 2*i+1, 2*i+2)
+			in[i] = fmt.Sprintf("$%d", 2*i+1)
+			args = append(args, jobs[i].RunID, res[i].Job.ID)
+		}
+		q.WriteString(" END WHERE id IN (" + strings.Join(in, ", ") + ")")
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("enqueue %d runs: record job ids: %w", n, err)
+		}
+		jobs, res = jobs[n:], res[n:]
+	}
+	return nil
+}

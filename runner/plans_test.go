@@ -1,0 +1,118 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// hotQuery is a statement run on every reaper tick, accept, claim or list
+// request, with realistic arguments.
+type hotQuery struct {
+	name string
+	sql  string
+	args []any
+	// uses matches what the plan must read (an index, river_job's primary key).
+	uses string
+}
+
+func hotQueries(t *testing.T, s *Service) []hotQuery {
+	t.Helper()
+	expired, expiredArgs := s.reapQuery(reapExpired)
+	stranded, strandedArgs := s.reapQuery(reapStranded)
+	list, listArgs, _, err := listQuery(runs.ListQuery{Alertname: "Alert3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []hotQuery{
+		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
+		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
+		{"accept: resolved alert's run", qResolvedRun, []any{"seedfp-7@0", "seedfp-7", int64(0)}, "autocapture_runs_fingerprint"},
+		{"claim", s.dialect.sql(qClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
+		{"claim: playbook slot", qPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
+		{"list by alertname", list, listArgs, "autocapture_runs_alertname"},
+	}
+}
+
+// fullScan matches a plan line that reads a whole table of ours or River's.
+var fullScan = regexp.MustCompile(`(?i)^SCAN (autocapture_\w+|river_job|r|rp|j)\b|Seq Scan on (autocapture_\w+|river_job)`)
+
+// TestHotQueriesUseIndexes: at 100k runs (SQLite, as EXPLAIN QUERY PLAN says
+// without ANALYZE, as in production) and on PostgreSQL with sequential scans
+// priced out, no hot query scans a whole table, and each reads what it should.
+func TestHotQueriesUseIndexes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false)
+		n, explain := 100_000, "EXPLAIN QUERY PLAN "
+		var conn *sql.Conn
+		if s.dialect == dialectPostgres {
+			n, explain = 1_000, "EXPLAIN "
+			var err error
+			if conn, err = rawDB(s).Conn(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(context.Background(), `SET enable_seqscan = off`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seedRuns(t, s, n)
+		for _, q := range hotQueries(t, s) {
+			plan := queryPlan(t, s, conn, explain+q.sql, q.args)
+			t.Logf("%s:\n%s", q.name, strings.Join(plan, "\n"))
+			for _, line := range plan {
+				if fullScan.MatchString(strings.TrimSpace(line)) {
+					t.Errorf("%s scans a whole table (%q); plan:\n%s", q.name, line, strings.Join(plan, "\n"))
+				}
+			}
+			if !regexp.MustCompile(q.uses).MatchString(strings.Join(plan, "\n")) {
+				t.Errorf("%s does not read %s; plan:\n%s", q.name, q.uses, strings.Join(plan, "\n"))
+			}
+		}
+	})
+}
+
+// queryPlan returns the plan's lines (SQLite's detail column, PostgreSQL's text).
+func queryPlan(t *testing.T, s *Service, conn *sql.Conn, q string, args []any) []string {
+	t.Helper()
+	var rows *sql.Rows
+	var err error
+	if conn != nil {
+		rows, err = conn.QueryContext(context.Background(), q, args...)
+	} else {
+		rows, err = s.db.QueryContext(context.Background(), q, args...)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var plan []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, strings.TrimSpace(toString(vals[len(vals)-1])))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+func toString(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	s, _ := v.(string)
+	return s
+}
