@@ -3,6 +3,7 @@ package capture_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -102,6 +103,8 @@ func TestHTTPStep(t *testing.T) {
 		{"metadata address", capture.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", capture.ReasonRefused, "",
 			nil, true},
 		{"missing instance label", capture.HTTPConfig{Path: "/version"}, "", capture.ReasonBadConfig, "", nil, true},
+		{"server down is unreachable, not refused", capture.HTTPConfig{Path: "/version"}, deadAddr(t), capture.ReasonUnreachable, "",
+			nil, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,6 +122,9 @@ func TestHTTPStep(t *testing.T) {
 			if c.reason == capture.ReasonRefused && (res == nil || res.Findings["refused"] == nil) {
 				t.Fatalf("refusal not reported as a finding: %+v", res)
 			}
+			if c.reason != capture.ReasonRefused && res != nil && res.Findings["refused"] != nil {
+				t.Fatalf("a %q failure reported as an allow-list refusal: %v", c.reason, res.Findings["refused"])
+			}
 			for k, want := range c.findings {
 				if res.Findings[k] != want {
 					t.Errorf("finding %s = %v, want %v", k, res.Findings[k], want)
@@ -135,6 +141,17 @@ func TestHTTPStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deadAddr is a loopback host:port nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func TestHTTPStepJSONFindings(t *testing.T) {

@@ -207,10 +207,10 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	}
 	ips, err := p.lookup(ctx, host)
 	if err != nil {
-		return nil, capture.Errorf(capture.ReasonUnavailable, "target %s: resolve: %w", host, err)
+		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: %w", host, err)
 	}
 	if len(ips) == 0 {
-		return nil, capture.Errorf(capture.ReasonUnavailable, "target %s: resolve: no addresses", host)
+		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: no addresses", host)
 	}
 	return ips, nil
 }
