@@ -94,7 +94,7 @@ func TestHTTPStep(t *testing.T) {
 	}{
 		{"json version by path", capture.HTTPConfig{Path: "/version"}, inst, "", `{"version":"0.11.2","build":{"x":1}}`,
 			map[string]any{"status": 200, "content_type": "application/json", "truncated": false}, false},
-		{"truncated body", capture.HTTPConfig{URL: srv.URL + "/big", MaxBytes: 10}, "", "", "aaaaaaaaaa",
+		{"truncated body", capture.HTTPConfig{URL: capture.FixedURL(srv.URL + "/big"), MaxBytes: 10}, "", "", "aaaaaaaaaa",
 			map[string]any{"size": 10, "truncated": true}, false},
 		{"not found is upstream-4xx", capture.HTTPConfig{Path: "server_info"}, inst, capture.ReasonUpstream4xx, "",
 			map[string]any{"status": 404}, true},
@@ -161,7 +161,7 @@ func TestHTTPStepJSONFindings(t *testing.T) {
 	}))
 	defer srv.Close()
 	env, _ := testEnv(t)
-	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = srv.URL + "/version" })
+	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = capture.FixedURL(srv.URL + "/version") })
 	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env})
 	if err != nil {
 		t.Fatal(err)
