@@ -108,7 +108,7 @@ func TestChartFailureIsOneReadableLine(t *testing.T) {
 		name, url, reason string
 		wantQuery         bool
 	}{
-		{"Prometheus down", deadURL, "refused", false},
+		{"Prometheus down", deadURL, "unreachable", false},
 		{"bad query", bad.URL, "bad-config", true},
 	}
 	for _, c := range cases {

@@ -12,11 +12,14 @@ import (
 // say it in one word.
 type Reason string
 
-// The reasons a step can fail for.
+// The reasons a step can fail for. `refused` is a decision of ours (policy),
+// `unreachable` a fact about the network: a new user with no Prometheus running
+// sees `unreachable`, never `refused`.
 const (
 	ReasonTimeout     Reason = "timeout"
-	ReasonRefused     Reason = "refused"     // connection refused, or the allow-list said no
-	ReasonUnavailable Reason = "unavailable" // DNS, reset, 503, no route
+	ReasonRefused     Reason = "refused"     // policy: the allow-list, a metadata or our own address said no
+	ReasonUnreachable Reason = "unreachable" // network: connection refused (server down), no route, host down, DNS failure
+	ReasonUnavailable Reason = "unavailable" // reached, but not answering usefully: reset, 502/503/504
 	ReasonBadConfig   Reason = "bad-config"  // the playbook or daemon config is wrong
 	ReasonUpstream4xx Reason = "upstream-4xx"
 	ReasonUpstream5xx Reason = "upstream-5xx"
@@ -25,13 +28,14 @@ const (
 )
 
 // Reasons lists every reason: the one list that validation and schemas use.
-var Reasons = []Reason{ReasonTimeout, ReasonRefused, ReasonUnavailable, ReasonBadConfig,
+var Reasons = []Reason{ReasonTimeout, ReasonRefused, ReasonUnreachable, ReasonUnavailable, ReasonBadConfig,
 	ReasonUpstream4xx, ReasonUpstream5xx, ReasonCancelled, ReasonInternal}
 
-// Retryable says whether a retry may help.
+// Retryable says whether a retry may help: a network failure may heal, a
+// policy refusal will refuse again.
 func (r Reason) Retryable() bool {
 	switch r {
-	case ReasonTimeout, ReasonUnavailable, ReasonUpstream5xx, ReasonRefused:
+	case ReasonTimeout, ReasonUnreachable, ReasonUnavailable, ReasonUpstream5xx:
 		return true
 	}
 	return false
@@ -67,7 +71,9 @@ func HTTPStatusError(what string, status int, body string) error {
 }
 
 // Classify finds the reason of any error: a classified one keeps its own; context
-// deadlines, refused connections and DNS failures are recognised.
+// deadlines, failed connections and DNS failures are recognised. Only a
+// classified error is ever `refused` (a policy says so); a connection the
+// far side refused is `unreachable`.
 func Classify(err error) Reason {
 	if err == nil {
 		return ""
@@ -77,19 +83,22 @@ func Classify(err error) Reason {
 		return ce.Reason
 	}
 	var ne net.Error
+	var dnsErr *net.DNSError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return ReasonTimeout
 	case errors.Is(err, context.Canceled):
 		return ReasonCancelled
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return ReasonRefused
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTDOWN):
+		return ReasonUnreachable
+	case errors.As(err, &dnsErr) && !dnsErr.IsTimeout:
+		return ReasonUnreachable
 	case errors.As(err, &ne) && ne.Timeout():
 		return ReasonTimeout
 	}
-	var dnsErr *net.DNSError
 	var opErr *net.OpError
-	if errors.As(err, &dnsErr) || errors.As(err, &opErr) {
+	if errors.As(err, &opErr) {
 		return ReasonUnavailable
 	}
 	return ReasonInternal

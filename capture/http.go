@@ -15,14 +15,21 @@ import (
 
 // HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
 // alert's instance (vLLM's /version, /server_info, /v1/models …) and keep the body.
+// Labels never choose the host, scheme or port beyond the instance label (which
+// the targets allow-list checks), nor the endpoint: see httpurl.go.
 type HTTPConfig struct {
-	// URL is the full URL to GET (templated). Set URL or Path, not both.
-	URL string `yaml:"url" json:"url,omitempty"`
-	// Path is joined to http://{{ .Labels.instance }}, e.g. /version.
-	Path string `yaml:"path" json:"path,omitempty"`
+	// URL is a fixed absolute URL to GET; it takes no templates. Set URL or Path, not both.
+	URL FixedURL `yaml:"url" json:"url,omitempty" jsonschema_description:"A fixed absolute http(s) URL, allow-listed; no templates (use path and query). Set url or path, not both."`
+	// Path is joined to http://{{ .Labels.instance }}, e.g. /version. Templates
+	// may fill it after its first segment; the rendered path must be plain
+	// (letters, digits, -._~/:+,=; no . or .. segments, no //).
+	Path URLPath `yaml:"path" json:"path,omitempty" jsonschema_description:"Path on http://<instance label>, e.g. /version. Templates may fill it after a written-out first segment (/v1/models/{{ .Labels.model_name }}); the rendered path may hold only letters, digits and -._~/:+,= and no . or .. or empty segments."`
+	// Query adds parameters to the URL; values may be templated (they are
+	// percent-encoded), names may not.
+	Query QueryParams `yaml:"query" json:"query,omitempty" jsonschema_description:"Query parameters; values may be templated and are percent-encoded, names are written out."`
 	// MaxBytes caps the stored body (default 1 MiB); a longer body is cut and
 	// reported as truncated.
-	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes,omitempty"`
+	MaxBytes int64 `yaml:"max_bytes" json:"max_bytes,omitempty" jsonschema_description:"Cap on the stored body (default 1 MiB); a longer body is cut and reported as truncated."`
 }
 
 // httpDefaultMaxBytes is the body cap when a step sets none.
@@ -56,6 +63,22 @@ func buildHTTP(c any) (Step, error) {
 	if (cfg.URL == "") == (cfg.Path == "") {
 		return nil, fmt.Errorf("http: set exactly one of url and path")
 	}
+	if cfg.URL != "" {
+		if _, err := checkFixedURL(string(cfg.URL)); err != nil {
+			return nil, fmt.Errorf("http: %w", err)
+		}
+	}
+	if cfg.Path != "" {
+		// Rendered by now: labels included, the path must be plain.
+		if err := checkPath(string(cfg.Path)); err != nil {
+			return nil, fmt.Errorf("http: path %q: %w", cfg.Path, err)
+		}
+	}
+	for k := range cfg.Query {
+		if k == "" || strings.Contains(k, "{{") {
+			return nil, fmt.Errorf("http: query parameter name %q: names are written out", k)
+		}
+	}
 	if cfg.MaxBytes < 0 {
 		return nil, fmt.Errorf("http: max_bytes %d is negative", cfg.MaxBytes)
 	}
@@ -66,10 +89,17 @@ func buildHTTP(c any) (Step, error) {
 	return &HTTP{cfg: out}, nil
 }
 
-// target is the URL this run GETs.
+// target is the URL this run GETs: the fixed url, or the instance label (exactly
+// host:port) with the checked path; then the encoded query.
 func (h *HTTP) target(in *Input) (*url.URL, error) {
-	raw := h.cfg.URL
-	if raw == "" {
+	var u *url.URL
+	if h.cfg.URL != "" {
+		fixed, err := checkFixedURL(string(h.cfg.URL))
+		if err != nil {
+			return nil, Errorf(ReasonBadConfig, "http: %w", err)
+		}
+		u = fixed
+	} else {
 		inst := in.Alert.Labels["instance"]
 		if inst == "" {
 			return nil, Errorf(ReasonBadConfig, "http: path %q needs the alert's instance label, which is missing", h.cfg.Path)
@@ -79,12 +109,9 @@ func (h *HTTP) target(in *Input) (*url.URL, error) {
 		if !validHostPort(inst) {
 			return nil, Errorf(ReasonBadConfig, "http: instance label %q: want host:port", inst)
 		}
-		return &url.URL{Scheme: "http", Host: inst, Path: "/" + strings.TrimPrefix(h.cfg.Path, "/")}, nil
+		u = &url.URL{Scheme: "http", Host: inst, Path: "/" + strings.TrimPrefix(string(h.cfg.Path), "/")}
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return nil, Errorf(ReasonBadConfig, "http: %q is not an absolute URL", raw)
-	}
+	withQuery(u, h.cfg.Query)
 	return u, nil
 }
 

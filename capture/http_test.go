@@ -3,6 +3,7 @@ package capture_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -93,7 +94,7 @@ func TestHTTPStep(t *testing.T) {
 	}{
 		{"json version by path", capture.HTTPConfig{Path: "/version"}, inst, "", `{"version":"0.11.2","build":{"x":1}}`,
 			map[string]any{"status": 200, "content_type": "application/json", "truncated": false}, false},
-		{"truncated body", capture.HTTPConfig{URL: srv.URL + "/big", MaxBytes: 10}, "", "", "aaaaaaaaaa",
+		{"truncated body", capture.HTTPConfig{URL: capture.FixedURL(srv.URL + "/big"), MaxBytes: 10}, "", "", "aaaaaaaaaa",
 			map[string]any{"size": 10, "truncated": true}, false},
 		{"not found is upstream-4xx", capture.HTTPConfig{Path: "server_info"}, inst, capture.ReasonUpstream4xx, "",
 			map[string]any{"status": 404}, true},
@@ -102,6 +103,8 @@ func TestHTTPStep(t *testing.T) {
 		{"metadata address", capture.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", capture.ReasonRefused, "",
 			nil, true},
 		{"missing instance label", capture.HTTPConfig{Path: "/version"}, "", capture.ReasonBadConfig, "", nil, true},
+		{"server down is unreachable, not refused", capture.HTTPConfig{Path: "/version"}, deadAddr(t), capture.ReasonUnreachable, "",
+			nil, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,6 +121,9 @@ func TestHTTPStep(t *testing.T) {
 			}
 			if c.reason == capture.ReasonRefused && (res == nil || res.Findings["refused"] == nil) {
 				t.Fatalf("refusal not reported as a finding: %+v", res)
+			}
+			if c.reason != capture.ReasonRefused && res != nil && res.Findings["refused"] != nil {
+				t.Fatalf("a %q failure reported as an allow-list refusal: %v", c.reason, res.Findings["refused"])
 			}
 			for k, want := range c.findings {
 				if res.Findings[k] != want {
@@ -137,6 +143,17 @@ func TestHTTPStep(t *testing.T) {
 	}
 }
 
+// deadAddr is a loopback host:port nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 func TestHTTPStepJSONFindings(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -144,7 +161,7 @@ func TestHTTPStepJSONFindings(t *testing.T) {
 	}))
 	defer srv.Close()
 	env, _ := testEnv(t)
-	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = srv.URL + "/version" })
+	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = capture.FixedURL(srv.URL + "/version") })
 	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env})
 	if err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	}
 	prom, _ := NewPrometheus(PrometheusConfig{Queries: snapshotQueries(u.Host)})
 	_, perr := prom.Run(context.Background(), in("snapshot"))
-	if Classify(perr) != ReasonRefused || strings.Contains(perr.Error(), "\n") {
+	if Classify(perr) != ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
 		t.Fatalf("prometheus down: %v (%s)", perr, Classify(perr))
 	}
 	scrape, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})

@@ -202,7 +202,7 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 	srv.Close()
 	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
 	res, err := step.Run(context.Background(), promInput(t, url))
-	if Classify(err) != ReasonRefused || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
+	if Classify(err) != ReasonUnreachable || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v (%s)", err, Classify(err))
 	}
 	if res == nil || len(res.Findings["failed"].(map[string]string)) != 2 || len(res.Artifacts) != 1 {

@@ -143,7 +143,7 @@ func TestScrapeFailuresSayWhy(t *testing.T) {
 		reason  Reason
 		text    string
 	}{
-		{"nothing listens", nil, nil, false, ReasonRefused, "scrape http://"},
+		{"nothing listens", nil, nil, false, ReasonUnreachable, "scrape http://"},
 		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }, nil, false, ReasonUpstream5xx, "HTTP 500"},
 		{"not an exposition", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>hello</html>\n")) }, nil, false, ReasonBadConfig, "parse exposition"},
 		{"alert without instance", func(http.ResponseWriter, *http.Request) {}, template.KV{"alertname": "x"}, false, ReasonBadConfig, "instance label"},

@@ -185,8 +185,8 @@ func TestTracesBackendDownIsOneLineReason(t *testing.T) {
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
 	_, err = step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "s", Env: env,
 		Window: capture.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
-	if capture.Classify(err) != capture.ReasonRefused {
-		t.Fatalf("reason = %q (%v), want refused", capture.Classify(err), err)
+	if capture.Classify(err) != capture.ReasonUnreachable {
+		t.Fatalf("reason = %q (%v), want unreachable", capture.Classify(err), err)
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, url) {
 		t.Fatalf("error %q is not one line naming %s", msg, url)

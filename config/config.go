@@ -39,9 +39,15 @@ type Auth struct {
 	BasicAuth       *BasicAuth `yaml:"basic_auth" json:"basic_auth,omitempty"`
 }
 
-// Enabled says whether any webhook auth is configured.
+// Enabled says whether webhook auth holds a credential to compare: a token, or
+// a username and password. A _file twin that was never read, or read empty, is
+// not auth (the validator says so); a listener beyond loopback needs Enabled.
 func (a Auth) Enabled() bool {
-	return a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
+	if !a.BearerToken.blank() {
+		return true
+	}
+	b := a.BasicAuth
+	return b != nil && b.Username != "" && !b.Password.blank()
 }
 
 // BasicAuth is a username and password.

@@ -110,3 +110,87 @@ func TestDefaultIsValidAndExampleParses(t *testing.T) {
 		t.Fatalf("example max body = %d", cfg.Web.MaxBodyBytes)
 	}
 }
+
+// TestEmptySecretIsALoadError: a secret whose _file twin is empty, holds only
+// whitespace or cannot be read is a load error at that field naming the file;
+// an inline secret of only whitespace or a basic_auth without a password too.
+// Before, an empty token file resolved to "" and the listen guard still saw
+// auth as on: the daemon listened on 0.0.0.0 and let every request through.
+func TestEmptySecretIsALoadError(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty, newline, blank := write("empty", ""), write("newline", "\n"), write("blank", " \t\r\n \n")
+	missing := filepath.Join(dir, "missing")
+	open := "web:\n  listen_address: 0.0.0.0:9095\n  auth:\n"
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"empty token file", open + "    bearer_token_file: " + empty + "\n",
+			[]string{"c.yaml:4:24: web.auth.bearer_token_file:", empty, "empty"}},
+		{"newline token file", open + "    bearer_token_file: " + newline + "\n",
+			[]string{"c.yaml:4:24: web.auth.bearer_token_file:", newline, "empty"}},
+		{"whitespace token file", open + "    bearer_token_file: " + blank + "\n",
+			[]string{"c.yaml:4:24: web.auth.bearer_token_file:", blank, "empty"}},
+		{"missing token file", open + "    bearer_token_file: " + missing + "\n",
+			[]string{"c.yaml:4:24: web.auth.bearer_token_file:", missing}},
+		{"whitespace inline token", open + "    bearer_token: '  '\n",
+			[]string{"c.yaml:4:19: web.auth.bearer_token:", "whitespace"}},
+		{"empty password file", open + "    basic_auth: {username: am, password_file: " + empty + "}\n",
+			[]string{"web.auth.basic_auth.password_file:", empty, "empty"}},
+		{"no password", open + "    basic_auth: {username: am}\n",
+			[]string{"web.auth.basic_auth:", "password"}},
+		{"empty database url file", "database:\n  url_file: " + newline + "\n",
+			[]string{"c.yaml:2:13: database.url_file:", newline, "empty"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("c.yaml", []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("loaded (auth enabled %v), want an error", cfg.Web.Auth.Enabled())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateRefusesAnUnreadSecretFile: a config built in code (or changed
+// after loading) with a _file twin whose secret was never read has no
+// credential: Validate must not count it as auth.
+func TestValidateRefusesAnUnreadSecretFile(t *testing.T) {
+	c := Default()
+	c.Web.ListenAddress = "0.0.0.0:9095"
+	c.Web.Auth.BearerTokenFile = "/run/secrets/token"
+	if c.Web.Auth.Enabled() {
+		t.Error("Enabled() with a token file but no token read: there is nothing to compare")
+	}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "/run/secrets/token") {
+		t.Fatalf("Validate = %v, want an error naming the unread file", err)
+	}
+}
+
+// TestSecretFileIsTrimmedLikeAlertmanagers: Alertmanager's credentials_file is
+// sent with surrounding whitespace trimmed; the daemon reads its twin the same
+// way, so one file serves both sides.
+func TestSecretFileIsTrimmedLikeAlertmanagers(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("  tok-123 \r\n"), 0o600)
+	cfg, err := Parse("c.yaml", []byte("web:\n  auth:\n    bearer_token_file: "+tok+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Web.Auth.BearerToken.Reveal(); got != "tok-123" {
+		t.Fatalf("token = %q, want %q", got, "tok-123")
+	}
+}

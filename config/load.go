@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,9 +66,10 @@ func (c *Config) Validate() error {
 }
 
 type validator struct {
-	file string
-	f    *ast.File
-	errs yamlerr.List
+	file   string
+	f      *ast.File
+	errs   yamlerr.List
+	unread []string // secrets whose _file twin could not be read
 }
 
 // errorf records a problem at the node of a YAML path such as "$.web.listen_address",
@@ -83,17 +85,54 @@ func (v *validator) errorf(path, format string, args ...any) {
 }
 
 // resolveSecrets reads each secret's _file twin into the secret, once, at load.
+// A twin that cannot be read is remembered, so checkSecrets does not report it
+// a second time as empty.
 func (v *validator) resolveSecrets(c *Config) {
-	if err := resolve(&c.Web.Auth.BearerToken, c.Web.Auth.BearerTokenFile, "bearer_token"); err != nil {
-		v.errorf("$.web.auth.bearer_token_file", "%v", err)
-	}
-	if ba := c.Web.Auth.BasicAuth; ba != nil {
-		if err := resolve(&ba.Password, ba.PasswordFile, "password"); err != nil {
-			v.errorf("$.web.auth.basic_auth.password_file", "%v", err)
+	for _, s := range secrets(c) {
+		if err := resolve(s.value, *s.file, s.name); err != nil {
+			v.errorf(s.path+"_file", "%v", err)
+			v.unread = append(v.unread, s.path)
 		}
 	}
-	if err := resolve(&c.Database.URL, c.Database.URLFile, "url"); err != nil {
-		v.errorf("$.database.url_file", "%v", err)
+}
+
+// secretField is one Secret of the config with its _file twin.
+type secretField struct {
+	path  string // YAML path of the secret, e.g. $.web.auth.bearer_token
+	name  string // its key, for messages
+	value *Secret
+	file  *string
+}
+
+// secrets lists every Secret with a _file twin: resolveSecrets and checkSecrets
+// walk the same list, so a new secret cannot be read but left unchecked.
+func secrets(c *Config) []secretField {
+	out := []secretField{
+		{"$.web.auth.bearer_token", "bearer_token", &c.Web.Auth.BearerToken, &c.Web.Auth.BearerTokenFile},
+		{"$.database.url", "url", &c.Database.URL, &c.Database.URLFile},
+	}
+	if ba := c.Web.Auth.BasicAuth; ba != nil {
+		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
+	}
+	return out
+}
+
+// checkSecrets refuses a secret that holds nothing: a _file twin read empty (or
+// only whitespace), or never read at all, and an inline value of only
+// whitespace. Auth that compares against nothing would let every request in.
+// Messages name the file, never the content.
+func (v *validator) checkSecrets(c *Config) {
+	for _, s := range secrets(c) {
+		switch {
+		case slices.Contains(v.unread, s.path):
+		case *s.file != "" && s.value.blank():
+			v.errorf(s.path+"_file", "%q is empty or holds only whitespace; a secret file must hold the secret", *s.file)
+		case *s.file == "" && *s.value != "" && s.value.blank():
+			v.errorf(s.path, "holds only whitespace; set the secret or remove the field")
+		}
+	}
+	if ba := c.Web.Auth.BasicAuth; ba != nil && ba.Password == "" && ba.PasswordFile == "" {
+		v.errorf("$.web.auth.basic_auth", "password (or password_file) is required")
 	}
 }
 
@@ -101,6 +140,7 @@ func (v *validator) check(c *Config) {
 	if ba := c.Web.Auth.BasicAuth; ba != nil && ba.Username == "" {
 		v.errorf("$.web.auth.basic_auth", "username is required")
 	}
+	v.checkSecrets(c)
 	v.checkWeb(c)
 	if c.Storage.Path == "" {
 		v.errorf("$.storage.path", "must not be empty")

@@ -32,8 +32,10 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) 
 // Reveal returns the value, for the one place that must compare or send it.
 func (s Secret) Reveal() string { return string(s) }
 
-// resolve fills *s from file when set (the `_file` twin), trimming one trailing newline.
-// Setting both is an error.
+// resolve fills *s from file when set (the `_file` twin), trimming surrounding
+// whitespace as Alertmanager does for its credentials_file. Setting both is an
+// error; an empty file is left for the validator to refuse (checkSecret), so a
+// config built in code is held to the same rule.
 func resolve(s *Secret, file, name string) error {
 	if file == "" {
 		return nil
@@ -45,6 +47,9 @@ func resolve(s *Secret, file, name string) error {
 	if err != nil {
 		return fmt.Errorf("%s_file: %w", name, err)
 	}
-	*s = Secret(strings.TrimRight(string(b), "\r\n"))
+	*s = Secret(strings.TrimSpace(string(b)))
 	return nil
 }
+
+// blank says whether a secret holds nothing to compare or send.
+func (s Secret) blank() bool { return strings.TrimSpace(string(s)) == "" }

@@ -101,7 +101,7 @@ func TestAllowListRefusesBeforeConnecting(t *testing.T) {
 		allowed        bool
 	}{
 		{"another host", "10.1.2.3:8000", "10.1.2.3:8000 is not on the allow-list", false},
-		{"cloud metadata", "169.254.169.254:80", "169.254.169.254:80 is link-local (where cloud metadata services live) and no entry lists it", false},
+		{"cloud metadata", "169.254.169.254:80", "169.254.169.254:80 is link-local, a cloud metadata address (AWS IMDS, GCP, Azure, OpenStack, Oracle), and no entry names it exactly", false},
 		{"IPv6 link-local", "[fe80::1]:8000", "[fe80::1]:8000 is link-local", false},
 		{"loopback not listed", outside.Addr, outside.Addr + " is not on the allow-list", false},
 		{"name resolving outside", "localhost:" + port, "localhost resolves to ", false},

@@ -16,6 +16,10 @@ import (
 // (authorization.credentials) or basic auth. Either configured method is enough.
 // Secrets are compared as SHA-256 digests in constant time, so neither their
 // content nor their length leaks through timing.
+//
+// It is never "on" with nothing to compare: auth that is configured but holds no
+// usable credential (a _file twin read empty, basic auth without a password)
+// leaves enabled set with no method, and every request is refused.
 type authenticator struct {
 	enabled  bool
 	token    *[32]byte
@@ -25,21 +29,25 @@ type authenticator struct {
 
 func newAuthenticator(a config.Auth) *authenticator {
 	au := &authenticator{}
-	if t := a.BearerToken.Reveal(); t != "" {
+	if t := a.BearerToken.Reveal(); strings.TrimSpace(t) != "" {
 		d := sha256.Sum256([]byte(t))
 		au.token = &d
 	}
-	if b := a.BasicAuth; b != nil {
+	if b := a.BasicAuth; b != nil && b.Username != "" && strings.TrimSpace(b.Password.Reveal()) != "" {
 		u, p := sha256.Sum256([]byte(b.Username)), sha256.Sum256([]byte(b.Password.Reveal()))
 		au.user, au.password = &u, &p
 	}
-	au.enabled = au.token != nil || au.user != nil
+	configured := a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
+	au.enabled = configured || au.token != nil || au.user != nil
 	return au
 }
 
 // check says whether r carries valid credentials, and if not, why (for the log;
 // never containing what was sent).
 func (a *authenticator) check(r *http.Request) (bool, string) {
+	if a.token == nil && a.user == nil {
+		return false, "auth is configured without a usable credential (empty token or password): every request is refused"
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return false, "no Authorization header"

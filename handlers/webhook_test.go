@@ -225,3 +225,43 @@ func TestLoggedRemoteIsThePeer(t *testing.T) {
 		t.Fatalf("remote not the peer's: %v", h.logs.All())
 	}
 }
+
+// TestAuthWithNothingToCompareDeniesAll: auth that is configured but holds no
+// usable credential (a token file never read or read empty, basic auth without
+// a password) refuses every request, the empty ones included; config refuses
+// such a file at load, this is the second line. Before, an empty token made the
+// authenticator "off" and everything went through.
+func TestAuthWithNothingToCompareDeniesAll(t *testing.T) {
+	basic := func(u, p string) http.Header {
+		return http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+p))}}
+	}
+	cases := []struct {
+		name string
+		auth config.Auth
+	}{
+		{"token file read empty", config.Auth{BearerTokenFile: "/run/secrets/empty"}},
+		{"whitespace token", config.Auth{BearerToken: " \n"}},
+		{"basic auth without password", config.Auth{BasicAuth: &config.BasicAuth{Username: "am"}}},
+		{"basic auth without user or password", config.Auth{BasicAuth: &config.BasicAuth{}}},
+	}
+	requests := map[string]http.Header{
+		"no header":            nil,
+		"empty bearer":         {"Authorization": {"Bearer "}},
+		"whitespace bearer":    {"Authorization": {"Bearer  \t"}},
+		"user, no password":    basic("am", ""),
+		"no user, no password": basic("", ""),
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.Auth = c.auth })
+			for rname, hdr := range requests {
+				if rec := h.do("POST", "/hooks/alertmanager", body(alertJSON("A", "", "firing")), hdr); rec.Code != 401 {
+					t.Errorf("%s: webhook code %d, want 401", rname, rec.Code)
+				}
+				if rec := h.do("GET", "/api/v1/runs", nil, hdr); rec.Code != 401 {
+					t.Errorf("%s: runs API code %d, want 401", rname, rec.Code)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,11 +68,19 @@ type Options struct {
 	ScrapedTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// DaemonAddress is this daemon's web.listen_address: connections to it (every
+	// local address with its port when it listens on 0.0.0.0 or ::) are refused
+	// unless an entry names that exact ip:port. Empty refuses nothing.
+	DaemonAddress string
+	// LocalAddrs lists this machine's addresses, for a DaemonAddress on every
+	// address; nil means the interfaces' addresses. Tests inject one.
+	LocalAddrs func() ([]netip.Addr, error)
 }
 
 // Policy is the allow-list for untrusted targets.
 type Policy struct {
 	static    []entry
+	self      *self       // nil when the daemon's address is unknown
 	scraped   *scrapedSet // nil unless from_prometheus
 	lookup    func(ctx context.Context, host string) ([]netip.Addr, error)
 	transport *http.Transport
@@ -92,6 +101,11 @@ func New(cfg config.Targets, opts Options) (*Policy, error) {
 		}
 		p.static = append(p.static, e)
 	}
+	self, err := parseSelf(opts.DaemonAddress, opts.LocalAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("targets: %w", err)
+	}
+	p.self = self
 	if cfg.FromPrometheus {
 		s, err := newScrapedSet(opts)
 		if err != nil {
@@ -152,7 +166,7 @@ func (p *Policy) CheckURL(ctx context.Context, u *url.URL) error {
 		return err
 	}
 	for _, ip := range ips {
-		if err := verdict(entries, scrapeErr, host, netip.AddrPortFrom(ip, pn)); err != nil {
+		if err := p.verdict(entries, scrapeErr, host, netip.AddrPortFrom(ip, pn)); err != nil {
 			return err
 		}
 	}
@@ -171,12 +185,17 @@ func (p *Policy) entries(ctx context.Context) ([]entry, error) {
 }
 
 // verdict is the one allow-list decision, used before and at connect time.
-func verdict(entries []entry, scrapeErr error, host string, ap netip.AddrPort) error {
+func (p *Policy) verdict(entries []entry, scrapeErr error, host string, ap netip.AddrPort) error {
 	if _, ok, why := check(entries, host, ap.Addr(), ap.Port()); !ok {
 		if scrapeErr != nil {
 			why += fmt.Sprintf(" (the scraped-instance list is unavailable: %v)", scrapeErr)
 		}
 		return refused(host, ap, why)
+	}
+	if ip := normalize(ap.Addr()); p.self.is(ip, ap.Port()) && !slices.ContainsFunc(entries, func(e entry) bool {
+		return e.namesExactly(ip, ap.Port())
+	}) {
+		return refused(host, ap, fmt.Sprintf("is this daemon's own API (web.listen_address %s) and no entry names that ip:port exactly", p.self.raw))
 	}
 	return nil
 }
@@ -188,10 +207,10 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	}
 	ips, err := p.lookup(ctx, host)
 	if err != nil {
-		return nil, capture.Errorf(capture.ReasonUnavailable, "target %s: resolve: %w", host, err)
+		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: %w", host, err)
 	}
 	if len(ips) == 0 {
-		return nil, capture.Errorf(capture.ReasonUnavailable, "target %s: resolve: no addresses", host)
+		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: no addresses", host)
 	}
 	return ips, nil
 }
@@ -220,7 +239,7 @@ func (p *Policy) dialContext(ctx context.Context, network, addr string) (net.Con
 				if err != nil {
 					return refused(host, netip.AddrPort{}, fmt.Sprintf("unparsable address %q", address))
 				}
-				return verdict(entries, scrapeErr, host, ap)
+				return p.verdict(entries, scrapeErr, host, ap)
 			},
 		}
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), ps))

@@ -277,3 +277,27 @@ func TestRefusalOfEveryAddressIsOneLine(t *testing.T) {
 		t.Fatalf("refusal spans several lines: %q", err)
 	}
 }
+
+// TestNetworkFailuresAreUnreachableNotRefused: a name that does not resolve
+// and an allowed address nobody listens on are network facts (`unreachable`,
+// retryable), never the allow-list's `refused`.
+func TestNetworkFailuresAreUnreachableNotRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	nx, err := New(config.Targets{Allow: []string{"127.0.0.0/8", "gone.test"}}, Options{LookupIP: func(_ context.Context, host string) ([]netip.Addr, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"http://" + dead + "/metrics", "http://gone.test:8000/metrics"} {
+		_, err := get(context.Background(), nx.Client(2*time.Second), u)
+		if err == nil || errors.Is(err, ErrNotAllowed) || capture.Classify(err) != capture.ReasonUnreachable {
+			t.Errorf("GET %s: err %v (reason %q), want unreachable and no allow-list refusal", u, err, capture.Classify(err))
+		}
+	}
+}

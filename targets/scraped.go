@@ -112,6 +112,7 @@ func (s *scrapedSet) fetch(ctx context.Context) ([]entry, error) {
 			s.log.Debug("Skipped a scraped instance that is not host:port.", zap.String("instance", inst))
 			continue
 		}
+		e.scraped = true
 		out = append(out, e)
 	}
 	return out, nil

@@ -233,7 +233,8 @@ func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
-	policy, err := targets.New(cfg.Targets, targets.Options{Log: log.Named("targets"), PrometheusURL: cfg.Prometheus.URL})
+	policy, err := targets.New(cfg.Targets, targets.Options{Log: log.Named("targets"), PrometheusURL: cfg.Prometheus.URL,
+		DaemonAddress: cfg.Web.ListenAddress}) // labels must not point steps at our own API
 	if err != nil {
 		return nil, err
 	}

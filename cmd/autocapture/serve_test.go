@@ -103,6 +103,33 @@ func TestServeListenGuard(t *testing.T) {
 			t.Error("serve created its store before refusing")
 		}
 	})
+	// An empty token file is no auth: before, it resolved to "" while the guard
+	// still saw auth on, and the daemon answered 200 to anyone on 0.0.0.0.
+	for name, content := range map[string]string{"empty token file": "", "newline-only token file": "\n", "whitespace token file": " \t\n"} {
+		t.Run(name+" refuses", func(t *testing.T) {
+			sub := t.TempDir()
+			tok, cfg := filepath.Join(sub, "token"), filepath.Join(sub, "c.yaml")
+			os.WriteFile(tok, []byte(content), 0o600)
+			os.WriteFile(cfg, []byte("web:\n  auth:\n    bearer_token_file: "+tok+"\n"), 0o600)
+			cmd := exec.Command(bin, "serve", "--config.file", cfg, "--storage.path", sub,
+				fmt.Sprintf("--web.listen-address=0.0.0.0:%d", port))
+			p := testenv.StartProcess(t, "autocapture-empty-token", cmd)
+			select {
+			case <-p.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("serve did not exit")
+			}
+			if p.Err() == nil {
+				t.Fatal("serve exited 0 with an empty bearer_token_file")
+			}
+			if logs := p.Logs(); !strings.Contains(logs, tok) || !strings.Contains(logs, "bearer_token_file") || !strings.Contains(logs, "empty") {
+				t.Fatalf("message does not name the empty file %s:\n%s", tok, logs)
+			}
+			if _, err := os.Stat(filepath.Join(sub, "autocapture.db")); err == nil {
+				t.Error("serve created its store before refusing")
+			}
+		})
+	}
 	t.Run("with auth starts", func(t *testing.T) {
 		cfg, pb := filepath.Join(dir, "auth.yaml"), filepath.Join(dir, "none.yaml")
 		os.WriteFile(pb, []byte("playbooks: []\n"), 0o600)
@@ -166,5 +193,13 @@ func TestServeConfigFlagsWithSecretFiles(t *testing.T) {
 	}
 	if cfg.Web.Auth.BearerToken.Reveal() != "file-token" || cfg.Storage.Path != dir {
 		t.Fatalf("token/storage not applied: %+v", cfg.Storage)
+	}
+	for name, content := range map[string]string{"empty": "", "newline only": "\n", "whitespace only": "  \r\n"} {
+		os.WriteFile(tok, []byte(content), 0o600)
+		for _, f := range []serveFlags{{configFile: cfgPath}, {configFile: cfgPath, listenAddress: "0.0.0.0:7000"}} {
+			if _, err := serveConfig(f); err == nil || !strings.Contains(err.Error(), tok) {
+				t.Errorf("%s token file, flags %+v: err = %v, want a refusal naming %s", name, f, err, tok)
+			}
+		}
 	}
 }
