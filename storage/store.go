@@ -38,8 +38,10 @@ type Store interface {
 	// Delete removes key. Deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// List calls fn for every object whose key starts with prefix (a key
-	// prefix, not necessarily a whole segment), in lexical key order, until
-	// fn returns an error, which List returns. An empty prefix lists all.
+	// prefix, not necessarily a whole segment) until fn returns an error,
+	// which List returns. An empty prefix lists all. Keys come sorted: S3
+	// byte-wise, Local folder by folder (the two differ only where a name
+	// sorts below "/", as "a.txt" and "a/b"); don't rely on more.
 	List(ctx context.Context, prefix string, fn func(ListEntry) error) error
 }
 
