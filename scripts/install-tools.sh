@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs every real component the tests talk to, idempotently:
 #   Debian: prometheus, prometheus-alertmanager, postgresql, wrk
-#   Go-built into $AUTOCAPTURE_TOOLS/bin (default ~/.cache/autocapture-tools): jaeger
+#   Go-built into $AUTOCAPTURE_TOOLS/bin (default ~/.cache/autocapture-tools): jaeger,
+#   versitygw and minio (S3 test servers; MinIO is AGPL: run as a test server, never imported)
 # Safe to run again: each piece is skipped when already present.
 set -euo pipefail
 
 TOOLS="${AUTOCAPTURE_TOOLS:-$HOME/.cache/autocapture-tools}"
 mkdir -p "$TOOLS/bin"
 JAEGER_VERSION=v1.76.0
+VERSITYGW_VERSION=v1.8.0
+# MinIO publishes no semver tags to the module proxy; this pseudo-version is what
+# @latest resolved to on 2026-12-01. Pinned so every machine tests the same server.
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 
 log() { printf '[install-tools] %s\n' "$*" >&2; }
 
@@ -41,5 +46,16 @@ if [ ! -x "$TOOLS/bin/jaeger" ]; then
   rm -rf "$src"
 fi
 
+# S3 test servers: versitygw (checks signatures, small) and MinIO (what most users run).
+go_install_tool() { # name module@version
+  local name=$1 mod=$2
+  if [ ! -x "$TOOLS/bin/$name" ]; then
+    log "go install $mod (minutes, once per machine)"
+    GOBIN="$TOOLS/bin" go install "$mod"
+  fi
+}
+go_install_tool versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+go_install_tool minio "github.com/minio/minio@$MINIO_VERSION"
+
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-log "ready: prometheus=$(command -v prometheus) alertmanager=$(command -v prometheus-alertmanager) pg=$PG_BIN jaeger=$TOOLS/bin/jaeger"
+log "ready: prometheus=$(command -v prometheus) alertmanager=$(command -v prometheus-alertmanager) pg=$PG_BIN jaeger=$TOOLS/bin/jaeger versitygw=$TOOLS/bin/versitygw minio=$TOOLS/bin/minio"

@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -61,4 +64,44 @@ func ValidKey(key string) error {
 		}
 	}
 	return nil
+}
+
+// ArtifactPath names one artifact of a run; ArtifactKey turns it into a key.
+type ArtifactPath struct {
+	// Started is when the run started; its UTC date makes the yyyy/mm/dd folders.
+	Started time.Time
+	// Alertname, RunID, Plan, Step and File come from alert labels, playbooks
+	// and steps: untrusted, each sanitized into one segment.
+	Alertname, RunID, Plan, Step, File string
+}
+
+// ArtifactKey is the key a person can browse:
+//
+//	yyyy/mm/dd/<alertname>/<run-id>/<plan>/<step>/<file>
+//
+// (an S3 store puts its prefix in front). Each label-derived part becomes one
+// safe segment: what Segment keeps, and when sanitizing changed or cut the
+// value, a "~" and 8 hex digits of its SHA-256, so two different hostile
+// values never share a folder (e.g. "模型" → "__~1a2b3c4d"). The same path
+// always gives the same key, which makes a re-put after resume idempotent.
+func ArtifactKey(p ArtifactPath) string {
+	d := p.Started.UTC()
+	return strings.Join([]string{
+		fmt.Sprintf("%04d", d.Year()), fmt.Sprintf("%02d", int(d.Month())), fmt.Sprintf("%02d", d.Day()),
+		labelSegment(p.Alertname), labelSegment(p.RunID), labelSegment(p.Plan), labelSegment(p.Step), labelSegment(p.File),
+	}, "/")
+}
+
+// labelSegment is Segment, disambiguated by a short hash when it altered s.
+func labelSegment(s string) string {
+	seg := Segment(s)
+	if seg == s {
+		return seg
+	}
+	sum := sha256.Sum256([]byte(s))
+	const suffix = 1 + 8
+	if len(seg) > maxSegment-suffix {
+		seg = seg[:maxSegment-suffix]
+	}
+	return seg + "~" + hex.EncodeToString(sum[:4])
 }

@@ -2,8 +2,7 @@ package storage
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,17 +10,36 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// Local stores artifacts as files below a root folder.
+// Local stores artifacts as files below a root folder: the file at the key's
+// path holds the stored bytes (gzip or zstd when the store compressed them),
+// and a sidecar .meta/<key>.json holds the Object (content type, encoding,
+// sizes, hashes). Keys never start with ".meta/" (Put refuses them), and
+// List never shows sidecars or temporary files.
+//
+// One writer per key is assumed (runs are leased); a key is never
+// overwritten: see Store.
 type Local struct {
-	root string
+	root        string
+	compression Compression
 }
 
 var _ Store = (*Local)(nil)
 
+// metaDir is the sidecar tree below the root.
+const metaDir = ".meta"
+
+// LocalOption configures a Local store.
+type LocalOption func(*Local)
+
+// WithLocalCompression sets how text is compressed on the way in (default
+// DefaultCompression).
+func WithLocalCompression(c Compression) LocalOption { return func(l *Local) { l.compression = c } }
+
 // NewLocal returns a store rooted at dir, creating it.
-func NewLocal(dir string) (*Local, error) {
+func NewLocal(dir string, opts ...LocalOption) (*Local, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
@@ -29,7 +47,11 @@ func NewLocal(dir string) (*Local, error) {
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", abs, err)
 	}
-	return &Local{root: abs}, nil
+	l := &Local{root: abs, compression: DefaultCompression}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // Root is the folder artifacts live in.
@@ -39,15 +61,32 @@ func (l *Local) path(key string) (string, error) {
 	if err := ValidKey(key); err != nil {
 		return "", err
 	}
+	if key == metaDir || strings.HasPrefix(key, metaDir+"/") {
+		return "", fmt.Errorf("storage: key %q is in the reserved %s/ tree", key, metaDir)
+	}
 	return filepath.Join(l.root, filepath.FromSlash(key)), nil
 }
 
-// Put streams r to a temporary file beside the target and renames it into place, so
-// a reader never sees half an object and a crash leaves no partial file under key.
-func (l *Local) Put(ctx context.Context, key string, r io.Reader, _ Meta) (Object, error) {
+func (l *Local) sidecar(key string) string {
+	return filepath.Join(l.root, metaDir, filepath.FromSlash(key)+".json")
+}
+
+// Put streams r (compressed on the way when text) to a temporary file beside
+// the target, writes the sidecar, then links the file into place, which
+// fails if the key exists: a reader never sees half an object, a crash leaves
+// no partial file under key, and an existing key is never replaced.
+func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
 	p, err := l.path(key)
 	if err != nil {
 		return Object{}, err
+	}
+	e, err := newEncoding(ctx, key, r, meta, l.compression)
+	if err != nil {
+		return Object{}, err
+	}
+	defer e.Close()
+	if _, err := os.Lstat(p); err == nil {
+		return l.putExisting(ctx, key, e)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
@@ -56,9 +95,8 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, _ Meta) (Objec
 	if err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), ctxReader{ctx, r})
+	defer os.Remove(tmp.Name()) // the data stays linked under key
+	_, err = io.Copy(tmp, e.Reader)
 	if err == nil {
 		// The run row that will point at this object is committed durably; the
 		// object must be on disk before that, not just in the page cache.
@@ -70,16 +108,113 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, _ Meta) (Objec
 	if err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	obj := e.Object()
+	if err := l.writeSidecar(obj); err != nil {
+		return Object{}, fmt.Errorf("storage: put %s: sidecar: %w", key, err)
+	}
+	if err := os.Link(tmp.Name(), p); errors.Is(err, fs.ErrExist) {
+		return l.compare(ctx, key, obj)
+	} else if err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
-	return Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return obj, nil
 }
 
-// Link returns the object's file:// URL.
+// putExisting handles a Put of a key that exists: the new bytes are hashed
+// (not stored) and compared with what is stored.
+func (l *Local) putExisting(ctx context.Context, key string, e *encoding) (Object, error) {
+	if _, err := io.Copy(io.Discard, e.Reader); err != nil {
+		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+	}
+	return l.compare(ctx, key, e.Object())
+}
+
+// compare decides a Put of a key that exists: same content is an idempotent
+// success with the stored Object, other content is ErrConflict.
+func (l *Local) compare(ctx context.Context, key string, put Object) (Object, error) {
+	stored, err := l.Stat(ctx, key)
+	if err != nil {
+		return Object{}, fmt.Errorf("storage: put %s: key exists: %w", key, err)
+	}
+	return sameContent(key, stored, put)
+}
+
+// sameContent returns stored when put carries the same content, else ErrConflict.
+func sameContent(key string, stored, put Object) (Object, error) {
+	if stored.ContentSHA256() == put.ContentSHA256() {
+		return stored, nil
+	}
+	return Object{}, fmt.Errorf("%w: %s holds sha256 %s, the new content is %s",
+		ErrConflict, key, stored.ContentSHA256(), put.ContentSHA256())
+}
+
+// writeSidecar durably writes obj's sidecar (atomically replacing an orphan
+// one left by a crash before the data was linked).
+func (l *Local) writeSidecar(obj Object) error {
+	p := l.sidecar(obj.Key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		return err
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// Stat reads the object's sidecar. A file without a sidecar (put by an older
+// version, or copied in by hand) is described by hashing it: stored as is.
+func (l *Local) Stat(_ context.Context, key string) (Object, error) {
+	p, err := l.path(key)
+	if err != nil {
+		return Object{}, err
+	}
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	} else if err != nil {
+		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+	}
+	var obj Object
+	b, err := os.ReadFile(l.sidecar(key))
+	if err == nil && json.Unmarshal(b, &obj) == nil && obj.Key == key && obj.Size == fi.Size() {
+		return obj, nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+	}
+	defer f.Close()
+	c := newCounter()
+	if _, err := io.Copy(c, f); err != nil {
+		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+	}
+	return Object{Key: key, Size: c.n, SHA256: c.sum(), ContentType: contentType(key, Meta{}, nil)}, nil
+}
+
+// Link returns the object's file:// URL (the stored bytes: compressed when
+// Object.ContentEncoding says so).
 func (l *Local) Link(_ context.Context, key string) (string, error) {
 	p, err := l.path(key)
 	if err != nil {
@@ -88,30 +223,105 @@ func (l *Local) Link(_ context.Context, key string) (string, error) {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String(), nil
 }
 
-// Open reads an object back.
-func (l *Local) Open(_ context.Context, key string) (io.ReadCloser, error) {
-	p, err := l.path(key)
+// Open reads an object back as it was put.
+func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, obj, err := l.OpenStored(ctx, key)
 	if err != nil {
 		return nil, err
 	}
+	d, err := decoder(rc, obj.ContentEncoding)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", key, err)
+	}
+	return d, nil
+}
+
+// OpenStored reads the stored bytes and their description.
+func (l *Local) OpenStored(ctx context.Context, key string) (io.ReadCloser, Object, error) {
+	obj, err := l.Stat(ctx, key)
+	if err != nil {
+		return nil, Object{}, err
+	}
+	p, _ := l.path(key) // Stat checked it
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+		return nil, Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	} else if err != nil {
+		return nil, Object{}, fmt.Errorf("storage: open %s: %w", key, err)
 	}
-	return f, err
+	return f, obj, nil
 }
 
-// ctxReader stops a copy when its context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+// Delete removes the object and its sidecar, and the folders left empty.
+func (l *Local) Delete(_ context.Context, key string) error {
+	p, err := l.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: delete %s: %w", key, err)
+	}
+	if err := os.Remove(l.sidecar(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storage: delete %s: sidecar: %w", key, err)
+	}
+	l.pruneDirs(filepath.Dir(p))
+	l.pruneDirs(filepath.Dir(l.sidecar(key)))
+	return nil
 }
 
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
+// pruneDirs removes dir and its parents up to the root while they are empty.
+func (l *Local) pruneDirs(dir string) {
+	for dir != l.root && strings.HasPrefix(dir, l.root+string(filepath.Separator)) {
+		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return // not empty: done
+		}
+		dir = filepath.Dir(dir)
 	}
-	return c.r.Read(p)
+}
+
+// List walks the objects whose key starts with prefix, in lexical order.
+func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+	// Walk from the deepest folder the prefix names fully, filter the rest.
+	start := l.root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = filepath.Join(l.root, filepath.FromSlash(prefix[:i]))
+	}
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == start {
+				return filepath.SkipAll
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(l.root, p)
+		key := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if p != start && (d.Name() == metaDir && filepath.Dir(p) == l.root || !dirMayMatch(key+"/", prefix)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".put-") || !strings.HasPrefix(key, prefix) || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return fn(ListEntry{Key: key, Size: fi.Size()})
+	})
+	if err != nil {
+		return fmt.Errorf("storage: list %q: %w", prefix, err)
+	}
+	return nil
+}
+
+// dirMayMatch reports whether keys below dir (ending in "/") can start with prefix.
+func dirMayMatch(dir, prefix string) bool {
+	return strings.HasPrefix(dir, prefix) || strings.HasPrefix(prefix, dir)
 }
 
 // syncDir makes a rename in dir durable.

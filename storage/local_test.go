@@ -59,8 +59,12 @@ func TestLocalPutStreamsAndHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(body))
-	if obj.Size != int64(len(body)) || obj.SHA256 != hex.EncodeToString(sum[:]) {
+	if obj.OriginalSize != int64(len(body)) || obj.ContentSHA256() != hex.EncodeToString(sum[:]) || obj.ContentEncoding != "gzip" {
 		t.Fatalf("object = %+v", obj)
+	}
+	onDisk, _ := os.ReadFile(filepath.Join(dir, "runs/r1/metrics.json"))
+	if disk := sha256.Sum256(onDisk); int64(len(onDisk)) != obj.Size || hex.EncodeToString(disk[:]) != obj.SHA256 {
+		t.Fatalf("file on disk (%d bytes) is not the object %+v", len(onDisk), obj)
 	}
 	rc, err := s.Open(ctx, "runs/r1/metrics.json")
 	if err != nil {
@@ -98,4 +102,52 @@ func TestLocalPutLeavesNothingOnFailure(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("left files behind: %v", entries)
 	}
+}
+
+func TestLocalBehaviour(t *testing.T) {
+	testStoreBehaviour(t, func(t *testing.T, c Compression) Store {
+		s, err := NewLocal(t.TempDir(), WithLocalCompression(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestLocalSidecars(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := NewLocal(dir)
+	ctx := context.Background()
+	body := strings.Repeat("line of text\n", 5000)
+	obj, err := s.Put(ctx, "a/b.txt", strings.NewReader(body), Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	s.List(ctx, "", func(e ListEntry) error { keys = append(keys, e.Key); return nil })
+	if len(keys) != 1 || keys[0] != "a/b.txt" {
+		t.Errorf("List = %q, want only a/b.txt (no sidecar, no temporary file)", keys)
+	}
+	if _, err := s.Put(ctx, ".meta/a/b.txt.json", strings.NewReader("{}"), Meta{}); err == nil {
+		t.Error("a key in the sidecar tree was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".meta", "a", "b.txt.json")); err != nil {
+		t.Errorf("sidecar missing: %v", err)
+	}
+
+	// A file without a sidecar (copied in by hand) is described by hashing it.
+	plain := []byte("dropped in by hand")
+	os.WriteFile(filepath.Join(dir, "a", "hand.txt"), plain, 0o644)
+	st, err := s.Stat(ctx, "a/hand.txt")
+	if sum := sha256.Sum256(plain); err != nil || st.SHA256 != hex.EncodeToString(sum[:]) || st.ContentEncoding != "" {
+		t.Errorf("Stat of a file without sidecar = %+v, %v", st, err)
+	}
+
+	if err := s.Delete(ctx, "a/b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".meta", "a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Delete left the sidecar folder: %v", err)
+	}
+	_ = obj
 }
