@@ -5,6 +5,7 @@ package notify
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
@@ -12,7 +13,11 @@ import (
 	"github.com/autocapture/autocapture/capture"
 )
 
-// Notifier posts a run's thread.
+// Notifier posts a run's thread. Every call may be a retry of one whose outcome
+// was unknown (a timeout after the request left): when the operation's Retry is
+// set, a notifier that can look (Slack: message metadata carrying the run id
+// and the operation's Key) finds what an earlier attempt posted instead of
+// posting it twice. A notifier asked to slow down returns a *RateLimitedError.
 type Notifier interface {
 	// Open posts the thread's parent message, before any capture starts.
 	Open(ctx context.Context, run RunInfo) (Thread, error)
@@ -30,6 +35,11 @@ type RunInfo struct {
 	Playbooks []string
 	// Resumed counts restarts after a crash or shutdown; the thread says so.
 	Resumed int
+	// Channel overrides the notifier's default channel (a playbook's
+	// notify.channel, a routing label); "" keeps the default.
+	Channel string
+	// Retry: an earlier attempt of this Open may have posted the parent.
+	Retry bool
 }
 
 // Thread identifies a posted parent message; it is persisted on the run row so a
@@ -51,6 +61,23 @@ type StepReport struct {
 	Error    string
 	Duration time.Duration
 	Links    []Link
+	// Plan is the playbook the step belongs to.
+	Plan string
+	// Key identifies this reply within the run's thread ("step/<plan>/<id>",
+	// "run/resumed/2"): the same operation always has the same key.
+	Key string
+	// Files are artifacts to attach to the reply (charts), read from storage.
+	Files []File
+	// Retry: an earlier attempt of this reply may have been posted.
+	Retry bool
+}
+
+// File is an artifact attached to a reply.
+type File struct {
+	Name        string
+	Key         string // the storage key its bytes are read from
+	ContentType string
+	Size        int64
 }
 
 // Link is a named artifact URL.
@@ -67,4 +94,22 @@ type Summary struct {
 	Verdict    *capture.Verdict
 	ResolvedAt *time.Time
 	Duration   time.Duration
+	// Key identifies this update within the run's thread ("close/verdict",
+	// "close/finished", "close/resolved").
+	Key string
+	// Retry: an earlier attempt of this update may have been delivered.
+	Retry bool
 }
+
+// RateLimitedError asks the caller to try again after RetryAfter (Slack's 429
+// with Retry-After). Nothing was delivered.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited, retry after %s: %v", e.RetryAfter, e.Err)
+}
+
+func (e *RateLimitedError) Unwrap() error { return e.Err }
