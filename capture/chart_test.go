@@ -60,7 +60,10 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 			step := buildStep(t, "chart", func(cfg *capture.ChartConfig) {
 				cfg.Title, cfg.Unit, cfg.Query, cfg.Threshold = "Queue depth", "requests", c.query, &threshold
 			})
-			in := &capture.Input{RunID: "r1", StepID: "queue-chart", Env: env,
+			// One store for every case: each case is its own run (a key is
+			// never overwritten).
+			run := strings.ReplaceAll(c.name, " ", "-")
+			in := &capture.Input{RunID: run, StepID: "queue-chart", Env: env,
 				Window: capture.Window{Start: now.Add(-40 * time.Second), End: now},
 				Alert:  template.Alert{StartsAt: now.Add(-4 * time.Second), Labels: template.KV{"instance": inst}}}
 			res, err := step.Run(context.Background(), in)
@@ -74,7 +77,7 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 				t.Fatalf("findings = %v", res.Findings)
 			}
 			a := res.Artifacts[0]
-			if a.Key != "runs/r1/queue-chart/chart.png" || a.ContentType != "image/png" {
+			if a.Key != "runs/"+run+"/queue-chart/chart.png" || a.ContentType != "image/png" {
 				t.Fatalf("artifact = %+v", a)
 			}
 			body := readArtifact(t, st, a.Key)

@@ -22,10 +22,16 @@ type Step interface {
 // Input is everything a step may read: the alert, its window, what earlier steps
 // found, and the outside world it may talk to (through Env).
 type Input struct {
-	RunID  string
+	RunID string
+	// Plan is the playbook the step belongs to: two plans of one run may
+	// have steps of the same id.
+	Plan   string
 	StepID string
-	Alert  template.Alert
-	Window Window
+	// Attempt is the run's attempt (1 on the first start): a step re-run
+	// after a resume stores its artifacts apart from the interrupted one's.
+	Attempt int
+	Alert   template.Alert
+	Window  Window
 	// Prior holds the results of steps that finished earlier in this run, by step id.
 	// Read-only: steps of one tier run in parallel and share it.
 	Prior map[string]*Result

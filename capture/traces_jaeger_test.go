@@ -131,7 +131,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 			step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {
 				cfg.Limit, cfg.Fetch, cfg.RankBy = 5, 20, c.rank
 			})
-			in := &capture.Input{RunID: "r1", StepID: "slow", Env: env, Window: window,
+			in := &capture.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
 				Alert: template.Alert{Labels: template.KV{"alertname": c.alertname}}}
 			res, err := step.Run(context.Background(), in)
 			if err != nil {

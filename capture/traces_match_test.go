@@ -50,7 +50,7 @@ func TestTracesMatchKeepsTheAlertingInstance(t *testing.T) {
 			cfg.Limit, cfg.Fetch = 5, 20
 			cfg.Match = map[string]string{"service.instance.id": instance}
 		})
-		res, err := step.Run(context.Background(), &capture.Input{RunID: "r1", StepID: "slow", Env: env, Window: window,
+		res, err := step.Run(context.Background(), &capture.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
 			Alert: template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
 		if err != nil {
 			t.Fatal(err)

@@ -42,11 +42,13 @@ const DefaultAbandonGrace = 5 * time.Second
 
 // Input is what one plan runs with.
 type Input struct {
-	RunID  string
-	Alert  template.Alert
-	Window capture.Window
-	Env    *capture.Env
-	Log    *zap.Logger
+	RunID string
+	// Attempt is the run's attempt, 1 on its first start (0: unknown, as 1).
+	Attempt int
+	Alert   template.Alert
+	Window  capture.Window
+	Env     *capture.Env
+	Log     *zap.Logger
 	// Done holds this plan's steps recorded by an earlier attempt, by step id:
 	// they are not run again and their results feed `when` and Prior.
 	Done map[string]StepRecord
