@@ -45,7 +45,7 @@ func (s *Server) postMessage(b *bot, p url.Values) (map[string]any, *apiError) {
 	if ch == nil {
 		return nil, errf("channel_not_found")
 	}
-	rev, aerr := s.content(p, Revision{})
+	rev, aerr := s.content(p, Revision{}, false)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -72,9 +72,9 @@ func (s *Server) add(ch *channel, parent *message, b *bot, rev Revision) *messag
 }
 
 // content reads text, blocks and metadata over prev, as chat.postMessage
-// (prev empty) and chat.update do: text without blocks drops the blocks,
+// and chat.update (update set) do: text without blocks drops the blocks,
 // omitted metadata is kept, metadata without an event_type removes it.
-func (s *Server) content(p url.Values, prev Revision) (Revision, *apiError) {
+func (s *Server) content(p url.Values, prev Revision, update bool) (Revision, *apiError) {
 	rev := prev
 	_, hasText := p["text"]
 	_, hasBlocks := p["blocks"]
@@ -107,7 +107,7 @@ func (s *Server) content(p url.Values, prev Revision) (Revision, *apiError) {
 		}
 		rev.Metadata = &md
 		if md.EventType == "" {
-			if prev.At.IsZero() {
+			if !update {
 				return rev, errf("invalid_metadata_schema", "[ERROR] missing required field: event_type")
 			}
 			rev.Metadata = nil
@@ -128,7 +128,7 @@ func (s *Server) update(b *bot, p url.Values) (map[string]any, *apiError) {
 	if m.bot != b {
 		return nil, errf("cant_update_message")
 	}
-	rev, aerr := s.content(p, m.cur())
+	rev, aerr := s.content(p, m.cur(), true)
 	if aerr != nil {
 		return nil, aerr
 	}

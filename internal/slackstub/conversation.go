@@ -88,8 +88,9 @@ func micros(ts string) int64 {
 	return n*1e6 + f
 }
 
-// paginate cuts msgs by cursor and limit (Slack's default 100, at most 999);
-// for a thread the parent takes one place on each page.
+// paginate cuts msgs (newest first, or oldest first for a thread) by cursor
+// and limit (Slack's default 100, at most 999); for a thread the parent
+// takes one place on each page.
 func paginate(msgs []*message, p url.Values, thread bool) ([]*message, *message, *apiError) {
 	limit := 100
 	if l := p.Get("limit"); l != "" {
@@ -109,8 +110,11 @@ func paginate(msgs []*message, p url.Values, thread bool) ([]*message, *message,
 		if err != nil || !ok || !tsPattern.MatchString(ts) {
 			return nil, nil, errf("invalid_cursor")
 		}
-		for start < len(msgs) && msgs[start].ts != ts {
-			start++
+		// history runs newest first, a thread oldest first: resume at the cursor's place
+		for c := micros(ts); start < len(msgs); start++ {
+			if t := micros(msgs[start].ts); (thread && t >= c) || (!thread && t <= c) {
+				break
+			}
 		}
 	}
 	end := min(start+limit, len(msgs))

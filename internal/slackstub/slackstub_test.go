@@ -196,6 +196,14 @@ func TestHistoryAndRepliesWithMetadata(t *testing.T) {
 		msgs[0].Metadata.EventPayload["i"] != float64(0) {
 		t.Fatalf("replies: %+v, %v", msgs, err)
 	}
+	page, more, next, err := c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C0001", Timestamp: tops[0], Limit: 2})
+	if err != nil || !more || len(page) != 2 || page[1].Timestamp != r1 {
+		t.Fatalf("replies page 1: %+v, %v", page, err)
+	}
+	page, more, _, err = c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: "C0001", Timestamp: tops[0], Limit: 2, Cursor: next})
+	if err != nil || more || len(page) != 2 || page[0].Timestamp != tops[0] || page[1].Timestamp != r2 {
+		t.Fatalf("replies page 2 (parent first again): %+v, %v", page, err)
+	}
 	old, err := c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{ChannelID: "C0001", Latest: tops[1], Inclusive: true})
 	if err != nil || len(old.Messages) != 2 {
 		t.Errorf("history up to %s inclusive: %+v, %v", tops[1], old, err)
