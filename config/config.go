@@ -115,9 +115,10 @@ type Targets struct {
 	FromPrometheus bool `yaml:"from_prometheus" json:"from_prometheus"`
 }
 
-// Notify chooses where threads go.
+// Notify chooses where threads go: the console (the default), Slack, or both.
 type Notify struct {
 	Console Console `yaml:"console" json:"console"`
+	Slack   Slack   `yaml:"slack" json:"slack"`
 }
 
 // Console is the stdout notifier.
@@ -152,7 +153,8 @@ func Default() Config {
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
 		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
-		Notify:     Notify{Console: Console{Enabled: true}},
-		Log:        Log{Level: "info", Format: "console"},
+		Notify: Notify{Console: Console{Enabled: true},
+			Slack: Slack{APIURL: DefaultSlackAPIURL, Pace: Pace{PerSecond: 1, Burst: 3}}},
+		Log: Log{Level: "info", Format: "console"},
 	}
 }

@@ -110,6 +110,8 @@ func secrets(c *Config) []secretField {
 	out := []secretField{
 		{"$.web.auth.bearer_token", "bearer_token", &c.Web.Auth.BearerToken, &c.Web.Auth.BearerTokenFile},
 		{"$.database.url", "url", &c.Database.URL, &c.Database.URLFile},
+		{"$.notify.slack.token", "token", &c.Notify.Slack.Token, &c.Notify.Slack.TokenFile},
+		{"$.notify.slack.signing_secret", "signing_secret", &c.Notify.Slack.SigningSecret, &c.Notify.Slack.SigningSecretFile},
 	}
 	if ba := c.Web.Auth.BasicAuth; ba != nil {
 		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
@@ -149,6 +151,7 @@ func (v *validator) check(c *Config) {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
 	}
 	v.checkRuns(c.Runs)
+	v.checkSlack(c.Notify.Slack)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {
 			v.errorf("$.playbooks", "bad glob %q: %v", g, err)

@@ -1,0 +1,201 @@
+package slack
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/slack-go/slack"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// maxWhy bounds a failure's reason and error in a reply: one line, the whole
+// text in the attached file.
+const maxWhy = 300
+
+// RenderReply renders one finished step: a status line, the step's findings
+// summary, why it failed, was skipped or cancelled (one line), its links, and
+// its files to upload. Text past Slack's limits is cut, and the whole of it
+// attached as <step>-full.txt.
+func RenderReply(r notify.StepReport) Message {
+	raw := fmt.Sprintf("%s (%s, tier %s) %s", r.StepID, r.Kind, r.Tier, r.Status)
+	if r.Status == "succeeded" || r.Status == "failed" {
+		raw += " in " + fmtDur(r.Duration)
+	}
+	head := statusEmoji(r.Status) + " *" + esc(r.StepID) + "*" + esc(strings.TrimPrefix(raw, r.StepID))
+	why := oneLine(r.Reason)
+	if e := oneLine(r.Error); e != "" {
+		why = strings.TrimPrefix(why+": "+e, ": ")
+	}
+	cut := false
+	body := head
+	if why != "" {
+		short := clip(why, maxWhy)
+		cut = cut || short != why
+		if r.Status == "failed" {
+			body += "\n*why*: " + esc(short)
+		} else {
+			body = head + ": " + esc(short)
+		}
+	}
+	if r.Summary != "" {
+		room := maxSection - len([]rune(body)) - 1
+		s := summaryMarkup(r.Kind, clip(r.Summary, room-50))
+		cut = cut || clip(r.Summary, room-50) != r.Summary
+		body += "\n" + s
+	}
+	blocks := []slack.Block{section("step", clip(body, maxSection))}
+	linkText, dropped := linkLine(r.Links)
+	if linkText != "" {
+		blocks = append(blocks, slack.NewContextBlock("links", mrkdwn(linkText)))
+	}
+	cut = cut || dropped > 0
+	msg := Message{Blocks: blocks}
+	fallback := raw
+	if why != "" {
+		fallback += ": " + clip(why, maxWhy)
+	}
+	if r.Summary != "" {
+		fallback += " — " + oneLine(r.Summary)
+	}
+	msg.Text = clip(esc(fallback), maxFallback)
+	for _, f := range r.Files {
+		msg.Uploads = append(msg.Uploads, Upload{Name: f.Name, Title: fileTitle(r, f.Name), Key: f.Key, ContentType: f.ContentType, Size: f.Size})
+	}
+	if cut {
+		name := safeName(r.StepID) + "-full.txt"
+		msg.Uploads = append(msg.Uploads, Upload{Name: name, Title: fileTitle(r, name), ContentType: "text/plain", Content: fullText(r)})
+	}
+	return msg
+}
+
+// fileTitle names an upload so a retry can tell it is already in the thread.
+func fileTitle(r notify.StepReport, name string) string {
+	return strings.TrimPrefix(r.Key, "step/") + " · " + name
+}
+
+// summaryMarkup emphasises what a reader looks for first: triage's verdict.
+func summaryMarkup(kind, s string) string {
+	if kind == "triage" {
+		for _, id := range capture.Verdicts {
+			if rest, ok := strings.CutPrefix(s, id); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+				return ":stethoscope: *" + id + "*" + esc(rest)
+			}
+		}
+	}
+	return esc(s)
+}
+
+// linkLine shows links in one line, as many as fit; dropped counts the rest.
+// Links Slack cannot open (file://, a local store) show as their path.
+func linkLine(links []notify.Link) (string, int) {
+	var parts []string
+	n := 0
+	for i, l := range links {
+		var p string
+		if webURL(l.URL) {
+			p = "<" + escURL(l.URL) + "|" + esc(linkName(l.Name)) + ">"
+		} else {
+			p = esc(l.Name) + ": `" + esc(l.URL) + "`"
+		}
+		if n+len([]rune(p))+3 > maxField-40 {
+			more := fmt.Sprintf("and %d more", len(links)-i)
+			parts = append(parts, more)
+			return ":link: " + strings.Join(parts, " · "), len(links) - i
+		}
+		n += len([]rune(p)) + 3
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "", 0
+	}
+	return ":link: " + strings.Join(parts, " · "), 0
+}
+
+func linkName(n string) string { return strings.NewReplacer("|", "¦", ">", "›").Replace(n) }
+
+// fullText is a step's whole report, for the file attached when it was cut.
+func fullText(r notify.StepReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %s (%s, tier %s) %s in %s\n", r.StepID, r.Kind, r.Tier, r.Status, fmtDur(r.Duration))
+	if r.Summary != "" {
+		fmt.Fprintf(&b, "\n%s\n", r.Summary)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, "\nreason: %s\n", r.Reason)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(&b, "\nerror: %s\n", r.Error)
+	}
+	if len(r.Links) > 0 {
+		b.WriteString("\nlinks:\n")
+		for _, l := range r.Links {
+			fmt.Fprintf(&b, "  %s: %s\n", l.Name, l.URL)
+		}
+	}
+	return b.String()
+}
+
+// RenderCloseReply is the reply that closes a run (close/finished) or marks
+// its alert resolved (close/resolved): the outcome, then the verdict with all
+// its evidence and advice. p is the parent after Apply.
+func RenderCloseReply(p Parent, s notify.Summary) Message {
+	var head, text string
+	if s.Key == KeyCloseResolved {
+		text = "The alert resolved"
+		if p.ResolvedAfter > 0 {
+			text += " after " + fmtDur(p.ResolvedAfter)
+		}
+		if !final(s.Status) {
+			text += "; the run goes on until its capture ends"
+		}
+		head = ":large_green_circle: " + esc(text)
+	} else {
+		text = "Run " + s.Status
+		head = statusEmoji(s.Status) + " Run *" + esc(s.Status) + "*"
+		if s.Duration > 0 {
+			text += " after " + fmtDur(s.Duration)
+			head += " after " + fmtDur(s.Duration)
+		}
+	}
+	if why := clip(oneLine(s.Reason), maxWhy); why != "" {
+		head += "\n_" + esc(why) + "_"
+		text += "\n" + why
+	}
+	blocks := []slack.Block{section("outcome", clip(head, maxSection))}
+	if v := s.Verdict; v != nil && s.Key != KeyCloseResolved {
+		blocks = append(blocks, section("verdict", verdictDetail(v)))
+		text += "\n" + VerdictLine(v)
+	}
+	return Message{Text: clip(esc(text), maxFallback), Blocks: blocks}
+}
+
+// verdictDetail lists the verdict's evidence and advice, as many lines as fit.
+func verdictDetail(v *capture.Verdict) string {
+	s := ":stethoscope: *Verdict: " + esc(v.ID) + "*"
+	if len(v.Contributing) > 0 {
+		s += " (also " + esc(strings.Join(v.Contributing, ", ")) + ")"
+	}
+	lines := []string{s}
+	for _, e := range v.Evidence {
+		lines = append(lines, "• "+esc(oneLine(e)))
+	}
+	for _, a := range v.Advice {
+		lines = append(lines, "→ "+esc(oneLine(a)))
+	}
+	out := lines[0]
+	for i, l := range lines[1:] {
+		if len([]rune(out))+len([]rune(l))+1 > maxSection-40 {
+			return out + fmt.Sprintf("\n… %d more lines", len(lines)-1-i)
+		}
+		out += "\n" + l
+	}
+	return out
+}
+
+// shown says whether a step's reply is posted at all: a skipped step only
+// with post_skipped.
+func shown(status string, postSkipped bool) bool {
+	return postSkipped || status != "skipped"
+}

@@ -1,0 +1,237 @@
+// Package slack tells a run's story in a Slack thread: the parent when the
+// run opens (then led by the verdict), one reply per finished step with its
+// charts uploaded, and the outcome when the run ends or its alert resolves.
+//
+// Every message carries metadata (EventType, the run id, the operation key),
+// so a retried operation asks Slack what an earlier attempt posted instead of
+// posting twice. Retries are the outbox's: the client never retries by
+// itself, and a 429 comes back as *notify.RateLimitedError.
+package slack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// ArtifactReader reads a stored artifact's bytes (a chart to upload).
+type ArtifactReader interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// Notifier posts run threads to Slack.
+type Notifier struct {
+	api         *slack.Client
+	token       string
+	channel     string
+	postSkipped bool
+	grafana     *template.Template
+	externalURL string
+	store       ArtifactReader
+	log         *zap.Logger
+	pace        *pacer
+	now         func() time.Time
+
+	mu  sync.Mutex
+	ids map[string]string // channel name → id, learned from posts and conversations.list
+}
+
+var _ notify.Notifier = (*Notifier)(nil)
+
+// Option changes how New builds a Notifier.
+type Option func(*Notifier, *[]slack.Option)
+
+// WithExternalURL links the parent to the run in the daemon's API
+// (web.external_url + /api/v1/runs/<id>); empty adds no link.
+func WithExternalURL(u string) Option {
+	return func(n *Notifier, _ *[]slack.Option) { n.externalURL = strings.TrimSuffix(u, "/") }
+}
+
+// WithHTTPClient sends the Web API calls through c.
+func WithHTTPClient(c *http.Client) Option {
+	return func(_ *Notifier, o *[]slack.Option) { *o = append(*o, slack.OptionHTTPClient(c)) }
+}
+
+// WithClock sets the clock for pacing and lookup windows (tests).
+func WithClock(now func() time.Time) Option {
+	return func(n *Notifier, _ *[]slack.Option) { n.now = now }
+}
+
+// New returns a notifier for cfg; store reads the files replies attach.
+func New(cfg config.Slack, store ArtifactReader, log *zap.Logger, opts ...Option) (*Notifier, error) {
+	if cfg.Token.Reveal() == "" || cfg.Channel == "" {
+		return nil, fmt.Errorf("slack: a token and a channel are required")
+	}
+	api := cfg.APIURL
+	if api == "" {
+		api = config.DefaultSlackAPIURL
+	}
+	if !strings.HasSuffix(api, "/") {
+		api += "/"
+	}
+	grafana, err := cfg.GrafanaTemplate()
+	if err != nil {
+		return nil, fmt.Errorf("slack: grafana_url: %w", err)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	n := &Notifier{token: cfg.Token.Reveal(), channel: cfg.Channel, postSkipped: cfg.PostSkipped,
+		grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
+	// No slack.OptionRetry: the outbox retries, with the operation's key.
+	sopts := []slack.Option{slack.OptionAPIURL(api)}
+	for _, o := range opts {
+		o(n, &sopts)
+	}
+	perSecond, burst := cfg.Pace.PerSecond, cfg.Pace.Burst
+	if perSecond <= 0 {
+		perSecond = 1
+	}
+	if burst < 1 {
+		burst = 1
+	}
+	n.pace = newPacer(perSecond, burst, n.now)
+	n.api = slack.New(n.token, sopts...)
+	return n, nil
+}
+
+// Open posts the parent, or with run.Retry first finds the one an earlier
+// attempt posted (conversations.history, by run id) and returns that.
+func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread, error) {
+	ch := run.Channel
+	if ch == "" {
+		ch = n.channel
+	}
+	log := n.log.With(zap.String("run", run.ID), zap.String("channel", ch))
+	if run.Retry {
+		th, ok, err := n.findParent(ctx, ch, run)
+		if err != nil {
+			return notify.Thread{}, err
+		}
+		if ok {
+			log.Info("Found the run's parent an earlier attempt posted; not posting it again.", zap.String("ts", th.TS))
+			return th, nil
+		}
+	}
+	p := ParentFromRun(run, n.links(run, log))
+	msg := RenderParent(p)
+	if err := n.pace.wait(ctx, n.paceKey(ch)); err != nil {
+		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)
+	}
+	id, ts, err := n.api.PostMessageContext(ctx, ch, n.msgOptions(msg, run.ID, KeyOpen, parentPayload(p))...)
+	if err != nil {
+		return notify.Thread{}, n.fail(err, "chat.postMessage: parent of run %s in %s", run.ID, ch)
+	}
+	n.learn(ch, id)
+	log.Info("Posted the run's parent.", zap.String("ts", ts))
+	return notify.Thread{Channel: id, TS: ts}, nil
+}
+
+// links are the parent's buttons: the alert's source, the dashboard, the run.
+func (n *Notifier) links(run notify.RunInfo, log *zap.Logger) []notify.Link {
+	var out []notify.Link
+	if u := run.Alert.GeneratorURL; webURL(u) {
+		out = append(out, notify.Link{Name: "Alert source", URL: u})
+	}
+	if n.grafana != nil {
+		d := config.NewGrafanaData(run.Alert.Labels, run.Alert.Annotations, run.Alert.StartsAt)
+		if u, err := config.RenderGrafanaURL(n.grafana, d); err != nil {
+			log.Warn("The Grafana link could not be rendered; the parent goes without it.", zap.Error(err))
+		} else {
+			out = append(out, notify.Link{Name: "Grafana", URL: u})
+		}
+	}
+	if n.externalURL != "" {
+		out = append(out, notify.Link{Name: "Run", URL: n.externalURL + "/api/v1/runs/" + url.PathEscape(run.ID)})
+	}
+	return out
+}
+
+// msgOptions are a message's blocks, fallback text and metadata.
+func (n *Notifier) msgOptions(m Message, runID, key string, extra map[string]any) []slack.MsgOption {
+	return []slack.MsgOption{
+		slack.MsgOptionText(m.Text, false),
+		slack.MsgOptionBlocks(m.Blocks...),
+		slack.MsgOptionMetadata(metadata(runID, key, extra)),
+		slack.MsgOptionDisableLinkUnfurl(),
+	}
+}
+
+// pacer spaces posts per channel with one token bucket each: Slack takes
+// about one chat.postMessage a second per channel and tolerates short bursts,
+// so a storm of runs queues here instead of collecting 429s.
+type pacer struct {
+	rate  float64 // tokens a second
+	burst float64
+	now   func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newPacer(perSecond float64, burst int, now func() time.Time) *pacer {
+	return &pacer{rate: perSecond, burst: float64(burst), now: now, buckets: map[string]*bucket{}}
+}
+
+// reserve takes a token for channel and says how long to wait before using
+// it; tokens may go negative, so waiters queue in order.
+func (p *pacer) reserve(channel string) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	b := p.buckets[channel]
+	if b == nil {
+		b = &bucket{tokens: p.burst, last: now}
+		p.buckets[channel] = b
+	}
+	b.tokens = min(p.burst, b.tokens+now.Sub(b.last).Seconds()*p.rate)
+	b.last = now
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / p.rate * float64(time.Second))
+}
+
+// cancel gives back a token reserved by a wait that did not happen.
+func (p *pacer) cancel(channel string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.buckets[channel]; b != nil {
+		b.tokens = min(p.burst, b.tokens+1)
+	}
+}
+
+// wait blocks until channel may take another post, or ctx ends.
+func (p *pacer) wait(ctx context.Context, channel string) error {
+	d := p.reserve(channel)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		p.cancel(channel)
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,257 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/notify"
+)
+
+const canary = "xoxb-canary-7f3a9c"
+
+// memStore is an ArtifactReader over a map.
+type memStore map[string][]byte
+
+func (m memStore) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	b, ok := m[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: not found", key)
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+var png = append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 500)...)
+
+// setup starts the stub with the canary token and a notifier on it whose logs
+// are kept; pacing is fast so tests do not wait on it.
+func setup(t *testing.T) (*slackstub.Server, *Notifier, *observer.ObservedLogs) {
+	t.Helper()
+	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := config.Default().Notify.Slack
+	cfg.Enabled, cfg.Token, cfg.Channel, cfg.APIURL = true, config.Secret(canary), "C0AUTOCAP", stub.URL()
+	cfg.Pace = config.Pace{PerSecond: 1000, Burst: 10}
+	n, err := New(cfg, memStore{"runs/r1/kv_chart/chart.png": png}, zap.New(core), WithExternalURL("http://autocapture:9095/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stub, n, logs
+}
+
+func meta(m slackstub.Message) (string, string) {
+	if m.Metadata == nil {
+		return "", ""
+	}
+	run, _ := m.Metadata.EventPayload["run_id"].(string)
+	key, _ := m.Metadata.EventPayload["key"].(string)
+	return run, key
+}
+
+// TestThreadInOrder: the parent, then each step's reply in order in its
+// thread with its key, the chart uploaded into the thread, then the parent
+// led by the verdict and closed, resolved.
+func TestThreadInOrder(t *testing.T) {
+	stub, n, _ := setup(t)
+	ctx := context.Background()
+	th, err := n.Open(ctx, testRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Channel != "C0AUTOCAP" || th.TS == "" {
+		t.Fatalf("thread %+v", th)
+	}
+	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
+	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png", ContentType: "image/png", Size: int64(len(png))}}
+	skipped := step("profile", "profile", capture.TierProfile, "skipped", "")
+	steps := []notify.StepReport{step("snapshot", "prometheus", capture.TierMetrics, "succeeded", "20 PromQL queries"),
+		chart, step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure: KV cache 98% full"), skipped}
+	for _, r := range steps {
+		if err := n.Reply(ctx, th, r); err != nil {
+			t.Fatalf("reply %s: %v", r.StepID, err)
+		}
+	}
+	resolved := at.Add(14 * time.Minute)
+	for _, s := range []notify.Summary{
+		{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe},
+		{RunID: "r1", Key: KeyCloseFinished, Status: "succeeded", Duration: 6 * time.Minute, Verdict: kvVe},
+		{RunID: "r1", Key: KeyCloseResolved, Status: "succeeded", ResolvedAt: &resolved},
+	} {
+		if err := n.Close(ctx, th, s); err != nil {
+			t.Fatalf("close %s: %v", s.Key, err)
+		}
+	}
+	msgs := stub.Messages("C0AUTOCAP")
+	if len(msgs) != 1 {
+		t.Fatalf("%d top-level messages, want 1 parent", len(msgs))
+	}
+	p := msgs[0]
+	if run, key := meta(p); run != "r1" || key != KeyOpen {
+		t.Fatalf("parent metadata %v", p.Metadata)
+	}
+	if !strings.HasPrefix(p.Text, "kv-pressure — KV cache 98% full (threshold 95%). raise gpu_memory_utilization") {
+		t.Fatalf("parent does not lead with the verdict: %q", p.Text)
+	}
+	if !strings.Contains(p.Text, "succeeded after 6m · resolved after 14m") || len(p.Revisions) != 4 {
+		t.Fatalf("parent after %d revisions: %q", len(p.Revisions), p.Text)
+	}
+	var keys []string
+	for _, r := range p.Replies {
+		_, key := meta(r)
+		if len(r.Files) > 0 {
+			key = "file:" + r.Files[0].Name
+			if !bytes.Equal(r.Files[0].Content, png) || r.Files[0].Title != "vllm-high-ttft/kv_chart · chart.png" {
+				t.Fatalf("chart upload %+v", r.Files[0].Title)
+			}
+		}
+		keys = append(keys, key)
+	}
+	want := "step/vllm-high-ttft/snapshot step/vllm-high-ttft/kv_chart file:chart.png step/vllm-high-ttft/triage close/finished close/resolved"
+	if got := strings.Join(keys, " "); got != want {
+		t.Fatalf("replies\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestRetryAfterDropPostsNothingTwice: the post went through but its answer
+// was lost; the retry reads the message back instead of posting again, for
+// the parent, a reply and a reply's file.
+func TestRetryAfterDropPostsNothingTwice(t *testing.T) {
+	stub, n, _ := setup(t)
+	ctx := context.Background()
+	stub.Fail("chat.postMessage", slackstub.DropAfterApply().Times(1))
+	run := testRun()
+	if _, err := n.Open(ctx, run); err == nil {
+		t.Fatal("open with a dropped answer returned no error")
+	}
+	run.Retry = true
+	th, err := n.Open(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := stub.Messages("C0AUTOCAP")
+	if len(msgs) != 1 || msgs[0].TS != th.TS {
+		t.Fatalf("%d parents (want 1 at %s)", len(msgs), th.TS)
+	}
+	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage")
+	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png"}}
+	stub.Fail("chat.postMessage", slackstub.DropAfterApply().Times(1))
+	if err := n.Reply(ctx, th, chart); err == nil {
+		t.Fatal("reply with a dropped answer returned no error")
+	}
+	chart.Retry = true
+	if err := n.Reply(ctx, th, chart); err != nil {
+		t.Fatal(err)
+	}
+	stub.Fail("files.completeUploadExternal", slackstub.DropAfterApply().Times(1))
+	if err := n.Reply(ctx, th, chart); err != nil {
+		t.Fatalf("a retry of a complete reply: %v", err)
+	}
+	replies := stub.Messages("C0AUTOCAP")[0].Replies
+	if len(replies) != 2 || len(replies[1].Files) != 1 {
+		t.Fatalf("%d replies, want the reply and its chart once each:\n%s", len(replies), stub.Dump())
+	}
+}
+
+// TestRateLimitedSurfacesRetryAfter: a 429 is a *notify.RateLimitedError with
+// Slack's Retry-After; nothing was posted.
+func TestRateLimitedSurfacesRetryAfter(t *testing.T) {
+	stub, n, _ := setup(t)
+	stub.Fail("chat.postMessage", slackstub.RateLimited(7).Times(1))
+	_, err := n.Open(context.Background(), testRun())
+	var rl *notify.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter != 7*time.Second {
+		t.Fatalf("err = %v, want a RateLimitedError after 7s", err)
+	}
+	if len(stub.Messages("C0AUTOCAP")) != 0 {
+		t.Fatal("a rate-limited post was recorded")
+	}
+}
+
+// TestTokenNeverInErrorsOrLogs: every failure the stub can inject, and an
+// unknown channel, yields errors and log lines without the token.
+func TestTokenNeverInErrorsOrLogs(t *testing.T) {
+	stub, n, logs := setup(t)
+	ctx := context.Background()
+	var errs []error
+	for _, f := range []slackstub.Fault{slackstub.ServerError(503), slackstub.Drop(), slackstub.RateLimited(1)} {
+		stub.Fail("*", f.Times(1))
+		_, err := n.Open(ctx, testRun())
+		errs = append(errs, err)
+	}
+	run := testRun()
+	run.Channel, run.Retry = "C0NOSUCH", true
+	_, err := n.Open(ctx, run)
+	errs = append(errs, err)
+	th, err := n.Open(ctx, testRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage")
+	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png"}}
+	stub.Fail("upload", slackstub.ServerError(500).Times(1))
+	errs = append(errs, n.Reply(ctx, th, chart))
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("case %d: no error", i)
+		}
+		if strings.Contains(err.Error(), canary) || strings.Contains(fmt.Sprintf("%+v %#v", err, err), canary) {
+			t.Fatalf("the token is in an error: %v", err)
+		}
+	}
+	for _, e := range logs.All() {
+		line := fmt.Sprint(e.Message, e.ContextMap())
+		if strings.Contains(line, canary) {
+			t.Fatalf("the token is in a log line: %s", line)
+		}
+	}
+}
+
+// TestPacerStormGoesOutAtTheRate: ten posts to one channel at once take the
+// burst immediately, then one a second; another channel has its own bucket.
+func TestPacerStormGoesOutAtTheRate(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p := newPacer(1, 3, func() time.Time { return now })
+	var waits []time.Duration
+	for range 10 {
+		waits = append(waits, p.reserve("C1"))
+	}
+	for i, w := range waits {
+		want := time.Duration(max(0, i-2)) * time.Second
+		if w != want {
+			t.Fatalf("post %d waits %s, want %s (all: %v)", i, w, want, waits)
+		}
+	}
+	if w := p.reserve("C2"); w != 0 {
+		t.Fatalf("another channel waits %s", w)
+	}
+	now = now.Add(20 * time.Second)
+	if w := p.reserve("C1"); w != 0 {
+		t.Fatalf("after the storm drained a post waits %s", w)
+	}
+}
+
+// TestPacerWaitEndsWithTheContext: a wait longer than the caller's deadline
+// ends with the context's cause and gives its token back.
+func TestPacerWaitEndsWithTheContext(t *testing.T) {
+	p := newPacer(0.01, 1, time.Now)
+	if err := p.wait(context.Background(), "C1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := p.wait(ctx, "C1"); err == nil {
+		t.Fatal("a 100 s wait returned before a 20 ms deadline without an error")
+	}
+}

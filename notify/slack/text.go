@@ -1,0 +1,121 @@
+package slack
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// Slack's limits (docs.slack.dev, Block Kit reference), with room to spare
+// where Slack counts differently from runes.
+const (
+	maxFallback   = 3000 // text: Slack truncates past 40,000; a notification needs far less
+	maxSection    = 3000 // a section's text
+	maxField      = 2000 // a section field, a context element
+	maxHeader     = 150  // a header's plain text
+	maxButtonText = 75   // a button's label
+	maxButtons    = 25   // elements in an actions block
+	maxURL        = 3000 // a button's url
+)
+
+// esc escapes the three characters Slack's mrkdwn and fallback text reserve.
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// escURL keeps a URL inside Slack's <url|name> link syntax.
+func escURL(u string) string {
+	return strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20").Replace(u)
+}
+
+// clip cuts s to at most max runes, ending with an ellipsis when it cut.
+func clip(s string, max int) string {
+	if max < 1 {
+		return ""
+	}
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	return string(r[:max-1]) + "…"
+}
+
+var space = regexp.MustCompile(`\s+`)
+
+// oneLine folds whitespace, newlines included, into single spaces.
+func oneLine(s string) string { return strings.TrimSpace(space.ReplaceAllString(s, " ")) }
+
+// fmtDur prints a duration as a person says it: 132ms, 6.2s, 14m, 1h2m.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		if s := d % time.Minute; s != 0 {
+			return fmt.Sprintf("%dm%ds", d/time.Minute, s/time.Second)
+		}
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%dh%dm", d/time.Hour, (d%time.Hour)/time.Minute)
+}
+
+// statusEmoji marks a step's or a run's status.
+func statusEmoji(status string) string {
+	switch status {
+	case "succeeded":
+		return ":white_check_mark:"
+	case "failed":
+		return ":x:"
+	case "skipped":
+		return ":fast_forward:"
+	case "cancelled":
+		return ":no_entry_sign:"
+	case "partial":
+		return ":warning:"
+	case "timed_out", "timeout":
+		return ":alarm_clock:"
+	}
+	return ":grey_question:"
+}
+
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+}
+
+func plainText(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, true, false)
+}
+
+func section(id, s string) *slack.SectionBlock {
+	return slack.NewSectionBlock(mrkdwn(s), nil, nil, slack.SectionBlockOptionBlockID(id))
+}
+
+func header(id, s string) *slack.HeaderBlock {
+	return slack.NewHeaderBlock(plainText(clip(s, maxHeader)), slack.HeaderBlockOptionBlockID(id))
+}
+
+// webURL says whether Slack can open u: http or https with a host.
+func webURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// safeName makes a step id usable as a file name.
+func safeName(s string) string {
+	if s = unsafeName.ReplaceAllString(s, "_"); s == "" {
+		return "step"
+	}
+	return s
+}
