@@ -239,7 +239,13 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 	err := tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
 		WHERE fingerprint = $2 AND resolved_at IS NULL RETURNING id`, toMS(at), a.Fingerprint).Scan(&acc.RunID)
 	if err == nil {
-		return acc, nil
+		// The thread says so, whoever executes the run and even after it
+		// finished: the update commits with the resolution.
+		has, err := s.hasThread(ctx, tx, acc.RunID)
+		if err == nil && has {
+			err = s.recordOps(ctx, tx, acc.RunID, op{kind: opUpdate, key: keyResolved})
+		}
+		return acc, err
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return acc, fmt.Errorf("resolve run: %w", err)

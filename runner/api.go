@@ -168,7 +168,8 @@ func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	// up later finds it finished. A run with a thread (one resumed between
 	// owners) is ended by its next claim, which also closes the thread.
 	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
-		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL AND thread IS NULL`),
+		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL
+		AND NOT EXISTS (SELECT 1 FROM autocapture_threads t WHERE t.run_id = autocapture_runs.id)`),
 		StatusCancelled, "cancelled before it started", id); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}

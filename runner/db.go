@@ -180,6 +180,31 @@ UPDATE autocapture_runs SET river_job_id = j.id FROM river_job j
 CREATE INDEX autocapture_runs_lease ON autocapture_runs (lease_until) WHERE finished_at IS NULL;
 CREATE INDEX autocapture_runs_fingerprint ON autocapture_runs (fingerprint, created_at);
 CREATE INDEX autocapture_runs_alertname ON autocapture_runs (alertname, created_at, id);
+`, `
+ALTER TABLE autocapture_runs ADD COLUMN outbox_seq INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE autocapture_threads (
+	run_id     TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	sink       TEXT NOT NULL,
+	thread     TEXT,
+	pump_owner TEXT,
+	pump_until BIGINT,
+	PRIMARY KEY (run_id, sink)
+);
+CREATE TABLE autocapture_outbox (
+	run_id       TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	sink         TEXT NOT NULL,
+	seq          INTEGER NOT NULL,
+	op           TEXT NOT NULL,
+	op_key       TEXT NOT NULL,
+	ref          TEXT NOT NULL DEFAULT '',
+	created_at   BIGINT NOT NULL,
+	attempts     INTEGER NOT NULL DEFAULT 0,
+	last_error   TEXT NOT NULL DEFAULT '',
+	delivered_at BIGINT,
+	PRIMARY KEY (run_id, sink, seq)
+);
+CREATE UNIQUE INDEX autocapture_outbox_key ON autocapture_outbox (run_id, sink, op_key);
+CREATE INDEX autocapture_outbox_pending ON autocapture_outbox (created_at) WHERE delivered_at IS NULL;
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

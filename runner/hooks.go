@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // hooks connect executor.Run to the store and the thread for one run.
-func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) executor.Hooks {
+func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 	keys := map[string]string{} // plan/step → step cooldown key
 	for _, p := range plans {
 		for _, st := range p.Steps {
@@ -28,7 +27,6 @@ func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) exe
 				return err // the executor stops the run: the step runs again on resume
 			}
 			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
-			s.reply(ctx, r.ID, t, rec)
 			return nil
 		},
 		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },
@@ -37,7 +35,9 @@ func (s *Service) hooks(r *runRow, t notify.Thread, plans []*playbooks.Plan) exe
 
 // persistStep stores a finished step while this process still owns the run (the
 // owner check and the insert are one transaction, so a process that lost its
-// lease cannot write).
+// lease cannot write), with its reply in the thread's outbox (and, for a
+// verdict, the parent's update): a kill -9 leaves the step and its reply, or
+// neither — never a stored step whose reply is never sent.
 func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
@@ -72,24 +72,15 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}
+	ops := []op{{kind: opReply, key: stepKey(rec.Plan, rec.ID), ref: stepRef(rec.Plan, rec.ID)}}
+	if rec.Verdict != nil {
+		ops = append(ops, op{kind: opUpdate, key: keyVerdict})
+	}
+	if err := s.recordOps(wctx, tx, runID, ops...); err != nil {
+		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
 	return nil
-}
-
-// reply posts a finished step into the thread, with links to its artifacts.
-func (s *Service) reply(ctx context.Context, runID string, t notify.Thread, rec executor.StepRecord) {
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	rep := notify.StepReport{RunID: runID, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
-		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond}
-	if env := s.o.Env; env != nil && env.Store != nil {
-		for _, a := range rec.Artifacts {
-			if u, err := env.Store.Link(nctx, a.Key); err == nil {
-				rep.Links = append(rep.Links, notify.Link{Name: a.Name, URL: u})
-			}
-		}
-	}
-	s.logNotify("reply", runID, s.o.Notifier.Reply(nctx, t, rep))
 }

@@ -19,6 +19,9 @@ type metrics struct {
 	executing prometheus.Gauge
 	resumed   prometheus.Counter
 	abandoned *prometheus.GaugeVec
+
+	notifyDelivered *prometheus.CounterVec
+	notifyFailed    *prometheus.CounterVec
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -37,11 +40,17 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_steps_abandoned",
 			Help: "Steps this process stopped waiting for (they ignored their deadline) whose goroutine has not returned yet."},
 			[]string{"kind"}),
+		notifyDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_notify_delivered_total",
+			Help: "Thread operations this process delivered, by notifier and operation (open, reply, update)."},
+			[]string{"sink", "op"}),
+		notifyFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_notify_failures_total",
+			Help: "Thread operations a notifier did not take, by notifier and reason (rate_limited, error); they are retried."},
+			[]string{"sink", "reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned,
+	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed,
 		&storeCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

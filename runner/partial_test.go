@@ -33,6 +33,14 @@ func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 			len(rec.Artifacts) != 1 {
 			t.Errorf("stored record lost the step's result: %+v", rec)
 		}
+		n.eventually(t, "the scrape's reply", func() bool {
+			for _, x := range n.replies {
+				if x.StepID == "scrape" {
+					return true
+				}
+			}
+			return false
+		})
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		var rep *struct{ summary, errText string }

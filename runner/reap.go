@@ -28,6 +28,11 @@ func (s *Service) reaper() {
 		} else if n > 0 {
 			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
 		}
+		if n, err := s.sweepOutbox(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("Could not sweep the notification outbox.", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("Gave waiting thread operations a new deliverer.", zap.Int("threads", n))
+		}
 		select {
 		case <-s.bg.Done():
 			return

@@ -55,6 +55,8 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		if first.Count(id+"/a") != 1 {
 			t.Fatalf("first process ran a %d times", first.Count(id+"/a"))
 		}
+		n.eventually(t, "the run's end", func() bool { return len(n.closes) > 0 })
+		time.Sleep(300 * time.Millisecond) // a doubled operation would arrive by now
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if len(n.opens) != 1 {

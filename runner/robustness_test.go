@@ -104,9 +104,18 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 			func(o *Options) { o.Notifier = n })
 		ctx := context.Background()
 		acc := acceptOne(t, s, firing("between", time.Now()))
-		// As a run released by a process that had posted its parent message.
-		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET thread = $1, status = $2 WHERE id = $3`,
-			`{"channel":"C1","ts":"123.456"}`, StatusRunning, acc.RunID); err != nil {
+		// As a run released by a process that had recorded its parent message.
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.recordOps(ctx, tx, acc.RunID, op{kind: opOpen, key: keyOpen}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, StatusRunning, acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Cancel(ctx, acc.RunID); err != nil {
@@ -116,6 +125,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := waitRun(t, s, acc.RunID, "the cancelled run to end", isFinished)
+		n.eventually(t, "the cancellation", func() bool { return len(n.closes) > 0 })
 		n.mu.Lock()
 		closes := append([]notify.Summary(nil), n.closes...)
 		n.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -42,7 +41,6 @@ type runRow struct {
 	leaseUntil sql.NullInt64
 	plans      storedPlans
 	window     *capture.Window
-	thread     *notify.Thread
 }
 
 const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
@@ -58,7 +56,8 @@ func scanRun(sc scanner) (*runRow, error) {
 		alertJSON                              string
 		startsAt, createdAt                    int64
 		resolved, cancelReq, started, finished sql.NullInt64
-		plans, thread, verdict                 sql.NullString
+		plans, verdict                         sql.NullString
+		thread                                 sql.NullString // before the outbox (migration 5); unused
 		wStart, wEnd                           sql.NullInt64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Fingerprint, &r.Alertname, &alertJSON, &startsAt, &r.Status, &r.Reason,
@@ -84,12 +83,6 @@ func scanRun(sc scanner) (*runRow, error) {
 	}
 	if wStart.Valid && wEnd.Valid {
 		r.window = &capture.Window{Start: fromMS(wStart.Int64), End: fromMS(wEnd.Int64)}
-	}
-	if thread.Valid {
-		r.thread = &notify.Thread{}
-		if err := json.Unmarshal([]byte(thread.String), r.thread); err != nil {
-			return nil, corruptError{fmt.Errorf("run %s: decode thread: %w", r.ID, err)}
-		}
 	}
 	if verdict.Valid {
 		r.Verdict = &capture.Verdict{}

@@ -2,9 +2,9 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 )
@@ -41,11 +40,11 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	}
 	switch {
 	case r.CancelRequestedAt != nil:
-		return s.finish(ctx, r, derefThread(r.thread), StatusCancelled, executor.ErrCancelled.Error(), nil)
+		return s.finish(ctx, r, StatusCancelled, executor.ErrCancelled.Error(), nil)
 	case r.Attempts > s.cfg.MaxAttempts:
 		why := fmt.Sprintf("gave up after %d attempts (runs.max_attempts %d): the run was interrupted each time before it finished",
 			r.Attempts-1, s.cfg.MaxAttempts)
-		return s.finish(ctx, r, derefThread(r.thread), StatusFailed, why, nil)
+		return s.finish(ctx, r, StatusFailed, why, nil)
 	}
 	plans, window, skip, err := s.plansFor(ctx, r)
 	switch {
@@ -56,11 +55,14 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 		s.release(h, err)
 		return err
 	case err != nil:
-		return s.finish(ctx, r, derefThread(r.thread), StatusFailed, err.Error(), nil)
+		return s.finish(ctx, r, StatusFailed, err.Error(), nil)
 	case skip != "":
-		return s.finish(ctx, r, derefThread(r.thread), StatusSkipped, skip, nil)
+		return s.finish(ctx, r, StatusSkipped, skip, nil)
 	}
-	thread := s.openThread(ctx, r, plans)
+	if err := s.recordResumed(ctx, r); err != nil {
+		s.release(h, err)
+		return err
+	}
 	done, err := s.doneSteps(ctx, r.ID)
 	if err != nil {
 		s.release(h, err)
@@ -72,7 +74,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 		in := executor.Input{RunID: r.ID, Attempt: r.Attempts, Alert: r.alert, Window: window, Env: s.o.Env, Log: s.log,
 			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,
 			Started: h.started, AbandonGrace: s.cfg.AbandonGrace, Now: s.o.Now}
-		out := executor.Run(ctx, p, in, s.hooks(r, thread, plans))
+		out := executor.Run(ctx, p, in, s.hooks(r, plans))
 		if out.Interrupted {
 			s.release(h, out.Cause)
 			return nil
@@ -80,7 +82,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 		outs = append(outs, out)
 	}
 	status, reason, verdict := runStatus(outs)
-	return s.finish(ctx, r, thread, status, reason, verdict)
+	return s.finish(ctx, r, status, reason, verdict)
 }
 
 // runStatus folds the plans' outcomes into the run's: cancelled if any plan
@@ -154,48 +156,26 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	return plans, w, "", nil
 }
 
-// openThread posts the thread's parent before any step, once per run: a resumed
-// run replies into the thread it already has, saying it was resumed.
-func (s *Service) openThread(ctx context.Context, r *runRow, plans []*playbooks.Plan) notify.Thread {
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if r.thread != nil {
-		if r.Resumed > 0 {
-			err := s.o.Notifier.Reply(nctx, *r.thread, notify.StepReport{RunID: r.ID, StepID: "run", Kind: "run",
-				Status: StatusRunning, Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", r.Resumed)})
-			s.logNotify("reply", r.ID, err)
-		}
-		return *r.thread
+// recordResumed puts "resumed after an interruption" in the thread of a run
+// that already has one, once per resume (the key makes a repeat a no-op).
+func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
+	if r.Resumed == 0 {
+		return nil
 	}
-	names := make([]string, len(plans))
-	for i, p := range plans {
-		names[i] = p.Playbook
-	}
-	t, err := s.o.Notifier.Open(nctx, notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert,
-		Playbooks: names, Resumed: r.Resumed})
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		s.logNotify("open", r.ID, err)
-		return t
+		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
-	b, _ := json.Marshal(t)
-	if _, err := s.db.ExecContext(nctx, `UPDATE autocapture_runs SET thread = $1 WHERE id = $2 AND owner = $3`,
-		string(b), r.ID, s.id); err != nil {
-		s.log.Warn("Could not save the thread of a run; a resume would post a second one.", zap.String("run", r.ID), zap.Error(err))
+	defer tx.Rollback()
+	has, err := s.hasThread(ctx, tx, r.ID)
+	if err != nil || !has {
+		return err
 	}
-	return t
-}
-
-func (s *Service) logNotify(what, runID string, err error) {
-	if err != nil {
-		s.log.Warn("Notifier failed; the run goes on.", zap.String("call", what), zap.String("run", runID), zap.Error(err))
+	n := strconv.Itoa(r.Resumed)
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: "resumed:" + n}); err != nil {
+		return storeError{err}
 	}
-}
-
-func derefThread(t *notify.Thread) notify.Thread {
-	if t == nil {
-		return notify.Thread{}
-	}
-	return *t
+	return tx.Commit()
 }
 
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.

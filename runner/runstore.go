@@ -11,14 +11,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 )
 
-// finish records the run's end (only while this process owns it), then closes
-// the thread. Writes use a context that outlives a cancelled run.
-func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status, reason string, v *capture.Verdict) error {
+// finish records the run's end (only while this process owns it) and, when
+// the run has a thread, the parent's update in the same transaction: a kill -9
+// leaves a finished run whose thread will say so, or an unfinished one.
+// Writes use a context that outlives a cancelled run.
+func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *capture.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var verdict any
@@ -26,12 +27,16 @@ func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status
 		b, _ := json.Marshal(v)
 		verdict = string(b)
 	}
-	var resolved sql.NullInt64
+	tx, err := s.db.BeginTx(wctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
+	}
+	defer tx.Rollback()
 	var tookMS int64 // from the first start, on the database's clock
-	err := s.db.QueryRowContext(wctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2,
+	err = tx.QueryRowContext(wctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2,
 		finished_at = {now}, verdict = $3, owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
-		RETURNING resolved_at, finished_at - COALESCE(started_at, created_at)`),
-		status, reason, verdict, r.ID, s.id).Scan(&resolved, &tookMS)
+		RETURNING finished_at - COALESCE(started_at, created_at)`),
+		status, reason, verdict, r.ID, s.id).Scan(&tookMS)
 	if errors.Is(err, sql.ErrNoRows) {
 		s.log.Warn("Run finished here but its lease was taken over; result not recorded.", zap.String("run", r.ID))
 		return nil
@@ -39,16 +44,20 @@ func (s *Service) finish(ctx context.Context, r *runRow, t notify.Thread, status
 	if err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
+	has, err := s.hasThread(wctx, tx, r.ID)
+	if err == nil && has {
+		err = s.recordOps(wctx, tx, r.ID, op{kind: opUpdate, key: keyFinished})
+	}
+	if err != nil {
+		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
+	}
 	took := time.Duration(tookMS) * time.Millisecond
 	s.m.finished.WithLabelValues(status).Inc()
 	s.m.duration.WithLabelValues(status).Observe(took.Seconds())
 	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", status), zap.String("reason", reason))
-	if t == (notify.Thread{}) {
-		return nil // no thread was opened (skipped, cancelled before start): nothing to close
-	}
-	err = s.o.Notifier.Close(wctx, t, notify.Summary{RunID: r.ID, Status: status, Reason: reason, Verdict: v,
-		ResolvedAt: optTime(resolved), Duration: took})
-	s.logNotify("close", r.ID, err)
 	return nil
 }
 
@@ -133,6 +142,11 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, r.ID, p.Playbook, p.CooldownKey, toMS(r.CreatedAt)); err != nil {
 			return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
 		}
+	}
+	// The parent goes out before any step: its operation commits with the
+	// plans (a kill -9 leaves both or neither).
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen}); err != nil {
+		return err
 	}
 	r.plans, r.window = stored, &w
 	return nil

@@ -8,7 +8,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +49,12 @@ type Options struct {
 	DatabaseURL string
 	SQLitePath  string
 	Planner     Planner
-	Notifier    notify.Notifier
+	// Notifiers are where threads go, by a name stored with each thread
+	// operation ("console", "slack"): rename one and its pending operations
+	// wait for a notifier of the old name. Notifier, if set, is one more,
+	// named "default".
+	Notifiers map[string]notify.Notifier
+	Notifier  notify.Notifier
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
 	Log *zap.Logger
@@ -67,6 +74,11 @@ type Service struct {
 	log     *zap.Logger
 	id      string // this process's lease owner id
 	m       *metrics
+	// sinks are the notifiers thread operations are delivered to, by name;
+	// sinkOrder their names sorted.
+	sinks     map[string]notify.Notifier
+	sinkOrder []string
+	pumpLease time.Duration
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -90,8 +102,14 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Notifier == nil {
-		o.Notifier = nopNotifier{}
+	sinks := map[string]notify.Notifier{}
+	for name, n := range o.Notifiers {
+		if n != nil {
+			sinks[name] = n
+		}
+	}
+	if o.Notifier != nil {
+		sinks["default"] = o.Notifier
 	}
 	o.Config = withDefaults(o.Config)
 	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
@@ -103,8 +121,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"),
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
+		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
+		id:        fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	if s.client, err = s.newRiver(drv); err != nil {
 		db.Close()
@@ -232,12 +251,3 @@ func (s *Service) interruptAll(cause error) int {
 }
 
 func (s *Service) now() time.Time { return s.o.Now() }
-
-// nopNotifier is used when Options.Notifier is nil.
-type nopNotifier struct{}
-
-func (nopNotifier) Open(context.Context, notify.RunInfo) (notify.Thread, error) {
-	return notify.Thread{}, nil
-}
-func (nopNotifier) Reply(context.Context, notify.Thread, notify.StepReport) error { return nil }
-func (nopNotifier) Close(context.Context, notify.Thread, notify.Summary) error    { return nil }

@@ -111,6 +111,27 @@ func (n *recNotifier) Close(_ context.Context, _ notify.Thread, s notify.Summary
 	return nil
 }
 
+// eventually waits (up to 20 s) until cond holds of what the thread shows:
+// threads are delivered by their own jobs, after the state they report.
+func (n *recNotifier) eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n.mu.Lock()
+		ok := cond()
+		n.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			t.Fatalf("thread never showed %s: opens %d, replies %+v, closes %+v", what, len(n.opens), n.replies, n.closes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type svcOpt func(*Options)
 
 // newService opens a Service on db; start also starts its workers. Cleanup

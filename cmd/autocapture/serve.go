@@ -23,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/notify"
+	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/storage"
@@ -127,12 +128,16 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	if err != nil {
 		return err
 	}
+	notifiers, err := newNotifiers(cfg, env, log, stdout)
+	if err != nil {
+		return err
+	}
 	svc, err := runner.Open(ctx, runner.Options{
 		Config:      cfg.Runs,
 		DatabaseURL: cfg.Database.URL.Reveal(),
 		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:     planner,
-		Notifier:    newNotifier(cfg, stdout),
+		Notifiers:   notifiers,
 		Env:         env,
 		Log:         log,
 		Registerer:  reg,
@@ -250,10 +255,23 @@ func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
 	return env, nil
 }
 
-// newNotifier returns where threads go: the console (the only notifier so far).
-func newNotifier(cfg *config.Config, stdout io.Writer) notify.Notifier {
-	if !cfg.Notify.Console.Enabled {
-		return nil // the runner then notifies nobody
+// newNotifiers returns where threads go, by the name each thread operation is
+// delivered under: the console, Slack, or both.
+func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout io.Writer) (map[string]notify.Notifier, error) {
+	out := map[string]notify.Notifier{}
+	if cfg.Notify.Console.Enabled {
+		out["console"] = notify.NewConsole(stdout)
 	}
-	return notify.NewConsole(stdout)
+	if cfg.Notify.Slack.Enabled {
+		var store slacknotify.ArtifactReader
+		if env != nil && env.Store != nil {
+			store = env.Store
+		}
+		n, err := slacknotify.New(cfg.Notify.Slack, store, log.Named("slack"), slacknotify.WithExternalURL(cfg.Web.ExternalURL))
+		if err != nil {
+			return nil, fmt.Errorf("notify.slack: %w", err)
+		}
+		out["slack"] = n
+	}
+	return out, nil
 }

@@ -32,6 +32,8 @@ type daemonOpts struct {
 	// Playbooks is the playbook file's YAML; "" means none (runs end skipped),
 	// so these tests do not depend on the shipped set's content.
 	Playbooks string
+	// Notify is the config's notify: section body (indented two spaces), "" for the default.
+	Notify string
 }
 
 // daemon is a running `autocapture serve`.
@@ -64,6 +66,9 @@ func writeDaemonConfig(t *testing.T, o *daemonOpts) string {
 	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
 	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
 	b.WriteString("log:\n  level: debug\n")
+	if o.Notify != "" {
+		b.WriteString("notify:\n" + o.Notify)
+	}
 	pbs := o.Playbooks
 	if pbs == "" {
 		pbs = "playbooks: []\n"

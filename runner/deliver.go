@@ -1,0 +1,312 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/notify"
+)
+
+// queueNotify is the River queue thread operations are delivered from.
+const queueNotify = "autocapture_notify"
+
+const (
+	// defaultPumpLease is how long a deliverer holds a thread without
+	// renewing: a deliverer that died is replaced this long after its last
+	// operation began (Service.pumpLease; tests shorten it).
+	defaultPumpLease = 60 * time.Second
+	// opTimeout bounds one call to a notifier.
+	opTimeout = 30 * time.Second
+	// pumpBatch is how many pending operations a deliverer reads at once.
+	pumpBatch = 20
+	// notifyMaxAttempts bounds River's retries of one delivery job; operations
+	// still pending after that are picked up again by the sweeper (sweepOutbox).
+	notifyMaxAttempts = 10
+)
+
+// notifyArgs is the job that delivers a run's pending thread operations to
+// one sink. It is not unique: every recorded operation enqueues one, and a job
+// that finds the thread held by another deliverer waits for it.
+type notifyArgs struct {
+	RunID string `json:"run_id"`
+	Sink  string `json:"sink"`
+}
+
+// Kind names the job kind in River's table.
+func (notifyArgs) Kind() string { return "autocapture_notify" }
+
+// InsertOpts puts deliveries on their own queue, so a slow notifier never
+// holds a run's worker.
+func (notifyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueNotify, MaxAttempts: notifyMaxAttempts}
+}
+
+// notifyWorker hands delivery jobs to the Service.
+type notifyWorker struct {
+	river.WorkerDefaults[notifyArgs]
+	s *Service
+}
+
+// Timeout bounds one job: a batch of operations, each under opTimeout.
+func (w *notifyWorker) Timeout(*river.Job[notifyArgs]) time.Duration {
+	return pumpBatch*opTimeout + time.Minute
+}
+
+// NextRetry backs off 1 s, 2 s, 4 s … up to 2 minutes.
+func (w *notifyWorker) NextRetry(job *river.Job[notifyArgs]) time.Time {
+	return time.Now().Add(min(time.Second<<min(job.Attempt, 7), 2*time.Minute))
+}
+
+// Work delivers the run's pending operations for the job's sink.
+func (w *notifyWorker) Work(ctx context.Context, job *river.Job[notifyArgs]) error {
+	return w.s.pump(ctx, job.Args, "job/"+strconv.FormatInt(job.ID, 10))
+}
+
+// pendingOp is an operation not yet delivered.
+type pendingOp struct {
+	seq      int
+	kind     opKind
+	key, ref string
+	attempts int
+}
+
+// pump delivers the run's pending operations to one sink, in order, while it
+// holds the thread's lease. A rate limit snoozes the job (the lease held until
+// then, so other jobs wait); another error fails the job, which River retries
+// with backoff, releasing the lease.
+func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
+	n, ok := s.sinks[a.Sink]
+	if !ok {
+		s.log.Warn("Thread operations wait for a notifier this process does not have.", zap.String("sink", a.Sink),
+			zap.String("run", a.RunID))
+		return nil
+	}
+	wait, err := s.takePump(ctx, a, owner)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return river.JobSnooze(wait) // another deliverer has the thread: it may miss what this job was for
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			s.releasePump(a, owner)
+		}
+	}()
+	for {
+		ops, err := s.pendingOps(ctx, a)
+		if err != nil || len(ops) == 0 {
+			return err
+		}
+		for _, o := range ops {
+			err := s.deliver(ctx, n, a, o, owner)
+			var rl *notify.RateLimitedError
+			switch {
+			case errors.As(err, &rl):
+				keep = true
+				s.m.notifyFailed.WithLabelValues(a.Sink, "rate_limited").Inc()
+				s.holdPump(a, owner, rl.RetryAfter+s.pumpLease)
+				return river.JobSnooze(rl.RetryAfter)
+			case err != nil:
+				// Back off with the thread held, so neither this job nor the
+				// sweeper's hammer a notifier that is down; a deliverer that
+				// dies meanwhile is replaced when the hold ends.
+				wait := retryBackoff(o.attempts + 1)
+				keep = true
+				s.m.notifyFailed.WithLabelValues(a.Sink, "error").Inc()
+				s.log.Warn("A thread operation was not delivered; it is retried.", zap.String("run", a.RunID),
+					zap.String("sink", a.Sink), zap.String("op", o.key), zap.Int("attempt", o.attempts+1),
+					zap.Duration("retry_in", wait), zap.Error(err))
+				s.holdPump(a, owner, wait+s.pumpLease)
+				return river.JobSnooze(wait)
+			}
+			s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
+		}
+	}
+}
+
+// retryBackoff is the wait before attempt n+1 of an operation that failed n
+// times: 1 s, 2 s, 4 s … capped at 5 minutes.
+func retryBackoff(n int) time.Duration {
+	return min(time.Second<<min(max(n-1, 0), 9), 5*time.Minute)
+}
+
+// takePump takes the thread's delivery lease for owner, on the database's
+// clock. It returns how long to wait when another live deliverer holds it.
+func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (time.Duration, error) {
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = $1,
+		pump_until = {now} + $2 WHERE run_id = $3 AND sink = $4
+		AND (pump_owner IS NULL OR pump_owner = $1 OR pump_until < {now})`),
+		owner, s.pumpLease.Milliseconds(), a.RunID, a.Sink)
+	if err != nil {
+		return 0, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return 0, nil
+	}
+	var left sql.NullInt64
+	err = s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT pump_until - {now} FROM autocapture_threads
+		WHERE run_id = $1 AND sink = $2`), a.RunID, a.Sink).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // no such thread (deleted): nothing to deliver
+	}
+	if err != nil {
+		return 0, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
+	}
+	return min(max(time.Duration(left.Int64)*time.Millisecond, 200*time.Millisecond), 5*time.Second), nil
+}
+
+// holdPump extends owner's lease by d (a snooze for a rate limit).
+func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
+		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), d.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
+		s.log.Warn("Could not hold a thread for its rate limit.", zap.String("run", a.RunID), zap.Error(err))
+	}
+}
+
+// releasePump gives the thread back; a new operation's job takes it at once.
+func (s *Service) releasePump(a notifyArgs, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_threads SET pump_owner = NULL, pump_until = NULL
+		WHERE run_id = $1 AND sink = $2 AND pump_owner = $3`, a.RunID, a.Sink, owner); err != nil {
+		s.log.Warn("Could not release a thread; another deliverer takes it when its lease ends.",
+			zap.String("run", a.RunID), zap.Error(err))
+	}
+}
+
+// pendingOps reads the next undelivered operations of the thread, in order.
+func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
+		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL ORDER BY seq LIMIT $3`, a.RunID, a.Sink, pumpBatch)
+	if err != nil {
+		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
+	}
+	defer rows.Close()
+	var ops []pendingOp
+	for rows.Next() {
+		var o pendingOp
+		var kind string
+		if err := rows.Scan(&o.seq, &kind, &o.key, &o.ref, &o.attempts); err != nil {
+			return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
+		}
+		o.kind = opKind(kind)
+		ops = append(ops, o)
+	}
+	return ops, rows.Err()
+}
+
+// deliver sends one operation. The attempt is counted (and the lease renewed)
+// BEFORE the call: a kill -9 during the call leaves the operation pending with
+// its attempt counted, so the next deliverer passes Retry and the notifier
+// looks for what this one may have posted. After the call, the delivery mark
+// and (for the parent) the thread's address commit together: a kill -9 before
+// that commit is the same uncertain case.
+func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string) error {
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET attempts = attempts + 1
+		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
+		return fmt.Errorf("count attempt: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
+		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), s.pumpLease.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	retry := o.attempts > 0
+	cctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	thread, err := s.threadOf(ctx, a)
+	if err != nil {
+		return err
+	}
+	var opened *notify.Thread
+	switch o.kind {
+	case opOpen:
+		info, err := s.runInfo(ctx, a.RunID, retry)
+		if err != nil {
+			return err
+		}
+		t, err := n.Open(cctx, info)
+		if err != nil {
+			return s.noteFailure(a, o, err)
+		}
+		opened = &t
+	case opReply:
+		rep, err := s.replyFor(ctx, a.RunID, o, retry)
+		if err != nil {
+			return err
+		}
+		if err := n.Reply(cctx, thread, rep); err != nil {
+			return s.noteFailure(a, o, err)
+		}
+	case opUpdate:
+		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
+		if err != nil {
+			return err
+		}
+		if err := n.Close(cctx, thread, sum); err != nil {
+			return s.noteFailure(a, o, err)
+		}
+	default:
+		return fmt.Errorf("unknown thread operation %q", o.kind)
+	}
+	return s.markDelivered(ctx, a, o, opened)
+}
+
+// noteFailure records why an operation failed (for the API and the log) and
+// returns err.
+func (s *Service) noteFailure(a notifyArgs, o pendingOp, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = s.db.ExecContext(ctx, `UPDATE autocapture_outbox SET last_error = $1 WHERE run_id = $2 AND sink = $3 AND seq = $4`,
+		err.Error(), a.RunID, a.Sink, o.seq)
+	return err
+}
+
+// markDelivered records the delivery, and for the parent the thread's address.
+func (s *Service) markDelivered(ctx context.Context, a notifyArgs, o pendingOp, opened *notify.Thread) error {
+	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
+	}
+	defer tx.Rollback()
+	if opened != nil {
+		b, _ := json.Marshal(opened)
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_threads SET thread = $1 WHERE run_id = $2 AND sink = $3`,
+			string(b), a.RunID, a.Sink); err != nil {
+			return fmt.Errorf("save thread: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET delivered_at = {now}, last_error = ''
+		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
+		return fmt.Errorf("mark delivered: %w", err)
+	}
+	return tx.Commit()
+}
+
+// threadOf is the thread's address once its parent was delivered.
+func (s *Service) threadOf(ctx context.Context, a notifyArgs) (notify.Thread, error) {
+	var raw sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT thread FROM autocapture_threads WHERE run_id = $1 AND sink = $2`,
+		a.RunID, a.Sink).Scan(&raw)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return notify.Thread{}, fmt.Errorf("read thread: %w", err)
+	}
+	var t notify.Thread
+	if raw.Valid && raw.String != "" {
+		if err := json.Unmarshal([]byte(raw.String), &t); err != nil {
+			return t, fmt.Errorf("decode thread: %w", err)
+		}
+	}
+	return t, nil
+}

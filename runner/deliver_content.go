@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/executor"
+)
+
+// What a thread operation says is read from the run's state when it is
+// delivered: the parent from the run row, a step's reply from its record, an
+// update from the run's status, verdict and resolution as they are then. A
+// delayed delivery therefore never shows something older than the store.
+
+// runInfo is the parent message's content.
+func (s *Service) runInfo(ctx context.Context, runID string, retry bool) (notify.RunInfo, error) {
+	r, err := s.getRow(ctx, s.db, runID)
+	if err != nil {
+		return notify.RunInfo{}, err
+	}
+	names := make([]string, len(r.plans))
+	for i, p := range r.plans {
+		names[i] = p.Playbook
+	}
+	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names,
+		Resumed: r.Resumed, Retry: retry}, nil
+}
+
+// replyFor is a reply's content: a step's record, or the run resumed.
+func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
+	if n, ok := strings.CutPrefix(o.ref, "resumed:"); ok {
+		times, _ := strconv.Atoi(n)
+		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
+			Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", times)}, nil
+	}
+	plan, step, ok := splitStepRef(o.ref)
+	if !ok {
+		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
+	}
+	var raw string
+	if err := s.db.QueryRowContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1 AND plan = $2 AND step_id = $3`,
+		runID, plan, step).Scan(&raw); err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", o.key, err)
+	}
+	var rec executor.StepRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode step: %w", o.key, err)
+	}
+	rep := s.stepReport(ctx, runID, rec)
+	rep.Key, rep.Retry = o.key, retry
+	return rep, nil
+}
+
+// stepReport is what a thread shows of a finished step, with links to its
+// artifacts made at delivery (a presigned link would expire in the outbox) and
+// its charts as files to attach.
+func (s *Service) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
+	rep := notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
+		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond}
+	env := s.o.Env
+	for _, a := range rec.Artifacts {
+		if env != nil && env.Store != nil {
+			if u, err := env.Store.Link(ctx, a.Key); err == nil {
+				rep.Links = append(rep.Links, notify.Link{Name: a.Name, URL: u})
+			}
+		}
+		if strings.HasPrefix(a.ContentType, "image/") {
+			rep.Files = append(rep.Files, notify.File{Name: a.Name, Key: a.Key, ContentType: a.ContentType, Size: a.Size})
+		}
+	}
+	return rep
+}
+
+// summaryFor is an update's content: the run's state now.
+func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool) (notify.Summary, error) {
+	r, err := s.getRow(ctx, s.db, runID)
+	if err != nil {
+		return notify.Summary{}, err
+	}
+	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
+		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry}
+	if r.FinishedAt != nil {
+		from := r.CreatedAt
+		if r.StartedAt != nil {
+			from = *r.StartedAt
+		}
+		sum.Duration = r.FinishedAt.Sub(from)
+	}
+	return sum, nil
+}

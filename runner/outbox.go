@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/riverqueue/river"
+)
+
+// The outbox: every thread operation (post the parent, reply for a step, edit
+// the parent) is a row written in the SAME transaction as the state change it
+// reports — the plans stored, a step persisted, the run finished, the alert
+// resolved — and a delivery job inserted with it. A kill -9 before that commit
+// leaves neither the state nor the operation; after it, both, and a deliverer
+// on any replica sends it (deliver.go). The runner never waits for a notifier.
+//
+// Rows are numbered per run (autocapture_runs.outbox_seq, incremented under the
+// run row's lock), delivered in that order per sink by one deliverer at a time
+// (a lease on autocapture_threads), and unique per (run, sink, key), so
+// recording the same operation twice (a resumed step, a repeated resolution)
+// is a no-op.
+
+// opKind is what a thread operation does.
+type opKind string
+
+const (
+	// opOpen posts the thread's parent message.
+	opOpen opKind = "open"
+	// opReply posts a reply: a finished step, or the run resumed.
+	opReply opKind = "reply"
+	// opUpdate edits the parent with the run's state as it is at delivery
+	// (verdict, outcome, resolution) and, for the end and the resolution, says
+	// so in a reply.
+	opUpdate opKind = "update"
+)
+
+// op is one thread operation to record. ref says where its content is read
+// from at delivery: the content is the run's state then (Slack is a projection
+// of the run row), never a copy that could go stale (an expiring link).
+type op struct {
+	kind opKind
+	key  string
+	ref  string
+}
+
+// Operation keys. A key is the operation's identity in its thread: recording
+// it again does nothing, and a notifier retrying it finds what it posted.
+func stepKey(plan, step string) string { return "step/" + plan + "/" + step }
+
+const (
+	keyOpen     = "open"
+	keyVerdict  = "close/verdict"
+	keyFinished = "close/finished"
+	keyResolved = "close/resolved"
+)
+
+func resumedKey(n int) string { return fmt.Sprintf("run/resumed/%d", n) }
+
+// stepRef is the ref of a step's reply: its plan and id in autocapture_steps.
+func stepRef(plan, step string) string { return plan + "\x1f" + step }
+
+func splitStepRef(ref string) (plan, step string, ok bool) { return strings.Cut(ref, "\x1f") }
+
+// sinkNames lists the configured notifiers, in a stable order.
+func (s *Service) sinkNames() []string { return s.sinkOrder }
+
+// recordOps writes ops for every sink in tx, numbered after the run's last,
+// with one delivery job per sink. With no sink configured it writes nothing.
+func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops ...op) error {
+	sinks := s.sinkNames()
+	if len(sinks) == 0 || len(ops) == 0 {
+		return nil
+	}
+	for _, sink := range sinks {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_threads (run_id, sink) VALUES ($1, $2)
+			ON CONFLICT DO NOTHING`, runID, sink); err != nil {
+			return fmt.Errorf("runner: outbox of %s: thread: %w", runID, err)
+		}
+	}
+	for _, o := range ops {
+		var seq int
+		if err := tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1
+			WHERE id = $1 RETURNING outbox_seq`, runID).Scan(&seq); err != nil {
+			return fmt.Errorf("runner: outbox of %s: number %s: %w", runID, o.key, err)
+		}
+		for _, sink := range sinks {
+			if _, err := tx.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_outbox
+				(run_id, sink, seq, op, op_key, ref, created_at) VALUES ($1, $2, $3, $4, $5, $6, {now})
+				ON CONFLICT DO NOTHING`), runID, sink, seq, string(o.kind), o.key, o.ref); err != nil {
+				return fmt.Errorf("runner: outbox of %s: record %s: %w", runID, o.key, err)
+			}
+		}
+	}
+	jobs := make([]river.InsertManyParams, len(sinks))
+	for i, sink := range sinks {
+		jobs[i] = river.InsertManyParams{Args: notifyArgs{RunID: runID, Sink: sink}}
+	}
+	if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
+		return fmt.Errorf("runner: outbox of %s: enqueue delivery: %w", runID, err)
+	}
+	return nil
+}
+
+// hasThread says whether a thread was opened for the run (its parent is
+// recorded in the outbox, delivered or not): updates and replies go only to
+// runs that have one.
+func (s *Service) hasThread(ctx context.Context, q querier, runID string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_outbox WHERE run_id = $1 AND op_key = $2`,
+		runID, keyOpen).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("runner: thread of %s: %w", runID, err)
+	}
+	return n > 0, nil
+}
