@@ -123,7 +123,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	host, _ := os.Hostname()
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
-		id:        fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	if s.client, err = s.newRiver(drv); err != nil {
 		db.Close()

@@ -12,11 +12,15 @@ import (
 )
 
 // crashPlaybook has a fast tier-1 step and a slow tier-2 step against target.
-func crashPlaybook(target string) string {
+func crashPlaybook(target string) string { return twoStepPlaybook("crash-resume", "E2ECrash", target) }
+
+// twoStepPlaybook is playbook name for alertname: a fast tier-1 step and a
+// slow tier-2 step against target.
+func twoStepPlaybook(name, alertname, target string) string {
 	return fmt.Sprintf(`playbooks:
-  - name: crash-resume
+  - name: %[2]s
     match:
-      - alertname="E2ECrash"
+      - alertname="%[3]s"
     steps:
       - id: fast
         http: {url: "%[1]s/fast"}
@@ -24,7 +28,7 @@ func crashPlaybook(target string) string {
         tier: 2
         timeout: 30s
         http: {url: "%[1]s/slow"}
-`, target)
+`, target, name, alertname)
 }
 
 // TestServeResumesAfterKill9: kill -9 while the slow step runs, restart on the

@@ -13,20 +13,7 @@ import (
 )
 
 // slackPlaybook has a fast tier-1 step and a tier-2 step against target.
-func slackPlaybook(target string) string {
-	return fmt.Sprintf(`playbooks:
-  - name: slack-thread
-    match:
-      - alertname="E2ESlack"
-    steps:
-      - id: fast
-        http: {url: "%[1]s/fast"}
-      - id: slow
-        tier: 2
-        timeout: 30s
-        http: {url: "%[1]s/slow"}
-`, target)
-}
+func slackPlaybook(target string) string { return twoStepPlaybook("slack-thread", "E2ESlack", target) }
 
 // slackChannel is the stand-in's channel, with an id shaped like Slack's.
 const slackChannel = "C0AUTOCAP1"
