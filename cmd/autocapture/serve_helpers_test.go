@@ -46,7 +46,7 @@ type daemon struct {
 
 // writeDaemonConfig writes the config for o into o.Dir and returns its path.
 // Prometheus points at a port nothing listens on: no test here queries it.
-func writeDaemonConfig(t *testing.T, o *daemonOpts) string {
+func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	t.Helper()
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
@@ -86,7 +86,7 @@ func writeDaemonConfig(t *testing.T, o *daemonOpts) string {
 }
 
 // startDaemon builds (once) and starts the daemon and waits for /-/ready.
-func startDaemon(t *testing.T, o *daemonOpts) *daemon {
+func startDaemon(t testing.TB, o *daemonOpts) *daemon {
 	t.Helper()
 	cfg := writeDaemonConfig(t, o)
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
@@ -97,7 +97,7 @@ func startDaemon(t *testing.T, o *daemonOpts) *daemon {
 }
 
 // post sends a webhook body and returns the status code and body.
-func (d *daemon) post(t *testing.T, body []byte) (int, []byte) {
+func (d *daemon) post(t testing.TB, body []byte) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest("POST", d.URL+"/hooks/alertmanager", bytes.NewReader(body))
 	if err != nil {
@@ -106,7 +106,7 @@ func (d *daemon) post(t *testing.T, body []byte) (int, []byte) {
 	return d.do(t, req)
 }
 
-func (d *daemon) do(t *testing.T, req *http.Request) (int, []byte) {
+func (d *daemon) do(t testing.TB, req *http.Request) (int, []byte) {
 	t.Helper()
 	if d.Token != "" && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Bearer "+d.Token)
@@ -115,7 +115,7 @@ func (d *daemon) do(t *testing.T, req *http.Request) (int, []byte) {
 }
 
 // doRaw sends req as it is.
-func doRaw(t *testing.T, req *http.Request) (int, []byte) {
+func doRaw(t testing.TB, req *http.Request) (int, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

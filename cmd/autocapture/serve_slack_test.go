@@ -18,7 +18,7 @@ func slackPlaybook(target string) string { return twoStepPlaybook("slack-thread"
 // slackChannel is the stand-in's channel, with an id shaped like Slack's.
 const slackChannel = "C0AUTOCAP1"
 
-func newSlack(t *testing.T) *slackstub.Server {
+func newSlack(t testing.TB) *slackstub.Server {
 	return slackstub.New(t, slackstub.WithChannel(slackChannel, "alerts"))
 }
 
