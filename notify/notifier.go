@@ -63,6 +63,8 @@ type StepReport struct {
 	Links    []Link
 	// Plan is the playbook the step belongs to.
 	Plan string
+	// Verdict is the step's triage verdict, if it reached one.
+	Verdict *capture.Verdict
 	// Key identifies this reply within the run's thread ("step/<plan>/<id>",
 	// "run/resumed/2"): the same operation always has the same key.
 	Key string

@@ -27,8 +27,11 @@ type Plan struct {
 	Cooldown    time.Duration `json:"cooldown,omitempty"`
 	CooldownKey string        `json:"cooldown_key,omitempty"`
 	// MaxConcurrent caps runs of this playbook executing at once (0: no cap).
-	MaxConcurrent int           `json:"max_concurrent,omitempty"`
-	Steps         []PlannedStep `json:"steps"`
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
+	// Channel is where the playbook's thread goes (its notify.channel); ""
+	// is the notifier's default.
+	Channel string        `json:"channel,omitempty"`
+	Steps   []PlannedStep `json:"steps"`
 }
 
 // PlannedStep is one step of a plan.

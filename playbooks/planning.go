@@ -28,6 +28,9 @@ func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 	if pb.Cooldown > 0 {
 		plan.CooldownKey = pb.cooldownKey(alert.Labels, "")
 	}
+	if pb.Notify != nil {
+		plan.Channel = pb.Notify.Channel
+	}
 	uses := map[*useSite]*TemplateData{}
 	for _, st := range pb.Steps {
 		d, dErr := data, varErr

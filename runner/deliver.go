@@ -232,7 +232,7 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 	var opened *notify.Thread
 	switch o.kind {
 	case opOpen:
-		info, err := s.runInfo(ctx, a.RunID, retry)
+		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
 		if err != nil {
 			return err
 		}

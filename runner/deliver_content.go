@@ -17,8 +17,9 @@ import (
 // update from the run's status, verdict and resolution as they are then. A
 // delayed delivery therefore never shows something older than the store.
 
-// runInfo is the parent message's content.
-func (s *Service) runInfo(ctx context.Context, runID string, retry bool) (notify.RunInfo, error) {
+// runInfo is the parent message's content; channel is the playbook's
+// notify.channel recorded with the operation ("" for the default).
+func (s *Service) runInfo(ctx context.Context, runID, channel string, retry bool) (notify.RunInfo, error) {
 	r, err := s.getRow(ctx, s.db, runID)
 	if err != nil {
 		return notify.RunInfo{}, err
@@ -28,7 +29,7 @@ func (s *Service) runInfo(ctx context.Context, runID string, retry bool) (notify
 		names[i] = p.Playbook
 	}
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names,
-		Resumed: r.Resumed, Retry: retry}, nil
+		Resumed: r.Resumed, Channel: channel, Retry: retry}, nil
 }
 
 // replyFor is a reply's content: a step's record, or the run resumed.
@@ -61,7 +62,8 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 // its charts as files to attach.
 func (s *Service) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
 	rep := notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
-		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond}
+		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond,
+		Verdict: rec.Verdict}
 	env := s.o.Env
 	for _, a := range rec.Artifacts {
 		if env != nil && env.Store != nil {

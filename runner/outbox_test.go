@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/alertmanager/template"
+
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/notify"
@@ -31,10 +33,13 @@ type farSide struct {
 	// then an error, "429" rate limited before applying.
 	fail func(key string, call int) string
 	at   map[string][]time.Time
+	// opened holds what each run's parent was opened with.
+	opened map[string]notify.RunInfo
 }
 
 func newFarSide() *farSide {
-	return &farSide{posted: map[string][]string{}, seen: map[string]int{}, at: map[string][]time.Time{}}
+	return &farSide{posted: map[string][]string{}, seen: map[string]int{}, at: map[string][]time.Time{},
+		opened: map[string]notify.RunInfo{}}
 }
 
 func (f *farSide) do(ctx context.Context, run, key string, retry bool, needThread bool, t notify.Thread) error {
@@ -74,6 +79,9 @@ func (f *farSide) do(ctx context.Context, run, key string, retry bool, needThrea
 }
 
 func (f *farSide) Open(ctx context.Context, r notify.RunInfo) (notify.Thread, error) {
+	f.mu.Lock()
+	f.opened[r.ID] = r
+	f.mu.Unlock()
 	return notify.Thread{Channel: "C1", TS: r.ID}, f.do(ctx, r.ID, "open", r.Retry, false, notify.Thread{})
 }
 
@@ -373,6 +381,28 @@ func TestTwoReplicasOneThread(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		for _, id := range ids {
 			checkThread(t, f, id, wantThread...)
+		}
+	})
+}
+
+// TestThreadGoesToThePlaybooksChannel: a playbook's notify.channel reaches the
+// notifier with the parent (it was parsed and then dropped before).
+func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		c := fakestep.NewCounter()
+		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+			pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)))
+			pl.Channel = "C0VLLMTEAM"
+			return []*playbooks.Plan{pl}
+		}}
+		s := newService(t, db, p, true, func(o *Options) { o.Notifier = f })
+		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
+		f.waitFor(t, id, keyFinished)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if got := f.opened[id].Channel; got != "C0VLLMTEAM" {
+			t.Errorf("parent opened with channel %q, want the playbook's C0VLLMTEAM", got)
 		}
 	})
 }

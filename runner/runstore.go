@@ -145,7 +145,14 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 	}
 	// The parent goes out before any step: its operation commits with the
 	// plans (a kill -9 leaves both or neither).
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen}); err != nil {
+	channel := "" // the first matched playbook that names a channel picks it
+	for _, p := range plans {
+		if p.Channel != "" {
+			channel = p.Channel
+			break
+		}
+	}
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen, ref: channel}); err != nil {
 		return err
 	}
 	r.plans, r.window = stored, &w
