@@ -155,3 +155,78 @@ func TestServeSlackThreadAcrossKill9(t *testing.T) {
 	keys := replyKeys(threadOf(t, stub, id))
 	checkOnce(t, keys, "step/slack-thread/fast", "step/slack-thread/slow", "run/resumed/1", "close/finished")
 }
+
+// TestServeSlackThroughRateLimits: for 20 s about 30 % of every Slack call
+// is answered 429 (Retry-After 1 s); five runs' threads still arrive whole:
+// every step's reply and the end once each, in order, nothing lost.
+func TestServeSlackThroughRateLimits(t *testing.T) {
+	stub := newSlack(t)
+	stub.Fail("*", slackstub.RateLimited(1).Fraction(0.3, 7).For(20*time.Second))
+	target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 8)}
+	srv := httptest.NewServer(target)
+	defer srv.Close()
+	d := startDaemon(t, &daemonOpts{Token: "slack", Playbooks: slackPlaybook(srv.URL), Notify: slackNotify(stub)})
+	var ids []string
+	for i := range 5 {
+		code, b := d.post(t, webhookBody("E2ESlack", fmt.Sprintf("ratelimit%07d", i), "firing", time.Now().Add(-time.Minute)))
+		if code != 200 {
+			t.Fatalf("webhook: %d %s", code, b)
+		}
+		ids = append(ids, runID(b))
+	}
+	want := []string{"step/slack-thread/fast", "step/slack-thread/slow", "close/finished"}
+	waitFor(t, 120*time.Second, "every thread to show its end", func() bool {
+		done := 0
+		for _, m := range stub.Messages(slackChannel) {
+			if strings.Contains(strings.Join(replyKeys(m), " "), "close/finished") {
+				done++
+			}
+		}
+		return done == len(ids)
+	})
+	limited := 0
+	for _, c := range stub.Calls() {
+		if c.Outcome == slackstub.OutcomeRateLimited {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no call was rate limited: the test proves nothing")
+	}
+	for _, id := range ids {
+		keys := replyKeys(threadOf(t, stub, id))
+		if strings.Join(keys, " ") != strings.Join(want, " ") {
+			t.Errorf("run %s: thread %v, want %v (each once, in order)", id, keys, want)
+		}
+	}
+	t.Logf("%d calls answered 429; every thread whole", limited)
+}
+
+// TestServeSlackTwoReplicasOneThread: two daemons on one PostgreSQL both
+// receive the same alert (as from an HA pair of Alertmanagers): one run, one
+// thread, each reply once.
+func TestServeSlackTwoReplicasOneThread(t *testing.T) {
+	stub := newSlack(t)
+	target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 8)}
+	srv := httptest.NewServer(target)
+	defer srv.Close()
+	pg := testenv.StartPostgres(t)
+	a := startDaemon(t, &daemonOpts{Token: "slack", Playbooks: slackPlaybook(srv.URL), Notify: slackNotify(stub), DatabaseURL: pg})
+	b := startDaemon(t, &daemonOpts{Token: "slack", Playbooks: slackPlaybook(srv.URL), Notify: slackNotify(stub), DatabaseURL: pg})
+	body := webhookBody("E2ESlack", "replicas00000001", "firing", time.Now().Add(-time.Minute))
+	_, ra := a.post(t, body)
+	_, rb := b.post(t, body)
+	if runID(ra) == "" || runID(ra) != runID(rb) {
+		t.Fatalf("replicas answered runs %q and %q, want one", runID(ra), runID(rb))
+	}
+	waitFor(t, 60*time.Second, "the thread to show the end", func() bool {
+		for _, m := range stub.Messages(slackChannel) {
+			if strings.Contains(strings.Join(replyKeys(m), " "), "close/finished") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Second) // a doubled post from the other replica would land by now
+	checkOnce(t, replyKeys(threadOf(t, stub, runID(ra))), "step/slack-thread/fast", "step/slack-thread/slow", "close/finished")
+}
