@@ -1,5 +1,5 @@
-// Package handlers is the daemon's HTTP surface: Alertmanager's webhook, the runs
-// API, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
+// Package handlers is the daemon's HTTP surface: Alertmanager's webhook, Slack's
+// interactivity (the verdict's right/wrong buttons), the runs API, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
 // /-/reload, /metrics). It depends on the run service only through Runs.
 package handlers
 
@@ -60,7 +60,15 @@ type Options struct {
 	Statuses []string
 	// AcceptTimeout bounds the store transaction of one webhook; 0 means 10 s.
 	AcceptTimeout time.Duration
-	Log           *zap.Logger
+	// SlackSigningSecret (notify.slack.signing_secret, resolved) verifies
+	// Slack's interactivity requests; empty leaves POST
+	// /hooks/slack/interactions unregistered. It needs Feedback.
+	SlackSigningSecret config.Secret
+	// Feedback records the answers to a verdict's buttons (*runner.Service).
+	Feedback Feedback
+	// Now is the clock Slack's request timestamps are held to; nil means time.Now.
+	Now func() time.Time
+	Log *zap.Logger
 }
 
 // Server is the HTTP surface; it is an http.Handler.
@@ -69,6 +77,7 @@ type Server struct {
 	metrics *Metrics
 	engine  *gin.Engine
 	auth    *authenticator
+	slack   *slackVerifier // nil: no interactivity
 	log     *zap.Logger
 }
 
@@ -83,11 +92,21 @@ func New(o Options) (*Server, error) {
 	if o.AcceptTimeout <= 0 {
 		o.AcceptTimeout = 10 * time.Second
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	secret := strings.TrimSpace(o.SlackSigningSecret.Reveal())
+	if secret != "" && o.Feedback == nil {
+		return nil, errors.New("handlers: a Slack signing secret needs Feedback to record the answers")
+	}
 	m, err := NewMetrics(o.Registry)
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
 	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth), log: o.Log}
+	if secret != "" {
+		s.slack = newSlackVerifier(secret, o.Now)
+	}
 	s.engine = s.routes()
 	return s, nil
 }
@@ -110,6 +129,9 @@ func (s *Server) routes() *gin.Engine {
 	})
 
 	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.webhook)
+	if s.slack != nil { // Slack signs its requests: no bearer auth here
+		e.POST("/hooks/slack/interactions", s.countInteraction, s.slackInteraction)
+	}
 
 	api := e.Group("/api/v1", s.requireAuth)
 	api.GET("/runs", s.listRuns)

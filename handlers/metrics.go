@@ -19,6 +19,7 @@ type Metrics struct {
 	ackSeconds prometheus.Histogram
 	alerts     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
+	slack      *prometheus.CounterVec
 }
 
 // NewMetrics creates the webhook and reload metrics and registers them on reg.
@@ -42,8 +43,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autocapture_alerts_rejected_total",
 			Help: "Alerts refused on their own (the rest of their group went ahead), by reason.",
 		}, []string{"reason"}),
+		slack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autocapture_slack_interactions_total",
+			Help: "Slack interactivity requests (verdict buttons) answered, by HTTP status code (401: not signed by Slack).",
+		}, []string{"code"}),
 	}
-	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected} {
+	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.slack} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -64,4 +69,11 @@ func (s *Server) countWebhook(c *gin.Context) {
 	c.Next()
 	timer.ObserveDuration()
 	s.metrics.webhooks.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
+}
+
+// countInteraction counts each Slack interactivity request by the code it was
+// answered with.
+func (s *Server) countInteraction(c *gin.Context) {
+	c.Next()
+	s.metrics.slack.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
 }

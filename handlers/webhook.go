@@ -94,18 +94,23 @@ func (s *Server) accept(ctx context.Context, p *Payload) ([]runs.Accepted, error
 	return acks, nil
 }
 
-// readBody reads the request body under MaxBodyBytes, answering 413 beyond it.
+// readBody reads a webhook body under MaxBodyBytes, answering 413 beyond it.
 func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
-	max := s.opts.MaxBodyBytes
+	return s.readLimited(c, s.opts.MaxBodyBytes, "web.max_body_bytes")
+}
+
+// readLimited reads the request body under max bytes, answering 413 beyond
+// it (setting names the limit in the answer).
+func (s *Server) readLimited(c *gin.Context, max int64, setting string) ([]byte, bool) {
 	if c.Request.ContentLength > max {
-		s.tooLarge(c, c.Request.ContentLength)
+		s.tooLarge(c, c.Request.ContentLength, max, setting)
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.tooLarge(c, -1)
+			s.tooLarge(c, -1, max, setting)
 			return nil, false
 		}
 		fail(c, http.StatusBadRequest, "unreadable_body", "reading the body: "+err.Error())
@@ -114,12 +119,13 @@ func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	return body, true
 }
 
-func (s *Server) tooLarge(c *gin.Context, size int64) {
+func (s *Server) tooLarge(c *gin.Context, size, max int64, setting string) {
 	got := "more"
 	if size >= 0 {
 		got = strconv.FormatInt(size, 10)
 	}
-	s.log.Warn("Webhook refused: body too large.", zap.String("size", got), zap.Int64("limit", s.opts.MaxBodyBytes))
+	s.log.Warn("Request refused: body too large.", zap.String("path", c.Request.URL.Path),
+		zap.String("size", got), zap.Int64("limit", max))
 	fail(c, http.StatusRequestEntityTooLarge, "body_too_large",
-		fmt.Sprintf("body of %s bytes exceeds web.max_body_bytes (%d)", got, s.opts.MaxBodyBytes))
+		fmt.Sprintf("body of %s bytes exceeds %s (%d)", got, setting, max))
 }

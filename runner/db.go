@@ -103,6 +103,10 @@ func schemeOf(raw string) string {
 // (runs_lease: unfinished runs only, so it stays as small as the work in
 // flight), a resolution's run by fingerprint (inside the accept transaction),
 // the list by alertname (newest first, the cursor's order).
+//
+// 6: autocapture_feedback, readers' answers to a run's verdict (the Slack
+// buttons): one row per run and user, a change of mind overwrites it.
+// correct is 0 or 1 (INTEGER on both databases).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -205,6 +209,16 @@ CREATE TABLE autocapture_outbox (
 );
 CREATE UNIQUE INDEX autocapture_outbox_key ON autocapture_outbox (run_id, sink, op_key);
 CREATE INDEX autocapture_outbox_pending ON autocapture_outbox (created_at) WHERE delivered_at IS NULL;
+`, `
+CREATE TABLE autocapture_feedback (
+	run_id    TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	user_id   TEXT NOT NULL,
+	user_name TEXT NOT NULL DEFAULT '',
+	verdict   TEXT NOT NULL,
+	correct   INTEGER NOT NULL,
+	at        BIGINT NOT NULL,
+	PRIMARY KEY (run_id, user_id)
+);
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

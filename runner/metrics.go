@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/autocapture/autocapture/capture"
 )
 
 // metrics are the runner's: counters on transitions in this process, and
@@ -22,6 +24,8 @@ type metrics struct {
 
 	notifyDelivered *prometheus.CounterVec
 	notifyFailed    *prometheus.CounterVec
+
+	feedback *prometheus.CounterVec
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -46,11 +50,19 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		notifyFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_notify_failures_total",
 			Help: "Thread operations a notifier did not take, by notifier and reason (rate_limited, error); they are retried."},
 			[]string{"sink", "reason"}),
+		feedback: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_feedback_total",
+			Help: "Readers' answers to a run's verdict this process recorded, by verdict and whether they said it was right " +
+				"(correct=\"true\"); a reader who changes their answer counts again, under the new one."},
+			[]string{"verdict", "correct"}),
+	}
+	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
+		m.feedback.WithLabelValues(v, "true")
+		m.feedback.WithLabelValues(v, "false")
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed,
+	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
 		&storeCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

@@ -147,7 +147,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	}
 	defer svc.Close()
 	h, err := handlers.New(handlers.Options{Runs: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
-		Reload: reload, Registry: reg, Log: log.Named("http")})
+		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: cfg.Notify.Slack.SigningSecret, Feedback: svc})
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,10 @@ type Parent struct {
 	Also          []string
 	ResolvedAfter time.Duration
 	Resolved      bool
+	// AskFeedback adds the "verdict right / wrong" buttons under a verdict.
+	// It is the notifier's setting (interactivity configured), not the run's,
+	// so it is not kept in the metadata.
+	AskFeedback bool
 }
 
 // Summary's operation keys (notify.Summary.Key).
@@ -135,6 +139,9 @@ func RenderParent(p Parent) Message {
 			body += "\n_also: " + esc(strings.Join(p.Also, ", ")) + "_"
 		}
 		blocks = append(blocks, section("verdict", clip(body, maxSection)))
+		if p.AskFeedback {
+			blocks = append(blocks, feedbackButtons(p.RunID, id))
+		}
 		text = append(text, p.Verdict)
 	} else {
 		blocks = append(blocks, header("title", ":rotating_light: "+title))
@@ -232,6 +239,37 @@ func linkButtons(links []notify.Link) *slack.ActionBlock {
 		return nil
 	}
 	return slack.NewActionBlock("links", els...)
+}
+
+// Feedback buttons' action ids: Slack sends them back to
+// POST /hooks/slack/interactions when a reader says whether the verdict is right.
+const (
+	ActionVerdictRight = "autocapture_verdict_right"
+	ActionVerdictWrong = "autocapture_verdict_wrong"
+)
+
+// FeedbackValue is a feedback button's value: "<run id>|<verdict id>". It
+// names what the reader judged, and holds no secret (Slack echoes it back,
+// signed; anyone who sees the message can read it).
+func FeedbackValue(runID, verdict string) string { return runID + "|" + verdict }
+
+// ParseFeedbackValue reads FeedbackValue back; verdict ids hold no "|", so
+// the last one separates them.
+func ParseFeedbackValue(v string) (runID, verdict string, ok bool) {
+	i := strings.LastIndexByte(v, '|')
+	if i <= 0 || i == len(v)-1 {
+		return "", "", false
+	}
+	return v[:i], v[i+1:], true
+}
+
+// feedbackButtons asks, right under the verdict, whether it is right: the
+// answers are counted per verdict, so a team sees where triage goes wrong.
+func feedbackButtons(runID, verdict string) *slack.ActionBlock {
+	v := FeedbackValue(runID, verdict)
+	right := slack.NewButtonBlockElement(ActionVerdictRight, v, plainText(":+1: verdict right")).WithStyle(slack.StylePrimary)
+	wrong := slack.NewButtonBlockElement(ActionVerdictWrong, v, plainText(":-1: verdict wrong"))
+	return slack.NewActionBlock("feedback", right, wrong)
 }
 
 // slackDate shows a time in the reader's time zone, RFC 3339 UTC as fallback.

@@ -69,6 +69,9 @@ func TestRenderGolden(t *testing.T) {
 	truncated.Reason, truncated.Error = "upstream-5xx", long
 
 	verdictParent := testParent().Apply(notify.Summary{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe})
+	verdictParent.AskFeedback = true
+	noFeedback := verdictParent
+	noFeedback.AskFeedback = false
 	finished := notify.Summary{RunID: "r1", Key: KeyCloseFinished, Status: "partial", Duration: 6*time.Minute + 5*time.Second,
 		Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (unreachable)", Verdict: kvVe}
 	finishedParent := verdictParent.Apply(finished)
@@ -82,6 +85,8 @@ func TestRenderGolden(t *testing.T) {
 		{"parent", RenderParent(testParent())},
 		{"parent-verdict", RenderParent(verdictParent)},
 		{"parent-resolved", RenderParent(resolvedParent)},
+		{"parent-verdict-no-interactivity", RenderParent(noFeedback)},
+		{"parent-capturing-asks-nothing", RenderParent(func() Parent { p := testParent(); p.AskFeedback = true; return p }())},
 		{"reply-prometheus", RenderReply(snapshot)},
 		{"reply-scrape", RenderReply(step("scrape", "scrape", capture.TierMetrics, "succeeded", "scrape of 10.0.0.7:8000 over 5s: kv 0.98, running 64, waiting 42"))},
 		{"reply-triage", RenderReply(step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)"))},
@@ -164,6 +169,21 @@ func TestParentRoundTripsThroughMetadata(t *testing.T) {
 	b, _ := json.Marshal(RenderParent(back))
 	if !bytes.Equal(a, b) {
 		t.Fatalf("parent changed through metadata:\n%s\n%s", a, b)
+	}
+}
+
+// TestFeedbackValueRoundTrips: the handler reads back what the button carries.
+func TestFeedbackValueRoundTrips(t *testing.T) {
+	for _, c := range []struct{ run, verdict string }{{"r1", "kv-pressure"}, {"0190-abc|odd", "overload"}} {
+		run, verdict, ok := ParseFeedbackValue(FeedbackValue(c.run, c.verdict))
+		if !ok || run != c.run || verdict != c.verdict {
+			t.Errorf("%q|%q came back as %q, %q, %v", c.run, c.verdict, run, verdict, ok)
+		}
+	}
+	for _, bad := range []string{"", "r1", "|kv-pressure", "r1|"} {
+		if _, _, ok := ParseFeedbackValue(bad); ok {
+			t.Errorf("ParseFeedbackValue(%q) ok", bad)
+		}
 	}
 }
 

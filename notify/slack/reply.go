@@ -39,6 +39,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		log.Warn("The parent's metadata could not be read back; it is re-rendered from the outcome alone.", zap.String("ts", t.TS))
 	}
 	p = p.Apply(s)
+	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
 	opts := n.msgOptions(msg, s.RunID, KeyOpen, parentPayload(p))
 	if _, _, _, err := n.api.UpdateMessageContext(ctx, t.Channel, t.TS, opts...); err != nil {

@@ -37,6 +37,9 @@ type Notifier struct {
 	token       string
 	channel     string
 	postSkipped bool
+	// feedback: interactivity is configured (a signing secret), so a verdict
+	// carries the right/wrong buttons POST /hooks/slack/interactions takes.
+	feedback    bool
 	grafana     *template.Template
 	externalURL string
 	store       ArtifactReader
@@ -89,7 +92,7 @@ func New(cfg config.Slack, store ArtifactReader, log *zap.Logger, opts ...Option
 		log = zap.NewNop()
 	}
 	n := &Notifier{token: cfg.Token.Reveal(), channel: cfg.Channel, postSkipped: cfg.PostSkipped,
-		grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
+		feedback: strings.TrimSpace(cfg.SigningSecret.Reveal()) != "", grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
 	// No slack.OptionRetry: the outbox retries, with the operation's key.
 	sopts := []slack.Option{slack.OptionAPIURL(api)}
 	for _, o := range opts {
@@ -126,6 +129,7 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 		}
 	}
 	p := ParentFromRun(run, n.links(run, log))
+	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
 	if err := n.pace.wait(ctx, n.paceKey(ch)); err != nil {
 		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)

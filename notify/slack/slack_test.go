@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,16 @@ var png = append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 500)...)
 
 // setup starts the stub with the canary token and a notifier on it whose logs
 // are kept; pacing is fast so tests do not wait on it.
-func setup(t *testing.T) (*slackstub.Server, *Notifier, *observer.ObservedLogs) {
+func setup(t *testing.T, mod ...func(*config.Slack)) (*slackstub.Server, *Notifier, *observer.ObservedLogs) {
 	t.Helper()
 	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
 	core, logs := observer.New(zapcore.DebugLevel)
 	cfg := config.Default().Notify.Slack
 	cfg.Enabled, cfg.Token, cfg.Channel, cfg.APIURL = true, config.Secret(canary), "C0AUTOCAP", stub.URL()
 	cfg.Pace = config.Pace{PerSecond: 1000, Burst: 10}
+	for _, f := range mod {
+		f(&cfg)
+	}
 	n, err := New(cfg, memStore{"runs/r1/kv_chart/chart.png": png}, zap.New(core), WithExternalURL("http://autocapture:9095/"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +125,42 @@ func TestThreadInOrder(t *testing.T) {
 	want := "step/vllm-high-ttft/snapshot step/vllm-high-ttft/kv_chart file:chart.png step/vllm-high-ttft/triage close/finished close/resolved"
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("replies\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestFeedbackButtonsOnlyWithInteractivity: the parent that shows a verdict
+// carries the right/wrong buttons (accepted by the strict stand-in) only when
+// a signing secret says Slack's clicks have somewhere to go.
+func TestFeedbackButtonsOnlyWithInteractivity(t *testing.T) {
+	for _, secret := range []string{"", "8f742231b10e8888abcd99yyyzzz85a5"} {
+		t.Run("secret="+strconv.FormatBool(secret != ""), func(t *testing.T) {
+			stub, n, logs := setup(t, func(c *config.Slack) { c.SigningSecret = config.Secret(secret) })
+			ctx := context.Background()
+			th, err := n.Open(ctx, testRun())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Close(ctx, th, notify.Summary{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe}); err != nil {
+				t.Fatal(err)
+			}
+			p := stub.Messages("C0AUTOCAP")[0]
+			first, last := string(p.Revisions[0].Blocks), string(p.Blocks)
+			if strings.Contains(first, ActionVerdictRight) {
+				t.Errorf("the parent asks about a verdict before there is one: %s", first)
+			}
+			has := strings.Contains(last, `"action_id":"`+ActionVerdictRight+`"`) &&
+				strings.Contains(last, `"action_id":"`+ActionVerdictWrong+`"`) && strings.Contains(last, `"value":"r1|kv-pressure"`)
+			if has != (secret != "") {
+				t.Errorf("buttons shown %v with signing secret %v: %s", has, secret != "", last)
+			}
+			if secret != "" {
+				for _, e := range logs.All() {
+					if strings.Contains(e.Message+fmt.Sprint(e.ContextMap()), secret) {
+						t.Errorf("the signing secret is in a log line: %s", e.Message)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -21,6 +21,8 @@ var (
 	ErrFinished = errors.New("runner: run already finished")
 	// ErrBadCursor: a List cursor that no page handed out.
 	ErrBadCursor = errors.New("runner: bad cursor")
+	// ErrBadFeedback: feedback that names no known verdict or no user.
+	ErrBadFeedback = errors.New("runner: bad feedback")
 )
 
 // Outcome is what accepting one alert did.
@@ -74,6 +76,26 @@ type Run struct {
 	Verdict           *capture.Verdict `json:"verdict"`
 	// Steps is filled by Get; List leaves it empty.
 	Steps []executor.StepRecord `json:"steps"`
+	// Feedback is what readers said of the verdict, oldest answer first;
+	// filled by Get, List leaves it empty.
+	Feedback []Feedback `json:"feedback"`
+}
+
+// User is a person who answered, as the chat names them (a Slack user id
+// and name).
+type User struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// Feedback is one reader's answer to a run's verdict: right or wrong. A run
+// keeps one answer per user, the latest.
+type Feedback struct {
+	// Verdict is the verdict id the reader judged (one of capture.Verdicts).
+	Verdict string    `json:"verdict"`
+	Correct bool      `json:"correct"`
+	User    User      `json:"user"`
+	At      time.Time `json:"at"`
 }
 
 // ListQuery filters and pages a listing of runs.
