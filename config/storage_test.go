@@ -157,3 +157,35 @@ func TestS3SecretFileRules(t *testing.T) {
 		t.Fatalf("secret = %q, want the file's content trimmed", cfg.Storage.S3.SecretAccessKey.Reveal())
 	}
 }
+
+// TestDocumentedStorageExamplesParse: every YAML example of a storage: section
+// in README.md and storage/README.md loads (docs that drift fail here).
+func TestDocumentedStorageExamplesParse(t *testing.T) {
+	for _, doc := range []string{"../README.md", "../storage/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+			y, _, _ := strings.Cut(block, "```")
+			if !strings.HasPrefix(y, "storage:\n") {
+				continue
+			}
+			n++
+			y = strings.ReplaceAll(y, "…", "x") // elided ARNs
+			y = strings.ReplaceAll(y, "secret_access_key_file: /etc/autocapture/minio-secret", "secret_access_key: s")
+			cfg, err := Parse(doc, []byte(y))
+			if err != nil {
+				t.Errorf("%s example:\n%s\n%v", doc, y, err)
+				continue
+			}
+			if cfg.Storage.Backend != BackendS3 {
+				t.Errorf("%s example leaves backend %q:\n%s", doc, cfg.Storage.Backend, y)
+			}
+		}
+		if n < 2 {
+			t.Errorf("%s: %d storage examples, want the MinIO and the AWS one", doc, n)
+		}
+	}
+}
