@@ -278,11 +278,11 @@ func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg promet
 	ck := &storage.Checker{Check: s3.Check, Interval: time.Minute, Changed: func(err error) {
 		if err != nil {
 			up.WithLabelValues(config.BackendS3).Set(0)
-			log.Error("The artifact bucket does not answer; runs still start, but their artifacts cannot be stored until it does.", zap.Error(err))
+			log.Error("The artifact bucket cannot be used; runs still start, but their artifacts cannot be stored until it can (checked every minute).", zap.Error(err))
 			return
 		}
 		up.WithLabelValues(config.BackendS3).Set(1)
-		log.Info("The artifact bucket answers.")
+		log.Info("The artifact bucket can be used.")
 	}}
 	go ck.Run(ctx)
 	return s3, nil
