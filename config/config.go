@@ -4,6 +4,8 @@ package config
 
 import (
 	"time"
+
+	"github.com/autocapture/autocapture/storage"
 )
 
 // Config is the daemon's whole configuration. config.example.yaml documents every field.
@@ -55,12 +57,6 @@ type BasicAuth struct {
 	Username     string `yaml:"username" json:"username"`
 	Password     Secret `yaml:"password" json:"password"`
 	PasswordFile string `yaml:"password_file" json:"password_file"`
-}
-
-// Storage is where the embedded database and local artifacts live.
-type Storage struct {
-	// Path holds autocapture.db (SQLite) and artifacts/ (local store).
-	Path string `yaml:"path" json:"path"`
 }
 
 // Database chooses the run store: empty URL means SQLite under storage.path;
@@ -139,7 +135,8 @@ func Default() Config {
 			ListenAddress: "127.0.0.1:9095",
 			MaxBodyBytes:  1 << 20,
 		},
-		Storage: Storage{Path: "./data"},
+		Storage: Storage{Path: "./data", Backend: BackendLocal, Compression: storage.DefaultCompression,
+			S3: S3{PartSize: storage.DefaultPartSize, Concurrency: storage.DefaultConcurrency, LinkExpiry: storage.DefaultLinkExpiry}},
 		Runs: Runs{
 			MaxConcurrent:     4,
 			MaxAttempts:       3,

@@ -112,6 +112,7 @@ func secrets(c *Config) []secretField {
 		{"$.database.url", "url", &c.Database.URL, &c.Database.URLFile},
 		{"$.notify.slack.token", "token", &c.Notify.Slack.Token, &c.Notify.Slack.TokenFile},
 		{"$.notify.slack.signing_secret", "signing_secret", &c.Notify.Slack.SigningSecret, &c.Notify.Slack.SigningSecretFile},
+		{"$.storage.s3.secret_access_key", "secret_access_key", &c.Storage.S3.SecretAccessKey, &c.Storage.S3.SecretAccessKeyFile},
 	}
 	if ba := c.Web.Auth.BasicAuth; ba != nil {
 		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
@@ -144,9 +145,7 @@ func (v *validator) check(c *Config) {
 	}
 	v.checkSecrets(c)
 	v.checkWeb(c)
-	if c.Storage.Path == "" {
-		v.errorf("$.storage.path", "must not be empty")
-	}
+	v.checkStorage(c.Storage)
 	if u := c.Database.URL.Reveal(); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
 	}

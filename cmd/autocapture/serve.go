@@ -124,7 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("playbooks: %w", err)
 	}
-	env, err := newEnv(cfg, log)
+	env, err := newEnv(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}
@@ -232,9 +232,10 @@ func reloadOnHUP(ctx context.Context, reload func() error, log *zap.Logger) {
 }
 
 // newEnv builds what steps may reach: the artifact store, the allow-listed
-// client for targets from alert labels, and the configured backends.
-func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
-	store, err := storage.NewLocal(filepath.Join(cfg.Storage.Path, "artifacts"))
+// client for targets from alert labels, and the configured backends. An S3
+// store is checked in the background until ctx ends (see newStore).
+func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*capture.Env, error) {
+	store, err := newStore(ctx, cfg.Storage, log.Named("storage"), reg)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}
@@ -253,6 +254,38 @@ func newEnv(cfg *config.Config, log *zap.Logger) (*capture.Env, error) {
 			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{Timeout: cfg.Traces.Timeout}, Timeout: cfg.Traces.Timeout}}
 	}
 	return env, nil
+}
+
+// newStore builds the artifact store storage.backend names. An S3 bucket is
+// checked at once and every minute by a goroutine that ends with ctx; its
+// state is autocapture_storage_up{backend="s3"} and a log line per change. A
+// failing check does not stop the daemon, nor make /-/ready fail: runs still
+// start and record their uploads' errors, and the store is used as soon as it
+// answers.
+func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (storage.Store, error) {
+	if c.Backend != config.BackendS3 {
+		return storage.NewLocal(filepath.Join(c.Path, "artifacts"), storage.WithLocalCompression(c.Compression))
+	}
+	s3, err := storage.NewS3(ctx, c.S3.Options(c.Compression))
+	if err != nil {
+		return nil, err
+	}
+	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_storage_up",
+		Help: "Whether the artifact store answered its last check (1) or not (0); checked every minute."}, []string{"backend"})
+	reg.MustRegister(up)
+	o := s3.Options()
+	log = log.With(zap.String("backend", config.BackendS3), zap.String("bucket", o.Bucket), zap.String("endpoint", o.Endpoint))
+	ck := &storage.Checker{Check: s3.Check, Interval: time.Minute, Changed: func(err error) {
+		if err != nil {
+			up.WithLabelValues(config.BackendS3).Set(0)
+			log.Error("The artifact bucket cannot be used; runs still start, but their artifacts cannot be stored until it can (checked every minute).", zap.Error(err))
+			return
+		}
+		up.WithLabelValues(config.BackendS3).Set(1)
+		log.Info("The artifact bucket can be used.")
+	}}
+	go ck.Run(ctx)
+	return s3, nil
 }
 
 // newNotifiers returns where threads go, by the name each thread operation is

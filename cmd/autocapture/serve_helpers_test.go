@@ -34,6 +34,9 @@ type daemonOpts struct {
 	Playbooks string
 	// Notify is the config's notify: section body (indented two spaces), "" for the default.
 	Notify string
+	// Storage is more of the storage: section after its path (indented two
+	// spaces), "" for the default local backend.
+	Storage string
 }
 
 // daemon is a running `autocapture serve`.
@@ -60,6 +63,7 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 		fmt.Fprintf(&b, "  auth:\n    bearer_token: %q\n", o.Token)
 	}
 	fmt.Fprintf(&b, "storage:\n  path: %q\n", o.Dir)
+	b.WriteString(o.Storage)
 	if o.DatabaseURL != "" {
 		fmt.Fprintf(&b, "database:\n  url: %q\n", o.DatabaseURL)
 	}
