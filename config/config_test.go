@@ -118,20 +118,10 @@ func TestDefaultIsValidAndExampleParses(t *testing.T) {
 // auth as on: the daemon listened on 0.0.0.0 and let every request through.
 func TestEmptySecretIsALoadError(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	empty, newline, blank := write("empty", ""), write("newline", "\n"), write("blank", " \t\r\n \n")
+	empty, newline, blank := writeFile(t, dir, "empty", ""), writeFile(t, dir, "newline", "\n"), writeFile(t, dir, "blank", " \t\r\n \n")
 	missing := filepath.Join(dir, "missing")
 	open := "web:\n  listen_address: 0.0.0.0:9095\n  auth:\n"
-	cases := []struct {
-		name, yaml string
-		want       []string
-	}{
+	cases := []parseErrCase{
 		{"empty token file", open + "    bearer_token_file: " + empty + "\n",
 			[]string{"c.yaml:4:24: web.auth.bearer_token_file:", empty, "empty"}},
 		{"newline token file", open + "    bearer_token_file: " + newline + "\n",
@@ -149,19 +139,7 @@ func TestEmptySecretIsALoadError(t *testing.T) {
 		{"empty database url file", "database:\n  url_file: " + newline + "\n",
 			[]string{"c.yaml:2:13: database.url_file:", newline, "empty"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg, err := Parse("c.yaml", []byte(c.yaml))
-			if err == nil {
-				t.Fatalf("loaded (auth enabled %v), want an error", cfg.Web.Auth.Enabled())
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v\nwant it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases, nil)
 }
 
 // TestValidateRefusesAnUnreadSecretFile: a config built in code (or changed

@@ -39,10 +39,7 @@ func TestSlackValidationNamesLines(t *testing.T) {
 	os.WriteFile(empty, nil, 0o600)
 	missing := filepath.Join(dir, "missing")
 	on := "notify:\n  slack:\n    enabled: true\n"
-	cases := []struct {
-		name, yaml string
-		want       []string
-	}{
+	cases := []parseErrCase{
 		{"no token", on + "    channel: C1\n", []string{"c.yaml:3:14: notify.slack.enabled: set without a token"}},
 		{"no channel", on + "    token: xoxb-1\n", []string{"c.yaml:3:14: notify.slack.enabled: set without a channel"}},
 		{"empty token file", on + "    channel: C1\n    token_file: " + empty + "\n",
@@ -63,19 +60,7 @@ func TestSlackValidationNamesLines(t *testing.T) {
 			[]string{"notify.slack.pace.per_second: must be positive", "notify.slack.pace.burst: must be at least 1"}},
 		{"unknown field", on + "    chanel: C1\n", []string{"c.yaml:4:5: unknown field \"chanel\""}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("c.yaml", []byte(c.yaml))
-			if err == nil {
-				t.Fatal("loaded, want an error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v\nwant it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases, nil)
 }
 
 func TestSlackDisabledSectionIsNotChecked(t *testing.T) {

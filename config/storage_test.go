@@ -56,10 +56,7 @@ func TestS3SectionLoadsIntoOptions(t *testing.T) {
 // the field to fix (file:line:col).
 func TestStorageValidationNamesLines(t *testing.T) {
 	s3 := "storage:\n  backend: s3\n  s3:\n    bucket: b\n"
-	cases := []struct {
-		name, yaml string
-		want       []string
-	}{
+	cases := []parseErrCase{
 		{"unknown backend", "storage:\n  backend: gcs\n", []string{"c.yaml:2:12: storage.backend: want local or s3, got \"gcs\""}},
 		{"unknown compression", "storage:\n  compression: brotli\n", []string{"c.yaml:2:16: storage.compression: want none, gzip or zstd"}},
 		{"s3 without bucket", "storage:\n  backend: s3\n", []string{"c.yaml:2:12: storage.backend: is s3 without a bucket"}},
@@ -79,19 +76,7 @@ func TestStorageValidationNamesLines(t *testing.T) {
 		{"prefix with dot dot", s3 + "    prefix: a/../b\n", []string{"c.yaml:5:13: storage.s3.prefix:"}},
 		{"unknown field", s3 + "    bukket: b\n", []string{"c.yaml:5:5: unknown field \"bukket\""}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("c.yaml", []byte(c.yaml))
-			if err == nil {
-				t.Fatal("loaded, want an error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v\nwant it to contain %q", err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, cases, nil)
 }
 
 // TestS3SecretFileRules: the secret's _file twin follows every secret's rules:
@@ -99,20 +84,10 @@ func TestStorageValidationNamesLines(t *testing.T) {
 // (never its content); both set is refused; the file pairs with the key id.
 func TestS3SecretFileRules(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	empty, blank, good := write("empty", ""), write("blank", " \n\t\n"), write("good", "s3-canary-secret\n")
+	empty, blank, good := writeFile(t, dir, "empty", ""), writeFile(t, dir, "blank", " \n\t\n"), writeFile(t, dir, "good", "s3-canary-secret\n")
 	missing := filepath.Join(dir, "missing")
 	s3 := "storage:\n  backend: s3\n  s3:\n    bucket: b\n    access_key_id: AKID\n"
-	cases := []struct {
-		name, yaml string
-		want       []string
-	}{
+	cases := []parseErrCase{
 		{"empty file", s3 + "    secret_access_key_file: " + empty + "\n",
 			[]string{"c.yaml:6:29: storage.s3.secret_access_key_file:", empty, "empty"}},
 		{"whitespace file", s3 + "    secret_access_key_file: " + blank + "\n",
@@ -129,25 +104,14 @@ func TestS3SecretFileRules(t *testing.T) {
 		{"empty file under local", "storage:\n  s3:\n    secret_access_key_file: " + empty + "\n",
 			[]string{"c.yaml:3:29: storage.s3.secret_access_key_file:", empty, "empty"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("c.yaml", []byte(c.yaml))
-			if err == nil {
-				t.Fatal("loaded, want an error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("err = %v\nwant it to contain %q", err, w)
-				}
-			}
-			if strings.Contains(err.Error(), "canary") {
-				t.Errorf("the error shows a secret: %v", err)
-			}
-			if n := strings.Count(err.Error(), "c.yaml:"); n != 1 {
-				t.Errorf("%d errors, want one (an unreadable file is not also empty or unpaired): %v", n, err)
-			}
-		})
-	}
+	checkParseErrors(t, cases, func(t *testing.T, err error) {
+		if strings.Contains(err.Error(), "canary") {
+			t.Errorf("the error shows a secret: %v", err)
+		}
+		if n := strings.Count(err.Error(), "c.yaml:"); n != 1 {
+			t.Errorf("%d errors, want one (an unreadable file is not also empty or unpaired): %v", n, err)
+		}
+	})
 	ok := s3 + "    secret_access_key_file: " + good + "\n"
 	cfg, err := Parse("c.yaml", []byte(ok))
 	if err != nil {
