@@ -51,18 +51,7 @@ func TestServeResumesAfterKill9(t *testing.T) {
 			if tt.postgres {
 				o.DatabaseURL = testenv.StartPostgres(t)
 			}
-			d := startDaemon(t, o)
-			code, b := d.post(t, webhookBody("E2ECrash", "deadbeefdeadbeef", "firing", time.Now().Add(-time.Minute)))
-			id := runID(b)
-			if code != 200 || id == "" {
-				t.Fatalf("webhook: %d %s", code, b)
-			}
-			select {
-			case <-target.slowHit:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("the slow step never started; run %+v", d.run(t, id))
-			}
-			d.Proc.Kill9()
+			id := killMidStep(t, o, target, webhookBody("E2ECrash", "deadbeefdeadbeef", "firing", time.Now().Add(-time.Minute)))
 			killed := time.Now()
 
 			d2 := startDaemon(t, o) // same port, storage and database
@@ -93,4 +82,23 @@ func TestServeResumesAfterKill9(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killMidStep starts a daemon with o, posts body, waits until its run is in
+// target's slow step, and kills the daemon with SIGKILL. It returns the run id.
+func killMidStep(t *testing.T, o *daemonOpts, target *slowTarget, body []byte) string {
+	t.Helper()
+	d := startDaemon(t, o)
+	code, b := d.post(t, body)
+	id := runID(b)
+	if code != 200 || id == "" {
+		t.Fatalf("webhook: %d %s", code, b)
+	}
+	select {
+	case <-target.slowHit:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the slow step never started; run %+v", d.run(t, id))
+	}
+	d.Proc.Kill9()
+	return id
 }

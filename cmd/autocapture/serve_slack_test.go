@@ -128,18 +128,7 @@ func TestServeSlackThreadAcrossKill9(t *testing.T) {
 	defer srv.Close()
 	o := &daemonOpts{Token: "slack", Playbooks: slackPlaybook(srv.URL), Notify: slackNotify(stub),
 		DatabaseURL: testenv.StartPostgres(t)}
-	d := startDaemon(t, o)
-	code, b := d.post(t, webhookBody("E2ESlack", "5lack5lack5lack1", "firing", time.Now().Add(-time.Minute)))
-	id := runID(b)
-	if code != 200 || id == "" {
-		t.Fatalf("webhook: %d %s", code, b)
-	}
-	select {
-	case <-target.slowHit:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the slow step never started; run %+v", d.run(t, id))
-	}
-	d.Proc.Kill9()
+	id := killMidStep(t, o, target, webhookBody("E2ESlack", "5lack5lack5lack1", "firing", time.Now().Add(-time.Minute)))
 	d2 := startDaemon(t, o)
 	waitFor(t, 90*time.Second, "the thread to show the end after the restart", func() bool {
 		for _, m := range stub.Messages(slackChannel) {
