@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"github.com/autocapture/autocapture/storage"
 )
 
 // Reason classifies why a step failed, so the runner's retrier and the thread can
@@ -85,6 +87,15 @@ func Classify(err error) Reason {
 	var ne net.Error
 	var dnsErr *net.DNSError
 	switch {
+	// The artifact store said why (storage's S3 errors): keys, bucket,
+	// region or credentials are a config problem; a store we cannot reach
+	// is the network's.
+	case errors.Is(err, storage.ErrS3AccessDenied), errors.Is(err, storage.ErrS3NoBucket),
+		errors.Is(err, storage.ErrS3WrongRegion), errors.Is(err, storage.ErrS3NoCredentials),
+		errors.Is(err, storage.ErrS3BadRequest):
+		return ReasonBadConfig
+	case errors.Is(err, storage.ErrS3Unreachable):
+		return ReasonUnreachable
 	case errors.Is(err, context.DeadlineExceeded):
 		return ReasonTimeout
 	case errors.Is(err, context.Canceled):

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/storage"
 )
 
 // TestClassifySeparatesPolicyFromNetwork: `refused` is only ever a policy
@@ -37,6 +39,9 @@ func TestClassifySeparatesPolicyFromNetwork(t *testing.T) {
 		want Reason
 	}{
 		{"down server (real dial)", dialErr, ReasonUnreachable},
+		{"artifact store: access denied", fmt.Errorf("store runs/r/x: s3 bucket b at e: put: %w", storage.ErrS3AccessDenied), ReasonBadConfig},
+		{"artifact store: no bucket", fmt.Errorf("put: %w", storage.ErrS3NoBucket), ReasonBadConfig},
+		{"artifact store: unreachable", fmt.Errorf("put: %w", storage.ErrS3Unreachable), ReasonUnreachable},
 		{"down server (real GET)", getErr, ReasonUnreachable},
 		{"no route to host", opErr(syscall.EHOSTUNREACH), ReasonUnreachable},
 		{"network unreachable", opErr(syscall.ENETUNREACH), ReasonUnreachable},
