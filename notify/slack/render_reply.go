@@ -15,7 +15,8 @@ import (
 const maxWhy = 300
 
 // RenderReply renders one finished step: a status line, the step's findings
-// summary, why it failed, was skipped or cancelled (one line), its links, and
+// summary, why it failed, was skipped or cancelled (one line), the verdict
+// with its evidence and advice when the step reached one, its links, and
 // its files to upload. Text past Slack's limits is cut, and the whole of it
 // attached as <step>-full.txt.
 func RenderReply(r notify.StepReport) Message {
@@ -46,6 +47,9 @@ func RenderReply(r notify.StepReport) Message {
 		body += "\n" + s
 	}
 	blocks := []slack.Block{section("step", clip(body, maxSection))}
+	if r.Verdict != nil { // triage's reply says the whole verdict where it was reached
+		blocks = append(blocks, section("verdict", verdictDetail(r.Verdict)))
+	}
 	linkText, dropped := linkLine(r.Links)
 	if linkText != "" {
 		blocks = append(blocks, slack.NewContextBlock("links", mrkdwn(linkText)))

@@ -89,7 +89,11 @@ func TestRenderGolden(t *testing.T) {
 		{"parent-capturing-asks-nothing", RenderParent(func() Parent { p := testParent(); p.AskFeedback = true; return p }())},
 		{"reply-prometheus", RenderReply(snapshot)},
 		{"reply-scrape", RenderReply(step("scrape", "scrape", capture.TierMetrics, "succeeded", "scrape of 10.0.0.7:8000 over 5s: kv 0.98, running 64, waiting 42"))},
-		{"reply-triage", RenderReply(step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)"))},
+		{"reply-triage", RenderReply(func() notify.StepReport {
+			r := step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)")
+			r.Verdict = kvVe
+			return r
+		}())},
 		{"reply-traces", RenderReply(traces)},
 		{"reply-chart", RenderReply(chart)},
 		{"reply-failed", RenderReply(failed)},
