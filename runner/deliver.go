@@ -27,6 +27,11 @@ const (
 	opTimeout = 30 * time.Second
 	// pumpBatch is how many pending operations a deliverer reads at once.
 	pumpBatch = 20
+	// notifyWorkers is how many threads one process delivers at once. A
+	// deliverer mostly waits (for the notifier's pace, a rate limit), so
+	// this is high: with few, a storm's new threads wait for a free worker
+	// behind other threads' replies however the notifier orders its posts.
+	notifyWorkers = 32
 	// notifyMaxAttempts bounds River's retries of one delivery job; operations
 	// still pending after that are picked up again by the sweeper (sweepOutbox).
 	notifyMaxAttempts = 10

@@ -69,7 +69,7 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 		Queues: map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
 			// Deliveries to notifiers: each thread is delivered by one worker at a
 			// time (a lease on autocapture_threads), several threads at once.
-			queueNotify: {MaxWorkers: 4}},
+			queueNotify: {MaxWorkers: notifyWorkers}},
 		Workers: workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

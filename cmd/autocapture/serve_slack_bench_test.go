@@ -14,7 +14,8 @@ import (
 // 20 alerts, one every AUTOCAPTURE_BENCH_GAP (default 1.2 s). Each run posts
 // about three messages (parent, a step's reply, the end) into one channel
 // paced at Slack's ~1 post/s, so below a gap of ~3 s the channel is the
-// bottleneck and the figure shows the queue. It reports p50 and p99.
+// bottleneck: parents go ahead of queued replies (the pacer's order, and
+// enough delivery workers that a new thread gets one). It reports p50 and p99.
 //
 //	go test ./cmd/autocapture -run '^$' -bench WebhookToSlackParent -benchtime 1x
 //	AUTOCAPTURE_BENCH_GAP=4s go test ./cmd/autocapture -run '^$' -bench WebhookToSlackParent -benchtime 1x

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -131,7 +132,7 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 	p := ParentFromRun(run, n.links(run, log))
 	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
-	if err := n.pace.wait(ctx, n.paceKey(ch)); err != nil {
+	if err := n.pace.waitParent(ctx, n.paceKey(ch)); err != nil {
 		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)
 	}
 	id, ts, err := n.api.PostMessageContext(ctx, ch, n.msgOptions(msg, run.ID, KeyOpen, parentPayload(p))...)
@@ -175,7 +176,10 @@ func (n *Notifier) msgOptions(m Message, runID, key string, extra map[string]any
 
 // pacer spaces posts per channel with one token bucket each: Slack takes
 // about one chat.postMessage a second per channel and tolerates short bursts,
-// so a storm of runs queues here instead of collecting 429s.
+// so a storm of runs queues here instead of collecting 429s. Waiters are
+// served in order, except that a thread's parent goes ahead of every queued
+// reply: in a storm each alert's thread appears first and the evidence fills
+// in after.
 type pacer struct {
 	rate  float64 // tokens a second
 	burst float64
@@ -186,19 +190,25 @@ type pacer struct {
 }
 
 type bucket struct {
-	tokens float64
-	last   time.Time
+	tokens  float64
+	last    time.Time
+	queue   []*waiter // parents first, then in arrival order
+	pumping bool      // a goroutine hands out tokens to the queue
+}
+
+// waiter is a post waiting for a token.
+type waiter struct {
+	parent  bool
+	ready   chan struct{}
+	granted bool
 }
 
 func newPacer(perSecond float64, burst int, now func() time.Time) *pacer {
 	return &pacer{rate: perSecond, burst: float64(burst), now: now, buckets: map[string]*bucket{}}
 }
 
-// reserve takes a token for channel and says how long to wait before using
-// it; tokens may go negative, so waiters queue in order.
-func (p *pacer) reserve(channel string) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// bucketLocked returns channel's bucket, refilled to now. p.mu is held.
+func (p *pacer) bucketLocked(channel string) *bucket {
 	now := p.now()
 	b := p.buckets[channel]
 	if b == nil {
@@ -207,35 +217,73 @@ func (p *pacer) reserve(channel string) time.Duration {
 	}
 	b.tokens = min(p.burst, b.tokens+now.Sub(b.last).Seconds()*p.rate)
 	b.last = now
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0
-	}
-	return time.Duration(-b.tokens / p.rate * float64(time.Second))
+	return b
 }
 
-// cancel gives back a token reserved by a wait that did not happen.
-func (p *pacer) cancel(channel string) {
+// wait blocks until channel may take another reply post, or ctx ends.
+func (p *pacer) wait(ctx context.Context, channel string) error { return p.take(ctx, channel, false) }
+
+// waitParent is wait for a thread's parent: it goes ahead of queued replies.
+func (p *pacer) waitParent(ctx context.Context, channel string) error {
+	return p.take(ctx, channel, true)
+}
+
+func (p *pacer) take(ctx context.Context, channel string, parent bool) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if b := p.buckets[channel]; b != nil {
-		b.tokens = min(p.burst, b.tokens+1)
-	}
-}
-
-// wait blocks until channel may take another post, or ctx ends.
-func (p *pacer) wait(ctx context.Context, channel string) error {
-	d := p.reserve(channel)
-	if d <= 0 {
+	b := p.bucketLocked(channel)
+	if len(b.queue) == 0 && b.tokens >= 1 {
+		b.tokens--
+		p.mu.Unlock()
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	w := &waiter{parent: parent, ready: make(chan struct{})}
+	at := len(b.queue)
+	if parent {
+		at = 0
+		for at < len(b.queue) && b.queue[at].parent {
+			at++
+		}
+	}
+	b.queue = slices.Insert(b.queue, at, w)
+	if !b.pumping {
+		b.pumping = true
+		go p.pump(channel, b)
+	}
+	p.mu.Unlock()
 	select {
-	case <-t.C:
+	case <-w.ready:
 		return nil
 	case <-ctx.Done():
-		p.cancel(channel)
+		p.mu.Lock()
+		if w.granted { // the token came as ctx ended: give it back
+			b.tokens = min(p.burst, b.tokens+1)
+		} else if i := slices.Index(b.queue, w); i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+		}
+		p.mu.Unlock()
 		return context.Cause(ctx)
+	}
+}
+
+// pump hands out tokens to channel's queue as they accrue, then ends.
+func (p *pacer) pump(channel string, b *bucket) {
+	for {
+		p.mu.Lock()
+		p.bucketLocked(channel)
+		for len(b.queue) > 0 && b.tokens >= 1 {
+			w := b.queue[0]
+			b.queue = b.queue[1:]
+			b.tokens--
+			w.granted = true
+			close(w.ready)
+		}
+		if len(b.queue) == 0 {
+			b.pumping = false
+			p.mu.Unlock()
+			return
+		}
+		next := time.Duration((1 - b.tokens) / p.rate * float64(time.Second))
+		p.mu.Unlock()
+		time.Sleep(max(next, time.Millisecond))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,26 +260,74 @@ func TestTokenNeverInErrorsOrLogs(t *testing.T) {
 }
 
 // TestPacerStormGoesOutAtTheRate: ten posts to one channel at once take the
-// burst immediately, then one a second; another channel has its own bucket.
+// burst immediately, then one per 1/rate; another channel has its own bucket.
 func TestPacerStormGoesOutAtTheRate(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	p := newPacer(1, 3, func() time.Time { return now })
-	var waits []time.Duration
+	p := newPacer(50, 3, time.Now)
+	start := time.Now()
+	var wg sync.WaitGroup
 	for range 10 {
-		waits = append(waits, p.reserve("C1"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.wait(context.Background(), "C1"); err != nil {
+				t.Error(err)
+			}
+		}()
 	}
-	for i, w := range waits {
-		want := time.Duration(max(0, i-2)) * time.Second
-		if w != want {
-			t.Fatalf("post %d waits %s, want %s (all: %v)", i, w, want, waits)
+	other := time.Now()
+	if err := p.wait(context.Background(), "C2"); err != nil || time.Since(other) > 50*time.Millisecond {
+		t.Fatalf("another channel waited %s (%v)", time.Since(other), err)
+	}
+	wg.Wait()
+	// 3 at once, the other 7 one per 20 ms: at least 140 ms in all.
+	if took := time.Since(start); took < 130*time.Millisecond {
+		t.Fatalf("10 posts at 50/s with a burst of 3 went out in %s, want ≥ 140ms", took)
+	}
+}
+
+// TestPacerParentGoesFirst: a thread's parent waiting behind queued replies
+// gets the next token; the replies then go in their order.
+func TestPacerParentGoesFirst(t *testing.T) {
+	p := newPacer(5, 1, time.Now)                              // 200 ms between tokens: room for the parent to queue
+	if err := p.wait(context.Background(), "C1"); err != nil { // the burst is spent
+		t.Fatal(err)
+	}
+	order := make(chan string, 4)
+	queued := func(n int) {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			p.mu.Lock()
+			got := len(p.buckets["C1"].queue)
+			p.mu.Unlock()
+			if got >= n {
+				return
+			}
+		}
+		t.Fatalf("waiters never queued")
+	}
+	for i := range 3 {
+		go func() {
+			if err := p.wait(context.Background(), "C1"); err == nil {
+				order <- fmt.Sprintf("reply%d", i)
+			}
+		}()
+		queued(i + 1)
+	}
+	go func() {
+		if err := p.waitParent(context.Background(), "C1"); err == nil {
+			order <- "parent"
+		}
+	}()
+	var got []string
+	for range 4 {
+		select {
+		case s := <-order:
+			got = append(got, s)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %v got a token", got)
 		}
 	}
-	if w := p.reserve("C2"); w != 0 {
-		t.Fatalf("another channel waits %s", w)
-	}
-	now = now.Add(20 * time.Second)
-	if w := p.reserve("C1"); w != 0 {
-		t.Fatalf("after the storm drained a post waits %s", w)
+	if strings.Join(got, " ") != "parent reply0 reply1 reply2" {
+		t.Fatalf("tokens went to %v, want the parent first, then the replies in order", got)
 	}
 }
 
