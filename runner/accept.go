@@ -241,11 +241,7 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 	if err == nil {
 		// The thread says so, whoever executes the run and even after it
 		// finished: the update commits with the resolution.
-		has, err := s.hasThread(ctx, tx, acc.RunID)
-		if err == nil && has {
-			err = s.recordOps(ctx, tx, acc.RunID, op{kind: opUpdate, key: keyResolved})
-		}
-		return acc, err
+		return acc, s.recordOps(ctx, tx, acc.RunID, op{kind: opUpdate, key: keyResolved})
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return acc, fmt.Errorf("resolve run: %w", err)

@@ -107,13 +107,17 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			s.releasePump(a, owner)
 		}
 	}()
+	thread, err := s.threadOf(ctx, a) // read once; the parent's delivery sets it
+	if err != nil {
+		return err
+	}
 	for {
 		ops, err := s.pendingOps(ctx, a)
 		if err != nil || len(ops) == 0 {
 			return err
 		}
 		for _, o := range ops {
-			err := s.deliver(ctx, n, a, o, owner)
+			err := s.deliver(ctx, n, a, o, owner, &thread)
 			var rl *notify.RateLimitedError
 			switch {
 			case errors.As(err, &rl):
@@ -218,7 +222,9 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 // looks for what this one may have posted. After the call, the delivery mark
 // and (for the parent) the thread's address commit together: a kill -9 before
 // that commit is the same uncertain case.
-func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string) error {
+//
+// thread is the thread's address, set here when the parent is delivered.
+func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
 	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET attempts = attempts + 1
 		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("count attempt: %w", err)
@@ -230,10 +236,6 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 	retry := o.attempts > 0
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	thread, err := s.threadOf(ctx, a)
-	if err != nil {
-		return err
-	}
 	var opened *notify.Thread
 	switch o.kind {
 	case opOpen:
@@ -251,7 +253,7 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		if err != nil {
 			return err
 		}
-		if err := n.Reply(cctx, thread, rep); err != nil {
+		if err := n.Reply(cctx, *thread, rep); err != nil {
 			return s.noteFailure(a, o, err)
 		}
 	case opUpdate:
@@ -259,13 +261,19 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		if err != nil {
 			return err
 		}
-		if err := n.Close(cctx, thread, sum); err != nil {
+		if err := n.Close(cctx, *thread, sum); err != nil {
 			return s.noteFailure(a, o, err)
 		}
 	default:
 		return fmt.Errorf("unknown thread operation %q", o.kind)
 	}
-	return s.markDelivered(ctx, a, o, opened)
+	if err := s.markDelivered(ctx, a, o, opened); err != nil {
+		return err
+	}
+	if opened != nil {
+		*thread = *opened
+	}
+	return nil
 }
 
 // noteFailure records why an operation failed (for the API and the log) and

@@ -63,21 +63,19 @@ func stepRef(plan, step string) string { return plan + "\x1f" + step }
 
 func splitStepRef(ref string) (plan, step string, ok bool) { return strings.Cut(ref, "\x1f") }
 
-// sinkNames lists the configured notifiers, in a stable order.
-func (s *Service) sinkNames() []string { return s.sinkOrder }
-
-// recordOps writes ops for every sink in tx, numbered after the run's last,
-// with one delivery job per sink. With no sink configured it writes nothing.
+// recordOps writes ops in tx, numbered after the run's last, with one
+// delivery job per sink. A thread's parent (opOpen) is recorded for every
+// configured sink, which opens the run's thread there; any other operation
+// goes to the sinks whose thread is open, so a run without a thread (skipped
+// or cancelled before its plans were stored, or no sink configured) records
+// nothing, and a sink added mid-run never gets half a thread.
 func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops ...op) error {
-	sinks := s.sinkNames()
-	if len(sinks) == 0 || len(ops) == 0 {
+	if len(ops) == 0 {
 		return nil
 	}
-	for _, sink := range sinks {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_threads (run_id, sink) VALUES ($1, $2)
-			ON CONFLICT DO NOTHING`, runID, sink); err != nil {
-			return fmt.Errorf("runner: outbox of %s: thread: %w", runID, err)
-		}
+	sinks, err := s.threadSinks(ctx, tx, runID, ops[0].kind == opOpen)
+	if err != nil || len(sinks) == 0 {
+		return err
 	}
 	for _, o := range ops {
 		var seq int
@@ -103,15 +101,31 @@ func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops .
 	return nil
 }
 
-// hasThread says whether a thread was opened for the run (its parent is
-// recorded in the outbox, delivered or not): updates and replies go only to
-// runs that have one.
-func (s *Service) hasThread(ctx context.Context, q querier, runID string) (bool, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_outbox WHERE run_id = $1 AND op_key = $2`,
-		runID, keyOpen).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("runner: thread of %s: %w", runID, err)
+// threadSinks returns the sinks an operation of the run goes to: with open,
+// every configured sink, whose threads it opens (autocapture_threads rows);
+// else the sinks whose thread is open.
+func (s *Service) threadSinks(ctx context.Context, tx *sql.Tx, runID string, open bool) ([]string, error) {
+	if open {
+		for _, sink := range s.sinkOrder {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_threads (run_id, sink) VALUES ($1, $2)
+				ON CONFLICT DO NOTHING`, runID, sink); err != nil {
+				return nil, fmt.Errorf("runner: outbox of %s: open thread: %w", runID, err)
+			}
+		}
+		return s.sinkOrder, nil
 	}
-	return n > 0, nil
+	rows, err := tx.QueryContext(ctx, `SELECT sink FROM autocapture_threads WHERE run_id = $1 ORDER BY sink`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("runner: outbox of %s: threads: %w", runID, err)
+	}
+	defer rows.Close()
+	var sinks []string
+	for rows.Next() {
+		var sink string
+		if err := rows.Scan(&sink); err != nil {
+			return nil, fmt.Errorf("runner: outbox of %s: threads: %w", runID, err)
+		}
+		sinks = append(sinks, sink)
+	}
+	return sinks, rows.Err()
 }

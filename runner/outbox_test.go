@@ -183,7 +183,7 @@ func TestRunNeverWaitsForTheNotifier(t *testing.T) {
 		f := newFarSide()
 		f.gate = make(chan struct{})
 		c := fakestep.NewCounter()
-		s := newService(t, db, threeSteps(c), true, func(o *Options) { o.Notifier = f })
+		s := newService(t, db, threeSteps(c), true, notifyTo(f))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished while the notifier hangs", isFinished)
 		if r.Status != StatusSucceeded {
@@ -210,7 +210,7 @@ func TestThreadSurvivesUncertainFailures(t *testing.T) {
 			}
 			return ""
 		}
-		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, func(o *Options) { o.Notifier = f })
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		f.waitFor(t, id, keyFinished)
 		// The last drop's retry comes after its backoff (1 s).
@@ -246,7 +246,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 			}
 			return ""
 		}
-		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, func(o *Options) { o.Notifier = f })
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		f.waitFor(t, id, keyFinished)
 		checkThread(t, f, id, wantThread...)
@@ -269,12 +269,12 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 func TestResolutionAfterTheRunFinished(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
-		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, func(o *Options) { o.Notifier = f })
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		start := time.Now().UTC()
 		id := acceptOne(t, s, firing("fp", start)).RunID
 		waitRun(t, s, id, "finished", isFinished)
 		f.waitFor(t, id, keyFinished)
-		other := newService(t, db, threeSteps(fakestep.NewCounter()), false, func(o *Options) { o.Notifier = f })
+		other := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
 		if acc := acceptOne(t, other, resolvedAlert("fp", start, time.Now().UTC())); acc.RunID != id {
 			t.Fatalf("resolution went to run %q, want %s", acc.RunID, id)
 		}
@@ -300,7 +300,7 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 		}
 		hold := make(chan struct{})
 		blocked := &gatedNotifier{farSide: f, block: keyOpen, gate: hold}
-		first := newService(t, db, threeSteps(fakestep.NewCounter()), false, func(o *Options) { o.Notifier = blocked })
+		first := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(blocked))
 		first.pumpLease = time.Second
 		if err := first.Start(context.Background()); err != nil {
 			t.Fatal(err)
@@ -309,7 +309,7 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 		waitRun(t, first, id, "finished", isFinished)
 		blocked.waitBlocked(t)
 		first.abandon() // dies mid-call, lease held
-		second := newService(t, db, threeSteps(fakestep.NewCounter()), false, func(o *Options) { o.Notifier = f })
+		second := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
 		second.pumpLease = time.Second
 		if err := second.Start(context.Background()); err != nil {
 			t.Fatal(err)
@@ -366,8 +366,8 @@ func (g *gatedNotifier) waitBlocked(t *testing.T) {
 func TestTwoReplicasOneThread(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
-		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, func(o *Options) { o.Notifier = f })
-		newService(t, db, threeSteps(fakestep.NewCounter()), true, func(o *Options) { o.Notifier = f })
+		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
+		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		var ids []string
 		for i := range 5 {
 			ids = append(ids, acceptOne(t, a, firing(fmt.Sprintf("fp%d", i), time.Now().UTC())).RunID)
@@ -396,7 +396,7 @@ func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
 			pl.Channel = "C0VLLMTEAM"
 			return []*playbooks.Plan{pl}
 		}}
-		s := newService(t, db, p, true, func(o *Options) { o.Notifier = f })
+		s := newService(t, db, p, true, notifyTo(f))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		f.waitFor(t, id, keyFinished)
 		f.mu.Lock()

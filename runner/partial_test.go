@@ -22,7 +22,7 @@ func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 			s.Timeout = 50 * time.Millisecond
 			return s
 		})
-		s := newService(t, db, p, true, func(o *Options) { o.Notifier = n })
+		s := newService(t, db, p, true, notifyTo(n))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		rec := stepByID(r, "scrape")

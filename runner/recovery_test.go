@@ -33,7 +33,7 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		first, second := fakestep.NewCounter(), fakestep.NewCounter()
 		started := make(chan string, 1)
 		n := &recNotifier{}
-		withNotifier := func(o *Options) { o.Notifier = n }
+		withNotifier := notifyTo(n)
 		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start on the first process")

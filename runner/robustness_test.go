@@ -101,7 +101,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		n := &recNotifier{}
 		c := fakestep.NewCounter()
 		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false,
-			func(o *Options) { o.Notifier = n })
+			notifyTo(n))
 		ctx := context.Background()
 		acc := acceptOne(t, s, firing("between", time.Now()))
 		// As a run released by a process that had recorded its parent message.

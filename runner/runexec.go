@@ -167,10 +167,6 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	has, err := s.hasThread(ctx, tx, r.ID)
-	if err != nil || !has {
-		return err
-	}
 	n := strconv.Itoa(r.Resumed)
 	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: "resumed:" + n}); err != nil {
 		return storeError{err}

@@ -44,11 +44,7 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 	if err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
-	has, err := s.hasThread(wctx, tx, r.ID)
-	if err == nil && has {
-		err = s.recordOps(wctx, tx, r.ID, op{kind: opUpdate, key: keyFinished})
-	}
-	if err != nil {
+	if err := s.recordOps(wctx, tx, r.ID, op{kind: opUpdate, key: keyFinished}); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -51,10 +51,8 @@ type Options struct {
 	Planner     Planner
 	// Notifiers are where threads go, by a name stored with each thread
 	// operation ("console", "slack"): rename one and its pending operations
-	// wait for a notifier of the old name. Notifier, if set, is one more,
-	// named "default".
+	// wait for a notifier of the old name. None: no thread is recorded.
 	Notifiers map[string]notify.Notifier
-	Notifier  notify.Notifier
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
 	Log *zap.Logger
@@ -107,9 +105,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		if n != nil {
 			sinks[name] = n
 		}
-	}
-	if o.Notifier != nil {
-		sinks["default"] = o.Notifier
 	}
 	o.Config = withDefaults(o.Config)
 	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)

@@ -134,6 +134,11 @@ func (n *recNotifier) eventually(t *testing.T, what string, cond func() bool) {
 
 type svcOpt func(*Options)
 
+// notifyTo delivers the Service's threads to n.
+func notifyTo(n notify.Notifier) svcOpt {
+	return func(o *Options) { o.Notifiers = map[string]notify.Notifier{"default": n} }
+}
+
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
 func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
