@@ -7,6 +7,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/storage"
 )
 
@@ -66,10 +67,7 @@ func HTTPStatusError(what string, status int, body string) error {
 	if status == 503 || status == 502 || status == 504 {
 		r = ReasonUnavailable
 	}
-	if len(body) > 200 {
-		body = body[:200] + "…"
-	}
-	return Errorf(r, "%s: HTTP %d: %s", what, status, body)
+	return Errorf(r, "%s: HTTP %d: %s", what, status, clip.Line(body, 200))
 }
 
 // Classify finds the reason of any error: a classified one keeps its own; context
@@ -87,6 +85,12 @@ func Classify(err error) Reason {
 	var ne net.Error
 	var dnsErr *net.DNSError
 	switch {
+	// A deadline or a cancel first: whatever else wraps it (an SDK's
+	// url.Error is a net.Error too), the step ran out of time or was stopped.
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReasonTimeout
+	case errors.Is(err, context.Canceled):
+		return ReasonCancelled
 	// The artifact store said why (storage's S3 errors): keys, bucket,
 	// region or credentials are a config problem; a store we cannot reach
 	// is the network's.
@@ -96,10 +100,6 @@ func Classify(err error) Reason {
 		return ReasonBadConfig
 	case errors.Is(err, storage.ErrS3Unreachable):
 		return ReasonUnreachable
-	case errors.Is(err, context.DeadlineExceeded):
-		return ReasonTimeout
-	case errors.Is(err, context.Canceled):
-		return ReasonCancelled
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH),
 		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTDOWN):
 		return ReasonUnreachable

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/autocapture/autocapture/internal/clip"
 )
 
 // HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
@@ -199,7 +201,7 @@ func addJSONFindings(f map[string]any, ctype string, body []byte, truncated bool
 		switch v := obj[k].(type) {
 		case string:
 			if len(v) > 200 {
-				v = v[:200] + "…"
+				v = clip.String(v, 200) + "…" // whole runes only
 			}
 			scalars[k] = v
 		case float64, bool:

@@ -100,6 +100,9 @@ func reasonOf(err error) error {
 	if errors.As(err, &se) && strings.Contains(se.Error(), "retrieve credentials") {
 		return ErrS3NoCredentials
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil // the caller stopped or ran out of time: not the endpoint's fault
+	}
 	var ne net.Error
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.As(err, &ne) {
