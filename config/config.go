@@ -45,11 +45,11 @@ type Auth struct {
 // a username and password. A _file twin that was never read, or read empty, is
 // not auth (the validator says so); a listener beyond loopback needs Enabled.
 func (a Auth) Enabled() bool {
-	if !a.BearerToken.blank() {
+	if !a.BearerToken.Blank() {
 		return true
 	}
 	b := a.BasicAuth
-	return b != nil && b.Username != "" && !b.Password.blank()
+	return b != nil && b.Username != "" && !b.Password.Blank()
 }
 
 // BasicAuth is a username and password.

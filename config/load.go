@@ -128,9 +128,9 @@ func (v *validator) checkSecrets(c *Config) {
 	for _, s := range secrets(c) {
 		switch {
 		case slices.Contains(v.unread, s.path):
-		case *s.file != "" && s.value.blank():
+		case *s.file != "" && s.value.Blank():
 			v.errorf(s.path+"_file", "%q is empty or holds only whitespace; a secret file must hold the secret", *s.file)
-		case *s.file == "" && *s.value != "" && s.value.blank():
+		case *s.file == "" && *s.value != "" && s.value.Blank():
 			v.errorf(s.path, "holds only whitespace; set the secret or remove the field")
 		}
 	}

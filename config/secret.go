@@ -51,5 +51,5 @@ func resolve(s *Secret, file, name string) error {
 	return nil
 }
 
-// blank says whether a secret holds nothing to compare or send.
-func (s Secret) blank() bool { return strings.TrimSpace(string(s)) == "" }
+// Blank says whether a secret holds nothing to compare or send.
+func (s Secret) Blank() bool { return strings.TrimSpace(string(s)) == "" }

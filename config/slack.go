@@ -101,7 +101,7 @@ func (v *validator) checkSlack(s Slack) {
 	if !s.Enabled {
 		return
 	}
-	if s.Token.blank() && s.TokenFile == "" {
+	if s.Token.Blank() && s.TokenFile == "" {
 		v.errorf(p+".enabled", "set without a token: set token or token_file (a bot token, xoxb-…)")
 	}
 	if strings.TrimSpace(s.Channel) == "" {
@@ -122,3 +122,7 @@ func (v *validator) checkSlack(s Slack) {
 		v.errorf(p+".pace.burst", "must be at least 1")
 	}
 }
+
+// Interactive says whether Slack's buttons are on: Slack posts threads and a
+// signing secret verifies what its buttons send back.
+func (s Slack) Interactive() bool { return s.Enabled && !s.SigningSecret.Blank() }

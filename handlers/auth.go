@@ -29,16 +29,17 @@ type authenticator struct {
 
 func newAuthenticator(a config.Auth) *authenticator {
 	au := &authenticator{}
-	if t := a.BearerToken.Reveal(); strings.TrimSpace(t) != "" {
-		d := sha256.Sum256([]byte(t))
+	if !a.BearerToken.Blank() {
+		d := sha256.Sum256([]byte(a.BearerToken.Reveal()))
 		au.token = &d
 	}
-	if b := a.BasicAuth; b != nil && b.Username != "" && strings.TrimSpace(b.Password.Reveal()) != "" {
+	if b := a.BasicAuth; b != nil && b.Username != "" && !b.Password.Blank() {
 		u, p := sha256.Sum256([]byte(b.Username)), sha256.Sum256([]byte(b.Password.Reveal()))
 		au.user, au.password = &u, &p
 	}
-	configured := a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
-	au.enabled = configured || au.token != nil || au.user != nil
+	// Configured at all (even with nothing usable) means on: such an
+	// authenticator refuses everything (check), never lets all through.
+	au.enabled = a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
 	return au
 }
 

@@ -95,8 +95,7 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	secret := strings.TrimSpace(o.SlackSigningSecret.Reveal())
-	if secret != "" && o.Feedback == nil {
+	if !o.SlackSigningSecret.Blank() && o.Feedback == nil {
 		return nil, errors.New("handlers: a Slack signing secret needs Feedback to record the answers")
 	}
 	m, err := NewMetrics(o.Registry)
@@ -104,8 +103,8 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
 	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth), log: o.Log}
-	if secret != "" {
-		s.slack = newSlackVerifier(secret, o.Now)
+	if !o.SlackSigningSecret.Blank() {
+		s.slack = newSlackVerifier(strings.TrimSpace(o.SlackSigningSecret.Reveal()), o.Now)
 	}
 	s.engine = s.routes()
 	return s, nil

@@ -147,7 +147,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	}
 	defer svc.Close()
 	h, err := handlers.New(handlers.Options{Runs: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
-		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: cfg.Notify.Slack.SigningSecret, Feedback: svc})
+		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc})
 	if err != nil {
 		return err
 	}
@@ -307,4 +307,13 @@ func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout 
 		out["slack"] = n
 	}
 	return out, nil
+}
+
+// interactions is the signing secret of Slack's buttons, empty (no route)
+// unless Slack posts threads with buttons.
+func interactions(c config.Slack) config.Secret {
+	if !c.Interactive() {
+		return ""
+	}
+	return c.SigningSecret
 }

@@ -93,7 +93,7 @@ func New(cfg config.Slack, store ArtifactReader, log *zap.Logger, opts ...Option
 		log = zap.NewNop()
 	}
 	n := &Notifier{token: cfg.Token.Reveal(), channel: cfg.Channel, postSkipped: cfg.PostSkipped,
-		feedback: strings.TrimSpace(cfg.SigningSecret.Reveal()) != "", grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
+		feedback: cfg.Interactive(), grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
 	// No slack.OptionRetry: the outbox retries, with the operation's key.
 	sopts := []slack.Option{slack.OptionAPIURL(api)}
 	for _, o := range opts {
@@ -135,7 +135,7 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 	if err := n.pace.waitParent(ctx, n.paceKey(ch)); err != nil {
 		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)
 	}
-	id, ts, err := n.api.PostMessageContext(ctx, ch, n.msgOptions(msg, run.ID, KeyOpen, parentPayload(p))...)
+	id, ts, err := n.api.PostMessageContext(ctx, ch, n.msgOptions(msg, run.ID, notify.KeyOpen, parentPayload(p))...)
 	if err != nil {
 		return notify.Thread{}, n.fail(err, "chat.postMessage: parent of run %s in %s", run.ID, ch)
 	}
