@@ -103,6 +103,15 @@ type Summary struct {
 	Retry bool
 }
 
+// Operation keys of the run-level operations (step replies have
+// "step/<plan>/<id>"). The outbox records them; notifiers read Summary.Key.
+const (
+	KeyOpen          = "open"
+	KeyCloseVerdict  = "close/verdict"
+	KeyCloseFinished = "close/finished"
+	KeyCloseResolved = "close/resolved"
+)
+
 // RateLimitedError asks the caller to try again after RetryAfter (Slack's 429
 // with Retry-After). Nothing was delivered.
 type RateLimitedError struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/riverqueue/river"
+
+	"github.com/autocapture/autocapture/notify"
 )
 
 // The outbox: every thread operation (post the parent, reply for a step, edit
@@ -50,10 +52,10 @@ type op struct {
 func stepKey(plan, step string) string { return "step/" + plan + "/" + step }
 
 const (
-	keyOpen     = "open"
-	keyVerdict  = "close/verdict"
-	keyFinished = "close/finished"
-	keyResolved = "close/resolved"
+	keyOpen     = notify.KeyOpen
+	keyVerdict  = notify.KeyCloseVerdict
+	keyFinished = notify.KeyCloseFinished
+	keyResolved = notify.KeyCloseResolved
 )
 
 func resumedKey(n int) string { return fmt.Sprintf("run/resumed/%d", n) }

@@ -103,7 +103,7 @@ func (n *Notifier) findParent(ctx context.Context, ch string, run notify.RunInfo
 			return notify.Thread{}, false, n.fail(err, "conversations.history: look for the parent of run %s in %s", run.ID, ch)
 		}
 		for _, m := range resp.Messages {
-			if matches(m, run.ID, KeyOpen) {
+			if matches(m, run.ID, notify.KeyOpen) {
 				n.learn(ch, id)
 				return notify.Thread{Channel: id, TS: m.Timestamp}, true, nil
 			}

@@ -59,14 +59,6 @@ type Parent struct {
 	AskFeedback bool
 }
 
-// Summary's operation keys (notify.Summary.Key).
-const (
-	KeyOpen          = "open"
-	KeyCloseVerdict  = "close/verdict"
-	KeyCloseFinished = "close/finished"
-	KeyCloseResolved = "close/resolved"
-)
-
 // ParentFromRun takes what the parent shows from the run; links are the
 // alert's source, the dashboard and the run, as the notifier resolved them.
 func ParentFromRun(run notify.RunInfo, links []notify.Link) Parent {
@@ -83,9 +75,9 @@ func (p Parent) Apply(s notify.Summary) Parent {
 		p.Verdict, p.Also = VerdictLine(s.Verdict), s.Verdict.Contributing
 	}
 	switch {
-	case s.Key == KeyCloseFinished, s.Key == "" && s.Status != "":
+	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
 		p.Status, p.Duration = s.Status, s.Duration
-	case s.Key == KeyCloseResolved && p.Status == "" && final(s.Status):
+	case s.Key == notify.KeyCloseResolved && p.Status == "" && final(s.Status):
 		p.Status, p.Duration = s.Status, s.Duration
 	}
 	if s.ResolvedAt != nil {
@@ -100,7 +92,7 @@ func (p Parent) Apply(s notify.Summary) Parent {
 // final says whether a run status is an end (the run no longer captures).
 func final(status string) bool {
 	switch status {
-	case "", "queued", "running", "capturing", "resuming":
+	case "", "queued", "running": // the run statuses before its end (runner.Statuses)
 		return false
 	}
 	return true

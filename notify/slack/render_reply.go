@@ -117,7 +117,9 @@ func linkLine(links []notify.Link) (string, int) {
 	return ":link: " + strings.Join(parts, " · "), 0
 }
 
-func linkName(n string) string { return strings.NewReplacer("|", "¦", ">", "›").Replace(n) }
+func linkName(n string) string { return linkNameReplacer.Replace(n) }
+
+var linkNameReplacer = strings.NewReplacer("|", "¦", ">", "›")
 
 // fullText is a step's whole report, for the file attached when it was cut.
 func fullText(r notify.StepReport) string {
@@ -146,7 +148,7 @@ func fullText(r notify.StepReport) string {
 // its evidence and advice. p is the parent after Apply.
 func RenderCloseReply(p Parent, s notify.Summary) Message {
 	var head, text string
-	if s.Key == KeyCloseResolved {
+	if s.Key == notify.KeyCloseResolved {
 		text = "The alert resolved"
 		if p.ResolvedAfter > 0 {
 			text += " after " + fmtDur(p.ResolvedAfter)
@@ -168,7 +170,7 @@ func RenderCloseReply(p Parent, s notify.Summary) Message {
 		text += "\n" + why
 	}
 	blocks := []slack.Block{section("outcome", clip(head, maxSection))}
-	if v := s.Verdict; v != nil && s.Key != KeyCloseResolved {
+	if v := s.Verdict; v != nil && s.Key != notify.KeyCloseResolved {
 		blocks = append(blocks, section("verdict", verdictDetail(v)))
 		text += "\n" + VerdictLine(v)
 	}

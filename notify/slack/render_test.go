@@ -68,14 +68,14 @@ func TestRenderGolden(t *testing.T) {
 	truncated := step("scrape", "scrape", capture.TierMetrics, "failed", strings.Repeat("x", 4000))
 	truncated.Reason, truncated.Error = "upstream-5xx", long
 
-	verdictParent := testParent().Apply(notify.Summary{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe})
+	verdictParent := testParent().Apply(notify.Summary{RunID: "r1", Key: notify.KeyCloseVerdict, Status: "running", Verdict: kvVe})
 	verdictParent.AskFeedback = true
 	noFeedback := verdictParent
 	noFeedback.AskFeedback = false
-	finished := notify.Summary{RunID: "r1", Key: KeyCloseFinished, Status: "partial", Duration: 6*time.Minute + 5*time.Second,
+	finished := notify.Summary{RunID: "r1", Key: notify.KeyCloseFinished, Status: "partial", Duration: 6*time.Minute + 5*time.Second,
 		Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (unreachable)", Verdict: kvVe}
 	finishedParent := verdictParent.Apply(finished)
-	resolvedSum := notify.Summary{RunID: "r1", Key: KeyCloseResolved, Status: "partial", ResolvedAt: &resolved}
+	resolvedSum := notify.Summary{RunID: "r1", Key: notify.KeyCloseResolved, Status: "partial", ResolvedAt: &resolved}
 	resolvedParent := finishedParent.Apply(resolvedSum)
 
 	cases := []struct {
@@ -164,7 +164,7 @@ func checkLimits(t *testing.T, m Message) {
 // TestParentRoundTripsThroughMetadata: Close re-renders the parent from its
 // metadata alone, so what the payload keeps must give the same message.
 func TestParentRoundTripsThroughMetadata(t *testing.T) {
-	p := testParent().Apply(notify.Summary{Key: KeyCloseFinished, Status: "succeeded", Duration: time.Minute, Verdict: kvVe})
+	p := testParent().Apply(notify.Summary{Key: notify.KeyCloseFinished, Status: "succeeded", Duration: time.Minute, Verdict: kvVe})
 	raw, _ := json.Marshal(parentPayload(p))
 	var payload map[string]any
 	json.Unmarshal(raw, &payload)

@@ -41,12 +41,12 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 	p = p.Apply(s)
 	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
-	opts := n.msgOptions(msg, s.RunID, KeyOpen, parentPayload(p))
+	opts := n.msgOptions(msg, s.RunID, notify.KeyOpen, parentPayload(p))
 	if _, _, _, err := n.api.UpdateMessageContext(ctx, t.Channel, t.TS, opts...); err != nil {
 		return n.fail(err, "chat.update: parent %s of run %s in %s (%s)", t.TS, s.RunID, t.Channel, s.Key)
 	}
 	log.Info("Updated the run's parent with its outcome.", zap.String("status", p.Status))
-	if s.Key == KeyCloseVerdict {
+	if s.Key == notify.KeyCloseVerdict {
 		return nil
 	}
 	return n.post(ctx, t, s.RunID, s.Key, RenderCloseReply(p, s), s.Retry)

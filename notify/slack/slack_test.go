@@ -90,9 +90,9 @@ func TestThreadInOrder(t *testing.T) {
 	}
 	resolved := at.Add(14 * time.Minute)
 	for _, s := range []notify.Summary{
-		{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe},
-		{RunID: "r1", Key: KeyCloseFinished, Status: "succeeded", Duration: 6 * time.Minute, Verdict: kvVe},
-		{RunID: "r1", Key: KeyCloseResolved, Status: "succeeded", ResolvedAt: &resolved},
+		{RunID: "r1", Key: notify.KeyCloseVerdict, Status: "running", Verdict: kvVe},
+		{RunID: "r1", Key: notify.KeyCloseFinished, Status: "succeeded", Duration: 6 * time.Minute, Verdict: kvVe},
+		{RunID: "r1", Key: notify.KeyCloseResolved, Status: "succeeded", ResolvedAt: &resolved},
 	} {
 		if err := n.Close(ctx, th, s); err != nil {
 			t.Fatalf("close %s: %v", s.Key, err)
@@ -103,7 +103,7 @@ func TestThreadInOrder(t *testing.T) {
 		t.Fatalf("%d top-level messages, want 1 parent", len(msgs))
 	}
 	p := msgs[0]
-	if run, key := meta(p); run != "r1" || key != KeyOpen {
+	if run, key := meta(p); run != "r1" || key != notify.KeyOpen {
 		t.Fatalf("parent metadata %v", p.Metadata)
 	}
 	if !strings.HasPrefix(p.Text, "kv-pressure — KV cache 98% full (threshold 95%). raise gpu_memory_utilization") {
@@ -141,7 +141,7 @@ func TestFeedbackButtonsOnlyWithInteractivity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := n.Close(ctx, th, notify.Summary{RunID: "r1", Key: KeyCloseVerdict, Status: "running", Verdict: kvVe}); err != nil {
+			if err := n.Close(ctx, th, notify.Summary{RunID: "r1", Key: notify.KeyCloseVerdict, Status: "running", Verdict: kvVe}); err != nil {
 				t.Fatal(err)
 			}
 			p := stub.Messages("C0AUTOCAP")[0]

@@ -24,12 +24,12 @@ const (
 
 // esc escapes the three characters Slack's mrkdwn and fallback text reserve.
 func esc(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	return escReplacer.Replace(s)
 }
 
 // escURL keeps a URL inside Slack's <url|name> link syntax.
 func escURL(u string) string {
-	return strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20").Replace(u)
+	return escURLReplacer.Replace(u)
 }
 
 // clip cuts s to at most max runes, ending with an ellipsis when it cut.
@@ -82,8 +82,6 @@ func statusEmoji(status string) string {
 		return ":no_entry_sign:"
 	case "partial":
 		return ":warning:"
-	case "timed_out", "timeout":
-		return ":alarm_clock:"
 	}
 	return ":grey_question:"
 }
@@ -119,3 +117,9 @@ func safeName(s string) string {
 	}
 	return s
 }
+
+// Built once: esc and escURL run dozens of times per message.
+var (
+	escReplacer    = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+	escURLReplacer = strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20")
+)
