@@ -73,9 +73,11 @@ func (s *S3) where() string {
 }
 
 // Put streams r into key: sniffed, compressed when text, hashed, uploaded in
-// parts with If-None-Match: * so an existing object is never replaced. A key
-// that exists already is not uploaded again: the new bytes are only hashed
-// and compared (see Store). After the upload the hashes are written as tags.
+// parts with If-None-Match: * so an existing object is never replaced: on the
+// store's 412 the new bytes are hashed to the end and compared with what it
+// holds (see Store). No HEAD goes first: a key is put again only by a rare
+// retry, and every put would pay the round trip. After the upload the hashes
+// are written as tags.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
 	if err := ValidKey(key); err != nil {
 		return Object{}, err
@@ -86,11 +88,6 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 	}
 	defer e.Close()
 	full := s.full(key)
-	if _, err := s.head(ctx, full); err == nil {
-		return s.putExisting(ctx, key, e)
-	} else if !isNotFound(err) {
-		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, classify(err))
-	}
 	in := &transfermanager.UploadObjectInput{
 		Bucket:      aws.String(s.opts.Bucket),
 		Key:         aws.String(full),
