@@ -99,6 +99,10 @@ type Summary struct {
 	// Key identifies this update within the run's thread ("close/verdict",
 	// "close/finished", "close/resolved").
 	Key string
+	// Run is what the parent shows, as Open was given it (from the run's
+	// store): a notifier re-renders the parent from it without reading the
+	// parent back. Nil: the notifier has only the outcome.
+	Run *RunInfo
 	// Retry: an earlier attempt of this update may have been delivered.
 	Retry bool
 }

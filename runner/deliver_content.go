@@ -24,12 +24,18 @@ func (s *Service) runInfo(ctx context.Context, runID, channel string, retry bool
 	if err != nil {
 		return notify.RunInfo{}, err
 	}
+	info := parentInfo(r)
+	info.Channel, info.Retry = channel, retry
+	return info, nil
+}
+
+// parentInfo is what a run's parent shows, from its row.
+func parentInfo(r *runRow) notify.RunInfo {
 	names := make([]string, len(r.plans))
 	for i, p := range r.plans {
 		names[i] = p.Playbook
 	}
-	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names,
-		Resumed: r.Resumed, Channel: channel, Retry: retry}, nil
+	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
 // replyFor is a reply's content: a step's record, or the run resumed.
@@ -84,8 +90,9 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 	if err != nil {
 		return notify.Summary{}, err
 	}
+	info := parentInfo(r)
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
-		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry}
+		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry, Run: &info}
 	if r.FinishedAt != nil {
 		from := r.CreatedAt
 		if r.StartedAt != nil {

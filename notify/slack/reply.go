@@ -28,15 +28,23 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 
 // Close re-renders the parent with the outcome (chat.update, idempotent by
 // nature) and, when the run finished or its alert resolved, posts a reply
-// with s.Key (looked up first with s.Retry).
+// with s.Key (looked up first with s.Retry). The parent is rebuilt from s.Run
+// when the caller gives it (the outbox does); only without it is the parent's
+// metadata read back from Slack (conversations.history, a tier-3 method).
 func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary) error {
 	log := n.log.With(zap.String("run", s.RunID), zap.String("key", s.Key))
-	p, ok, err := n.parentState(ctx, t, s.RunID)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		log.Warn("The parent's metadata could not be read back; it is re-rendered from the outcome alone.", zap.String("ts", t.TS))
+	var p Parent
+	if s.Run != nil {
+		p = ParentFromRun(*s.Run, n.links(*s.Run, log))
+	} else {
+		var ok bool
+		var err error
+		if p, ok, err = n.parentState(ctx, t, s.RunID); err != nil {
+			return err
+		}
+		if !ok {
+			log.Warn("The parent's metadata could not be read back; it is re-rendered from the outcome alone.", zap.String("ts", t.TS))
+		}
 	}
 	p = p.Apply(s)
 	p.AskFeedback = n.feedback

@@ -344,3 +344,37 @@ func TestPacerWaitEndsWithTheContext(t *testing.T) {
 		t.Fatal("a 100 s wait returned before a 20 ms deadline without an error")
 	}
 }
+
+// TestCloseFromTheRunReadsNothingBack: given the run (as the outbox gives
+// it), Close re-renders the parent without conversations.history — a tier-3
+// method, three times a run otherwise — and the parent says the same.
+func TestCloseFromTheRunReadsNothingBack(t *testing.T) {
+	stub, n, _ := setup(t)
+	ctx := context.Background()
+	run := testRun()
+	th, err := n.Open(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := at.Add(14 * time.Minute)
+	for _, s := range []notify.Summary{
+		{RunID: "r1", Key: notify.KeyCloseVerdict, Status: "running", Verdict: kvVe, Run: &run},
+		{RunID: "r1", Key: notify.KeyCloseFinished, Status: "succeeded", Duration: 6 * time.Minute, Verdict: kvVe, Run: &run},
+		{RunID: "r1", Key: notify.KeyCloseResolved, Status: "succeeded", Duration: 6 * time.Minute, Verdict: kvVe,
+			ResolvedAt: &resolved, Run: &run},
+	} {
+		if err := n.Close(ctx, th, s); err != nil {
+			t.Fatalf("close %s: %v", s.Key, err)
+		}
+	}
+	for _, c := range stub.Calls() {
+		if c.Method == "conversations.history" {
+			t.Fatalf("Close read the channel back (%+v) though it was given the run", c)
+		}
+	}
+	p := stub.Messages("C0AUTOCAP")[0]
+	if !strings.HasPrefix(p.Text, "kv-pressure — KV cache 98% full (threshold 95%). raise gpu_memory_utilization") ||
+		!strings.Contains(p.Text, "succeeded after 6m · resolved after 14m") || len(p.Revisions) != 4 {
+		t.Fatalf("parent after %d revisions: %q", len(p.Revisions), p.Text)
+	}
+}
