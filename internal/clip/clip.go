@@ -22,10 +22,27 @@ func String(s string, n int) string {
 	return s[:n]
 }
 
+// Fold puts s on one line: every run of white space (newlines included)
+// becomes one space, none at either end.
+func Fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Runes returns s cut to at most n characters (runes), for limits counted in
+// characters (Slack's); one it had to cut ends in "…".
+func Runes(s string, n int) string {
+	if n < 1 {
+		return ""
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + ellipsis
+}
+
 // Line returns s on one line, every run of white space (newlines included)
 // made one space, and at most n bytes long; a line it had to cut ends in "…".
 func Line(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = Fold(s)
 	if len(s) <= n {
 		return s
 	}

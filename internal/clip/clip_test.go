@@ -71,3 +71,25 @@ func TestLineEveryCut(t *testing.T) {
 		}
 	}
 }
+
+// TestRunesCountsCharacters: Slack's limits count characters, so a cut by
+// Runes keeps n of them (the last an ellipsis), whatever their byte length.
+func TestRunesCountsCharacters(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"héllo wörld", 20, "héllo wörld"},
+		{"héllo wörld", 5, "héll…"},
+		{"日本語テキスト", 4, "日本語…"},
+		{"abc", 0, ""},
+	} {
+		if got := Runes(c.in, c.n); got != c.want {
+			t.Errorf("Runes(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+	if got := Fold(" a\n\tb  c \r\n"); got != "a b c" {
+		t.Errorf("Fold = %q, want %q", got, "a b c")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
 )
 
@@ -65,7 +66,7 @@ func ParentFromRun(run notify.RunInfo, links []notify.Link) Parent {
 	l := run.Alert.Labels
 	return Parent{RunID: run.ID, Alert: l["alertname"], Severity: l["severity"], Instance: l["instance"],
 		Model: l["model_name"], Since: run.Alert.StartsAt.UTC(), Playbooks: run.Playbooks,
-		Summary: clip(oneLine(run.Alert.Annotations["summary"]), 500), Resumed: run.Resumed, Links: links}
+		Summary: clip.Runes(clip.Fold(run.Alert.Annotations["summary"]), 500), Resumed: run.Resumed, Links: links}
 }
 
 // Apply folds a Summary into the parent: the verdict, the run's end, the
@@ -103,10 +104,10 @@ func final(status string) bool {
 func VerdictLine(v *capture.Verdict) string {
 	line := v.ID
 	if len(v.Evidence) > 0 {
-		line += " — " + strings.TrimSuffix(oneLine(v.Evidence[0]), ".")
+		line += " — " + strings.TrimSuffix(clip.Fold(v.Evidence[0]), ".")
 	}
 	if len(v.Advice) > 0 {
-		line += ". " + oneLine(v.Advice[0])
+		line += ". " + clip.Fold(v.Advice[0])
 	}
 	return line
 }
@@ -130,7 +131,7 @@ func RenderParent(p Parent) Message {
 		if len(p.Also) > 0 {
 			body += "\n_also: " + esc(strings.Join(p.Also, ", ")) + "_"
 		}
-		blocks = append(blocks, section("verdict", clip(body, maxSection)))
+		blocks = append(blocks, section("verdict", clip.Runes(body, maxSection)))
 		if p.AskFeedback {
 			blocks = append(blocks, feedbackButtons(p.RunID, id))
 		}
@@ -141,7 +142,7 @@ func RenderParent(p Parent) Message {
 	fields := []*slack.TextBlockObject{}
 	add := func(name, value string) {
 		if value != "" {
-			fields = append(fields, mrkdwn(clip("*"+name+"*\n"+value, maxField)))
+			fields = append(fields, mrkdwn(clip.Runes("*"+name+"*\n"+value, maxField)))
 		}
 	}
 	if p.Instance != "" {
@@ -156,14 +157,14 @@ func RenderParent(p Parent) Message {
 		blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil, slack.SectionBlockOptionBlockID("alert")))
 	}
 	if p.Summary != "" {
-		blocks = append(blocks, section("summary", clip(esc(p.Summary), maxSection)))
+		blocks = append(blocks, section("summary", clip.Runes(esc(p.Summary), maxSection)))
 	}
-	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip(p.statusLine(true), maxField))))
+	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip.Runes(p.statusLine(true), maxField))))
 	if a := linkButtons(p.Links); a != nil {
 		blocks = append(blocks, a)
 	}
 	text = append(text, fallbackTitle(p), p.statusLine(false))
-	return Message{Text: clip(esc(strings.Join(text, "\n")), maxFallback), Blocks: blocks}
+	return Message{Text: clip.Runes(esc(strings.Join(text, "\n")), maxFallback), Blocks: blocks}
 }
 
 // statusLine is "capturing…" or the outcome, the resolution, the run id;
@@ -224,7 +225,7 @@ func linkButtons(links []notify.Link) *slack.ActionBlock {
 		if !webURL(l.URL) || len(l.URL) > maxURL || len(els) == maxButtons {
 			continue
 		}
-		b := slack.NewButtonBlockElement("link_"+strconv.Itoa(i), l.Name, plainText(clip(l.Name, maxButtonText))).WithURL(l.URL)
+		b := slack.NewButtonBlockElement("link_"+strconv.Itoa(i), l.Name, plainText(clip.Runes(l.Name, maxButtonText))).WithURL(l.URL)
 		els = append(els, b)
 	}
 	if len(els) == 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
 )
 
@@ -25,14 +26,14 @@ func RenderReply(r notify.StepReport) Message {
 		raw += " in " + fmtDur(r.Duration)
 	}
 	head := statusEmoji(r.Status) + " *" + esc(r.StepID) + "*" + esc(strings.TrimPrefix(raw, r.StepID))
-	why := oneLine(r.Reason)
-	if e := oneLine(r.Error); e != "" {
+	why := clip.Fold(r.Reason)
+	if e := clip.Fold(r.Error); e != "" {
 		why = strings.TrimPrefix(why+": "+e, ": ")
 	}
 	cut := false
 	body := head
 	if why != "" {
-		short := clip(why, maxWhy)
+		short := clip.Runes(why, maxWhy)
 		cut = cut || short != why
 		if r.Status == "failed" {
 			body += "\n*why*: " + esc(short)
@@ -42,11 +43,11 @@ func RenderReply(r notify.StepReport) Message {
 	}
 	if r.Summary != "" {
 		room := maxSection - len([]rune(body)) - 1
-		s := summaryMarkup(r.Kind, clip(r.Summary, room-50))
-		cut = cut || clip(r.Summary, room-50) != r.Summary
+		s := summaryMarkup(r.Kind, clip.Runes(r.Summary, room-50))
+		cut = cut || clip.Runes(r.Summary, room-50) != r.Summary
 		body += "\n" + s
 	}
-	blocks := []slack.Block{section("step", clip(body, maxSection))}
+	blocks := []slack.Block{section("step", clip.Runes(body, maxSection))}
 	if r.Verdict != nil { // triage's reply says the whole verdict where it was reached
 		blocks = append(blocks, section("verdict", verdictDetail(r.Verdict)))
 	}
@@ -58,12 +59,12 @@ func RenderReply(r notify.StepReport) Message {
 	msg := Message{Blocks: blocks}
 	fallback := raw
 	if why != "" {
-		fallback += ": " + clip(why, maxWhy)
+		fallback += ": " + clip.Runes(why, maxWhy)
 	}
 	if r.Summary != "" {
-		fallback += " — " + oneLine(r.Summary)
+		fallback += " — " + clip.Fold(r.Summary)
 	}
-	msg.Text = clip(esc(fallback), maxFallback)
+	msg.Text = clip.Runes(esc(fallback), maxFallback)
 	for _, f := range r.Files {
 		msg.Uploads = append(msg.Uploads, Upload{Name: f.Name, Title: fileTitle(r, f.Name), Key: f.Key, ContentType: f.ContentType, Size: f.Size})
 	}
@@ -165,16 +166,16 @@ func RenderCloseReply(p Parent, s notify.Summary) Message {
 			head += " after " + fmtDur(s.Duration)
 		}
 	}
-	if why := clip(oneLine(s.Reason), maxWhy); why != "" {
+	if why := clip.Runes(clip.Fold(s.Reason), maxWhy); why != "" {
 		head += "\n_" + esc(why) + "_"
 		text += "\n" + why
 	}
-	blocks := []slack.Block{section("outcome", clip(head, maxSection))}
+	blocks := []slack.Block{section("outcome", clip.Runes(head, maxSection))}
 	if v := s.Verdict; v != nil && s.Key != notify.KeyCloseResolved {
 		blocks = append(blocks, section("verdict", verdictDetail(v)))
 		text += "\n" + VerdictLine(v)
 	}
-	return Message{Text: clip(esc(text), maxFallback), Blocks: blocks}
+	return Message{Text: clip.Runes(esc(text), maxFallback), Blocks: blocks}
 }
 
 // verdictDetail lists the verdict's evidence and advice, as many lines as fit.
@@ -185,10 +186,10 @@ func verdictDetail(v *capture.Verdict) string {
 	}
 	lines := []string{s}
 	for _, e := range v.Evidence {
-		lines = append(lines, "• "+esc(oneLine(e)))
+		lines = append(lines, "• "+esc(clip.Fold(e)))
 	}
 	for _, a := range v.Advice {
-		lines = append(lines, "→ "+esc(oneLine(a)))
+		lines = append(lines, "→ "+esc(clip.Fold(a)))
 	}
 	out := lines[0]
 	for i, l := range lines[1:] {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/autocapture/autocapture/internal/clip"
 )
 
 // Slack's limits (docs.slack.dev, Block Kit reference), with room to spare
@@ -31,23 +33,6 @@ func esc(s string) string {
 func escURL(u string) string {
 	return escURLReplacer.Replace(u)
 }
-
-// clip cuts s to at most max runes, ending with an ellipsis when it cut.
-func clip(s string, max int) string {
-	if max < 1 {
-		return ""
-	}
-	r := []rune(s)
-	if len(r) <= max {
-		return s
-	}
-	return string(r[:max-1]) + "…"
-}
-
-var space = regexp.MustCompile(`\s+`)
-
-// oneLine folds whitespace, newlines included, into single spaces.
-func oneLine(s string) string { return strings.TrimSpace(space.ReplaceAllString(s, " ")) }
 
 // fmtDur prints a duration as a person says it: 132ms, 6.2s, 14m, 1h2m.
 func fmtDur(d time.Duration) string {
@@ -99,7 +84,7 @@ func section(id, s string) *slack.SectionBlock {
 }
 
 func header(id, s string) *slack.HeaderBlock {
-	return slack.NewHeaderBlock(plainText(clip(s, maxHeader)), slack.HeaderBlockOptionBlockID(id))
+	return slack.NewHeaderBlock(plainText(clip.Runes(s, maxHeader)), slack.HeaderBlockOptionBlockID(id))
 }
 
 // webURL says whether Slack can open u: http or https with a host.
