@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -61,16 +60,6 @@ type Option func(*Notifier, *[]slack.Option)
 // (web.external_url + /api/v1/runs/<id>); empty adds no link.
 func WithExternalURL(u string) Option {
 	return func(n *Notifier, _ *[]slack.Option) { n.externalURL = strings.TrimSuffix(u, "/") }
-}
-
-// WithHTTPClient sends the Web API calls through c.
-func WithHTTPClient(c *http.Client) Option {
-	return func(_ *Notifier, o *[]slack.Option) { *o = append(*o, slack.OptionHTTPClient(c)) }
-}
-
-// WithClock sets the clock for pacing and lookup windows (tests).
-func WithClock(now func() time.Time) Option {
-	return func(n *Notifier, _ *[]slack.Option) { n.now = now }
 }
 
 // New returns a notifier for cfg; store reads the files replies attach.
