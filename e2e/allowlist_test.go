@@ -188,12 +188,17 @@ func checkAllowedRun(t *testing.T, r *runs.Run) {
 // allow-list, and one playbook file.
 func startDaemon(t *testing.T, allow []string, playbook string) *stack {
 	t.Helper()
+	return startDaemonOn(t, testenv.FreePort(t), allow, playbook)
+}
+
+// startDaemonOn is startDaemon listening on 127.0.0.1:port.
+func startDaemonOn(t *testing.T, port int, allow []string, playbook string) *stack {
+	t.Helper()
 	s := &stack{Dir: t.TempDir(), Sims: map[string]*sim{}}
 	pb := filepath.Join(s.Dir, "playbook.yaml")
 	if err := os.WriteFile(pb, []byte(playbook), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := testenv.FreePort(t)
 	s.API = fmt.Sprintf("http://127.0.0.1:%d", port)
 	cfg := fmt.Sprintf(`web:
   listen_address: 127.0.0.1:%d
@@ -209,4 +214,55 @@ playbooks: [%s]
 `, port, token, filepath.Join(s.Dir, "data"), testenv.FreePort(t), strings.Join(allow, ", "), pb)
 	s.launch(t, cfg)
 	return s
+}
+
+// TestBroadAllowListStillRefusesMetadataAndSelf: under allow entries that
+// admit everything (0.0.0.0/0, ::/0), the real daemon still refuses, before
+// any connection, the metadata endpoints outside link-local, every other
+// spelling of 169.254.169.254, and its own API; the allowed loopback control
+// is reached.
+func TestBroadAllowListStillRefusesMetadataAndSelf(t *testing.T) {
+	inside := startCounting(t, "127.0.0.2:0")
+	port := testenv.FreePort(t)
+	self := fmt.Sprintf("127.0.0.1:%d", port)
+	rows := []struct {
+		name, instance, why string
+		allowed             bool
+	}{
+		{"Alibaba metadata", "100.100.100.200:80", "100.100.100.200:80 is a cloud metadata address (Alibaba Cloud ECS metadata)", false},
+		{"AWS IMDS over IPv6", "[fd00:ec2::254]:80", "[fd00:ec2::254]:80 is a cloud metadata address (AWS IMDS over IPv6)", false},
+		{"NAT64 spelling", "[64:ff9b::a9fe:a9fe]:80", "is 169.254.169.254 in another spelling", false},
+		{"IPv4-mapped spelling", "[::ffff:169.254.169.254]:80", "link-local, a cloud metadata address (AWS IMDS", false},
+		{"the daemon's own API", self, self + " is this daemon's own API", false},
+		{"allowed loopback (control)", inside.Addr, "", true},
+	}
+	broad := []string{"0.0.0.0/0", "::/0"}
+	guard, err := targets.New(config.Targets{Allow: broad}, targets.Options{Log: zap.NewNop(), DaemonAddress: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows[:4] { // a regression must fail here, not send a packet off this machine
+		if err := guard.CheckURL(context.Background(), &url.URL{Scheme: "http", Host: row.instance, Path: "/metrics"}); capture.Classify(err) != capture.ReasonRefused {
+			t.Fatalf("the allow-list does not refuse %s in-process (%v): not posting it to the daemon", row.instance, err)
+		}
+	}
+	s := startDaemonOn(t, port, broad, allowListPlaybook)
+	ids := map[string]string{}
+	for i, row := range rows {
+		a := firingAlert("AllowListProbe", row.instance, fmt.Sprintf("b10ad%011x", i))
+		ids[row.name] = acceptedRun(t, postWebhook(t, s.API, a)[0])
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			r := s.waitRun(t, ids[row.name], time.Minute)
+			if row.allowed {
+				checkAllowedRun(t, r)
+				return
+			}
+			checkRefusedRun(t, r, row.why)
+		})
+	}
+	if n := inside.conns.Load(); n == 0 {
+		t.Errorf("the allowed listener on %s saw no connection: the test proves nothing", inside.Addr)
+	}
 }
