@@ -56,6 +56,10 @@ func TestCheck(t *testing.T) {
 	os.WriteFile(goodCfg, []byte(fmt.Sprintf("playbooks: [%q]\n", cliData+"a-*.yaml")), 0o644)
 	badCfg := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(badCfg, []byte("runs:\n  max_concurent: 3\n"), 0o644)
+	// Alert labels must not pick an http step's host, path or query shape.
+	labelURL := filepath.Join(dir, "label-url.yaml")
+	os.WriteFile(labelURL, []byte("playbooks:\n  - name: p\n    match: ['alertname=\"A\"']\n    steps:\n"+
+		"      - id: v\n        http: {url: \"http://{{ .Labels.instance }}/version\"}\n"), 0o644)
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -75,6 +79,7 @@ func TestCheck(t *testing.T) {
 			cliData + `b-bad.yaml:8:21: when: no step "c" in playbook`,
 		}, 4},
 		{"bad config", []string{"check", "--config.file", badCfg}, 1, "", []string{badCfg + `:2:3: unknown field "max_concurent"`}, 1},
+		{"http url from labels", []string{"check", labelURL}, 1, "", []string{labelURL + ":6:"}, 1},
 		{"missing file", []string{"check", filepath.Join(dir, "nope.yaml")}, 1, "", []string{"no such file"}, 1},
 		{"bad flag", []string{"check", "--nope"}, 2, "", []string{"flag provided but not defined"}, -1},
 	} {
