@@ -89,23 +89,16 @@ func logger(in *Input) *zap.Logger {
 	return in.Log
 }
 
-// putArtifact stores body as the step's artifact called name, under
-// runs/<run>/<plan>/<step>/<name> (…/<step>/attempt-<n>/<name> on a resumed
-// attempt: a store never overwrites a key, and a step re-run after a crash
-// gathers new bytes). A run without a store keeps no artifact and says so.
+// putArtifact stores body as the step's artifact called name, under the
+// browsable layout of storage.ArtifactKey (…/<step>/attempt-<n>/<name> on a
+// resumed attempt: a store never overwrites a key, and a step re-run after a
+// crash gathers new bytes). A run without a store keeps no artifact and says so.
 func putArtifact(ctx context.Context, in *Input, name, contentType string, r io.Reader) (Artifact, error) {
 	if in.Env == nil || in.Env.Store == nil {
 		return Artifact{}, Errorf(ReasonBadConfig, "artifact %s: no store configured", name)
 	}
-	parts := []string{"runs", in.RunID}
-	if in.Plan != "" { // a step run outside a plan (a test) has none
-		parts = append(parts, in.Plan)
-	}
-	parts = append(parts, in.StepID)
-	if in.Attempt > 1 {
-		parts = append(parts, fmt.Sprintf("attempt-%d", in.Attempt))
-	}
-	key := storage.Key(append(parts, name)...)
+	key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
+		RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
 	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: contentType})
 	if err != nil {
 		return Artifact{}, &Error{Reason: Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}

@@ -5,8 +5,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/autocapture/autocapture/storage"
+	"github.com/prometheus/alertmanager/template"
 )
 
 // TestArtifactKeysKeepPlansAndAttemptsApart: a store never overwrites a key,
@@ -20,10 +22,12 @@ func TestArtifactKeysKeepPlansAndAttemptsApart(t *testing.T) {
 	}
 	env := &Env{Store: store}
 	keys := map[string]string{}
+	created := time.Date(2026, 12, 1, 23, 30, 0, 0, time.FixedZone("EST", -5*3600)) // Dec 2 UTC
+	alert := template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT"}}
 	for _, in := range []*Input{
-		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 1, Env: env},
-		{RunID: "r1", Plan: "queue-deep", StepID: "snapshot", Attempt: 1, Env: env},
-		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 2, Env: env},
+		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 1, RunCreated: created, Alert: alert, Env: env},
+		{RunID: "r1", Plan: "queue-deep", StepID: "snapshot", Attempt: 1, RunCreated: created, Alert: alert, Env: env},
+		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 2, RunCreated: created, Alert: alert, Env: env},
 	} {
 		body := in.Plan + "/" + in.StepID + " attempt " + string(rune('0'+in.Attempt))
 		a, err := putArtifact(context.Background(), in, "snapshot.json", "application/json", strings.NewReader(body))
@@ -44,7 +48,7 @@ func TestArtifactKeysKeepPlansAndAttemptsApart(t *testing.T) {
 			t.Errorf("%s holds %q (%v), want %q", a.Key, got, err, body)
 		}
 	}
-	if _, ok := keys["runs/r1/high-ttft/snapshot/attempt-2/snapshot.json"]; !ok {
+	if _, ok := keys["2026/12/02/VLLMHighTTFT/r1/high-ttft/snapshot/attempt-2/snapshot.json"]; !ok {
 		t.Errorf("keys %v: the resumed attempt is not under attempt-2", keys)
 	}
 }

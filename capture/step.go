@@ -30,8 +30,11 @@ type Input struct {
 	// Attempt is the run's attempt (1 on the first start): a step re-run
 	// after a resume stores its artifacts apart from the interrupted one's.
 	Attempt int
-	Alert   template.Alert
-	Window  Window
+	// RunCreated is when the run was accepted: its date names the artifacts'
+	// folder (storage.ArtifactKey), the same on every attempt.
+	RunCreated time.Time
+	Alert      template.Alert
+	Window     Window
 	// Prior holds the results of steps that finished earlier in this run, by step id.
 	// Read-only: steps of one tier run in parallel and share it.
 	Prior map[string]*Result

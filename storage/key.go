@@ -68,16 +68,22 @@ func ValidKey(key string) error {
 
 // ArtifactPath names one artifact of a run; ArtifactKey turns it into a key.
 type ArtifactPath struct {
-	// Started is when the run started; its UTC date makes the yyyy/mm/dd folders.
+	// Started is when the run was accepted; its UTC date makes the
+	// yyyy/mm/dd folders (the same on every attempt of the run).
 	Started time.Time
 	// Alertname, RunID, Plan, Step and File come from alert labels, playbooks
 	// and steps: untrusted, each sanitized into one segment.
 	Alertname, RunID, Plan, Step, File string
+	// Attempt is the run's attempt; above 1 the file goes under
+	// <step>/attempt-<n>/: a step re-run after a resume gathers new bytes, and
+	// a key, once written, is never overwritten.
+	Attempt int
 }
 
 // ArtifactKey is the key a person can browse:
 //
 //	yyyy/mm/dd/<alertname>/<run-id>/<plan>/<step>/<file>
+//	yyyy/mm/dd/<alertname>/<run-id>/<plan>/<step>/attempt-<n>/<file>   (a resumed attempt)
 //
 // (an S3 store puts its prefix in front). Each label-derived part becomes one
 // safe segment: what Segment keeps, and when sanitizing changed or cut the
@@ -85,11 +91,26 @@ type ArtifactPath struct {
 // values never share a folder (e.g. "模型" → "__~1a2b3c4d"). The same path
 // always gives the same key, which makes a re-put after resume idempotent.
 func ArtifactKey(p ArtifactPath) string {
-	d := p.Started.UTC()
+	parts := []string{strings.TrimSuffix(RunPrefix(p.Started, p.Alertname, p.RunID), "/"), labelSegment(p.Plan), labelSegment(p.Step)}
+	if p.Attempt > 1 {
+		parts = append(parts, fmt.Sprintf("attempt-%d", p.Attempt))
+	}
+	return strings.Join(append(parts, labelSegment(p.File)), "/")
+}
+
+// RunPrefix is the folder holding every object of one run, ending in "/":
+// yyyy/mm/dd/<alertname>/<run-id>/. Retention lists and deletes under it.
+func RunPrefix(started time.Time, alertname, runID string) string {
+	d := started.UTC()
 	return strings.Join([]string{
 		fmt.Sprintf("%04d", d.Year()), fmt.Sprintf("%02d", int(d.Month())), fmt.Sprintf("%02d", d.Day()),
-		labelSegment(p.Alertname), labelSegment(p.RunID), labelSegment(p.Plan), labelSegment(p.Step), labelSegment(p.File),
+		labelSegment(alertname), labelSegment(runID), "",
 	}, "/")
+}
+
+// ManifestKey is the run's manifest.json, beside its plans' folders.
+func ManifestKey(started time.Time, alertname, runID string) string {
+	return RunPrefix(started, alertname, runID) + "manifest.json"
 }
 
 // labelSegment is Segment, disambiguated by a short hash when it altered s.

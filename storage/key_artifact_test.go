@@ -85,3 +85,30 @@ func TestArtifactKeyKeepsDistinctValuesApart(t *testing.T) {
 		t.Fatalf("collision: %q %q %q", ArtifactKey(a), ArtifactKey(b), ArtifactKey(c))
 	}
 }
+
+func TestArtifactKeyAttemptAndRunFolder(t *testing.T) {
+	started := time.Date(2026, 12, 1, 0, 30, 0, 0, time.FixedZone("PST", -8*3600)) // 08:30 UTC
+	p := ArtifactPath{Started: started, Alertname: "a/b", RunID: "r1", Plan: "p", Step: "s", File: "f.json"}
+	first := ArtifactKey(p)
+	p.Attempt = 1
+	if ArtifactKey(p) != first {
+		t.Fatalf("attempt 1 must keep the plain key %q, got %q", first, ArtifactKey(p))
+	}
+	p.Attempt = 3
+	resumed := ArtifactKey(p)
+	if resumed == first || !strings.HasSuffix(resumed, "/p/s/attempt-3/f.json") {
+		t.Fatalf("attempt 3 key %q: want …/p/s/attempt-3/f.json, apart from %q", resumed, first)
+	}
+	prefix := RunPrefix(started, "a/b", "r1")
+	if !strings.HasPrefix(prefix, "2026/12/01/a_b~") || !strings.HasSuffix(prefix, "/r1/") {
+		t.Fatalf("RunPrefix = %q", prefix)
+	}
+	for _, k := range []string{first, resumed, ManifestKey(started, "a/b", "r1")} {
+		if !strings.HasPrefix(k, prefix) {
+			t.Errorf("%q is not under the run's folder %q", k, prefix)
+		}
+	}
+	if other := RunPrefix(started, "a/b", "r10"); strings.HasPrefix(first, other) {
+		t.Errorf("run r10's folder %q must not contain run r1's key %q", other, first)
+	}
+}

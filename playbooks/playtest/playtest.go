@@ -56,7 +56,7 @@ func Run(ctx context.Context, tc *playbooks.TestCase, store storage.Store, log *
 		names = append(names, pb.Name)
 		plan := pb.Plan(tc.Alert, w)
 		mock(plan, tc.Mocks)
-		res := executor.Run(ctx, plan, executor.Input{RunID: "test", Alert: tc.Alert, Window: w,
+		res := executor.Run(ctx, plan, executor.Input{RunID: "test", Created: w.End, Alert: tc.Alert, Window: w,
 			Env: env, Log: log, DefaultTimeout: time.Minute, Now: env.Now}, executor.Hooks{})
 		out.Steps = append(out.Steps, res.Steps...)
 		if res.Verdict != nil && verdict == nil {

@@ -45,6 +45,8 @@ type Input struct {
 	RunID string
 	// Attempt is the run's attempt, 1 on its first start (0: unknown, as 1).
 	Attempt int
+	// Created is when the run was accepted (capture.Input.RunCreated).
+	Created time.Time
 	Alert   template.Alert
 	Window  capture.Window
 	Env     *capture.Env

@@ -201,7 +201,7 @@ func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep
 // invoke runs the step, recovering a panic as an internal failure.
 func (ex *planExec) invoke(stepCtx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result) (res *capture.Result, err error) {
 	log := ex.in.Log.With(zap.String("run", ex.in.RunID), zap.String("plan", ex.plan.Playbook), zap.String("step", st.ID))
-	in := &capture.Input{RunID: ex.in.RunID, Plan: ex.plan.Playbook, StepID: st.ID, Attempt: ex.in.Attempt,
+	in := &capture.Input{RunID: ex.in.RunID, Plan: ex.plan.Playbook, StepID: st.ID, Attempt: ex.in.Attempt, RunCreated: ex.in.Created,
 		Alert: ex.in.Alert, Window: ex.in.Window,
 		Prior: prior, Env: ex.in.Env, Log: log}
 	defer func() {
