@@ -25,7 +25,8 @@ const (
 	defaultPumpLease = 60 * time.Second
 	// opTimeout bounds one call to a notifier.
 	opTimeout = 30 * time.Second
-	// pumpBatch is how many pending operations a deliverer reads at once.
+	// pumpBatch is how many operations one delivery job sends before it
+	// hands the thread to a fresh job (bounding the job's run time).
 	pumpBatch = 20
 	// notifyWorkers is how many threads one process delivers at once. A
 	// deliverer mostly waits (for the notifier's pace, a rate limit), so
@@ -111,7 +112,11 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 	if err != nil {
 		return err
 	}
-	for {
+	for delivered := 0; ; delivered++ {
+		if delivered == pumpBatch {
+			// Within the job's timeout; the thread is handed on to a fresh job.
+			return river.JobSnooze(0)
+		}
 		ops, err := s.pendingOps(ctx, a)
 		if err != nil || len(ops) == 0 {
 			return err
@@ -195,10 +200,19 @@ func (s *Service) releasePump(a notifyArgs, owner string) {
 	}
 }
 
-// pendingOps reads the next undelivered operations of the thread, in order.
+// pendingOps reads the next undelivered operation of the thread: in order,
+// except that the verdict's edit of the parent goes right after the parent
+// itself, ahead of step replies still waiting for the channel's pace. The
+// parent is what the on-call reads first; the edit reads the run's state at
+// delivery, so sending it early shows nothing out of date, and it is a
+// chat.update, which Slack does not hold to the 1 post/s a channel allows.
+// It is re-read after every delivery, so a verdict recorded while a thread's
+// replies queue overtakes them (one indexed query per Slack call).
 func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
-		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL ORDER BY seq LIMIT $3`, a.RunID, a.Sink, pumpBatch)
+		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL
+		ORDER BY CASE WHEN op = $3 THEN 0 WHEN op_key = $4 THEN 1 ELSE 2 END, seq LIMIT 1`,
+		a.RunID, a.Sink, string(opOpen), keyVerdict)
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}

@@ -140,7 +140,9 @@ func threeSteps(c *fakestep.Counter) fakePlanner {
 }
 
 // checkThread asserts the thread holds each operation exactly once, the parent
-// first and the end last, with the steps' replies before the end.
+// first and the end last, with the steps' replies before the end. (The
+// verdict's edit of the parent may overtake replies still queued:
+// TestVerdictOvertakesQueuedReplies.)
 func checkThread(t *testing.T, f *farSide, run string, want ...string) {
 	t.Helper()
 	keys, doubled := f.thread(run)
@@ -158,9 +160,6 @@ func checkThread(t *testing.T, f *farSide, run string, want ...string) {
 		if !got[k] {
 			t.Errorf("thread %v lacks %s", keys, k)
 		}
-	}
-	if idx(keys, keyVerdict) < idx(keys, stepKey("pb", "tri")) {
-		t.Errorf("thread %v: the verdict update came before triage's reply", keys)
 	}
 }
 
@@ -195,6 +194,31 @@ func TestRunNeverWaitsForTheNotifier(t *testing.T) {
 		close(f.gate)
 		f.waitFor(t, id, keyFinished)
 		checkThread(t, f, id, wantThread...)
+	})
+}
+
+// TestVerdictOvertakesQueuedReplies: while the notifier is stuck, the run
+// finishes and its whole thread queues; once it answers, the parent's verdict
+// edit goes right after the parent, ahead of the three step replies recorded
+// before it, and the end still comes last. (Before, the verdict waited behind
+// every earlier reply: in a busy channel paced at 1 post/s that was minutes.)
+func TestVerdictOvertakesQueuedReplies(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		f.gate = make(chan struct{})
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
+		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
+		waitRun(t, s, id, "finished while the notifier hangs", isFinished)
+		close(f.gate)
+		f.waitFor(t, id, keyFinished)
+		checkThread(t, f, id, wantThread...)
+		keys, _ := f.thread(id)
+		if idx(keys, keyVerdict) != 1 {
+			t.Fatalf("thread %v: the verdict edit must come right after the parent", keys)
+		}
+		if a, b, tri := idx(keys, stepKey("pb", "a")), idx(keys, stepKey("pb", "b")), idx(keys, stepKey("pb", "tri")); max(a, b) > tri {
+			t.Errorf("thread %v: the step replies must keep their recorded order (tri after a and b)", keys)
+		}
 	})
 }
 
