@@ -121,8 +121,12 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		cfg := fastRuns()
 		cfg.MaxArtifactBytes = 100_000
 		s := newService(t, db, planner(
-			func() playbooks.PlannedStep { return fakestep.Step("small", capture.TierMetrics, storing("small.bin", small)) },
-			func() playbooks.PlannedStep { return fakestep.Step("big", capture.TierMetrics, storing("big.bin", big)) },
+			func() playbooks.PlannedStep {
+				return fakestep.Step("small", capture.TierMetrics, storing("small.bin", small))
+			},
+			func() playbooks.PlannedStep {
+				return fakestep.Step("big", capture.TierMetrics, storing("big.bin", big))
+			},
 		), true, withEnv(&capture.Env{Store: store}), func(o *Options) { o.Config = cfg })
 		acc := acceptOne(t, s, firing("fp-cap", time.Now()))
 		r := waitRun(t, s, acc.RunID, "finished", isFinished)
@@ -215,7 +219,9 @@ func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
 		base := "http://" + srv.Listener.Addr().String()
 		n := &recNotifier{}
 		s := newService(t, db, planner(
-			func() playbooks.PlannedStep { return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body)) },
+			func() playbooks.PlannedStep {
+				return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body))
+			},
 		), true, withEnv(&capture.Env{Store: store}), notifyTo(n),
 			func(o *Options) { o.Links = ThreadLinks{BaseURL: base, TTL: time.Hour} })
 		h, err := handlers.New(handlers.Options{Runs: s, Registry: prometheus.NewRegistry(), Log: zaptest.NewLogger(t),

@@ -45,7 +45,7 @@ func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.S
 //
 // A cut-off Put is removed: the store's Put fails on the reader's error (an
 // S3 multipart upload is aborted, Local drops its temporary file), and the
-// key is deleted besides, in case a backend kept a part. A kill -9 between
+// key is deleted besides if a backend kept anything under it. A kill -9 between
 // the failed Put and that Delete leaves at most an orphaned object no step
 // recorded: the next attempt puts under attempt-<n>/ keys, the cap counts
 // recorded artifacts only, and retention removes the orphan with its run.
@@ -67,7 +67,7 @@ func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta sto
 	obj, err := c.Store.Put(ctx, key, cr, meta)
 	if cr.over || errors.Is(err, errCapped) {
 		c.add(-cr.n)
-		derr := c.Store.Delete(context.WithoutCancel(ctx), key)
+		derr := c.removePartial(context.WithoutCancel(ctx), key)
 		c.mu.Lock()
 		total := c.used
 		c.mu.Unlock()
@@ -84,6 +84,17 @@ func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta sto
 	}
 	c.add(obj.Size - cr.n)
 	return obj, nil
+}
+
+// removePartial deletes what a cut-off Put may have left under key. It asks
+// first: a Put that kept nothing (the usual case) needs no Delete, and Local's
+// Delete prunes empty folders, which would race with a parallel step creating
+// its folder beside this one.
+func (c *cappedStore) removePartial(ctx context.Context, key string) error {
+	if _, err := c.Store.Stat(ctx, key); errors.Is(err, storage.ErrNotFound) {
+		return nil
+	}
+	return c.Store.Delete(ctx, key)
 }
 
 func (c *cappedStore) add(n int64) {
