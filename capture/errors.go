@@ -27,12 +27,13 @@ const (
 	ReasonUpstream4xx Reason = "upstream-4xx"
 	ReasonUpstream5xx Reason = "upstream-5xx"
 	ReasonCancelled   Reason = "cancelled"
+	ReasonTooLarge    Reason = "too-large" // an artifact would pass the run's runs.max_artifact_bytes
 	ReasonInternal    Reason = "internal"
 )
 
 // Reasons lists every reason: the one list that validation and schemas use.
 var Reasons = []Reason{ReasonTimeout, ReasonRefused, ReasonUnreachable, ReasonUnavailable, ReasonBadConfig,
-	ReasonUpstream4xx, ReasonUpstream5xx, ReasonCancelled, ReasonInternal}
+	ReasonUpstream4xx, ReasonUpstream5xx, ReasonCancelled, ReasonTooLarge, ReasonInternal}
 
 // Retryable says whether a retry may help: a network failure may heal, a
 // policy refusal will refuse again.

@@ -68,7 +68,7 @@ func TestClassifySeparatesPolicyFromNetwork(t *testing.T) {
 func TestRetryableByReason(t *testing.T) {
 	want := map[Reason]bool{ReasonRefused: false, ReasonUnreachable: true, ReasonUnavailable: true,
 		ReasonTimeout: true, ReasonUpstream5xx: true, ReasonBadConfig: false, ReasonUpstream4xx: false,
-		ReasonCancelled: false, ReasonInternal: false}
+		ReasonCancelled: false, ReasonTooLarge: false, ReasonInternal: false}
 	for _, r := range Reasons {
 		w, ok := want[r]
 		if !ok {

@@ -32,6 +32,14 @@ type Web struct {
 	// AllowUnauthenticated lets a non-loopback listener run without webhook auth.
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated" json:"allow_unauthenticated"`
 	Auth                 Auth `yaml:"auth" json:"auth"`
+	// LinkSecret signs the artifact links in threads (HMAC-SHA256, at least
+	// 16 bytes); empty: a key generated once and kept in the database, shared
+	// by every replica.
+	LinkSecret Secret `yaml:"link_secret" json:"link_secret"`
+	// LinkSecretFile is the _file twin of LinkSecret.
+	LinkSecretFile string `yaml:"link_secret_file" json:"link_secret_file"`
+	// LinkTTL is how long an artifact link in a thread works.
+	LinkTTL time.Duration `yaml:"link_ttl" json:"link_ttl"`
 }
 
 // Auth is what Alertmanager's http_config sends: a bearer token or basic auth.
@@ -86,6 +94,9 @@ type Runs struct {
 	// AbandonGrace: a step still running this long after its deadline (it
 	// ignores its context) is recorded as timed out and the run moves on.
 	AbandonGrace time.Duration `yaml:"abandon_grace" json:"abandon_grace"`
+	// MaxArtifactBytes caps what one run stores over all its steps and
+	// attempts; 0 is unlimited. A put past it fails the step (too-large).
+	MaxArtifactBytes int64 `yaml:"max_artifact_bytes" json:"max_artifact_bytes"`
 }
 
 // Prometheus is the Prometheus the tier-1 queries go to.
@@ -134,8 +145,9 @@ func Default() Config {
 		Web: Web{
 			ListenAddress: "127.0.0.1:9095",
 			MaxBodyBytes:  1 << 20,
+			LinkTTL:       DefaultLinkTTL,
 		},
-		Storage: Storage{Path: "./data", Backend: BackendLocal, Compression: storage.DefaultCompression,
+		Storage: Storage{Path: "./data", Backend: BackendLocal, Compression: storage.DefaultCompression, Links: LinksRoute,
 			S3: S3{PartSize: storage.DefaultPartSize, Concurrency: storage.DefaultConcurrency, LinkExpiry: storage.DefaultLinkExpiry}},
 		Runs: Runs{
 			MaxConcurrent:     4,
@@ -146,6 +158,7 @@ func Default() Config {
 			ShutdownGrace:     20 * time.Second,
 			Lookback:          10 * time.Minute,
 			AbandonGrace:      10 * time.Second,
+			MaxArtifactBytes:  DefaultMaxArtifactBytes,
 		},
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},

@@ -113,6 +113,7 @@ func secrets(c *Config) []secretField {
 		{"$.notify.slack.token", "token", &c.Notify.Slack.Token, &c.Notify.Slack.TokenFile},
 		{"$.notify.slack.signing_secret", "signing_secret", &c.Notify.Slack.SigningSecret, &c.Notify.Slack.SigningSecretFile},
 		{"$.storage.s3.secret_access_key", "secret_access_key", &c.Storage.S3.SecretAccessKey, &c.Storage.S3.SecretAccessKeyFile},
+		{"$.web.link_secret", "link_secret", &c.Web.LinkSecret, &c.Web.LinkSecretFile},
 	}
 	if ba := c.Web.Auth.BasicAuth; ba != nil {
 		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
@@ -150,6 +151,7 @@ func (v *validator) check(c *Config) {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
 	}
 	v.checkRuns(c.Runs)
+	v.checkLinks(c)
 	v.checkSlack(c.Notify.Slack)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {

@@ -16,6 +16,9 @@ type Storage struct {
 	// Compression is how text artifacts are compressed on the way in, for
 	// either backend: none, gzip (the default) or zstd.
 	Compression storage.Compression `yaml:"compression" json:"compression"`
+	// Links is how threads link artifacts: LinksRoute (the default) or
+	// LinksPresigned.
+	Links string `yaml:"links" json:"links"`
 	// S3 is the bucket of the s3 backend; it is checked only when Backend is s3.
 	S3 S3 `yaml:"s3" json:"s3"`
 }

@@ -1,5 +1,6 @@
 // Package handlers is the daemon's HTTP surface: Alertmanager's webhook, Slack's
-// interactivity (the verdict's right/wrong buttons), the runs API, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
+// interactivity (the verdict's right/wrong buttons), the runs API, the
+// artifacts threads link to, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
 // /-/reload, /metrics). It depends on the run service only through Runs.
 package handlers
 
@@ -66,7 +67,11 @@ type Options struct {
 	SlackSigningSecret config.Secret
 	// Feedback records the answers to a verdict's buttons (*runner.Service).
 	Feedback Feedback
-	// Now is the clock Slack's request timestamps are held to; nil means time.Now.
+	// Artifacts, when set, serves GET/HEAD /artifacts/:run/*key (the links in
+	// threads); nil leaves the route unregistered.
+	Artifacts *ArtifactOptions
+	// Now is the clock Slack's request timestamps (and link tokens) are held
+	// to; nil means time.Now.
 	Now func() time.Time
 	Log *zap.Logger
 }
@@ -94,6 +99,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if a := o.Artifacts; a != nil && (a.Runs == nil || a.Store == nil || a.Links == nil) {
+		return nil, errors.New("handlers: the artifact route needs Runs, Store and Links")
 	}
 	if !o.SlackSigningSecret.Blank() && o.Feedback == nil {
 		return nil, errors.New("handlers: a Slack signing secret needs Feedback to record the answers")
@@ -136,6 +144,11 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/runs", s.listRuns)
 	api.GET("/runs/:id", s.getRun)
 	api.POST("/runs/:id/cancel", s.cancelRun)
+
+	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
+		e.GET("/artifacts/:run/*key", s.artifact)
+		e.HEAD("/artifacts/:run/*key", s.artifact)
+	}
 
 	e.GET("/-/healthy", s.healthy)
 	e.HEAD("/-/healthy", s.healthy)

@@ -54,7 +54,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		fmt.Fprintf(&b, "   why: %s%s\n", r.Reason, r.Error)
 	}
 	for _, l := range r.Links {
-		fmt.Fprintf(&b, "   %s: %s\n", l.Name, l.URL)
+		fmt.Fprintf(&b, "   %s: %s\n", l.Text(), l.URL)
 	}
 	c.print(b.String())
 	return nil

@@ -33,7 +33,8 @@ func TestConsoleThread(t *testing.T) {
 	}
 	steps := []StepReport{
 		{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: "succeeded", Duration: 132 * time.Millisecond,
-			Summary: "20 PromQL queries in 0.13s", Links: []Link{{Name: "prometheus.json", URL: "file:///data/artifacts/runs/r1/snapshot/prometheus.json"}}},
+			Summary: "20 PromQL queries in 0.13s", Links: []Link{{Name: "prometheus.json", URL: "file:///data/artifacts/runs/r1/snapshot/prometheus.json"},
+				{Name: "scrape.json", URL: "https://bucket.s3.example/r1/scrape.json?X-Amz-Expires=3600", Valid: time.Hour}}},
 		{StepID: "traces", Kind: "traces", Tier: capture.TierTraces, Status: "failed", Duration: 3 * time.Millisecond,
 			Reason: "refused", Error: "jaeger http://127.0.0.1:16686: connection refused"},
 	}

@@ -6,6 +6,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
@@ -86,6 +87,32 @@ type File struct {
 type Link struct {
 	Name string
 	URL  string
+	// Valid is how long URL works from when it was made (a presigned
+	// link), said beside its name; 0 says nothing (it works as long as the
+	// artifact is kept, or for a lifetime too long to matter in a thread).
+	Valid time.Duration
+}
+
+// Text is the link's name as a thread shows it: "prometheus.json (link
+// valid 7d)" when Valid is set.
+func (l Link) Text() string {
+	if l.Valid <= 0 {
+		return l.Name
+	}
+	return l.Name + " (link valid " + fmtValid(l.Valid) + ")"
+}
+
+// fmtValid says a lifetime in its largest whole unit: 7d, 36h, 90m, 45s.
+func fmtValid(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d >= time.Minute && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return d.Round(time.Second).String()
 }
 
 // Summary is the run's outcome.

@@ -107,6 +107,10 @@ func schemeOf(raw string) string {
 // 6: autocapture_feedback, readers' answers to a run's verdict (the Slack
 // buttons): one row per run and user, a change of mind overwrites it.
 // correct is 0 or 1 (INTEGER on both databases).
+//
+// (links) autocapture_keys: keys the daemon generates once and every replica
+// shares, by name; "link-signing" signs the artifact links in threads when
+// web.link_secret is not set (see linkKey).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -218,6 +222,11 @@ CREATE TABLE autocapture_feedback (
 	correct   INTEGER NOT NULL,
 	at        BIGINT NOT NULL,
 	PRIMARY KEY (run_id, user_id)
+);
+`, `
+CREATE TABLE autocapture_keys (
+	name  TEXT PRIMARY KEY,
+	value TEXT NOT NULL
 );
 `}
 

@@ -64,18 +64,15 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 }
 
 // stepReport is what a thread shows of a finished step, with links to its
-// artifacts made at delivery (a presigned link would expire in the outbox) and
-// its charts as files to attach.
+// artifacts made at delivery (a link made when the step finished would age in
+// the outbox; see artifactLink) and its charts as files to attach.
 func (s *Service) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
 	rep := notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
 		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond,
 		Verdict: rec.Verdict}
-	env := s.o.Env
 	for _, a := range rec.Artifacts {
-		if env != nil && env.Store != nil {
-			if u, err := env.Store.Link(ctx, a.Key); err == nil {
-				rep.Links = append(rep.Links, notify.Link{Name: a.Name, URL: u})
-			}
+		if l, ok := s.artifactLink(ctx, runID, a); ok {
+			rep.Links = append(rep.Links, l)
 		}
 		if strings.HasPrefix(a.ContentType, "image/") {
 			rep.Files = append(rep.Files, notify.File{Name: a.Name, Key: a.Key, ContentType: a.ContentType, Size: a.Size})

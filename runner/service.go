@@ -23,6 +23,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -60,6 +61,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Links says how threads link artifacts; the zero value: signed links
+	// to the /artifacts route, but none without a BaseURL.
+	Links ThreadLinks
 }
 
 // Service accepts alerts into runs and executes them.
@@ -77,6 +81,7 @@ type Service struct {
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
 	pumpLease time.Duration
+	signer    *links.Signer // the artifact links' (openSigner)
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -119,6 +124,10 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
 		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+	if s.signer, err = s.openSigner(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	if s.client, err = s.newRiver(drv); err != nil {
 		db.Close()

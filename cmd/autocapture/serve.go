@@ -141,13 +141,15 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		Env:         env,
 		Log:         log,
 		Registerer:  reg,
+		Links:       threadLinks(cfg, env, log),
 	})
 	if err != nil {
 		return fmt.Errorf("run store: %w", err)
 	}
 	defer svc.Close()
 	h, err := handlers.New(handlers.Options{Runs: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
-		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc})
+		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
+		Artifacts: artifactRoute(cfg, env, svc)})
 	if err != nil {
 		return err
 	}

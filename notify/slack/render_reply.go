@@ -100,9 +100,9 @@ func linkLine(links []notify.Link) (string, int) {
 	for i, l := range links {
 		var p string
 		if webURL(l.URL) {
-			p = "<" + escURL(l.URL) + "|" + esc(linkName(l.Name)) + ">"
+			p = "<" + escURL(l.URL) + "|" + esc(linkName(l.Text())) + ">"
 		} else {
-			p = esc(l.Name) + ": `" + esc(l.URL) + "`"
+			p = esc(l.Text()) + ": `" + esc(l.URL) + "`"
 		}
 		if n+len([]rune(p))+3 > maxField-40 {
 			more := fmt.Sprintf("and %d more", len(links)-i)
@@ -138,7 +138,7 @@ func fullText(r notify.StepReport) string {
 	if len(r.Links) > 0 {
 		b.WriteString("\nlinks:\n")
 		for _, l := range r.Links {
-			fmt.Fprintf(&b, "  %s: %s\n", l.Name, l.URL)
+			fmt.Fprintf(&b, "  %s: %s\n", l.Text(), l.URL)
 		}
 	}
 	return b.String()

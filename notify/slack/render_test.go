@@ -95,6 +95,12 @@ func TestRenderGolden(t *testing.T) {
 			return r
 		}())},
 		{"reply-traces", RenderReply(traces)},
+		{"reply-presigned", RenderReply(func() notify.StepReport {
+			r := snapshot
+			r.Links = []notify.Link{{Name: "prometheus.json", Valid: 7 * 24 * time.Hour,
+				URL: "https://bucket.s3.example/2026/11/29/VLLMHighTTFT/r1/vllm-high-ttft/snapshot/prometheus.json?X-Amz-Expires=604800&X-Amz-Signature=abc"}}
+			return r
+		}())},
 		{"reply-chart", RenderReply(chart)},
 		{"reply-failed", RenderReply(failed)},
 		{"reply-skipped", RenderReply(skipped)},

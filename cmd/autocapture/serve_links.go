@@ -1,0 +1,62 @@
+package main
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/handlers"
+	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// threadLinks is how threads link artifacts, from web.* and storage.links.
+// In route mode without web.external_url the links fall back to the listen
+// address when a reader can open it (a concrete host or loopback address),
+// else a thread has none; either way the daemon says once to set it.
+func threadLinks(cfg *config.Config, env *capture.Env, log *zap.Logger) runner.ThreadLinks {
+	tl := runner.ThreadLinks{Mode: cfg.Storage.Links, BaseURL: cfg.Web.ExternalURL, TTL: cfg.Web.LinkTTL,
+		Secret: []byte(strings.TrimSpace(cfg.Web.LinkSecret.Reveal()))}
+	if env != nil {
+		if s3, ok := env.Store.(*storage.S3); ok {
+			tl.PresignedValid = s3.Options().LinkExpiry
+		}
+	}
+	if tl.Mode == config.LinksRoute && tl.BaseURL == "" {
+		tl.BaseURL = listenURL(cfg.Web.ListenAddress)
+		if tl.BaseURL != "" {
+			log.Warn("web.external_url is not set: artifact links in threads point at the listen address, which only this machine's network may reach; set web.external_url to how readers reach this daemon.",
+				zap.String("links_to", tl.BaseURL))
+		} else {
+			log.Warn("web.external_url is not set and the listen address is no address a reader can open: threads carry no artifact links; set web.external_url to how readers reach this daemon.",
+				zap.String("listen_address", cfg.Web.ListenAddress))
+		}
+	}
+	return tl
+}
+
+// listenURL is http://host:port of a listen address naming one host, empty
+// for a wildcard (0.0.0.0, ::, no host) or a port 0.
+func listenURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// artifactRoute is the /artifacts route's wiring: the run service knows
+// which keys each run recorded and holds the link key; S3 redirects.
+func artifactRoute(cfg *config.Config, env *capture.Env, svc *runner.Service) *handlers.ArtifactOptions {
+	if env == nil || env.Store == nil {
+		return nil
+	}
+	return &handlers.ArtifactOptions{Runs: svc, Store: env.Store, Links: svc.Signer(), Redirect: cfg.Storage.Backend == config.BackendS3}
+}

@@ -1,0 +1,147 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/links"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// ThreadLinks says how a thread links a step's artifacts (Options.Links).
+type ThreadLinks struct {
+	// Mode is config.LinksRoute ("" too) or config.LinksPresigned.
+	Mode string
+	// BaseURL is where the daemon's /artifacts route is reached (web.external_url,
+	// or the listen address when that is one a reader can open); empty in
+	// route mode: no artifact links.
+	BaseURL string
+	// TTL is a route link's lifetime (web.link_ttl); 0: config.DefaultLinkTTL.
+	TTL time.Duration
+	// Secret signs route links (web.link_secret); empty: the key kept in the
+	// database (linkKey), the same for every replica.
+	Secret []byte
+	// PresignedValid is how long the store's own links work (S3: its
+	// link_expiry), said in presigned mode; 0 says nothing (Local).
+	PresignedValid time.Duration
+}
+
+// linkKeyName names the link-signing key in autocapture_keys.
+const linkKeyName = "link-signing"
+
+// openSigner builds the link signer from the configured secret, else from the
+// key in the database.
+func (s *Service) openSigner(ctx context.Context) (*links.Signer, error) {
+	key := s.o.Links.Secret
+	if len(key) == 0 {
+		var err error
+		if key, err = s.linkKey(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return links.NewSigner(key)
+}
+
+// linkKey returns the link-signing key kept in the database, generating 32
+// random bytes the first time. Replicas starting together race safely: each
+// offers its own key with ON CONFLICT DO NOTHING, exactly one insert wins,
+// and every replica then reads the winner. The key never leaves the database
+// and this process (no log line, no error carries it).
+func (s *Service) linkKey(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("runner: link key: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO autocapture_keys (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+		linkKeyName, base64.StdEncoding.EncodeToString(fresh)); err != nil {
+		return nil, fmt.Errorf("runner: link key: store: %w", err)
+	}
+	var v string
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM autocapture_keys WHERE name = $1`, linkKeyName).Scan(&v); err != nil {
+		return nil, fmt.Errorf("runner: link key: read: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(key) < links.MinKeyBytes {
+		return nil, fmt.Errorf("runner: link key: the stored %s key is not %d+ bytes of base64; delete its autocapture_keys row to make a new one (links made with it stop working)",
+			linkKeyName, links.MinKeyBytes)
+	}
+	return key, nil
+}
+
+// Signer is the link signer the /artifacts route verifies tokens with.
+func (s *Service) Signer() *links.Signer { return s.signer }
+
+// RunArtifact says whether key is one of run runID's artifacts: recorded by
+// one of its steps, or its manifest. An unknown run is runs.ErrNotFound; the
+// artifact route answers 404 for either, so no other key can be probed.
+func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
+	r, err := s.getRow(ctx, s.db, runID)
+	if err != nil {
+		return false, err
+	}
+	if key == storage.ManifestKey(r.CreatedAt, r.Alertname, r.ID) {
+		return true, nil
+	}
+	steps, err := s.loadSteps(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	for _, st := range steps {
+		for _, a := range st.Artifacts {
+			if a.Key == key {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// artifactLink is the thread's link to one artifact, or false for none:
+// route mode links the daemon's /artifacts route with a token signed for
+// exactly this run and key (a click on S3 is redirected to a presigned URL
+// made then, so the link outlives a presigned URL's 7 days); presigned mode
+// uses the store's own link, its lifetime said in the text.
+func (s *Service) artifactLink(ctx context.Context, runID string, a capture.Artifact) (notify.Link, bool) {
+	l := s.o.Links
+	if l.Mode == config.LinksPresigned {
+		env := s.o.Env
+		if env == nil || env.Store == nil {
+			return notify.Link{}, false
+		}
+		u, err := env.Store.Link(ctx, a.Key)
+		if err != nil {
+			s.log.Warn("No link to an artifact.", zap.String("run", runID), zap.String("key", a.Key), zap.Error(err))
+			return notify.Link{}, false
+		}
+		return notify.Link{Name: a.Name, URL: u, Valid: l.PresignedValid}, true
+	}
+	if l.BaseURL == "" || s.signer == nil {
+		return notify.Link{}, false
+	}
+	ttl := l.TTL
+	if ttl <= 0 {
+		ttl = config.DefaultLinkTTL
+	}
+	q := s.signer.Sign(runID, a.Key, s.now().Add(ttl))
+	return notify.Link{Name: a.Name, URL: ArtifactURL(l.BaseURL, runID, a.Key) + "?" + q.Encode()}, true
+}
+
+// ArtifactURL is the /artifacts route's address of key of run runID under
+// base, each segment escaped.
+func ArtifactURL(base, runID, key string) string {
+	segs := strings.Split(key, "/")
+	for i, p := range segs {
+		segs[i] = url.PathEscape(p)
+	}
+	return strings.TrimRight(base, "/") + "/artifacts/" + url.PathEscape(runID) + "/" + strings.Join(segs, "/")
+}

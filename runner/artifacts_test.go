@@ -1,0 +1,277 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/handlers"
+	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/links"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// storing is a step that stores body as its artifact name, the way capture's
+// steps do (ArtifactKey, errors classified).
+func storing(name string, body []byte) capture.Step {
+	return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
+			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{})
+		if err != nil {
+			return nil, &capture.Error{Reason: capture.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
+		}
+		return &capture.Result{Summary: "stored " + name, Artifacts: []capture.Artifact{{Name: name, Key: obj.Key,
+			ContentType: obj.ContentType, Size: obj.Size, SHA256: obj.SHA256}}}, nil
+	})
+}
+
+func withEnv(e *capture.Env) svcOpt { return func(o *Options) { o.Env = e } }
+
+func newLocalStore(t *testing.T) *storage.Local {
+	t.Helper()
+	l, err := storage.NewLocal(t.TempDir(), storage.WithLocalCompression(storage.CompressionNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestLinkKeySharedByReplicas: Services opened at the same time on one
+// database agree on one generated link key (a link one signs, the other
+// verifies), kept in one row; a configured secret is used instead.
+func TestLinkKeySharedByReplicas(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		// On PostgreSQL all open at once (migrations serialize under a lock,
+		// then each offers its own key). Opening SQLite's first migration
+		// concurrently is not supported, so there the first opens alone.
+		svcs := make([]*Service, 3)
+		errs := make([]error, len(svcs))
+		open := func(i int) {
+			svcs[i], errs[i] = Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: db.url, SQLitePath: db.path,
+				Planner: planner(), Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
+		}
+		from := 0
+		if db.url == "" {
+			open(0)
+			from = 1
+		}
+		var wg sync.WaitGroup
+		for i := from; i < len(svcs); i++ {
+			wg.Go(func() { open(i) })
+		}
+		wg.Wait()
+		for i, s := range svcs {
+			if errs[i] != nil {
+				t.Fatalf("open %d: %v", i, errs[i])
+			}
+			t.Cleanup(func() { s.Close() })
+		}
+		exp := time.Now().Add(time.Hour)
+		q := svcs[0].Signer().Sign("run-1", "a/b.json", exp)
+		for i, s := range svcs[1:] {
+			if err := s.Signer().Verify("run-1", "a/b.json", q, time.Now()); err != nil {
+				t.Fatalf("replica %d does not verify replica 0's link: %v", i+1, err)
+			}
+		}
+		var n int
+		if err := svcs[0].db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM autocapture_keys`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("%d key rows (%v), want 1", n, err)
+		}
+		secret := []byte("configured-link-secret-0123456789")
+		s := newService(t, db, planner(), false, func(o *Options) { o.Links.Secret = secret })
+		mine, _ := links.NewSigner(secret)
+		if err := s.Signer().Verify("run-1", "a/b.json", mine.Sign("run-1", "a/b.json", exp), time.Now()); err != nil {
+			t.Fatalf("the configured secret is not the one used: %v", err)
+		}
+		if err := s.Signer().Verify("run-1", "a/b.json", q, time.Now()); !errors.Is(err, links.ErrBadSignature) {
+			t.Fatalf("with a configured secret, the database key's link verified: %v", err)
+		}
+	})
+}
+
+// TestMaxArtifactBytesCutsTheStepThatPassesIt: of a run's parallel steps,
+// the one whose artifact would pass runs.max_artifact_bytes fails with
+// too-large (its record says the cap and the run's total) and its object is
+// gone; the others' artifacts are intact.
+func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		store := newLocalStore(t)
+		small := bytes.Repeat([]byte("s"), 3000)
+		big := bytes.Repeat([]byte("B"), 200_000)
+		cfg := fastRuns()
+		cfg.MaxArtifactBytes = 100_000
+		s := newService(t, db, planner(
+			func() playbooks.PlannedStep {
+				return fakestep.Step("small", capture.TierMetrics, storing("small.bin", small))
+			},
+			func() playbooks.PlannedStep {
+				return fakestep.Step("big", capture.TierMetrics, storing("big.bin", big))
+			},
+		), true, withEnv(&capture.Env{Store: store}), func(o *Options) { o.Config = cfg })
+		acc := acceptOne(t, s, firing("fp-cap", time.Now()))
+		r := waitRun(t, s, acc.RunID, "finished", isFinished)
+		bigRec, smallRec := stepByID(r, "big"), stepByID(r, "small")
+		if bigRec.Status != "failed" || bigRec.Reason != string(capture.ReasonTooLarge) ||
+			!strings.Contains(bigRec.Error, "runs.max_artifact_bytes (97.7 KiB (100000 bytes))") || !strings.Contains(bigRec.Error, "has stored") {
+			t.Fatalf("big: %s %s %q", bigRec.Status, bigRec.Reason, bigRec.Error)
+		}
+		if smallRec.Status != "succeeded" || len(smallRec.Artifacts) != 1 {
+			t.Fatalf("small: %+v", smallRec)
+		}
+		ctx := context.Background()
+		var keys []string
+		if err := store.List(ctx, "", func(e storage.ListEntry) error { keys = append(keys, e.Key); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 1 || keys[0] != smallRec.Artifacts[0].Key {
+			t.Fatalf("stored keys %v, want only %s", keys, smallRec.Artifacts[0].Key)
+		}
+		rc, err := store.Open(ctx, keys[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, small) {
+			t.Fatal("the small artifact is not intact")
+		}
+		if r.Status != StatusPartial {
+			t.Fatalf("run %s, want partial", r.Status)
+		}
+	})
+}
+
+// TestCappedStoreCountsEarlierAttemptsAndParallelPuts: what the run recorded
+// before counts, and parallel puts never store more than the cap in all.
+func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
+	ctx := context.Background()
+	store := newLocalStore(t)
+	s := &Service{o: Options{Env: &capture.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 10_000}}
+	earlier := map[string]map[string]executor.StepRecord{"pb": {"old": {Artifacts: []capture.Artifact{{Size: 9_500}}}}}
+	env := s.runEnv("run-x", earlier)
+	if _, err := env.Store.Put(ctx, "k/over.bin", bytes.NewReader(make([]byte, 600)), storage.Meta{}); capture.Classify(err) != capture.ReasonTooLarge {
+		t.Fatalf("600 bytes over 9,500 recorded under 10,000: %v", err)
+	}
+	if _, err := env.Store.Put(ctx, "k/fits.bin", bytes.NewReader(make([]byte, 500)), storage.Meta{}); err != nil {
+		t.Fatalf("500 bytes that fit: %v", err)
+	}
+	if _, err := store.Stat(ctx, "k/over.bin"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the cut-off object is still there: %v", err)
+	}
+
+	env = s.runEnv("run-y", nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stored, refused := int64(0), 0
+	for i := range 16 {
+		wg.Go(func() {
+			key := fmt.Sprintf("p/%02d.bin", i)
+			obj, err := env.Store.Put(ctx, key, bytes.NewReader(bytes.Repeat([]byte{byte(i)}, 1_500)), storage.Meta{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if capture.Classify(err) != capture.ReasonTooLarge {
+					t.Errorf("%s: %v", key, err)
+				}
+				if _, serr := store.Stat(ctx, key); !errors.Is(serr, storage.ErrNotFound) {
+					t.Errorf("%s refused but stored: %v", key, serr)
+				}
+				refused++
+				return
+			}
+			stored += obj.Size
+		})
+	}
+	wg.Wait()
+	if stored > 10_000 || stored < 1_500 || refused == 0 {
+		t.Fatalf("stored %d bytes in all (cap 10,000), %d refused", stored, refused)
+	}
+}
+
+// TestThreadLinkResolvesThroughTheRoute: the link a step's reply carries,
+// opened over plain HTTP against the daemon's route, gives the artifact's
+// exact bytes; the same URL with the run id changed is refused.
+func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		store := newLocalStore(t)
+		body := []byte(`{"queue":42,"kv":0.98}` + strings.Repeat(" ", 5000))
+		srv := httptest.NewUnstartedServer(nil)
+		base := "http://" + srv.Listener.Addr().String()
+		n := &recNotifier{}
+		s := newService(t, db, planner(
+			func() playbooks.PlannedStep {
+				return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body))
+			},
+		), true, withEnv(&capture.Env{Store: store}), notifyTo(n),
+			func(o *Options) { o.Links = ThreadLinks{BaseURL: base, TTL: time.Hour} })
+		h, err := handlers.New(handlers.Options{Runs: s, Registry: prometheus.NewRegistry(), Log: zaptest.NewLogger(t),
+			Auth:      config.Auth{BearerToken: "api-token"}, // a link needs no API credentials
+			Artifacts: &handlers.ArtifactOptions{Runs: s, Store: store, Links: s.Signer()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Config.Handler = h
+		srv.Start()
+		defer srv.Close()
+		acc := acceptOne(t, s, firing("fp-link", time.Now()))
+		waitRun(t, s, acc.RunID, "finished", isFinished)
+		var link notify.Link
+		n.eventually(t, "the snapshot's link", func() bool {
+			for _, r := range n.replies {
+				if r.StepID == "snapshot" && len(r.Links) == 1 {
+					link = r.Links[0]
+					return true
+				}
+			}
+			return false
+		})
+		if !strings.HasPrefix(link.URL, base+"/artifacts/"+acc.RunID+"/") || !strings.Contains(link.URL, "sig=") {
+			t.Fatalf("link %q", link.URL)
+		}
+		res, err := http.Get(link.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		want := sha256.Sum256(body)
+		if sum := sha256.Sum256(got); res.StatusCode != 200 || hex.EncodeToString(sum[:]) != hex.EncodeToString(want[:]) {
+			t.Fatalf("%d, %d bytes: %.200s", res.StatusCode, len(got), got)
+		}
+		other := acceptOne(t, s, firing("fp-link-2", time.Now()))
+		res, err = http.Get(strings.Replace(link.URL, "/artifacts/"+acc.RunID+"/", "/artifacts/"+other.RunID+"/", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Fatalf("the link under another run: %d, want 403", res.StatusCode)
+		}
+		if ok, err := s.RunArtifact(context.Background(), acc.RunID, "2026/01/01/x/y/z.json"); ok || err != nil {
+			t.Fatalf("an unrecorded key belongs to the run: %v %v", ok, err)
+		}
+		if _, err := s.RunArtifact(context.Background(), "no-such-run", "a"); !errors.Is(err, runs.ErrNotFound) {
+			t.Fatalf("unknown run: %v", err)
+		}
+	})
+}
