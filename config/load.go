@@ -150,6 +150,7 @@ func (v *validator) check(c *Config) {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
 	}
 	v.checkRuns(c.Runs)
+	v.checkRetention(c.Retention)
 	v.checkSlack(c.Notify.Slack)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {
