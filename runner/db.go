@@ -107,6 +107,11 @@ func schemeOf(raw string) string {
 // 6: autocapture_feedback, readers' answers to a run's verdict (the Slack
 // buttons): one row per run and user, a change of mind overwrites it.
 // correct is 0 or 1 (INTEGER on both databases).
+//
+// 7: the run's manifest (manifest.go): manifest_key once it is written,
+// manifest_seq bumped by every request to (re)write it, so a writer knows
+// whether what it wrote is current; and the index retention's scan of old
+// finished runs uses (retention.go).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -219,6 +224,10 @@ CREATE TABLE autocapture_feedback (
 	at        BIGINT NOT NULL,
 	PRIMARY KEY (run_id, user_id)
 );
+`, `
+ALTER TABLE autocapture_runs ADD COLUMN manifest_key TEXT;
+ALTER TABLE autocapture_runs ADD COLUMN manifest_seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX autocapture_runs_finished ON autocapture_runs (finished_at) WHERE finished_at IS NOT NULL;
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that
