@@ -84,7 +84,7 @@ func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, 
 	recs := []executor.StepRecord{ // in finish order, as loadSteps gives them
 		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: capture.TierMetrics, Status: executor.Succeeded,
 			Summary: "GET /version: 200, 20 bytes of application/json", Artifacts: []capture.Artifact{ver},
-			Findings: map[string]any{"url": "http://10.0.0.7:8000/version", "status": 200.0, "json": map[string]any{"version": "0.11.0"}},
+			Findings:  map[string]any{"url": "http://10.0.0.7:8000/version", "status": 200.0, "json": map[string]any{"version": "0.11.0"}},
 			StartedAt: t0, FinishedAt: t0.Add(40 * time.Millisecond), DurationMS: 40},
 		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: executor.Succeeded,
 			Summary: "3 queries", Artifacts: []capture.Artifact{snap, gone}, Signals: capture.Signals{"queue_waiting": 42},
@@ -234,7 +234,9 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
-		p := planner(func() playbooks.PlannedStep { return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)) })
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+		})
 		a := newService(t, db, p, false, withStore(st)) // never started: no worker runs anything
 		acc := acceptOne(t, a, firing("fp-m2", time.Now().Add(-time.Minute)))
 		ctx := context.Background()
@@ -268,7 +270,9 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
-		p := planner(func() playbooks.PlannedStep { return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n")) })
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+		})
 		s := newService(t, db, p, true, withStore(st))
 		acc := acceptOne(t, s, firing("fp-m3", time.Now().Add(-time.Minute)))
 		r := waitManifest(t, s, acc.RunID)
@@ -344,7 +348,9 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
 	local, _ := storage.NewLocal(t.TempDir())
 	rs := &racingStore{Store: local}
-	p := planner(func() playbooks.PlannedStep { return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n")) })
+	p := planner(func() playbooks.PlannedStep {
+		return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+	})
 	s := newService(t, db, p, false, withStore(rs))
 	acc := acceptOne(t, s, firing("fp-m4", time.Now().Add(-time.Minute)))
 	ctx := context.Background()
