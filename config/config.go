@@ -14,6 +14,7 @@ type Config struct {
 	Storage    Storage    `yaml:"storage" json:"storage"`
 	Database   Database   `yaml:"database" json:"database"`
 	Runs       Runs       `yaml:"runs" json:"runs"`
+	Retention  Retention  `yaml:"retention" json:"retention"`
 	Playbooks  []string   `yaml:"playbooks" json:"playbooks"`
 	Prometheus Prometheus `yaml:"prometheus" json:"prometheus"`
 	Traces     Traces     `yaml:"traces" json:"traces"`
@@ -160,6 +161,7 @@ func Default() Config {
 			AbandonGrace:      10 * time.Second,
 			MaxArtifactBytes:  DefaultMaxArtifactBytes,
 		},
+		Retention:  Retention{Artifacts: RetainArtifactsDelete, Interval: time.Hour},
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
 		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},

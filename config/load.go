@@ -152,6 +152,7 @@ func (v *validator) check(c *Config) {
 	}
 	v.checkRuns(c.Runs)
 	v.checkLinks(c)
+	v.checkRetention(c.Retention)
 	v.checkSlack(c.Notify.Slack)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {

@@ -108,9 +108,14 @@ func schemeOf(raw string) string {
 // buttons): one row per run and user, a change of mind overwrites it.
 // correct is 0 or 1 (INTEGER on both databases).
 //
-// (links) autocapture_keys: keys the daemon generates once and every replica
+// 7: autocapture_keys: keys the daemon generates once and every replica
 // shares, by name; "link-signing" signs the artifact links in threads when
 // web.link_secret is not set (see linkKey).
+//
+// 8: the run's manifest (manifest.go): manifest_key once it is written,
+// manifest_seq bumped by every request to (re)write it, so a writer knows
+// whether what it wrote is current; and the index retention's scan of old
+// finished runs uses (retention.go).
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -228,6 +233,10 @@ CREATE TABLE autocapture_keys (
 	name  TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+`, `
+ALTER TABLE autocapture_runs ADD COLUMN manifest_key TEXT;
+ALTER TABLE autocapture_runs ADD COLUMN manifest_seq INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX autocapture_runs_finished ON autocapture_runs (finished_at) WHERE finished_at IS NOT NULL;
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

@@ -26,6 +26,8 @@ type metrics struct {
 	notifyFailed    *prometheus.CounterVec
 
 	feedback *prometheus.CounterVec
+
+	retention retentionMetrics
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -54,6 +56,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Readers' answers to a run's verdict this process recorded, by verdict and whether they said it was right " +
 				"(correct=\"true\"); a reader who changes their answer counts again, under the new one."},
 			[]string{"verdict", "correct"}),
+		retention: newRetentionMetrics(),
 	}
 	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
 		m.feedback.WithLabelValues(v, "true")
@@ -62,8 +65,8 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
-		&storeCollector{s: s}} {
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
+		&storeCollector{s: s}}, m.retention.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

@@ -45,7 +45,7 @@ type runRow struct {
 
 const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
 	cancel_requested_at, created_at, started_at, finished_at, attempts, resumed, generation, owner,
-	lease_until, plans, window_start, window_end, thread, verdict`
+	lease_until, plans, window_start, window_end, thread, verdict, manifest_key`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -56,13 +56,13 @@ func scanRun(sc scanner) (*runRow, error) {
 		alertJSON                              string
 		startsAt, createdAt                    int64
 		resolved, cancelReq, started, finished sql.NullInt64
-		plans, verdict                         sql.NullString
+		plans, verdict, manifest               sql.NullString
 		thread                                 sql.NullString // before the outbox (migration 5); unused
 		wStart, wEnd                           sql.NullInt64
 	)
 	err := sc.Scan(&r.ID, &r.Key, &r.Fingerprint, &r.Alertname, &alertJSON, &startsAt, &r.Status, &r.Reason,
 		&resolved, &cancelReq, &createdAt, &started, &finished, &r.Attempts, &r.Resumed, &r.generation,
-		&r.owner, &r.leaseUntil, &plans, &wStart, &wEnd, &thread, &verdict)
+		&r.owner, &r.leaseUntil, &plans, &wStart, &wEnd, &thread, &verdict, &manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +73,7 @@ func scanRun(sc scanner) (*runRow, error) {
 	r.StartsAt, r.CreatedAt = fromMS(startsAt), fromMS(createdAt)
 	r.ResolvedAt, r.CancelRequestedAt = optTime(resolved), optTime(cancelReq)
 	r.StartedAt, r.FinishedAt = optTime(started), optTime(finished)
+	r.Manifest = manifest.String
 	if plans.Valid {
 		if err := json.Unmarshal([]byte(plans.String), &r.plans); err != nil {
 			return nil, corruptError{fmt.Errorf("run %s: decode plans: %w", r.ID, err)}

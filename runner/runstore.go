@@ -47,6 +47,9 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 	if err := s.recordOps(wctx, tx, r.ID, op{kind: opUpdate, key: keyFinished}); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
+	if err := s.enqueueManifestTx(wctx, tx, r.ID); err != nil { // committed with the finish: see manifest.go
+		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}

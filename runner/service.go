@@ -46,6 +46,8 @@ var (
 // Options configure a Service.
 type Options struct {
 	Config config.Runs
+	// Retention deletes old finished runs (zero: runs are kept for ever).
+	Retention config.Retention
 	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
 	DatabaseURL string
 	SQLitePath  string

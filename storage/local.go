@@ -80,6 +80,9 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 	if err != nil {
 		return Object{}, err
 	}
+	if meta.Replace {
+		return l.replace(ctx, key, p, r, meta)
+	}
 	e, err := newEncoding(ctx, key, r, meta, l.compression)
 	if err != nil {
 		return Object{}, err

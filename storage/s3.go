@@ -93,7 +93,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 		Key:         aws.String(full),
 		Body:        e.Reader,
 		ContentType: aws.String(e.contentType),
-		IfNoneMatch: aws.String("*"),
+	}
+	if !meta.Replace { // see replace.go for the one exception
+		in.IfNoneMatch = aws.String("*")
 	}
 	if e.enc != "" {
 		in.ContentEncoding = aws.String(e.enc)

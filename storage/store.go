@@ -50,6 +50,11 @@ type Meta struct {
 	// ContentType is the MIME type of the bytes put; empty means guessed
 	// from the key's extension, then from the first bytes.
 	ContentType string
+	// Replace allows Put to overwrite key: the one exception to "a key is
+	// written once", for an object that is rewritten on purpose (a run's
+	// manifest.json, rebuilt when late uploads land). See replace.go. A key
+	// written with Replace must always be written with Replace.
+	Replace bool
 }
 
 // Object is what was stored.

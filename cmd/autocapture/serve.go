@@ -134,6 +134,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	}
 	svc, err := runner.Open(ctx, runner.Options{
 		Config:      cfg.Runs,
+		Retention:   cfg.Retention,
 		DatabaseURL: cfg.Database.URL.Reveal(),
 		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:     planner,

@@ -74,6 +74,9 @@ type Run struct {
 	Resumed           int              `json:"resumed"`
 	Playbooks         []PlaybookRef    `json:"playbooks"`
 	Verdict           *capture.Verdict `json:"verdict"`
+	// Manifest is the storage key of the run's manifest.json, once written
+	// (shortly after the run finished; rewritten when late uploads land).
+	Manifest string `json:"manifest,omitempty"`
 	// Steps is filled by Get; List leaves it empty.
 	Steps []executor.StepRecord `json:"steps"`
 	// Feedback is what readers said of the verdict, oldest answer first;

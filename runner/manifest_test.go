@@ -1,0 +1,387 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/storage"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixedVersions replaces the build info for the test's duration.
+func fixedVersions(t *testing.T) {
+	old := buildVersions
+	buildVersions = func() manifestVersions {
+		return manifestVersions{Autocapture: "v1.2.3", AutocaptureRevision: "0123abcd", Go: "go1.99"}
+	}
+	t.Cleanup(func() { buildVersions = old })
+}
+
+// goldenRun is one run as stored: two tier-1 steps with artifacts (one
+// compressed by the store, one the store no longer has), an http step that
+// found vLLM's version, a triage verdict, and a tier-2 step that never ran.
+func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, fakePlanner) {
+	t.Helper()
+	ctx := context.Background()
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	created, started, finishedAt := at("2026-12-01T10:00:02Z"), at("2026-12-01T10:00:03Z"), at("2026-12-01T10:00:41Z")
+	alert := template.Alert{Status: "firing", Fingerprint: "fp0123456789", StartsAt: at("2026-12-01T09:59:30Z"),
+		GeneratorURL: "http://prometheus:9090/graph?g0.expr=x&g0.tab=1",
+		Labels:       template.KV{"alertname": "VLLMSlowTTFT", "instance": "10.0.0.7:8000", "model_name": "llama"},
+		Annotations:  template.KV{"summary": "p99 TTFT above 2s"}}
+	steps := []playbooks.PlannedStep{
+		{ID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Config: map[string]any{"queries": []string{"vllm:num_requests_waiting"}}},
+		{ID: "version", Kind: "http", Tier: capture.TierMetrics, Config: map[string]any{"path": "/version"}},
+		{ID: "triage", Kind: "triage", Tier: capture.TierTriage},
+		{ID: "traces", Kind: "traces", Tier: capture.TierTraces, Config: map[string]any{"limit": 10}},
+	}
+	p := &playbooks.Plan{Playbook: "vllm-latency", File: "playbooks/vllm/latency.yaml", Digest: "sha256:abc", Source: []byte("name: vllm-latency"), Steps: steps}
+	fp := fakePlanner{plans: func(template.Alert) []*playbooks.Plan { return []*playbooks.Plan{p} }}
+	r := &runRow{Run: runs.Run{ID: "0193a1b2-0000-7000-8000-000000000001", Key: "fp0123456789/1795917570000",
+		Fingerprint: alert.Fingerprint, Alertname: "VLLMSlowTTFT", Labels: alert.Labels, Annotations: alert.Annotations,
+		StartsAt: alert.StartsAt, Status: StatusSucceeded, CreatedAt: created, StartedAt: &started, FinishedAt: &finishedAt,
+		Attempts: 2, Resumed: 1, Verdict: &capture.Verdict{ID: capture.VerdictOverload, Evidence: []string{"queue 42 > 10"}}},
+		alert: alert, plans: storedPlans{p.Stored()},
+		window: &capture.Window{Start: at("2026-12-01T09:49:30Z"), End: at("2026-12-01T10:00:03Z")}}
+	put := func(step, file, ctype string, body []byte) capture.Artifact {
+		key := storage.ArtifactKey(storage.ArtifactPath{Started: created, Alertname: r.Alertname, RunID: r.ID,
+			Plan: p.Playbook, Step: step, File: file, Attempt: 2})
+		obj, err := st.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: ctype})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return capture.Artifact{Name: file, Key: obj.Key, ContentType: ctype, Size: obj.Size, SHA256: obj.SHA256}
+	}
+	snap := put("snapshot", "snapshot.json", "application/json", bytes.Repeat([]byte(`{"metric":"vllm:num_requests_waiting","value":42}`+"\n"), 50))
+	ver := put("version", "response.json", "application/json", []byte(`{"version":"0.11.0"}`))
+	gone := capture.Artifact{Name: "chart.png", Key: strings.TrimSuffix(snap.Key, "snapshot.json") + "chart.png",
+		ContentType: "image/png", Size: 1234, SHA256: strings.Repeat("ab", 32)}
+	t0 := started.Add(time.Second)
+	recs := []executor.StepRecord{ // in finish order, as loadSteps gives them
+		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: capture.TierMetrics, Status: executor.Succeeded,
+			Summary: "GET /version: 200, 20 bytes of application/json", Artifacts: []capture.Artifact{ver},
+			Findings:  map[string]any{"url": "http://10.0.0.7:8000/version", "status": 200.0, "json": map[string]any{"version": "0.11.0"}},
+			StartedAt: t0, FinishedAt: t0.Add(40 * time.Millisecond), DurationMS: 40},
+		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: executor.Succeeded,
+			Summary: "3 queries", Artifacts: []capture.Artifact{snap, gone}, Signals: capture.Signals{"queue_waiting": 42},
+			Findings: map[string]any{"queries": 3.0, "b": "<b>&</b>"}, StartedAt: t0, FinishedAt: t0.Add(900 * time.Millisecond), DurationMS: 900},
+		{Plan: p.Playbook, ID: "triage", Kind: "triage", Tier: capture.TierTriage, Status: executor.Succeeded,
+			Summary: "overload", Verdict: r.Verdict, StartedAt: t0.Add(time.Second), FinishedAt: t0.Add(time.Second), DurationMS: 0},
+	}
+	return r, recs, fp
+}
+
+// TestManifestGolden: the manifest's bytes for a fixed run (rerun with -update
+// to rewrite runner/testdata/manifest.golden.json after an intended change).
+func TestManifestGolden(t *testing.T) {
+	fixedVersions(t)
+	st, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, recs, fp := goldenRun(t, st)
+	s := &Service{o: Options{Planner: fp}, log: zap.NewNop()}
+	m, err := s.buildManifest(context.Background(), r, recs, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same run in another record order gives the same bytes.
+	recs[0], recs[2] = recs[2], recs[0]
+	again, _ := s.buildManifest(context.Background(), r, recs, st)
+	if b, _ := again.encode(); !bytes.Equal(b, got) {
+		t.Errorf("the manifest depends on the order records finished in")
+	}
+	golden := filepath.Join("testdata", "manifest.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs (rerun with -update if intended):\n%s", golden, got)
+	}
+	// What the golden file must keep saying, whatever else changes.
+	var back map[string]any
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"target": "0.11.0"`, `"content_encoding": "gzip"`, `"missing": true`,
+		`"status": "not_run"`, `"digest": "sha256:abc"`, `"fingerprint": "fp0123456789"`, `"<b>&</b>"`} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("manifest lacks %s", want)
+		}
+	}
+}
+
+// TestManifestTargetVersionOnlyFromVersionEndpoint: a JSON "version" from
+// another endpoint (a model card) is not the target's version.
+func TestManifestTargetVersionOnlyFromVersionEndpoint(t *testing.T) {
+	rec := func(url string) executor.StepRecord {
+		return executor.StepRecord{Kind: "http", Findings: map[string]any{"url": url, "json": map[string]any{"version": "9"}}}
+	}
+	if v := targetVersion([]executor.StepRecord{rec("http://h:8000/v1/models")}); v != "" {
+		t.Errorf("version from /v1/models = %q, want none", v)
+	}
+	if v := targetVersion([]executor.StepRecord{rec("http://h:8000/v1/models"), rec("http://h:8000/version?x=1")}); v != "9" {
+		t.Errorf("version from /version = %q, want 9", v)
+	}
+}
+
+// manifestOf reads the run's manifest from st.
+func manifestOf(t *testing.T, st storage.Store, key string) Manifest {
+	t.Helper()
+	rc, err := st.Open(context.Background(), key)
+	if err != nil {
+		t.Fatalf("open manifest %s: %v", key, err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("manifest %s: %v\n%s", key, err, b)
+	}
+	return m
+}
+
+func withStore(st storage.Store) svcOpt {
+	return func(o *Options) { o.Env = &capture.Env{Store: st} }
+}
+
+// waitManifest waits (a hang guard, not a timing assertion) until the run
+// API shows the manifest key.
+func waitManifest(t *testing.T, s *Service, id string) *runs.Run {
+	return waitRun(t, s, id, "with a manifest", func(r *runs.Run) bool { return r.Manifest != "" })
+}
+
+// artifactStep puts one artifact, as a capture step does.
+func artifactStep(body string) capture.Step {
+	return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
+			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: "out.txt", Attempt: in.Attempt})
+		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), storage.Meta{ContentType: "text/plain"})
+		if err != nil {
+			return nil, err
+		}
+		return &capture.Result{Summary: "stored", Artifacts: []capture.Artifact{{Name: "out.txt", Key: obj.Key,
+			ContentType: "text/plain", Size: obj.Size, SHA256: obj.SHA256}}}, nil
+	})
+}
+
+// TestManifestWrittenAfterFinish: a finished run gets its manifest under
+// ManifestKey, the run API shows the key, and what it lists is the run.
+func TestManifestWrittenAfterFinish(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		st, _ := storage.NewLocal(t.TempDir())
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, artifactStep("hello\n"))
+		})
+		s := newService(t, db, p, true, withStore(st))
+		acc := acceptOne(t, s, firing("fp-m1", time.Now().Add(-time.Minute)))
+		r := waitManifest(t, s, acc.RunID)
+		if want := storage.ManifestKey(r.CreatedAt, r.Alertname, r.ID); r.Manifest != want {
+			t.Fatalf("manifest key %q, want %q", r.Manifest, want)
+		}
+		m := manifestOf(t, st, r.Manifest)
+		if m.Run.ID != r.ID || m.Run.Status != StatusSucceeded || len(m.Playbooks) != 1 || len(m.Playbooks[0].Steps) != 1 {
+			t.Fatalf("manifest = %+v", m)
+		}
+		step := m.Playbooks[0].Steps[0]
+		if step.Status != executor.Succeeded || len(step.Artifacts) != 1 || step.Artifacts[0].Key != r.Steps[0].Artifacts[0].Key ||
+			step.Artifacts[0].SHA256 != r.Steps[0].Artifacts[0].SHA256 || step.Artifacts[0].Missing {
+			t.Fatalf("manifest step = %+v, run's record %+v", step, r.Steps[0])
+		}
+		if m.Alert.Fingerprint != "fp-m1" || m.Alert.Labels["alertname"] != "VLLMSlowTTFT" {
+			t.Errorf("manifest alert = %+v", m.Alert)
+		}
+	})
+}
+
+// TestManifestSurvivesACrashAfterTheFinish: the finish commits with the
+// manifest's job; a process killed right after (no worker of its ran the
+// job) still gets the manifest, from the next Service on the database.
+func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		st, _ := storage.NewLocal(t.TempDir())
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+		})
+		a := newService(t, db, p, false, withStore(st)) // never started: no worker runs anything
+		acc := acceptOne(t, a, firing("fp-m2", time.Now().Add(-time.Minute)))
+		ctx := context.Background()
+		// a holds the run and has stored its plans, as a worker would have.
+		sp, _ := json.Marshal(storedPlans{plan("pb").Stored()})
+		if _, err := rawDB(a).ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, status = $2, attempts = 1, plans = $3
+			WHERE id = $4`, a.id, StatusRunning, string(sp), acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		row, err := a.getRow(ctx, a.db, acc.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.finish(ctx, row, StatusSucceeded, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		a.abandon() // kill -9 right after the commit
+		if r, _ := a.o.Env.Store.Stat(ctx, storage.ManifestKey(row.CreatedAt, row.Alertname, row.ID)); r.Key != "" {
+			t.Fatal("a manifest was written before any worker ran")
+		}
+		b := newService(t, db, p, true, withStore(st))
+		r := waitManifest(t, b, acc.RunID)
+		if m := manifestOf(t, st, r.Manifest); m.Run.Status != StatusSucceeded || m.Run.ID != acc.RunID {
+			t.Fatalf("manifest after the crash = %+v", m.Run)
+		}
+	})
+}
+
+// TestManifestRewrittenWhenALateUploadLands: enqueueManifestTx after the run
+// changed rewrites the manifest (the one overwrite), with the new state.
+func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		st, _ := storage.NewLocal(t.TempDir())
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+		})
+		s := newService(t, db, p, true, withStore(st))
+		acc := acceptOne(t, s, firing("fp-m3", time.Now().Add(-time.Minute)))
+		r := waitManifest(t, s, acc.RunID)
+		if got := manifestOf(t, st, r.Manifest).Playbooks[0].Steps[0].Summary; got != "stored" {
+			t.Fatalf("first manifest summary %q", got)
+		}
+		late := lateUpload(t, s, st, r)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			step := manifestOf(t, st, r.Manifest).Playbooks[0].Steps[0]
+			if step.Summary == "late upload landed" && len(step.Artifacts) == 2 && step.Artifacts[1].Key == late {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("manifest never showed the late upload: %+v", step)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// lateUpload stores one more artifact for the run's step and records it with
+// a manifest request in one transaction, as the spool does; its key.
+func lateUpload(t *testing.T, s *Service, st storage.Store, r *runs.Run) string {
+	t.Helper()
+	ctx := context.Background()
+	rec := r.Steps[0]
+	key := strings.TrimSuffix(rec.Artifacts[0].Key, "out.txt") + "late.txt"
+	obj, err := st.Put(ctx, key, strings.NewReader("late\n"), storage.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Summary = "late upload landed"
+	rec.Artifacts = append(rec.Artifacts, capture.Artifact{Name: "late.txt", Key: key, Size: obj.Size, SHA256: obj.SHA256, ContentType: "text/plain"})
+	b, _ := json.Marshal(rec)
+	tx, err := rawDB(s).BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_steps SET record = $1 WHERE run_id = $2 AND step_id = $3`, string(b), r.ID, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.enqueueManifestTx(ctx, tx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// racingStore lands a late upload (through land) during the first manifest
+// Put it sees, as another replica's request arriving mid-write would.
+type racingStore struct {
+	storage.Store
+	puts atomic.Int32
+	land func()
+}
+
+func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta storage.Meta) (storage.Object, error) {
+	if meta.Replace && r.puts.Add(1) == 1 && r.land != nil {
+		r.land()
+	}
+	return r.Store.Put(ctx, key, body, meta)
+}
+
+// TestManifestWriterCatchesUpWithAChangeMidWrite: a request that lands while
+// a manifest is being written makes that writer write again, so the stored
+// manifest is never older than the run's state (without the seq check, the
+// first writer's stale bytes could be the last Put).
+func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
+	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
+	local, _ := storage.NewLocal(t.TempDir())
+	rs := &racingStore{Store: local}
+	p := planner(func() playbooks.PlannedStep {
+		return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+	})
+	s := newService(t, db, p, false, withStore(rs))
+	acc := acceptOne(t, s, firing("fp-m4", time.Now().Add(-time.Minute)))
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := waitManifest(t, s, acc.RunID)
+	rs.puts.Store(0) // the finish's job has put once and will not again (its seq was current)
+	rs.land = func() { lateUploadNoJob(t, s, local, r) }
+	if err := s.writeManifest(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := rs.puts.Load(); n != 2 {
+		t.Errorf("the writer put %d times, want 2 (once stale, once current)", n)
+	}
+	if got := manifestOf(t, local, r.Manifest).Playbooks[0].Steps[0].Summary; got != "late upload landed" {
+		t.Errorf("stored manifest says %q: the stale write won", got)
+	}
+}
+
+// lateUploadNoJob is lateUpload with only the seq bump of a request (its
+// job is another replica's).
+func lateUploadNoJob(t *testing.T, s *Service, st storage.Store, r *runs.Run) {
+	ctx := context.Background()
+	rec := r.Steps[0]
+	rec.Summary = "late upload landed"
+	b, _ := json.Marshal(rec)
+	if _, err := rawDB(s).ExecContext(ctx, `UPDATE autocapture_steps SET record = $1 WHERE run_id = $2 AND step_id = $3`, string(b), r.ID, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawDB(s).ExecContext(ctx, `UPDATE autocapture_runs SET manifest_seq = manifest_seq + 1 WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+}

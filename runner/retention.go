@@ -1,0 +1,304 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// Retention (config retention:) deletes finished runs older than
+// retention.runs: first the run's objects (every key under its folder,
+// storage.RunPrefix, and every key its step records and manifest name, since
+// an older layout may have put some elsewhere), then all its rows in one
+// transaction. With retention.artifacts: bucket a lifecycle rule expires the
+// objects and only rows go.
+//
+// A River periodic job (kind autocapture_retention, its own queue) does it:
+// River inserts periodic jobs on the elected leader only, so one replica
+// deletes at a time. Ages are on the DATABASE's clock ({now}), like leases
+// and cooldowns: a replica with a skewed clock deletes nothing early.
+//
+// A kill -9 between a run's objects and its rows leaves the rows, whose
+// objects are (partly) gone: the next tick finds the run again, deletes its
+// objects again (a missing key is not an error) and then its rows. An
+// unfinished run, or one younger than the cutoff, is never selected, and the
+// row delete checks both again.
+
+// queueRetention is the River queue retention is worked from.
+const queueRetention = "autocapture_retention"
+
+// retentionBatch is how many runs one statement selects; a tick works
+// batches until none is left.
+const retentionBatch = 100
+
+type retentionArgs struct{}
+
+// Kind names the job kind in River's table.
+func (retentionArgs) Kind() string { return "autocapture_retention" }
+
+// InsertOpts: one attempt (the next tick is the retry).
+func (retentionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueRetention, MaxAttempts: 1}
+}
+
+type retentionWorker struct {
+	river.WorkerDefaults[retentionArgs]
+	s *Service
+}
+
+// Timeout: a tick over a large backlog may take a while; bounded by the interval.
+func (w *retentionWorker) Timeout(*river.Job[retentionArgs]) time.Duration {
+	return max(time.Minute, w.s.retention().Interval)
+}
+
+func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[retentionArgs]) error {
+	n, err := w.s.retentionOnce(ctx)
+	if n > 0 {
+		w.s.log.Info("Retention deleted old runs.", zap.Int("runs", n))
+	}
+	if err != nil {
+		w.s.log.Warn("Retention could not delete every old run; the next tick tries again.", zap.Error(err))
+	}
+	return nil // counted and logged; the next tick retries
+}
+
+// retention is the configured retention with defaults filled in.
+func (s *Service) retention() config.Retention {
+	r := s.o.Retention
+	d := config.Default().Retention
+	if r.Artifacts == "" {
+		r.Artifacts = d.Artifacts
+	}
+	if r.Interval <= 0 {
+		r.Interval = d.Interval
+	}
+	return r
+}
+
+// periodicJobs are the jobs River's leader inserts on a schedule: retention,
+// when runs are not kept for ever.
+func (s *Service) periodicJobs() []*river.PeriodicJob {
+	r := s.retention()
+	if r.Runs <= 0 {
+		return nil
+	}
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(r.Interval),
+		func() (river.JobArgs, *river.InsertOpts) { return retentionArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: "autocapture_retention"})}
+}
+
+// oldRun is a run retention deletes.
+type oldRun struct {
+	id, alertname string
+	created       time.Time
+	manifest      string
+}
+
+// retentionOnce deletes the finished runs older than retention.runs, a batch
+// at a time, and returns how many went. A run whose objects cannot all be
+// deleted keeps its rows (the next tick tries again) and counts as an error.
+func (s *Service) retentionOnce(ctx context.Context) (int, error) {
+	r := s.retention()
+	if r.Runs <= 0 {
+		return 0, nil
+	}
+	ageMS := time.Duration(r.Runs).Milliseconds()
+	deleted := 0
+	var errs []error
+	failed := map[string]bool{} // kept this tick, not selected again
+	for {
+		batch, err := s.oldRuns(ctx, ageMS, failed)
+		if err != nil {
+			s.m.retention.errors.Inc()
+			return deleted, errors.Join(append(errs, err)...)
+		}
+		for _, run := range batch {
+			if err := s.deleteOldRun(ctx, run, ageMS, r.Artifacts == config.RetainArtifactsDelete); err != nil {
+				s.m.retention.errors.Inc()
+				errs = append(errs, err)
+				failed[run.id] = true
+				continue
+			}
+			deleted++
+		}
+		if len(batch) < retentionBatch || ctx.Err() != nil {
+			return deleted, errors.Join(errs...)
+		}
+	}
+}
+
+// oldRuns selects up to a batch of finished runs older than ageMS on the
+// database's clock, oldest first, except those in skip.
+func (s *Service) oldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]oldRun, error) {
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT id, alertname, created_at, COALESCE(manifest_key, '')
+		FROM autocapture_runs WHERE finished_at IS NOT NULL AND finished_at < {now} - $1 AND status NOT IN ($2, $3)
+		ORDER BY finished_at, id LIMIT $4`), ageMS, StatusQueued, StatusRunning, retentionBatch+len(skip))
+	if err != nil {
+		return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
+	}
+	defer rows.Close()
+	var out []oldRun
+	for rows.Next() {
+		var r oldRun
+		var created int64
+		if err := rows.Scan(&r.id, &r.alertname, &created, &r.manifest); err != nil {
+			return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
+		}
+		r.created = fromMS(created)
+		if !skip[r.id] && len(out) < retentionBatch {
+			out = append(out, r)
+		}
+	}
+	return out, rows.Err()
+}
+
+// deleteOldRun deletes the run's objects (when objects), then its rows.
+func (s *Service) deleteOldRun(ctx context.Context, r oldRun, ageMS int64, objects bool) error {
+	if objects {
+		if err := s.deleteRunObjects(ctx, r); err != nil {
+			return err
+		}
+	}
+	// kill -9 here: rows without (all) their objects; the next tick deletes
+	// again and then the rows.
+	return s.deleteRunRows(ctx, r.id, ageMS)
+}
+
+// deleteRunObjects deletes every object of the run: what is under its folder
+// and what its records name. Without a store there is nothing to delete.
+func (s *Service) deleteRunObjects(ctx context.Context, r oldRun) error {
+	st := s.artifactStore()
+	if st == nil {
+		return nil
+	}
+	keys, err := s.recordedKeys(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	if r.manifest != "" {
+		keys = append(keys, r.manifest)
+	}
+	prefix := storage.RunPrefix(r.created, r.alertname, r.id)
+	if err := st.List(ctx, prefix, func(e storage.ListEntry) error {
+		keys = append(keys, e.Key)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("runner: retention: run %s: %w", r.id, err)
+	}
+	slices.Sort(keys)
+	for _, k := range slices.Compact(keys) {
+		if err := st.Delete(ctx, k); err != nil {
+			return fmt.Errorf("runner: retention: run %s: %w", r.id, err)
+		}
+		s.m.retention.deleted.WithLabelValues("objects").Inc()
+	}
+	return nil
+}
+
+// recordedKeys are the artifact keys the run's step records name.
+func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var raw string
+		var rec executor.StepRecord
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
+		}
+		if json.Unmarshal([]byte(raw), &rec) != nil {
+			continue // unreadable: its objects are still found under the folder
+		}
+		for _, a := range rec.Artifacts {
+			if storage.ValidKey(a.Key) == nil {
+				keys = append(keys, a.Key)
+			}
+		}
+	}
+	return keys, rows.Err()
+}
+
+// runTables are the tables holding a run's rows besides autocapture_runs, by
+// run_id (all ON DELETE CASCADE too; deleted by name so a database without
+// enforced foreign keys loses none). autocapture_cooldowns is keyed by the
+// cooldown, not the run: its one row per key stays, or a cooldown longer than
+// retention would end early.
+var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
+	"autocapture_steps", "autocapture_run_playbooks"}
+
+// deleteRunRows deletes the run's rows in one transaction, the run's last,
+// only if it is still finished and old (checked on the database's clock).
+func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	var id string
+	err = tx.QueryRowContext(ctx, s.dialect.sql(`SELECT id FROM autocapture_runs WHERE id = $1
+		AND finished_at IS NOT NULL AND finished_at < {now} - $2`+s.forUpdate()), runID, ageMS).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // gone, or no longer old enough
+	} else if err != nil {
+		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
+	}
+	for _, t := range runTables {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE run_id = $1`, runID); err != nil {
+			return fmt.Errorf("runner: retention: run %s: %s: %w", runID, t, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_runs WHERE id = $1`, runID); err != nil {
+		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
+	}
+	s.m.retention.deleted.WithLabelValues("runs").Inc()
+	return nil
+}
+
+// forUpdate locks the selected row on PostgreSQL (SQLite's BEGIN IMMEDIATE
+// holds the database already).
+func (s *Service) forUpdate() string {
+	if s.dialect == dialectPostgres {
+		return ` FOR UPDATE`
+	}
+	return ""
+}
+
+// retentionMetrics are retention's counters.
+type retentionMetrics struct {
+	deleted *prometheus.CounterVec
+	errors  prometheus.Counter
+}
+
+func newRetentionMetrics() retentionMetrics {
+	m := retentionMetrics{
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_retention_deleted_total",
+			Help: "What retention deleted in this process: runs (with all their rows) and objects."}, []string{"kind"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_retention_errors_total",
+			Help: "Old runs retention could not delete (they are tried again on the next tick), and failed scans."}),
+	}
+	m.deleted.WithLabelValues("runs")
+	m.deleted.WithLabelValues("objects")
+	return m
+}
+
+func (m retentionMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.deleted, m.errors}
+}
