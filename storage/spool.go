@@ -274,7 +274,9 @@ func (s *Spool) Stat(ctx context.Context, key string) (Object, error) {
 
 // Link is the primary's link (an object still spooled is not there yet: a
 // caller that knows it is pending says so instead).
-func (s *Spool) Link(ctx context.Context, key string) (string, error) { return s.primary.Link(ctx, key) }
+func (s *Spool) Link(ctx context.Context, key string) (string, error) {
+	return s.primary.Link(ctx, key)
+}
 
 // Delete removes key from the primary and from the spool.
 func (s *Spool) Delete(ctx context.Context, key string) error {
