@@ -86,6 +86,11 @@ type Runs struct {
 	// AbandonGrace: a step still running this long after its deadline (it
 	// ignores its context) is recorded as timed out and the run moves on.
 	AbandonGrace time.Duration `yaml:"abandon_grace" json:"abandon_grace"`
+	// Replica is this process's stable name: with storage.backend s3, the
+	// artifacts it spools while the bucket is down wait in its own folder
+	// (storage.path/spool) and are uploaded from its own queue
+	// (autocapture_upload_<replica>). Empty: the hostname, sanitized.
+	Replica string `yaml:"replica" json:"replica"`
 }
 
 // Prometheus is the Prometheus the tier-1 queries go to.

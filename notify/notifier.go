@@ -86,7 +86,14 @@ type File struct {
 type Link struct {
 	Name string
 	URL  string
+	// Pending: the artifact is stored locally (a replica's spool) while the
+	// artifact store is unavailable; no URL yet, the upload follows and the
+	// thread says when it landed.
+	Pending bool
 }
+
+// PendingNote is how a pending artifact link reads.
+const PendingNote = "stored locally, upload pending"
 
 // Summary is the run's outcome.
 type Summary struct {

@@ -45,6 +45,9 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
 			Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", times)}, nil
 	}
+	if strings.HasPrefix(o.ref, uploadsRefPrefix) {
+		return s.uploadsReply(ctx, runID, o, retry)
+	}
 	plan, step, ok := splitStepRef(o.ref)
 	if !ok {
 		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
@@ -72,7 +75,9 @@ func (s *Service) stepReport(ctx context.Context, runID string, rec executor.Ste
 		Verdict: rec.Verdict}
 	env := s.o.Env
 	for _, a := range rec.Artifacts {
-		if env != nil && env.Store != nil {
+		if a.Pending && s.artifactPending(ctx, a.Key) { // no link yet: the store does not hold it
+			rep.Links = append(rep.Links, notify.Link{Name: a.Name, Pending: true})
+		} else if env != nil && env.Store != nil {
 			if u, err := env.Store.Link(ctx, a.Key); err == nil {
 				rep.Links = append(rep.Links, notify.Link{Name: a.Name, URL: u})
 			}

@@ -63,13 +63,20 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := river.AddWorkerSafely(workers, &notifyWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &uploadWorker{s: s}); err != nil {
+		return nil, fmt.Errorf("runner: river worker: %w", err)
+	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
+	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
+		// Deliveries to notifiers: each thread is delivered by one worker at a
+		// time (a lease on autocapture_threads), several threads at once.
+		queueNotify: {MaxWorkers: notifyWorkers}}
+	if s.up != nil { // late uploads: this replica's own queue (upload.go)
+		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
+	}
 	c, err := river.NewClient(drv, &river.Config{
-		ID: s.id,
-		Queues: map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
-			// Deliveries to notifiers: each thread is delivered by one worker at a
-			// time (a lease on autocapture_threads), several threads at once.
-			queueNotify: {MaxWorkers: notifyWorkers}},
+		ID:     s.id,
+		Queues: queues,
 		Workers: workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

@@ -55,6 +55,9 @@ type Options struct {
 	Notifiers map[string]notify.Notifier
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
+	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
+	// nil: no late uploads. See upload.go.
+	Spool Spool
 	Log *zap.Logger
 	// Registerer receives the runner's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -77,6 +80,7 @@ type Service struct {
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
 	pumpLease time.Duration
+	up        *uploader // late uploads; nil without a spool
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -120,6 +124,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
 		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
+	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {
 		db.Close()
 		return nil, err
@@ -127,6 +132,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if s.up != nil {
+		o.Spool.OnSpool(s.spooled)
 	}
 	return s, nil
 }
@@ -173,6 +181,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.bgDone.Add(1)
 	go s.reaper()
+	if s.up != nil {
+		s.bgDone.Add(1)
+		go s.uploadLoop()
+	}
 	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
 		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
 	return nil
