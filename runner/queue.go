@@ -75,8 +75,8 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
 	}
 	c, err := river.NewClient(drv, &river.Config{
-		ID:     s.id,
-		Queues: queues,
+		ID:      s.id,
+		Queues:  queues,
 		Workers: workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

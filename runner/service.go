@@ -58,7 +58,7 @@ type Options struct {
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
 	// nil: no late uploads. See upload.go.
 	Spool Spool
-	Log *zap.Logger
+	Log   *zap.Logger
 	// Registerer receives the runner's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
