@@ -103,5 +103,5 @@ func putArtifact(ctx context.Context, in *Input, name, contentType string, r io.
 	if err != nil {
 		return Artifact{}, &Error{Reason: Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
 	}
-	return Artifact{Name: name, Key: obj.Key, ContentType: contentType, Size: obj.Size, SHA256: obj.SHA256}, nil
+	return Artifact{Name: name, Key: obj.Key, ContentType: contentType, Size: obj.Size, SHA256: obj.SHA256, Pending: obj.Pending}, nil
 }

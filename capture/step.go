@@ -108,6 +108,10 @@ type Artifact struct {
 	ContentType string `json:"content_type"`
 	Size        int64  `json:"size"`
 	SHA256      string `json:"sha256"`
+	// Pending: the store was unavailable and the bytes wait in this replica's
+	// spool for their upload under Key (storage.Spool); Size and SHA256 are
+	// already those of the object to be stored.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Verdict is triage's answer: one primary cause from the fixed list, the factors that

@@ -98,6 +98,11 @@ type Runs struct {
 	// MaxArtifactBytes caps what one run stores over all its steps and
 	// attempts; 0 is unlimited. A put past it fails the step (too-large).
 	MaxArtifactBytes int64 `yaml:"max_artifact_bytes" json:"max_artifact_bytes"`
+	// Replica is this process's stable name: with storage.backend s3, the
+	// artifacts it spools while the bucket is down wait in its own folder
+	// (storage.path/spool) and are uploaded from its own queue
+	// (autocapture_upload_<replica>). Empty: the hostname, sanitized.
+	Replica string `yaml:"replica" json:"replica"`
 }
 
 // Prometheus is the Prometheus the tier-1 queries go to.

@@ -36,6 +36,8 @@ func TestParseErrorsNameFileLineColumn(t *testing.T) {
 		{"open without auth", "web:\n  listen_address: 0.0.0.0:9095\n", "c.yaml:2:19: web.listen_address: listening on \"0.0.0.0:9095\" without webhook auth"},
 		{"lease vs heartbeat", "runs:\n  heartbeat_interval: 10s\n  lease_timeout: 15s\n", "c.yaml:3:18: runs.lease_timeout: must be at least twice"},
 		{"lease past the minute", "runs:\n  heartbeat_interval: 10s\n  lease_timeout: 50s\n", "c.yaml:3:18: runs.lease_timeout: lease_timeout + 2 x heartbeat_interval must stay within 1m"},
+		{"replica not a queue name", "runs:\n  replica: Pod_0.example\n", "c.yaml:2:12: runs.replica: want lower-case letters"},
+		{"replica too long", "runs:\n  replica: " + strings.Repeat("a", 46) + "\n", "c.yaml:2:12: runs.replica: want lower-case letters"},
 		{"bad cidr", "targets:\n  allow: [10.0.0.0/99]\n", "c.yaml:2:11: targets.allow[0]: bad CIDR"},
 		{"not postgres", "database:\n  url: mysql://x\n", "c.yaml:2:8: database.url: want postgres://"},
 		{"syntax", "web: [\n", "c.yaml:"},

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -221,7 +222,14 @@ func (v *validator) checkRuns(r Runs) {
 	if r.DefaultTimeout <= 0 {
 		v.errorf("$.runs.default_timeout", "must be positive")
 	}
+	if r.Replica != "" && (len(r.Replica) > 45 || !replicaName.MatchString(r.Replica)) {
+		v.errorf("$.runs.replica", "want lower-case letters and digits, single '_' or '-' between them, at most 45 characters (it names a queue), got %q", r.Replica)
+	}
 }
+
+// replicaName is what runs.replica may be: it ends the upload queue's name
+// autocapture_upload_<replica>, which River limits to 64 characters.
+var replicaName = regexp.MustCompile(`^[a-z0-9]+(?:[_-]?[a-z0-9]+)*$`)
 
 func (v *validator) checkURL(path, raw string) {
 	u, err := url.Parse(raw)

@@ -54,6 +54,10 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		fmt.Fprintf(&b, "   why: %s%s\n", r.Reason, r.Error)
 	}
 	for _, l := range r.Links {
+		if l.Pending {
+			fmt.Fprintf(&b, "   %s: %s\n", l.Name, PendingNote)
+			continue
+		}
 		fmt.Fprintf(&b, "   %s: %s\n", l.Text(), l.URL)
 	}
 	c.print(b.String())

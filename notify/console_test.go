@@ -37,6 +37,8 @@ func TestConsoleThread(t *testing.T) {
 				{Name: "scrape.json", URL: "https://bucket.s3.example/r1/scrape.json?X-Amz-Expires=3600", Valid: time.Hour}}},
 		{StepID: "traces", Kind: "traces", Tier: capture.TierTraces, Status: "failed", Duration: 3 * time.Millisecond,
 			Reason: "refused", Error: "jaeger http://127.0.0.1:16686: connection refused"},
+		{StepID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "succeeded", Duration: 5 * time.Second,
+			Summary: "scrape of 10.0.0.7:8000 over 5s", Links: []Link{{Name: "scrape.txt", Pending: true}}},
 	}
 	for _, r := range steps {
 		if err := c.Reply(ctx, th, r); err != nil {

@@ -91,6 +91,10 @@ type Link struct {
 	// link), said beside its name; 0 says nothing (it works as long as the
 	// artifact is kept, or for a lifetime too long to matter in a thread).
 	Valid time.Duration
+	// Pending: the artifact is stored locally (a replica's spool) while the
+	// artifact store is unavailable; no URL yet, the upload follows and the
+	// thread says when it landed.
+	Pending bool
 }
 
 // Text is the link's name as a thread shows it: "prometheus.json (link
@@ -114,6 +118,9 @@ func fmtValid(d time.Duration) string {
 	}
 	return d.Round(time.Second).String()
 }
+
+// PendingNote is how a pending artifact link reads.
+const PendingNote = "stored locally, upload pending"
 
 // Summary is the run's outcome.
 type Summary struct {

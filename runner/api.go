@@ -28,6 +28,9 @@ func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 	if r.Feedback, err = s.loadFeedback(ctx, id); err != nil {
 		return nil, err
 	}
+	if r.Uploads, err = s.loadUploads(ctx, id); err != nil {
+		return nil, err
+	}
 	return &r.Run, nil
 }
 

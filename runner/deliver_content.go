@@ -45,6 +45,9 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
 			Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", times)}, nil
 	}
+	if strings.HasPrefix(o.ref, uploadsRefPrefix) {
+		return s.uploadsReply(ctx, runID, o, retry)
+	}
 	plan, step, ok := splitStepRef(o.ref)
 	if !ok {
 		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
@@ -71,7 +74,9 @@ func (s *Service) stepReport(ctx context.Context, runID string, rec executor.Ste
 		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond,
 		Verdict: rec.Verdict}
 	for _, a := range rec.Artifacts {
-		if l, ok := s.artifactLink(ctx, runID, a); ok {
+		if a.Pending && s.artifactPending(ctx, a.Key) { // no link yet: the store does not hold it
+			rep.Links = append(rep.Links, notify.Link{Name: a.Name, Pending: true})
+		} else if l, ok := s.artifactLink(ctx, runID, a); ok {
 			rep.Links = append(rep.Links, l)
 		}
 		if strings.HasPrefix(a.ContentType, "image/") {

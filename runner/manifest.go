@@ -255,6 +255,9 @@ type manifestArtifact struct {
 	OriginalSize    int64  `json:"original_size,omitempty"`
 	OriginalSHA256  string `json:"original_sha256,omitempty"`
 	Missing         bool   `json:"missing,omitempty"`
+	// Pending: stored in a replica's spool, its upload still to come (the
+	// manifest is rewritten when it lands).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // statusNotRun marks a planned step without a record in the manifest.
@@ -352,6 +355,7 @@ func fillStep(ctx context.Context, ms *manifestStep, rec executor.StepRecord, st
 		default:
 			ma.Size, ma.SHA256, ma.ContentEncoding = obj.Size, obj.SHA256, obj.ContentEncoding
 			ma.OriginalSize, ma.OriginalSHA256 = obj.OriginalSize, obj.OriginalSHA256
+			ma.Pending = obj.Pending
 			if ma.ContentType == "" {
 				ma.ContentType = obj.ContentType
 			}

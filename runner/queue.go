@@ -69,17 +69,24 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := river.AddWorkerSafely(workers, &retentionWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &uploadWorker{s: s}); err != nil {
+		return nil, fmt.Errorf("runner: river worker: %w", err)
+	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
+	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
+		// Deliveries to notifiers: each thread is delivered by one worker at a
+		// time (a lease on autocapture_threads), several threads at once.
+		queueNotify: {MaxWorkers: notifyWorkers},
+		// Manifests (manifest.go) and retention (retention.go), each on its
+		// own queue so neither holds up runs or deliveries.
+		queueManifest:  {MaxWorkers: manifestWorkers},
+		queueRetention: {MaxWorkers: 1}}
+	if s.up != nil { // late uploads: this replica's own queue (upload.go)
+		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
+	}
 	c, err := river.NewClient(drv, &river.Config{
-		ID: s.id,
-		Queues: map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
-			// Deliveries to notifiers: each thread is delivered by one worker at a
-			// time (a lease on autocapture_threads), several threads at once.
-			queueNotify: {MaxWorkers: notifyWorkers},
-			// Manifests (manifest.go) and retention (retention.go), each on its
-			// own queue so neither holds up runs or deliveries.
-			queueManifest:  {MaxWorkers: manifestWorkers},
-			queueRetention: {MaxWorkers: 1}},
+		ID:     s.id,
+		Queues: queues,
 		// Retention's tick; River inserts periodic jobs on the elected leader only.
 		PeriodicJobs: s.periodicJobs(),
 		Workers:      workers,

@@ -58,7 +58,10 @@ type Options struct {
 	Notifiers map[string]notify.Notifier
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
-	Log *zap.Logger
+	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
+	// nil: no late uploads. See upload.go.
+	Spool Spool
+	Log   *zap.Logger
 	// Registerer receives the runner's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Now is the clock; nil means time.Now.
@@ -84,6 +87,7 @@ type Service struct {
 	sinkOrder []string
 	pumpLease time.Duration
 	signer    *links.Signer // the artifact links' (openSigner)
+	up        *uploader     // late uploads; nil without a spool
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -131,6 +135,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
+	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {
 		db.Close()
 		return nil, err
@@ -138,6 +143,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if s.up != nil {
+		o.Spool.OnSpool(s.spooled)
 	}
 	return s, nil
 }
@@ -184,6 +192,10 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.bgDone.Add(1)
 	go s.reaper()
+	if s.up != nil {
+		s.bgDone.Add(1)
+		go s.uploadLoop()
+	}
 	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
 		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
 	return nil

@@ -232,3 +232,67 @@ func (s *S3) notFoundOr(key, op string, err error) error {
 	}
 	return fmt.Errorf("%s: %s %s: %w", s.where(), op, key, classify(err))
 }
+
+// PutStored uploads bytes already encoded as obj describes (a spooled
+// object, see Spool) as they are: obj's content type and encoding, the same
+// If-None-Match: * as Put (an existing key is never replaced; the same
+// content there is an idempotent success returning the stored Object), and
+// obj's hashes as tags, so the object is what a direct Put of the original
+// bytes would have stored. The bytes are hashed on the way: when they do not
+// match obj.Size and obj.SHA256 the last read fails, the upload is aborted
+// and nothing is stored.
+func (s *S3) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, error) {
+	if err := ValidKey(obj.Key); err != nil {
+		return Object{}, err
+	}
+	obj.Pending = false
+	in := &transfermanager.UploadObjectInput{
+		Bucket:      aws.String(s.opts.Bucket),
+		Key:         aws.String(s.full(obj.Key)),
+		Body:        &verifyingReader{r: ctxReader{ctx, r}, c: newCounter(), want: obj},
+		ContentType: aws.String(obj.ContentType),
+		IfNoneMatch: aws.String("*"),
+	}
+	if obj.ContentEncoding != "" {
+		in.ContentEncoding = aws.String(obj.ContentEncoding)
+	}
+	if s.opts.SSE != "" {
+		in.ServerSideEncryption = tmtypes.ServerSideEncryption(s.opts.SSE)
+		if s.opts.KMSKeyID != "" {
+			in.SSEKMSKeyID = aws.String(s.opts.KMSKeyID)
+		}
+	}
+	if _, err := s.tm.UploadObject(ctx, in); err != nil {
+		if isPreconditionFailed(err) {
+			stored, serr := s.Stat(ctx, obj.Key)
+			if serr != nil {
+				return Object{}, fmt.Errorf("put %s: key exists: %w", obj.Key, serr)
+			}
+			return sameContent(obj.Key, stored, obj)
+		}
+		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), obj.Key, classify(err))
+	}
+	if err := s.writeTags(ctx, obj); err != nil {
+		return Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), obj.Key, classify(err))
+	}
+	return obj, nil
+}
+
+// verifyingReader hashes what it passes and, instead of io.EOF, returns an
+// error when the bytes are not the ones want describes: the upload that
+// reads it then fails before it completes.
+type verifyingReader struct {
+	r    io.Reader
+	c    *counter
+	want Object
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.c.Write(p[:n])
+	if err == io.EOF && (v.c.n != v.want.Size || v.c.sum() != v.want.SHA256) {
+		return n, fmt.Errorf("storage: put %s: the stored bytes are %d bytes sha256 %s, not the %d bytes %s recorded",
+			v.want.Key, v.c.n, v.c.sum(), v.want.Size, v.want.SHA256)
+	}
+	return n, err
+}

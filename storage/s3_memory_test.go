@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,6 +22,17 @@ import (
 // 5 MiB parts × 4 in flight takes about a third of it. The object must be a
 // real multipart upload and its bytes must hash to what Put reported.
 func TestS3PutMemoryIsBounded(t *testing.T) {
+	testPutMemoryIsBounded(t, false)
+}
+
+// TestSpoolPutMemoryIsBounded is the same through a Spool: the 100 MiB are
+// written to the spool folder, then uploaded from that file (PutStored),
+// the path a late upload takes; memory stays as bounded.
+func TestSpoolPutMemoryIsBounded(t *testing.T) {
+	testPutMemoryIsBounded(t, true)
+}
+
+func testPutMemoryIsBounded(t *testing.T, spooled bool) {
 	bin := testenv.BuildBinary(t, "./bench/s3put")
 	const size = 100 << 20
 	const bound = 100 << 10 // KiB
@@ -30,6 +42,10 @@ func TestS3PutMemoryIsBounded(t *testing.T) {
 			cmd := exec.Command(bin, "-endpoint", srv.Endpoint, "-bucket", srv.Bucket, "-region", srv.Region,
 				"-prefix", o.Prefix, "-key", "big/stream.bin", "-generate", "random", "-size", "104857600",
 				"-part-size", "5242880", "-concurrency", "4")
+			spoolDir := t.TempDir()
+			if spooled {
+				cmd.Args = append(cmd.Args, "-spool", spoolDir)
+			}
 			cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+srv.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+srv.SecretAccessKey)
 			cmd.Stderr = os.Stderr
 			out, err := cmd.Output()
@@ -46,6 +62,11 @@ func TestS3PutMemoryIsBounded(t *testing.T) {
 				t.Fatalf("s3put printed %q: %v", out, err)
 			}
 			t.Logf("%s: 100 MiB in %.2fs, peak RSS %d MiB", srv.Name, r.Seconds, r.PeakRSSKiB>>10)
+			if spooled {
+				if n, _ := os.ReadDir(filepath.Join(spoolDir, "big")); len(n) != 0 {
+					t.Errorf("the spool still holds %v after the upload", n)
+				}
+			}
 			if r.BytesIn != size {
 				t.Fatalf("s3put read %d bytes, want %d", r.BytesIn, size)
 			}

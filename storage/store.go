@@ -74,6 +74,10 @@ type Object struct {
 	// store compressed them; empty otherwise (then Size and SHA256 are those).
 	OriginalSize   int64  `json:"original_size,omitempty"`
 	OriginalSHA256 string `json:"original_sha256,omitempty"`
+	// Pending says the bytes are kept in a replica's local spool because the
+	// store was unavailable (see Spool): they are uploaded later under the same
+	// key, as the same stored bytes, so the rest of the Object stays true.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ContentSHA256 is the SHA-256 of the bytes as put: OriginalSHA256 when the

@@ -50,13 +50,18 @@ func main() {
 	flag.StringVar(&file, "file", "", "file to put (instead of -generate)")
 	flag.StringVar(&gen, "generate", "", "generate the stream: random or json")
 	flag.Int64Var(&size, "size", 100<<20, "bytes to generate")
+	spoolDir := flag.String("spool", "", "put through a storage.Spool in this folder (written first, then uploaded from the file)")
 	flag.Parse()
+	spool = *spoolDir
 	o.Compression = storage.Compression(*comp)
 	if err := run(o, key, file, gen, size); err != nil {
 		fmt.Fprintln(os.Stderr, "s3put:", err)
 		os.Exit(1)
 	}
 }
+
+// spool is -spool.
+var spool string
 
 func run(o storage.S3Options, key, file, gen string, size int64) error {
 	ctx := context.Background()
@@ -85,9 +90,15 @@ func run(o storage.S3Options, key, file, gen string, size int64) error {
 	if err := s.Check(ctx); err != nil {
 		return err
 	}
+	var store storage.Store = s
+	if spool != "" {
+		if store, err = storage.NewSpool(s, spool, o.Compression); err != nil {
+			return err
+		}
+	}
 	counted := &countReader{r: src}
 	start := time.Now()
-	obj, err := s.Put(ctx, key, counted, meta)
+	obj, err := store.Put(ctx, key, counted, meta)
 	if err != nil {
 		return err
 	}

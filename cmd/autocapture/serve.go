@@ -124,7 +124,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	if err != nil {
 		return fmt.Errorf("playbooks: %w", err)
 	}
-	env, err := newEnv(ctx, cfg, log, reg)
+	env, spool, err := newEnv(ctx, cfg, log, reg)
 	if err != nil {
 		return err
 	}
@@ -140,6 +140,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		Planner:     planner,
 		Notifiers:   notifiers,
 		Env:         env,
+		Spool:       spool,
 		Log:         log,
 		Registerer:  reg,
 		Links:       threadLinks(cfg, env, log),
@@ -236,16 +237,17 @@ func reloadOnHUP(ctx context.Context, reload func() error, log *zap.Logger) {
 
 // newEnv builds what steps may reach: the artifact store, the allow-listed
 // client for targets from alert labels, and the configured backends. An S3
-// store is checked in the background until ctx ends (see newStore).
-func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*capture.Env, error) {
-	store, err := newStore(ctx, cfg.Storage, log.Named("storage"), reg)
+// store is checked in the background until ctx ends (see newStore); its
+// spool (nil for the local backend) is returned for the runner's late uploads.
+func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*capture.Env, runner.Spool, error) {
+	store, spool, err := newStore(ctx, cfg.Storage, log.Named("storage"), reg)
 	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
+		return nil, nil, fmt.Errorf("storage: %w", err)
 	}
 	policy, err := targets.New(cfg.Targets, targets.Options{Log: log.Named("targets"), PrometheusURL: cfg.Prometheus.URL,
 		DaemonAddress: cfg.Web.ListenAddress}) // labels must not point steps at our own API
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env := &capture.Env{Store: store, Targets: policy.Client(0)}
 	if cfg.Prometheus.URL != "" {
@@ -256,7 +258,10 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 			// traces.timeout bounds each search the step makes (it may make many).
 			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{Timeout: cfg.Traces.Timeout}, Timeout: cfg.Traces.Timeout}}
 	}
-	return env, nil
+	if spool == nil { // a nil *storage.Spool must not become a non-nil interface
+		return env, nil, nil
+	}
+	return env, spool, nil
 }
 
 // newStore builds the artifact store storage.backend names. An S3 bucket is
@@ -264,14 +269,34 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 // state is autocapture_storage_up{backend="s3"} and a log line per change. A
 // failing check does not stop the daemon, nor make /-/ready fail: runs still
 // start and record their uploads' errors, and the store is used as soon as it
-// answers.
-func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (storage.Store, error) {
+// answers. Uploads are counted (autocapture_storage_uploaded_*_total,
+// autocapture_storage_upload_failures_total{reason}). With S3, an artifact
+// put while the bucket is unavailable is kept in the spool folder
+// storage.path/spool (autocapture_spool_* gauges) and uploaded later by this
+// replica (runs.replica; see runner/upload.go): the folder must survive a
+// restart (a persistent volume).
+func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (storage.Store, *storage.Spool, error) {
+	m, err := storage.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
 	if c.Backend != config.BackendS3 {
-		return storage.NewLocal(filepath.Join(c.Path, "artifacts"), storage.WithLocalCompression(c.Compression))
+		l, err := storage.NewLocal(filepath.Join(c.Path, "artifacts"), storage.WithLocalCompression(c.Compression))
+		if err != nil {
+			return nil, nil, err
+		}
+		return m.Instrument(l, config.BackendLocal), nil, nil
 	}
 	s3, err := storage.NewS3(ctx, c.S3.Options(c.Compression))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	spool, err := storage.NewSpool(m.Instrument(s3, config.BackendS3), filepath.Join(c.Path, "spool"), c.Compression)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := storage.RegisterSpool(reg, spool); err != nil {
+		return nil, nil, err
 	}
 	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_storage_up",
 		Help: "Whether the artifact store answered its last check (1) or not (0); checked every minute."}, []string{"backend"})
@@ -288,7 +313,7 @@ func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg promet
 		log.Info("The artifact bucket can be used.")
 	}}
 	go ck.Run(ctx)
-	return s3, nil
+	return spool, spool, nil
 }
 
 // newNotifiers returns where threads go, by the name each thread operation is

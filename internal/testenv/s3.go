@@ -33,6 +33,21 @@ type S3Server struct {
 	Dir string
 	// Proc is the server process.
 	Proc *Process
+
+	// command builds the server's command line on its port; ready is the
+	// URL that answers 200 once it serves (for Restart).
+	command func() *exec.Cmd
+	ready   string
+}
+
+// Restart stops the server (if it still runs) and starts it again on the
+// same port with the same folder and credentials, as after an outage:
+// objects and buckets put before are there again.
+func (s *S3Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Proc.Stop()
+	s.Proc = StartProcess(t, s.Name, s.command())
+	s.Proc.WaitHTTP(t, s.ready, 60*time.Second)
 }
 
 // StartVersityGW starts versitygw (built by scripts/install-tools.sh) with its
@@ -45,10 +60,14 @@ func StartVersityGW(t testing.TB) *S3Server {
 	s.Proc = startServer(t, "versitygw", 30*time.Second, func() (*Process, string) {
 		port := FreePort(t)
 		s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
-		cmd := exec.Command(bin, "--port", fmt.Sprintf("127.0.0.1:%d", port), "--region", s.Region,
-			"--health", "/health", "posix", s.Dir)
-		cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKeyID, "ROOT_SECRET_KEY="+s.SecretAccessKey)
-		return StartProcess(t, "versitygw", cmd), s.Endpoint + "/health"
+		s.command = func() *exec.Cmd {
+			cmd := exec.Command(bin, "--port", fmt.Sprintf("127.0.0.1:%d", port), "--region", s.Region,
+				"--health", "/health", "posix", s.Dir)
+			cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKeyID, "ROOT_SECRET_KEY="+s.SecretAccessKey)
+			return cmd
+		}
+		s.ready = s.Endpoint + "/health"
+		return StartProcess(t, "versitygw", s.command()), s.ready
 	})
 	s.createBucket(t)
 	return s
@@ -65,13 +84,17 @@ func StartMinIO(t testing.TB) *S3Server {
 	s.Proc = startServer(t, "minio", 60*time.Second, func() (*Process, string) {
 		port, console := FreePort(t), FreePort(t)
 		s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
-		cmd := exec.Command(bin, "server", s.Dir, "--quiet",
-			"--address", fmt.Sprintf("127.0.0.1:%d", port),
-			"--console-address", fmt.Sprintf("127.0.0.1:%d", console))
-		cmd.Env = append(os.Environ(),
-			"MINIO_ROOT_USER="+s.AccessKeyID, "MINIO_ROOT_PASSWORD="+s.SecretAccessKey,
-			"MINIO_BROWSER=off", "MINIO_REGION="+s.Region, "MINIO_UPDATE=off")
-		return StartProcess(t, "minio", cmd), s.Endpoint + "/minio/health/ready"
+		s.command = func() *exec.Cmd {
+			cmd := exec.Command(bin, "server", s.Dir, "--quiet",
+				"--address", fmt.Sprintf("127.0.0.1:%d", port),
+				"--console-address", fmt.Sprintf("127.0.0.1:%d", console))
+			cmd.Env = append(os.Environ(),
+				"MINIO_ROOT_USER="+s.AccessKeyID, "MINIO_ROOT_PASSWORD="+s.SecretAccessKey,
+				"MINIO_BROWSER=off", "MINIO_REGION="+s.Region, "MINIO_UPDATE=off")
+			return cmd
+		}
+		s.ready = s.Endpoint + "/minio/health/ready"
+		return StartProcess(t, "minio", s.command()), s.ready
 	})
 	s.createBucket(t)
 	return s

@@ -99,7 +99,9 @@ func linkLine(links []notify.Link) (string, int) {
 	n := 0
 	for i, l := range links {
 		var p string
-		if webURL(l.URL) {
+		if l.Pending {
+			p = ":hourglass_flowing_sand: " + esc(l.Name) + " _(" + notify.PendingNote + ")_"
+		} else if webURL(l.URL) {
 			p = "<" + escURL(l.URL) + "|" + esc(linkName(l.Text())) + ">"
 		} else {
 			p = esc(l.Text()) + ": `" + esc(l.URL) + "`"
@@ -138,6 +140,10 @@ func fullText(r notify.StepReport) string {
 	if len(r.Links) > 0 {
 		b.WriteString("\nlinks:\n")
 		for _, l := range r.Links {
+			if l.Pending {
+				fmt.Fprintf(&b, "  %s: %s\n", l.Name, notify.PendingNote)
+				continue
+			}
 			fmt.Fprintf(&b, "  %s: %s\n", l.Text(), l.URL)
 		}
 	}

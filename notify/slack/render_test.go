@@ -102,6 +102,11 @@ func TestRenderGolden(t *testing.T) {
 			return r
 		}())},
 		{"reply-chart", RenderReply(chart)},
+		{"reply-upload-pending", RenderReply(func() notify.StepReport {
+			r := snapshot
+			r.Links = []notify.Link{{Name: "prometheus.json", Pending: true}}
+			return r
+		}())},
 		{"reply-failed", RenderReply(failed)},
 		{"reply-skipped", RenderReply(skipped)},
 		{"reply-cancelled", RenderReply(cancelled)},

@@ -82,6 +82,24 @@ type Run struct {
 	// Feedback is what readers said of the verdict, oldest answer first;
 	// filled by Get, List leaves it empty.
 	Feedback []Feedback `json:"feedback"`
+	// Uploads are the run's artifacts that were kept in a replica's local
+	// spool while the artifact store was unavailable, pending or uploaded
+	// since; filled by Get, empty for a run that never spooled.
+	Uploads []Upload `json:"uploads,omitempty"`
+}
+
+// Upload is one artifact of a run spooled while the store was down.
+type Upload struct {
+	Key string `json:"key"`
+	// Replica holds the spooled file and uploads it (runs.replica).
+	Replica string `json:"replica"`
+	Size    int64  `json:"size"`
+	// State is pending (in the spool, retried with backoff) or uploaded.
+	State      string     `json:"state"`
+	Attempts   int        `json:"attempts"`
+	LastError  string     `json:"last_error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UploadedAt *time.Time `json:"uploaded_at,omitempty"`
 }
 
 // User is a person who answered, as the chat names them (a Slack user id

@@ -1,0 +1,450 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// Late uploads. With an S3 store, an artifact put while the bucket is down
+// stays in this replica's local spool (storage.Spool) and its step records it
+// pending. The upload is then durable work of THIS replica: a row in
+// autocapture_uploads (one per key) and a River job on the replica's own
+// queue, autocapture_upload_<replica>, because only the replica holding the
+// file can upload it. That is why a replica needs a stable name (runs.replica,
+// default the hostname) and its spool a persistent volume: in Kubernetes a
+// StatefulSet with a volume claim for storage.path. A replica that never
+// comes back takes its spooled artifacts with it.
+//
+// The job retries with a backoff from 1 s doubling to 5 min, for as long as
+// it takes (it snoozes, so River's attempt limit never discards it; the row
+// counts attempts and keeps the last error). After the upload the spool file
+// is deleted and the row marked uploaded; when the run's last pending upload
+// lands, its thread is told so (an outbox reply, "uploads/done/<n>").
+//
+// Crash windows (kill -9), each covered:
+//   - the spool file written, no row or job yet (between storage.Spool's
+//     write and the OnSpool hook, or the hook's transaction failed): at
+//     startup the replica scans its spool and records a row and a job for
+//     every file (TestUploadAfterKill9BeforeTheRow); a scan every
+//     uploadScanInterval does the same for files without a row.
+//   - uploaded, spool file not deleted: the next attempt uploads again, and
+//     the store's never-overwrite compare makes that an idempotent success
+//     (same content; storage's TestSpoolKeepsWhatAnOutageWouldLose).
+//   - uploaded and spool file deleted, row not marked: the row is pending
+//     without a file; its job (or the startup scan's, see below) finds the
+//     key in the store with the recorded sha256 and marks it.
+//   - row recorded, job lost or held by the dead process as running: the
+//     startup scan inserts a job for every pending row of this replica
+//     (unique per key and process).
+
+// uploadArgs is one late upload. Boot makes the job unique per key and
+// process: a restarted replica inserts its own even while River still holds
+// the dead process's job as running.
+type uploadArgs struct {
+	Key  string `json:"key"`
+	Boot string `json:"boot"`
+}
+
+// Kind names the job kind in River's table.
+func (uploadArgs) Kind() string { return "autocapture_upload" }
+
+// InsertOpts: the queue is the replica's, given at insert (uploadOpts).
+func (uploadArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: jobMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// Spool is what the runner needs of the local spool (storage.Spool).
+type Spool interface {
+	OnSpool(fn func(ctx context.Context, obj storage.Object))
+	Upload(ctx context.Context, key string) (storage.Object, error)
+	Spooled(ctx context.Context, fn func(obj storage.Object, spooled time.Time) error) error
+	Has(ctx context.Context, key string) bool
+}
+
+var _ Spool = (*storage.Spool)(nil)
+
+const (
+	// uploadWorkers uploads run at once on a replica.
+	uploadWorkers = 2
+	// uploadBackoffMax caps the wait between two attempts of an upload.
+	uploadBackoffMax = 5 * time.Minute
+	// uploadsRefPrefix is the ref of the thread reply saying a run's uploads landed.
+	uploadsRefPrefix = "uploads:"
+)
+
+// uploader is the Service's late-upload state (nil without a spool).
+type uploader struct {
+	spool   Spool
+	replica string
+	queue   string
+	// backoff is the first wait after a failure, doubled per attempt; scan
+	// is how often the spool is scanned for files without a row.
+	backoff, scan time.Duration
+}
+
+// newUploader sets up late uploads for o.Spool (nil without one).
+func newUploader(o Options) *uploader {
+	if o.Spool == nil {
+		return nil
+	}
+	r := ReplicaName(o.Config.Replica)
+	return &uploader{spool: o.Spool, replica: r, queue: "autocapture_upload_" + r, backoff: time.Second, scan: time.Minute}
+}
+
+// ReplicaName is runs.replica, or else the hostname made a queue-name
+// suffix: lower case, [a-z0-9] with single '_' between runs, at most 45
+// characters ("replica" when nothing is left).
+func ReplicaName(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	host, _ := os.Hostname()
+	var b strings.Builder
+	sep := false
+	for _, r := range strings.ToLower(host) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if sep && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r)
+			sep = false
+		} else {
+			sep = true
+		}
+	}
+	name := strings.TrimRight(b.String()[:min(b.Len(), 45)], "_")
+	if name == "" {
+		return "replica"
+	}
+	return name
+}
+
+func (u *uploader) opts() *river.InsertOpts {
+	return &river.InsertOpts{Queue: u.queue, MaxAttempts: jobMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// uploadWorker hands River's upload jobs to the Service.
+type uploadWorker struct {
+	river.WorkerDefaults[uploadArgs]
+	s *Service
+}
+
+// Timeout: an upload of a large artifact is bounded by the store, not River's minute.
+func (w *uploadWorker) Timeout(*river.Job[uploadArgs]) time.Duration { return -1 }
+
+func (w *uploadWorker) Work(ctx context.Context, job *river.Job[uploadArgs]) error {
+	return w.s.workUpload(ctx, job.Args.Key)
+}
+
+// runIDOfKey is the run id segment of an artifact key
+// (yyyy/mm/dd/<alertname>/<run-id>/…), "" for another key.
+func runIDOfKey(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) < 6 || len(parts[0]) != 4 || len(parts[1]) != 2 || len(parts[2]) != 2 {
+		return ""
+	}
+	return parts[4]
+}
+
+// spooled is the spool's OnSpool hook: the file is durable; record the row
+// and the job in one transaction. A failure here leaves the file for the
+// scans (logged, not the step's failure: the bytes are safe).
+func (s *Service) spooled(ctx context.Context, obj storage.Object) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	err := s.recordUpload(ctx, obj, true, uploadArgs{Key: obj.Key, Boot: s.id + "/" + uuid.NewString()[:8]})
+	if err != nil {
+		s.log.Error("An artifact is kept in the local spool, but its upload could not be recorded; the spool scan retries.",
+			zap.String("key", obj.Key), zap.Error(err))
+		return
+	}
+	s.log.Warn("The artifact store is unavailable: the artifact is kept in the local spool and uploaded when it answers.",
+		zap.String("key", obj.Key), zap.Int64("size", obj.Size), zap.String("replica", s.up.replica))
+}
+
+// recordUpload writes obj's row as pending (again, when it was uploaded and
+// is spooled anew) with repend, or only when it has none without it, and
+// inserts args' job when it wrote the row or repend is set.
+func (s *Service) recordUpload(ctx context.Context, obj storage.Object, repend bool, args uploadArgs) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
+	}
+	defer tx.Rollback()
+	onConflict := `DO NOTHING`
+	if repend {
+		onConflict = `DO UPDATE SET state = 'pending', replica = excluded.replica, size = excluded.size,
+			sha256 = excluded.sha256, uploaded_at = NULL`
+	}
+	res, err := tx.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_uploads
+		(object_key, run_id, replica, size, sha256, state, created_at) VALUES ($1, $2, $3, $4, $5, 'pending', {now})
+		ON CONFLICT (object_key) `+onConflict), obj.Key, runIDOfKey(obj.Key), s.up.replica, obj.Size, obj.SHA256)
+	if err != nil {
+		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 && !repend {
+		return nil // recorded already
+	}
+	if _, err := s.client.InsertTx(ctx, tx, args, s.up.opts()); err != nil {
+		return fmt.Errorf("runner: record upload %s: enqueue: %w", obj.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: record upload %s: commit: %w", obj.Key, err)
+	}
+	return nil
+}
+
+// scanSpool records the spool's files. full (once at startup): every file's
+// row is made pending and gets a job of this process, and so does every
+// pending row of this replica (its job may have died with the last
+// process); else only files without a row are recorded.
+func (s *Service) scanSpool(ctx context.Context, full bool) (int, error) {
+	n := 0
+	err := s.up.spool.Spooled(ctx, func(obj storage.Object, _ time.Time) error {
+		n++
+		return s.recordUpload(ctx, obj, full, uploadArgs{Key: obj.Key, Boot: s.id})
+	})
+	if err != nil || !full {
+		return n, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT object_key FROM autocapture_uploads WHERE replica = $1 AND state = 'pending'`, s.up.replica)
+	if err != nil {
+		return n, fmt.Errorf("runner: pending uploads: %w", err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return n, fmt.Errorf("runner: pending uploads: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("runner: pending uploads: %w", err)
+	}
+	for _, k := range keys {
+		if _, err := s.client.Insert(ctx, uploadArgs{Key: k, Boot: s.id}, s.up.opts()); err != nil {
+			return n, fmt.Errorf("runner: pending upload %s: enqueue: %w", k, err)
+		}
+	}
+	return n, nil
+}
+
+// uploadLoop scans the spool fully once (retrying until that succeeds),
+// then for files without a row every scan interval, until the Service stops.
+func (s *Service) uploadLoop() {
+	defer s.bgDone.Done()
+	t := time.NewTicker(s.up.scan)
+	defer t.Stop()
+	full := true
+	for {
+		n, err := s.scanSpool(s.bg, full)
+		switch {
+		case err != nil && s.bg.Err() == nil:
+			s.log.Warn("Could not scan the local spool for pending uploads.", zap.Bool("startup", full), zap.Error(err))
+		case err == nil:
+			if full && n > 0 {
+				s.log.Info("Pending uploads found in the local spool.", zap.Int("files", n), zap.String("queue", s.up.queue))
+			}
+			full = false
+		}
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// workUpload uploads one spooled key and marks its row; a failure snoozes
+// the job with the backoff (never discarded: nothing is lost while the store
+// is down; the row keeps the count and the last error for the API).
+func (s *Service) workUpload(ctx context.Context, key string) error {
+	var state, sha, runID string
+	var attempts int
+	err := s.db.QueryRowContext(ctx, `SELECT state, sha256, run_id, attempts FROM autocapture_uploads WHERE object_key = $1`, key).
+		Scan(&state, &sha, &runID, &attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // a job is inserted only with its row: deleted since
+	} else if err != nil {
+		return fmt.Errorf("runner: upload %s: %w", key, err)
+	}
+	if state == "uploaded" && !s.up.spool.Has(ctx, key) {
+		return nil
+	}
+	obj, err := s.up.spool.Upload(ctx, key)
+	if err == nil && sha != "" && obj.SHA256 != sha {
+		err = fmt.Errorf("upload %s: the store holds sha256 %s, the run recorded %s", key, obj.SHA256, sha)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: River runs it again
+		}
+		attempts++
+		if _, uerr := s.db.ExecContext(ctx, `UPDATE autocapture_uploads SET attempts = attempts + 1, last_error = $1 WHERE object_key = $2`,
+			truncate(err.Error(), 1000), key); uerr != nil {
+			return fmt.Errorf("runner: upload %s: record failure: %w (after %v)", key, uerr, err)
+		}
+		wait := min(s.up.backoff<<min(attempts-1, 20), uploadBackoffMax)
+		log := s.log.With(zap.String("key", key), zap.Int("attempts", attempts), zap.Duration("retry_in", wait), zap.Error(err))
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			log.Error("A pending artifact is neither in the local spool nor in the store: it is lost (was the spool volume replaced?).")
+			return river.JobCancel(err)
+		case storage.Unavailable(err):
+			log.Info("The artifact store is still unavailable; the upload waits.")
+		default: // denied, conflict, …: a person must act; keep the bytes and say so loudly
+			log.Error("The upload of a spooled artifact failed; it is retried, fix the store's configuration.")
+		}
+		return river.JobSnooze(wait)
+	}
+	return s.markUploaded(ctx, key, runID)
+}
+
+// markUploaded marks key uploaded and, when it was the run's last pending
+// upload, records the thread's reply and calls afterUploads, all in one
+// transaction under the run row's lock (two uploads landing at once must
+// not both see the other still pending).
+func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: upload %s: mark: %w", key, err)
+	}
+	defer tx.Rollback()
+	if runID != "" {
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq WHERE id = $1`, runID); err != nil {
+			return fmt.Errorf("runner: upload %s: lock run: %w", key, err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_uploads SET state = 'uploaded', uploaded_at = {now}, last_error = ''
+		WHERE object_key = $1 AND state = 'pending'`), key)
+	if err != nil {
+		return fmt.Errorf("runner: upload %s: mark: %w", key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 && runID != "" {
+		var pending, uploaded int
+		if err := tx.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state = 'uploaded' THEN 1 ELSE 0 END), 0)
+			FROM autocapture_uploads WHERE run_id = $1`, runID).Scan(&pending, &uploaded); err != nil {
+			return fmt.Errorf("runner: upload %s: count: %w", key, err)
+		}
+		if pending == 0 {
+			n := strconv.Itoa(uploaded)
+			if err := s.recordOps(ctx, tx, runID, op{kind: opReply, key: "uploads/done/" + n, ref: uploadsRefPrefix + n}); err != nil {
+				return err
+			}
+			if err := s.afterUploads(ctx, tx, runID); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: upload %s: commit: %w", key, err)
+	}
+	s.log.Info("Uploaded a spooled artifact.", zap.String("key", key), zap.String("run", runID))
+	return nil
+}
+
+// afterUploads runs in the transaction that marked the run's last pending
+// upload uploaded: the run's manifest, written while uploads were pending
+// (they say "pending" there), is rewritten once it commits. A run still
+// running gets its manifest at the finish anyway.
+func (s *Service) afterUploads(ctx context.Context, tx *sql.Tx, runID string) error {
+	var finishedAt sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT finished_at FROM autocapture_runs WHERE id = $1`, runID).Scan(&finishedAt); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // deleted by retention meanwhile
+		}
+		return fmt.Errorf("runner: uploads of %s: %w", runID, err)
+	}
+	if !finishedAt.Valid {
+		return nil
+	}
+	return s.enqueueManifestTx(ctx, tx, runID)
+}
+
+// artifactPending says whether a step's artifact recorded pending still
+// waits for its upload (its row is pending, or, when its row could not be
+// recorded, its file is still in the spool).
+func (s *Service) artifactPending(ctx context.Context, key string) bool {
+	if s.up == nil {
+		return false
+	}
+	var state string
+	err := s.db.QueryRowContext(ctx, `SELECT state FROM autocapture_uploads WHERE object_key = $1`, key).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.up.spool.Has(ctx, key)
+	}
+	return err != nil || state == "pending"
+}
+
+// uploadsReply is the thread's reply once a run's spooled artifacts are all
+// uploaded (ref "uploads:<n>"), with links made now.
+func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
+	ups, err := s.loadUploads(ctx, runID)
+	if err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: %w", o.key, err)
+	}
+	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: StatusSucceeded, Key: o.key, Retry: retry,
+		Summary: fmt.Sprintf("uploaded: %d artifact(s) kept in the local spool while the artifact store was unavailable are now in the store", len(ups))}
+	for _, u := range ups {
+		if u.State != "uploaded" || s.o.Env == nil || s.o.Env.Store == nil {
+			continue
+		}
+		if link, err := s.o.Env.Store.Link(ctx, u.Key); err == nil {
+			rep.Links = append(rep.Links, notify.Link{Name: path.Base(u.Key), URL: link})
+		}
+	}
+	return rep, nil
+}
+
+// loadUploads returns a run's late uploads, oldest first.
+func (s *Service) loadUploads(ctx context.Context, runID string) ([]runs.Upload, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT object_key, replica, size, state, attempts, last_error, created_at, uploaded_at
+		FROM autocapture_uploads WHERE run_id = $1 ORDER BY created_at, object_key`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []runs.Upload
+	for rows.Next() {
+		var u runs.Upload
+		var created int64
+		var uploaded sql.NullInt64
+		if err := rows.Scan(&u.Key, &u.Replica, &u.Size, &u.State, &u.Attempts, &u.LastError, &created, &uploaded); err != nil {
+			return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)
+		}
+		u.CreatedAt = time.UnixMilli(created).UTC()
+		if uploaded.Valid {
+			t := time.UnixMilli(uploaded.Int64).UTC()
+			u.UploadedAt = &t
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
