@@ -151,6 +151,7 @@ func (v *validator) check(c *Config) {
 	}
 	v.checkRuns(c.Runs)
 	v.checkSlack(c.Notify.Slack)
+	v.checkStorm(c.Notify.Storm)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {
 			v.errorf("$.playbooks", "bad glob %q: %v", g, err)
