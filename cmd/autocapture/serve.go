@@ -138,6 +138,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:     planner,
 		Notifiers:   notifiers,
+		Storm:       cfg.Notify.Storm,
 		Env:         env,
 		Log:         log,
 		Registerer:  reg,
