@@ -10,12 +10,14 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/slackstub"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	notifyslack "github.com/autocapture/autocapture/notify/slack"
+	"github.com/autocapture/autocapture/playbooks"
 )
 
 const groupChannel = "C0STORM01"
@@ -327,4 +329,55 @@ func (g *memberGate) Reply(ctx context.Context, t notify.Thread, r notify.StepRe
 		return fmt.Errorf("process died")
 	}
 	return err
+}
+
+// cancellingPlanner cancels the Accept it is planning for once (as a kill -9
+// would end the transaction): Accept plans for the channel after the runs
+// are inserted and before the group and its parent are written.
+type cancellingPlanner struct {
+	fakePlanner
+	cancel func()
+	once   *sync.Once
+}
+
+func (p cancellingPlanner) Plan(a template.Alert, w capture.Window) ([]*playbooks.Plan, error) {
+	p.once.Do(p.cancel)
+	return p.fakePlanner.Plan(a, w)
+}
+
+// TestStormAcceptIsAtomic: an Accept cut between its runs and its group
+// leaves neither (the runs, the group, its members and its parent's
+// operation commit together); the webhook's retry makes one storm thread.
+func TestStormAcceptIsAtomic(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		stub := newGroupStub(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		p := cancellingPlanner{fakePlanner: threeSteps(fakestep.NewCounter()), cancel: cancel, once: &sync.Once{}}
+		s := newService(t, db, p, true, slackTo(t, stub, 50), withStorm(2, time.Minute))
+		var alerts []template.Alert
+		for i := range 4 {
+			alerts = append(alerts, fleetAlert(fmt.Sprintf("atomic%d", i), "m", i, time.Now().UTC()))
+		}
+		if _, err := s.Accept(ctx, alerts); err == nil {
+			t.Fatal("an Accept cut mid-transaction answered success")
+		}
+		for _, table := range []string{"autocapture_runs", "autocapture_groups", "autocapture_fleets", "autocapture_outbox", "autocapture_threads"} {
+			var n int
+			if err := s.db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("%s holds %d rows after the cut Accept, want none", table, n)
+			}
+		}
+		if _, err := s.Accept(context.Background(), alerts); err != nil { // Alertmanager retries
+			t.Fatal(err)
+		}
+		ms := waitStub(t, time.Minute, "the storm's four replies", stub, func(ms []slackstub.Message) bool {
+			return len(ms) == 1 && countPrefix(keysOf(ms[0]), "member/") == 4
+		})
+		if len(doubled(keysOf(ms[0]))) > 0 {
+			t.Errorf("thread %v: a reply twice", keysOf(ms[0]))
+		}
+	})
 }
