@@ -155,6 +155,7 @@ func (v *validator) check(c *Config) {
 	v.checkLinks(c)
 	v.checkRetention(c.Retention)
 	v.checkSlack(c.Notify.Slack)
+	v.checkStorm(c.Notify.Storm)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {
 			v.errorf("$.playbooks", "bad glob %q: %v", g, err)

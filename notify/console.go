@@ -36,6 +36,9 @@ func (c *Console) Open(_ context.Context, run RunInfo) (Thread, error) {
 	if run.Resumed > 0 {
 		fmt.Fprintf(&b, "   resumed:   %d time(s) after an interruption\n", run.Resumed)
 	}
+	if run.Group != nil {
+		groupBlock(&b, run.ID, *run.Group)
+	}
 	c.print(b.String())
 	return Thread{TS: run.ID}, nil
 }
@@ -43,6 +46,11 @@ func (c *Console) Open(_ context.Context, run RunInfo) (Thread, error) {
 // Reply prints one finished step.
 func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 	var b strings.Builder
+	if r.Member != nil {
+		memberBlock(&b, t.TS, *r.Member)
+		c.print(b.String())
+		return nil
+	}
 	fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
 	if r.Summary != "" {
 		fmt.Fprintf(&b, "   %s\n", r.Summary)
@@ -67,6 +75,13 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 // Close prints the run's outcome.
 func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 	var b strings.Builder
+	if s.Group != nil {
+		groupBlock(&b, t.TS, *s.Group)
+		if s.Key == KeyGroupUpdate {
+			c.print(b.String())
+			return nil
+		}
+	}
 	fmt.Fprintf(&b, "── run %s %s", t.TS, s.Status)
 	if s.Duration > 0 {
 		fmt.Fprintf(&b, " after %s", s.Duration.Round(time.Second))

@@ -41,6 +41,9 @@ type RunInfo struct {
 	Channel string
 	// Retry: an earlier attempt of this Open may have posted the parent.
 	Retry bool
+	// Group, when set, makes the parent the group's (group.go): the run
+	// leads a storm or a fleet of several runs.
+	Group *Group
 }
 
 // Thread identifies a posted parent message; it is persisted on the run row so a
@@ -73,6 +76,9 @@ type StepReport struct {
 	Files []File
 	// Retry: an earlier attempt of this reply may have been posted.
 	Retry bool
+	// Member, when set, makes this a group member's compact reply (its
+	// outcome and steps in one message); RunID is the member's.
+	Member *MemberReport
 }
 
 // File is an artifact attached to a reply.
@@ -139,6 +145,9 @@ type Summary struct {
 	Run *RunInfo
 	// Retry: an earlier attempt of this update may have been delivered.
 	Retry bool
+	// Group, when set, is what the parent shows instead of Run alone (Run is
+	// the group's lead); with Key KeyGroupUpdate the parent is only edited.
+	Group *Group
 }
 
 // Operation keys of the run-level operations (step replies have

@@ -53,18 +53,31 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 		return runKey(a) < runKey(b)
 	})
 	var firing []int
+	var resolved []string // runs resolved now: their threads say so (recordResolved)
 	for _, i := range order {
 		a := alerts[i]
 		if a.Status != "resolved" {
 			firing = append(firing, i)
 			continue
 		}
-		if out[i], err = s.acceptResolved(ctx, tx, a, now); err != nil {
+		var fresh bool
+		if out[i], fresh, err = s.acceptResolved(ctx, tx, a, now); err != nil {
 			return nil, fmt.Errorf("runner: accept alert %s: %w", a.Fingerprint, err)
 		}
+		if fresh {
+			resolved = append(resolved, out[i].RunID)
+		}
+	}
+	// The thread says so, whoever executes the run and even after it
+	// finished: the update commits with the resolution.
+	if err := s.recordResolved(ctx, tx, resolved); err != nil {
+		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	created, err := s.insertRuns(ctx, tx, alerts, firing, now)
 	if err != nil {
+		return nil, fmt.Errorf("runner: accept: %w", err)
+	}
+	if err := s.groupNew(ctx, tx, alerts, created, now); err != nil { // storms and fleets (group.go)
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	var jobs []runArgs
@@ -227,33 +240,32 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 const qResolvedRun = `SELECT id FROM autocapture_runs WHERE run_key = $1
 		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`
 
-// acceptResolved sets resolved_at on the fingerprint's unresolved run. A repeat
-// of a resolution already recorded answers with that run; with no run at all the
-// alert is counted and logged, nothing more.
-func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (runs.Accepted, error) {
-	acc := runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolved}
+// acceptResolved sets resolved_at on the fingerprint's unresolved run (fresh:
+// the thread is to say so). A repeat of a resolution already recorded answers
+// with that run; with no run at all the alert is counted and logged, nothing
+// more.
+func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (acc runs.Accepted, fresh bool, err error) {
+	acc = runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolved}
 	at := a.EndsAt
 	if at.IsZero() || at.After(now) {
 		at = now
 	}
-	err := tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
+	err = tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
 		WHERE fingerprint = $2 AND resolved_at IS NULL RETURNING id`, toMS(at), a.Fingerprint).Scan(&acc.RunID)
 	if err == nil {
-		// The thread says so, whoever executes the run and even after it
-		// finished: the update commits with the resolution.
-		return acc, s.recordOps(ctx, tx, acc.RunID, op{kind: opUpdate, key: keyResolved})
+		return acc, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return acc, fmt.Errorf("resolve run: %w", err)
+		return acc, false, fmt.Errorf("resolve run: %w", err)
 	}
 	err = tx.QueryRowContext(ctx, qResolvedRun, runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}, nil
+		return runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}, false, nil
 	}
 	if err != nil {
-		return acc, fmt.Errorf("find resolved run: %w", err)
+		return acc, false, fmt.Errorf("find resolved run: %w", err)
 	}
-	return acc, nil
+	return acc, false, nil
 }
 
 // signalResolved tells a run this process executes that its alert resolved;

@@ -122,6 +122,12 @@ func schemeOf(raw string) string {
 // the stored size and sha256 the step recorded (to check what the store holds
 // when the spool file is gone), attempts and the last error for the API. No
 // foreign key to the run: the spool scan may find files of any run.
+//
+// 10 (groups, group.go): threads several runs share. autocapture_groups has a
+// row per group keyed by its lead run (the run whose outbox and thread the
+// group uses), with the outbox counter of that thread; group_lead on a run
+// names its group. autocapture_fleets holds each (alertname, model, channel)
+// key's open fleet, claimed in the Accept transaction.
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -258,6 +264,21 @@ CREATE TABLE autocapture_uploads (
 );
 CREATE INDEX autocapture_uploads_run ON autocapture_uploads (run_id, state);
 CREATE INDEX autocapture_uploads_replica ON autocapture_uploads (replica, state);
+`, `
+CREATE TABLE autocapture_groups (
+	lead_run   TEXT PRIMARY KEY REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	kind       TEXT NOT NULL,
+	channel    TEXT NOT NULL DEFAULT '',
+	opened_at  BIGINT NOT NULL,
+	outbox_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE autocapture_fleets (
+	fleet_key TEXT PRIMARY KEY,
+	lead_run  TEXT NOT NULL,
+	opened_at BIGINT NOT NULL
+);
+ALTER TABLE autocapture_runs ADD COLUMN group_lead TEXT;
+CREATE INDEX autocapture_runs_group ON autocapture_runs (group_lead, created_at, id) WHERE group_lead IS NOT NULL;
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

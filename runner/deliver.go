@@ -121,7 +121,14 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 		if err != nil || len(ops) == 0 {
 			return err
 		}
-		for _, o := range ops {
+		for i, o := range ops {
+			if coalesced(ops[i:]) { // a later edit of the group's parent shows this one's change
+				if err := s.markDelivered(ctx, a, o, nil); err != nil {
+					return err
+				}
+				s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Inc()
+				continue
+			}
 			err := s.deliver(ctx, n, a, o, owner, &thread)
 			var rl *notify.RateLimitedError
 			switch {
@@ -277,6 +284,10 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		}
 		if err := n.Close(cctx, *thread, sum); err != nil {
 			return s.noteFailure(a, o, err)
+		}
+	case opGroupUpdate, opMemberReply: // group_deliver.go
+		if err := s.deliverGroupOp(ctx, cctx, n, a, o, retry, *thread); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("unknown thread operation %q", o.kind)

@@ -26,7 +26,8 @@ func (s *Service) runInfo(ctx context.Context, runID, channel string, retry bool
 	}
 	info := parentInfo(r)
 	info.Channel, info.Retry = channel, retry
-	return info, nil
+	info.Group, err = s.shownGroup(ctx, runID) // a group's lead opens the group's parent
+	return info, err
 }
 
 // parentInfo is what a run's parent shows, from its row.
@@ -95,6 +96,9 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 	info := parentInfo(r)
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
 		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry, Run: &info}
+	if sum.Group, err = s.shownGroup(ctx, runID); err != nil {
+		return notify.Summary{}, err
+	}
 	if r.FinishedAt != nil {
 		from := r.CreatedAt
 		if r.StartedAt != nil {

@@ -72,6 +72,16 @@ func splitStepRef(ref string) (plan, step string, ok bool) { return strings.Cut(
 // or cancelled before its plans were stored, or no sink configured) records
 // nothing, and a sink added mid-run never gets half a thread.
 func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops ...op) error {
+	to, ops, grouped, err := s.routeOps(ctx, tx, runID, ops) // a group's member records into its lead's thread
+	if err != nil || len(ops) == 0 {
+		return err
+	}
+	return s.writeOps(ctx, tx, to, grouped, ops...)
+}
+
+// writeOps records ops in runID's outbox; grouped: the run leads a group,
+// whose row numbers its thread's operations.
+func (s *Service) writeOps(ctx context.Context, tx *sql.Tx, runID string, grouped bool, ops ...op) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -79,10 +89,13 @@ func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops .
 	if err != nil || len(sinks) == 0 {
 		return err
 	}
+	number := `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1 WHERE id = $1 RETURNING outbox_seq`
+	if grouped {
+		number = `UPDATE autocapture_groups SET outbox_seq = outbox_seq + 1 WHERE lead_run = $1 RETURNING outbox_seq`
+	}
 	for _, o := range ops {
 		var seq int
-		if err := tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1
-			WHERE id = $1 RETURNING outbox_seq`, runID).Scan(&seq); err != nil {
+		if err := tx.QueryRowContext(ctx, number, runID).Scan(&seq); err != nil {
 			return fmt.Errorf("runner: outbox of %s: number %s: %w", runID, o.key, err)
 		}
 		for _, sink := range sinks {

@@ -239,7 +239,12 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 // cooldown, not the run: its one row per key stays, or a cooldown longer than
 // retention would end early.
 var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
-	"autocapture_steps", "autocapture_run_playbooks"}
+	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads"}
+
+// leadTables are keyed by a group's lead run (group.go): a group and its
+// fleet claim go with their lead. Its members are as old (a group gathers
+// within notify.storm.window) and are deleted on the same tick or the next.
+var leadTables = []string{"autocapture_groups", "autocapture_fleets"}
 
 // deleteRunRows deletes the run's rows in one transaction, the run's last,
 // only if it is still finished and old (checked on the database's clock).
@@ -259,6 +264,11 @@ func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) 
 	}
 	for _, t := range runTables {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE run_id = $1`, runID); err != nil {
+			return fmt.Errorf("runner: retention: run %s: %s: %w", runID, t, err)
+		}
+	}
+	for _, t := range leadTables {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE lead_run = $1`, runID); err != nil {
 			return fmt.Errorf("runner: retention: run %s: %s: %w", runID, t, err)
 		}
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	// operation ("console", "slack"): rename one and its pending operations
 	// wait for a notifier of the old name. None: no thread is recorded.
 	Notifiers map[string]notify.Notifier
+	// Storm groups runs into shared threads (notify.storm; group.go); the
+	// zero value means config.Default's.
+	Storm config.Storm
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);

@@ -139,6 +139,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:     planner,
 		Notifiers:   notifiers,
+		Storm:       cfg.Notify.Storm,
 		Env:         env,
 		Spool:       spool,
 		Log:         log,

@@ -23,6 +23,9 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 		return nil
 	}
 	msg := RenderReply(r)
+	if r.Member != nil { // a group member's one compact reply
+		msg = RenderMemberReply(*r.Member)
+	}
 	return n.post(ctx, t, r.RunID, r.Key, msg, r.Retry)
 }
 
@@ -49,12 +52,15 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 	p = p.Apply(s)
 	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
+	if s.Group != nil { // the thread is a storm's or a fleet's: its parent shows the group
+		msg = RenderGroupParent(*s.Group, p)
+	}
 	opts := n.msgOptions(msg, s.RunID, notify.KeyOpen, parentPayload(p))
 	if _, _, _, err := n.api.UpdateMessageContext(ctx, t.Channel, t.TS, opts...); err != nil {
 		return n.fail(err, "chat.update: parent %s of run %s in %s (%s)", t.TS, s.RunID, t.Channel, s.Key)
 	}
 	log.Info("Updated the run's parent with its outcome.", zap.String("status", p.Status))
-	if s.Key == notify.KeyCloseVerdict {
+	if s.Key == notify.KeyCloseVerdict || s.Key == notify.KeyGroupUpdate {
 		return nil
 	}
 	return n.post(ctx, t, s.RunID, s.Key, RenderCloseReply(p, s), s.Retry)

@@ -121,6 +121,9 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 	p := ParentFromRun(run, n.links(run, log))
 	p.AskFeedback = n.feedback
 	msg := RenderParent(p)
+	if run.Group != nil { // the run leads a storm or a fleet: the group's parent
+		msg = RenderGroupParent(*run.Group, p)
+	}
 	if err := n.pace.waitParent(ctx, n.paceKey(ch)); err != nil {
 		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)
 	}

@@ -1,0 +1,250 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// Groups: threads several runs share (notify/group.go says what they show).
+// Membership is decided in the Accept transaction that creates the runs:
+//
+//   - storm: an Accept (one Alertmanager group) that creates more than
+//     notify.storm.threshold runs whose alerts match a playbook puts them,
+//     per channel, into one group; its first run leads it.
+//   - fleet: a new run whose alert has model_name and instance labels claims
+//     the key (alertname, model_name, channel) in autocapture_fleets: the
+//     first claim, or one older than notify.storm.window, makes the run the
+//     lead of a new fleet; any other claim joins the fleet already there. The
+//     key is a primary key and the claim one INSERT … ON CONFLICT DO UPDATE …
+//     WHERE opened_at < now - window, so two replicas accepting two alerts
+//     of a fleet at once serialize on that row: the second sees the first's
+//     committed fleet and joins it. A window is counted from the fleet's
+//     first alert, not cut into fixed buckets, so a burst is never split at a
+//     bucket boundary.
+//
+// A group's thread is its lead's: the lead's outbox and autocapture_threads
+// rows, numbered by the group row's outbox_seq (not the lead's run row, so a
+// member recording into the lead's outbox never waits on the lead's row
+// lock). Its parent is recorded in the same transaction as the group (the
+// lead's open). Members' operations are rerouted into it by recordOps
+// (routeOps): a member posts no parent and no reply per step; its verdict,
+// end and resolution edit the group parent, and its end posts one compact
+// reply. A fleet's lead keeps its own replies: its thread was posted before
+// it had company.
+//
+// The runs' channel is known before they execute only from the playbooks
+// they match, so Accept plans each candidate alert once (Planner.Plan, no
+// I/O) for its channel; an alert no playbook matches joins no group (it
+// gets no thread either).
+
+// Outbox op kinds of groups.
+const (
+	// opGroupUpdate edits the group's parent; pending edits are coalesced.
+	opGroupUpdate opKind = "gupdate"
+	// opMemberReply posts a member's compact reply (ref: the member's run id).
+	opMemberReply opKind = "mreply"
+)
+
+func memberKey(runID, what string) string { return "member/" + runID + "/" + what }
+
+// stormSettings are the Service's notify.storm, with the defaults.
+func (s *Service) stormSettings() (threshold int, window time.Duration) {
+	st := s.o.Storm
+	if st.Threshold <= 0 && st.Window == 0 {
+		d := defaultStorm()
+		return d.Threshold, d.Window
+	}
+	return max(st.Threshold, 1), st.Window
+}
+
+// groupNew puts the runs this Accept created into groups: a storm when there
+// are more than the threshold, else each fleet candidate into its fleet.
+// created maps the alert's index to its new run. Rows are touched in a fixed
+// order (storm channels sorted, fleet keys sorted) so concurrent Accepts wait
+// instead of deadlocking.
+func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
+	if len(s.sinkOrder) == 0 || len(created) == 0 {
+		return nil // no thread is recorded anywhere
+	}
+	threshold, window := s.stormSettings()
+	idx := make([]int, 0, len(created))
+	for i := range created {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx) // the webhook's order
+	type cand struct {
+		i           int
+		id, channel string
+	}
+	var rest []cand
+	if len(created) > threshold {
+		byCh := map[string][]cand{}
+		for _, i := range idx {
+			if ch, ok := s.channelFor(alerts[i], now); ok {
+				byCh[ch] = append(byCh[ch], cand{i, created[i], ch})
+			}
+		}
+		matched := 0
+		for _, l := range byCh {
+			matched += len(l)
+		}
+		chans := make([]string, 0, len(byCh))
+		for ch := range byCh {
+			chans = append(chans, ch)
+		}
+		sort.Strings(chans)
+		for _, ch := range chans {
+			l := byCh[ch]
+			if matched <= threshold || len(l) < 2 {
+				rest = append(rest, l...)
+				continue
+			}
+			ids := make([]string, len(l))
+			for j, c := range l {
+				ids[j] = c.id
+			}
+			if err := s.openGroup(ctx, tx, notify.GroupStorm, ch, now, ids); err != nil {
+				return err
+			}
+			s.log.Info("Alert storm: one thread for the group's runs.", zap.Int("runs", len(ids)),
+				zap.String("lead", ids[0]), zap.String("channel", ch))
+		}
+	} else {
+		for _, i := range idx {
+			if fleetCandidate(alerts[i]) && window > 0 {
+				if ch, ok := s.channelFor(alerts[i], now); ok {
+					rest = append(rest, cand{i, created[i], ch})
+				}
+			}
+		}
+	}
+	if window <= 0 {
+		return nil
+	}
+	type claim struct {
+		key string
+		c   cand
+	}
+	var claims []claim
+	for _, c := range rest {
+		if a := alerts[c.i]; fleetCandidate(a) {
+			claims = append(claims, claim{fleetKey(a, c.channel), c})
+		}
+	}
+	sort.Slice(claims, func(x, y int) bool {
+		if claims[x].key != claims[y].key {
+			return claims[x].key < claims[y].key
+		}
+		return claims[x].c.id < claims[y].c.id
+	})
+	for _, cl := range claims {
+		if err := s.joinFleet(ctx, tx, cl.key, cl.c.id, cl.c.channel, now, window); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fleetCandidate: an alert naming its model and instance can be one of a fleet.
+func fleetCandidate(a template.Alert) bool {
+	return a.Labels["model_name"] != "" && a.Labels["instance"] != ""
+}
+
+// fleetKey is the fleet an alert belongs to: alertname, model, channel.
+func fleetKey(a template.Alert, channel string) string {
+	return strings.Join([]string{a.Labels["alertname"], a.Labels["model_name"], channel}, "\x1f")
+}
+
+// channelFor is the channel the alert's thread would go to (the first
+// matched playbook naming one; "" the notifier's default), and false when no
+// playbook matches it.
+func (s *Service) channelFor(a template.Alert, now time.Time) (string, bool) {
+	plans, err := s.o.Planner.Plan(a, capture.AlertWindow(a.StartsAt, s.cfg.Lookback, now.UTC()))
+	if err != nil || len(plans) == 0 {
+		return "", false
+	}
+	for _, p := range plans {
+		if p.Channel != "" {
+			return p.Channel, true
+		}
+	}
+	return "", true
+}
+
+// groupIDChunk bounds the ids of one UPDATE … IN (…).
+const groupIDChunk = 100
+
+// openGroup creates a group led by ids[0] with ids as members and records its
+// parent (the lead's open) in tx: a kill -9 leaves the group and its parent's
+// operation, or neither.
+func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel string, now time.Time, ids []string) error {
+	lead := ids[0]
+	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_groups (lead_run, kind, channel, opened_at)
+		VALUES ($1, $2, $3, $4)`, lead, kind, channel, toMS(now)); err != nil {
+		return fmt.Errorf("open %s group of %s: %w", kind, lead, err)
+	}
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), groupIDChunk)]
+		ids = ids[len(chunk):]
+		ph := make([]string, len(chunk))
+		args := []any{lead}
+		for i, id := range chunk {
+			ph[i] = fmt.Sprintf("$%d", i+2)
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET group_lead = $1 WHERE id IN (`+
+			strings.Join(ph, ", ")+`)`, args...); err != nil {
+			return fmt.Errorf("open %s group of %s: members: %w", kind, lead, err)
+		}
+	}
+	return s.writeOps(ctx, tx, lead, true, op{kind: opOpen, key: keyOpen, ref: channel})
+}
+
+// joinFleet claims the fleet key for run id: a new fleet it leads, or the
+// open one it joins (its line appears in the parent with the edit recorded
+// here).
+func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel string, now time.Time, window time.Duration) error {
+	var lead string
+	err := tx.QueryRowContext(ctx, `INSERT INTO autocapture_fleets (fleet_key, lead_run, opened_at) VALUES ($1, $2, $3)
+		ON CONFLICT (fleet_key) DO UPDATE SET lead_run = excluded.lead_run, opened_at = excluded.opened_at
+		WHERE autocapture_fleets.opened_at < $4 RETURNING lead_run`,
+		key, id, toMS(now), toMS(now.Add(-window))).Scan(&lead)
+	if err == nil {
+		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("claim fleet: %w", err)
+	}
+	// The key is held by a fleet opened within the window (the row is locked
+	// by the claim until this transaction ends).
+	var kind string
+	if err := tx.QueryRowContext(ctx, `SELECT f.lead_run, COALESCE(g.kind, '') FROM autocapture_fleets f
+		LEFT JOIN autocapture_groups g ON g.lead_run = f.lead_run WHERE f.fleet_key = $1`, key).Scan(&lead, &kind); err != nil {
+		return fmt.Errorf("claim fleet: %w", err)
+	}
+	if kind == "" { // its lead was deleted: this run starts the fleet again
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_fleets SET lead_run = $1, opened_at = $2 WHERE fleet_key = $3`,
+			id, toMS(now), key); err != nil {
+			return fmt.Errorf("claim fleet: %w", err)
+		}
+		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET group_lead = $1 WHERE id = $2`, lead, id); err != nil {
+		return fmt.Errorf("join fleet of %s: %w", lead, err)
+	}
+	return s.writeOps(ctx, tx, lead, true, op{kind: opGroupUpdate, key: memberKey(id, "joined")})
+}
+
+func defaultStorm() config.Storm { return config.Default().Notify.Storm }

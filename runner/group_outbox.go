@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+
+	"github.com/autocapture/autocapture/notify"
+)
+
+// routeOps says where a run's operations are recorded: its own outbox, or —
+// for a member of a group — its lead's, rewritten by memberOps. grouped: the
+// outbox is a group lead's (numbered by the group's row).
+func (s *Service) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []op) (to string, out []op, grouped bool, err error) {
+	if len(ops) == 0 {
+		return runID, nil, false, nil
+	}
+	var lead, kind sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT r.group_lead, g.kind FROM autocapture_runs r
+		LEFT JOIN autocapture_groups g ON g.lead_run = r.group_lead WHERE r.id = $1`, runID).Scan(&lead, &kind)
+	if err == sql.ErrNoRows {
+		return runID, ops, false, nil
+	}
+	if err != nil {
+		return "", nil, false, fmt.Errorf("runner: outbox of %s: group: %w", runID, err)
+	}
+	switch {
+	case !lead.Valid || !kind.Valid: // no group, or its lead is gone
+		return runID, ops, false, nil
+	case lead.String == runID && kind.String == notify.GroupFleet:
+		return runID, ops, true, nil // a fleet's lead keeps its thread
+	}
+	return lead.String, memberOps(runID, ops), true, nil
+}
+
+// memberOps is what a group member's operations become in the group's
+// thread: no parent and no reply per step (nor "resumed"); its verdict and
+// resolution edit the group parent; its end posts its one compact reply,
+// then edits the parent (the edit last, so coalescing edits never drops the
+// one after the final reply).
+func memberOps(runID string, ops []op) []op {
+	var out []op
+	for _, o := range ops {
+		switch {
+		case o.kind != opUpdate: // the parent, a step's reply, "resumed"
+		case o.key == keyVerdict:
+			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict")})
+		case o.key == keyFinished:
+			out = append(out, op{kind: opMemberReply, key: memberKey(runID, "finished"), ref: runID},
+				op{kind: opGroupUpdate, key: memberKey(runID, "ended")})
+		case o.key == keyResolved:
+			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "resolved")})
+		}
+	}
+	return out
+}
+
+// recordResolved records the resolutions one Accept made, after every run
+// row it locks is locked: a group's counter row is taken last, in lead
+// order, as every other transaction recording into a group does (a step,
+// an end: the run's row, then the group's), so a webhook resolving many
+// members of a storm never holds the group's row while waiting for a
+// member's that a finishing member holds the other way round.
+func (s *Service) recordResolved(ctx context.Context, tx *sql.Tx, ids []string) error {
+	type rec struct {
+		to      string
+		ops     []op
+		grouped bool
+	}
+	recs := make([]rec, 0, len(ids))
+	for _, id := range ids {
+		to, ops, grouped, err := s.routeOps(ctx, tx, id, []op{{kind: opUpdate, key: keyResolved}})
+		if err != nil {
+			return err
+		}
+		recs = append(recs, rec{to, ops, grouped})
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].to < recs[j].to })
+	for _, r := range recs {
+		if err := s.writeOps(ctx, tx, r.to, r.grouped, r.ops...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
