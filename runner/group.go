@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
 )
 
 // Groups: threads several runs share (notify/group.go says what they show).
@@ -92,7 +93,7 @@ func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Al
 	if len(created) > threshold {
 		byCh := map[string][]cand{}
 		for _, i := range idx {
-			if ch, ok := s.channelFor(alerts[i], now); ok {
+			if ch, ok := s.channelFor(ctx, tx, alerts[i], now); ok {
 				byCh[ch] = append(byCh[ch], cand{i, created[i], ch})
 			}
 		}
@@ -124,7 +125,7 @@ func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Al
 	} else {
 		for _, i := range idx {
 			if fleetCandidate(alerts[i]) && window > 0 {
-				if ch, ok := s.channelFor(alerts[i], now); ok {
+				if ch, ok := s.channelFor(ctx, tx, alerts[i], now); ok {
 					rest = append(rest, cand{i, created[i], ch})
 				}
 			}
@@ -169,18 +170,42 @@ func fleetKey(a template.Alert, channel string) string {
 
 // channelFor is the channel the alert's thread would go to (the first
 // matched playbook naming one; "" the notifier's default), and false when no
-// playbook matches it.
-func (s *Service) channelFor(a template.Alert, now time.Time) (string, bool) {
+// playbook would run for it: none matches, or every one that does is inside
+// its cooldown now (the run will be skipped, and a skipped run posts nothing,
+// so it must neither open a fleet's thread nor count toward a storm). That
+// read is not the claim (the run takes its cooldown when it starts): an
+// alert accepted in the same moment as the one that is about to take the
+// key still joins, and its line then says "skipped".
+func (s *Service) channelFor(ctx context.Context, q querier, a template.Alert, now time.Time) (string, bool) {
 	plans, err := s.o.Planner.Plan(a, capture.AlertWindow(a.StartsAt, s.cfg.Lookback, now.UTC()))
 	if err != nil || len(plans) == 0 {
 		return "", false
 	}
+	ch, runs := "", false
 	for _, p := range plans {
-		if p.Channel != "" {
-			return p.Channel, true
+		if s.coolingDown(ctx, q, p) {
+			continue
 		}
+		if !runs || (ch == "" && p.Channel != "") {
+			ch = p.Channel
+		}
+		runs = true
 	}
-	return "", true
+	return ch, runs
+}
+
+// coolingDown says whether plan p's cooldown key was taken by a run within
+// its cooldown, on the database's clock. An error reads as not cooling down
+// (the run then groups as before cooldowns were considered).
+func (s *Service) coolingDown(ctx context.Context, q querier, p *playbooks.Plan) bool {
+	if p.Cooldown <= 0 || p.CooldownKey == "" {
+		return false
+	}
+	var n int
+	err := q.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_cooldowns
+		WHERE scope = $1 AND cooldown_key = $2 AND claimed_at >= {now} - $3`),
+		scopePlaybook, p.CooldownKey, p.Cooldown.Milliseconds()).Scan(&n)
+	return err == nil && n > 0
 }
 
 // groupIDChunk bounds the ids of one UPDATE … IN (…).

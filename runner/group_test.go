@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -378,6 +379,46 @@ func TestStormAcceptIsAtomic(t *testing.T) {
 		})
 		if len(doubled(keysOf(ms[0]))) > 0 {
 			t.Errorf("thread %v: a reply twice", keysOf(ms[0]))
+		}
+	})
+}
+
+// TestCooledDownAlertJoinsNoFleet: a second alert of the same instance while
+// its playbook's cooldown holds is skipped, and a skipped run posts nothing:
+// it must not join (or open) a fleet's thread either. Another instance's alert
+// still joins. (Before, every fleet candidate took its thread at Accept, so a
+// cooled-down alert showed up as a "skipped" line in the fleet.)
+func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		stub := newGroupStub(t)
+		p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+			pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
+			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["instance"]
+			return []*playbooks.Plan{pl}
+		}}
+		s := newService(t, db, p, true, slackTo(t, stub, 50), withStorm(10, time.Minute))
+		first := acceptOne(t, s, fleetAlert("cool0", "llama-70b", 0, time.Now().UTC())).RunID
+		waitRun(t, s, first, "finished", isFinished)
+		again := acceptOne(t, s, fleetAlert("cool1", "llama-70b", 0, time.Now().UTC())).RunID
+		if r := waitRun(t, s, again, "finished", isFinished); r.Status != StatusSkipped {
+			t.Fatalf("the cooled-down run is %s (%s), want skipped", r.Status, r.Reason)
+		}
+		other := acceptOne(t, s, fleetAlert("cool2", "llama-70b", 1, time.Now().UTC())).RunID
+		ms := waitStub(t, time.Minute, "the other instance's member reply", stub, func(ms []slackstub.Message) bool {
+			return len(ms) == 1 && idx(keysOf(ms[0]), memberKey(other, "finished")) >= 0 && strings.Contains(ms[0].Text, "2 of 2 instances")
+		})
+		if k := keysOf(ms[0]); countPrefix(k, "member/"+again) > 0 {
+			t.Errorf("thread %v: the cooled-down run %s joined the fleet", k, again)
+		}
+		var lead sql.NullString
+		if err := s.db.QueryRowContext(context.Background(), `SELECT group_lead FROM autocapture_runs WHERE id = $1`, again).Scan(&lead); err != nil {
+			t.Fatal(err)
+		}
+		if lead.Valid {
+			t.Errorf("the cooled-down run is in group %s", lead.String)
+		}
+		if !strings.Contains(ms[0].Text, "of 2 instances") || strings.Contains(ms[0].Text, "skipped") {
+			t.Errorf("fleet parent %q: want the two instances that ran, nothing skipped", ms[0].Text)
 		}
 	})
 }
