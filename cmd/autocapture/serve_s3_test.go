@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
@@ -142,18 +146,115 @@ func TestServeStoresEveryArtifact(t *testing.T) {
 			if encodings[tt.encoding] != listed {
 				t.Errorf("content encodings of the stored artifacts %v, want all %d JSON bodies %s", encodings, listed, tt.encoding)
 			}
+			checkManifest(t, d, r, read)
 			if after != nil {
-				after(t, listed)
+				after(t, listed+1) // and the manifest
 			}
 		})
 	}
 }
 
+// checkManifest waits for the run's manifest.json and checks it against the
+// run and the store: it sits in the run's folder of the documented layout
+// (yyyy/mm/dd/<alertname>/<run>/manifest.json), every artifact the runs API
+// lists is in it under <plan>/<step>/ of that folder, and the sha256 and size
+// it records are those of the stored bytes.
+func checkManifest(t *testing.T, d *daemon, r runs.Run, read storedReader) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the run's manifest", func() bool {
+		r = d.run(t, r.ID)
+		return r.Manifest != ""
+	})
+	folder := r.CreatedAt.UTC().Format("2006/01/02") + "/E2EStore/" + r.ID + "/"
+	if r.Manifest != folder+"manifest.json" {
+		t.Fatalf("manifest key %q, want %q", r.Manifest, folder+"manifest.json")
+	}
+	raw, enc, err := read(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = decodeStored(t, raw, enc)
+	var m struct {
+		Run       struct{ ID, Status string }
+		Playbooks []struct {
+			Name  string
+			Steps []struct {
+				ID        string
+				Artifacts []struct {
+					Key, SHA256 string
+					Size        int64
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("manifest: %v\n%s", err, raw)
+	}
+	if m.Run.ID != r.ID || m.Run.Status != r.Status || len(m.Playbooks) != 1 {
+		t.Fatalf("manifest run %+v with %d playbooks, want run %s %s with one", m.Run, len(m.Playbooks), r.ID, r.Status)
+	}
+	inManifest := map[string]bool{}
+	for _, st := range m.Playbooks[0].Steps {
+		for _, a := range st.Artifacts {
+			inManifest[a.Key] = true
+			if !strings.HasPrefix(a.Key, folder+m.Playbooks[0].Name+"/"+st.ID+"/") {
+				t.Errorf("artifact %s is not under %s%s/%s/", a.Key, folder, m.Playbooks[0].Name, st.ID)
+			}
+			body, _, err := read(a.Key)
+			if err != nil {
+				t.Errorf("manifest names %s: %v", a.Key, err)
+				continue
+			}
+			sum := sha256.Sum256(body)
+			if hex.EncodeToString(sum[:]) != a.SHA256 || int64(len(body)) != a.Size {
+				t.Errorf("%s: stored %d bytes sha256 %x; the manifest says %d bytes sha256 %s", a.Key, len(body), sum, a.Size, a.SHA256)
+			}
+		}
+	}
+	for _, st := range r.Steps {
+		for _, a := range st.Artifacts {
+			if !inManifest[a.Key] {
+				t.Errorf("the run lists %s, the manifest does not", a.Key)
+			}
+		}
+	}
+}
+
+// decodeStored undoes a stored Content-Encoding.
+func decodeStored(t *testing.T, b []byte, enc string) []byte {
+	t.Helper()
+	var rd io.Reader
+	switch enc {
+	case "":
+		return b
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = zr
+	case "zstd":
+		zr, err := zstd.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		rd = zr
+	default:
+		t.Fatalf("unknown encoding %q", enc)
+	}
+	out, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // storedReader returns the stored bytes of a key and their Content-Encoding.
 type storedReader func(key string) ([]byte, string, error)
 
-// onlyUnderPrefix checks that the bucket holds exactly the listed artifacts,
-// all under prefix.
+// onlyUnderPrefix checks that the bucket holds exactly the listed objects
+// (the run's artifacts and its manifest), all under prefix.
 func onlyUnderPrefix(t *testing.T, srv *testenv.S3Server, prefix string, listed int) {
 	t.Helper()
 	list, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(srv.Bucket)})
@@ -166,7 +267,7 @@ func onlyUnderPrefix(t *testing.T, srv *testenv.S3Server, prefix string, listed 
 		}
 	}
 	if len(list.Contents) != listed {
-		t.Errorf("%d objects in the bucket, the run lists %d artifacts", len(list.Contents), listed)
+		t.Errorf("%d objects in the bucket, want %d (the run's artifacts and its manifest)", len(list.Contents), listed)
 	}
 }
 
