@@ -121,15 +121,16 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 		if err != nil || len(ops) == 0 {
 			return err
 		}
-		for i, o := range ops {
-			if coalesced(ops[i:]) { // a later edit of the group's parent shows this one's change
+		{ // the first only: the order is read again after each delivery
+			o := ops[0]
+			if coalesced(ops) { // a later edit of the group's parent shows this one's change
 				if err := s.markDelivered(ctx, a, o, nil); err != nil {
 					return err
 				}
 				s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Inc()
 				continue
 			}
-			err := s.deliver(ctx, n, a, o, owner, &thread)
+			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
 			var rl *notify.RateLimitedError
 			switch {
 			case errors.As(err, &rl):
@@ -207,19 +208,20 @@ func (s *Service) releasePump(a notifyArgs, owner string) {
 	}
 }
 
-// pendingOps reads the next undelivered operation of the thread: in order,
-// except that the verdict's edit of the parent goes right after the parent
-// itself, ahead of step replies still waiting for the channel's pace. The
-// parent is what the on-call reads first; the edit reads the run's state at
-// delivery, so sending it early shows nothing out of date, and it is a
-// chat.update, which Slack does not hold to the 1 post/s a channel allows.
-// It is re-read after every delivery, so a verdict recorded while a thread's
-// replies queue overtakes them (one indexed query per Slack call).
+// pendingOps reads the next undelivered operations of the thread: in order,
+// except that edits of the parent alone (the verdict's, a group's) go right
+// after the parent itself, ahead of replies still waiting for the channel's
+// pace. The parent is what the on-call reads first; an edit reads the run's
+// (the group's) state at delivery, so sending it early shows nothing out of
+// date, and it is a chat.update, which Slack does not hold to the 1 post/s a
+// channel allows. The loop delivers the first and reads again, so an edit
+// recorded while a thread's replies queue overtakes them (one indexed query
+// per Slack call); the rest of the batch is there for coalescing.
 func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
 		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL
-		ORDER BY CASE WHEN op = $3 THEN 0 WHEN op_key = $4 THEN 1 ELSE 2 END, seq LIMIT 1`,
-		a.RunID, a.Sink, string(opOpen), keyVerdict)
+		ORDER BY CASE WHEN op = $3 THEN 0 WHEN op_key = $4 OR op = $5 THEN 1 ELSE 2 END, seq LIMIT $6`,
+		a.RunID, a.Sink, string(opOpen), keyVerdict, string(opGroupUpdate), pumpBatch)
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}
@@ -235,6 +237,62 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 		ops = append(ops, o)
 	}
 	return ops, rows.Err()
+}
+
+// parentEdit says whether o only edits the parent (no reply is posted).
+func parentEdit(o pendingOp) bool {
+	return o.kind == opGroupUpdate || (o.kind == opUpdate && o.key == keyVerdict)
+}
+
+// editPoll is how often a deliverer whose reply waits for the channel's pace
+// looks for a parent edit to send beside it.
+const editPoll = 250 * time.Millisecond
+
+// deliverBeside delivers o. While o is a reply — which in a busy channel
+// waits seconds for the pace inside the notifier, the thread held — an edit
+// of the parent recorded meanwhile (the verdict arriving) is delivered beside
+// it instead of after it: webhook -> verdict in the parent then costs the
+// run's triage, not the channel's queue. Edits stay one at a time (this
+// goroutine sends them, and the loop sends the next operation only when both
+// are done), so the parent never shows an older state after a newer one. An
+// edit that fails here is left pending for the loop, in order.
+func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
+	if o.kind == opOpen || parentEdit(o) || thread.TS == "" {
+		return s.deliver(ctx, n, a, o, owner, thread)
+	}
+	done := make(chan error, 1)
+	th := *thread // the parent is delivered: a reply never changes the thread
+	go func() { done <- s.deliver(ctx, n, a, o, owner, &th) }()
+	tick := time.NewTicker(editPoll)
+	defer tick.Stop()
+	failed := false
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if failed {
+				continue
+			}
+			ops, err := s.pendingOps(ctx, a)
+			if err != nil || len(ops) == 0 || !parentEdit(ops[0]) {
+				continue
+			}
+			e := ops[0]
+			if coalesced(ops) {
+				if s.markDelivered(ctx, a, e, nil) == nil {
+					s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Inc()
+				}
+				continue
+			}
+			th2 := *thread
+			if err := s.deliver(ctx, n, a, e, owner, &th2); err != nil {
+				failed = true
+				continue
+			}
+			s.m.notifyDelivered.WithLabelValues(a.Sink, string(e.kind)).Inc()
+		}
+	}
 }
 
 // deliver sends one operation. The attempt is counted (and the lease renewed)

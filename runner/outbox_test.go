@@ -222,6 +222,55 @@ func TestVerdictOvertakesQueuedReplies(t *testing.T) {
 	})
 }
 
+// pacedReplies holds every reply for a while before it reaches the far side,
+// as a notifier waiting for a busy channel's pace does.
+type pacedReplies struct {
+	*farSide
+	wait time.Duration
+}
+
+func (p pacedReplies) Reply(ctx context.Context, t notify.Thread, r notify.StepReport) error {
+	select {
+	case <-time.After(p.wait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.farSide.Reply(ctx, t, r)
+}
+
+// TestVerdictGoesBesideAPacedReply: while the first step's reply waits 2 s
+// for the channel's pace (the thread held by its deliverer), triage records
+// the verdict; its edit of the parent is delivered beside that reply, before
+// it lands, not after it and the other queued one.
+func TestVerdictGoesBesideAPacedReply(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		slowVerdict := fakestep.Func(func(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+			select { // the first reply is waiting for the pace by now
+			case <-time.After(600 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &capture.Result{Summary: "overload", Verdict: &capture.Verdict{ID: "overload"}}, nil
+		})
+		p := planner(
+			func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)) },
+			func() playbooks.PlannedStep {
+				st := fakestep.Step("tri", capture.TierTriage, slowVerdict)
+				st.Kind = "triage"
+				return st
+			})
+		s := newService(t, db, p, true, notifyTo(pacedReplies{f, 2 * time.Second}))
+		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
+		f.waitFor(t, id, keyFinished)
+		checkThread(t, f, id, keyOpen, stepKey("pb", "a"), stepKey("pb", "tri"), keyVerdict, keyFinished)
+		keys, _ := f.thread(id)
+		if idx(keys, keyVerdict) != 1 {
+			t.Fatalf("thread %v: the verdict edit must land right after the parent, beside the paced reply", keys)
+		}
+	})
+}
+
 // TestThreadSurvivesUncertainFailures: every operation's first attempt takes
 // effect and then fails (a dropped connection): the retry looks it up and
 // posts nothing twice; the thread stays in order.
