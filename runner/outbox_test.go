@@ -254,7 +254,9 @@ func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 			return &capture.Result{Summary: "overload", Verdict: &capture.Verdict{ID: "overload"}}, nil
 		})
 		p := planner(
-			func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)) },
+			func() playbooks.PlannedStep {
+				return fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+			},
 			func() playbooks.PlannedStep {
 				st := fakestep.Step("tri", capture.TierTriage, slowVerdict)
 				st.Kind = "triage"
