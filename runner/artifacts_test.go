@@ -208,6 +208,60 @@ func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
 	}
 }
 
+// stallingReader hands out head, then blocks until release is closed, then
+// hands out tail.
+type stallingReader struct {
+	head, tail []byte
+	stalled    chan struct{}
+	release    chan struct{}
+	once       sync.Once
+}
+
+func (r *stallingReader) Read(p []byte) (int, error) {
+	if len(r.head) > 0 {
+		n := copy(p, r.head)
+		r.head = r.head[n:]
+		return n, nil
+	}
+	r.once.Do(func() { close(r.stalled) })
+	<-r.release
+	if len(r.tail) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.tail)
+	r.tail = r.tail[n:]
+	return n, nil
+}
+
+// TestCappedStoreDoesNotStarveASmallPut: a big put still streaming (99 KB of
+// a 100 KB cap read, more to come) does not make a small parallel put fail;
+// the big one, once it passes the cap, does. (Reserving in-flight bytes
+// failed the small one as well, depending on timing.)
+func TestCappedStoreDoesNotStarveASmallPut(t *testing.T) {
+	ctx := context.Background()
+	store := newLocalStore(t)
+	s := &Service{o: Options{Env: &capture.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 100_000}}
+	env := s.runEnv("run-z", nil)
+	big := &stallingReader{head: make([]byte, 99_000), tail: make([]byte, 20_000),
+		stalled: make(chan struct{}), release: make(chan struct{})}
+	bigErr := make(chan error, 1)
+	go func() {
+		_, err := env.Store.Put(ctx, "z/big.bin", big, storage.Meta{ContentType: "application/octet-stream"})
+		bigErr <- err
+	}()
+	<-big.stalled
+	if _, err := env.Store.Put(ctx, "z/small.bin", bytes.NewReader(make([]byte, 3_000)), storage.Meta{ContentType: "application/octet-stream"}); err != nil {
+		t.Fatalf("a small put beside a big one in flight: %v", err)
+	}
+	close(big.release)
+	if err := <-bigErr; capture.Classify(err) != capture.ReasonTooLarge {
+		t.Fatalf("the big put passing the cap: %v, want too-large", err)
+	}
+	if _, err := store.Stat(ctx, "z/big.bin"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the cut-off big object is still there: %v", err)
+	}
+}
+
 // TestThreadLinkResolvesThroughTheRoute: the link a step's reply carries,
 // opened over plain HTTP against the daemon's route, gives the artifact's
 // exact bytes; the same URL with the run id changed is refused.

@@ -30,18 +30,24 @@ func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.S
 		}
 	}
 	e := *env
-	e.Store = &cappedStore{Store: env.Store, runID: runID, limit: s.cfg.MaxArtifactBytes, used: used, start: used}
+	e.Store = &cappedStore{Store: env.Store, runID: runID, limit: s.cfg.MaxArtifactBytes, settled: used, start: used}
 	return &e
 }
 
 // cappedStore is a store that lets one run's attempt put at most limit bytes
 // in all, counting what the run had recorded before (start). Parallel steps
-// share it: each Put reserves the bytes it reads as it reads them, so the
-// Put that would pass the cap is the one cut off, whichever step it is.
+// share it. A Put is cut off while it streams as soon as its own bytes would
+// pass what is left (limit minus the puts already settled), and checked again
+// when it is stored: if puts that settled meanwhile leave no room for it, it
+// is removed and fails. So what a run keeps never passes the cap, and the put
+// that fails is one that does not fit — never a small one starved by a big
+// one still streaming (a reservation of in-flight bytes did that: the big
+// put failed anyway, and took the small one with it). Bytes in flight may
+// pass the cap for a moment, each put bounded by it.
 //
 // While streaming, bytes are counted as handed to the store (before any
-// compression); once stored, a Put is settled at the stored size, which is
-// what the run's records sum up on the next attempt.
+// compression); a stored Put settles at its stored size, which is what the
+// run's records sum up on the next attempt.
 //
 // A cut-off Put is removed: the store's Put fails on the reader's error (an
 // S3 multipart upload is aborted, Local drops its temporary file), and the
@@ -54,9 +60,9 @@ type cappedStore struct {
 	runID string
 	limit int64
 
-	mu    sync.Mutex
-	used  int64 // start + settled puts + bytes in flight
-	start int64 // recorded before this attempt
+	mu      sync.Mutex
+	settled int64 // start + settled puts
+	start   int64 // recorded before this attempt
 }
 
 // errCapped is what the cut-off reader returns to the store's Put.
@@ -65,25 +71,44 @@ var errCapped = errors.New("run artifact byte cap reached")
 func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta storage.Meta) (storage.Object, error) {
 	cr := &capReader{r: r, c: c}
 	obj, err := c.Store.Put(ctx, key, cr, meta)
-	if cr.over || errors.Is(err, errCapped) {
-		c.add(-cr.n)
-		derr := c.removePartial(context.WithoutCancel(ctx), key)
-		c.mu.Lock()
-		total := c.used
-		c.mu.Unlock()
-		msg := fmt.Sprintf("cut off after %s: it would pass runs.max_artifact_bytes (%s) for run %s, which has stored %s (%s before this attempt)",
-			fmtBytes(cr.n), fmtBytes(c.limit), c.runID, fmtBytes(total), fmtBytes(c.start))
-		if derr != nil {
-			msg += "; removing the partial object failed: " + derr.Error()
-		}
-		return storage.Object{}, capture.Errorf(capture.ReasonTooLarge, "%s", msg)
+	if err == nil && !cr.over && c.settle(obj.Size) {
+		return obj, nil
 	}
-	if err != nil {
-		c.add(-cr.n)
+	if err != nil && !cr.over && !errors.Is(err, errCapped) {
 		return obj, err
 	}
-	c.add(obj.Size - cr.n)
-	return obj, nil
+	n := cr.n
+	if err == nil {
+		n = obj.Size // stored whole, but puts that settled meanwhile left no room
+	}
+	derr := c.removePartial(context.WithoutCancel(ctx), key)
+	c.mu.Lock()
+	total := c.settled
+	c.mu.Unlock()
+	msg := fmt.Sprintf("cut off after %s: it would pass runs.max_artifact_bytes (%s) for run %s, which has stored %s (%s before this attempt)",
+		fmtBytes(n), fmtBytes(c.limit), c.runID, fmtBytes(total), fmtBytes(c.start))
+	if derr != nil {
+		msg += "; removing the partial object failed: " + derr.Error()
+	}
+	return storage.Object{}, capture.Errorf(capture.ReasonTooLarge, "%s", msg)
+}
+
+// settle counts a stored put of size bytes; false when it no longer fits.
+func (c *cappedStore) settle(size int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.settled+size > c.limit {
+		return false
+	}
+	c.settled += size
+	return true
+}
+
+// fits says whether one put of n bytes fits beside the settled ones.
+func (c *cappedStore) fits(n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settled+n <= c.limit
 }
 
 // removePartial deletes what a cut-off Put may have left under key. It asks
@@ -97,29 +122,11 @@ func (c *cappedStore) removePartial(ctx context.Context, key string) error {
 	return c.Store.Delete(ctx, key)
 }
 
-func (c *cappedStore) add(n int64) {
-	c.mu.Lock()
-	c.used += n
-	c.mu.Unlock()
-}
-
-// reserve counts n more bytes in flight; false when they pass the cap (then
-// nothing is counted).
-func (c *cappedStore) reserve(n int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.used+n > c.limit {
-		return false
-	}
-	c.used += n
-	return true
-}
-
 // capReader counts what one Put reads against the run's cap.
 type capReader struct {
 	r    io.Reader
 	c    *cappedStore
-	n    int64 // reserved by this Put
+	n    int64 // read by this Put
 	over bool
 }
 
@@ -128,7 +135,7 @@ func (r *capReader) Read(p []byte) (int, error) {
 		return 0, errCapped
 	}
 	n, err := r.r.Read(p)
-	if n > 0 && !r.c.reserve(int64(n)) {
+	if n > 0 && !r.c.fits(r.n+int64(n)) {
 		r.over = true
 		return 0, errCapped
 	}
