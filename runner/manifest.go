@@ -31,7 +31,7 @@ import (
 // the versions of autocapture and of the target. It is what someone reading
 // the bucket, without the daemon, starts from.
 //
-// It is written by a River job (manifestArgs, queue autocapture_manifest)
+// It is written by a River job (manifestArgs, queue autocapture_background)
 // inserted in the SAME transaction as the run's finish (enqueueManifestTx in
 // finish): a kill -9 before that commit leaves an unfinished run and no job
 // (the run resumes and finishes again); after it, both, and the job is worked
@@ -45,9 +45,6 @@ import (
 // before the state it writes, and after its Put writes again while the seq
 // moved, so the last Put for a run is of its latest state even when two
 // replicas write at once.
-
-// queueManifest is the River queue manifests are written from.
-const queueManifest = "autocapture_manifest"
 
 // manifestWorkers bounds manifests written at once by this process.
 const manifestWorkers = 2
@@ -73,7 +70,7 @@ func (manifestArgs) Kind() string { return "autocapture_manifest" }
 // not be dropped (River's uniqueness covers running jobs); duplicates write
 // the same bytes.
 func (manifestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueManifest, MaxAttempts: manifestMaxAttempts}
+	return river.InsertOpts{Queue: queueBackground, MaxAttempts: manifestMaxAttempts}
 }
 
 type manifestWorker struct {

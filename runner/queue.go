@@ -54,6 +54,10 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	return w.s.work(ctx, job.Args)
 }
 
+// queueBackground is the River queue of the daemon's housekeeping: manifests
+// (manifest.go) and retention (retention.go).
+const queueBackground = "autocapture_background"
+
 // newRiver builds the client with settings for runs that last minutes.
 func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
@@ -77,10 +81,12 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 		// Deliveries to notifiers: each thread is delivered by one worker at a
 		// time (a lease on autocapture_threads), several threads at once.
 		queueNotify: {MaxWorkers: notifyWorkers},
-		// Manifests (manifest.go) and retention (retention.go), each on its
-		// own queue so neither holds up runs or deliveries.
-		queueManifest:  {MaxWorkers: manifestWorkers},
-		queueRetention: {MaxWorkers: 1}}
+		// Manifests (manifest.go) and retention (retention.go) share one
+		// queue, apart from runs and deliveries. One queue, not two: each
+		// queue is a producer polling the job table, and on SQLite every
+		// fetch is a write (a second one made a 200-alert storm's
+		// deliveries ~3x slower under the race detector).
+		queueBackground: {MaxWorkers: manifestWorkers + 1}}
 	if s.up != nil { // late uploads: this replica's own queue (upload.go)
 		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
 	}

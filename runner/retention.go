@@ -36,9 +36,6 @@ import (
 // unfinished run, or one younger than the cutoff, is never selected, and the
 // row delete checks both again.
 
-// queueRetention is the River queue retention is worked from.
-const queueRetention = "autocapture_retention"
-
 // retentionBatch is how many runs one statement selects; a tick works
 // batches until none is left.
 const retentionBatch = 100
@@ -50,7 +47,7 @@ func (retentionArgs) Kind() string { return "autocapture_retention" }
 
 // InsertOpts: one attempt (the next tick is the retry).
 func (retentionArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueRetention, MaxAttempts: 1}
+	return river.InsertOpts{Queue: queueBackground, MaxAttempts: 1}
 }
 
 type retentionWorker struct {
