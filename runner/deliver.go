@@ -40,7 +40,7 @@ const (
 
 // notifyArgs is the job that delivers a run's pending thread operations to
 // one sink. It is not unique: every recorded operation enqueues one, and a job
-// that finds the thread held by another deliverer waits for it.
+// that finds the thread held by another deliverer ends (that one delivers it).
 type notifyArgs struct {
 	RunID string `json:"run_id"`
 	Sink  string `json:"sink"`
@@ -95,12 +95,19 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			zap.String("run", a.RunID))
 		return nil
 	}
-	wait, err := s.takePump(ctx, a, owner)
+	taken, err := s.takePump(ctx, a, owner)
 	if err != nil {
 		return err
 	}
-	if wait > 0 {
-		return river.JobSnooze(wait) // another deliverer has the thread: it may miss what this job was for
+	if !taken {
+		// Another deliverer holds the thread: it delivers until the outbox is
+		// empty, so this job's operation goes with it. If that deliverer read
+		// the outbox before this operation committed, or dies, the sweeper
+		// gives the thread a new job (sweepOutbox: pending > 3 s, lease free).
+		// Snoozing instead kept one job per recorded operation waking every
+		// few seconds: in a 200-alert storm ~600 jobs for one thread, whose
+		// fetches and snoozes (writes on SQLite) slowed deliveries ~3x.
+		return nil
 	}
 	keep := false
 	defer func() {
@@ -163,28 +170,17 @@ func retryBackoff(n int) time.Duration {
 }
 
 // takePump takes the thread's delivery lease for owner, on the database's
-// clock. It returns how long to wait when another live deliverer holds it.
-func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (time.Duration, error) {
+// clock; false when another live deliverer holds it (or the thread is gone).
+func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = $1,
 		pump_until = {now} + $2 WHERE run_id = $3 AND sink = $4
 		AND (pump_owner IS NULL OR pump_owner = $1 OR pump_until < {now})`),
 		owner, s.pumpLease.Milliseconds(), a.RunID, a.Sink)
 	if err != nil {
-		return 0, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
+		return false, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		return 0, nil
-	}
-	var left sql.NullInt64
-	err = s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT pump_until - {now} FROM autocapture_threads
-		WHERE run_id = $1 AND sink = $2`), a.RunID, a.Sink).Scan(&left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil // no such thread (deleted): nothing to deliver
-	}
-	if err != nil {
-		return 0, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
-	}
-	return min(max(time.Duration(left.Int64)*time.Millisecond, 200*time.Millisecond), 5*time.Second), nil
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // holdPump extends owner's lease by d (a snooze for a rate limit).
@@ -209,19 +205,53 @@ func (s *Service) releasePump(a notifyArgs, owner string) {
 }
 
 // pendingOps reads the next undelivered operations of the thread: in order,
-// except that edits of the parent alone (the verdict's, a group's) go right
-// after the parent itself, ahead of replies still waiting for the channel's
-// pace. The parent is what the on-call reads first; an edit reads the run's
-// (the group's) state at delivery, so sending it early shows nothing out of
-// date, and it is a chat.update, which Slack does not hold to the 1 post/s a
-// channel allows. The loop delivers the first and reads again, so an edit
-// recorded while a thread's replies queue overtakes them (one indexed query
-// per Slack call); the rest of the batch is there for coalescing.
+// except that the run's verdict edit of its parent goes right after the
+// parent itself, ahead of replies still waiting for the channel's pace. The
+// parent is what the on-call reads first; the edit reads the run's state at
+// delivery, so sending it early shows nothing out of date, and it is a
+// chat.update, which Slack does not hold to the 1 post/s a channel allows.
+// The loop delivers the first and reads again, so a verdict recorded while a
+// thread's replies queue overtakes them; the rest of the batch is there for
+// coalescing. A group's edits keep their order: 200 members' edits coalesce
+// between their replies (a handful of edits), where put first they would
+// cost one re-render of the whole group per reply.
+//
+// Two index reads, not one ORDER BY CASE: that sorts every pending
+// operation of the thread on each read (hundreds in a storm's thread; with
+// it a 200-alert storm's deliveries ran ~3x slower under the race detector).
 func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
+	ops, err := s.readOps(ctx, a, `ORDER BY seq LIMIT $3`, pumpBatch)
+	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict {
+		return ops, err
+	}
+	v, err := s.pendingVerdict(ctx, a)
+	if err != nil || v == nil {
+		return ops, err
+	}
+	out := append(make([]pendingOp, 0, len(ops)+1), *v)
+	for _, o := range ops {
+		if o.seq != v.seq {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// pendingVerdict is the thread's verdict edit when it waits (one lookup on
+// the (run, sink, key) index), else nil.
+func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp, error) {
+	ops, err := s.readOps(ctx, a, `AND op_key = $3`, keyVerdict)
+	if err != nil || len(ops) == 0 {
+		return nil, err
+	}
+	return &ops[0], nil
+}
+
+// readOps reads the thread's undelivered operations matching tail (which
+// may use $3 for arg).
+func (s *Service) readOps(ctx context.Context, a notifyArgs, tail string, arg any) ([]pendingOp, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
-		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL
-		ORDER BY CASE WHEN op = $3 THEN 0 WHEN op_key = $4 OR op = $5 THEN 1 ELSE 2 END, seq LIMIT $6`,
-		a.RunID, a.Sink, string(opOpen), keyVerdict, string(opGroupUpdate), pumpBatch)
+		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL `+tail, a.RunID, a.Sink, arg)
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}
@@ -239,25 +269,20 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 	return ops, rows.Err()
 }
 
-// parentEdit says whether o only edits the parent (no reply is posted).
-func parentEdit(o pendingOp) bool {
-	return o.kind == opGroupUpdate || (o.kind == opUpdate && o.key == keyVerdict)
-}
-
 // editPoll is how often a deliverer whose reply waits for the channel's pace
 // looks for a parent edit to send beside it.
 const editPoll = 250 * time.Millisecond
 
-// deliverBeside delivers o. While o is a reply — which in a busy channel
-// waits seconds for the pace inside the notifier, the thread held — an edit
-// of the parent recorded meanwhile (the verdict arriving) is delivered beside
-// it instead of after it: webhook -> verdict in the parent then costs the
-// run's triage, not the channel's queue. Edits stay one at a time (this
+// deliverBeside delivers o. While o is a step's reply — which in a busy
+// channel waits seconds for the pace inside the notifier, the thread held —
+// the verdict's edit of the parent recorded meanwhile is delivered beside it
+// instead of after it: webhook -> verdict in the parent then costs the run's
+// triage, not the channel's queue. Edits stay one at a time (this
 // goroutine sends them, and the loop sends the next operation only when both
 // are done), so the parent never shows an older state after a newer one. An
 // edit that fails here is left pending for the loop, in order.
 func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	if o.kind == opOpen || parentEdit(o) || thread.TS == "" {
+	if o.kind != opReply || thread.TS == "" { // a group's member replies carry no verdict edit of their own
 		return s.deliver(ctx, n, a, o, owner, thread)
 	}
 	done := make(chan error, 1)
@@ -274,17 +299,11 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 			if failed {
 				continue
 			}
-			ops, err := s.pendingOps(ctx, a)
-			if err != nil || len(ops) == 0 || !parentEdit(ops[0]) {
+			v, err := s.pendingVerdict(ctx, a)
+			if err != nil || v == nil {
 				continue
 			}
-			e := ops[0]
-			if coalesced(ops) {
-				if s.markDelivered(ctx, a, e, nil) == nil {
-					s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Inc()
-				}
-				continue
-			}
+			e := *v
 			th2 := *thread
 			if err := s.deliver(ctx, n, a, e, owner, &th2); err != nil {
 				failed = true
