@@ -1,6 +1,7 @@
 package vllmsim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,15 +9,13 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // routes builds the handler: vLLM's routes, the profiler's when armed, and
 // the sim's own /admin/ routes for tests.
 func (s *Sim) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", metricsHandler(s.metrics.reg))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": s.opts.Version})
@@ -63,44 +62,78 @@ func (s *Sim) scenarioReport() scenarioReport {
 	return scenarioReport{State: s.State(), Scenarios: Scenarios()}
 }
 
-// scenarioRequest is POST /admin/scenario's body. Load and Concurrency,
-// when present, replace the overrides (0: the scenario's own, -1: no load).
+// scenarioRequest is POST /admin/scenario's body (unknown fields are
+// refused). Scenario and/or Shape make a Change, applied now or After a
+// delay. Load and Concurrency, when present, replace the overrides now (0:
+// the scenario's own, load -1: no load); they cannot be delayed (use
+// shape.rps and shape.concurrency with after).
 type scenarioRequest struct {
-	Scenario    string   `json:"scenario"`
-	Load        *float64 `json:"load"`
-	Concurrency *int     `json:"concurrency"`
+	Scenario    string    `json:"scenario"`
+	After       *Duration `json:"after"`
+	Shape       *Shape    `json:"shape"`
+	Load        *float64  `json:"load"`
+	Concurrency *int      `json:"concurrency"`
 }
 
 func (s *Sim) handleSetScenario(w http.ResponseWriter, r *http.Request) {
-	var req scenarioRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	req, err := readScenarioRequest(r)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, &req); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})
-			return
+	if req.Scenario != "" || req.Shape != nil {
+		c := Change{Scenario: req.Scenario, Shape: req.Shape}
+		if req.After != nil {
+			c.After = time.Duration(*req.After)
 		}
-	}
-	if name := r.URL.Query().Get("name"); name != "" {
-		req.Scenario = name
-	}
-	if req.Load != nil && *req.Load < 0 && *req.Load != NoLoad {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "load: want a rate >= 0 or -1 for none"})
-		return
-	}
-	if req.Load != nil || req.Concurrency != nil {
-		s.setLoad(req.Load, req.Concurrency)
-	}
-	if req.Scenario != "" {
-		if err := s.SetScenario(req.Scenario); err != nil {
+		if err := s.ShiftTo(c); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
 	}
+	if req.Load != nil || req.Concurrency != nil {
+		s.setLoad(req.Load, req.Concurrency)
+	}
 	writeJSON(w, http.StatusOK, s.scenarioReport())
+}
+
+// readScenarioRequest decodes and checks POST /admin/scenario: one JSON
+// object, no unknown field, ?name= agreeing with "scenario".
+func readScenarioRequest(r *http.Request) (scenarioRequest, error) {
+	var req scenarioRequest
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err != nil {
+		return req, fmt.Errorf("body: %w", err)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, fmt.Errorf("body: %w", err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return req, errors.New("body: more than one JSON value")
+		}
+	}
+	if name := r.URL.Query().Get("name"); name != "" {
+		if req.Scenario != "" && req.Scenario != name {
+			return req, fmt.Errorf("?name=%s and scenario %q disagree", name, req.Scenario)
+		}
+		req.Scenario = name
+	}
+	switch {
+	case req.Load != nil && *req.Load < 0 && *req.Load != NoLoad:
+		return req, errors.New("load: want a rate >= 0 or -1 for none")
+	case req.Concurrency != nil && *req.Concurrency < 0:
+		return req, errors.New("concurrency: want a count >= 0 (0: the scenario's)")
+	case req.After != nil && (req.Load != nil || req.Concurrency != nil):
+		return req, errors.New("load and concurrency apply now: with after, set shape.rps and shape.concurrency")
+	case req.After != nil && req.Scenario == "" && req.Shape == nil:
+		return req, errors.New("after: nothing to shift (no scenario, no shape)")
+	case req.Scenario == "" && req.Shape == nil && req.Load == nil && req.Concurrency == nil:
+		return req, errors.New("nothing to change: set scenario, shape, load or concurrency (GET reads the state)")
+	}
+	return req, nil
 }
 
 // handleRequests is GET /admin/requests: the finished requests, oldest

@@ -251,3 +251,47 @@ func checkSlowestSearch(t *testing.T, j *testenv.Jaeger, ls *liveSim) {
 		t.Errorf("minDuration search found %d of the 5 slowest", len(got))
 	}
 }
+
+// TestPrometheusSelectsPythonLabels: a real Prometheus (2.42, which stores
+// le as the target wrote it) scraping the sim answers the selectors users
+// write against real vLLM, le="1.0" and le="2560.0", and holds no
+// bare-integer le at all; the sim started healthy and shifted to overload
+// on its own (--shift-after), which the queue shows.
+func TestPrometheusSelectsPythonLabels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ls := startLive(t, ctx, vllmsim.Options{Scenario: vllmsim.ScenarioOverload, ShiftAfter: 3 * time.Second, Seed: 12})
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: []string{ls.target}})
+	prom.WaitUp(t, ls.target, 15*time.Second)
+	want := map[string]func([]testenv.Sample) bool{
+		`vllm:time_to_first_token_seconds_bucket{le="1.0"}`:     func(s []testenv.Sample) bool { return len(s) == 1 && s[0].Value > 0 },
+		`vllm:time_to_first_token_seconds_bucket{le="2560.0"}`:  func(s []testenv.Sample) bool { return len(s) == 1 && s[0].Value > 0 },
+		`vllm:request_queue_time_seconds_bucket{le="+Inf"}`:     func(s []testenv.Sample) bool { return len(s) == 1 },
+		`count({__name__=~"vllm:.+_bucket", le=~"[0-9]+"})`:     func(s []testenv.Sample) bool { return len(s) == 0 },
+		`count({__name__=~"vllm:.+_bucket", le=~"[0-9]+\\.0"})`: func(s []testenv.Sample) bool { return len(s) == 1 && s[0].Value >= 100 },
+		`max_over_time(vllm:num_requests_waiting[1m]) > 10`:     func(s []testenv.Sample) bool { return len(s) == 1 },
+	}
+	var got map[string][]testenv.Sample
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		got = map[string][]testenv.Sample{}
+		ok := true
+		for q, check := range want {
+			got[q] = prom.Query(t, q)
+			ok = ok && check(got[q])
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			for q, check := range want {
+				if !check(got[q]) {
+					t.Errorf("%s: %+v", q, got[q])
+				}
+			}
+			return
+		}
+	}
+	if st := ls.sim.State(); st.Scenario != vllmsim.ScenarioOverload || st.Previous != vllmsim.ScenarioHealthy || st.Pending != nil {
+		t.Errorf("state after --shift-after: %+v", st)
+	}
+}

@@ -43,6 +43,10 @@ type Options struct {
 	Model string
 	// Scenario is the cause injected at start; default "healthy".
 	Scenario string
+	// ShiftAfter, when > 0, starts with healthy traffic and shifts to
+	// Scenario this long after the start (--shift-after): an incident's
+	// onset rather than a sim born in it.
+	ShiftAfter time.Duration
 	// Load overrides the scenario's open-loop rate in requests per second:
 	// 0 keeps the scenario's, NoLoad turns the generator off.
 	Load float64
@@ -110,6 +114,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if _, err := LookupScenario(o.Scenario); err != nil {
 		return o, err
+	}
+	if o.ShiftAfter < 0 {
+		return o, fmt.Errorf("shift after %v: want >= 0", o.ShiftAfter)
+	}
+	if o.ShiftAfter > 0 && o.Scenario == ScenarioHealthy {
+		return o, fmt.Errorf("shift after %v: the sim starts healthy, name the scenario to shift to", o.ShiftAfter)
 	}
 	if o.Load < 0 && o.Load != NoLoad {
 		return o, fmt.Errorf("load %v: want a rate >= 0 or NoLoad", o.Load)

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // Sim is one simulated vLLM server. Its methods are safe for concurrent use.
@@ -31,6 +29,10 @@ type Sim struct {
 	eng          *engine
 	load         *loadGen
 	scenario     Scenario
+	shape        *Shape        // laid over the scenario's load, if set
+	since        time.Duration // when scenario and shape took effect
+	previous     string        // the scenario before the last change
+	pending      *pendingShift // the next scheduled change, if any
 	loadOverride float64
 	concOverride int
 	history      *finishedLog
@@ -66,8 +68,17 @@ func New(opts Options) (*Sim, error) {
 	if o.ProfilerDir != "" {
 		s.prof = newProfiler(o, s.Now)
 	}
-	if err := s.SetScenario(o.Scenario); err != nil {
+	first := o.Scenario
+	if o.ShiftAfter > 0 {
+		first = ScenarioHealthy
+	}
+	if err := s.SetScenario(first); err != nil {
 		return nil, err
+	}
+	if o.ShiftAfter > 0 {
+		if err := s.Shift(o.Scenario, o.ShiftAfter); err != nil {
+			return nil, err
+		}
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -136,6 +147,13 @@ func (s *Sim) advanceTo(target time.Duration) {
 		if at, ok := s.load.next(); ok && (next < 0 || at < next) {
 			next, isArrival = at, true
 		}
+		// A shift lands before an arrival or step end at the same instant:
+		// what arrives from then on is the new traffic.
+		if p := s.pending; p != nil && p.at <= target && (next < 0 || p.at <= next) {
+			s.eng.now = max(s.eng.now, p.at)
+			s.applyPending()
+			continue
+		}
 		if next < 0 || next > target {
 			break
 		}
@@ -158,26 +176,6 @@ func (s *Sim) Now() time.Time {
 
 func (s *Sim) wall(d time.Duration) time.Time { return s.opts.Start.Add(d) }
 
-// SetScenario switches the injected cause now: the engine takes the
-// scenario's configuration and the load generator its traffic (requests in
-// flight run to their end).
-func (s *Sim) SetScenario(name string) error {
-	sc, err := LookupScenario(name)
-	if err != nil {
-		return fmt.Errorf("vllmsim: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.scenario = sc
-	s.eng.configure(s.opts.Engine, sc)
-	s.load.reset(s.effectiveLoad(), s.eng.now)
-	if !s.eng.inflight {
-		s.eng.startStep()
-	}
-	s.opts.Logger.Info("Scenario switched.", zap.String("scenario", name))
-	return nil
-}
-
 // setLoad changes the load overrides (see Options.Load and Concurrency)
 // and restarts the generator with them.
 func (s *Sim) setLoad(rps *float64, concurrency *int) {
@@ -192,18 +190,26 @@ func (s *Sim) setLoad(rps *float64, concurrency *int) {
 	s.load.reset(s.effectiveLoad(), s.eng.now)
 }
 
-// effectiveLoad is the scenario's load with the overrides applied.
-func (s *Sim) effectiveLoad() LoadSpec {
-	l := s.scenario.Load
+// effectiveLoad is the traffic now: the scenario's load with the overrides
+// and the shape applied.
+func (s *Sim) effectiveLoad() LoadSpec { return s.loadFor(s.scenario, s.shape) }
+
+// loadFor is sc's load with the overrides (Options.Load and Concurrency,
+// POST load/concurrency) applied, then shape laid over it: a shape's fields
+// win over the overrides.
+func (s *Sim) loadFor(sc Scenario, shape *Shape) LoadSpec {
+	l := sc.Load
 	switch {
 	case s.loadOverride == NoLoad:
 		l.RPS, l.Concurrency = 0, 0
-		return l
 	case s.loadOverride > 0:
 		l.RPS = s.loadOverride
 	}
-	if s.concOverride > 0 {
+	if s.concOverride > 0 && s.loadOverride != NoLoad {
 		l.Concurrency = s.concOverride
+	}
+	if shape != nil {
+		l = shape.apply(l)
 	}
 	return l
 }
@@ -227,6 +233,15 @@ type State struct {
 	NumBlocks   int       `json:"num_gpu_blocks"`
 	Load        LoadSpec  `json:"load"`
 	Description string    `json:"description"`
+	// Since is when the scenario (and shape) took effect: the start, or the
+	// last switch or shift.
+	Since time.Time `json:"since"`
+	// Previous is the scenario before that change ("" before any).
+	Previous string `json:"previous,omitempty"`
+	// Shape is the traffic shape laid over the scenario's load, if any.
+	Shape *Shape `json:"shape,omitempty"`
+	// Pending is the shift scheduled next, if any.
+	Pending *PendingShift `json:"pending,omitempty"`
 }
 
 // State reports the engine's state now.
@@ -237,6 +252,7 @@ func (s *Sim) State() State {
 		Time: s.wall(s.eng.now), Scenario: s.scenario.Name, Description: s.scenario.Description,
 		Running: len(s.eng.running), Waiting: len(s.eng.waiting), KVUsage: s.eng.kvUsage(),
 		MaxNumSeqs: s.eng.cfg.MaxNumSeqs, NumBlocks: s.eng.cfg.NumGPUBlocks, Load: s.effectiveLoad(),
+		Since: s.wall(s.since), Previous: s.previous, Shape: cloneShape(s.shape), Pending: s.pendingReport(),
 	}
 }
 

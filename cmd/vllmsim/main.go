@@ -48,6 +48,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.listen, "web.listen-address", "127.0.0.1:8000", "address to serve vLLM's routes on (vLLM's port is 8000)")
 	fs.StringVar(&o.Model, "model", "meta-llama/Llama-3.1-8B-Instruct", "served model name (label model_name)")
 	fs.StringVar(&o.Scenario, "scenario", vllmsim.ScenarioHealthy, "injected cause: "+strings.Join(vllmsim.Scenarios(), ", "))
+	fs.DurationVar(&o.ShiftAfter, "shift-after", 0, "start with healthy traffic and shift to --scenario after this long (0: the scenario from the start)")
 	fs.Float64Var(&o.Load, "load", 0, "open-loop requests per second of the built-in load generator (0: the scenario's, -1: none)")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed-loop clients of the load generator (0: the scenario's)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: the same seed gives the same run")
@@ -128,7 +129,8 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- string)
 	runErr := make(chan error, 1)
 	go func() { runErr <- sim.Run(runCtx) }()
 	logger.Info("Serving a simulated vLLM.", zap.String("address", ln.Addr().String()),
-		zap.String("scenario", c.opts.Scenario), zap.String("model", c.opts.Model))
+		zap.String("scenario", sim.State().Scenario), zap.String("model", c.opts.Model),
+		zap.Duration("shift_after", c.opts.ShiftAfter))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -18,7 +18,8 @@ func TestServeRealTime(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4"}, io.Discard, ready)
+		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4",
+			"--scenario", "overload", "--shift-after", "1h"}, io.Discard, ready)
 	}()
 	var base string
 	select {
@@ -42,6 +43,9 @@ func TestServeRealTime(t *testing.T) {
 		return string(b)
 	}
 	get("/health")
+	if st := get("/admin/scenario"); !strings.Contains(st, `"scenario":"healthy"`) || !strings.Contains(st, `"pending":{"scenario":"overload"`) {
+		t.Errorf("--scenario overload --shift-after 1h: not healthy with the shift pending: %.600s", st)
+	}
 	begun := time.Now()
 	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hello","max_tokens":20}`))
 	if err != nil {
@@ -57,7 +61,7 @@ func TestServeRealTime(t *testing.T) {
 	if took < 300*time.Millisecond || took > 5*time.Second {
 		t.Errorf("completion took %v, want the model's timing (~0.5 s)", took)
 	}
-	if m := get("/metrics"); !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1`) {
+	if m := get("/metrics"); !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1.0`+"\n") {
 		t.Errorf("metrics do not count the request:\n%.2000s", m)
 	}
 	cancel()
@@ -74,6 +78,8 @@ func TestServeRealTime(t *testing.T) {
 func TestFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--scenario", "nope"},
+		{"--shift-after", "10s"}, // healthy to healthy
+		{"--scenario", "overload", "--shift-after", "-1s"},
 		{"--otlp-protocol", "carrier-pigeon"},
 		{"--no-such-flag"},
 		{"stray"},
