@@ -3,10 +3,16 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// queueNumRE finds the queue depth an evidence line quotes.
+var queueNumRE = regexp.MustCompile(`\bqueue (\d+)\b`)
 
 // normal is an instance doing fine: chat traffic, no queue, KV mostly free.
 var normal = Signals{
@@ -189,5 +195,46 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	b, err := json.Marshal(res)
 	if err != nil || !strings.Contains(string(b), `"verdict":{"id":"kv-pressure"`) {
 		t.Fatalf("run JSON: %s, %v", b, err)
+	}
+}
+
+// checkEvidenceAgainstSignals fails when an evidence line contradicts the
+// signals: a line calling the load normal (or every signal within its
+// threshold) while a signal it speaks for is past its threshold.
+func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Verdict) {
+	t.Helper()
+	th = th.withDefaults()
+	load := map[string]bool{ // what "load normal" speaks for
+		"queue":       sig[SigQueueDepth] >= th.QueueDepth,
+		"batch":       sig[SigRunning] >= th.Running,
+		"prompts":     sig[SigPromptTokens] >= th.PromptTokensMean,
+		"KV":          sig[SigKVUsage] >= th.KVUsage,
+		"preemptions": sig[SigPreemptionsRate] > th.PreemptionsPerS,
+	}
+	all := map[string]bool{ // what "every tier-1 signal is within its threshold" speaks for
+		"TTFT":   sig[SigTTFTP99] >= th.TTFTP99,
+		"ITL":    sig[SigITLP99] >= th.ITLP99,
+		"aborts": sig[SigAbortRatio] >= th.AbortRatio,
+	}
+	maps.Copy(all, load)
+	for _, line := range v.Evidence {
+		over := map[string]bool{}
+		switch {
+		case strings.Contains(line, "within its threshold"):
+			over = all
+		case strings.Contains(line, "normal"):
+			over = load
+		}
+		for what, bad := range over {
+			if bad {
+				t.Errorf("%s: evidence %q calls the load normal beside %s past its threshold (signals %v)", v.ID, line, what, sig)
+			}
+		}
+		// A number the line quotes for the queue is the signal's.
+		if m := queueNumRE.FindStringSubmatch(line); m != nil {
+			if q, ok := sig[SigQueueDepth]; !ok || m[1] != fmt.Sprintf("%.0f", q) {
+				t.Errorf("%s: evidence %q quotes queue %s, the signal is %v", v.ID, line, m[1], sig[SigQueueDepth])
+			}
+		}
 	}
 }
