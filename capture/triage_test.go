@@ -238,3 +238,134 @@ func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Ve
 		}
 	}
 }
+
+// TestDiagnoseEachCauseAtOnsetAndSteady: every cause as the sources show it
+// the moment its alert first fires and minutes later. At onset the lifecycle
+// histograms (queue, prefill, decode time: observed at a request's finish)
+// still describe the calm before; the gauges, first tokens/s and the scrape's
+// seconds describe the cause. Values as vllmsim shows them (TestTriageAtOnset).
+func TestDiagnoseEachCauseAtOnsetAndSteady(t *testing.T) {
+	cases := []struct {
+		name, want string
+		sig        Signals
+		untrusted  string // substring of Verdict.Untrusted, if any
+	}{
+		{"overload at onset: 48 waiting, the 2m histogram still calm", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 330,
+			SigAdmitRate: 3.4, SigQueueGrowth: 0.3, SigTTFTP99: 4.9, SigTTFTP50: 0.4}), "accounts for 0.1 of the 48 waiting"},
+		{"overload at onset: a scrape gap in which 3 requests finished", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 115, SigRunning: 32, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07, SigQueueTimeN: 3,
+			SigAdmitRate: 4.2, SigQueueGrowth: 9, SigTTFTP99: 6}), "3 requests finished in the window, 115 waiting"},
+		{"overload at onset, no admitted rate: the lagging histogram does not block", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 3, SigTTFTP99: 4.9}), "3 requests finished"},
+		{"overload, nothing admitted in the window: the queue is stuck", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 30, SigRunning: 32, SigAdmitRate: 0, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07}), "accounts for 0 of the 30"},
+		{"overload steady: histogram and Little's law agree", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 440, SigRunning: 32, SigQueueTimeMean: 60, SigPrefillMean: 0.09, SigQueueTimeN: 520,
+			SigAdmitRate: 4.4, SigTTFTP99: 79}), ""},
+		{"kv-pressure at onset: at the ceiling, not yet preempting", VerdictKVPressure, with(map[string]float64{
+			SigKVUsage: 0.984, SigPreemptionsRate: 0, SigRunning: 14, SigQueueDepth: 2}), ""},
+		{"kv-pressure steady", VerdictKVPressure, with(map[string]float64{
+			SigKVUsage: 0.97, SigPreemptionsRate: 1.2, SigRunning: 14, SigQueueDepth: 4, SigTTFTP99: 9.5}), ""},
+		{"prefill-bound at onset: the scrape's first long prompts", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 2802, SigPrefillMean: 0.66, SigTTFTP50: 2.1, SigQueueDepth: 1, SigRunning: 13}), ""},
+		{"prefill-bound at onset, no request finished: TTFT stands in", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 4600, SigPrefillMean: -1, SigTTFTP50: 1.5, SigTTFTP99: 2.4, SigQueueDepth: 1, SigRunning: 3}), ""},
+		{"prefill-bound steady", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 5640, SigPrefillMean: 1.28, SigTTFTP99: 4.85, SigQueueDepth: 1, SigRunning: 3}), ""},
+		{"decode-bound at onset", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.264, SigRunning: 239, SigQueueDepth: 6}), ""},
+		{"decode-bound steady", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.397, SigRunning: 240, SigKVUsage: 0.52}), ""},
+		{"client-aborts at onset", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.59, SigRunning: 18}), ""},
+		{"client-aborts steady", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.56, SigRunning: 18}), ""},
+		{"unexplained at onset", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.299, SigRunning: 15}), ""},
+		{"unexplained steady", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.45, SigTTFTP99: 2.3, SigRunning: 12}), ""},
+		{"a deep queue that drains at once is no overload, and not called normal", VerdictHealthy, with(map[string]float64{
+			SigQueueDepth: 15, SigAdmitRate: 150, SigQueueTimeMean: 0.05}), ""},
+		{"healthy", VerdictHealthy, normal, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Diagnose(c.sig, DefaultThresholds)
+			if v.ID != c.want {
+				t.Fatalf("verdict %s %v, want %s; evidence %q", v.ID, v.Contributing, c.want, v.Evidence)
+			}
+			got := strings.Join(v.Untrusted, " | ")
+			if (c.untrusted == "") != (got == "") || !strings.Contains(got, c.untrusted) {
+				t.Errorf("untrusted %q, want %q", got, c.untrusted)
+			}
+			if c.untrusted != "" && !strings.Contains(v.Evidence[len(v.Evidence)-1], "not trusted: ") {
+				t.Errorf("the last evidence line does not say what was not trusted: %q", v.Evidence)
+			}
+			checkEvidenceAgainstSignals(t, c.sig, DefaultThresholds, v)
+		})
+	}
+}
+
+// TestEvidenceNeverContradictsTheSignals runs every rule outcome over a grid
+// of signals around each threshold (below, at and well past it) and checks
+// each verdict's evidence against its signals: no "load normal" or "within its
+// threshold" beside a signal past its threshold, and every queue depth quoted
+// is the signal's.
+func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
+	type axis struct {
+		name string
+		vals []float64 // -1: absent
+	}
+	axes := []axis{
+		{SigQueueDepth, []float64{-1, 0, 9, 10, 48}},
+		{SigRunning, []float64{12, 64}},
+		{SigKVUsage, []float64{0.1, 0.95}},
+		{SigPreemptionsRate, []float64{0, 0.5}},
+		{SigTTFTP99, []float64{-1, 0.3, 4.9}},
+		{SigITLP99, []float64{0.05, 0.3}},
+		{SigPrefillMean, []float64{-1, 0.06, 0.9}},
+		{SigQueueTimeMean, []float64{-1, 0.03, 30}},
+		{SigAdmitRate, []float64{-1, 0, 3.4, 500}},
+		{SigQueueTimeN, []float64{-1, 3, 300}},
+		{SigPromptTokens, []float64{320, 6000}},
+		{SigAbortRatio, []float64{0, 0.2}},
+	}
+	seen := map[string]int{}
+	var walk func(i int, s Signals)
+	walk = func(i int, s Signals) {
+		if i == len(axes) {
+			v := Diagnose(s, DefaultThresholds)
+			seen[v.ID]++
+			checkEvidenceAgainstSignals(t, s, DefaultThresholds, v)
+			if t.Failed() {
+				t.FailNow()
+			}
+			return
+		}
+		for _, x := range axes[i].vals {
+			next := maps.Clone(s)
+			if x >= 0 {
+				next[axes[i].name] = x
+			}
+			walk(i+1, next)
+		}
+	}
+	walk(0, Signals{SigTTFTP50: 0.2})
+	for _, id := range Verdicts {
+		if seen[id] == 0 {
+			t.Errorf("no combination reached %s: the grid does not cover every rule outcome (%v)", id, seen)
+		}
+	}
+}
+
+func TestNewThresholdsAreValidated(t *testing.T) {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{HistMinCoverage: 1.5}}); Classify(err) != ReasonBadConfig {
+		t.Fatalf("hist_min_coverage 1.5: err = %v", err)
+	}
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{QueueWait: -1}}); Classify(err) != ReasonBadConfig {
+		t.Fatalf("queue_wait -1: err = %v", err)
+	}
+	// A queue_wait of 20 s calls a 14 s wait (48 waiting at 3.4/s) no overload.
+	onset := with(map[string]float64{SigQueueDepth: 48, SigAdmitRate: 3.4, SigPrefillMean: 0.06})
+	if v := Diagnose(onset, Thresholds{QueueWait: 20}); v.ID == VerdictOverload {
+		t.Fatalf("queue_wait 20: %s %q", v.ID, v.Evidence)
+	}
+	if v := Diagnose(onset, Thresholds{}); v.ID != VerdictOverload {
+		t.Fatalf("default queue_wait: %s %q", v.ID, v.Evidence)
+	}
+}
