@@ -227,11 +227,17 @@ func originOf(r *Result, id, name string, now time.Time) Origin {
 	return o
 }
 
-// readings are the signals read at moments (gauges, as a source reduced them:
-// PromQL takes the window's worst) and the baselines, which only PromQL
-// gives: for these the order of `from` decides alone.
-var readings = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true, SigQueueOldest: true,
-	SigTTFTP99Baseline: true, SigITLP99Baseline: true, SigPrefillMeanBaseline: true, SigPromptTokensBase: true}
+// gauges are read at moments; each source reduces them its own way (PromQL
+// takes the window's worst, the scrape the higher of its two readings, up to
+// a second fresher than PromQL's last subquery step). Like the scrape's two
+// readings, the sources' readings combine by the highest: a queue deep or a
+// pool full by either source was so. baselines only PromQL gives; for them
+// (and for a source's own oldest-wait) the order of `from` decides alone.
+var (
+	gauges    = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true}
+	baselines = map[string]bool{SigQueueOldest: true, SigTTFTP99Baseline: true, SigITLP99Baseline: true,
+		SigPrefillMeanBaseline: true, SigPromptTokensBase: true}
+)
 
 // preferFresh replaces each signal that summarises a window (a rate, a
 // latency quantile, a stage time, a ratio) by the value of the source with the
@@ -239,15 +245,19 @@ var readings = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage
 // window is mostly the calm before it while the scrape's few seconds are the
 // cause itself; in a steady state the two agree, and the scrape alone already
 // names every simulated cause. Sources whose windows are unknown keep the
-// order of `from`.
+// order of `from`. Gauges take the highest reading of any source.
 func preferFresh(prior map[string]*Result, used []string, sig Signals, org map[string]Origin, now time.Time) {
 	for name, best := range org {
-		if readings[name] || best.Window < 0 {
+		if baselines[name] || (best.Window < 0 && !gauges[name]) {
 			continue
 		}
 		for _, id := range used {
 			v, ok := prior[id].Signals[name]
-			if o := originOf(prior[id], id, name, now); ok && o.Window > 0 && o.Window < best.Window {
+			if !ok {
+				continue
+			}
+			o := originOf(prior[id], id, name, now)
+			if gauges[name] && v > sig[name] || !gauges[name] && o.Window > 0 && o.Window < best.Window {
 				best, sig[name] = o, v
 			}
 		}

@@ -169,8 +169,8 @@ func TestNewTriageRejectsBadThresholds(t *testing.T) {
 
 func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	prior := map[string]*Result{
-		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3}},
-		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5}},
+		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3, SigAbortRatio: 0.3}},
+		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5, SigAbortRatio: 0.01}},
 		"chart":    {Summary: "a chart, no signals"},
 	}
 	step, _ := NewTriage(TriageConfig{})
@@ -178,18 +178,26 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Signals[SigKVUsage] != 0.5 || res.Signals[SigQueueDepth] != 3 {
-		t.Fatalf("merged %v: PromQL's KV must win, the scrape must fill the queue", res.Signals)
+	if res.Signals[SigAbortRatio] != 0.01 || res.Signals[SigQueueDepth] != 3 || res.Signals[SigKVUsage] != 0.99 {
+		t.Fatalf("merged %v: with windows unknown PromQL's abort ratio must win, the scrape must fill the queue, and the fuller KV reading count", res.Signals)
 	}
 	if got := res.Findings["sources"]; !slices.Equal(got.([]string), []string{"snapshot", "scrape"}) {
 		t.Fatalf("sources = %v", got)
 	}
 	step, _ = NewTriage(TriageConfig{From: []string{"scrape", "snapshot"}})
 	res, _ = step.Run(context.Background(), &Input{Prior: prior})
-	if res.Verdict.ID != VerdictKVPressure {
-		t.Fatalf("with from: [scrape, snapshot] the scrape's KV 0.99 wins: %v", res.Verdict)
+	if res.Verdict.ID != VerdictKVPressure || res.Signals[SigAbortRatio] != 0.3 {
+		t.Fatalf("with from: [scrape, snapshot] the scrape's abort ratio wins: %v %v", res.Verdict, res.Signals)
 	}
-	if !strings.HasPrefix(res.Summary, "kv-pressure: KV cache 0.99") {
+	// With windows known, the shorter one wins whatever the order.
+	prior["scrape"].Findings[FindingSignalWindows] = map[string]any{SigAbortRatio: 2.0}
+	prior["snapshot"].Findings[FindingSignalWindows] = map[string]float64{SigAbortRatio: 120}
+	step, _ = NewTriage(TriageConfig{From: []string{"snapshot", "scrape"}})
+	res, _ = step.Run(context.Background(), &Input{Prior: prior})
+	if o := res.Findings["origins"].(map[string]Origin)[SigAbortRatio]; res.Signals[SigAbortRatio] != 0.3 || o.Step != "scrape" || o.Window != 2 {
+		t.Fatalf("the scrape's 2 s abort ratio must beat the snapshot's 2m: %v, origin %+v", res.Signals, o)
+	}
+	if !strings.HasPrefix(res.Summary, "kv-pressure (also client-aborts): KV cache 0.99") {
 		t.Fatalf("summary = %q", res.Summary)
 	}
 	b, err := json.Marshal(res)

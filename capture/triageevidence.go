@@ -180,14 +180,15 @@ func queueLine(r reading) string {
 	if run, ok := r.get(SigRunning); ok {
 		s += fmt.Sprintf("; batch %.0f running", run)
 	}
+	s += r.from(SigQueueDepth)
 	if g, ok := r.get(SigQueueGrowth); ok && g != 0 {
 		verb := "growing"
 		if g < 0 {
 			verb = "shrinking"
 		}
-		s += fmt.Sprintf(", %s %.2g/s%s", verb, math.Abs(g), r.from(SigQueueGrowth))
+		s += fmt.Sprintf("; %s %.2g/s%s", verb, math.Abs(g), r.from(SigQueueGrowth))
 	}
-	return s + r.from(SigQueueDepth)
+	return s
 }
 
 func ttftLine(r reading) string {
