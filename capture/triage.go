@@ -63,7 +63,9 @@ import (
 // When no earlier step produced signals (Prometheus and the scrape both
 // failed) the verdict is unexplained: the metrics are blind, so escalate.
 type TriageConfig struct {
-	// From lists the step ids whose signals triage reads, earlier ids winning.
+	// From lists the step ids whose signals triage reads, earlier ids winning
+	// where windows are unknown; a windowed signal comes from the step with the
+	// shortest window, a gauge is the highest reading (preferFresh).
 	// Default: every earlier step, PromQL sources first.
 	From []string `yaml:"from,omitempty" json:"from,omitempty"`
 	// Thresholds override the defaults one by one.
