@@ -56,7 +56,8 @@ var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedFindings are finding keys the step writes itself.
 var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data": true,
-	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true}
+	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true,
+	FindingSignalWindows: true, FindingSignalLags: true, FindingSignalsAt: true}
 
 // maxParallelQueries bounds the queries one step has in flight.
 const maxParallelQueries = 16
@@ -158,7 +159,33 @@ func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		})
 	}
 	_ = g.Wait() // runQuery records its error in its outcome
-	return p.report(ctx, in, ep, outs, time.Since(began))
+	res, err := p.report(ctx, in, ep, outs, time.Since(began))
+	if res != nil && len(res.Signals) > 0 {
+		describeSignals(res, p.cfg.Queries, end)
+	}
+	return res, err
+}
+
+// describeSignals records, for each signal, the span of data its query
+// summarises and how far before the window's end that data ends, read from
+// the query's range selectors, `offset` and `@` (promWindow).
+func describeSignals(res *Result, queries []PromQuery, end time.Time) {
+	windows, lags := map[string]float64{}, map[string]float64{}
+	for _, q := range queries {
+		if _, ok := res.Signals[q.Signal]; !ok || q.Signal == "" {
+			continue
+		}
+		w, lag := promWindow(q.Query, end)
+		windows[q.Signal] = w.Seconds()
+		if lag > 0 {
+			lags[q.Signal] = lag.Seconds()
+		}
+	}
+	res.Findings[FindingSignalWindows] = windows
+	if len(lags) > 0 {
+		res.Findings[FindingSignalLags] = lags
+	}
+	res.Findings[FindingSignalsAt] = end.UTC().Format(time.RFC3339Nano)
 }
 
 // runQuery runs one query under its own deadline.

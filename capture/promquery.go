@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,4 +157,36 @@ func (e *Endpoint) promAPI() (v1.API, error) {
 		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
 	}
 	return v1.NewAPI(c), nil
+}
+
+// PromQL's range selectors ([2m], subqueries [2m:] and [2m:15s]), offsets and
+// @ modifiers with a literal time, as promWindow reads them.
+var (
+	promRangeRE  = regexp.MustCompile(`\[\s*((?:\d+(?:ms|[smhdwy]))+)\s*(?::[^\]]*)?\]`)
+	promOffsetRE = regexp.MustCompile(`\boffset\s+((?:\d+(?:ms|[smhdwy]))+)`)
+	promAtRE     = regexp.MustCompile(`@\s*(\d+(?:\.\d+)?)`)
+)
+
+// promWindow reads how much data a query summarises (its longest range
+// selector; 0 for a reading at one moment) and how far before end that data
+// ends (its longest offset, or end minus an @ time). It is a reading for the
+// on-call, not a parse: a query it cannot read gets 0, 0.
+func promWindow(query string, end time.Time) (window, lag time.Duration) {
+	for _, m := range promRangeRE.FindAllStringSubmatch(query, -1) {
+		if d, err := model.ParseDuration(m[1]); err == nil {
+			window = max(window, time.Duration(d))
+		}
+	}
+	for _, m := range promOffsetRE.FindAllStringSubmatch(query, -1) {
+		if d, err := model.ParseDuration(m[1]); err == nil {
+			lag = max(lag, time.Duration(d))
+		}
+	}
+	for _, m := range promAtRE.FindAllStringSubmatch(query, -1) {
+		if f, err := strconv.ParseFloat(m[1], 64); err == nil {
+			at := time.Unix(0, int64(f*1e9))
+			lag = max(lag, end.Sub(at))
+		}
+	}
+	return window, lag
 }

@@ -201,6 +201,8 @@ func (s *ScrapeStep) analyse(res *Result, prev, last *sample) error {
 		res.Findings["lifetime_signals"] = res.Signals
 		res.Signals = d.gaugesOnly()
 	}
+	res.Findings[FindingSignalWindows] = d.windows(res.Signals)
+	res.Findings[FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
 	res.Findings["source"] = SourceScrape
 	res.Findings["generation"] = generationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()

@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -42,50 +43,67 @@ func noWait(context.Context, time.Duration) error { return nil }
 // TestScrapeThenTriageFindsEachSimulatedCause is the product's proof: for every
 // cause the stand-in vLLM injects, two scrapes over the gap (in simulated time)
 // and triage name that cause, on both metric generations.
+//
+// -seeds N runs seeds 1..N instead of seed 7 alone (the README's 280/280 is
+// -seeds 20: 20 seeds × 7 causes × 2 generations).
 func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
-	for _, legacy := range []bool{false, true} {
-		for _, scenario := range vllmsim.Scenarios() {
-			name := scenario
-			if legacy {
-				name += "/legacy"
+	seeds := []uint64{7}
+	if *scrapeSeeds > 1 {
+		seeds = nil
+		for s := range uint64(*scrapeSeeds) {
+			seeds = append(seeds, s+1)
+		}
+	}
+	for _, seed := range seeds {
+		for _, legacy := range []bool{false, true} {
+			for _, scenario := range vllmsim.Scenarios() {
+				name := fmt.Sprintf("%s/seed%d", scenario, seed)
+				if legacy {
+					name += "/legacy"
+				}
+				t.Run(name, func(t *testing.T) {
+					sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					sim.Advance(3 * time.Minute) // past the warm-up: the cause has shown
+					srv := httptest.NewServer(sim.Handler())
+					defer srv.Close()
+					in, _ := scrapeInput(t, srv)
+					in.Env.Now = sim.Now
+					step, err := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
+					if err != nil {
+						t.Fatal(err)
+					}
+					step.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
+					res, err := step.Run(context.Background(), in)
+					if err != nil {
+						t.Fatalf("scrape: %v", err)
+					}
+					wantGen := map[bool]string{false: generationCurrent, true: generationLegacy}[legacy]
+					gap, _ := res.Findings["gap_s"].(float64)
+					if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
+						t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
+					}
+					tri, _ := NewTriage(TriageConfig{})
+					out, err := tri.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": res}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if out.Verdict.ID != scenario {
+						t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing,
+							scenario, res.Signals, out.Verdict.Evidence)
+					}
+					checkEvidenceAgainstSignals(t, out.Signals, DefaultThresholds, out.Verdict)
+				})
 			}
-			t.Run(name, func(t *testing.T) {
-				sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Seed: 7, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				sim.Advance(3 * time.Minute) // past the warm-up: the cause has shown
-				srv := httptest.NewServer(sim.Handler())
-				defer srv.Close()
-				in, _ := scrapeInput(t, srv)
-				in.Env.Now = sim.Now
-				step, err := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				step.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
-				res, err := step.Run(context.Background(), in)
-				if err != nil {
-					t.Fatalf("scrape: %v", err)
-				}
-				wantGen := map[bool]string{false: generationCurrent, true: generationLegacy}[legacy]
-				gap, _ := res.Findings["gap_s"].(float64)
-				if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
-					t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
-				}
-				tri, _ := NewTriage(TriageConfig{})
-				out, err := tri.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": res}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if out.Verdict.ID != scenario {
-					t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing,
-						scenario, res.Signals, out.Verdict.Evidence)
-				}
-			})
 		}
 	}
 }
+
+// scrapeSeeds widens TestScrapeThenTriageFindsEachSimulatedCause (and the
+// onset test) to seeds 1..N.
+var scrapeSeeds = flag.Int("seeds", 1, "run the simulated-cause triage tests over seeds 1..N (default: seed 7)")
 
 func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 	var n atomic.Int32

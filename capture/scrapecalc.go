@@ -97,12 +97,46 @@ func (d scrapeDelta) signals() Signals {
 	if v, ok := d.rate(vmFinished, nil); ok {
 		s[SigRequestRate] = v
 	}
+	d.queueNow(s)
 	q, okQ := d.counterDelta(vmPrefixQuery, nil)
 	h, okH := d.counterDelta(vmPrefixHits, nil)
 	if okQ && okH && q > 0 {
 		s[SigPrefixHitRatio] = h / q
 	}
 	return s
+}
+
+// queueNow adds what the gap says about the queue as it is now, counted as it
+// happens rather than at each request's finish: how fast the waiting gauge
+// moved, how many requests per second reached their first token (the rate the
+// queue drains at; TTFT is observed at the first token, so it does not lag
+// like the lifecycle histograms), and how many requests the queue-time
+// histogram covers, so triage can weigh it. Only with two scrapes.
+func (d scrapeDelta) queueNow(s Signals) {
+	if d.prev == nil || d.gap <= 0 {
+		return
+	}
+	now, okNow := d.cur.value(vmWaiting, aggSum, nil)
+	before, okBefore := d.prev.value(vmWaiting, aggSum, nil)
+	if okNow && okBefore {
+		s[SigQueueGrowth] = (now - before) / d.gap.Seconds()
+	}
+	if h, ok := d.hist(vmTTFT); ok {
+		s[SigAdmitRate] = h.count / d.gap.Seconds()
+	}
+	if h, ok := d.hist(vmQueueTime); ok {
+		s[SigQueueTimeN] = h.count
+	}
+}
+
+// windows says how many seconds each signal summarises: the gap for two
+// scrapes (gauges are the higher of two readings), 0 for one scrape's gauges.
+func (d scrapeDelta) windows(s Signals) map[string]float64 {
+	out := make(map[string]float64, len(s))
+	for k := range s {
+		out[k] = d.gap.Seconds()
+	}
+	return out
 }
 
 // gaugesOnly is the signals one moment can tell: queue, batch, KV.

@@ -2,9 +2,11 @@ package capture_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,4 +131,87 @@ func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert templa
 		t.FailNow()
 	}
 	return out
+}
+
+// TestShippedPlaybookOverloadAtOnset is the page at the very start of an
+// overload, through the real path: vllmsim serves healthy traffic (real time)
+// while a real Prometheus scrapes it, then switches to overload; the moment
+// VLLMQueueDeep's condition first holds in Prometheus (`for: 0s`), the shipped
+// queue-deep playbook's snapshot and scrape run against them and its triage
+// must say overload. The 2m lifecycle histograms then still hold the healthy
+// minutes and none of the requests stuck in the queue.
+func TestShippedPlaybookOverloadAtOnset(t *testing.T) {
+	set, err := playbooks.Load(nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := vllmsim.New(vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	u, _ := url.Parse(srv.URL)
+	inst := u.Host
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: []string{inst}})
+	prom.WaitUp(t, inst, 30*time.Second)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if s := prom.Query(t, "count_over_time(up[1m])"); len(s) == 1 && s[0].Value >= 20 {
+			break // 20 s of healthy history in the rate windows
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("prometheus has fewer than 20 scrapes after a minute")
+		}
+	}
+	if err := sim.SetScenario(vllmsim.ScenarioOverload); err != nil {
+		t.Fatal(err)
+	}
+	switched := time.Now()
+	rule := fmt.Sprintf(`max by (model_name, instance) (vllm:num_requests_waiting{instance=%q}) > 10`, inst)
+	for len(prom.Query(t, rule)) == 0 {
+		if time.Since(switched) > 60*time.Second {
+			t.Fatal("VLLMQueueDeep's condition did not hold within a minute of the switch")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("the alert can fire %s after the switch", time.Since(switched).Round(100*time.Millisecond))
+	store, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &capture.Env{Store: store, Targets: &http.Client{}, Prometheus: &capture.Endpoint{URL: prom.URL, Timeout: 10 * time.Second}}
+	now := time.Now()
+	alert := template.Alert{Status: "firing", StartsAt: now, Fingerprint: "onset",
+		Labels: template.KV{"alertname": "VLLMQueueDeep", "instance": inst, "model_name": "m", "severity": "page"}}
+	plans, err := set.Plan(alert, capture.Window{Start: now.Add(-10 * time.Minute), End: now})
+	if err != nil || len(plans) != 1 {
+		t.Fatalf("plans %v, %v", plans, err)
+	}
+	prior := runTier(t, plans[0], capture.TierMetrics, alert, env, nil)
+	if f := prior["snapshot"].Findings["failed"]; f != nil {
+		t.Fatalf("shipped queries failed: %v", f)
+	}
+	out := runTier(t, plans[0], capture.TierTriage, alert, env, prior)["triage"]
+	snap := prior["snapshot"].Signals
+	t.Logf("snapshot findings queue=%v running=%v; scrape %v", prior["snapshot"].Findings["queue"], prior["snapshot"].Findings["running"], prior["scrape"].Summary)
+	t.Logf("snapshot: queue %v, queue time %v vs prefill %v, admitted %v/s; verdict %s %v\n%q", snap[capture.SigQueueDepth],
+		snap[capture.SigQueueTimeMean], snap[capture.SigPrefillMean], snap[capture.SigAdmitRate], out.Verdict.ID, out.Verdict.Contributing, out.Verdict.Evidence)
+	if out.Verdict.ID != capture.VerdictOverload {
+		t.Fatalf("verdict %s %v, want overload\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing, out.Signals, out.Verdict.Evidence)
+	}
+	for _, line := range out.Verdict.Evidence {
+		if strings.Contains(line, "normal") {
+			t.Errorf("evidence calls something normal beside a deep queue: %q", line)
+		}
+	}
+	if _, ok := out.Signals[capture.SigQueueWait]; !ok {
+		t.Errorf("no current wait derived: %v", out.Signals)
+	}
+	org, _ := out.Findings["origins"].(map[string]capture.Origin)
+	if o := org[capture.SigAdmitRate]; o.Source == "" || o.Window <= 0 {
+		t.Errorf("admit_rate's origin %+v: want its source and window", o)
+	}
 }

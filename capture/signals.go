@@ -25,6 +25,15 @@ const (
 	SigRequestRate     = "request_rate"
 	SigPrefixHitRatio  = "prefix_hit_ratio"
 
+	// Queueing as it is now, not as finished requests remember it (vLLM's
+	// lifecycle histograms observe a request only when it finishes, so at the
+	// onset of a queue the requests stuck in it are not in them yet).
+	SigQueueGrowth = "queue_growth_per_s" // change of num_requests_waiting per second over the window
+	SigAdmitRate   = "admit_rate"         // requests reaching their first token per second: rate(time_to_first_token_seconds_count)
+	SigQueueOldest = "queue_oldest_wait"  // age (s) of the oldest waiting request; vLLM exposes none, a gateway or exporter may
+	SigQueueWait   = "queue_wait"         // s a request entering the queue now waits: oldest wait, else waiting ÷ admitted rate (Little's law)
+	SigQueueTimeN  = "queue_time_count"   // requests the queue-time histogram covers in the window (its count's increase)
+
 	// Baselines: the same quantity before the alert (PromQL `offset`), for
 	// "up versus before" evidence. Triage works without them.
 	SigTTFTP99Baseline     = "ttft_p99_baseline"
@@ -37,7 +46,8 @@ const (
 var SignalNames = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptionsRate,
 	SigTTFTP99, SigTTFTP50, SigITLP99, SigITLP50, SigQueueTimeMean, SigPrefillMean,
 	SigDecodeMean, SigE2EMean, SigPromptTokens, SigOutputTokens, SigAbortRatio,
-	SigRequestRate, SigPrefixHitRatio, SigTTFTP99Baseline, SigITLP99Baseline,
+	SigRequestRate, SigPrefixHitRatio, SigQueueGrowth, SigAdmitRate, SigQueueOldest,
+	SigQueueWait, SigQueueTimeN, SigTTFTP99Baseline, SigITLP99Baseline,
 	SigPrefillMeanBaseline, SigPromptTokensBase}
 
 // KnownSignal says whether name is a canonical signal.
@@ -58,3 +68,28 @@ func (s Signals) Merge(o Signals) {
 		}
 	}
 }
+
+// Origin is where a signal triage read came from and how old it is: the step,
+// its kind of source, the span of time the value summarises and the age of
+// its newest data when triage read it. Steps describe their signals in their
+// findings (FindingSignalWindows, FindingSignalsAt), so an origin survives the
+// run's records; a mock or an older record without them has Window and Age
+// unknown (negative).
+type Origin struct {
+	Step   string  `json:"step"`
+	Source string  `json:"source,omitempty"` // promql | scrape; empty when the step did not say
+	Window float64 `json:"window_s"`         // seconds the value summarises; 0: one reading; < 0: unknown
+	Age    float64 `json:"age_s"`            // seconds from its newest data to the verdict; < 0: unknown
+}
+
+// Findings keys with which a metrics step describes its signals.
+const (
+	// FindingSignalWindows maps a signal to the seconds of data it summarises
+	// (0 for a reading at one moment).
+	FindingSignalWindows = "signal_windows"
+	// FindingSignalLags maps a signal to the seconds its data ends before
+	// FindingSignalsAt (a PromQL `offset` or `@`); absent means 0.
+	FindingSignalLags = "signal_lags"
+	// FindingSignalsAt is the RFC 3339 time the step's signals are as of.
+	FindingSignalsAt = "signals_at"
+)

@@ -121,6 +121,9 @@ type Verdict struct {
 	Contributing []string `json:"contributing,omitempty"`
 	Evidence     []string `json:"evidence,omitempty"`
 	Advice       []string `json:"advice,omitempty"`
+	// Untrusted names the signals triage set aside, and why (also the last
+	// evidence line, so a thread shows it).
+	Untrusted []string `json:"untrusted,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.

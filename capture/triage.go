@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Triage turns tier-1 signals into one verdict, following the seed's rules: read
@@ -15,14 +16,30 @@ import (
 // Prometheus is down. Each rule needs only absolute values and stage shares from
 // one moment; PromQL baselines (…_baseline) add "versus before" evidence.
 //
+// Queueing is judged by what is current. vLLM's lifecycle histograms (queue,
+// prefill, decode time) observe a request only when it finishes, so at the
+// onset of a queue the requests stuck in it are not in them yet, and a window
+// reaching back before the onset dilutes them with the calm minutes before.
+// The wait a request entering the queue now faces (queue_wait) is therefore:
+// the oldest waiting request's age where a source gives one, else Little's
+// law, waiting ÷ admitted rate (admit_rate: first tokens per second, which
+// vLLM counts as they happen; request_rate, finishes per second, when no
+// source gives it). The queue-time histogram only corroborates; it decides
+// only when no current wait is known, and then only when trusted (see
+// histogramLag: it covers hist_min_requests, and its mean × the admitted
+// rate accounts for hist_min_coverage of the queue now). What was set aside
+// is listed in Verdict.Untrusted.
+//
 // The rules, each over the thresholds below:
 //
 //	kv-pressure    KV usage >= kv_usage, or preemptions/s > preemptions_per_s
 //	               (default 0.05/s: a rare preemption is routine in wide batches)
 //	               (vLLM preempts only when the pool has no free block, so either
 //	               proves the pool full; a 5 s gap often holds no preemption)
-//	overload       queue_depth >= queue_depth, queue time >= queue_share of
-//	               queue+prefill, and prefill flat (< prefill_time_mean)
+//	overload       queue_depth >= queue_depth, waiting dominates (the current
+//	               wait >= queue_wait and >= queue_share of wait+prefill; or, with
+//	               no current wait, a trusted queue-time histogram >= queue_share;
+//	               unknown does not block), and prefill flat (< prefill_time_mean)
 //	prefill-bound  prompts long (>= prompt_tokens_mean) and prefill slow or
 //	               TTFT p99 >= ttft_p99
 //	decode-bound   ITL p99 >= itl_p99 with a wide batch (running >= running)
@@ -46,7 +63,9 @@ import (
 // When no earlier step produced signals (Prometheus and the scrape both
 // failed) the verdict is unexplained: the metrics are blind, so escalate.
 type TriageConfig struct {
-	// From lists the step ids whose signals triage reads, earlier ids winning.
+	// From lists the step ids whose signals triage reads, earlier ids winning
+	// where windows are unknown; a windowed signal comes from the step with the
+	// shortest window, a gauge is the highest reading (preferFresh).
 	// Default: every earlier step, PromQL sources first.
 	From []string `yaml:"from,omitempty" json:"from,omitempty"`
 	// Thresholds override the defaults one by one.
@@ -79,6 +98,18 @@ type Thresholds struct {
 	// QueueShare (0..1): queue time's share of queue+prefill time above which
 	// waiting dominates time to first token. Default 0.5.
 	QueueShare float64 `yaml:"queue_share,omitempty" json:"queue_share,omitempty"`
+	// QueueWait (s): the current wait (oldest waiting request, else waiting ÷
+	// admitted rate) from which a deep queue is overload rather than a burst
+	// that drains at once. Default 1, half the TTFT alert's 2 s.
+	QueueWait float64 `yaml:"queue_wait,omitempty" json:"queue_wait,omitempty"`
+	// HistMinRequests: the fewest finished requests in its window for the
+	// queue-time histogram to speak for the queue. Default 20, the scrape's
+	// floor for a p99.
+	HistMinRequests float64 `yaml:"hist_min_requests,omitempty" json:"hist_min_requests,omitempty"`
+	// HistMinCoverage (0..1): under a deep queue, the share of the requests
+	// waiting now that the queue-time histogram must account for (its mean
+	// wait × the admitted rate, Little's law) to be trusted. Default 0.5.
+	HistMinCoverage float64 `yaml:"hist_min_coverage,omitempty" json:"hist_min_coverage,omitempty"`
 }
 
 // DefaultThresholds are the thresholds a triage step uses unless its config says
@@ -86,6 +117,7 @@ type Thresholds struct {
 var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
+	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
@@ -108,7 +140,7 @@ func (t Thresholds) validate() error {
 		if x < 0 {
 			return fmt.Errorf("threshold %s: %v is negative", name, x)
 		}
-		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share") && x > 1 {
+		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage") && x > 1 {
 			return fmt.Errorf("threshold %s: %v is a ratio, want 0..1", name, x)
 		}
 	}
@@ -142,10 +174,19 @@ func NewTriage(cfg TriageConfig) (*TriageStep, error) {
 }
 
 // Run merges the earlier steps' signals and diagnoses them. It does no I/O.
+// Its findings name the steps read and, per signal, where it came from and
+// how old it was (Origin); its signals add the current wait it derived.
 func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	sig, used := mergedSignals(in.Prior, t.cfg.From)
-	v := Diagnose(sig, t.cfg.Thresholds)
-	findings := map[string]any{"sources": used}
+	now := in.Env.now()
+	org := origins(in.Prior, used, sig, now)
+	preferFresh(in.Prior, used, sig, org, now)
+	v, derived := diagnose(sig, org, t.cfg.Thresholds)
+	for k, x := range derived {
+		sig[k] = x
+		org[k] = Origin{Step: "triage", Window: -1, Age: -1}
+	}
+	findings := map[string]any{"sources": used, "origins": org}
 	if used == nil {
 		findings["sources"] = []string{}
 	}
@@ -157,4 +198,89 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 		summary += ": " + v.Evidence[0]
 	}
 	return &Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
+}
+
+// origins says, for each merged signal, the first step in used that gave it
+// (the one mergedSignals kept) and the window and age that step recorded.
+func origins(prior map[string]*Result, used []string, sig Signals, now time.Time) map[string]Origin {
+	out := make(map[string]Origin, len(sig))
+	for _, id := range used {
+		for name := range prior[id].Signals {
+			if _, seen := out[name]; !seen {
+				out[name] = originOf(prior[id], id, name, now)
+			}
+		}
+	}
+	return out
+}
+
+// originOf is where step id's signal name came from, as its findings say.
+func originOf(r *Result, id, name string, now time.Time) Origin {
+	src, _ := r.Findings["source"].(string)
+	o := Origin{Step: id, Source: src, Window: -1, Age: -1}
+	if w, ok := floatMap(r.Findings[FindingSignalWindows])[name]; ok {
+		o.Window = w
+	}
+	if at, ok := r.Findings[FindingSignalsAt].(string); ok {
+		if ts, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			o.Age = max(0, now.Sub(ts).Seconds()) + floatMap(r.Findings[FindingSignalLags])[name]
+		}
+	}
+	return o
+}
+
+// gauges are read at moments; each source reduces them its own way (PromQL
+// takes the window's worst, the scrape the higher of its two readings, up to
+// a second fresher than PromQL's last subquery step). Like the scrape's two
+// readings, the sources' readings combine by the highest: a queue deep or a
+// pool full by either source was so. baselines only PromQL gives; for them
+// (and for a source's own oldest-wait) the order of `from` decides alone.
+var (
+	gauges    = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true}
+	baselines = map[string]bool{SigQueueOldest: true, SigTTFTP99Baseline: true, SigITLP99Baseline: true,
+		SigPrefillMeanBaseline: true, SigPromptTokensBase: true}
+)
+
+// preferFresh replaces each signal that summarises a window (a rate, a
+// latency quantile, a stage time, a ratio) by the value of the source with the
+// shortest window that has it. At the onset of a cause a 2-minute PromQL
+// window is mostly the calm before it while the scrape's few seconds are the
+// cause itself; in a steady state the two agree, and the scrape alone already
+// names every simulated cause. Sources whose windows are unknown keep the
+// order of `from`. Gauges take the highest reading of any source.
+func preferFresh(prior map[string]*Result, used []string, sig Signals, org map[string]Origin, now time.Time) {
+	for name, best := range org {
+		if baselines[name] || (best.Window < 0 && !gauges[name]) {
+			continue
+		}
+		for _, id := range used {
+			v, ok := prior[id].Signals[name]
+			if !ok {
+				continue
+			}
+			o := originOf(prior[id], id, name, now)
+			if gauges[name] && v > sig[name] || !gauges[name] && o.Window > 0 && o.Window < best.Window {
+				best, sig[name] = o, v
+			}
+		}
+		org[name] = best
+	}
+}
+
+// floatMap reads a findings map of numbers, as a step wrote it or as JSON
+// decoded it from the run's record.
+func floatMap(v any) map[string]float64 {
+	switch m := v.(type) {
+	case map[string]float64:
+		return m
+	case map[string]any:
+		out := make(map[string]float64, len(m))
+		for k, x := range m {
+			if f, ok := x.(float64); ok {
+				out[k] = f
+			}
+		}
+		return out
+	}
+	return nil
 }

@@ -3,10 +3,16 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// queueNumRE finds the queue depth an evidence line quotes.
+var queueNumRE = regexp.MustCompile(`\bqueue (\d+)\b`)
 
 // normal is an instance doing fine: chat traffic, no queue, KV mostly free.
 var normal = Signals{
@@ -163,8 +169,8 @@ func TestNewTriageRejectsBadThresholds(t *testing.T) {
 
 func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	prior := map[string]*Result{
-		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3}},
-		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5}},
+		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3, SigAbortRatio: 0.3}},
+		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5, SigAbortRatio: 0.01}},
 		"chart":    {Summary: "a chart, no signals"},
 	}
 	step, _ := NewTriage(TriageConfig{})
@@ -172,22 +178,202 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Signals[SigKVUsage] != 0.5 || res.Signals[SigQueueDepth] != 3 {
-		t.Fatalf("merged %v: PromQL's KV must win, the scrape must fill the queue", res.Signals)
+	if res.Signals[SigAbortRatio] != 0.01 || res.Signals[SigQueueDepth] != 3 || res.Signals[SigKVUsage] != 0.99 {
+		t.Fatalf("merged %v: with windows unknown PromQL's abort ratio must win, the scrape must fill the queue, and the fuller KV reading count", res.Signals)
 	}
 	if got := res.Findings["sources"]; !slices.Equal(got.([]string), []string{"snapshot", "scrape"}) {
 		t.Fatalf("sources = %v", got)
 	}
 	step, _ = NewTriage(TriageConfig{From: []string{"scrape", "snapshot"}})
 	res, _ = step.Run(context.Background(), &Input{Prior: prior})
-	if res.Verdict.ID != VerdictKVPressure {
-		t.Fatalf("with from: [scrape, snapshot] the scrape's KV 0.99 wins: %v", res.Verdict)
+	if res.Verdict.ID != VerdictKVPressure || res.Signals[SigAbortRatio] != 0.3 {
+		t.Fatalf("with from: [scrape, snapshot] the scrape's abort ratio wins: %v %v", res.Verdict, res.Signals)
 	}
-	if !strings.HasPrefix(res.Summary, "kv-pressure: KV cache 0.99") {
+	// With windows known, the shorter one wins whatever the order.
+	prior["scrape"].Findings[FindingSignalWindows] = map[string]any{SigAbortRatio: 2.0}
+	prior["snapshot"].Findings[FindingSignalWindows] = map[string]float64{SigAbortRatio: 120}
+	step, _ = NewTriage(TriageConfig{From: []string{"snapshot", "scrape"}})
+	res, _ = step.Run(context.Background(), &Input{Prior: prior})
+	if o := res.Findings["origins"].(map[string]Origin)[SigAbortRatio]; res.Signals[SigAbortRatio] != 0.3 || o.Step != "scrape" || o.Window != 2 {
+		t.Fatalf("the scrape's 2 s abort ratio must beat the snapshot's 2m: %v, origin %+v", res.Signals, o)
+	}
+	if !strings.HasPrefix(res.Summary, "kv-pressure (also client-aborts): KV cache 0.99") {
 		t.Fatalf("summary = %q", res.Summary)
 	}
 	b, err := json.Marshal(res)
 	if err != nil || !strings.Contains(string(b), `"verdict":{"id":"kv-pressure"`) {
 		t.Fatalf("run JSON: %s, %v", b, err)
+	}
+}
+
+// checkEvidenceAgainstSignals fails when an evidence line contradicts the
+// signals: a line calling the load normal (or every signal within its
+// threshold) while a signal it speaks for is past its threshold.
+func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Verdict) {
+	t.Helper()
+	th = th.withDefaults()
+	load := map[string]bool{ // what "load normal" speaks for
+		"queue":       sig[SigQueueDepth] >= th.QueueDepth,
+		"batch":       sig[SigRunning] >= th.Running,
+		"prompts":     sig[SigPromptTokens] >= th.PromptTokensMean,
+		"KV":          sig[SigKVUsage] >= th.KVUsage,
+		"preemptions": sig[SigPreemptionsRate] > th.PreemptionsPerS,
+	}
+	all := map[string]bool{ // what "every tier-1 signal is within its threshold" speaks for
+		"TTFT":   sig[SigTTFTP99] >= th.TTFTP99,
+		"ITL":    sig[SigITLP99] >= th.ITLP99,
+		"aborts": sig[SigAbortRatio] >= th.AbortRatio,
+	}
+	maps.Copy(all, load)
+	for _, line := range v.Evidence {
+		over := map[string]bool{}
+		switch {
+		case strings.Contains(line, "within its threshold"):
+			over = all
+		case strings.Contains(line, "normal"):
+			over = load
+		}
+		for what, bad := range over {
+			if bad {
+				t.Errorf("%s: evidence %q calls the load normal beside %s past its threshold (signals %v)", v.ID, line, what, sig)
+			}
+		}
+		// A number the line quotes for the queue is the signal's.
+		if m := queueNumRE.FindStringSubmatch(line); m != nil {
+			if q, ok := sig[SigQueueDepth]; !ok || m[1] != fmt.Sprintf("%.0f", q) {
+				t.Errorf("%s: evidence %q quotes queue %s, the signal is %v", v.ID, line, m[1], sig[SigQueueDepth])
+			}
+		}
+	}
+}
+
+// TestDiagnoseEachCauseAtOnsetAndSteady: every cause as the sources show it
+// the moment its alert first fires and minutes later. At onset the lifecycle
+// histograms (queue, prefill, decode time: observed at a request's finish)
+// still describe the calm before; the gauges, first tokens/s and the scrape's
+// seconds describe the cause. Values as vllmsim shows them (TestTriageAtOnset).
+func TestDiagnoseEachCauseAtOnsetAndSteady(t *testing.T) {
+	cases := []struct {
+		name, want string
+		sig        Signals
+		untrusted  string // substring of Verdict.Untrusted, if any
+	}{
+		{"overload at onset: 48 waiting, the 2m histogram still calm", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 330,
+			SigAdmitRate: 3.4, SigQueueGrowth: 0.3, SigTTFTP99: 4.9, SigTTFTP50: 0.4}), "accounts for 0.1 of the 48 waiting"},
+		{"overload at onset: a scrape gap in which 3 requests finished", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 115, SigRunning: 32, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07, SigQueueTimeN: 3,
+			SigAdmitRate: 4.2, SigQueueGrowth: 9, SigTTFTP99: 6}), "3 requests finished in the window, 115 waiting"},
+		{"overload at onset, no admitted rate: the lagging histogram does not block", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 3, SigTTFTP99: 4.9}), "3 requests finished"},
+		{"overload, nothing admitted in the window: the queue is stuck", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 30, SigRunning: 32, SigAdmitRate: 0, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07}), "accounts for 0 of the 30"},
+		{"overload steady: histogram and Little's law agree", VerdictOverload, with(map[string]float64{
+			SigQueueDepth: 440, SigRunning: 32, SigQueueTimeMean: 60, SigPrefillMean: 0.09, SigQueueTimeN: 520,
+			SigAdmitRate: 4.4, SigTTFTP99: 79}), ""},
+		{"kv-pressure at onset: at the ceiling, not yet preempting", VerdictKVPressure, with(map[string]float64{
+			SigKVUsage: 0.984, SigPreemptionsRate: 0, SigRunning: 14, SigQueueDepth: 2}), ""},
+		{"kv-pressure steady", VerdictKVPressure, with(map[string]float64{
+			SigKVUsage: 0.97, SigPreemptionsRate: 1.2, SigRunning: 14, SigQueueDepth: 4, SigTTFTP99: 9.5}), ""},
+		{"prefill-bound at onset: the scrape's first long prompts", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 2802, SigPrefillMean: 0.66, SigTTFTP50: 2.1, SigQueueDepth: 1, SigRunning: 13}), ""},
+		{"prefill-bound at onset, no request finished: TTFT stands in", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 4600, SigPrefillMean: -1, SigTTFTP50: 1.5, SigTTFTP99: 2.4, SigQueueDepth: 1, SigRunning: 3}), ""},
+		{"prefill-bound steady", VerdictPrefillBound, with(map[string]float64{
+			SigPromptTokens: 5640, SigPrefillMean: 1.28, SigTTFTP99: 4.85, SigQueueDepth: 1, SigRunning: 3}), ""},
+		{"decode-bound at onset", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.264, SigRunning: 239, SigQueueDepth: 6}), ""},
+		{"decode-bound steady", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.397, SigRunning: 240, SigKVUsage: 0.52}), ""},
+		{"client-aborts at onset", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.59, SigRunning: 18}), ""},
+		{"client-aborts steady", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.56, SigRunning: 18}), ""},
+		{"unexplained at onset", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.299, SigRunning: 15}), ""},
+		{"unexplained steady", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.45, SigTTFTP99: 2.3, SigRunning: 12}), ""},
+		{"a deep queue that drains at once is no overload, and not called normal", VerdictHealthy, with(map[string]float64{
+			SigQueueDepth: 15, SigAdmitRate: 150, SigQueueTimeMean: 0.05}), ""},
+		{"healthy", VerdictHealthy, normal, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Diagnose(c.sig, DefaultThresholds)
+			if v.ID != c.want {
+				t.Fatalf("verdict %s %v, want %s; evidence %q", v.ID, v.Contributing, c.want, v.Evidence)
+			}
+			got := strings.Join(v.Untrusted, " | ")
+			if (c.untrusted == "") != (got == "") || !strings.Contains(got, c.untrusted) {
+				t.Errorf("untrusted %q, want %q", got, c.untrusted)
+			}
+			if c.untrusted != "" && !strings.Contains(v.Evidence[len(v.Evidence)-1], "not trusted: ") {
+				t.Errorf("the last evidence line does not say what was not trusted: %q", v.Evidence)
+			}
+			checkEvidenceAgainstSignals(t, c.sig, DefaultThresholds, v)
+		})
+	}
+}
+
+// TestEvidenceNeverContradictsTheSignals runs every rule outcome over a grid
+// of signals around each threshold (below, at and well past it) and checks
+// each verdict's evidence against its signals: no "load normal" or "within its
+// threshold" beside a signal past its threshold, and every queue depth quoted
+// is the signal's.
+func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
+	type axis struct {
+		name string
+		vals []float64 // -1: absent
+	}
+	axes := []axis{
+		{SigQueueDepth, []float64{-1, 0, 9, 10, 48}},
+		{SigRunning, []float64{12, 64}},
+		{SigKVUsage, []float64{0.1, 0.95}},
+		{SigPreemptionsRate, []float64{0, 0.5}},
+		{SigTTFTP99, []float64{-1, 0.3, 4.9}},
+		{SigITLP99, []float64{0.05, 0.3}},
+		{SigPrefillMean, []float64{-1, 0.06, 0.9}},
+		{SigQueueTimeMean, []float64{-1, 0.03, 30}},
+		{SigAdmitRate, []float64{-1, 0, 3.4, 500}},
+		{SigQueueTimeN, []float64{-1, 3, 300}},
+		{SigPromptTokens, []float64{320, 6000}},
+		{SigAbortRatio, []float64{0, 0.2}},
+	}
+	seen := map[string]int{}
+	var walk func(i int, s Signals)
+	walk = func(i int, s Signals) {
+		if i == len(axes) {
+			v := Diagnose(s, DefaultThresholds)
+			seen[v.ID]++
+			checkEvidenceAgainstSignals(t, s, DefaultThresholds, v)
+			if t.Failed() {
+				t.FailNow()
+			}
+			return
+		}
+		for _, x := range axes[i].vals {
+			next := maps.Clone(s)
+			if x >= 0 {
+				next[axes[i].name] = x
+			}
+			walk(i+1, next)
+		}
+	}
+	walk(0, Signals{SigTTFTP50: 0.2})
+	for _, id := range Verdicts {
+		if seen[id] == 0 {
+			t.Errorf("no combination reached %s: the grid does not cover every rule outcome (%v)", id, seen)
+		}
+	}
+}
+
+func TestNewThresholdsAreValidated(t *testing.T) {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{HistMinCoverage: 1.5}}); Classify(err) != ReasonBadConfig {
+		t.Fatalf("hist_min_coverage 1.5: err = %v", err)
+	}
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{QueueWait: -1}}); Classify(err) != ReasonBadConfig {
+		t.Fatalf("queue_wait -1: err = %v", err)
+	}
+	// A queue_wait of 20 s calls a 14 s wait (48 waiting at 3.4/s) no overload.
+	onset := with(map[string]float64{SigQueueDepth: 48, SigAdmitRate: 3.4, SigPrefillMean: 0.06})
+	if v := Diagnose(onset, Thresholds{QueueWait: 20}); v.ID == VerdictOverload {
+		t.Fatalf("queue_wait 20: %s %q", v.ID, v.Evidence)
+	}
+	if v := Diagnose(onset, Thresholds{}); v.ID != VerdictOverload {
+		t.Fatalf("default queue_wait: %s %q", v.ID, v.Evidence)
 	}
 }

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -25,18 +26,52 @@ func kvEvidence(r reading) []string {
 
 func overloadEvidence(r reading) []string {
 	out := []string{queueLine(r)}
-	q, okQ := r.get(SigQueueTimeMean)
-	p, okP := r.get(SigPrefillMean)
-	if okQ && okP && q+p > 0 {
-		out = append(out, fmt.Sprintf("requests wait %s in the queue against %s of prefill (%s of the time to first token)",
-			fmtSec(q), fmtSec(p), fmtPct(q/(q+p))))
-	} else if okP {
-		out = append(out, fmt.Sprintf("prefill %s per request: flat", fmtSec(p)))
+	p, _, okP := r.prefillTime()
+	w := r.waitNow()
+	switch {
+	case w.known:
+		out = append(out, waitLine(r, w, p, okP))
+		if why := r.histogramLag(); why == "" {
+			if q, ok := r.get(SigQueueTimeMean); ok {
+				out = append(out, fmt.Sprintf("finished requests waited %s on average (queue-time histogram)%s", fmtSec(q), r.from(SigQueueTimeMean)))
+			}
+		}
+	default:
+		q, okQ := r.get(SigQueueTimeMean)
+		if okQ && okP && q+p > 0 && r.histogramLag() == "" {
+			out = append(out, fmt.Sprintf("requests wait %s in the queue against %s of prefill (%s of the time to first token)%s",
+				fmtSec(q), fmtSec(p), fmtPct(q/(q+p)), r.from(SigQueueTimeMean)))
+		} else if okP {
+			out = append(out, fmt.Sprintf("prefill %s per request: flat", fmtSec(p)))
+		}
 	}
 	if t, ok := r.get(SigTTFTP99); ok {
 		out = append(out, "TTFT p99 "+fmtSec(t)+r.before(SigTTFTP99Baseline, fmtSec))
 	}
 	return out
+}
+
+// waitLine says how long a request entering the queue now waits, and how
+// that was measured.
+func waitLine(r reading, w wait, p float64, okP bool) string {
+	q, _ := r.get(SigQueueDepth)
+	var s string
+	switch {
+	case w.stuck:
+		return fmt.Sprintf("no request reached its first token in the window (%s 0%s) while %.0f wait: the queue is not draining", w.how, r.from(w.how), q)
+	case w.how == SigQueueOldest:
+		s = fmt.Sprintf("the oldest waiting request has waited %s%s", fmtSec(w.secs), r.from(SigQueueOldest))
+	case w.how == SigQueueWait:
+		s = fmt.Sprintf("a request now waits ~%s before prefill%s", fmtSec(w.secs), r.from(SigQueueWait))
+	default:
+		a, _ := r.get(w.how)
+		s = fmt.Sprintf("a request now waits ~%s before prefill (Little's law: %.0f waiting ÷ %.3g admitted/s by %s%s)",
+			fmtSec(w.secs), q, a, w.how, r.from(w.how))
+	}
+	if okP && w.secs+p > 0 {
+		s += fmt.Sprintf(" against %s of prefill (%s of the time to first token)", fmtSec(p), fmtPct(w.secs/(w.secs+p)))
+	}
+	return s
 }
 
 func prefillEvidence(r reading) []string {
@@ -71,7 +106,47 @@ func unexplainedEvidence(r reading) []string {
 	if r.prefillSlow() {
 		out = append(out, prefillLine(r))
 	}
-	return append(out, "load normal: "+loadLine(r))
+	return append(out, loadVerdict(r))
+}
+
+// loadVerdict is the load line of a verdict that names no load cause: "load
+// normal" only when every load signal measured is within its threshold;
+// otherwise the load as it is, with why no load cause holds.
+func loadVerdict(r reading) string {
+	parts, high := loadParts(r)
+	if len(parts) == 0 {
+		return "load: no load signal measured"
+	}
+	if !high {
+		return "load normal: " + strings.Join(parts, ", ")
+	}
+	s := "load: " + strings.Join(parts, ", ")
+	if why := notOverload(r); why != "" {
+		s += "; not overload: " + why
+	}
+	return s
+}
+
+// notOverload says why a deep queue is not overload ("" when it is not deep).
+func notOverload(r reading) string {
+	if !r.queueDeep() {
+		return ""
+	}
+	if r.prefillSlow() {
+		v, _, _ := r.prefillTime()
+		return fmt.Sprintf("prefill is slow too (%s per request, slow from %s): per-request work grew, not only the waiting", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
+	}
+	p, _, okP := r.prefillTime()
+	if w := r.waitNow(); w.known && !w.stuck {
+		if w.secs < r.th.QueueWait {
+			return waitLine(r, w, p, okP) + fmt.Sprintf(": it drains faster than %s", fmtSec(r.th.QueueWait))
+		}
+		return waitLine(r, w, p, okP) + fmt.Sprintf(": waiting is under %s of it", fmtPct(r.th.QueueShare))
+	}
+	if q, ok := r.get(SigQueueTimeMean); ok && okP {
+		return fmt.Sprintf("finished requests waited %s against %s of prefill (under %s)%s", fmtSec(q), fmtSec(p), fmtPct(r.th.QueueShare), r.from(SigQueueTimeMean))
+	}
+	return ""
 }
 
 func abortEvidence(r reading) []string {
@@ -80,7 +155,12 @@ func abortEvidence(r reading) []string {
 }
 
 func healthyEvidence(r reading) []string {
-	out := []string{"every tier-1 signal is within its threshold: " + loadLine(r)}
+	_, high := loadParts(r)
+	first := "every tier-1 signal is within its threshold: " + loadLine(r)
+	if high {
+		first = "no cause holds: " + loadVerdict(r)
+	}
+	out := []string{first}
 	var lat []string
 	if t, ok := r.get(SigTTFTP99); ok {
 		lat = append(lat, "TTFT p99 "+fmtSec(t))
@@ -99,6 +179,14 @@ func queueLine(r reading) string {
 	s := fmt.Sprintf("queue %.0f waiting (threshold %.0f)", q, r.th.QueueDepth)
 	if run, ok := r.get(SigRunning); ok {
 		s += fmt.Sprintf("; batch %.0f running", run)
+	}
+	s += r.from(SigQueueDepth)
+	if g, ok := r.get(SigQueueGrowth); ok && g != 0 {
+		verb := "growing"
+		if g < 0 {
+			verb = "shrinking"
+		}
+		s += fmt.Sprintf("; %s %.2g/s%s", verb, math.Abs(g), r.from(SigQueueGrowth))
 	}
 	return s
 }
@@ -127,24 +215,41 @@ func prefillLine(r reading) string {
 
 // loadLine lists the load signals that were measured.
 func loadLine(r reading) string {
-	var parts []string
-	if q, ok := r.get(SigQueueDepth); ok {
-		parts = append(parts, fmt.Sprintf("queue %.0f", q))
-	}
-	if v, ok := r.get(SigRunning); ok {
-		parts = append(parts, fmt.Sprintf("batch %.0f running", v))
-	}
-	if v, ok := r.get(SigPromptTokens); ok {
-		parts = append(parts, fmt.Sprintf("prompts %.0f tokens", v))
-	}
-	if v, ok := r.get(SigKVUsage); ok {
-		parts = append(parts, fmt.Sprintf("KV %.2g", v))
-	}
-	if v, ok := r.get(SigPreemptionsRate); ok && v == 0 {
-		parts = append(parts, "no preemptions")
-	}
+	parts, _ := loadParts(r)
 	if len(parts) == 0 {
 		return "no load signal measured"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// loadParts lists the load signals measured, each above its threshold marked
+// so ("queue 48 waiting (deep from 10)"), and whether any was.
+func loadParts(r reading) (parts []string, high bool) {
+	mark := func(s string, over bool, thr string) {
+		if over {
+			s += " (" + thr + ")"
+			high = true
+		}
+		parts = append(parts, s)
+	}
+	if q, ok := r.get(SigQueueDepth); ok {
+		mark(fmt.Sprintf("queue %.0f", q), r.queueDeep(), fmt.Sprintf("deep from %.0f", r.th.QueueDepth))
+	}
+	if v, ok := r.get(SigRunning); ok {
+		mark(fmt.Sprintf("batch %.0f running", v), r.wideBatch(), fmt.Sprintf("wide from %.0f", r.th.Running))
+	}
+	if v, ok := r.get(SigPromptTokens); ok {
+		mark(fmt.Sprintf("prompts %.0f tokens", v), r.longPrompts(), fmt.Sprintf("long from %.0f", r.th.PromptTokensMean))
+	}
+	if v, ok := r.get(SigKVUsage); ok {
+		mark(fmt.Sprintf("KV %.2g", v), r.kvFull(), fmt.Sprintf("full from %.2g", r.th.KVUsage))
+	}
+	if v, ok := r.get(SigPreemptionsRate); ok {
+		if v == 0 {
+			parts = append(parts, "no preemptions")
+		} else {
+			mark(fmt.Sprintf("%.2g preemptions/s", v), r.preempting(), fmt.Sprintf("pressure from %.2g/s", r.th.PreemptionsPerS))
+		}
+	}
+	return parts, high
 }

@@ -7,10 +7,11 @@ import (
 
 // reading is a set of signals seen through thresholds: the checks the rules
 // combine. A missing signal makes every check on it false: unknown is never
-// taken for abnormal.
+// taken for abnormal. org says where each signal came from (may be empty).
 type reading struct {
-	s  Signals
-	th Thresholds
+	s   Signals
+	th  Thresholds
+	org map[string]Origin
 }
 
 func (r reading) get(name string) (float64, bool) {
@@ -56,15 +57,113 @@ func (r reading) prefillSlow() bool {
 	return ok && v >= r.th.PrefillTimeMean
 }
 
-// queueDominates says whether waiting is most of the time before prefill ends;
-// unknown (no stage split) does not block the overload rule.
+// admitRate is the rate the queue drains at and the signal it came from:
+// first tokens per second (counted as they happen), else finishes per second
+// (with the batch full, each finish frees the slot the next admission takes).
+func (r reading) admitRate() (v float64, from string, ok bool) {
+	for _, n := range []string{SigAdmitRate, SigRequestRate} {
+		if v, ok := r.get(n); ok {
+			return v, n, true
+		}
+	}
+	return 0, "", false
+}
+
+// wait is the time a request entering the queue now waits before prefill.
+type wait struct {
+	secs  float64
+	stuck bool   // requests wait and none was admitted in the window
+	how   string // SigQueueOldest, SigQueueWait (a source's), or the admitted-rate signal of Little's law
+	known bool
+}
+
+// waitNow is the current wait: the oldest waiting request's age, a source's
+// own estimate, or Little's law (waiting ÷ admitted rate). It reads gauges and
+// counters that move as requests do, never the lifecycle histograms.
+func (r reading) waitNow() wait {
+	if v, ok := r.get(SigQueueOldest); ok {
+		return wait{secs: v, how: SigQueueOldest, known: true}
+	}
+	if v, ok := r.get(SigQueueWait); ok {
+		return wait{secs: v, how: SigQueueWait, known: true}
+	}
+	q, okQ := r.get(SigQueueDepth)
+	a, from, okA := r.admitRate()
+	switch {
+	case !okQ || !okA:
+		return wait{}
+	case q <= 0:
+		return wait{how: from, known: true}
+	case a <= 0:
+		return wait{stuck: true, how: from, known: true}
+	}
+	return wait{secs: q / a, how: from, known: true}
+}
+
+// histogramLag says why the queue-time histogram cannot speak for a deep
+// queue now ("" when it can, when there is none, or when the queue is not deep:
+// only overload consults it). It is weighed by how many
+// requests it covers (queue_time_count, when the same step gave both) and, under
+// a deep queue, by Little's law: its mean wait × the admitted rate is the queue
+// it implies; when that is a small part of the queue now, the requests it
+// counted finished before the queue built up.
+func (r reading) histogramLag() string {
+	qt, ok := r.get(SigQueueTimeMean)
+	if !ok || !r.queueDeep() { // only a deep queue consults it
+		return ""
+	}
+	q, _ := r.get(SigQueueDepth)
+	n, okN := r.get(SigQueueTimeN)
+	if okN && r.sameStep(SigQueueTimeN, SigQueueTimeMean) && n < r.th.HistMinRequests {
+		return fmt.Sprintf("queue-time histogram lags: %.0f requests finished in the window, %.0f waiting (trusted from %.0f)%s",
+			n, q, r.th.HistMinRequests, r.from(SigQueueTimeMean))
+	}
+	a, from, okA := r.admitRate()
+	if !okA {
+		return ""
+	}
+	if implied := qt * a; implied < r.th.HistMinCoverage*q {
+		return fmt.Sprintf("queue-time histogram lags: its mean wait %s × %.3g admitted/s (%s) accounts for %.2g of the %.0f waiting now; the requests it counted finished before the queue built up%s",
+			fmtSec(qt), a, from, implied, q, r.from(SigQueueTimeMean))
+	}
+	return ""
+}
+
+// sameStep says whether two signals came from the same step (or origins are unknown).
+func (r reading) sameStep(a, b string) bool {
+	oa, okA := r.org[a]
+	ob, okB := r.org[b]
+	return !okA || !okB || oa.Step == ob.Step
+}
+
+// queueDominates says whether waiting is most of the time before prefill ends.
+// The current wait decides; with none known, a trusted queue-time histogram;
+// unknown (neither) does not block the overload rule.
 func (r reading) queueDominates() bool {
+	p, _, okP := r.prefillTime()
+	if w := r.waitNow(); w.known {
+		switch {
+		case w.stuck:
+			return true
+		case w.secs < r.th.QueueWait:
+			return false
+		}
+		return !okP || w.secs/(w.secs+p) >= r.th.QueueShare
+	}
 	q, okQ := r.get(SigQueueTimeMean)
-	p, okP := r.get(SigPrefillMean)
-	if !okQ || !okP || q+p <= 0 {
+	if !okQ || !okP || q+p <= 0 || r.histogramLag() != "" {
 		return true
 	}
 	return q/(q+p) >= r.th.QueueShare
+}
+
+// untrusted lists the signals set aside, with why.
+func (r reading) untrusted() []string {
+	var out []string
+	if why := r.histogramLag(); why != "" {
+		out = append(out, why)
+	}
+	return out
 }
 
 // slowStage says whether any latency symptom is present.
@@ -96,15 +195,23 @@ var rules = []rule{
 
 // Diagnose applies the rules to sig: the first rule that holds is the verdict,
 // the others that hold are contributing; evidence lists the primary's lines,
-// then the contributing ones', then which signals could not be measured.
+// then the contributing ones', then which signals could not be measured and
+// which were not trusted.
 func Diagnose(sig Signals, th Thresholds) *Verdict {
-	r := reading{s: sig, th: th.withDefaults()}
+	v, _ := diagnose(sig, nil, th)
+	return v
+}
+
+// diagnose is Diagnose with the signals' origins, and returns the signals it
+// derived (the current wait by Little's law).
+func diagnose(sig Signals, org map[string]Origin, th Thresholds) (*Verdict, Signals) {
+	r := reading{s: sig, th: th.withDefaults(), org: org}
 	v := &Verdict{}
 	if len(sig) == 0 {
 		v.ID = VerdictUnexplained
 		v.Evidence = []string{"no tier-1 signals: every metrics step failed or none ran, so the metrics cannot rule anything out"}
 		v.Advice = advice[v.ID]
-		return v
+		return v, nil
 	}
 	held := map[string]bool{}
 	var lines []string
@@ -127,9 +234,19 @@ func Diagnose(sig Signals, th Thresholds) *Verdict {
 	if m := missing(r); m != "" {
 		lines = append(lines, m)
 	}
+	v.Untrusted = r.untrusted()
+	if len(v.Untrusted) > 0 {
+		lines = append(lines, "not trusted: "+strings.Join(v.Untrusted, "; "))
+	}
 	v.Evidence = lines
 	v.Advice = advice[v.ID]
-	return v
+	var derived Signals
+	if _, given := sig[SigQueueWait]; !given {
+		if w := r.waitNow(); w.known && !w.stuck {
+			derived = Signals{SigQueueWait: w.secs}
+		}
+	}
+	return v, derived
 }
 
 // appendNew appends the lines not already present.
@@ -204,6 +321,39 @@ func fmtSec(v float64) string { return fmt.Sprintf("%.3g s", v) }
 
 // fmtPct prints a ratio as a percentage.
 func fmtPct(v float64) string { return fmt.Sprintf("%.3g%%", 100*v) }
+
+// from tags a decisive number with where it came from: "[scrape over 2s]",
+// "[snapshot over 2m]", "[scrape now]"; "" when the origin is unknown.
+func (r reading) from(name string) string {
+	o, ok := r.org[name]
+	if !ok || o.Step == "" || o.Step == "triage" {
+		return ""
+	}
+	s := " [" + o.Step
+	switch {
+	case o.Window == 0:
+		s += " now"
+	case o.Window > 0:
+		s += " over " + fmtSpan(o.Window)
+	}
+	if o.Age >= 1 {
+		s += ", " + fmtSpan(o.Age) + " old"
+	}
+	return s + "]"
+}
+
+// fmtSpan prints seconds as a short span: 1.9s, 45s, 2m, 1.5h.
+func fmtSpan(sec float64) string {
+	switch {
+	case sec < 10:
+		return fmt.Sprintf("%.2gs", sec)
+	case sec < 120:
+		return fmt.Sprintf("%.0fs", sec)
+	case sec < 7200:
+		return fmt.Sprintf("%.3gm", sec/60)
+	}
+	return fmt.Sprintf("%.3gh", sec/3600)
+}
 
 // before appends a baseline, when PromQL gave one, as "(before: …)".
 func (r reading) before(name string, f func(float64) string) string {
