@@ -59,7 +59,13 @@ type stackOptions struct {
 	TracesURL string
 	// Allow overrides the daemon's targets allow-list; empty means 127.0.0.0/8.
 	Allow []string
+	// S3 puts the artifacts in this bucket (the s3 backend, under s3Prefix);
+	// nil keeps the local backend.
+	S3 *testenv.S3Server
 }
+
+// s3Prefix is the key prefix of a stack's S3 artifacts.
+const s3Prefix = "e2e"
 
 // startStack starts Jaeger, one vllmsim per scenario, Prometheus with the shipped
 // rules (windows shortened through deploy.AlertRules, nothing else changed),
@@ -112,13 +118,23 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	if len(o.Allow) > 0 {
 		allow = "[" + strings.Join(o.Allow, ", ") + "]"
 	}
+	storageCfg := ""
+	if o.S3 != nil {
+		secret := filepath.Join(s.Dir, "s3-secret")
+		if err := os.WriteFile(secret, []byte(o.S3.SecretAccessKey), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		storageCfg = fmt.Sprintf("  backend: s3\n  s3:\n    bucket: %s\n    prefix: %s\n    endpoint: %s\n"+
+			"    path_style: true\n    region: %s\n    access_key_id: %s\n    secret_access_key_file: %s\n",
+			o.S3.Bucket, s3Prefix, o.S3.Endpoint, o.S3.Region, o.S3.AccessKeyID, secret)
+	}
 	cfg := fmt.Sprintf(`web:
   listen_address: 127.0.0.1:%d
   auth:
     bearer_token: %s
 storage:
   path: %s
-prometheus:
+%sprometheus:
   url: %s
   timeout: 5s
 traces:
@@ -127,7 +143,7 @@ traces:
   service: vllm-server
 targets:
   allow: %s
-%s`, daemonPort, token, filepath.Join(s.Dir, "data"), promURL, tracesURL, allow, o.DaemonConfig)
+%s`, daemonPort, token, filepath.Join(s.Dir, "data"), storageCfg, promURL, tracesURL, allow, o.DaemonConfig)
 	s.launch(t, cfg)
 	return s
 }
