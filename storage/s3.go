@@ -110,6 +110,16 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 		if isPreconditionFailed(err) { // another writer won the race
 			return s.putExisting(ctx, key, e)
 		}
+		// A store may answer 412 before reading the body and close the
+		// connection while the client still sends (versitygw does, for a body
+		// of a few hundred KB): the client sees a reset, not the 412. When the
+		// key exists, that was the precondition; when the store is really
+		// unreachable the Stat fails too and the error stands.
+		if !meta.Replace && Unavailable(err) && ctx.Err() == nil {
+			if _, serr := s.Stat(ctx, key); serr == nil {
+				return s.putExisting(ctx, key, e)
+			}
+		}
 		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, classify(err))
 	}
 	obj := e.Object()

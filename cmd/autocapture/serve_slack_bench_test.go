@@ -13,7 +13,7 @@ import (
 
 // BenchmarkWebhookToSlackParent measures, against the real binary and the
 // stand-in, the time from a webhook's 200 to its thread's parent in Slack:
-// 20 alerts, one every AUTOCAPTURE_BENCH_GAP (default 1.2 s). Each run posts
+// 50 alerts, one every AUTOCAPTURE_BENCH_GAP (default 1.2 s). Each run posts
 // about three messages (parent, a step's reply, the end) into one channel
 // paced at Slack's ~1 post/s, so below a gap of ~3 s the channel is the
 // bottleneck: parents go ahead of queued replies (the pacer's order, and
@@ -32,7 +32,7 @@ func BenchmarkWebhookToSlackParent(b *testing.B) {
 		gap = v
 	}
 	for b.Loop() {
-		const n = 20
+		const n = 50
 		acked := map[string]time.Time{}
 		for i := range n {
 			code, body := d.post(b, webhookBody("E2EBench", fmt.Sprintf("bench%011d", time.Now().UnixNano()%1e11+int64(i)), "firing", time.Now()))
@@ -43,7 +43,7 @@ func BenchmarkWebhookToSlackParent(b *testing.B) {
 			time.Sleep(gap)
 		}
 		var lat []time.Duration
-		deadline := time.Now().Add(120 * time.Second)
+		deadline := time.Now().Add(180 * time.Second)
 		for len(lat) < n && time.Now().Before(deadline) {
 			lat = lat[:0]
 			for _, m := range stub.Messages(slackChannel) {
