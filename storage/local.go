@@ -91,31 +91,16 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 	if _, err := os.Lstat(p); err == nil {
 		return l.putExisting(ctx, key, e)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	tmp, err := writeTemp(filepath.Dir(p), e.Reader)
 	if err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
-	defer os.Remove(tmp.Name()) // the data stays linked under key
-	_, err = io.Copy(tmp, e.Reader)
-	if err == nil {
-		// The run row that will point at this object is committed durably; the
-		// object must be on disk before that, not just in the page cache.
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
-	}
+	defer os.Remove(tmp) // the data stays linked under key
 	obj := e.Object()
 	if err := l.writeSidecar(obj); err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: sidecar: %w", key, err)
 	}
-	if err := os.Link(tmp.Name(), p); errors.Is(err, fs.ErrExist) {
+	if err := os.Link(tmp, p); errors.Is(err, fs.ErrExist) {
 		return l.compare(ctx, key, obj)
 	} else if err != nil {
 		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
@@ -335,4 +320,31 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// writeTemp writes r to a new temporary file in dir (made if missing) and
+// syncs it: the run row that will point at the object is committed durably,
+// so the object must be on disk before that, not just in the page cache. It
+// returns the file's path; the caller links or renames it into place and
+// removes the path after. On error nothing is left behind.
+func writeTemp(dir string, r io.Reader) (string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".put-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(tmp, r)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
 }

@@ -47,24 +47,11 @@ func (l *Local) replace(ctx context.Context, key, p string, r io.Reader, meta Me
 		return Object{}, err
 	}
 	defer e.Close()
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	tmp, err := writeTemp(filepath.Dir(p), e.Reader)
 	if err != nil {
 		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	_, err = io.Copy(tmp, e.Reader)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
-	}
+	defer os.Remove(tmp) // a no-op once renamed
 	side := l.sidecar(key)
 	if err := os.Remove(side); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
@@ -73,7 +60,7 @@ func (l *Local) replace(ctx context.Context, key, p string, r io.Reader, meta Me
 			return Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
 		}
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := os.Rename(tmp, p); err != nil {
 		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {

@@ -87,39 +87,11 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 		return Object{}, err
 	}
 	defer e.Close()
-	full := s.full(key)
-	in := &transfermanager.UploadObjectInput{
-		Bucket:      aws.String(s.opts.Bucket),
-		Key:         aws.String(full),
-		Body:        e.Reader,
-		ContentType: aws.String(e.contentType),
+	exists, err := s.upload(ctx, key, e.Reader, e.contentType, e.enc, meta.Replace)
+	if exists { // another writer won the race
+		return s.putExisting(ctx, key, e)
 	}
-	if !meta.Replace { // see replace.go for the one exception
-		in.IfNoneMatch = aws.String("*")
-	}
-	if e.enc != "" {
-		in.ContentEncoding = aws.String(e.enc)
-	}
-	if s.opts.SSE != "" {
-		in.ServerSideEncryption = tmtypes.ServerSideEncryption(s.opts.SSE)
-		if s.opts.KMSKeyID != "" {
-			in.SSEKMSKeyID = aws.String(s.opts.KMSKeyID)
-		}
-	}
-	if _, err := s.tm.UploadObject(ctx, in); err != nil {
-		if isPreconditionFailed(err) { // another writer won the race
-			return s.putExisting(ctx, key, e)
-		}
-		// A store may answer 412 before reading the body and close the
-		// connection while the client still sends (versitygw does, for a body
-		// of a few hundred KB): the client sees a reset, not the 412. When the
-		// key exists, that was the precondition; when the store is really
-		// unreachable the Stat fails too and the error stands.
-		if !meta.Replace && Unavailable(err) && ctx.Err() == nil {
-			if _, serr := s.Stat(ctx, key); serr == nil {
-				return s.putExisting(ctx, key, e)
-			}
-		}
+	if err != nil {
 		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, classify(err))
 	}
 	obj := e.Object()
@@ -127,6 +99,47 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 		return Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), key, classify(err))
 	}
 	return obj, nil
+}
+
+// upload sends body to key in parts with the bucket's SSE settings and,
+// unless replace, If-None-Match: * so an existing object is never replaced.
+// exists reports that the key was already there: the store's 412, or a
+// connection reset while sending to a key that exists — a store may answer
+// 412 before reading the body and close the connection while the client
+// still sends (versitygw does, for a body of a few hundred KB), so the client
+// sees a reset, not the 412. When the store is really unreachable the Stat
+// fails too and the error stands.
+func (s *S3) upload(ctx context.Context, key string, body io.Reader, contentType, encoding string, replace bool) (exists bool, err error) {
+	in := &transfermanager.UploadObjectInput{
+		Bucket:      aws.String(s.opts.Bucket),
+		Key:         aws.String(s.full(key)),
+		Body:        body,
+		ContentType: aws.String(contentType),
+	}
+	if !replace { // see replace.go for the one exception
+		in.IfNoneMatch = aws.String("*")
+	}
+	if encoding != "" {
+		in.ContentEncoding = aws.String(encoding)
+	}
+	if s.opts.SSE != "" {
+		in.ServerSideEncryption = tmtypes.ServerSideEncryption(s.opts.SSE)
+		if s.opts.KMSKeyID != "" {
+			in.SSEKMSKeyID = aws.String(s.opts.KMSKeyID)
+		}
+	}
+	_, err = s.tm.UploadObject(ctx, in)
+	switch {
+	case err == nil:
+		return false, nil
+	case isPreconditionFailed(err):
+		return true, nil
+	case !replace && Unavailable(err) && ctx.Err() == nil:
+		if _, serr := s.Stat(ctx, key); serr == nil {
+			return true, nil
+		}
+	}
+	return false, err
 }
 
 // putExisting hashes the rest of the new bytes without uploading them and
@@ -256,30 +269,16 @@ func (s *S3) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, er
 		return Object{}, err
 	}
 	obj.Pending = false
-	in := &transfermanager.UploadObjectInput{
-		Bucket:      aws.String(s.opts.Bucket),
-		Key:         aws.String(s.full(obj.Key)),
-		Body:        &verifyingReader{r: ctxReader{ctx, r}, c: newCounter(), want: obj},
-		ContentType: aws.String(obj.ContentType),
-		IfNoneMatch: aws.String("*"),
-	}
-	if obj.ContentEncoding != "" {
-		in.ContentEncoding = aws.String(obj.ContentEncoding)
-	}
-	if s.opts.SSE != "" {
-		in.ServerSideEncryption = tmtypes.ServerSideEncryption(s.opts.SSE)
-		if s.opts.KMSKeyID != "" {
-			in.SSEKMSKeyID = aws.String(s.opts.KMSKeyID)
+	body := &verifyingReader{r: ctxReader{ctx, r}, c: newCounter(), want: obj}
+	exists, err := s.upload(ctx, obj.Key, body, obj.ContentType, obj.ContentEncoding, false)
+	if exists {
+		stored, serr := s.Stat(ctx, obj.Key)
+		if serr != nil {
+			return Object{}, fmt.Errorf("put %s: key exists: %w", obj.Key, serr)
 		}
+		return sameContent(obj.Key, stored, obj)
 	}
-	if _, err := s.tm.UploadObject(ctx, in); err != nil {
-		if isPreconditionFailed(err) {
-			stored, serr := s.Stat(ctx, obj.Key)
-			if serr != nil {
-				return Object{}, fmt.Errorf("put %s: key exists: %w", obj.Key, serr)
-			}
-			return sameContent(obj.Key, stored, obj)
-		}
+	if err != nil {
 		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), obj.Key, classify(err))
 	}
 	if err := s.writeTags(ctx, obj); err != nil {
