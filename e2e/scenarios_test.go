@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"io"
 	"math"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/manifestcheck"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -249,105 +244,36 @@ func rankValue(q vllmsim.FinishedRequest, by string) float64 {
 	return q.E2E
 }
 
-// checkBucket checks, for every run, what the end-to-end proof asks
-// of the s3 backend: each artifact the runs API lists is in the bucket under
-// the documented layout (<prefix>/yyyy/mm/dd/<alertname>/<run>/<plan>/<step>/…),
-// the run's manifest.json sits in its folder, and the manifest's sha256 and
-// size of each artifact are the stored object's.
+// checkBucket checks, for every finished run, what the end-to-end
+// proof asks of the s3 backend (manifestcheck.Check): each artifact the runs
+// API lists is in the bucket under the documented layout, and the run's
+// manifest gives the stored objects' sha256 and size.
 func checkBucket(t *testing.T, s *stack, srv *testenv.S3Server, all []runs.Run) {
 	t.Helper()
 	ctx := context.Background()
 	client := srv.Client()
-	get := func(key string) ([]byte, string) {
+	read := func(key string) ([]byte, string, error) {
 		obj, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(s3Prefix + "/" + key)})
 		if err != nil {
-			t.Errorf("object %s: %v", key, err)
-			return nil, ""
+			return nil, "", err
 		}
 		defer obj.Body.Close()
 		b, err := io.ReadAll(obj.Body)
-		if err != nil {
-			t.Errorf("object %s: %v", key, err)
-		}
-		return b, aws.ToString(obj.ContentEncoding)
+		return b, aws.ToString(obj.ContentEncoding), err
 	}
 	checked := 0
 	for _, lr := range all {
 		if !finished(lr.Status) {
 			continue
 		}
-		var r *runs.Run
-		deadline := time.Now().Add(30 * time.Second)
-		for r = s.run(t, lr.ID); r.Manifest == "" && time.Now().Before(deadline); r = s.run(t, lr.ID) {
+		r := s.run(t, lr.ID)
+		for deadline := time.Now().Add(30 * time.Second); r.Manifest == "" && time.Now().Before(deadline); r = s.run(t, lr.ID) {
 			time.Sleep(200 * time.Millisecond)
 		}
-		folder := r.CreatedAt.UTC().Format("2006/01/02") + "/" + r.Alertname + "/" + r.ID + "/"
-		if r.Manifest != folder+"manifest.json" {
-			t.Errorf("run %s: manifest %q, want %q", r.ID, r.Manifest, folder+"manifest.json")
-			continue
-		}
-		raw, enc := get(r.Manifest)
-		raw = gunzipIf(t, raw, enc)
-		var m struct {
-			Playbooks []struct {
-				Name  string
-				Steps []struct {
-					ID        string
-					Artifacts []struct {
-						Key, SHA256 string
-						Size        int64
-					}
-				}
-			}
-		}
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Errorf("run %s: manifest: %v", r.ID, err)
-			continue
-		}
-		inManifest := map[string]bool{}
-		for _, pb := range m.Playbooks {
-			for _, st := range pb.Steps {
-				for _, a := range st.Artifacts {
-					inManifest[a.Key] = true
-					if !strings.HasPrefix(a.Key, folder+pb.Name+"/"+st.ID+"/") {
-						t.Errorf("run %s: %s is not under %s%s/%s/", r.ID, a.Key, folder, pb.Name, st.ID)
-					}
-					body, _ := get(a.Key)
-					sum := sha256.Sum256(body)
-					if hex.EncodeToString(sum[:]) != a.SHA256 || int64(len(body)) != a.Size {
-						t.Errorf("run %s: %s holds %d bytes sha256 %x; the manifest says %d bytes %s", r.ID, a.Key, len(body), sum, a.Size, a.SHA256)
-					}
-					checked++
-				}
-			}
-		}
-		for _, st := range r.Steps {
-			for _, a := range st.Artifacts {
-				if !inManifest[a.Key] {
-					t.Errorf("run %s: the API lists %s, the manifest does not", r.ID, a.Key)
-				}
-			}
-		}
+		checked += manifestcheck.Check(t, r, read)
 	}
 	if checked == 0 {
 		t.Fatal("no artifact checked in the bucket: the test proves nothing")
 	}
 	t.Logf("s3: %d artifacts of %d runs in the bucket under the layout, each as its manifest says", checked, len(all))
-}
-
-// gunzipIf undoes a gzip Content-Encoding (the default compression).
-func gunzipIf(t *testing.T, b []byte, enc string) []byte {
-	t.Helper()
-	if enc != "gzip" {
-		return b
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
