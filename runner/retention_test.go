@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,62 @@ func TestRetentionRunsOnTheLeader(t *testing.T) {
 	}
 	if _, err := s.Get(context.Background(), f.young.ID); err != nil {
 		t.Errorf("young run deleted: %v", err)
+	}
+}
+
+// TestRetentionKnowsEveryRunTable: every table of ours keyed by a run
+// (run_id) or a group's lead run (lead_run) is in what retention deletes, so
+// a migration that adds one cannot leave its rows behind for ever (the
+// uploads, groups and fleet tables were missed once).
+func TestRetentionKnowsEveryRunTable(t *testing.T) {
+	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(), false)
+	ctx := context.Background()
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'autocapture_%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	known := map[string]bool{}
+	for _, tb := range runTables {
+		known[tb+".run_id"] = true
+	}
+	for _, tb := range leadTables {
+		known[tb+".lead_run"] = true
+	}
+	found := 0
+	for _, tb := range tables {
+		// autocapture_cooldowns is keyed by cooldown, its run_id the holder:
+		// deleting it would end a long cooldown early (see runTables).
+		if tb == "autocapture_runs" || tb == "autocapture_migrations" || tb == "autocapture_cooldowns" {
+			continue
+		}
+		cols, err := s.db.QueryContext(ctx, `SELECT name FROM pragma_table_info($1)`, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cols.Next() {
+			var col string
+			if err := cols.Scan(&col); err != nil {
+				t.Fatal(err)
+			}
+			if col == "run_id" || col == "lead_run" {
+				found++
+				if !known[tb+"."+col] {
+					t.Errorf("%s.%s names a run, but retention does not delete from %s", tb, col, tb)
+				}
+			}
+		}
+		cols.Close()
+	}
+	if found < len(runTables)+len(leadTables)-1 {
+		t.Fatalf("found %d run-keyed columns in %v: the schema query reads nothing", found, tables)
 	}
 }
