@@ -30,7 +30,7 @@ type Artifacts interface {
 
 // ArtifactStore is the part of storage.Store the route reads through.
 type ArtifactStore interface {
-	Link(ctx context.Context, key string) (string, error)
+	Link(ctx context.Context, key string) (string, time.Duration, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 	OpenStored(ctx context.Context, key string) (io.ReadCloser, storage.Object, error)
 }
@@ -112,7 +112,7 @@ func linkRefusal(err error) string {
 // thread's link works for web.link_ttl although a presigned URL lasts at most
 // 7 days. It is never cached: the next click gets a fresh one.
 func (s *Server) redirectArtifact(c *gin.Context, key string) {
-	u, err := s.opts.Artifacts.Store.Link(c.Request.Context(), key)
+	u, _, err := s.opts.Artifacts.Store.Link(c.Request.Context(), key) // made now: its lifetime is the click's
 	if err != nil {
 		s.log.Warn("No presigned link for an artifact.", zap.String("key", key), zap.Error(err))
 		fail(c, http.StatusBadGateway, "store_unavailable", "the artifact store cannot make a link now")

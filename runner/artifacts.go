@@ -31,9 +31,6 @@ type ThreadLinks struct {
 	// Secret signs route links (web.link_secret); empty: the key kept in the
 	// database (linkKey), the same for every replica.
 	Secret []byte
-	// PresignedValid is how long the store's own links work (S3: its
-	// link_expiry), said in presigned mode; 0 says nothing (Local).
-	PresignedValid time.Duration
 }
 
 // linkKeyName names the link-signing key in autocapture_keys.
@@ -118,12 +115,12 @@ func (s *Service) artifactLink(ctx context.Context, runID string, a capture.Arti
 		if env == nil || env.Store == nil {
 			return notify.Link{}, false
 		}
-		u, err := env.Store.Link(ctx, a.Key)
+		u, valid, err := env.Store.Link(ctx, a.Key)
 		if err != nil {
 			s.log.Warn("No link to an artifact.", zap.String("run", runID), zap.String("key", a.Key), zap.Error(err))
 			return notify.Link{}, false
 		}
-		return notify.Link{Name: a.Name, URL: u, Valid: l.PresignedValid}, true
+		return notify.Link{Name: a.Name, URL: u, Valid: valid}, true
 	}
 	if l.BaseURL == "" || s.signer == nil {
 		return notify.Link{}, false

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -328,4 +330,55 @@ func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
 			t.Fatalf("unknown run: %v", err)
 		}
 	})
+}
+
+// TestPresignedThreadLinkSaysItsLifetime: with storage.links: presigned and
+// the artifacts in S3 behind the spool (as the daemon wires it), a step's
+// reply links the store's presigned URL and says how long it works — the
+// store's answer, not a copy of the config (which, read off a *storage.S3
+// the spool hid, said nothing) — and the URL gives the exact bytes.
+func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
+	srv := testenv.StartVersityGW(t)
+	primary, err := storage.NewS3(context.Background(), storage.S3Options{Bucket: srv.Bucket, Endpoint: srv.Endpoint,
+		PathStyle: true, Region: srv.Region, AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey,
+		Compression: storage.CompressionNone, LinkExpiry: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool, err := storage.NewSpool(primary, filepath.Join(t.TempDir(), "spool"), storage.CompressionNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"queue":42}`)
+	n := &recNotifier{}
+	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(
+		func() playbooks.PlannedStep {
+			return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body))
+		},
+	), true, withEnv(&capture.Env{Store: spool}), notifyTo(n),
+		func(o *Options) { o.Links = ThreadLinks{Mode: config.LinksPresigned} })
+	acc := acceptOne(t, s, firing("fp-presigned", time.Now()))
+	waitRun(t, s, acc.RunID, "finished", isFinished)
+	var link notify.Link
+	n.eventually(t, "the snapshot's link", func() bool {
+		for _, r := range n.replies {
+			if r.StepID == "snapshot" && len(r.Links) == 1 {
+				link = r.Links[0]
+				return true
+			}
+		}
+		return false
+	})
+	if link.Valid != 2*time.Hour || !strings.HasPrefix(link.URL, srv.Endpoint+"/") || link.Text() != "prometheus.json (link valid 2h)" {
+		t.Fatalf("link %+v (%q), want the store's presigned URL valid 2h", link, link.Text())
+	}
+	res, err := http.Get(link.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !bytes.Equal(got, body) {
+		t.Fatalf("GET the presigned link: %d %q", res.StatusCode, got)
+	}
 }

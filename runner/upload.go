@@ -409,7 +409,7 @@ func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, r
 		if u.State != "uploaded" || s.o.Env == nil || s.o.Env.Store == nil {
 			continue
 		}
-		if link, err := s.o.Env.Store.Link(ctx, u.Key); err == nil {
+		if link, _, err := s.o.Env.Store.Link(ctx, u.Key); err == nil {
 			rep.Links = append(rep.Links, notify.Link{Name: path.Base(u.Key), URL: link})
 		}
 	}

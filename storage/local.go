@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Local stores artifacts as files below a root folder: the file at the key's
@@ -202,13 +203,13 @@ func (l *Local) Stat(_ context.Context, key string) (Object, error) {
 }
 
 // Link returns the object's file:// URL (the stored bytes: compressed when
-// Object.ContentEncoding says so).
-func (l *Local) Link(_ context.Context, key string) (string, error) {
+// Object.ContentEncoding says so), valid as long as the object is kept (0).
+func (l *Local) Link(_ context.Context, key string) (string, time.Duration, error) {
 	p, err := l.path(key)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String(), nil
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String(), 0, nil
 }
 
 // Open reads an object back as it was put.

@@ -75,7 +75,10 @@ func TestLocalPutStreamsAndHashes(t *testing.T) {
 	if string(got) != body {
 		t.Fatal("read back differs")
 	}
-	link, _ := s.Link(ctx, "runs/r1/metrics.json")
+	link, valid, _ := s.Link(ctx, "runs/r1/metrics.json")
+	if valid != 0 {
+		t.Errorf("a file link is valid %v, want 0 (as long as the object is kept)", valid)
+	}
 	if !strings.HasPrefix(link, "file://") || !strings.HasSuffix(link, "/runs/r1/metrics.json") {
 		t.Fatalf("link = %q", link)
 	}

@@ -184,9 +184,22 @@ func (s *S3) OpenStored(ctx context.Context, key string) (io.ReadCloser, Object,
 	return out.Body, obj, nil
 }
 
-// Link returns a presigned GET of the object valid for LinkExpiry.
-func (s *S3) Link(ctx context.Context, key string) (string, error) {
-	return s.LinkFor(ctx, key, s.opts.LinkExpiry)
+// Link returns a presigned GET of the object valid for LinkExpiry, or for
+// what is left of the signing credentials when they are temporary (a web
+// identity / IRSA session, an assumed role) and end sooner: a presigned URL
+// stops working when the credentials that signed it expire, whatever its
+// X-Amz-Expires says, so the thread must not promise longer.
+func (s *S3) Link(ctx context.Context, key string) (string, time.Duration, error) {
+	expiry := s.opts.LinkExpiry
+	if p := s.client.Options().Credentials; p != nil {
+		if creds, err := p.Retrieve(ctx); err == nil && creds.CanExpire {
+			if left := time.Until(creds.Expires).Truncate(time.Second); left < expiry {
+				expiry = max(left, time.Second)
+			}
+		}
+	}
+	u, err := s.LinkFor(ctx, key, expiry)
+	return u, expiry, err
 }
 
 // LinkFor returns a presigned GET valid for expiry, which must be between 1 s

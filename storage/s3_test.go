@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,9 +90,12 @@ func TestS3ObjectsAsOthersSeeThem(t *testing.T) {
 			})
 
 			t.Run("presigned link over plain HTTP", func(t *testing.T) {
-				link, err := s.Link(ctx, key)
+				link, valid, err := s.Link(ctx, key)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if valid != time.Hour { // static keys do not expire
+					t.Errorf("link valid %v, want the 1 h link_expiry", valid)
 				}
 				if strings.Contains(link, srv.SecretAccessKey) || !strings.HasPrefix(link, srv.Endpoint+"/") {
 					t.Fatalf("link %q holds the secret or points elsewhere", link)
@@ -226,5 +232,44 @@ func TestS3ServersRefuseAnOverwrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestS3LinkNeverOutlivesItsCredentials: with temporary credentials (here
+// from a credential_process in a shared config file, the SDK's default chain
+// as with IRSA or an assumed role) ending in 90 s, a presigned link is signed
+// for at most that long and says so, though link_expiry is an hour: the URL
+// would stop working when the credentials do.
+func TestS3LinkNeverOutlivesItsCredentials(t *testing.T) {
+	srv := testenv.StartVersityGW(t)
+	dir := t.TempDir()
+	creds := fmt.Sprintf(`{"Version":1,"AccessKeyId":%q,"SecretAccessKey":%q,"SessionToken":"session","Expiration":%q}`,
+		srv.AccessKeyID, srv.SecretAccessKey, time.Now().Add(90*time.Second).UTC().Format(time.RFC3339))
+	script := filepath.Join(dir, "creds.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '"+creds+"'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config")
+	if err := os.WriteFile(cfg, []byte("[default]\ncredential_process = "+script+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	o := s3Options(srv)
+	o.AccessKeyID, o.SecretAccessKey = "", ""
+	s := newS3(t, o)
+	link, valid, err := s.Link(context.Background(), "a/b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if valid > 90*time.Second || valid < 80*time.Second {
+		t.Fatalf("link valid %v with credentials ending in 90 s (link_expiry %v)", valid, o.LinkExpiry)
+	}
+	u, _ := url.Parse(link)
+	if exp := u.Query().Get("X-Amz-Expires"); exp != strconv.Itoa(int(valid/time.Second)) {
+		t.Errorf("X-Amz-Expires = %s, want %d", exp, int(valid/time.Second))
 	}
 }

@@ -280,7 +280,7 @@ func (s *Spool) Stat(ctx context.Context, key string) (Object, error) {
 
 // Link is the primary's link (an object still spooled is not there yet: a
 // caller that knows it is pending says so instead).
-func (s *Spool) Link(ctx context.Context, key string) (string, error) {
+func (s *Spool) Link(ctx context.Context, key string) (string, time.Duration, error) {
 	return s.primary.Link(ctx, key)
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 )
 
 // Store keeps artifacts under keys made by Key or ArtifactKey.
@@ -23,9 +24,11 @@ type Store interface {
 	// configured to (see Compression), and reports what it stored. The key
 	// must be valid (see ValidKey).
 	Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error)
-	// Link returns a URL a person can open: a file:// URL for Local, a
-	// presigned GET (expiring, see S3Options.LinkExpiry) for S3.
-	Link(ctx context.Context, key string) (string, error)
+	// Link returns a URL a person can open and how long it works from now:
+	// a file:// URL for Local (0: as long as the object is kept), a presigned
+	// GET for S3 (S3Options.LinkExpiry, cut to what is left of temporary
+	// signing credentials, which the URL cannot outlive).
+	Link(ctx context.Context, key string) (url string, valid time.Duration, err error)
 	// Open reads an object back as it was put (decompressing what the store
 	// compressed). A missing key is ErrNotFound.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)

@@ -11,7 +11,6 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/runner"
-	"github.com/autocapture/autocapture/storage"
 )
 
 // threadLinks is how threads link artifacts, from web.* and storage.links.
@@ -21,11 +20,6 @@ import (
 func threadLinks(cfg *config.Config, env *capture.Env, log *zap.Logger) runner.ThreadLinks {
 	tl := runner.ThreadLinks{Mode: cfg.Storage.Links, BaseURL: cfg.Web.ExternalURL, TTL: cfg.Web.LinkTTL,
 		Secret: []byte(strings.TrimSpace(cfg.Web.LinkSecret.Reveal()))}
-	if env != nil {
-		if s3, ok := env.Store.(*storage.S3); ok {
-			tl.PresignedValid = s3.Options().LinkExpiry
-		}
-	}
 	if tl.Mode == config.LinksRoute && tl.BaseURL == "" {
 		tl.BaseURL = listenURL(cfg.Web.ListenAddress)
 		if tl.BaseURL != "" {
