@@ -172,7 +172,7 @@ func Default() Config {
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
 		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
 		Notify: Notify{Console: Console{Enabled: true},
-			Slack: Slack{APIURL: DefaultSlackAPIURL, Pace: Pace{PerSecond: 1, Burst: 3}},
+			Slack: Slack{APIURL: DefaultSlackAPIURL, Pace: Pace{PerSecond: 1, Burst: 3}, ChannelLabel: "slack_channel"},
 			Storm: Storm{Threshold: 10, Window: time.Minute}},
 		Log: Log{Level: "info", Format: "console"},
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 // Slack is the Slack notifier: one thread per run in a channel, posted with a
@@ -30,6 +32,10 @@ type Slack struct {
 	// .StartsAt, .FromMs, .ToMs) for a dashboard link on the parent. Its
 	// scheme and host are written out; labels fill only what follows.
 	GrafanaURL string `yaml:"grafana_url" json:"grafana_url"`
+	// ChannelLabel names the alert label that routes a run's thread to
+	// another channel (it wins over the playbook's notify.channel, which wins
+	// over Channel); "" turns routing by label off.
+	ChannelLabel string `yaml:"channel_label" json:"channel_label"`
 	// PostSkipped also posts a reply for skipped steps (default: only the
 	// steps that ran, failed or were cancelled).
 	PostSkipped bool `yaml:"post_skipped" json:"post_skipped"`
@@ -98,6 +104,9 @@ func RenderGrafanaURL(t *template.Template, d GrafanaData) (string, error) {
 // disabled section may be left half-filled.
 func (v *validator) checkSlack(s Slack) {
 	const p = "$.notify.slack"
+	if s.ChannelLabel != "" && !model.LabelName(s.ChannelLabel).IsValidLegacy() {
+		v.errorf(p+".channel_label", "%q is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)", s.ChannelLabel)
+	}
 	if !s.Enabled {
 		return
 	}

@@ -24,7 +24,7 @@ func TestSlackDefaultsAndFileTwins(t *testing.T) {
 	if s.Token.Reveal() != "xoxb-canary-123" || s.SigningSecret.Reveal() != "sig-canary" {
 		t.Fatalf("secrets not read from their files: %q %q", s.Token.Reveal(), s.SigningSecret.Reveal())
 	}
-	if s.APIURL != DefaultSlackAPIURL || s.Pace != (Pace{PerSecond: 1, Burst: 3}) || !cfg.Notify.Console.Enabled {
+	if s.APIURL != DefaultSlackAPIURL || s.Pace != (Pace{PerSecond: 1, Burst: 3}) || !cfg.Notify.Console.Enabled || s.ChannelLabel != "slack_channel" {
 		t.Fatalf("defaults lost: %+v console %v", s, cfg.Notify.Console)
 	}
 	j, _ := json.Marshal(cfg)
@@ -59,6 +59,8 @@ func TestSlackValidationNamesLines(t *testing.T) {
 		{"pace", on + "    channel: C1\n    token: x\n    pace: {per_second: 0, burst: 0}\n",
 			[]string{"notify.slack.pace.per_second: must be positive", "notify.slack.pace.burst: must be at least 1"}},
 		{"unknown field", on + "    chanel: C1\n", []string{"c.yaml:4:5: unknown field \"chanel\""}},
+		{"channel label not a label name", on + "    channel: C1\n    token: x\n    channel_label: slack-channel\n",
+			[]string{"c.yaml:6:20: notify.slack.channel_label: \"slack-channel\" is not a label name"}},
 	}
 	checkParseErrors(t, cases, nil)
 }

@@ -181,17 +181,16 @@ func (s *Service) channelFor(ctx context.Context, q querier, a template.Alert, n
 	if err != nil || len(plans) == 0 {
 		return "", false
 	}
-	ch, runs := "", false
+	var run []*playbooks.Plan
 	for _, p := range plans {
-		if s.coolingDown(ctx, q, p) {
-			continue
+		if !s.coolingDown(ctx, q, p) {
+			run = append(run, p)
 		}
-		if !runs || (ch == "" && p.Channel != "") {
-			ch = p.Channel
-		}
-		runs = true
 	}
-	return ch, runs
+	if len(run) == 0 {
+		return "", false
+	}
+	return s.threadChannel(a, run), true
 }
 
 // coolingDown says whether plan p's cooldown key was taken by a run within

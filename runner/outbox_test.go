@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -458,6 +459,34 @@ func TestTwoReplicasOneThread(t *testing.T) {
 			checkThread(t, f, id, wantThread...)
 		}
 	})
+}
+
+// TestRoutingLabelChoosesTheChannel: an alert carrying the routing label
+// (notify.slack.channel_label) has its thread in that channel, over the
+// playbook's notify.channel; one without it keeps the playbook's.
+func TestRoutingLabelChoosesTheChannel(t *testing.T) {
+	f := newFarSide()
+	p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
+		pl.Channel = "C0VLLMTEAM"
+		return []*playbooks.Plan{pl}
+	}}
+	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, p, true, notifyTo(f),
+		func(o *Options) { o.ChannelLabel = "slack_channel" })
+	routed := firing("fp-routed", time.Now().UTC())
+	routed.Labels["slack_channel"] = "C0PLATFORM"
+	rid := acceptOne(t, s, routed).RunID
+	pid := acceptOne(t, s, firing("fp-plain", time.Now().UTC())).RunID
+	f.waitFor(t, rid, keyFinished)
+	f.waitFor(t, pid, keyFinished)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := f.opened[rid].Channel; got != "C0PLATFORM" {
+		t.Errorf("routed alert's parent in %q, want the label's C0PLATFORM", got)
+	}
+	if got := f.opened[pid].Channel; got != "C0VLLMTEAM" {
+		t.Errorf("unrouted alert's parent in %q, want the playbook's C0VLLMTEAM", got)
+	}
 }
 
 // TestThreadGoesToThePlaybooksChannel: a playbook's notify.channel reaches the

@@ -144,14 +144,7 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 	}
 	// The parent goes out before any step: its operation commits with the
 	// plans (a kill -9 leaves both or neither).
-	channel := "" // the first matched playbook that names a channel picks it
-	for _, p := range plans {
-		if p.Channel != "" {
-			channel = p.Channel
-			break
-		}
-	}
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen, ref: channel}); err != nil {
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen, ref: s.threadChannel(r.alert, plans)}); err != nil {
 		return err
 	}
 	r.plans, r.window = stored, &w

@@ -59,6 +59,9 @@ type Options struct {
 	// Storm groups runs into shared threads (notify.storm; group.go); the
 	// zero value means config.Default's.
 	Storm config.Storm
+	// ChannelLabel is the alert label that routes a thread to another
+	// channel (notify.slack.channel_label; threadChannel); "" none.
+	ChannelLabel string
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *capture.Env
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);

@@ -133,18 +133,19 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		return err
 	}
 	svc, err := runner.Open(ctx, runner.Options{
-		Config:      cfg.Runs,
-		Retention:   cfg.Retention,
-		DatabaseURL: cfg.Database.URL.Reveal(),
-		SQLitePath:  filepath.Join(cfg.Storage.Path, "autocapture.db"),
-		Planner:     planner,
-		Notifiers:   notifiers,
-		Storm:       cfg.Notify.Storm,
-		Env:         env,
-		Spool:       spool,
-		Log:         log,
-		Registerer:  reg,
-		Links:       threadLinks(cfg, env, log),
+		Config:       cfg.Runs,
+		Retention:    cfg.Retention,
+		DatabaseURL:  cfg.Database.URL.Reveal(),
+		SQLitePath:   filepath.Join(cfg.Storage.Path, "autocapture.db"),
+		Planner:      planner,
+		Notifiers:    notifiers,
+		Storm:        cfg.Notify.Storm,
+		ChannelLabel: cfg.Notify.Slack.ChannelLabel,
+		Env:          env,
+		Spool:        spool,
+		Log:          log,
+		Registerer:   reg,
+		Links:        threadLinks(cfg, env, log),
 	})
 	if err != nil {
 		return fmt.Errorf("run store: %w", err)
