@@ -68,6 +68,11 @@ type Env struct {
 	Prometheus *Endpoint
 	// Traces is the configured trace backend (trusted, from config).
 	Traces *TracesEndpoint
+	// Profiles guards framed profiles (tier 3) across replicas; nil: the
+	// profile step fails with ReasonBadConfig.
+	Profiles ProfileGuard
+	// Profiling is the daemon's tier-3 policy.
+	Profiling Profiling
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
