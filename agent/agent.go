@@ -12,8 +12,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
 	"time"
 )
 
@@ -33,13 +38,74 @@ type Dir struct{ Path string }
 
 // List returns the regular files under the folder modified at or after since
 // (zero: all), sorted by name. Names that escape the folder are never listed.
-func (d Dir) List(ctx context.Context, since time.Time) ([]File, error) { return nil, nil }
+func (d Dir) List(ctx context.Context, since time.Time) ([]File, error) {
+	root, err := os.OpenRoot(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	var out []File
+	err = fs.WalkDir(root.FS(), ".", func(name string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		if !since.IsZero() && info.ModTime().Before(since) {
+			return nil
+		}
+		out = append(out, File{Name: name, Size: info.Size(), ModTime: info.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
 
-// Open streams one file.
-func (d Dir) Open(ctx context.Context, name string) (io.ReadCloser, error) { return nil, ErrNotFound }
+// Open streams one file. The folder is an os.Root: a name with "..", an
+// absolute path or a symlink out of the folder is ErrNotFound.
+func (d Dir) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	root, err := os.OpenRoot(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	return f, nil
+}
 
 // Remove deletes one file (after it was uploaded).
-func (d Dir) Remove(ctx context.Context, name string) error { return ErrNotFound }
+func (d Dir) Remove(ctx context.Context, name string) error {
+	root, err := os.OpenRoot(d.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Remove(filepath.FromSlash(name)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s", ErrNotFound, name)
+		}
+		return err
+	}
+	return nil
+}
 
 // Client reads an agent over HTTP.
 type Client struct {
