@@ -28,5 +28,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	for _, r := range []string{"unauthorized", "not_found", "stream_cut"} {
+		m.errors.WithLabelValues(r) // present at 0, so a rate() works from the start
+	}
 	return m, nil
 }
