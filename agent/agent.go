@@ -15,8 +15,9 @@
 //
 // A name is slash-separated and relative to the folder; one with "..", an
 // absolute path, or a symlink out of the folder is answered 404, as a missing
-// file is. The folder is opened as an os.Root, so the refusal is the kernel's
-// (openat with RESOLVE_BENEATH semantics), not a string check alone.
+// file is, and so is anything not a regular file (a folder, a FIFO). The
+// folder is opened as an os.Root, which resolves every element of a name
+// inside it (symlinks included), so the refusal is not a string check alone.
 //
 // CONTRACT (lead, 2026-12-01): the types and signatures below are fixed; the
 // bodies are filled in by the agent owner. Added by the owner: Listing and

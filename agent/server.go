@@ -167,7 +167,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	case sw.err != nil:
 		s.metrics.errors.WithLabelValues("stream_cut").Inc()
 		log.Warn("File stream cut short.", zap.Error(sw.err))
-	case sw.code == http.StatusOK || sw.code == http.StatusPartialContent:
+	case r.Method == http.MethodGet && (sw.code == http.StatusOK || sw.code == http.StatusPartialContent):
 		s.metrics.files.Inc()
 		log.Info("File served.", zap.Int("code", sw.code))
 	}
