@@ -163,6 +163,9 @@ func TestServerServesFiles(t *testing.T) {
 	if resp.Header.Get("Content-Encoding") != "" {
 		t.Errorf("Content-Encoding %q: a .gz must pass through as bytes", resp.Header.Get("Content-Encoding"))
 	}
+	if resp, b = request(t, "HEAD", s.url+"/v1/files/sub/b.txt", auth); resp.StatusCode != 200 || resp.ContentLength != 7 || len(b) != 0 {
+		t.Errorf("HEAD: %d length %d body %q", resp.StatusCode, resp.ContentLength, b)
+	}
 	resp, b = request(t, "GET", s.url+"/v1/files/sub/b.txt", auth, "Range", "bytes=3-")
 	if resp.StatusCode != http.StatusPartialContent || string(b) != "le-b" {
 		t.Errorf("Range: %d %q, want 206 le-b", resp.StatusCode, b)
