@@ -5,20 +5,29 @@
 // reads a Server. Dir and Client have the same methods: the profile step
 // collects through either.
 //
+// The wire protocol (every /v1 route needs "Authorization: Bearer <token>"):
+//
+//	GET    /v1/files?since=<RFC3339Nano>  {"files":[File…],"now":<agent clock>}
+//	GET    /v1/files/{name...}            the file, streamed (Range, Last-Modified)
+//	DELETE /v1/files/{name...}            204: removed (after upload)
+//	GET    /healthz                       200 while the folder is readable (no auth)
+//	GET    /metrics                       Prometheus metrics (no auth: counts only)
+//
+// A name is slash-separated and relative to the folder; one with "..", an
+// absolute path, or a symlink out of the folder is answered 404, as a missing
+// file is, and so is anything not a regular file (a folder, a FIFO). The
+// folder is opened as an os.Root, which resolves every element of a name
+// inside it (symlinks included), so the refusal is not a string check alone.
+//
 // CONTRACT (lead, 2026-12-01): the types and signatures below are fixed; the
-// bodies are filled in by the agent owner.
+// bodies are filled in by the agent owner. Added by the owner: Listing and
+// Snapshot on Dir and Client (the agent's clock, for the next since),
+// Client.OpenFrom (resume with Range), ServerOptions/NewServerWith (metrics
+// and logging), ErrUnauthorized, ErrUnreachable and StatusError.
 package agent
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"net/http"
-	"os"
-	"path/filepath"
-	"sort"
 	"time"
 )
 
@@ -30,102 +39,13 @@ type File struct {
 	ModTime time.Time `json:"mod_time"`
 }
 
+// Listing is a List answer with the clock of the side that listed: pass Now
+// as the next since, so a skew between the daemon's and the pod's clocks
+// cannot hide a file.
+type Listing struct {
+	Files []File    `json:"files"`
+	Now   time.Time `json:"now"`
+}
+
 // ErrNotFound: no such file (or a name that escapes the folder).
 var ErrNotFound = errors.New("agent: file not found")
-
-// Dir is a local folder.
-type Dir struct{ Path string }
-
-// List returns the regular files under the folder modified at or after since
-// (zero: all), sorted by name. Names that escape the folder are never listed.
-func (d Dir) List(ctx context.Context, since time.Time) ([]File, error) {
-	root, err := os.OpenRoot(d.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	var out []File
-	err = fs.WalkDir(root.FS(), ".", func(name string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		info, err := e.Info()
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		if !since.IsZero() && info.ModTime().Before(since) {
-			return nil
-		}
-		out = append(out, File{Name: name, Size: info.Size(), ModTime: info.ModTime()})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// Open streams one file. The folder is an os.Root: a name with "..", an
-// absolute path or a symlink out of the folder is ErrNotFound.
-func (d Dir) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	root, err := os.OpenRoot(d.Path)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	f, err := root.Open(filepath.FromSlash(name))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
-	}
-	return f, nil
-}
-
-// Remove deletes one file (after it was uploaded).
-func (d Dir) Remove(ctx context.Context, name string) error {
-	root, err := os.OpenRoot(d.Path)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if err := root.Remove(filepath.FromSlash(name)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %s", ErrNotFound, name)
-		}
-		return err
-	}
-	return nil
-}
-
-// Client reads an agent over HTTP.
-type Client struct {
-	URL   string // e.g. http://10.0.0.7:9101
-	Token string
-	HTTP  *http.Client
-}
-
-// List is Dir.List over HTTP.
-func (c *Client) List(ctx context.Context, since time.Time) ([]File, error) { return nil, nil }
-
-// Open is Dir.Open over HTTP (streamed, never buffered whole).
-func (c *Client) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	return nil, ErrNotFound
-}
-
-// Remove is Dir.Remove over HTTP.
-func (c *Client) Remove(ctx context.Context, name string) error { return ErrNotFound }
-
-// NewServer serves dir to holders of token (which must not be empty).
-func NewServer(dir Dir, token string) (http.Handler, error) {
-	return nil, errors.New("agent: not implemented")
-}
