@@ -65,6 +65,7 @@ func (p *Profile) planLoad(ctx context.Context, in *Input, client *http.Client, 
 // loadOutcome counts what the load did.
 type loadOutcome struct {
 	sent, ok, failed atomic.Int64
+	firstErr         atomic.Pointer[string]
 }
 
 // runLoad sends the load's requests to target's /v1/completions, a few at a
@@ -104,10 +105,12 @@ func (p *Profile) runLoad(ctx context.Context, in *Input, client *http.Client, t
 		out.sent.Add(1)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if completion(ctx, client, target, payload) == nil {
+			if err := completion(ctx, client, target, payload); err == nil {
 				out.ok.Add(1)
 			} else {
 				out.failed.Add(1)
+				msg := err.Error()
+				out.firstErr.CompareAndSwap(nil, &msg)
 			}
 		})
 	}
@@ -125,9 +128,10 @@ func completion(ctx context.Context, client *http.Client, target string, payload
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return HTTPStatusError("POST /v1/completions", resp.StatusCode, string(b))
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return nil
 }

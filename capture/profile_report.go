@@ -78,7 +78,11 @@ func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameR
 	if len(notRead) > 0 {
 		res.Findings["not_analysed"] = notRead
 	}
-	if len(reports) > 0 {
+	switch len(reports) {
+	case 0:
+	case 1:
+		rep.Analysis = reports[0]
+	default:
 		rep.Analysis = torchtrace.Merge(reports...)
 	}
 	if rep.Analysis != nil {

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/internal/clip"
+
 	"github.com/autocapture/autocapture/torchtrace"
 )
 
@@ -230,6 +232,9 @@ func (p *Profile) frame(ctx context.Context, in *Input, res *Result, fr *frameRu
 		<-loadDone
 		if lp.send {
 			res.Findings["load"] = map[string]int64{"sent": load.sent.Load(), "ok": load.ok.Load(), "failed": load.failed.Load()}
+			if e := load.firstErr.Load(); e != nil {
+				res.Findings["load_error"] = clip.Line(*e, maxErrorText)
+			}
 		}
 	}()
 	timer := time.NewTimer(frame)
