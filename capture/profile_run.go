@@ -1,0 +1,329 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/internal/clip"
+
+	"github.com/autocapture/autocapture/torchtrace"
+)
+
+// frameRun is one capture as it goes: what the step knows about its frame.
+type frameRun struct {
+	target string
+	client *http.Client
+	lease  ProfileLease
+	src    profileSource
+	before listing
+	window torchtrace.Window
+	// cut says why the frame ended early ("" when it ran its duration).
+	cut      string
+	stopTook time.Duration
+}
+
+// Run frames one profile of the target. The order is the safety: opt-out and
+// preflight before the lease; "recording" durable before start_profile;
+// stop_profile on every path once start may have been sent, on a context
+// detached from the step's; the lease released only after a stop the server
+// answered (a failed stop leaves it held, for the sweeper or an operator).
+func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
+	if in.Env == nil || in.Env.Targets == nil {
+		return nil, Errorf(ReasonBadConfig, "profile: no targets client configured")
+	}
+	target, err := p.target(in)
+	if err != nil {
+		return nil, err
+	}
+	pol := profilePolicy(in.Env)
+	if why := optedOut(pol, target, in.Alert.Labels); why != "" {
+		return nil, Skipf("profile %s: opted out: %s", httpTarget(target), why)
+	}
+	if in.Env.Profiles == nil {
+		return nil, Errorf(ReasonBadConfig, "profile %s: tier 3 is not available (no profile guard: profiling needs the shared database)", httpTarget(target))
+	}
+	src, err := p.source(in)
+	if err != nil {
+		return nil, err
+	}
+	frame := min(p.cfg.Duration, pol.MaxDuration)
+	res := &Result{Findings: map[string]any{"target": target, "expect": p.cfg.Expect, "duration": frame.String()}}
+	if frame < p.cfg.Duration {
+		res.Findings["duration_capped"] = fmt.Sprintf("%s capped to profiling.max_duration %s", p.cfg.Duration, pol.MaxDuration)
+	}
+	fr := &frameRun{target: target, client: in.Env.Targets, src: src}
+	if err := p.preflight(ctx, fr.client, target); err != nil {
+		res.Summary = fmt.Sprintf("profile %s: the server does not answer: %s", httpTarget(target), Classify(err))
+		return res, err
+	}
+	lease, err := in.Env.Profiles.Acquire(ctx, LeaseRequest{Target: target, RunID: in.RunID, Plan: in.Plan, StepID: in.StepID,
+		Hold: p.tune.hold, Cooldown: p.cfg.Cooldown})
+	var refusal *ProfileRefusal
+	if errors.As(err, &refusal) {
+		return nil, Skipf("profile %s: %s", httpTarget(target), refusal.Detail)
+	}
+	if err != nil {
+		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: lease: %w", httpTarget(target), err)}
+	}
+	fr.lease = lease
+	if rec := lease.Resumed(); rec != nil && rec.State != LeaseHeld {
+		return p.resume(ctx, in, res, fr, rec)
+	}
+	return p.fresh(ctx, in, res, fr, frame)
+}
+
+// target is the configured base URL, else http://<instance label>.
+func (p *Profile) target(in *Input) (string, error) {
+	if p.cfg.Target != "" {
+		if err := checkBaseURL(p.cfg.Target); err != nil {
+			return "", Errorf(ReasonBadConfig, "profile: target %q: %v", p.cfg.Target, err)
+		}
+		return baseURL(p.cfg.Target), nil
+	}
+	inst := in.Alert.Labels["instance"]
+	if !validHostPort(inst) {
+		return "", Errorf(ReasonBadConfig, "profile: no target and the alert's instance label %q is not host:port", inst)
+	}
+	return "http://" + inst, nil
+}
+
+// fresh is a first attempt: list, make the recording durable, start, frame,
+// stop, collect.
+func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRun, frame time.Duration) (*Result, error) {
+	before, err := listSource(ctx, fr.src)
+	if err != nil {
+		p.release(ctx, in, fr)
+		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), err)}
+	}
+	fr.before = before
+	lp := p.planLoad(ctx, in, fr.client, fr.target)
+	if lp.why != "" {
+		res.Findings["load"] = lp.why
+	}
+	if _, err := fr.lease.Recording(ctx, frame, savedListing{Files: before}.marshal()); err != nil {
+		p.release(ctx, in, fr) // start_profile was never sent
+		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
+	}
+	if ctx.Err() != nil { // cancelled before the start: nothing to stop
+		p.release(ctx, in, fr)
+		return res, p.cutByContext(ctx, fr, 0)
+	}
+	notSent, err := startProfile(ctx, fr.client, fr.target)
+	if errors.Is(err, errNotArmed) {
+		res.Findings["armed"] = false
+		res.Findings["how_to_arm"] = howToArm
+		res.Summary = fmt.Sprintf("profile %s: profiler not armed (start_profile answered 404): %s", httpTarget(fr.target), howToArm)
+		p.release(ctx, in, fr)
+		return res, err
+	}
+	if err != nil && notSent {
+		p.release(ctx, in, fr)
+		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), Classify(err))
+		return res, err
+	}
+	fr.window.Start = in.Env.now()
+	if err != nil { // it may have reached the server: the stop is owed all the same
+		fr.window.End = fr.window.Start
+		if stopErr := p.stop(ctx, in, fr); stopErr == nil {
+			p.release(ctx, in, fr)
+		}
+		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s (stop sent)", httpTarget(fr.target), Classify(err))
+		return res, err
+	}
+	res.Findings["armed"] = true
+	cutErr := p.frame(ctx, in, res, fr, frame, lp)
+	fr.window.End = in.Env.now()
+	return p.finish(ctx, in, res, fr, cutErr)
+}
+
+// resume picks up an earlier attempt of this step from what its lease made
+// durable: a recording (or a stop that was under way) is stopped first, then
+// collected against the listing saved before its start. No new start.
+func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameRun, rec *Recording) (*Result, error) {
+	res.Findings["resumed"] = rec.State
+	var saved savedListing
+	if len(rec.Saved) > 0 {
+		if err := json.Unmarshal(rec.Saved, &saved); err != nil {
+			logger(in).Warn("The saved pre-start listing could not be read; collecting every file.", zap.Error(err))
+		}
+	}
+	fr.before = saved.Files
+	fr.window.Start = rec.Since
+	fr.cut = "resumed after an interruption (state " + rec.State + ")"
+	switch rec.State {
+	case LeaseRecording, LeaseStopping:
+		res.Findings["armed"] = true
+	case LeaseStopped:
+		res.Findings["armed"] = true
+		fr.window.End = in.Env.now()
+		return p.collectAndReport(ctx, in, res, fr, nil)
+	default: // stop_failed and anything unknown: not ours to stop or release
+		res.Summary = fmt.Sprintf("profile %s: an earlier attempt left the lease %s: no new start until a stop is answered or an operator clears it",
+			httpTarget(fr.target), rec.State)
+		return res, Errorf(ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
+	}
+	fr.window.End = in.Env.now()
+	return p.finish(ctx, in, res, fr, nil)
+}
+
+// finish stops the recording and, once the server answered, collects.
+func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
+	if err := p.stop(ctx, in, fr); err != nil {
+		res.Findings["stop_error"] = err.Error()
+		res.Findings["stop_seconds"] = fr.stopTook.Seconds()
+		res.Summary = fmt.Sprintf("profile %s: stop_profile failed after %s: the target stays leased (no new start) until a stop is answered or an operator clears it",
+			httpTarget(fr.target), fr.stopTook.Round(time.Millisecond))
+		return res, errors.Join(err, cutErr)
+	}
+	return p.collectAndReport(ctx, in, res, fr, cutErr)
+}
+
+// collectAndReport gathers the files, reports and releases the lease. It
+// runs on a context detached from the step's (bounded): a resolved alert's
+// partial profile is kept, and the lease ends only after collection.
+func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.tune.collect)
+	defer cancel()
+	defer p.release(cctx, in, fr)
+	res.Findings["since"] = fr.window.Start
+	res.Findings["until"] = fr.window.End
+	res.Findings["stop_seconds"] = fr.stopTook.Seconds()
+	if fr.cut != "" {
+		res.Findings["cut_short"] = fr.cut
+	}
+	var files []collected
+	if fr.src != nil {
+		found, stable, err := p.settle(cctx, fr.src, fr.before)
+		if err != nil {
+			res.Findings["collect_error"] = err.Error()
+		}
+		if !stable && len(found) > 0 {
+			res.Findings["unsettled"] = true
+		}
+		files = p.collect(cctx, in, fr.src, found, fr.window)
+	} else {
+		res.Findings["collect"] = "none configured: the files stay in the server's profiler folder"
+	}
+	p.report(cctx, in, res, fr, files)
+	return res, cutErr
+}
+
+// frame waits out the recording, renewing the lease, with the load running;
+// it ends early on an operator's stop, a failed renewal or the step's context
+// (run cancelled, alert resolved, shutdown, timeout): then it returns that
+// context's error, classified.
+func (p *Profile) frame(ctx context.Context, in *Input, res *Result, fr *frameRun, frame time.Duration, lp loadPlan) error {
+	fctx, cancel := context.WithCancel(ctx)
+	var load loadOutcome
+	loadDone := make(chan struct{})
+	if lp.send {
+		go func() { defer close(loadDone); p.runLoad(fctx, in, fr.client, fr.target, &load) }()
+	} else {
+		close(loadDone)
+	}
+	defer func() {
+		cancel()
+		<-loadDone
+		if lp.send {
+			res.Findings["load"] = map[string]int64{"sent": load.sent.Load(), "ok": load.ok.Load(), "failed": load.failed.Load()}
+			if e := load.firstErr.Load(); e != nil {
+				res.Findings["load_error"] = clip.Line(*e, maxErrorText)
+			}
+		}
+	}()
+	timer := time.NewTimer(frame)
+	defer timer.Stop()
+	tick := time.NewTicker(p.tune.renewEvery)
+	defer tick.Stop()
+	begun := time.Now()
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-fr.lease.StopRequested():
+			fr.cut = "an operator asked to stop"
+			return nil
+		case <-ctx.Done():
+			return p.cutByContext(ctx, fr, time.Since(begun))
+		case <-tick.C:
+			if err := fr.lease.Renew(ctx, p.tune.hold); err != nil {
+				if ctx.Err() != nil {
+					return p.cutByContext(ctx, fr, time.Since(begun))
+				}
+				fr.cut = "the lease could not be renewed: " + err.Error()
+				logger(in).Warn("The profile lease could not be renewed; stopping now.", zap.Error(err))
+				return nil
+			}
+		}
+	}
+}
+
+func (p *Profile) cutByContext(ctx context.Context, fr *frameRun, after time.Duration) error {
+	cause := context.Cause(ctx)
+	fr.cut = cause.Error()
+	reason := ReasonCancelled
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = ReasonTimeout
+	}
+	return &Error{Reason: reason, Err: fmt.Errorf("profile %s: frame cut short after %s: %w", httpTarget(fr.target), after.Round(time.Millisecond), cause)}
+}
+
+// stop sends stop_profile, bounded by stop_timeout alone: it runs on a
+// context detached from the step's (Background by intent: a cancelled run, a
+// resolved alert or a shutdown still owe the server its stop). The lease
+// records stopping before and stopped or stop_failed after.
+func (p *Profile) stop(ctx context.Context, in *Input, fr *frameRun) error {
+	base := context.WithoutCancel(ctx)
+	if err := p.leaseWrite(base, func(c context.Context) error { return fr.lease.Stopping(c, p.cfg.StopTimeout) }); err != nil {
+		logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
+	}
+	sctx, cancel := context.WithTimeoutCause(base, p.cfg.StopTimeout,
+		fmt.Errorf("stop_profile did not answer within stop_timeout %s", p.cfg.StopTimeout))
+	defer cancel()
+	begun := time.Now()
+	err := StopProfile(sctx, fr.client, fr.target)
+	fr.stopTook = time.Since(begun)
+	if err != nil {
+		if sctx.Err() != nil {
+			err = &Error{Reason: ReasonTimeout, Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), context.Cause(sctx))}
+		} else {
+			err = &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: stop_profile: %w", httpTarget(fr.target), err)}
+		}
+		if lerr := p.leaseWrite(base, func(c context.Context) error { return fr.lease.StopFailed(c, err.Error()) }); lerr != nil {
+			logger(in).Error("The lease could not record the failed stop.", zap.Error(lerr))
+		}
+		logger(in).Error("stop_profile failed; the target stays leased.", zap.String("target", fr.target), zap.Error(err))
+		fr.lease = nil // no longer this step's to release
+		return err
+	}
+	if lerr := p.leaseWrite(base, fr.lease.Stopped); lerr != nil {
+		logger(in).Warn("The lease could not record the answered stop.", zap.Error(lerr))
+	}
+	return nil
+}
+
+// leaseWrite runs one lease write under its own bound.
+func (p *Profile) leaseWrite(base context.Context, f func(context.Context) error) error {
+	c, cancel := context.WithTimeout(base, p.tune.leaseWrite)
+	defer cancel()
+	return f(c)
+}
+
+// release ends the lease, once: after a stopped capture was collected, or
+// when start_profile was never sent.
+func (p *Profile) release(ctx context.Context, in *Input, fr *frameRun) {
+	if fr.lease == nil {
+		return
+	}
+	l := fr.lease
+	fr.lease = nil
+	if err := p.leaseWrite(context.WithoutCancel(ctx), l.Release); err != nil {
+		logger(in).Warn("The profile lease could not be released; it expires on its own.", zap.Error(err))
+	}
+}
