@@ -234,7 +234,7 @@ func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (activ
 }
 
 // fmtMS formats a database time for a person.
-func fmtMS(ms int64) string { return fromMS(ms).Format(time.RFC3339) }
+func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z07:00") }
 
 // Baseline returns the report kept for key: the last one kept with
 // baseline=true, else the last one; nil, nil when none is kept.
