@@ -114,7 +114,7 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 
 // StopProfile asks the run's capture to stop now, on whichever replica holds
 // it: runs.ErrNotFound for an unknown run, runs.ErrNoCapture when it holds no
-// lease that has not stopped yet.
+// lease that has not stopped yet. It returns the (first) lease asked.
 func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.ProfileLease, error) {
 	if _, err := s.getRow(ctx, s.db, runID); err != nil {
 		return runs.ProfileLease{}, err
@@ -124,23 +124,39 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	r, err := scanLease(tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases
+	rows, err := tx.QueryContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases
 		SET stop_requested_at = COALESCE(stop_requested_at, {now}),
 		stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $1 ELSE stop_requested_by END
 		WHERE run_id = $2 AND state IN ($3, $4, $5) RETURNING `+leaseColumns),
-		by, runID, capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping))
-	if errors.Is(err, sql.ErrNoRows) {
-		return runs.ProfileLease{}, fmt.Errorf("%w: run %s", runs.ErrNoCapture, runID)
-	}
+		by, runID, capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping)
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
-	if err := s.profileEvent(ctx, tx, runID, r.target, by, "stop_requested", ""); err != nil {
-		return runs.ProfileLease{}, err
+	var hit []*leaseRow // a run may profile several targets: each is asked
+	for rows.Next() {
+		r, err := scanLease(rows)
+		if err != nil {
+			rows.Close()
+			return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+		}
+		hit = append(hit, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+	}
+	if len(hit) == 0 {
+		return runs.ProfileLease{}, fmt.Errorf("%w: run %s", runs.ErrNoCapture, runID)
+	}
+	for _, r := range hit {
+		if err := s.profileEvent(ctx, tx, runID, r.target, by, "stop_requested", ""); err != nil {
+			return runs.ProfileLease{}, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
+	r := hit[0]
 	local := s.localStop(runID, r.stopBy)
 	s.log.Warn("An operator asked a capture to stop now.", zap.String("run", runID), zap.String("target", r.target),
 		zap.String("state", r.state), zap.String("by", by), zap.Bool("held_here", local > 0))
