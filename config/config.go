@@ -15,6 +15,7 @@ type Config struct {
 	Database   Database   `yaml:"database" json:"database"`
 	Runs       Runs       `yaml:"runs" json:"runs"`
 	Retention  Retention  `yaml:"retention" json:"retention"`
+	Profiling  Profiling  `yaml:"profiling" json:"profiling"`
 	Playbooks  []string   `yaml:"playbooks" json:"playbooks"`
 	Prometheus Prometheus `yaml:"prometheus" json:"prometheus"`
 	Traces     Traces     `yaml:"traces" json:"traces"`
@@ -168,6 +169,7 @@ func Default() Config {
 			MaxArtifactBytes:  DefaultMaxArtifactBytes,
 		},
 		Retention:  Retention{Artifacts: RetainArtifactsDelete, Interval: time.Hour},
+		Profiling:  defaultProfiling(),
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
 		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},

@@ -115,6 +115,7 @@ func secrets(c *Config) []secretField {
 		{"$.notify.slack.signing_secret", "signing_secret", &c.Notify.Slack.SigningSecret, &c.Notify.Slack.SigningSecretFile},
 		{"$.storage.s3.secret_access_key", "secret_access_key", &c.Storage.S3.SecretAccessKey, &c.Storage.S3.SecretAccessKeyFile},
 		{"$.web.link_secret", "link_secret", &c.Web.LinkSecret, &c.Web.LinkSecretFile},
+		{"$.profiling.agent_token", "agent_token", &c.Profiling.AgentToken, &c.Profiling.AgentTokenFile},
 	}
 	if ba := c.Web.Auth.BasicAuth; ba != nil {
 		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
@@ -154,6 +155,7 @@ func (v *validator) check(c *Config) {
 	v.checkRuns(c.Runs)
 	v.checkLinks(c)
 	v.checkRetention(c.Retention)
+	v.checkProfiling(c.Profiling)
 	v.checkSlack(c.Notify.Slack)
 	v.checkStorm(c.Notify.Storm)
 	for _, g := range c.Playbooks {

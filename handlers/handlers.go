@@ -67,6 +67,9 @@ type Options struct {
 	SlackSigningSecret config.Secret
 	// Feedback records the answers to a verdict's buttons (*runner.Service).
 	Feedback Feedback
+	// Profiling, when set, serves tier 3's kill switches (/api/v1/profiling,
+	// /api/v1/runs/{id}/stop-profile and /profile); nil leaves them unregistered.
+	Profiling Profiling
 	// Artifacts, when set, serves GET/HEAD /artifacts/:run/*key (the links in
 	// threads); nil leaves the route unregistered.
 	Artifacts *ArtifactOptions
@@ -144,6 +147,9 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/runs", s.listRuns)
 	api.GET("/runs/:id", s.getRun)
 	api.POST("/runs/:id/cancel", s.cancelRun)
+	if s.opts.Profiling != nil {
+		s.profilingRoutes(api)
+	}
 
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
 		e.GET("/artifacts/:run/*key", s.artifact)

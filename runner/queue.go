@@ -55,7 +55,8 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 }
 
 // queueBackground is the River queue of the daemon's housekeeping: manifests
-// (manifest.go) and retention (retention.go).
+// (manifest.go), retention (retention.go) and the profile sweeper
+// (profilesweep.go).
 const queueBackground = "autocapture_background"
 
 // newRiver builds the client with settings for runs that last minutes.
@@ -76,6 +77,9 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := river.AddWorkerSafely(workers, &uploadWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &profileSweepWorker{s: s}); err != nil {
+		return nil, fmt.Errorf("runner: river worker: %w", err)
+	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
 	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
 		// Deliveries to notifiers: each thread is delivered by one worker at a
@@ -93,8 +97,9 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	c, err := river.NewClient(drv, &river.Config{
 		ID:     s.id,
 		Queues: queues,
-		// Retention's tick; River inserts periodic jobs on the elected leader only.
-		PeriodicJobs: s.periodicJobs(),
+		// Retention's and the profile sweeper's ticks; River inserts periodic
+		// jobs on the elected leader only.
+		PeriodicJobs: append(s.periodicJobs(), s.profileSweepJob()),
 		Workers:      workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

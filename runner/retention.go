@@ -141,6 +141,7 @@ func (s *Service) retentionOnce(ctx context.Context) (int, error) {
 func (s *Service) oldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]oldRun, error) {
 	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT id, alertname, created_at, COALESCE(manifest_key, '')
 		FROM autocapture_runs WHERE finished_at IS NOT NULL AND finished_at < {now} - $1 AND status NOT IN ($2, $3)
+		AND NOT EXISTS (SELECT 1 FROM autocapture_profile_leases l WHERE l.run_id = autocapture_runs.id)
 		ORDER BY finished_at, id LIMIT $4`), ageMS, StatusQueued, StatusRunning, retentionBatch+len(skip))
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
@@ -236,7 +237,11 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 // cooldown, not the run: its one row per key stays, or a cooldown longer than
 // retention would end early.
 var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
-	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads"}
+	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads",
+	// tier 3 (profile*.go). A run still holding a profile lease (a stop that
+	// never answered) is not selected (oldRuns): the target stays leased.
+	"autocapture_profile_leases", "autocapture_profile_starts", "autocapture_profile_reports",
+	"autocapture_profile_events"}
 
 // leadTables are keyed by a group's lead run (group.go): a group and its
 // fleet claim go with their lead. Its members are as old (a group gathers

@@ -48,6 +48,9 @@ type Options struct {
 	Config config.Runs
 	// Retention deletes old finished runs (zero: runs are kept for ever).
 	Retention config.Retention
+	// Profiling is tier 3's fleet budget and sweeper (profile*.go); zero
+	// fields take config.Default's.
+	Profiling config.Profiling
 	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
 	DatabaseURL string
 	SQLitePath  string
@@ -92,8 +95,10 @@ type Service struct {
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
 	pumpLease time.Duration
-	signer    *links.Signer // the artifact links' (openSigner)
-	up        *uploader     // late uploads; nil without a spool
+	signer    *links.Signer  // the artifact links' (openSigner)
+	up        *uploader      // late uploads; nil without a spool
+	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
+	pm        profileMetrics // tier 3's counters (profilemetrics.go)
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -135,7 +140,8 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	host, _ := os.Hostname()
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{},
+		pm: newProfileMetrics()}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -247,6 +253,7 @@ func (s *Service) Close() error {
 		}
 	}
 	s.stopBGWork()
+	s.prof.closeStops()
 	return s.db.Close()
 }
 

@@ -135,6 +135,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	svc, err := runner.Open(ctx, runner.Options{
 		Config:       cfg.Runs,
 		Retention:    cfg.Retention,
+		Profiling:    cfg.Profiling,
 		DatabaseURL:  cfg.Database.URL.Reveal(),
 		SQLitePath:   filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:      planner,
@@ -151,7 +152,8 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		return fmt.Errorf("run store: %w", err)
 	}
 	defer svc.Close()
-	h, err := handlers.New(handlers.Options{Runs: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	env.Profiles = svc.Profiles() // the fleet-wide lease and budget over framed profiles
+	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		Artifacts: artifactRoute(cfg, env, svc)})
 	if err != nil {
@@ -251,7 +253,7 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 	if err != nil {
 		return nil, nil, err
 	}
-	env := &capture.Env{Store: store, Targets: policy.Client(0)}
+	env := &capture.Env{Store: store, Targets: policy.Client(0), Profiling: profilingPolicy(cfg.Profiling)}
 	if cfg.Prometheus.URL != "" {
 		env.Prometheus = &capture.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout}
 	}
@@ -264,6 +266,13 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 		return env, nil, nil
 	}
 	return env, spool, nil
+}
+
+// profilingPolicy is tier 3's policy as the profile step reads it.
+func profilingPolicy(p config.Profiling) capture.Profiling {
+	name, value := p.OptOutLabel()
+	return capture.Profiling{MaxDuration: p.MaxDuration, OptOutTargets: p.OptOut.Targets,
+		OptOutLabel: name, OptOutValue: value, AgentToken: p.AgentToken.Reveal()}
 }
 
 // newStore builds the artifact store storage.backend names. An S3 bucket is

@@ -1,0 +1,231 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// The operators' kill switches over tier 3 (the /api/v1/profiling routes):
+// a fleet-wide pause persisted in the store (every replica's Acquire reads
+// it), a stop request for one run's capture (a flag on its lease row the
+// owner's poll or Renew notices, and the sweeper acts on when the owner is
+// gone), and the clear of a lease whose stop failed. Each is logged with who
+// asked and, where it concerns a run, kept in that run's profile events.
+
+// pauseRow is autocapture_profile_pause's one row.
+type pauseRow struct {
+	paused     bool
+	by, reason string
+	at         int64
+}
+
+// detail is the refusal a paused Acquire gives.
+func (p pauseRow) detail() string {
+	return fmt.Sprintf("paused by %s at %s: %s", p.by, fmtMS(p.at), p.reason)
+}
+
+func (s *Service) readPause(ctx context.Context, q querier) (pauseRow, error) {
+	var p pauseRow
+	var paused int
+	err := q.QueryRowContext(ctx, `SELECT paused, changed_by, changed_at, reason FROM autocapture_profile_pause WHERE id = 1`).
+		Scan(&paused, &p.by, &p.at, &p.reason)
+	if err != nil {
+		return p, fmt.Errorf("runner: profiling pause: %w", err)
+	}
+	p.paused = paused == 1
+	return p, nil
+}
+
+// PauseProfiling stops every replica from starting a capture until
+// ResumeProfiling; captures recording now go on to their stop.
+func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.ProfilingStatus, error) {
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 1, changed_by = $1,
+		changed_at = {now}, reason = $2 WHERE id = 1`), by, clipReason(reason)); err != nil {
+		return runs.ProfilingStatus{}, fmt.Errorf("runner: pause profiling: %w", err)
+	}
+	s.log.Warn("Profiling paused by an operator: no capture starts on any replica until it is resumed.",
+		zap.String("by", by), zap.String("reason", reason))
+	return s.ProfilingStatus(ctx)
+}
+
+// ResumeProfiling lifts the pause.
+func (s *Service) ResumeProfiling(ctx context.Context, by string) (runs.ProfilingStatus, error) {
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 0, changed_by = $1,
+		changed_at = {now}, reason = '' WHERE id = 1`), by); err != nil {
+		return runs.ProfilingStatus{}, fmt.Errorf("runner: resume profiling: %w", err)
+	}
+	s.log.Warn("Profiling resumed by an operator.", zap.String("by", by))
+	return s.ProfilingStatus(ctx)
+}
+
+// ProfilingStatus is the pause, the leases held and the budget used.
+func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, error) {
+	p, err := s.readPause(ctx, s.db)
+	if err != nil {
+		return runs.ProfilingStatus{}, err
+	}
+	st := runs.ProfilingStatus{Paused: p.paused, Leases: []runs.ProfileLease{}}
+	if p.at > 0 {
+		at := fromMS(p.at)
+		if p.paused {
+			st.PausedBy, st.PausedAt, st.Reason = p.by, &at, p.reason
+		} else {
+			st.ResumedBy, st.ResumedAt = p.by, &at
+		}
+	}
+	now, err := s.dbNow(ctx, s.db)
+	if err != nil {
+		return st, fmt.Errorf("runner: profiling status: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases ORDER BY acquired_at, target`)
+	if err != nil {
+		return st, fmt.Errorf("runner: profiling status: %w", err)
+	}
+	for rows.Next() {
+		r, err := scanLease(rows)
+		if err != nil {
+			rows.Close()
+			return st, fmt.Errorf("runner: profiling status: %w", err)
+		}
+		if !r.takeable(now) {
+			st.Leases = append(st.Leases, r.api())
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("runner: profiling status: %w", err)
+	}
+	cfg := s.profiling()
+	st.Budget = runs.ProfileBudget{Active: len(st.Leases), MaxConcurrent: cfg.MaxConcurrent, MaxPerHour: cfg.MaxPerHour}
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
+		now-time.Hour.Milliseconds()).Scan(&st.Budget.StartsLastHour); err != nil {
+		return st, fmt.Errorf("runner: profiling status: %w", err)
+	}
+	return st, nil
+}
+
+// StopProfile asks the run's capture to stop now, on whichever replica holds
+// it: runs.ErrNotFound for an unknown run, runs.ErrNoCapture when it holds no
+// lease that has not stopped yet. It returns the (first) lease asked.
+func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.ProfileLease, error) {
+	if _, err := s.getRow(ctx, s.db, runID); err != nil {
+		return runs.ProfileLease{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases
+		SET stop_requested_at = COALESCE(stop_requested_at, {now}),
+		stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $1 ELSE stop_requested_by END
+		WHERE run_id = $2 AND state IN ($3, $4, $5) RETURNING `+leaseColumns),
+		by, runID, capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping)
+	if err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+	}
+	var hit []*leaseRow // a run may profile several targets: each is asked
+	for rows.Next() {
+		r, err := scanLease(rows)
+		if err != nil {
+			rows.Close()
+			return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+		}
+		hit = append(hit, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+	}
+	if len(hit) == 0 {
+		return runs.ProfileLease{}, fmt.Errorf("%w: run %s", runs.ErrNoCapture, runID)
+	}
+	for _, r := range hit {
+		if err := s.profileEvent(ctx, tx, runID, r.target, by, "stop_requested", ""); err != nil {
+			return runs.ProfileLease{}, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
+	}
+	r := hit[0]
+	local := s.localStop(runID, r.stopBy)
+	s.log.Warn("An operator asked a capture to stop now.", zap.String("run", runID), zap.String("target", r.target),
+		zap.String("state", r.state), zap.String("by", by), zap.Bool("held_here", local > 0))
+	return r.api(), nil
+}
+
+// ClearProfileLease lets an operator release a target whose stop failed
+// (the server will never answer: a pod that is gone). runs.ErrNoLease when
+// nothing holds it, runs.ErrNotStuck when its lease is live.
+func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (runs.ProfileLease, error) {
+	target = normTarget(target)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
+	}
+	defer tx.Rollback()
+	r, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`+s.forUpdate(), target))
+	if errors.Is(err, sql.ErrNoRows) {
+		return runs.ProfileLease{}, fmt.Errorf("%w: %s", runs.ErrNoLease, target)
+	}
+	if err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
+	}
+	if r.state != capture.LeaseStopFailed {
+		return r.api(), fmt.Errorf("%w: %s is %s by run %s", runs.ErrNotStuck, target, r.state, r.runID)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, target, r.token); err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
+	}
+	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", "the stop had failed: "+r.reason); err != nil {
+		return runs.ProfileLease{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
+	}
+	s.log.Warn("An operator cleared a profile lease whose stop had failed: the target may be profiled again.",
+		zap.String("target", target), zap.String("run", r.runID), zap.String("by", by), zap.String("reason", r.reason))
+	return r.api(), nil
+}
+
+// RunProfile is the run's lease, if it holds one, and its capture events.
+func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile, error) {
+	if _, err := s.getRow(ctx, s.db, runID); err != nil {
+		return runs.RunProfile{}, err
+	}
+	out := runs.RunProfile{Events: []runs.ProfileEvent{}}
+	r, err := scanLease(s.db.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases
+		WHERE run_id = $1 ORDER BY acquired_at DESC LIMIT 1`, runID))
+	switch {
+	case err == nil:
+		l := r.api()
+		out.Lease = &l
+	case !errors.Is(err, sql.ErrNoRows):
+		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT target, at, actor, event, detail FROM autocapture_profile_events
+		WHERE run_id = $1 ORDER BY seq`, runID)
+	if err != nil {
+		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := runs.ProfileEvent{RunID: runID}
+		var at int64
+		if err := rows.Scan(&e.Target, &at, &e.Actor, &e.Event, &e.Detail); err != nil {
+			return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
+		}
+		e.At = fromMS(at)
+		out.Events = append(out.Events, e)
+	}
+	return out, rows.Err()
+}

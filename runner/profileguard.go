@@ -1,0 +1,281 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/config"
+)
+
+// The profile guard (capture.ProfileGuard) on the run store: one row per
+// target in autocapture_profile_leases while a capture holds it, taken in a
+// transaction that reads the pause, the budget and the cooldown and writes the
+// row. On PostgreSQL the transaction first takes a fleet-wide advisory lock,
+// so two replicas' Acquires run one after the other (the budget counts rows of
+// other targets, which no row lock covers); on SQLite BEGIN IMMEDIATE holds
+// the database. Every time is the database's ({now}).
+//
+// A row is "takeable" by another step only when its owner is gone
+// (lease_until passed) and no recording can be running: held (start never
+// sent) or stopped (the server answered the stop). A recording, stopping or
+// stop_failed row keeps the target until the owner or the sweeper
+// (profilesweep.go) gets a stop answered, or an operator clears it.
+
+// profileLockKey is the advisory lock Acquire takes on PostgreSQL.
+const profileLockKey = 727010
+
+// defaultProfileHold is a lease's hold when the request names none.
+const defaultProfileHold = 30 * time.Second
+
+// sweeperOwner prefixes the owner of a lease the sweeper has claimed to stop.
+const sweeperOwner = "sweeper "
+
+// ErrProfileLeaseLost: the lease is no longer this holder's: the sweeper or a
+// resumed attempt took the target over, or an operator cleared it.
+var ErrProfileLeaseLost = errors.New("runner: profile lease lost (taken over or cleared)")
+
+// profileGuard is the Service's capture.ProfileGuard.
+type profileGuard struct{ s *Service }
+
+var _ capture.ProfileGuard = profileGuard{}
+
+// Profiles is the fleet-wide guard over framed profiles, for Env.Profiles.
+func (s *Service) Profiles() capture.ProfileGuard { return profileGuard{s: s} }
+
+// profiling is the configured profiling: with defaults filled in.
+func (s *Service) profiling() config.Profiling {
+	p, d := s.o.Profiling, config.Default().Profiling
+	if p.MaxConcurrent <= 0 {
+		p.MaxConcurrent = d.MaxConcurrent
+	}
+	if p.MaxPerHour <= 0 {
+		p.MaxPerHour = d.MaxPerHour
+	}
+	if p.SweepInterval <= 0 {
+		p.SweepInterval = d.SweepInterval
+	}
+	if p.StopTimeout <= 0 {
+		p.StopTimeout = d.StopTimeout
+	}
+	return p
+}
+
+// normTarget is the key a target is leased by: its base URL without a
+// trailing slash.
+func normTarget(t string) string { return strings.TrimRight(strings.TrimSpace(t), "/") }
+
+// Acquire takes req.Target's lease, gives a resumed step its own lease back,
+// or refuses with a *capture.ProfileRefusal.
+func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (capture.ProfileLease, error) {
+	s := g.s
+	req.Target = normTarget(req.Target)
+	if req.Target == "" || req.RunID == "" || req.StepID == "" {
+		return nil, fmt.Errorf("runner: profile lease: target, run and step are required")
+	}
+	hold := req.Hold
+	if hold <= 0 {
+		hold = defaultProfileHold
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
+	}
+	defer tx.Rollback()
+	if s.dialect == dialectPostgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, profileLockKey); err != nil {
+			return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
+		}
+	}
+	l, err := s.acquireTx(ctx, tx, req, hold)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: commit: %w", req.Target, err)
+	}
+	s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
+		zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
+	s.trackLease(l)
+	return l, nil
+}
+
+// acquireTx decides and writes inside Acquire's transaction.
+func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest, hold time.Duration) (*profileLease, error) {
+	now, err := s.dbNow(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: clock: %w", req.Target, err)
+	}
+	cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`, req.Target))
+	if errors.Is(err, sql.ErrNoRows) {
+		cur = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
+	}
+	l := &profileLease{s: s, target: req.Target, runID: req.RunID, plan: req.Plan, step: req.StepID,
+		token: uuid.NewString(), stop: make(chan struct{}), done: make(chan struct{})}
+	if cur != nil && cur.sameStep(req) {
+		return l, s.resumeLease(ctx, tx, l, cur, now, hold)
+	}
+	if cur != nil && !cur.takeable(now) {
+		return nil, &capture.ProfileRefusal{Reason: capture.RefusedBusy, Detail: cur.busyDetail()}
+	}
+	if refusal, err := s.profileBudget(ctx, tx, req, now); err != nil || refusal != nil {
+		if err != nil {
+			return nil, err
+		}
+		return nil, refusal
+	}
+	if cur != nil { // its owner is gone and nothing records: the target is free
+		if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`,
+			cur.target, cur.token); err != nil {
+			return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
+		}
+		if err := s.profileEvent(ctx, tx, cur.runID, cur.target, l.runID, "released",
+			"taken over by run "+req.RunID+": the lease ("+cur.state+") expired"); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_leases
+		(target, run_id, plan, step_id, owner, token, state, acquired_at, lease_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, req.Target, req.RunID, req.Plan, req.StepID,
+		s.id, l.token, capture.LeaseHeld, now, now+hold.Milliseconds()); err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
+	}
+	return l, s.profileEvent(ctx, tx, req.RunID, req.Target, s.id, "acquired", "")
+}
+
+// resumeLease gives a resumed step its lease back under a new token (the
+// earlier attempt, were it still alive, can change nothing more). A lease the
+// sweeper is stopping right now stays the sweeper's.
+func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, cur *leaseRow, now int64, hold time.Duration) error {
+	if strings.HasPrefix(cur.owner, sweeperOwner) && cur.until >= now {
+		return &capture.ProfileRefusal{Reason: capture.RefusedBusy,
+			Detail: fmt.Sprintf("the sweeper is stopping the earlier attempt's recording on %s", cur.target)}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
+		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token); err != nil {
+		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
+	}
+	if cur.state != capture.LeaseHeld { // start_profile may have been sent: stop first
+		rec := cur.recording()
+		l.resumed = &rec
+	}
+	if cur.stopAt.Valid {
+		l.requestStop(cur.stopBy)
+	}
+	return s.profileEvent(ctx, tx, l.runID, l.target, s.id, "resumed", "state "+cur.state)
+}
+
+// profileBudget refuses a new lease when profiling is paused, the fleet's
+// budget is used up, or the target's cooldown has not passed; nil when it
+// may be taken.
+func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest, now int64) (*capture.ProfileRefusal, error) {
+	p, err := s.readPause(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if p.paused {
+		return &capture.ProfileRefusal{Reason: capture.RefusedPaused, Detail: p.detail()}, nil
+	}
+	cfg := s.profiling()
+	active, pending, err := s.activeLeases(ctx, tx, now)
+	if err != nil {
+		return nil, err
+	}
+	if active >= cfg.MaxConcurrent {
+		return &capture.ProfileRefusal{Reason: capture.RefusedBudget,
+			Detail: fmt.Sprintf("%d of profiling.max_concurrent %d captures hold a target", active, cfg.MaxConcurrent)}, nil
+	}
+	var started int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
+		now-time.Hour.Milliseconds()).Scan(&started); err != nil {
+		return nil, fmt.Errorf("runner: profile budget: %w", err)
+	}
+	if started+pending >= cfg.MaxPerHour {
+		return &capture.ProfileRefusal{Reason: capture.RefusedBudget,
+			Detail: fmt.Sprintf("%d captures started in the last hour and %d about to: profiling.max_per_hour is %d",
+				started, pending, cfg.MaxPerHour)}, nil
+	}
+	if req.Cooldown <= 0 {
+		return nil, nil
+	}
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts WHERE target = $1`,
+		req.Target).Scan(&last); err != nil {
+		return nil, fmt.Errorf("runner: profile cooldown: %w", err)
+	}
+	if last.Valid && now-last.Int64 < req.Cooldown.Milliseconds() {
+		return &capture.ProfileRefusal{Reason: capture.RefusedCooldown,
+			Detail: fmt.Sprintf("%s was profiled at %s, cooldown %s: next from %s", req.Target, fmtMS(last.Int64),
+				req.Cooldown, fmtMS(last.Int64+req.Cooldown.Milliseconds()))}, nil
+	}
+	return nil, nil
+}
+
+// activeLeases counts the leases that hold a target (every row but the
+// takeable ones) and, of those, the ones not started yet (they count against
+// max_per_hour before their start is recorded).
+func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
+	err = q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = $1 THEN 1 ELSE 0 END), 0)
+		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3)`,
+		capture.LeaseHeld, capture.LeaseStopped, now).Scan(&active, &pending)
+	if err != nil {
+		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)
+	}
+	return active, pending, nil
+}
+
+// fmtMS formats a database time for a person.
+func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z07:00") }
+
+// Baseline returns the report kept for key: the last one kept with
+// baseline=true, else the last one; nil, nil when none is kept.
+func (g profileGuard) Baseline(ctx context.Context, key string) (*capture.KeptReport, error) {
+	var r capture.KeptReport
+	var baseline int
+	var taken int64
+	var report string
+	err := g.s.db.QueryRowContext(ctx, `SELECT run_id, target, baseline, taken_at, report
+		FROM autocapture_profile_reports WHERE report_key = $1
+		ORDER BY baseline DESC, taken_at DESC, run_id DESC LIMIT 1`, key).Scan(&r.RunID, &r.Target, &baseline, &taken, &report)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runner: profile baseline %q: %w", key, err)
+	}
+	r.Baseline, r.TakenAt, r.Report = baseline == 1, fromMS(taken), []byte(report)
+	return &r, nil
+}
+
+// KeepReport stores a capture's analysis under key; the same run's report
+// for the same key is replaced (a resumed step keeps it again).
+func (g profileGuard) KeepReport(ctx context.Context, key string, r capture.KeptReport) error {
+	if key == "" || r.RunID == "" || len(r.Report) == 0 {
+		return fmt.Errorf("runner: keep profile report: key, run and report are required")
+	}
+	baseline := 0
+	if r.Baseline {
+		baseline = 1
+	}
+	taken := any(nil)
+	if !r.TakenAt.IsZero() {
+		taken = toMS(r.TakenAt)
+	}
+	_, err := g.s.db.ExecContext(ctx, g.s.dialect.sql(`INSERT INTO autocapture_profile_reports
+		(report_key, run_id, target, baseline, taken_at, report) VALUES ($1, $2, $3, $4, COALESCE($5, {now}), $6)
+		ON CONFLICT (report_key, run_id) DO UPDATE SET target = excluded.target, baseline = excluded.baseline,
+		taken_at = excluded.taken_at, report = excluded.report`), key, r.RunID, normTarget(r.Target), baseline, taken, string(r.Report))
+	if err != nil {
+		return fmt.Errorf("runner: keep profile report %q: %w", key, err)
+	}
+	return nil
+}

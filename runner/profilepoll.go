@@ -1,0 +1,114 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// profileLocal is this process's live profile leases, by token: a stop
+// request made on this replica reaches them at once, and each is polled for a
+// request made on another replica (the flag on its row).
+// It also counts the sweeper's stops in flight, which Close waits for.
+type profileLocal struct {
+	mu     sync.Mutex
+	leases map[string]*profileLease
+	closed bool
+	stops  sync.WaitGroup
+}
+
+// startStop counts one more stop in flight, unless the Service is closing.
+func (p *profileLocal) startStop() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.stops.Add(1)
+	return true
+}
+
+// closeStops refuses new stops and waits for those in flight (the Service's
+// background context is cancelled first, which cuts them short).
+func (p *profileLocal) closeStops() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.stops.Wait()
+}
+
+// maxStopPoll is the slowest a live lease is polled for an operator's stop.
+const maxStopPoll = time.Second
+
+// trackLease remembers l and polls its row until it ends here or the
+// Service stops.
+func (s *Service) trackLease(l *profileLease) {
+	s.prof.mu.Lock()
+	if s.prof.leases == nil {
+		s.prof.leases = map[string]*profileLease{}
+	}
+	s.prof.leases[l.token] = l
+	s.prof.mu.Unlock()
+	go s.pollStop(l, min(maxStopPoll, s.profiling().SweepInterval))
+}
+
+func (s *Service) untrackLease(l *profileLease) {
+	s.prof.mu.Lock()
+	delete(s.prof.leases, l.token)
+	s.prof.mu.Unlock()
+}
+
+// localStop closes the stop channel of this process's leases of runID at once
+// (the request is on their rows too, for the other replicas).
+func (s *Service) localStop(runID, by string) int {
+	s.prof.mu.Lock()
+	defer s.prof.mu.Unlock()
+	n := 0
+	for _, l := range s.prof.leases {
+		if l.runID == runID {
+			l.requestStop(by)
+			n++
+		}
+	}
+	return n
+}
+
+// pollStop reads l's stop flag every interval until a request is seen, the
+// lease ends here or is lost, or the Service's background work stops.
+func (s *Service) pollStop(l *profileLease, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-l.done:
+			return
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.bg, 5*time.Second)
+		var stopAt sql.NullInt64
+		var stopBy string
+		err := s.db.QueryRowContext(ctx, `SELECT stop_requested_at, stop_requested_by FROM autocapture_profile_leases
+			WHERE target = $1 AND token = $2`, l.target, l.token).Scan(&stopAt, &stopBy)
+		cancel()
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // released, taken over or cleared: nothing to watch
+			l.end()
+			return
+		case err != nil:
+			if s.bg.Err() == nil {
+				s.log.Debug("Could not read a profile lease's stop flag; trying again.", zap.String("target", l.target), zap.Error(err))
+			}
+		case stopAt.Valid:
+			l.requestStop(stopBy)
+			return
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// leaseColumns are a lease row's columns, in scanLease's order.
+const leaseColumns = `target, run_id, plan, step_id, owner, token, state, acquired_at, since, deadline,
+	lease_until, stop_requested_at, stop_requested_by, stop_attempts, saved, reason`
+
+// leaseRow is one row of autocapture_profile_leases (times: database ms).
+type leaseRow struct {
+	target, runID, plan, step, owner, token, state string
+	acquired, until                                int64
+	since, deadline, stopAt                        sql.NullInt64
+	stopBy                                         string
+	attempts                                       int
+	saved                                          sql.NullString
+	reason                                         string
+}
+
+func scanLease(sc scanner) (*leaseRow, error) {
+	var r leaseRow
+	if err := sc.Scan(&r.target, &r.runID, &r.plan, &r.step, &r.owner, &r.token, &r.state, &r.acquired,
+		&r.since, &r.deadline, &r.until, &r.stopAt, &r.stopBy, &r.attempts, &r.saved, &r.reason); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// sameStep says whether req is the step that holds the row (a resumed one).
+func (r *leaseRow) sameStep(req capture.LeaseRequest) bool {
+	return r.runID == req.RunID && r.plan == req.Plan && r.step == req.StepID
+}
+
+// takeable: the owner is gone and no recording can be running.
+func (r *leaseRow) takeable(now int64) bool {
+	return (r.state == capture.LeaseHeld || r.state == capture.LeaseStopped) && r.until < now
+}
+
+// busyDetail says who holds the target, for a refusal.
+func (r *leaseRow) busyDetail() string {
+	switch r.state {
+	case capture.LeaseStopFailed:
+		return fmt.Sprintf("the stop of run %s's capture on %s failed (%s); the target stays leased until a later stop "+
+			"is answered (the sweeper retries) or an operator clears it (DELETE /api/v1/profiling/leases?target=%s)",
+			r.runID, r.target, r.reason, r.target)
+	case capture.LeaseRecording, capture.LeaseStopping:
+		return fmt.Sprintf("run %s is %s on %s since %s, stop by %s", r.runID, r.state, r.target,
+			fmtMS(r.since.Int64), fmtMS(r.deadline.Int64))
+	}
+	return fmt.Sprintf("run %s holds %s (%s)", r.runID, r.target, r.state)
+}
+
+// recording is what the row made durable, for a resumed step.
+func (r *leaseRow) recording() capture.Recording {
+	rec := capture.Recording{Target: r.target, State: r.state}
+	if r.since.Valid {
+		rec.Since = fromMS(r.since.Int64)
+	}
+	if r.deadline.Valid {
+		rec.Deadline = fromMS(r.deadline.Int64)
+	}
+	if r.saved.Valid && r.saved.String != "" {
+		rec.Saved = json.RawMessage(r.saved.String)
+	}
+	return rec
+}
+
+// api is the row as the API shows it.
+func (r *leaseRow) api() runs.ProfileLease {
+	return runs.ProfileLease{Target: r.target, RunID: r.runID, Plan: r.plan, Step: r.step, Owner: r.owner,
+		State: r.state, AcquiredAt: fromMS(r.acquired), Since: optTime(r.since), Deadline: optTime(r.deadline),
+		LeaseUntil: fromMS(r.until), StopRequestedAt: optTime(r.stopAt), StopRequestedBy: r.stopBy,
+		StopAttempts: r.attempts, Reason: r.reason}
+}
+
+// execer runs a statement: the store or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// maxEventDetail bounds one event's detail (a stop's error can be long).
+const maxEventDetail = 500
+
+// profileEvent appends to a capture's audit trail (GET /api/v1/runs/{id}/profile).
+func (s *Service) profileEvent(ctx context.Context, q execer, runID, target, actor, event, detail string) error {
+	if len(detail) > maxEventDetail {
+		detail = strings.ToValidUTF8(detail[:maxEventDetail], "") + "…"
+	}
+	if _, err := q.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_profile_events (run_id, seq, target, at, actor, event, detail)
+		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), {now}, CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT)
+		FROM autocapture_profile_events WHERE run_id = $1`), runID, target, actor, event, detail); err != nil {
+		return fmt.Errorf("runner: profile event %s of run %s: %w", event, runID, err)
+	}
+	return nil
+}
+
+// greatest is the dialect's two-argument maximum.
+func (s *Service) greatest(a, b string) string {
+	if s.dialect == dialectPostgres {
+		return "GREATEST(" + a + ", " + b + ")"
+	}
+	return "MAX(" + a + ", " + b + ")"
+}

@@ -1,0 +1,270 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+// The profile sweeper repairs what a dead owner left, reading only the lease
+// rows (never a process's memory). Every profiling.sweep_interval River's
+// leader inserts a sweep job on the background queue; whichever replica works
+// it looks at each lease whose lease_until passed (its owner stopped
+// renewing):
+//
+//   - held: start_profile was never sent; the row is deleted (released).
+//   - stopped: the server answered the stop, nobody collects; released.
+//   - recording or stopping, past its deadline or with an operator's stop
+//     request: claimed (owner "sweeper <id>", a new token, held for
+//     stop_timeout) and stopped with capture.StopProfile through Env.Targets,
+//     bounded by profiling.stop_timeout. Answered: released, with an event on
+//     the run. Failed or timed out: stop_failed, retried with a backoff.
+//   - stop_failed: claimed and stopped again the same way; an answered stop
+//     releases the target.
+//
+// A claim is one guarded UPDATE (token and lease_until as read), so two
+// sweeps never stop one target twice. Stops run in goroutines of this process
+// (a hung stop must not hold a background worker for minutes); a shutdown cuts
+// them and hands the claim back at once so another replica retries.
+
+// maxStopBackoff bounds the wait between two stops of a stop_failed target.
+const maxStopBackoff = 5 * time.Minute
+
+type profileSweepArgs struct{}
+
+// Kind names the job kind in River's table.
+func (profileSweepArgs) Kind() string { return "autocapture_profile_sweep" }
+
+// InsertOpts: one attempt (the next tick is the retry).
+func (profileSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueBackground, MaxAttempts: 1}
+}
+
+type profileSweepWorker struct {
+	river.WorkerDefaults[profileSweepArgs]
+	s *Service
+}
+
+// Timeout: a sweep only reads and claims; stops run beside it.
+func (w *profileSweepWorker) Timeout(*river.Job[profileSweepArgs]) time.Duration { return time.Minute }
+
+func (w *profileSweepWorker) Work(ctx context.Context, _ *river.Job[profileSweepArgs]) error {
+	if err := w.s.sweepProfiles(ctx); err != nil {
+		w.s.log.Warn("The profile sweep failed; the next one tries again.", zap.Error(err))
+	}
+	return nil
+}
+
+// profileSweepJob is the sweeper's periodic job.
+func (s *Service) profileSweepJob() *river.PeriodicJob {
+	return river.NewPeriodicJob(river.PeriodicInterval(s.profiling().SweepInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return profileSweepArgs{}, nil },
+		&river.PeriodicJobOpts{RunOnStart: true, ID: "autocapture_profile_sweep"})
+}
+
+// sweepProfiles acts on every lease whose owner is gone (see above).
+func (s *Service) sweepProfiles(ctx context.Context) error {
+	s.pm.sweeps.Inc()
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT `+leaseColumns+` FROM autocapture_profile_leases
+		WHERE lease_until < {now} AND (state NOT IN ($1, $2) OR deadline < {now} OR stop_requested_at IS NOT NULL)
+		ORDER BY lease_until LIMIT 100`), capture.LeaseRecording, capture.LeaseStopping)
+	if err != nil {
+		return fmt.Errorf("runner: profile sweep: %w", err)
+	}
+	var found []*leaseRow
+	for rows.Next() {
+		r, err := scanLease(rows)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("runner: profile sweep: %w", err)
+		}
+		found = append(found, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("runner: profile sweep: %w", err)
+	}
+	var errs []error
+	for _, r := range found {
+		var err error
+		switch r.state {
+		case capture.LeaseHeld, capture.LeaseStopped:
+			err = s.sweepRelease(ctx, r)
+		default:
+			err = s.sweepStop(ctx, r)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// sweepRelease deletes a lease whose owner is gone and which records nothing.
+func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
+	why := "its owner is gone and start_profile was never sent"
+	if r.state == capture.LeaseStopped {
+		why = "its owner is gone after the stop was answered; the files were not collected"
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.dialect.sql(`DELETE FROM autocapture_profile_leases
+		WHERE target = $1 AND token = $2 AND lease_until < {now}`), r.target, r.token)
+	if err != nil {
+		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil // renewed, or another sweep took it
+	}
+	if err := s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released", why); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
+	}
+	s.pm.sweepActions.WithLabelValues("released").Inc()
+	s.log.Info("The profile sweeper released a lease: "+why+".", zap.String("run", r.runID), zap.String("target", r.target),
+		zap.String("state", r.state), zap.String("owner", r.owner))
+	return nil
+}
+
+// sweepStop claims a lease to stop and sends the stop in the background.
+func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
+	cfg := s.profiling()
+	token := uuid.NewString()
+	claim := cfg.StopTimeout + time.Minute // the stop's bound and time to record its answer
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET owner = $1, token = $2,
+		state = CASE WHEN state = $3 THEN $4 ELSE state END, lease_until = {now} + $5
+		WHERE target = $6 AND token = $7 AND lease_until < {now}`),
+		sweeperOwner+s.id, token, capture.LeaseRecording, capture.LeaseStopping, claim.Milliseconds(), r.target, r.token)
+	if err != nil {
+		return fmt.Errorf("runner: profile sweep %s: claim: %w", r.target, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil // renewed by its owner, or claimed by another sweep
+	}
+	why := "its owner is gone past the deadline " + fmtMS(r.deadline.Int64)
+	switch {
+	case r.state == capture.LeaseStopFailed:
+		why = fmt.Sprintf("retrying a stop that failed %d time(s): %s", r.attempts, r.reason)
+	case r.stopAt.Valid && (!r.deadline.Valid || r.deadline.Int64 > r.until):
+		why = "an operator (" + r.stopBy + ") asked for the stop and its owner is gone"
+	}
+	s.log.Warn("The profile sweeper is stopping a capture: "+why+".", zap.String("run", r.runID),
+		zap.String("target", r.target), zap.String("state", r.state), zap.String("owner", r.owner))
+	if err := s.profileEvent(ctx, s.db, r.runID, r.target, sweeperOwner+s.id, "sweeper_stopping", why); err != nil {
+		s.log.Warn("Could not record the sweeper's stop on the run.", zap.String("run", r.runID), zap.Error(err))
+	}
+	if !s.prof.startStop() { // shutting down: hand the claim back for another replica
+		s.handBack(r.target, token)
+		return nil
+	}
+	go func() {
+		defer s.prof.stops.Done()
+		s.sweeperStop(r, token)
+	}()
+	return nil
+}
+
+// sweeperStop sends the stop (bounded by stop_timeout) and records the answer.
+func (s *Service) sweeperStop(r *leaseRow, token string) {
+	cfg := s.profiling()
+	ctx, cancel := context.WithTimeout(s.bg, cfg.StopTimeout)
+	defer cancel()
+	var err error
+	if s.o.Env == nil || s.o.Env.Targets == nil {
+		err = errors.New("no targets client (Env.Targets) to send the stop through")
+	} else {
+		err = capture.StopProfile(ctx, s.o.Env.Targets, r.target)
+	}
+	if err != nil && s.bg.Err() != nil { // shutdown, not the server's answer
+		s.handBack(r.target, token)
+		return
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("stop_profile not answered within profiling.stop_timeout %s", cfg.StopTimeout)
+	}
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(s.bg), 30*time.Second)
+	defer wcancel()
+	if err == nil {
+		s.sweepStopped(wctx, r, token)
+		return
+	}
+	s.sweepStopFailed(wctx, r, token, err)
+}
+
+// sweepStopped releases a target whose stop the sweeper got answered.
+func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err == nil {
+		defer tx.Rollback()
+		_, err = tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, r.target, token)
+	}
+	if err == nil {
+		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "stopped",
+			"the sweeper's stop_profile was answered; the target is released (files left on the server, not collected)")
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		s.log.Error("The sweeper's stop was answered but the lease could not be released; it is retried when the claim lapses.",
+			zap.String("run", r.runID), zap.String("target", r.target), zap.Error(err))
+		return
+	}
+	s.pm.sweepActions.WithLabelValues("stopped").Inc()
+	s.log.Info("The profile sweeper stopped a capture and released its target.", zap.String("run", r.runID),
+		zap.String("target", r.target))
+}
+
+// sweepStopFailed leaves the target leased as stop_failed, retried after a
+// backoff that doubles with each failure (one sweep interval first).
+func (s *Service) sweepStopFailed(ctx context.Context, r *leaseRow, token string, cause error) {
+	attempts := r.attempts + 1
+	backoff := s.profiling().SweepInterval << min(attempts-1, 20)
+	backoff = min(backoff, maxStopBackoff)
+	reason := clipReason(cause.Error())
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err == nil {
+		defer tx.Rollback()
+		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, reason = $2, owner = '',
+			token = '', stop_attempts = $3, lease_until = {now} + $4 WHERE target = $5 AND token = $6`),
+			capture.LeaseStopFailed, reason, attempts, backoff.Milliseconds(), r.target, token)
+	}
+	if err == nil {
+		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, capture.LeaseStopFailed, reason)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	s.pm.stopFailures.Inc()
+	s.pm.sweepActions.WithLabelValues(capture.LeaseStopFailed).Inc()
+	if err != nil {
+		s.log.Error("The sweeper's stop failed and could not be recorded; it is retried when the claim lapses.",
+			zap.String("run", r.runID), zap.String("target", r.target), zap.NamedError("stop", cause), zap.Error(err))
+		return
+	}
+	s.log.Warn("The profile sweeper could not stop a capture; the target stays leased and the stop is retried.",
+		zap.String("run", r.runID), zap.String("target", r.target), zap.Int("attempts", attempts),
+		zap.Duration("retry_in", backoff), zap.Error(cause))
+}
+
+// handBack ends the sweeper's claim at once, so another replica's sweep
+// retries the stop (this one is shutting down).
+func (s *Service) handBack(target, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // s.bg is done
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until = {now}
+		WHERE target = $1 AND token = $2`), target, token); err != nil {
+		s.log.Warn("Could not hand a profile stop back on shutdown; another replica retries when the claim lapses.",
+			zap.String("target", target), zap.Error(err))
+	}
+}
