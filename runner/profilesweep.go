@@ -7,16 +7,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
 )
 
 // The profile sweeper repairs what a dead owner left, reading only the lease
-// rows (never a process's memory). Every profiling.sweep_interval River's
-// leader inserts a sweep job on the background queue; whichever replica works
-// it looks at each lease whose lease_until passed (its owner stopped
+// rows (never a process's memory). Every profiling.sweep_interval each replica
+// (profileSweeper) looks at each lease whose lease_until passed (its owner stopped
 // renewing):
 //
 //   - held: start_profile was never sent; the row is deleted (released).
@@ -37,36 +35,25 @@ import (
 // maxStopBackoff bounds the wait between two stops of a stop_failed target.
 const maxStopBackoff = 5 * time.Minute
 
-type profileSweepArgs struct{}
-
-// Kind names the job kind in River's table.
-func (profileSweepArgs) Kind() string { return "autocapture_profile_sweep" }
-
-// InsertOpts: one attempt (the next tick is the retry).
-func (profileSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueBackground, MaxAttempts: 1}
-}
-
-type profileSweepWorker struct {
-	river.WorkerDefaults[profileSweepArgs]
-	s *Service
-}
-
-// Timeout: a sweep only reads and claims; stops run beside it.
-func (w *profileSweepWorker) Timeout(*river.Job[profileSweepArgs]) time.Duration { return time.Minute }
-
-func (w *profileSweepWorker) Work(ctx context.Context, _ *river.Job[profileSweepArgs]) error {
-	if err := w.s.sweepProfiles(ctx); err != nil {
-		w.s.log.Warn("The profile sweep failed; the next one tries again.", zap.Error(err))
+// profileSweeper runs sweepProfiles every profiling.sweep_interval on every
+// replica, on its own ticker like the reaper: a kill -9 of River's elected
+// leader must not hold the repair of its own recordings back by the leader's
+// TTL (15 s). Claims are guarded UPDATEs, so replicas sweeping together never
+// stop one target twice.
+func (s *Service) profileSweeper() {
+	defer s.bgDone.Done()
+	t := time.NewTicker(s.profiling().SweepInterval)
+	defer t.Stop()
+	for {
+		if err := s.sweepProfiles(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("The profile sweep failed; the next one tries again.", zap.Error(err))
+		}
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
 	}
-	return nil
-}
-
-// profileSweepJob is the sweeper's periodic job.
-func (s *Service) profileSweepJob() *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(s.profiling().SweepInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return profileSweepArgs{}, nil },
-		&river.PeriodicJobOpts{RunOnStart: true, ID: "autocapture_profile_sweep"})
 }
 
 // sweepProfiles acts on every lease whose owner is gone (see above).

@@ -77,9 +77,6 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := river.AddWorkerSafely(workers, &uploadWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &profileSweepWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
-	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
 	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
 		// Deliveries to notifiers: each thread is delivered by one worker at a
@@ -97,9 +94,9 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	c, err := river.NewClient(drv, &river.Config{
 		ID:     s.id,
 		Queues: queues,
-		// Retention's and the profile sweeper's ticks; River inserts periodic
-		// jobs on the elected leader only.
-		PeriodicJobs: append(s.periodicJobs(), s.profileSweepJob()),
+		// Retention's tick; River inserts periodic jobs on the elected
+		// leader only (the profile sweeper ticks on every replica instead).
+		PeriodicJobs: s.periodicJobs(),
 		Workers:      workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

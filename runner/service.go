@@ -202,8 +202,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("runner: start river: %w", err)
 	}
-	s.bgDone.Add(1)
+	s.bgDone.Add(2)
 	go s.reaper()
+	go s.profileSweeper()
 	if s.up != nil {
 		s.bgDone.Add(1)
 		go s.uploadLoop()
