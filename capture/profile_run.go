@@ -248,6 +248,9 @@ func (p *Profile) frame(ctx context.Context, in *Input, res *Result, fr *frameRu
 			return nil
 		case <-fr.lease.StopRequested():
 			fr.cut = "an operator asked to stop"
+			if by, ok := fr.lease.(stopRequester); ok && by.StopRequestedBy() != "" {
+				fr.cut += " (" + by.StopRequestedBy() + ")"
+			}
 			return nil
 		case <-ctx.Done():
 			return p.cutByContext(ctx, fr, time.Since(begun))
@@ -327,3 +330,8 @@ func (p *Profile) release(ctx context.Context, in *Input, fr *frameRun) {
 		logger(in).Warn("The profile lease could not be released; it expires on its own.", zap.Error(err))
 	}
 }
+
+// stopRequester is a lease that knows who asked for the stop (the runner's
+// does: POST /api/v1/runs/{id}/stop-profile records the caller), for the
+// step's record.
+type stopRequester interface{ StopRequestedBy() string }
