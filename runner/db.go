@@ -128,6 +128,11 @@ func schemeOf(raw string) string {
 // group uses), with the outbox counter of that thread; group_lead on a run
 // names its group. autocapture_fleets holds each (alertname, model, channel)
 // key's open fleet, claimed in the Accept transaction.
+//
+// (verdicts, verdicts.go): autocapture_verdicts, a run's verdict history —
+// each preliminary verdict (keyed by the evidence it read) and the refined
+// one (key "refined") of a triage step, numbered n in the order recorded,
+// written in the transaction of the thread operation that shows it.
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -279,6 +284,19 @@ CREATE TABLE autocapture_fleets (
 );
 ALTER TABLE autocapture_runs ADD COLUMN group_lead TEXT;
 CREATE INDEX autocapture_runs_group ON autocapture_runs (group_lead, created_at, id) WHERE group_lead IS NOT NULL;
+`, `
+CREATE TABLE autocapture_verdicts (
+	run_id      TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	plan        TEXT NOT NULL,
+	step_id     TEXT NOT NULL,
+	verdict_key TEXT NOT NULL,
+	n           INTEGER NOT NULL,
+	kind        TEXT NOT NULL,
+	at          BIGINT NOT NULL,
+	record      TEXT NOT NULL,
+	PRIMARY KEY (run_id, plan, step_id, verdict_key)
+);
+CREATE INDEX autocapture_verdicts_run ON autocapture_verdicts (run_id, n);
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

@@ -236,7 +236,7 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 // cooldown, not the run: its one row per key stays, or a cooldown longer than
 // retention would end early.
 var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
-	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads"}
+	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads", "autocapture_verdicts"}
 
 // leadTables are keyed by a group's lead run (group.go): a group and its
 // fleet claim go with their lead. Its members are as old (a group gathers
