@@ -122,7 +122,7 @@ func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 	in, store := scrapeInput(t, srv)
 	clock := time.Unix(1.8e9, 0)
 	in.Env.Now = func() time.Time { return clock }
-	in.RunCreated = clock.Add(-2 * time.Second) // the run waited 2 s for a worker
+	in.RunCreated = clock.Add(-2 * time.Second)         // the run waited 2 s for a worker
 	step, _ := NewScrape(ScrapeConfig{MinRequests: -1}) // the whole gap, every time
 	var slept time.Duration
 	step.sleep = func(_ context.Context, d time.Duration) error { slept = d; clock = clock.Add(d); return nil }
