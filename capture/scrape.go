@@ -162,7 +162,36 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if err := s.analyse(res, prev, cur); err != nil {
 		return res, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
 	}
+	noteViewLag(res, in, one.at, cur.at)
 	return res, stopped
+}
+
+// Findings with which the scrape says how far its view is from the moment
+// the alert arrived (the run's acceptance, where the PromQL snapshot is
+// evaluated): seconds from then to its first and its last read.
+const (
+	FindingViewLagFirst = "view_lag_first_s"
+	FindingViewLag      = "view_lag_s"
+)
+
+// noteViewLag records how long after the alert arrived the scrape saw the
+// instance (it can only see now; a run that waited for a worker sees later)
+// and says so in the summary: "seen 0.1–4.2 s after the alert arrived".
+func noteViewLag(res *Result, in *Input, first, last time.Time) {
+	arrived := in.RunCreated
+	if arrived.IsZero() {
+		arrived = in.Window.End
+	}
+	if arrived.IsZero() {
+		return
+	}
+	a, b := first.Sub(arrived).Seconds(), last.Sub(arrived).Seconds()
+	res.Findings[FindingViewLagFirst], res.Findings[FindingViewLag] = a, b
+	span := fmt.Sprintf("%.1f", b)
+	if fmt.Sprintf("%.1f", a) != span {
+		span = fmt.Sprintf("%.1f–%.1f", a, b)
+	}
+	res.Summary += " (seen " + span + " s after the alert arrived)"
 }
 
 // sample is one scrape: its text, when it arrived, and its parse (done once).

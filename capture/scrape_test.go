@@ -122,6 +122,7 @@ func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 	in, store := scrapeInput(t, srv)
 	clock := time.Unix(1.8e9, 0)
 	in.Env.Now = func() time.Time { return clock }
+	in.RunCreated = clock.Add(-2 * time.Second)         // the run waited 2 s for a worker
 	step, _ := NewScrape(ScrapeConfig{MinRequests: -1}) // the whole gap, every time
 	var slept time.Duration
 	step.sleep = func(_ context.Context, d time.Duration) error { slept = d; clock = clock.Add(d); return nil }
@@ -144,8 +145,11 @@ func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.Close()
-	if !strings.Contains(res.Summary, "preemptions_per_s 4") {
-		t.Fatalf("summary %q", res.Summary)
+	if !strings.Contains(res.Summary, "preemptions_per_s 4") || !strings.HasSuffix(res.Summary, "(seen 2.0–7.0 s after the alert arrived)") {
+		t.Fatalf("summary %q, want the rates and how far the view is from the alert's arrival", res.Summary)
+	}
+	if res.Findings[FindingViewLagFirst] != 2.0 || res.Findings[FindingViewLag] != 7.0 {
+		t.Errorf("view lag %v–%v s, want 2–7 s", res.Findings[FindingViewLagFirst], res.Findings[FindingViewLag])
 	}
 }
 

@@ -43,15 +43,16 @@ type Input struct {
 }
 
 // Window is the stretch of time an alert is about: from its start minus a lookback
-// to the moment the run began.
+// to the moment the alert arrived (the run was accepted), however long the run
+// then waited for a worker: instant queries are evaluated at End.
 type Window struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 }
 
 // AlertWindow is an alert's window: from its start minus lookback to end (when
-// the run began). The runner and replay both use it, so a dry run shows the
-// window a real run would query.
+// the alert arrived: the run's acceptance). The runner, replay and playtest
+// all end it there, so a dry run shows the window a real run would query.
 func AlertWindow(startsAt time.Time, lookback time.Duration, end time.Time) Window {
 	return Window{Start: startsAt.Add(-lookback), End: end}
 }
@@ -129,6 +130,9 @@ type Verdict struct {
 	// Untrusted names the signals triage set aside, and why (also the last
 	// evidence line, so a thread shows it).
 	Untrusted []string `json:"untrusted,omitempty"`
+	// Preliminary: reached over part of tier 1 (the PromQL snapshot, before
+	// the scrape's second sample); the triage step's record refines it.
+	Preliminary bool `json:"preliminary,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.

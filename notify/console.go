@@ -51,6 +51,11 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		c.print(b.String())
 		return nil
 	}
+	if r.Change != "" {
+		fmt.Fprintf(&b, "── run %s · verdict changed: %s\n", t.TS, r.Change)
+		c.print(b.String())
+		return nil
+	}
 	fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
 	if r.Summary != "" {
 		fmt.Fprintf(&b, "   %s\n", r.Summary)
@@ -92,6 +97,9 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 	}
 	if v := s.Verdict; v != nil {
 		fmt.Fprintf(&b, "   verdict: %s", v.ID)
+		if v.Preliminary {
+			b.WriteString(" (preliminary)")
+		}
 		if len(v.Contributing) > 0 {
 			fmt.Fprintf(&b, " (also: %s)", strings.Join(v.Contributing, ", "))
 		}

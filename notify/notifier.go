@@ -76,6 +76,10 @@ type StepReport struct {
 	Files []File
 	// Retry: an earlier attempt of this reply may have been posted.
 	Retry bool
+	// Change, when set, makes this the reply saying the refined verdict
+	// differs from the preliminary one the thread showed ("was overload, now
+	// kv-pressure: …", VerdictChange); StepID is the triage step.
+	Change string
 	// Member, when set, makes this a group member's compact reply (its
 	// outcome and steps in one message); RunID is the member's.
 	Member *MemberReport
@@ -153,10 +157,14 @@ type Summary struct {
 // Operation keys of the run-level operations (step replies have
 // "step/<plan>/<id>"). The outbox records them; notifiers read Summary.Key.
 const (
-	KeyOpen          = "open"
-	KeyCloseVerdict  = "close/verdict"
-	KeyCloseFinished = "close/finished"
-	KeyCloseResolved = "close/resolved"
+	KeyOpen         = "open"
+	KeyCloseVerdict = "close/verdict"
+	// KeyCloseVerdictPreliminary edits the parent with a preliminary verdict
+	// (reached before the scrape's second sample); KeyCloseVerdict then
+	// edits it with the refined one.
+	KeyCloseVerdictPreliminary = "close/verdict/preliminary"
+	KeyCloseFinished           = "close/finished"
+	KeyCloseResolved           = "close/resolved"
 )
 
 // RateLimitedError asks the caller to try again after RetryAfter (Slack's 429

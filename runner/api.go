@@ -14,7 +14,7 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Get returns a run with its steps and feedback, or runs.ErrNotFound.
+// Get returns a run with its steps, verdict history and feedback, or runs.ErrNotFound.
 func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 	r, err := s.getRow(ctx, s.db, id)
 	if err != nil {
@@ -26,6 +26,9 @@ func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 	}
 	r.Steps = steps
 	if r.Feedback, err = s.loadFeedback(ctx, id); err != nil {
+		return nil, err
+	}
+	if r.Verdicts, err = s.loadVerdicts(ctx, id); err != nil {
 		return nil, err
 	}
 	if r.Uploads, err = s.loadUploads(ctx, id); err != nil {

@@ -139,6 +139,11 @@ func schemeOf(raw string) string {
 // pause row (paused, who changed it last, when, why);
 // autocapture_profile_reports keeps analyses for baselines;
 // autocapture_profile_events is each lease's audit trail, shown on its run.
+//
+// 12 (verdicts, verdicts.go): autocapture_verdicts, a run's verdict history —
+// each preliminary verdict (keyed by the evidence it read) and the refined
+// one (key "refined") of a triage step, numbered n in the order recorded,
+// written in the transaction of the thread operation that shows it.
 var migrations = []string{`
 CREATE TABLE autocapture_runs (
 	id                  TEXT PRIMARY KEY,
@@ -349,6 +354,19 @@ CREATE TABLE autocapture_profile_events (
 	detail TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX autocapture_profile_events_run ON autocapture_profile_events (run_id, seq);
+`, `
+CREATE TABLE autocapture_verdicts (
+	run_id      TEXT NOT NULL REFERENCES autocapture_runs (id) ON DELETE CASCADE,
+	plan        TEXT NOT NULL,
+	step_id     TEXT NOT NULL,
+	verdict_key TEXT NOT NULL,
+	n           INTEGER NOT NULL,
+	kind        TEXT NOT NULL,
+	at          BIGINT NOT NULL,
+	record      TEXT NOT NULL,
+	PRIMARY KEY (run_id, plan, step_id, verdict_key)
+);
+CREATE INDEX autocapture_verdicts_run ON autocapture_verdicts (run_id, n);
 `}
 
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that

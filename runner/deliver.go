@@ -221,7 +221,7 @@ func (s *Service) releasePump(a notifyArgs, owner string) {
 // it a 200-alert storm's deliveries ran ~3x slower under the race detector).
 func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
 	ops, err := s.readOps(ctx, a, `ORDER BY seq LIMIT $3`, pumpBatch)
-	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict {
+	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict || ops[0].key == keyVerdictPreliminary {
 		return ops, err
 	}
 	v, err := s.pendingVerdict(ctx, a)
@@ -237,10 +237,10 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 	return out, nil
 }
 
-// pendingVerdict is the thread's verdict edit when it waits (one lookup on
-// the (run, sink, key) index), else nil.
+// pendingVerdict is the thread's first verdict edit (preliminary or
+// refined) when one waits (lookups on the (run, sink, key) index), else nil.
 func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp, error) {
-	ops, err := s.readOps(ctx, a, `AND op_key = $3`, keyVerdict)
+	ops, err := s.readOps(ctx, a, `AND op_key IN ($3, $4) ORDER BY seq`, keyVerdictPreliminary, keyVerdict)
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}
@@ -248,10 +248,10 @@ func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp,
 }
 
 // readOps reads the thread's undelivered operations matching tail (which
-// may use $3 for arg).
-func (s *Service) readOps(ctx context.Context, a notifyArgs, tail string, arg any) ([]pendingOp, error) {
+// may use $3… for args).
+func (s *Service) readOps(ctx context.Context, a notifyArgs, tail string, args ...any) ([]pendingOp, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
-		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL `+tail, a.RunID, a.Sink, arg)
+		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL `+tail, append([]any{a.RunID, a.Sink}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}

@@ -46,6 +46,9 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
 			Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", times)}, nil
 	}
+	if strings.HasPrefix(o.ref, verdictRefPrefix) {
+		return s.changeReply(ctx, runID, o, retry)
+	}
 	if strings.HasPrefix(o.ref, uploadsRefPrefix) {
 		return s.uploadsReply(ctx, runID, o, retry)
 	}

@@ -46,6 +46,8 @@ func memberOps(runID string, ops []op) []op {
 		case o.kind != opUpdate: // the parent, a step's reply, "resumed"
 		case o.key == keyVerdict:
 			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict")})
+		case o.key == keyVerdictPreliminary:
+			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict/preliminary")})
 		case o.key == keyFinished:
 			out = append(out, op{kind: opMemberReply, key: memberKey(runID, "finished"), ref: runID},
 				op{kind: opGroupUpdate, key: memberKey(runID, "ended")})

@@ -30,14 +30,19 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 			return nil
 		},
 		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },
+		Preliminary: func(ctx context.Context, p executor.Preliminary) error {
+			return s.persistPreliminary(ctx, r.ID, p)
+		},
 	}
 }
 
 // persistStep stores a finished step while this process still owns the run (the
 // owner check and the insert are one transaction, so a process that lost its
 // lease cannot write), with its reply in the thread's outbox (and, for a
-// verdict, the parent's update): a kill -9 leaves the step and its reply, or
-// neither — never a stored step whose reply is never sent.
+// verdict, its place in the verdict history, the parent's update and, when
+// it differs from the preliminary one, the reply saying so): a kill -9 leaves
+// the step and its reply, or neither — never a stored step whose reply is
+// never sent.
 func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
@@ -74,7 +79,11 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 	}
 	ops := []op{{kind: opReply, key: stepKey(rec.Plan, rec.ID), ref: stepRef(rec.Plan, rec.ID)}}
 	if rec.Verdict != nil {
-		ops = append(ops, op{kind: opUpdate, key: keyVerdict})
+		changed, err := s.recordRefined(wctx, tx, runID, rec)
+		if err != nil {
+			return fmt.Errorf("persist step %s: %w", rec.ID, err)
+		}
+		ops = append(append(ops, changed...), op{kind: opUpdate, key: keyVerdict})
 	}
 	if err := s.recordOps(wctx, tx, runID, ops...); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)

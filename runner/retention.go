@@ -237,7 +237,7 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 // cooldown, not the run: its one row per key stays, or a cooldown longer than
 // retention would end early.
 var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
-	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads",
+	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads", "autocapture_verdicts",
 	// tier 3 (profile*.go). A run still holding a profile lease (a stop that
 	// never answered) is not selected (oldRuns): the target stays leased.
 	"autocapture_profile_leases", "autocapture_profile_starts", "autocapture_profile_reports",

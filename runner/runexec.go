@@ -139,7 +139,10 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 		}
 		return plans, *r.window, "", nil
 	}
-	w = capture.AlertWindow(r.StartsAt, s.cfg.Lookback, s.now().UTC())
+	// The window ends when the alert arrived, not when a worker got to the
+	// run (a storm's runs wait behind max_concurrent): the snapshot
+	// describes the moment of the page.
+	w = capture.AlertWindow(r.StartsAt, s.cfg.Lookback, r.CreatedAt.UTC())
 	all, err := s.o.Planner.Plan(r.alert, w)
 	if err != nil {
 		return nil, w, "", fmt.Errorf("planning: %w", err)

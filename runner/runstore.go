@@ -18,7 +18,9 @@ import (
 // finish records the run's end (only while this process owns it) and, when
 // the run has a thread, the parent's update in the same transaction: a kill -9
 // leaves a finished run whose thread will say so, or an unfinished one.
-// Writes use a context that outlives a cancelled run.
+// Writes use a context that outlives a cancelled run. A run that ends
+// without a verdict keeps the latest it recorded (a preliminary one, when
+// triage never ran after it).
 func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *capture.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -34,7 +36,7 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 	defer tx.Rollback()
 	var tookMS int64 // from the first start, on the database's clock
 	err = tx.QueryRowContext(wctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2,
-		finished_at = {now}, verdict = $3, owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
+		finished_at = {now}, verdict = COALESCE($3, verdict), owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
 		RETURNING finished_at - COALESCE(started_at, created_at)`),
 		status, reason, verdict, r.ID, s.id).Scan(&tookMS)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -100,9 +100,12 @@ func final(status string) bool {
 }
 
 // VerdictLine is the verdict in one line: "kv-pressure — <first evidence
-// line>. <first advice>".
+// line>. <first advice>"; a preliminary one says so after its id.
 func VerdictLine(v *capture.Verdict) string {
 	line := v.ID
+	if v.Preliminary {
+		line += " (preliminary)"
+	}
 	if len(v.Evidence) > 0 {
 		line += " — " + strings.TrimSuffix(clip.Fold(v.Evidence[0]), ".")
 	}

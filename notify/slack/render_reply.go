@@ -212,3 +212,11 @@ func verdictDetail(v *capture.Verdict) string {
 func shown(status string, postSkipped bool) bool {
 	return postSkipped || status != "skipped"
 }
+
+// RenderVerdictChange renders the reply saying the refined verdict differs
+// from the preliminary one the parent showed first: one line, the change.
+func RenderVerdictChange(r notify.StepReport) Message {
+	body := ":arrows_counterclockwise: *verdict changed* — " + esc(clip.Fold(r.Change))
+	return Message{Text: clip.Runes(esc("verdict changed — "+clip.Fold(r.Change)), maxFallback),
+		Blocks: []slack.Block{section("verdict-change", clip.Runes(body, maxSection))}}
+}

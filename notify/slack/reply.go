@@ -23,6 +23,9 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 		return nil
 	}
 	msg := RenderReply(r)
+	if r.Change != "" { // the refined verdict differs from the preliminary one
+		msg = RenderVerdictChange(r)
+	}
 	if r.Member != nil { // a group member's one compact reply
 		msg = RenderMemberReply(*r.Member)
 	}
@@ -60,7 +63,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		return n.fail(err, "chat.update: parent %s of run %s in %s (%s)", t.TS, s.RunID, t.Channel, s.Key)
 	}
 	log.Info("Updated the run's parent with its outcome.", zap.String("status", p.Status))
-	if s.Key == notify.KeyCloseVerdict || s.Key == notify.KeyGroupUpdate {
+	if notify.EditOnly(s.Key) {
 		return nil
 	}
 	return n.post(ctx, t, s.RunID, s.Key, RenderCloseReply(p, s), s.Retry)

@@ -84,6 +84,10 @@ type Hooks struct {
 	// Abandoned is told +1 when Run stops waiting for a step of this kind that
 	// ignored its context, and -1 when that step's goroutine finally returns.
 	Abandoned func(kind string, delta int)
+	// Preliminary records a verdict reached before tier 1 finished
+	// (preliminary.go): called after the StepDone of the step that brought
+	// its evidence, one call at a time. An error is logged, never fatal.
+	Preliminary func(ctx context.Context, v Preliminary) error
 }
 
 // StepRecord is one step's outcome, as stored on the run and shown by the API.
@@ -279,6 +283,8 @@ func (ex *planExec) now() time.Time {
 func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep, stopped string) []StepRecord {
 	prior, whenPrior := ex.views()
 	recs := make([]*StepRecord, len(steps))
+	pre := ex.newPrelims(steps)
+	pre.start(ctx)
 	var wg sync.WaitGroup
 	for i, st := range steps {
 		if rec, ok := ex.in.Done[st.ID]; ok {
@@ -302,6 +308,7 @@ func (ex *planExec) runTier(ctx context.Context, steps []*playbooks.PlannedStep,
 				}
 			}
 			recs[i] = rec
+			pre.finished(ctx, *rec)
 		}()
 	}
 	wg.Wait()

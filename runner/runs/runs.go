@@ -82,10 +82,46 @@ type Run struct {
 	// Feedback is what readers said of the verdict, oldest answer first;
 	// filled by Get, List leaves it empty.
 	Feedback []Feedback `json:"feedback"`
+	// Verdicts is the run's verdict history, oldest first: preliminary ones
+	// (reached over part of tier 1) and the refined one; filled by Get. The
+	// latest is Verdict.
+	Verdicts []VerdictEntry `json:"verdicts"`
 	// Uploads are the run's artifacts that were kept in a replica's local
 	// spool while the artifact store was unavailable, pending or uploaded
 	// since; filled by Get, empty for a run that never spooled.
 	Uploads []Upload `json:"uploads,omitempty"`
+}
+
+// Verdict kinds in a run's history.
+const (
+	// VerdictPreliminary: reached over part of tier 1 (the PromQL snapshot
+	// while the scrape still ran).
+	VerdictPreliminary = "preliminary"
+	// VerdictRefined: the triage step's own result, over all of tier 1.
+	VerdictRefined = "refined"
+)
+
+// VerdictEntry is one verdict a run reached, as recorded with the thread
+// operation that shows it.
+type VerdictEntry struct {
+	// Kind is VerdictPreliminary or VerdictRefined.
+	Kind string `json:"kind"`
+	Plan string `json:"plan"`
+	// Step is the triage step that reached it.
+	Step    string           `json:"step"`
+	At      time.Time        `json:"at"`
+	Verdict *capture.Verdict `json:"verdict"`
+	// Sources are the steps whose signals it read; Origins, per signal, the
+	// step, source, window and age it came from (triage's findings).
+	Sources []string                  `json:"sources"`
+	Origins map[string]capture.Origin `json:"origins,omitempty"`
+	// Waiting, for a preliminary: the tier-1 steps still running.
+	Waiting []string `json:"waiting,omitempty"`
+	// Was and Change, for a refined verdict that differs from the
+	// preliminary before it: that one's id ("overload") and what the thread
+	// said ("was overload, now kv-pressure: …").
+	Was    string `json:"was,omitempty"`
+	Change string `json:"change,omitempty"`
 }
 
 // Upload is one artifact of a run spooled while the store was down.

@@ -1,0 +1,45 @@
+package notify
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/autocapture/autocapture/capture"
+)
+
+// SameVerdict says whether two verdicts name the same cause and the same
+// contributing factors (evidence lines and ages may differ).
+func SameVerdict(a, b *capture.Verdict) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := slices.Clone(a.Contributing), slices.Clone(b.Contributing)
+	slices.Sort(x)
+	slices.Sort(y)
+	return a.ID == b.ID && slices.Equal(x, y)
+}
+
+// VerdictChange says how a refined verdict differs from the preliminary one
+// a thread showed first: "was overload, now kv-pressure (also overload): KV
+// cache 99 % full".
+func VerdictChange(was, now *capture.Verdict) string {
+	s := "was " + verdictName(was) + ", now " + verdictName(now)
+	if len(now.Evidence) > 0 {
+		s += ": " + now.Evidence[0]
+	}
+	return s
+}
+
+// verdictName is a verdict's id and contributing factors in one phrase.
+func verdictName(v *capture.Verdict) string {
+	if len(v.Contributing) == 0 {
+		return v.ID
+	}
+	return v.ID + " (also " + strings.Join(v.Contributing, ", ") + ")"
+}
+
+// EditOnly says whether an update only edits the parent, with no reply of
+// its own: the verdict's edits (preliminary and refined) and a group's.
+func EditOnly(key string) bool {
+	return key == KeyCloseVerdict || key == KeyCloseVerdictPreliminary || key == KeyGroupUpdate
+}

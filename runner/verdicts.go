@@ -1,0 +1,221 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// A run's verdict history (autocapture_verdicts): every verdict a triage
+// step reached, recorded in the transaction of the thread operation that
+// shows it, so the history and the thread never disagree.
+//
+//   - A preliminary verdict (executor.Preliminary: the PromQL snapshot is in,
+//     the scrape still runs) is a row keyed by the evidence it read, the
+//     run's verdict column, and the parent's edit (keyVerdictPreliminary).
+//   - The refined verdict is the triage step's record: its row (key
+//     "refined") commits with the step (persistStep), and when it differs
+//     from the latest preliminary the reply saying so ("was overload, now
+//     kv-pressure: …") commits with it too.
+//
+// Crash windows. A kill -9 after the snapshot's step commits but before its
+// preliminary does leaves no preliminary; the resumed attempt, running the
+// scrape again, reaches it over the same evidence (the executor reaches one
+// at the tier's start from recorded steps) and records it then. A kill -9
+// after the preliminary commits and before the refined one leaves the
+// preliminary recorded and shown; the resumed attempt reaches it again under
+// the same key, which records nothing (insertVerdict), so the thread never
+// shows it twice; the refined verdict, when it commits, is compared with the
+// stored preliminary (not a process's memory), so "was X, now Y" is never
+// lost. The refined row, the triage step and the change reply are one
+// transaction: all or none.
+
+// Keys of the verdicts' thread operations.
+const (
+	keyVerdictPreliminary = notify.KeyCloseVerdictPreliminary
+	// verdictRefPrefix starts the ref of a change reply: the triage step's
+	// stepRef after it.
+	verdictRefPrefix = "verdict:"
+	refinedKey       = "refined"
+)
+
+func verdictChangedKey(plan, step string) string { return "verdict/changed/" + plan + "/" + step }
+
+// persistPreliminary records a preliminary verdict, the run's verdict
+// column and the parent's edit in one transaction, while this process owns
+// the run. A verdict recorded before (the same evidence, an earlier attempt)
+// records nothing.
+func (s *Service) persistPreliminary(ctx context.Context, runID string, p executor.Preliminary) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	e := runs.VerdictEntry{Kind: runs.VerdictPreliminary, Plan: p.Plan, Step: p.StepID, At: p.At.UTC(),
+		Verdict: p.Result.Verdict, Waiting: p.Waiting}
+	e.Sources, e.Origins = sourcesOf(p.Result.Findings, p.Sources)
+	tx, err := s.db.BeginTx(wctx, nil)
+	if err != nil {
+		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	added, err := s.insertVerdict(wctx, tx, runID, "preliminary/"+p.Key, e)
+	if err != nil || !added {
+		return err
+	}
+	if err := s.recordOps(wctx, tx, runID, op{kind: opUpdate, key: keyVerdictPreliminary}); err != nil {
+		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
+	}
+	s.log.Info("Preliminary verdict recorded.", zap.String("run", runID), zap.String("plan", p.Plan),
+		zap.String("verdict", e.Verdict.ID), zap.Strings("sources", e.Sources), zap.Strings("waiting", p.Waiting))
+	return nil
+}
+
+// recordRefined records a triage step's verdict in tx (persistStep's) and
+// returns the thread operation saying it changed, if it differs from the
+// step's latest preliminary verdict.
+func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]op, error) {
+	e := runs.VerdictEntry{Kind: runs.VerdictRefined, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(), Verdict: rec.Verdict}
+	e.Sources, e.Origins = sourcesOf(rec.Findings, nil)
+	prev, err := s.latestVerdict(ctx, tx, runID, rec.Plan, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if prev != nil && prev.Kind == runs.VerdictPreliminary && !notify.SameVerdict(prev.Verdict, rec.Verdict) {
+		e.Was, e.Change = prev.Verdict.ID, notify.VerdictChange(prev.Verdict, rec.Verdict)
+	}
+	added, err := s.insertVerdict(ctx, tx, runID, refinedKey, e)
+	if err != nil || !added || e.Change == "" {
+		return nil, err
+	}
+	s.log.Info("The refined verdict differs from the preliminary one.", zap.String("run", runID),
+		zap.String("plan", rec.Plan), zap.String("change", e.Change))
+	return []op{{kind: opReply, key: verdictChangedKey(rec.Plan, rec.ID), ref: verdictRefPrefix + stepRef(rec.Plan, rec.ID)}}, nil
+}
+
+// insertVerdict adds e to the run's history under key, numbered after the
+// run's last, and makes it the run's verdict; false when the key was
+// recorded before (nothing is written then). It fails when this process no
+// longer owns the run.
+func (s *Service) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key string, e runs.VerdictEntry) (bool, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return false, fmt.Errorf("verdict %s of %s: encode: %w", key, runID, err)
+	}
+	v, err := json.Marshal(e.Verdict)
+	if err != nil {
+		return false, fmt.Errorf("verdict %s of %s: encode: %w", key, runID, err)
+	}
+	// The owner check first: it locks the run's row, so the numbering below
+	// cannot race another writer of the run.
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = lease_until WHERE id = $1 AND owner = $2`, runID, s.id)
+	if err != nil {
+		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, fmt.Errorf("verdict %s of %s: lease lost", key, runID)
+	}
+	res, err = tx.ExecContext(ctx, `INSERT INTO autocapture_verdicts (run_id, plan, step_id, verdict_key, n, kind, at, record)
+		SELECT $1, $2, $3, $4, COALESCE(MAX(n), 0) + 1, $5, CAST($6 AS BIGINT), $7 FROM autocapture_verdicts WHERE run_id = $1
+		ON CONFLICT DO NOTHING`, runID, e.Plan, e.Step, key, e.Kind, toMS(e.At), string(b))
+	if err != nil {
+		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET verdict = $1 WHERE id = $2`, string(v), runID); err != nil {
+		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
+	}
+	return true, nil
+}
+
+// latestVerdict is the step's last recorded verdict, nil without one.
+func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, step string) (*runs.VerdictEntry, error) {
+	var raw string
+	err := q.QueryRowContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 AND plan = $2 AND step_id = $3
+		ORDER BY n DESC LIMIT 1`, runID, plan, step).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verdicts of %s: %w", runID, err)
+	}
+	var e runs.VerdictEntry
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return nil, fmt.Errorf("verdicts of %s: decode: %w", runID, err)
+	}
+	return &e, nil
+}
+
+// loadVerdicts returns the run's verdict history in the order recorded.
+func (s *Service) loadVerdicts(ctx context.Context, id string) ([]runs.VerdictEntry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, id)
+	if err != nil {
+		return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := []runs.VerdictEntry{}
+	for rows.Next() {
+		var raw string
+		var e runs.VerdictEntry
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
+		}
+		if err := json.Unmarshal([]byte(raw), &e); err != nil {
+			return nil, fmt.Errorf("runner: verdicts of run %s: decode: %w", id, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// changeReply is the content of the reply saying the refined verdict
+// differs: read from the refined entry at delivery.
+func (s *Service) changeReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
+	plan, step, ok := splitStepRef(o.ref[len(verdictRefPrefix):])
+	if !ok {
+		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
+	}
+	var raw string
+	if err := s.db.QueryRowContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 AND plan = $2
+		AND step_id = $3 AND verdict_key = $4`, runID, plan, step, refinedKey).Scan(&raw); err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", o.key, err)
+	}
+	var e runs.VerdictEntry
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", o.key, err)
+	}
+	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: capture.TierTriage,
+		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: o.key, Retry: retry}, nil
+}
+
+// sourcesOf reads the steps and signal origins a triage result names in its
+// findings (as the step wrote them, or as JSON decoded them); fallback when
+// it names none.
+func sourcesOf(findings map[string]any, fallback []string) ([]string, map[string]capture.Origin) {
+	var f struct {
+		Sources []string                  `json:"sources"`
+		Origins map[string]capture.Origin `json:"origins"`
+	}
+	if b, err := json.Marshal(map[string]any{"sources": findings["sources"], "origins": findings["origins"]}); err == nil {
+		_ = json.Unmarshal(b, &f) // a step that wrote something else names none
+	}
+	if len(f.Sources) == 0 {
+		f.Sources = fallback
+	}
+	if f.Sources == nil {
+		f.Sources = []string{}
+	}
+	return f.Sources, f.Origins
+}
