@@ -98,6 +98,13 @@ var defaultProfileTuning = profileTuning{renewEvery: 2 * time.Second, hold: 15 *
 
 var _ Step = (*Profile)(nil)
 
+// WindDown is how long the step may still run once its context ended: the
+// stop (stop_timeout), the files settling and their upload, and the lease
+// writes. The executor waits this long before abandoning it.
+func (p *Profile) WindDown() time.Duration {
+	return p.cfg.StopTimeout + p.tune.settle + p.tune.collect + 2*p.tune.leaseWrite
+}
+
 func init() {
 	Register(Kind{
 		Name:   "profile",

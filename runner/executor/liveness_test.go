@@ -184,3 +184,51 @@ func TestExecutorNeedsNoDatabase(t *testing.T) {
 		}
 	}
 }
+
+// windingStep undoes something once its context ends (a profile's stop) and
+// says how long that takes.
+type windingStep struct {
+	undo, wind time.Duration
+}
+
+func (w windingStep) WindDown() time.Duration { return w.wind }
+
+func (w windingStep) Run(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+	<-ctx.Done()
+	time.Sleep(w.undo) // the stop, detached from ctx
+	return &capture.Result{Summary: "stopped and kept"}, fmt.Errorf("frame cut: %w", context.Cause(ctx))
+}
+
+// TestAWindingStepIsWaitedFor: a step that declares its wind-down (the
+// profile step's stop_profile flush) is waited for that long once its
+// context ends, past AbandonGrace: its record is the step's own (cancelled,
+// with what it kept), not "abandoned"; one that winds down longer than it
+// declared is still abandoned.
+func TestAWindingStepIsWaitedFor(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		step        windingStep
+		wantAbandon bool
+	}{
+		{"within its wind-down", windingStep{undo: 300 * time.Millisecond, wind: 5 * time.Second}, false},
+		{"past its wind-down", windingStep{undo: 3 * time.Second, wind: 200 * time.Millisecond}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := fakestep.Step("profile", capture.TierProfile, tc.step)
+			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{st}}
+			ctx, cancel := context.WithCancelCause(context.Background())
+			ch := runAsync(ctx, plan, Input{RunID: "r", AbandonGrace: 50 * time.Millisecond}, Hooks{})
+			time.Sleep(50 * time.Millisecond)
+			cancel(ErrCancelled)
+			out := fakestep.WaitFor(t, ch, "the plan to end")
+			rec := out.Steps[0]
+			abandoned := strings.Contains(rec.Error, "abandoned")
+			if abandoned != tc.wantAbandon {
+				t.Fatalf("record %+v: abandoned=%v, want %v", rec, abandoned, tc.wantAbandon)
+			}
+			if !tc.wantAbandon && (rec.Status != Cancelled || !rec.Partial || rec.Summary != "stopped and kept") {
+				t.Errorf("record %+v, want cancelled with the partial result kept", rec)
+			}
+		})
+	}
+}

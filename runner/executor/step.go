@@ -177,7 +177,11 @@ func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep
 		return r.res, r.err
 	case <-stepCtx.Done():
 	}
-	grace := time.NewTimer(ex.in.AbandonGrace)
+	wait := ex.in.AbandonGrace
+	if w, ok := st.Step.(winder); ok {
+		wait = max(wait, w.WindDown())
+	}
+	grace := time.NewTimer(wait)
 	defer grace.Stop()
 	select {
 	case r := <-done:
@@ -186,7 +190,7 @@ func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep
 	}
 	ex.in.Log.Error("A step ignored its context past its deadline; abandoning it.",
 		zap.String("run", ex.in.RunID), zap.String("plan", ex.plan.Playbook), zap.String("step", st.ID),
-		zap.String("kind", st.Kind), zap.Duration("grace", ex.in.AbandonGrace))
+		zap.String("kind", st.Kind), zap.Duration("grace", wait))
 	if ex.hooks.Abandoned != nil {
 		ex.hooks.Abandoned(st.Kind, +1)
 		go func() {
@@ -195,7 +199,7 @@ func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep
 		}()
 	}
 	return nil, capture.Errorf(capture.ReasonTimeout, "step %s (%s) did not return within %s of its context ending: abandoned",
-		st.ID, st.Kind, ex.in.AbandonGrace)
+		st.ID, st.Kind, wait)
 }
 
 // invoke runs the step, recovering a panic as an internal failure.
@@ -222,3 +226,11 @@ func evalWhen(c *playbooks.Condition, in Input, prior map[string]*capture.Result
 	}()
 	return c.Eval(in.Alert, prior)
 }
+
+// winder is a step that owes the outside world an undo once its context ends
+// and says how long that may take: the profile step sends stop_profile on
+// every path, and the stop flushes for minutes (its stop_timeout), then
+// collects what was written. Run waits that long, not AbandonGrace, so the
+// step's record says what it stopped and kept (a capture cut by the alert's
+// resolution: cancelled, with the partial profile) instead of "abandoned".
+type winder interface{ WindDown() time.Duration }
