@@ -190,16 +190,16 @@ func Write(out io.Writer, c Config) (*Truth, error) {
 }
 
 type gen struct {
-	c      Config
-	rng    *rand.Rand
-	w      *writer
-	t      *Truth
-	cpuTS  float64 // host thread's clock, µs
-	gpuTS  float64 // stream 7's clock
-	ext    int64
-	corr   int64
-	pyID   int64
-	b      []byte
+	c     Config
+	rng   *rand.Rand
+	w     *writer
+	t     *Truth
+	cpuTS float64 // host thread's clock, µs
+	gpuTS float64 // stream 7's clock
+	ext   int64
+	corr  int64
+	pyID  int64
+	b     []byte
 }
 
 const hostPid, hostTid = 3012, 3012
