@@ -18,12 +18,12 @@ import (
 const (
 	// maxNames bounds the distinct kernel and operator names kept; names
 	// past it are summed under otherKernels / otherOps.
-	maxNames = 1 << 16
-	// maxLinks bounds the "External id" → operator links kept (and, apart,
-	// the kernels seen before their operator), ~40 bytes each: 1M links is
-	// ~40 MiB at most. Operators past the bound are not linked; their
-	// kernels still count in every total, only not under an operator.
-	maxLinks = 1 << 20
+	maxNames = 1<<16 - 2
+	// maxPending bounds the External ids of kernels read before their
+	// operator (~40 bytes each, 5 MiB): a file in Kineto's order lists
+	// operators first and needs none. Past it such kernels are not linked.
+	// The operators themselves: see linkTable.
+	maxPending = 1 << 17
 )
 
 // Names kernels and operators are summed under past maxNames.
@@ -52,8 +52,8 @@ type analysis struct {
 	ops     map[string]*stat
 	opNames []string
 	opIndex map[string]int32
-	opOf    map[int64]int32 // External id → operator
-	pending map[int64]pend  // External id → kernels seen before their operator
+	opOf    *linkTable     // External id → operator
+	pending map[int64]pend // External id → kernels seen before their operator
 	famUS   map[Family]float64
 	total   float64
 	devices map[int]*intervalSet
@@ -69,14 +69,14 @@ func newAnalysis(opt Options) *analysis {
 	return &analysis{
 		opt: opt, lo: math.Inf(1), hi: math.Inf(-1),
 		kernels: map[string]*stat{}, ops: map[string]*stat{}, opIndex: map[string]int32{},
-		opOf: map[int64]int32{}, pending: map[int64]pend{}, famUS: map[Family]float64{},
+		opOf: newLinkTable(), pending: map[int64]pend{}, famUS: map[Family]float64{},
 		devices: map[int]*intervalSet{}, winLo: math.Inf(-1), winHi: math.Inf(1),
 	}
 }
 
 // Analyze reads one trace file (gzip detected by its magic bytes) as a
 // stream: memory stays bounded whatever the file's size (see maxElement,
-// maxNames, maxLinks, maxIntervals).
+// maxNames, maxPending, linkTable, maxIntervals).
 func Analyze(ctx context.Context, r io.Reader, opt Options) (*Report, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
@@ -362,9 +362,9 @@ func (a *analysis) gpu(cat, name []byte, dev int, ts, dur float64, ext int64) {
 	if ext == 0 {
 		return
 	}
-	if op, ok := a.opOf[ext]; ok {
+	if op, ok := a.opOf.get(ext); ok {
 		a.opStat(op).add(us)
-	} else if p, ok := a.pending[ext]; ok || len(a.pending) < maxLinks {
+	} else if p, ok := a.pending[ext]; ok || len(a.pending) < maxPending {
 		a.pending[ext] = pend{p.us + us, p.count + 1}
 	}
 }
@@ -408,9 +408,7 @@ func (a *analysis) cpuOp(name []byte, ext int64) {
 		st.count += int(p.count)
 		delete(a.pending, ext)
 	}
-	if len(a.opOf) < maxLinks {
-		a.opOf[ext] = idx
-	}
+	a.opOf.set(ext, idx)
 }
 
 func (a *analysis) opStat(idx int32) *stat {

@@ -89,3 +89,31 @@ func TestIntervalUnionBounded(t *testing.T) {
 		t.Errorf("union grew by %.1f, more than the %.1f of gaps within the tolerance", got-want, closable)
 	}
 }
+
+func TestLinkTable(t *testing.T) {
+	lt := newLinkTable()
+	lt.set(5, 3)
+	lt.set(-7, 9)
+	lt.set(linkChunk*10+1, 0)
+	for id, want := range map[int64]int32{5: 3, -7: 9, linkChunk*10 + 1: 0} {
+		if got, ok := lt.get(id); !ok || got != want {
+			t.Errorf("get(%d) = %d, %v; want %d", id, got, ok, want)
+		}
+	}
+	if _, ok := lt.get(6); ok {
+		t.Error("an id never set is linked")
+	}
+	// Past the bound the oldest chunk goes, the newest stay.
+	for i := range int64(maxLinkChunks + 1) {
+		lt.set(linkChunk*(100+i), 1)
+	}
+	if len(lt.chunks) != maxLinkChunks || lt.drops == 0 {
+		t.Fatalf("%d chunks kept (bound %d), %d dropped", len(lt.chunks), maxLinkChunks, lt.drops)
+	}
+	if _, ok := lt.get(5); ok {
+		t.Error("the first chunk survived the bound")
+	}
+	if _, ok := lt.get(linkChunk * (100 + maxLinkChunks)); !ok {
+		t.Error("the newest chunk was dropped")
+	}
+}
