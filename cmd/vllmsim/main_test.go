@@ -81,6 +81,9 @@ func TestFlagErrors(t *testing.T) {
 		{"--shift-after", "10s"}, // healthy to healthy
 		{"--scenario", "overload", "--shift-after", "-1s"},
 		{"--otlp-protocol", "carrier-pigeon"},
+		{"--profiler-start-while-flushing", "sometimes"},
+		{"--profiler-layers", "-1"},
+		{"--profiler-late-files", "-1s"},
 		{"--no-such-flag"},
 		{"stray"},
 	} {
