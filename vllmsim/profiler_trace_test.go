@@ -100,7 +100,7 @@ func TestProfileReadsAsTheCause(t *testing.T) {
 		t.Errorf("summary %q", s)
 	}
 	t.Logf("unexplained: %s", s)
-	t.Logf("healthy: %s", torchtrace.Summary(healthy, nil))
+	t.Logf("healthy: %s; families %v", torchtrace.Summary(healthy, nil), healthy.Families)
 }
 
 // TestProfileSizeFollowsFrameAndLoad: twice the frame, about twice the
@@ -122,5 +122,22 @@ func TestProfileSizeFollowsFrameAndLoad(t *testing.T) {
 	o.Load = NoLoad
 	if idle := size(o, 4*time.Second); idle*20 > long {
 		t.Errorf("an idle engine's 4 s trace is %d bytes, a loaded one %d", idle, long)
+	}
+}
+
+// TestProfileMixIndependentOfLayers: fewer layers written, same shares.
+func TestProfileMixIndependentOfLayers(t *testing.T) {
+	mix := func(layers int) *torchtrace.Report {
+		files, w := frame(t, Options{TensorParallel: 2, ProfilerLayers: layers, Seed: 5}, 10*time.Second, 2*time.Second)
+		return analyzeFiles(t, files, w)
+	}
+	few, many := mix(2), mix(16)
+	for _, f := range torchtrace.Families {
+		if d := few.Families[f] - many.Families[f]; d > 0.01 || d < -0.01 {
+			t.Errorf("%s: %.3f with 2 layers, %.3f with 16", f, few.Families[f], many.Families[f])
+		}
+	}
+	if many.Events < 6*few.Events {
+		t.Errorf("events: %d with 2 layers, %d with 16", few.Events, many.Events)
 	}
 }

@@ -72,6 +72,7 @@ type gpuWork struct {
 const (
 	shareQKV, shareO, shareUp, shareDown = 0.11, 0.08, 0.54, 0.27
 	shareLMHead                          = 0.06
+	modelLayers                          = 32 // Llama-3-8B
 )
 
 // stepKernels spreads a step's cost over its kernels. The GEMM, attention
@@ -97,10 +98,15 @@ func stepKernels(c stepCost, w stepWork, layers, tp int) (sched float64, out []g
 		}
 	}
 	tok := float64(w.prefillTokens + w.decodeSeqs)
-	norm, rotary, cache := 2+0.004*tok, 1.5+0.002*tok, 1.5+0.003*tok
-	act, allred := 2+0.006*tok, 0.0
+	// Priced per layer of the model; fewer layers shown each carry more,
+	// so the mix does not depend on how many are written.
+	per := float64(modelLayers) / float64(layers)
+	norm, rotary, cache := per*(2+0.004*tok), per*(1.5+0.002*tok), per*(1.5+0.003*tok)
+	act, allred := per*(2+0.006*tok), 0.0
 	if tp > 1 {
-		allred = 8 + 0.02*tok
+		// A ring all-reduce of the hidden states (tokens × 4096 × bf16)
+		// over PCIe: ~15 µs of latency plus ~0.8 µs per token.
+		allred = per * (15 + 0.8*tok)
 	}
 	input := 3 + 0.002*tok
 	small := float64(layers)*(2*norm+rotary+cache+act+2*allred) + input + norm
