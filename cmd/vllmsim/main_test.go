@@ -92,3 +92,15 @@ func TestFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestProfilerFaultFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--profiler-dir", t.TempDir(), "--profiler-layers", "4", "--profiler-stop-hang", "3s",
+		"--profiler-start-while-flushing", "ignore", "--profiler-late-files", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.opts.ProfilerFaults
+	if c.opts.ProfilerLayers != 4 || f.StopHang != 3*time.Second || f.StartWhileFlushing != "ignore" || f.LateFiles != 2*time.Second {
+		t.Errorf("layers %d, faults %+v", c.opts.ProfilerLayers, f)
+	}
+}
