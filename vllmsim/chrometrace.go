@@ -1,56 +1,20 @@
 package vllmsim
 
 import (
-	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 )
 
-// traceEvent is one Chrome trace event, as torch.profiler writes them.
-type traceEvent struct {
-	Ph   string         `json:"ph"`
-	Cat  string         `json:"cat,omitempty"`
-	Name string         `json:"name"`
-	Pid  int            `json:"pid"`
-	Tid  int            `json:"tid"`
-	Ts   float64        `json:"ts"`            // microseconds
-	Dur  *float64       `json:"dur,omitempty"` // microseconds, for "X" events
-	Args map[string]any `json:"args,omitempty"`
-}
-
-// chromeTrace is the file: torch's top-level keys plus the events.
-type chromeTrace struct {
-	SchemaVersion    int              `json:"schemaVersion"`
-	DeviceProperties []map[string]any `json:"deviceProperties,omitempty"`
-	DistributedInfo  map[string]any   `json:"distributedInfo,omitempty"`
-	TraceEvents      []traceEvent     `json:"traceEvents"`
-	TraceName        string           `json:"traceName"`
-	DisplayTimeUnit  string           `json:"displayTimeUnit"`
-	BaseTimeNanos    int64            `json:"baseTimeNanoseconds"`
-}
-
 const (
-	gpuPid    = 0 // torch puts device activity under the device index
-	streamTid = 7 // the default compute stream
-	hostTid   = 1
+	gpuPid  = 0 // torch puts device activity under the device index
+	hostTid = 1
 )
-
-func micros(t time.Time) float64 { return float64(t.UnixNano()) / 1e3 }
-
-func xEvent(cat, name string, pid, tid int, start time.Time, dur time.Duration, args map[string]any) traceEvent {
-	d := float64(dur.Nanoseconds()) / 1e3
-	return traceEvent{Ph: "X", Cat: cat, Name: name, Pid: pid, Tid: tid, Ts: micros(start), Dur: &d, Args: args}
-}
-
-func metaEvent(name string, pid, tid int, value string) traceEvent {
-	return traceEvent{Ph: "M", Name: name, Pid: pid, Tid: tid, Args: map[string]any{"name": value}}
-}
 
 // writeProfile writes one trace per worker rank, the front end's trace and a
 // summary table per rank into opts.ProfilerDir, with vLLM's file names, and
@@ -65,22 +29,22 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 	var errs []error
 	for rank := range opts.TensorParallel {
 		name := fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d.%d.pt.trace.json.gz", rank, rank, stamp)
-		tr := rankTrace(opts, rank, begun, steps)
-		if err := writeGzipJSON(filepath.Join(dir, name), tr); err != nil {
+		table, err := rankTrace(filepath.Join(dir, name), opts, rank, begun, ended, steps)
+		if err != nil {
 			errs = append(errs, err)
-		} else {
-			files = append(files, filepath.Join(dir, name))
+			continue
 		}
-		table := filepath.Join(dir, fmt.Sprintf("profiler_out_%d.txt", rank))
-		if err := os.WriteFile(table, []byte(kernelTable(tr.TraceEvents)), 0o644); err != nil {
+		files = append(files, filepath.Join(dir, name))
+		tpath := filepath.Join(dir, fmt.Sprintf("profiler_out_%d.txt", rank))
+		if err := os.WriteFile(tpath, []byte(table), 0o644); err != nil {
 			errs = append(errs, err)
 		} else {
-			files = append(files, table)
+			files = append(files, tpath)
 		}
 	}
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("%s_%d.async_llm.%d.pt.trace.json.gz", host, os.Getpid(), stamp)
-	if err := writeGzipJSON(filepath.Join(dir, name), frontEndTrace(opts, begun, steps, reqs)); err != nil {
+	if err := frontEndTrace(filepath.Join(dir, name), begun, steps, reqs); err != nil {
 		errs = append(errs, err)
 	} else {
 		files = append(files, filepath.Join(dir, name))
@@ -88,58 +52,133 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 	return files, errors.Join(errs...)
 }
 
-// rankTrace is a worker's trace: per iteration an execute_model annotation
-// on the host and the step's kernels, in order, on the compute stream.
-func rankTrace(opts Options, rank int, begun time.Time, steps []profiledStep) chromeTrace {
+// rankTrace writes a worker's trace and returns its key_averages table. Per
+// iteration: an execute_model annotation and the scheduler's frame on the
+// host thread; per kernel (see stepKernels) the cpu_op that launches it
+// (inside aten::linear for the GEMMs), the cuda_runtime launch carrying the
+// correlation id, the ac2g flow pair, and the kernel on its stream with
+// Kineto's args ("External id" naming the op, "correlation" the launch).
+// The sampled tokens are copied back on a second stream.
+func rankTrace(path string, opts Options, rank int, begun, ended time.Time, steps []profiledStep) (string, error) {
 	hostPid := 1000 + rank
-	ev := []traceEvent{
-		metaEvent("process_name", hostPid, 0, fmt.Sprintf("VllmWorker rank=%d", rank)),
-		metaEvent("thread_name", hostPid, hostTid, "python"),
-		metaEvent("process_name", gpuPid, 0, fmt.Sprintf("GPU %d", rank)),
-		metaEvent("thread_name", gpuPid, streamTid, "stream 7"),
+	head := fmt.Sprintf(`"schemaVersion": 1,
+  "deviceProperties": [
+    {
+      "id": %d, "name": "NVIDIA A10G (simulated)", "totalGlobalMem": 23836098560,
+      "computeMajor": 8, "computeMinor": 6,
+      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 1536,
+      "regsPerBlock": 65536, "warpSize": 32,
+      "sharedMemPerBlock": 49152, "numSms": 80
+    }
+  ],
+  "with_stack": 0, "record_shapes": 0, "profile_memory": 0,
+  "vllm_version": %q,`, rank, opts.Version)
+	tw, err := createTrace(path, begun, head)
+	if err != nil {
+		return "", err
 	}
+	tw.meta("process_name", hostPid, 0, as("name", fmt.Sprintf("VllmWorker rank=%d", rank)))
+	tw.meta("thread_name", hostPid, hostTid, as("name", "python"))
+	tw.meta("process_name", gpuPid+rank, 0, as("name", fmt.Sprintf("GPU %d", rank)))
+	tw.meta("process_labels", gpuPid+rank, 0, as("labels", fmt.Sprintf("GPU %d", rank)))
+	tw.meta("thread_name", gpuPid+rank, computeStream, as("name", fmt.Sprintf("stream %d", computeStream)))
+	tw.meta("thread_name", gpuPid+rank, copyStream, as("name", fmt.Sprintf("stream %d", copyStream)))
+	ids := &traceIDs{ext: 1, corr: 1}
 	for i, ps := range steps {
-		st := ps.rec
-		ev = append(ev, xEvent("user_annotation", "execute_model", hostPid, hostTid, ps.start, st.end-st.start,
-			map[string]any{"step": i, "num_running": st.running, "num_waiting": st.waiting,
-				"prefill_tokens": st.work.prefillTokens, "decode_seqs": st.work.decodeSeqs}))
-		t := ps.start
-		for _, k := range st.cost.kernels {
-			if k.cpu {
-				ev = append(ev, xEvent("cpu_op", k.name, hostPid, hostTid, t, k.dur, nil))
-			} else {
-				ev = append(ev, xEvent("kernel", k.name, gpuPid, streamTid, t, k.dur,
-					map[string]any{"device": rank, "stream": streamTid, "correlation": i}))
-			}
-			t = t.Add(k.dur)
-		}
-		if opts.TensorParallel > 1 {
-			ev = append(ev, xEvent("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", gpuPid, streamTid, t, 0,
-				map[string]any{"device": rank, "stream": streamTid}))
-		}
+		writeStep(tw, opts, rank, hostPid, i, ps, ids)
 	}
-	return chromeTrace{
-		SchemaVersion: 1,
-		DeviceProperties: []map[string]any{{"id": rank, "name": "NVIDIA A10G (simulated)",
-			"totalGlobalMem": 23836098560, "computeMajor": 8, "computeMinor": 6}},
-		DistributedInfo: map[string]any{"backend": "nccl", "rank": rank, "world_size": opts.TensorParallel},
-		TraceEvents:     ev,
-		TraceName:       fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank),
-		DisplayTimeUnit: "ms",
-		BaseTimeNanos:   begun.UnixNano(),
-	}
+	tail := fmt.Sprintf(`"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d, "pg_count": 1, "nccl_version": "2.21.5"}`,
+		rank, opts.TensorParallel)
+	table := kernelTable(tw.table, tw.order)
+	return table, tw.close(tail, fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank))
 }
 
-// frontEndTrace is the API server's trace: the output handler after each
+// traceIDs are a file's External id and correlation counters.
+type traceIDs struct{ ext, corr int64 }
+
+const usec = float64(time.Microsecond)
+
+func at(t time.Time, us float64) time.Time { return t.Add(time.Duration(us * usec)) }
+
+// writeStep writes one iteration on one rank.
+func writeStep(tw *traceWriter, opts Options, rank, hostPid, i int, ps profiledStep, ids *traceIDs) {
+	st := ps.rec
+	total := float64((st.end - st.start).Nanoseconds()) / 1e3
+	tw.x("user_annotation", "execute_model", hostPid, hostTid, ps.start, total,
+		ai("External id", ids.ext), ai("step", int64(i)), ai("num_running", int64(st.running)),
+		ai("num_waiting", int64(st.waiting)), ai("prefill_tokens", int64(st.work.prefillTokens)),
+		ai("decode_seqs", int64(st.work.decodeSeqs)))
+	ids.ext++
+	sched, work := stepKernels(st.cost, st.work, opts.ProfilerLayers, opts.TensorParallel)
+	tw.x("python_function", "vllm/v1/core/sched/scheduler.py(213): schedule", hostPid, hostTid, ps.start, sched)
+	cpu, gpu := sched, sched // µs since the step's start
+	for _, g := range work {
+		k := g.k
+		op, outer := ids.ext, int64(0)
+		ids.ext++
+		if k.outer != "" {
+			outer = ids.ext
+			ids.ext++
+			tw.x("cpu_op", k.outer, hostPid, hostTid, at(ps.start, cpu), 5, ai("External id", outer))
+		}
+		tw.x("cpu_op", k.op, hostPid, hostTid, at(ps.start, cpu+0.5), 4, ai("External id", op))
+		launch := cpu + 1.5
+		corr := ids.corr
+		ids.corr++
+		tw.x("cuda_runtime", k.launchCall(), hostPid, hostTid, at(ps.start, launch), 2.5,
+			ai("External id", op), ai("cbid", 211), ai("correlation", corr))
+		cpu += 6
+		start := gpu
+		if k.onStream() == computeStream {
+			start = max(gpu, launch+4.5)
+		}
+		tw.flow("s", corr, hostPid, hostTid, at(ps.start, launch))
+		tw.flow("f", corr, gpuPid+rank, k.onStream(), at(ps.start, start))
+		writeGPU(tw, k, rank, at(ps.start, start), g.us, op, corr, st.work)
+		if k.onStream() == computeStream {
+			gpu = start + g.us
+		}
+	}
+	// The sampled tokens go back to the host on the copy stream.
+	tw.x("cpu_op", kTokD2H.op, hostPid, hostTid, at(ps.start, cpu), 4, ai("External id", ids.ext))
+	tw.x("cuda_runtime", kTokD2H.launchCall(), hostPid, hostTid, at(ps.start, cpu+0.5), 2.5,
+		ai("External id", ids.ext), ai("cbid", 41), ai("correlation", ids.corr))
+	writeGPU(tw, kTokD2H, rank, at(ps.start, max(gpu, cpu+3)), 2+0.01*float64(st.work.sampled), ids.ext, ids.corr, st.work)
+	ids.ext++
+	ids.corr++
+}
+
+// writeGPU writes a kernel or a copy with Kineto's args.
+func writeGPU(tw *traceWriter, k kspec, rank int, start time.Time, us float64, ext, corr int64, w stepWork) {
+	if k.category() == "gpu_memcpy" {
+		bytes := int64(8 * (w.prefillTokens + w.decodeSeqs + 1))
+		tw.x("gpu_memcpy", k.name, gpuPid+rank, k.onStream(), start, us,
+			ai("External id", ext), ai("device", int64(rank)), ai("context", 1), ai("stream", int64(k.onStream())),
+			ai("correlation", corr), ai("bytes", bytes), af("memory bandwidth (GB/s)", float64(bytes)/1e3/max(us, 0.001)))
+		return
+	}
+	tw.x("kernel", k.name, gpuPid+rank, k.onStream(), start, us,
+		ai("External id", ext), ai("queued", 0), ai("device", int64(rank)), ai("context", 1),
+		ai("stream", int64(k.onStream())), ai("correlation", corr), ai("registers per thread", 128),
+		ai("shared memory", 49152), af("blocks per SM", 1.6), af("warps per SM", 12.8),
+		as("grid", "[128, 1, 1]"), as("block", "[256, 1, 1]"), ai("est. achieved occupancy %", 25))
+}
+
+// frontEndTrace writes the API server's trace: the output handler after each
 // iteration and one generate span per request that finished while
 // recording, each request on the first free lane so that events on a thread
 // never overlap.
-func frontEndTrace(opts Options, begun time.Time, steps []profiledStep, reqs []FinishedRequest) chromeTrace {
+func frontEndTrace(path string, begun time.Time, steps []profiledStep, reqs []FinishedRequest) error {
 	const pid = 1
-	ev := []traceEvent{metaEvent("process_name", pid, 0, "AsyncLLM"), metaEvent("thread_name", pid, hostTid, "output_handler")}
+	tw, err := createTrace(path, begun, `"schemaVersion": 1,`)
+	if err != nil {
+		return err
+	}
+	tw.meta("process_name", pid, 0, as("name", "AsyncLLM"))
+	tw.meta("thread_name", pid, hostTid, as("name", "output_handler"))
 	for _, ps := range steps {
 		end := ps.start.Add(ps.rec.end - ps.rec.start)
-		ev = append(ev, xEvent("python_function", "AsyncLLM.output_handler", pid, hostTid, end, 150*time.Microsecond, nil))
+		tw.x("python_function", "AsyncLLM.output_handler", pid, hostTid, end, 150)
 	}
 	var lanes []time.Time
 	for _, f := range reqs {
@@ -153,63 +192,24 @@ func frontEndTrace(opts Options, begun time.Time, steps []profiledStep, reqs []F
 		if lane < 0 {
 			lane = len(lanes)
 			lanes = append(lanes, time.Time{})
-			ev = append(ev, metaEvent("thread_name", pid, 100+lane, fmt.Sprintf("request lane %d", lane)))
+			tw.meta("thread_name", pid, 100+lane, as("name", fmt.Sprintf("request lane %d", lane)))
 		}
 		lanes[lane] = f.Finished
-		ev = append(ev, xEvent("python_function", "AsyncLLM.generate", pid, 100+lane, f.Arrival, f.Finished.Sub(f.Arrival),
-			map[string]any{"request_id": f.ID, "trace_id": f.TraceID, "finished_reason": f.Outcome}))
+		tw.x("python_function", "AsyncLLM.generate", pid, 100+lane, f.Arrival,
+			float64(f.Finished.Sub(f.Arrival).Nanoseconds())/1e3,
+			as("request_id", f.ID), as("trace_id", f.TraceID), as("finished_reason", f.Outcome))
 	}
-	return chromeTrace{
-		SchemaVersion: 1, TraceEvents: ev, TraceName: "async_llm", DisplayTimeUnit: "ms",
-		BaseTimeNanos: begun.UnixNano(),
-	}
-}
-
-// writeGzipJSON writes v as gzip-compressed JSON to path.
-func writeGzipJSON(path string, v any) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("profile %s: %w", path, err)
-	}
-	zw := gzip.NewWriter(f)
-	encErr := json.NewEncoder(zw).Encode(v)
-	zErr := zw.Close()
-	fErr := f.Close()
-	if err := errors.Join(encErr, zErr, fErr); err != nil {
-		return fmt.Errorf("profile %s: %w", path, err)
-	}
-	return nil
+	return tw.close("", "async_llm")
 }
 
 // kernelTable is the profiler_out_<rank>.txt summary, in the layout of
 // torch's key_averages().table(sort_by="self_cuda_time_total").
-func kernelTable(events []traceEvent) string {
-	type row struct {
-		name      string
-		cpu, cuda float64 // microseconds
-		calls     int
-	}
-	rows := map[string]*row{}
-	var order []string
+func kernelTable(rows map[string]*tableRow, names []string) string {
+	order := slices.Clone(names)
 	var totalCPU, totalCUDA float64
-	for _, e := range events {
-		if e.Ph != "X" || e.Dur == nil || e.Cat == "user_annotation" {
-			continue
-		}
-		r := rows[e.Name]
-		if r == nil {
-			r = &row{name: e.Name}
-			rows[e.Name] = r
-			order = append(order, e.Name)
-		}
-		r.calls++
-		if e.Cat == "kernel" {
-			r.cuda += *e.Dur
-			totalCUDA += *e.Dur
-		} else {
-			r.cpu += *e.Dur
-			totalCPU += *e.Dur
-		}
+	for _, r := range rows {
+		totalCPU += r.cpu
+		totalCUDA += r.cuda
 	}
 	sort.SliceStable(order, func(i, j int) bool { return rows[order[i]].cuda > rows[order[j]].cuda })
 	sep := strings.Repeat("-", 55) + strings.Repeat("  "+strings.Repeat("-", 12), 5) + "  \n"
@@ -219,7 +219,7 @@ func kernelTable(events []traceEvent) string {
 	b.WriteString(sep)
 	for _, n := range order {
 		r := rows[n]
-		name := r.name
+		name := n
 		if len(name) > 55 {
 			name = name[:52] + "..."
 		}

@@ -32,6 +32,7 @@ func (s *Sim) routes() http.Handler {
 	mux.HandleFunc("GET /admin/profiler", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Profiler())
 	})
+	mux.HandleFunc("POST /admin/profiler/faults", s.handleProfilerFaults)
 	return mux
 }
 

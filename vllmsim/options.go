@@ -90,6 +90,14 @@ type Options struct {
 	// TensorParallel is the number of worker ranks, each writing its own
 	// trace file; default 1.
 	TensorParallel int
+	// ProfilerLayers is how many decoder layers a rank's trace shows per
+	// iteration (each ~11 kernels with their CPU ops, launches and flows);
+	// default 32, the model's. Fewer make smaller files with the same
+	// GPU-time mix.
+	ProfilerLayers int
+	// ProfilerFaults are the profiler misbehaviours injected (none by
+	// default); POST /admin/profiler/faults changes them at run time.
+	ProfilerFaults ProfilerFaults
 
 	// StepInterval is how often Run advances the engine in real time;
 	// default 10ms.
@@ -149,6 +157,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.TensorParallel == 0 {
 		o.TensorParallel = 1
+	}
+	if o.ProfilerLayers == 0 {
+		o.ProfilerLayers = 32
+	}
+	if o.ProfilerLayers < 1 || o.ProfilerLayers > 256 {
+		return o, fmt.Errorf("profiler layers %d: want 1..256", o.ProfilerLayers)
+	}
+	if err := o.ProfilerFaults.validate(); err != nil {
+		return o, err
 	}
 	if o.TensorParallel < 1 || o.TensorParallel > 8 {
 		return o, fmt.Errorf("tensor parallel %d: want 1..8", o.TensorParallel)

@@ -41,6 +41,10 @@ type ProfilerStatus struct {
 	Files        []string       `json:"files"`
 	Violations   map[string]int `json:"violations"`
 	LastError    string         `json:"last_error,omitempty"`
+	// PendingWrites counts stops whose files are still to be written (the
+	// late_files fault).
+	PendingWrites int            `json:"pending_writes"`
+	Faults        ProfilerFaults `json:"faults"`
 }
 
 // profiledStep is one engine iteration seen while recording.
@@ -68,10 +72,12 @@ type profiler struct {
 	files      []string
 	violations map[string]int
 	lastErr    string
+	faults     ProfilerFaults
+	pending    int // stops whose files are not written yet
 }
 
 func newProfiler(o Options, now func() time.Time) *profiler {
-	return &profiler{opts: o, now: now, violations: map[string]int{
+	return &profiler{opts: o, now: now, faults: o.ProfilerFaults, violations: map[string]int{
 		ViolationStartWhileRecording: 0, ViolationStopWhileIdle: 0,
 		ViolationRecordingPastLimit: 0, ViolationStartWhileFlushing: 0,
 	}}
@@ -79,7 +85,8 @@ func newProfiler(o Options, now func() time.Time) *profiler {
 
 // start begins recording. A start while recording is counted and ignored,
 // as vLLM's workers ignore it; a start while a stop is flushing is counted
-// and takes effect once the flush is over (the engine is busy until then).
+// and takes effect once the flush is over (the engine is busy until then),
+// or, with the start_while_flushing fault "ignore", is dropped.
 func (p *profiler) start(r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -89,6 +96,9 @@ func (p *profiler) start(r *http.Request) {
 		return
 	case profFlushing:
 		p.violations[ViolationStartWhileFlushing]++
+		if p.faults.StartWhileFlushing == StartWhileFlushingIgnore {
+			return
+		}
 		for p.state == profFlushing {
 			done := p.flushDone
 			p.mu.Unlock()
@@ -111,10 +121,13 @@ func (p *profiler) start(r *http.Request) {
 	p.steps, p.reqs = nil, nil
 }
 
-// stop ends a recording: it blocks for the flush delay, then writes the
-// trace files. It runs to the end even if the caller goes away, as vLLM's
-// flush does. A stop with nothing recording is counted and answered.
-func (p *profiler) stop() error {
+// stop ends a recording: it blocks for the flush delay (plus the stop_hang
+// fault), then writes the trace files, or with the late_files fault returns
+// and writes them that much later. It runs to the end even if the caller
+// goes away, as vLLM's flush does. A stop with nothing recording is counted
+// and answered. inflight, when set, is the iteration running at the stop:
+// its kernels were launched while recording, so the trace holds them too.
+func (p *profiler) stop(inflight *profiledStep) error {
 	p.mu.Lock()
 	if p.state != profRecording {
 		p.violations[ViolationStopWhileIdle]++
@@ -126,21 +139,46 @@ func (p *profiler) stop() error {
 	p.state = profFlushing
 	p.flushDone = make(chan struct{})
 	steps, reqs, begun := p.steps, p.reqs, p.recStart
+	if inflight != nil {
+		steps = append(steps, *inflight)
+	}
 	p.steps, p.reqs = nil, nil
+	faults := p.faults
+	ended := p.now()
 	p.mu.Unlock()
 
-	time.Sleep(p.opts.ProfilerFlushDelay)
-	files, err := writeProfile(p.opts, begun, p.now(), steps, reqs)
+	time.Sleep(faults.StopHang + p.opts.ProfilerFlushDelay)
+	if faults.LateFiles > 0 {
+		p.mu.Lock()
+		p.pending++
+		p.state = profIdle
+		close(p.flushDone)
+		p.mu.Unlock()
+		go func() {
+			time.Sleep(faults.LateFiles)
+			p.wrote(writeProfile(p.opts, begun, ended, steps, reqs))
+		}()
+		return nil
+	}
+	files, err := writeProfile(p.opts, begun, ended, steps, reqs)
+	p.mu.Lock()
+	p.pending++
+	p.state = profIdle
+	close(p.flushDone)
+	p.mu.Unlock()
+	p.wrote(files, err)
+	return err
+}
 
+// wrote records the files of a stop.
+func (p *profiler) wrote(files []string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.files = append(p.files, files...)
 	if err != nil {
 		p.lastErr = err.Error()
 	}
-	p.state = profIdle
-	close(p.flushDone)
-	return err
+	p.pending--
 }
 
 // record keeps an iteration while recording.
@@ -187,6 +225,7 @@ func (p *profiler) status() ProfilerStatus {
 	return ProfilerStatus{
 		Armed: true, State: p.state.String(), Starts: p.starts, Stops: p.stops,
 		FilesWritten: len(p.files), Files: append([]string{}, p.files...), Violations: v, LastError: p.lastErr,
+		PendingWrites: p.pending, Faults: p.faults,
 	}
 }
 
@@ -212,7 +251,7 @@ func (s *Sim) profilerRoutes(mux *http.ServeMux) {
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("POST /stop_profile", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.prof.stop(); err != nil {
+		if err := s.prof.stop(s.inflight()); err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
@@ -224,4 +263,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// inflight is the engine's iteration in flight, if any.
+func (s *Sim) inflight() *profiledStep {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.eng
+	if !e.inflight {
+		return nil
+	}
+	return &profiledStep{start: s.wall(e.stepStart), rec: stepRecord{
+		start: e.stepStart, end: e.stepEnd, work: e.work, cost: e.cost,
+		running: len(e.running), waiting: len(e.waiting),
+	}}
 }

@@ -43,7 +43,7 @@ func TestProfilerUnarmedAnswers404(t *testing.T) {
 func TestProfilerProtocol(t *testing.T) {
 	dir := t.TempDir()
 	s, err := New(Options{ProfilerDir: dir, ProfilerFlushDelay: 300 * time.Millisecond,
-		ProfilerMaxRecording: 5 * time.Second, TensorParallel: 2, Seed: 1})
+		ProfilerMaxRecording: 5 * time.Second, TensorParallel: 2, ProfilerLayers: 4, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +189,10 @@ func readTrace(t *testing.T, path string) []event {
 			if len(e.Args) == 0 {
 				t.Fatalf("%s: metadata event %d without args", path, i)
 			}
+		case "s", "f": // ac2g flows from a launch to its kernel
+			if e.Ts == nil || e.Cat != "ac2g" {
+				t.Fatalf("%s: flow event %d lacks ts or cat ac2g: %+v", path, i, e)
+			}
 		default:
 			t.Fatalf("%s: event %d has phase %q", path, i, *e.Ph)
 		}
@@ -211,7 +215,7 @@ func countKernels(evs []event) int {
 func TestProfileExplainsUnexplained(t *testing.T) {
 	gemmAvg := func(scenario string) float64 {
 		dir := t.TempDir()
-		s, err := New(Options{Scenario: scenario, ProfilerDir: dir, ProfilerFlushDelay: time.Millisecond, Seed: 2})
+		s, err := New(Options{Scenario: scenario, ProfilerDir: dir, ProfilerFlushDelay: time.Millisecond, ProfilerLayers: 4, Seed: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,11 +81,26 @@ func TestFlagErrors(t *testing.T) {
 		{"--shift-after", "10s"}, // healthy to healthy
 		{"--scenario", "overload", "--shift-after", "-1s"},
 		{"--otlp-protocol", "carrier-pigeon"},
+		{"--profiler-start-while-flushing", "sometimes"},
+		{"--profiler-layers", "-1"},
+		{"--profiler-late-files", "-1s"},
 		{"--no-such-flag"},
 		{"stray"},
 	} {
 		if err := run(context.Background(), args, io.Discard, nil); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+func TestProfilerFaultFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--profiler-dir", t.TempDir(), "--profiler-layers", "4", "--profiler-stop-hang", "3s",
+		"--profiler-start-while-flushing", "ignore", "--profiler-late-files", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.opts.ProfilerFaults
+	if c.opts.ProfilerLayers != 4 || f.StopHang != 3*time.Second || f.StartWhileFlushing != "ignore" || f.LateFiles != 2*time.Second {
+		t.Errorf("layers %d, faults %+v", c.opts.ProfilerLayers, f)
 	}
 }

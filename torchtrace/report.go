@@ -1,0 +1,276 @@
+package torchtrace
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sums are a report's full tables, kept beside the JSON fields so that
+// Merge adds exact sums rather than truncated top lists.
+type sums struct {
+	kernels map[string]*stat
+	ops     map[string]*stat
+	famUS   map[Family]float64
+	idle    map[int]float64 // idle share per device
+	top     int
+}
+
+// report turns the sums of one file into its Report.
+func (a *analysis) report() *Report {
+	r := &Report{Files: 1, Events: a.events}
+	sm := &sums{kernels: a.kernels, ops: a.ops, famUS: a.famUS, idle: map[int]float64{}, top: a.opt.Top}
+	if a.total > 0 {
+		r.Window = Window{Start: a.wall(a.lo), End: a.wall(a.hi)}
+	}
+	// Idle is measured over the frame when one is given, else over the span
+	// of GPU activity read.
+	lo, hi := a.lo, a.hi
+	if !math.IsInf(a.winLo, 0) {
+		lo = a.winLo
+	}
+	if !math.IsInf(a.winHi, 0) {
+		hi = a.winHi
+	}
+	for dev, set := range a.devices {
+		if hi > lo {
+			sm.idle[dev] = clamp01(1 - set.busy()/(hi-lo))
+		}
+	}
+	r.fill(sm)
+	return r
+}
+
+func clamp01(f float64) float64 { return min(1, max(0, f)) }
+
+// wall converts trace microseconds to wall-clock time.
+func (a *analysis) wall(us float64) time.Time {
+	return time.Unix(0, a.base+int64(math.Round(us*1e3))).UTC()
+}
+
+// fill sets the report's derived fields from sm.
+func (r *Report) fill(sm *sums) {
+	r.sums = sm
+	r.KernelUS = 0
+	for _, us := range sm.famUS {
+		r.KernelUS += us
+	}
+	r.Families = make(map[Family]float64, len(Families))
+	for _, f := range Families {
+		r.Families[f] = share(sm.famUS[f], r.KernelUS)
+	}
+	r.Ranks = r.Ranks[:0]
+	var idle float64
+	for dev, s := range sm.idle {
+		r.Ranks = append(r.Ranks, dev)
+		idle += s
+	}
+	slices.Sort(r.Ranks)
+	r.IdleShare = 0
+	if len(sm.idle) > 0 {
+		r.IdleShare = idle / float64(len(sm.idle))
+	}
+	r.TopKernels = top(sm.kernels, r.KernelUS, sm.top, true)
+	r.TopOps = top(sm.ops, r.KernelUS, sm.top, false)
+}
+
+func share(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return part / whole
+}
+
+// top lists the n names with the most GPU time, ties by name.
+func top(m map[string]*stat, total float64, n int, withFamily bool) []Entry {
+	out := make([]Entry, 0, len(m))
+	for name, st := range m {
+		e := Entry{Name: name, GPUus: st.us, Count: st.count, Share: share(st.us, total)}
+		if withFamily {
+			e.Family = st.fam
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if c := cmp.Compare(b.GPUus, a.GPUus); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if n <= 0 {
+		n = 10
+	}
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Merge sums the reports of several files (the ranks of one capture) into
+// one: GPU time adds up, the idle share is the mean over every device, the
+// window spans them all. Reports read back from JSON merge from their top
+// lists only (a kernel outside every file's top list is not listed).
+func Merge(reports ...*Report) *Report {
+	out := &Report{}
+	sm := &sums{kernels: map[string]*stat{}, ops: map[string]*stat{}, famUS: map[Family]float64{}, idle: map[int]float64{}}
+	idleN := map[int]int{}
+	for _, r := range reports {
+		if r == nil {
+			continue
+		}
+		out.Files += r.Files
+		out.Events += r.Events
+		out.BytesRead += r.BytesRead
+		out.Window = union(out.Window, r.Window)
+		src := r.sums
+		if src == nil {
+			src = r.rebuild()
+		}
+		sm.top = max(sm.top, src.top, len(r.TopKernels))
+		addStats(sm.kernels, src.kernels)
+		addStats(sm.ops, src.ops)
+		for f, us := range src.famUS {
+			sm.famUS[f] += us
+		}
+		for dev, s := range src.idle {
+			// Ranks of different files can share a device index (one GPU
+			// per host): each file's devices count once.
+			sm.idle[dev] += s
+			idleN[dev]++
+		}
+	}
+	// A device index seen in several files (each host's GPU 0) weighs as
+	// many devices.
+	avg := map[int]float64{}
+	var all float64
+	var n int
+	for dev, s := range sm.idle {
+		avg[dev] = s / float64(idleN[dev])
+		all += s
+		n += idleN[dev]
+	}
+	sm.idle = avg
+	out.fill(sm)
+	if n > 0 {
+		out.IdleShare = all / float64(n)
+	}
+	return out
+}
+
+func addStats(dst, src map[string]*stat) {
+	for name, st := range src {
+		d := dst[name]
+		if d == nil {
+			d = &stat{fam: st.fam}
+			dst[name] = d
+		}
+		d.us += st.us
+		d.count += st.count
+	}
+}
+
+// rebuild recovers sums from a report's JSON fields.
+func (r *Report) rebuild() *sums {
+	sm := &sums{kernels: map[string]*stat{}, ops: map[string]*stat{}, famUS: map[Family]float64{}, idle: map[int]float64{}, top: len(r.TopKernels)}
+	for _, e := range r.TopKernels {
+		sm.kernels[e.Name] = &stat{fam: e.Family, us: e.GPUus, count: e.Count}
+	}
+	for _, e := range r.TopOps {
+		sm.ops[e.Name] = &stat{us: e.GPUus, count: e.Count}
+	}
+	for f, s := range r.Families {
+		sm.famUS[f] = s * r.KernelUS
+	}
+	for _, dev := range r.Ranks {
+		sm.idle[dev] = r.IdleShare
+	}
+	return sm
+}
+
+func union(a, b Window) Window {
+	switch {
+	case a.Start.IsZero():
+		return b
+	case b.Start.IsZero():
+		return a
+	}
+	if b.Start.Before(a.Start) {
+		a.Start = b.Start
+	}
+	if b.End.After(a.End) {
+		a.End = b.End
+	}
+	return a
+}
+
+// minDelta is the smallest change of share Compare reports (half a point).
+const minDelta = 0.005
+
+// Compare lists the families whose share moved by at least half a point,
+// largest change first (ties in Families order), e.g. gemm 0.81 vs
+// baseline 0.38.
+func Compare(cur, base *Report) []Delta {
+	if cur == nil || base == nil {
+		return nil
+	}
+	var out []Delta
+	for _, f := range Families {
+		d := Delta{Family: f, Share: cur.Families[f], Baseline: base.Families[f]}
+		if math.Abs(d.Share-d.Baseline) >= minDelta {
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Delta) int {
+		return cmp.Compare(math.Abs(b.Share-b.Baseline), math.Abs(a.Share-a.Baseline))
+	})
+	return out
+}
+
+// Summary is the one line a thread shows, e.g. "GEMM 81% of GPU time
+// (baseline 38%) · top kernel sm90_xmma_gemm_… 42% · GPU idle 6%". The
+// family it leads with is the one that grew most against the baseline, or
+// without deltas the largest.
+func Summary(r *Report, deltas []Delta) string {
+	if r == nil || r.KernelUS <= 0 {
+		return "no GPU activity in the profile"
+	}
+	lead, leadShare, baseline := FamilyOther, -1.0, -1.0
+	for _, d := range deltas {
+		if d.Share > d.Baseline {
+			lead, leadShare, baseline = d.Family, d.Share, d.Baseline
+			break
+		}
+	}
+	if leadShare < 0 {
+		for _, f := range Families {
+			if r.Families[f] > leadShare {
+				lead, leadShare = f, r.Families[f]
+			}
+		}
+	}
+	parts := []string{fmt.Sprintf("%s %s of GPU time", familyLabel(lead), pct(leadShare))}
+	if baseline >= 0 {
+		parts[0] += fmt.Sprintf(" (baseline %s)", pct(baseline))
+	}
+	if len(r.TopKernels) > 0 {
+		k := r.TopKernels[0]
+		parts = append(parts, fmt.Sprintf("top kernel %s %s", shorten(k.Name, 48), pct(k.Share)))
+	}
+	parts = append(parts, "GPU idle "+pct(r.IdleShare))
+	return strings.Join(parts, " · ")
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+
+// shorten cuts a kernel name (templates run to hundreds of characters)
+// to n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
