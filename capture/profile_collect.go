@@ -188,7 +188,7 @@ func (p *Profile) collectOne(ctx context.Context, in *Input, src profileSource, 
 		sink := &analysisSink{w: pw}
 		analysed = make(chan analysis, 1)
 		go func() {
-			rep, err := torchtrace.Analyze(ctx, pr, torchtrace.Options{Window: win})
+			rep, err := torchtrace.Analyze(ctx, pr, torchtrace.Options{Frame: win.End.Sub(win.Start)})
 			// The analysis may stop before the end (not a trace): the rest
 			// of the file still goes to storage, the sink drops it.
 			pr.CloseWithError(errAnalysisDone)

@@ -583,29 +583,20 @@ func TestProfileWithoutGuardIsBadConfig(t *testing.T) {
 	}
 }
 
-// torchtraceReady skips a test whose assertions need the real trace
-// analysis: until torchtrace's bodies land, Analyze says "not implemented".
-// Remove this guard once torchtrace is merged.
-func torchtraceReady(t *testing.T) {
-	t.Helper()
-	_, err := torchtrace.Analyze(context.Background(), strings.NewReader(`{"traceEvents":[]}`), torchtrace.Options{})
-	if err != nil && strings.Contains(err.Error(), "not implemented") {
-		t.Skip("torchtrace.Analyze is not implemented yet (until the torchtrace branch is merged)")
-	}
-}
-
 // TestProfileReportReadsTheRegressionAgainstABaseline: a healthy capture
 // kept as the baseline, then the unexplained scenario's GEMM regression;
 // the second report's top family is GEMM and it is compared with the first.
 func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
-	torchtraceReady(t)
 	f := newProfileFixture(t)
 	capture := func(scenario string, baseline bool) *Result {
 		dir := t.TempDir()
 		tgt := startSim(t, f.log, vllmsim.Options{Model: "m", Scenario: scenario, ProfilerDir: dir,
 			ProfilerFlushDelay: 50 * time.Millisecond, Seed: 3})
 		time.Sleep(500 * time.Millisecond) // traffic under way
-		p := buildTestProfile(t, ProfileConfig{Duration: time.Second, Baseline: baseline, Collect: ProfileCollect{Dir: dir}})
+		// The unexplained scenario's everyday traffic is light (0.5 rps): the
+		// step's representative load makes sure the frame sees iterations.
+		p := buildTestProfile(t, ProfileConfig{Duration: 2 * time.Second, Baseline: baseline, Collect: ProfileCollect{Dir: dir},
+			Load: &ProfileLoad{Requests: 4, PromptTokens: 256, MaxTokens: 32}})
 		in := f.input(t, tgt.host, nil)
 		in.RunID = "run-" + scenario
 		res, err := p.Run(context.Background(), in)

@@ -206,7 +206,9 @@ func (a *analysis) micros(t time.Time) float64 {
 // events1 reads the traceEvents array, one event at a time.
 func (a *analysis) events1(ctx context.Context, s *scanner) error {
 	a.inEvents = true
-	if w := a.opt.Window; !w.Start.IsZero() || !w.End.IsZero() {
+	if w := a.opt.Window; w.Start.IsZero() && w.End.IsZero() && a.opt.Frame > 0 && a.base != 0 {
+		a.winLo, a.winHi = 0, float64(a.opt.Frame.Nanoseconds())/1e3
+	} else if !w.Start.IsZero() || !w.End.IsZero() {
 		if !w.Start.IsZero() {
 			a.winLo = a.micros(w.Start)
 		}

@@ -135,6 +135,36 @@ func TestWindowClips(t *testing.T) {
 	}
 }
 
+// TestFrameFromTheTraceStart: Options.Frame keeps the first Frame after the
+// trace's own baseTimeNanoseconds, whatever the reader's clock says: a
+// server whose clock is a day off is still read over its frame.
+func TestFrameFromTheTraceStart(t *testing.T) {
+	const doc = `{"baseTimeNanoseconds": 1000000000000, "traceEvents": [
+	{"ph":"X","cat":"kernel","name":"ampere_bf16_s16816gemm","pid":0,"tid":7,"ts":100,"dur":100},
+	{"ph":"X","cat":"kernel","name":"flash_fwd_kernel","pid":0,"tid":7,"ts":250,"dur":100},
+	{"ph":"X","cat":"kernel","name":"late","pid":0,"tid":7,"ts":900,"dur":10}]}`
+	r, err := Analyze(context.Background(), strings.NewReader(doc), Options{Frame: 300 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Inside 0..300 µs: gemm 100..200 (100), flash 250..300 (50).
+	if !near(r.KernelUS, 150) || !near(r.Families[FamilyGEMM], 100.0/150) {
+		t.Errorf("kernel µs %.1f, families %v; want 150 with gemm 2/3", r.KernelUS, r.Families)
+	}
+	if want := 1 - 150.0/300; !near(r.IdleShare, want) {
+		t.Errorf("idle %.4f, want %.4f over the 300 µs frame", r.IdleShare, want)
+	}
+	// A window wins over Frame when both are set.
+	at := func(us int64) time.Time { return time.Unix(0, 1000000000000+us*1000) }
+	r, err = Analyze(context.Background(), strings.NewReader(doc), Options{Frame: time.Second, Window: Window{Start: at(240), End: at(1000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.KernelUS, 110) {
+		t.Errorf("kernel µs %.1f with a window and a frame, want the window's 110", r.KernelUS)
+	}
+}
+
 // TestLinksEitherOrder: kernels credit their operator whether the cpu_op
 // comes before or after them in the file.
 func TestLinksEitherOrder(t *testing.T) {

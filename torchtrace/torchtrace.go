@@ -40,6 +40,13 @@ type Options struct {
 	// between start_profile and stop_profile): the profiler's own start-up and
 	// flush are not read as part of the incident. Zero: the whole file.
 	Window Window
+	// Frame, when set and Window is not, keeps the GPU activity of the first
+	// Frame after the trace's own start (baseTimeNanoseconds, the moment the
+	// profiler started, on the server's clock). The caller measures the frame
+	// on its own clock; no clock is compared with another's, so a server
+	// whose clock is off (or a simulator whose clock lags) is still read
+	// over the frame. A trace without baseTimeNanoseconds is read whole.
+	Frame time.Duration
 	// Top is how many kernels and operators to list (0: 10).
 	Top int
 }
