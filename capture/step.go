@@ -129,6 +129,10 @@ type Verdict struct {
 	// Untrusted names the signals triage set aside, and why (also the last
 	// evidence line, so a thread shows it).
 	Untrusted []string `json:"untrusted,omitempty"`
+	// Basis says, per signal judged about the instance's workload (prompt
+	// length, prefill time), whether its own past decided (baseline-before,
+	// baseline-1d) or the absolute threshold (absolute: no baseline).
+	Basis map[string]string `json:"basis,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.
