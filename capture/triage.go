@@ -116,8 +116,10 @@ type Thresholds struct {
 	// PromptGrowth: with a baseline, the ratio of the prompt length to the
 	// instance's own before which prompts count as long. Default 2.
 	PromptGrowth float64 `yaml:"prompt_growth,omitempty" json:"prompt_growth,omitempty"`
-	// PrefillGrowth: with a baseline, the ratio of the mean prefill time to
-	// the instance's own before which prefill counts as slow. Default 2.
+	// PrefillGrowth: with a baseline, the ratio of the prefill time to the
+	// instance's own from which prefill counts as slow. Default 3: under
+	// load a wider batch shares each step's token budget, so prefill of the
+	// same prompts stretches (vllmsim: up to 2× past the knee).
 	PrefillGrowth float64 `yaml:"prefill_growth,omitempty" json:"prefill_growth,omitempty"`
 }
 
@@ -126,7 +128,7 @@ type Thresholds struct {
 var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
-	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 2,
+	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.

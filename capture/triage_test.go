@@ -213,9 +213,10 @@ func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Ve
 	t.Helper()
 	th = th.withDefaults()
 	load := map[string]bool{ // what "load normal" speaks for
-		"queue":       sig[SigQueueDepth] >= th.QueueDepth,
-		"batch":       sig[SigRunning] >= th.Running,
-		"prompts":     sig[SigPromptTokens] >= th.PromptTokensMean,
+		"queue": sig[SigQueueDepth] >= th.QueueDepth,
+		"batch": sig[SigRunning] >= th.Running,
+		// long against the instance's own past where a baseline exists
+		"prompts":     reading{s: sig, th: th}.longPrompts(),
 		"KV":          sig[SigKVUsage] >= th.KVUsage,
 		"preemptions": sig[SigPreemptionsRate] > th.PreemptionsPerS,
 	}

@@ -123,13 +123,13 @@ func (r reading) basis() map[string]string {
 
 // sinceLine says how a value compares with its baseline: "4.8× longer than
 // the 30m before the alert (312 → 1,498 tokens)".
-func (r reading) sinceLine(b baseline, cur float64, more, less string, f func(float64) string) string {
+func (r reading) sinceLine(b baseline, cur float64, more, less string, f func(float64) string, unit string) string {
 	ratio := cur / b.v
 	word := more
 	if ratio < 1 {
 		word, ratio = less, 1/ratio
 	}
-	return fmt.Sprintf("%.2g× %s than %s (%s → %s)", ratio, word, r.whenBaseline(b), f(b.v), f(cur))
+	return fmt.Sprintf("%.2g× %s than %s (%s → %s%s)", ratio, word, r.whenBaseline(b), f(b.v), f(cur), unit)
 }
 
 // whenBaseline names a baseline's window: "the 30m before the alert", "the
@@ -156,7 +156,7 @@ func promptLine(r reading) string {
 		how = " (prompt tokens per admitted request)"
 	}
 	if b, ok := r.baselineFor(promptSigs...); ok {
-		return "prompts " + r.sinceLine(b, n, "longer", "shorter", fmtTokens) + how + r.from(s) +
+		return "prompts " + r.sinceLine(b, n, "longer", "shorter", fmtTokens, " tokens") + how + r.from(s) +
 			fmt.Sprintf("; long from %.2g×", r.th.PromptGrowth)
 	}
 	return fmt.Sprintf("prompts %s tokens on average (long from %s)%s%s", fmtTokens(n), fmtTokens(r.th.PromptTokensMean), how, r.from(s))

@@ -129,6 +129,10 @@ func notOverload(r reading) string {
 	}
 	if r.prefillSlow() {
 		v, _, _ := r.prefillTime()
+		if b, ok := r.baselineFor(SigPrefillMean); ok {
+			return fmt.Sprintf("prefill is slow too (%s per request, %s): per-request work grew, not only the waiting",
+				fmtSec(v), r.sinceLine(b, v, "slower", "faster", fmtSec, ""))
+		}
 		return fmt.Sprintf("prefill is slow too (%s per request, slow from %s): per-request work grew, not only the waiting", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
 	}
 	p, _, okP := r.prefillTime()
@@ -203,7 +207,7 @@ func prefillLine(r reading) string {
 	}
 	s := fmt.Sprintf("prefill %s per request (slow from %s)", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
 	if b, okB := r.baselineFor(SigPrefillMean); okB {
-		s = fmt.Sprintf("prefill %s per request, %s; slow from %.2g×", fmtSec(v), r.sinceLine(b, v, "slower", "faster", fmtSec), r.th.PrefillGrowth)
+		s = fmt.Sprintf("prefill %s per request, %s; slow from %.2g×", fmtSec(v), r.sinceLine(b, v, "slower", "faster", fmtSec, ""), r.th.PrefillGrowth)
 	}
 	if fromTTFT {
 		s = fmt.Sprintf("TTFT p50 %s with the queue short, so prefill takes about that (slow from %s)", fmtSec(v), fmtSec(r.th.PrefillTimeMean))

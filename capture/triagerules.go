@@ -27,11 +27,11 @@ func (r reading) atLeast(name string, thr float64) bool {
 	return ok && v >= thr
 }
 
-func (r reading) kvFull() bool      { return r.atLeast(SigKVUsage, r.th.KVUsage) }
-func (r reading) queueDeep() bool   { return r.atLeast(SigQueueDepth, r.th.QueueDepth) }
-func (r reading) itlHigh() bool     { return r.atLeast(SigITLP99, r.th.ITLP99) }
-func (r reading) wideBatch() bool   { return r.atLeast(SigRunning, r.th.Running) }
-func (r reading) aborting() bool    { return r.atLeast(SigAbortRatio, r.th.AbortRatio) }
+func (r reading) kvFull() bool    { return r.atLeast(SigKVUsage, r.th.KVUsage) }
+func (r reading) queueDeep() bool { return r.atLeast(SigQueueDepth, r.th.QueueDepth) }
+func (r reading) itlHigh() bool   { return r.atLeast(SigITLP99, r.th.ITLP99) }
+func (r reading) wideBatch() bool { return r.atLeast(SigRunning, r.th.Running) }
+func (r reading) aborting() bool  { return r.atLeast(SigAbortRatio, r.th.AbortRatio) }
 
 func (r reading) preempting() bool {
 	v, ok := r.get(SigPreemptionsRate)
