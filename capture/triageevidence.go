@@ -211,6 +211,10 @@ func prefillLine(r reading) string {
 	}
 	if fromTTFT {
 		s = fmt.Sprintf("TTFT p50 %s with the queue short, so prefill takes about that (slow from %s)", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
+		if b, okB := r.baselineFor(SigPrefillMean); okB {
+			s = fmt.Sprintf("TTFT p50 %s with the queue short, so prefill takes about that: %s; slow from %.2g×", fmtSec(v),
+				r.sinceLine(b, v, "slower", "faster", fmtSec, ""), r.th.PrefillGrowth)
+		}
 	}
 	if n, _, okN := r.prompts(); okN && v > 0 {
 		s += fmt.Sprintf(", ~%.0f prompt tokens/s", n/v)
