@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
-	"net/http"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,42 +35,6 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 	}
 	bucket := testenv.StartMinIO(t) // the artifacts go to a real S3 server: checkBucket
 	s := startStack(t, stackOptions{Scenarios: scenarios, S3: bucket})
-	all := checkVerdictPerCause(t, s, scenarios)
-	checkBucket(t, s, bucket, all)
-}
-
-// TestVerdictAtOnsetPerShiftedCause is the same bar at the moment of the
-// page: every instance runs healthy traffic, then shifts to its cause (POST
-// /admin/scenario with `after`, as a test scripts an incident), so the shipped
-// rules fire at the onset and the snapshot's windows are mostly the healthy
-// minutes before; the verdicts must still name each cause.
-func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
-	scenarios := []string{
-		vllmsim.ScenarioHealthy, vllmsim.ScenarioOverload, vllmsim.ScenarioKVPressure,
-		vllmsim.ScenarioPrefillBound, vllmsim.ScenarioDecodeBound, vllmsim.ScenarioClientAborts,
-		vllmsim.ScenarioUnexplained,
-	}
-	s := startStack(t, stackOptions{Scenarios: scenarios})
-	for _, sc := range scenarios[1:] {
-		sm := s.Sims[sc]
-		for _, body := range []string{`{"scenario":"healthy"}`, `{"scenario":"` + sc + `","after":"40s"}`} {
-			resp, err := http.Post("http://"+sm.Addr+"/admin/scenario", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("%s: POST /admin/scenario %s: %s", sc, body, resp.Status)
-			}
-		}
-	}
-	checkVerdictPerCause(t, s, scenarios)
-}
-
-// checkVerdictPerCause waits until every injected cause has a finished run
-// and checks each run's verdict (and tier 2 where it ran); it returns the runs.
-func checkVerdictPerCause(t *testing.T, s *stack, scenarios []string) []runs.Run {
-	t.Helper()
 	byAddr := map[string]string{}
 	for sc, sm := range s.Sims {
 		byAddr[sm.Addr] = sc
@@ -117,7 +79,7 @@ func checkVerdictPerCause(t *testing.T, s *stack, scenarios []string) []runs.Run
 			t.Errorf("%s: no run; alerts firing now: %v", sc, s.Prom.Query(t, `ALERTS{alertstate="firing"}`))
 		}
 	}
-	return all
+	checkBucket(t, s, bucket, all)
 }
 
 func allCausesDone(all []runs.Run, byAddr map[string]string, scenarios []string) bool {
