@@ -24,6 +24,9 @@ import (
 type PrometheusConfig struct {
 	// Queries to run; their names key the findings.
 	Queries []PromQuery `yaml:"queries" json:"queries"`
+	// Baseline sets the windows the queries marked `baseline` are read over
+	// before the incident (prometheus_baseline.go); defaults DefaultBaseline.
+	Baseline BaselineConfig `yaml:"baseline,omitempty" json:"baseline,omitempty"`
 }
 
 // PromQuery is one PromQL query. Templates are rendered before it gets here:
@@ -42,6 +45,12 @@ type PromQuery struct {
 	Step time.Duration `yaml:"step,omitempty" json:"step,omitempty"`
 	// Timeout bounds this query; default the Prometheus endpoint's timeout, else 10s.
 	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// Baseline also reads the signal over the instance's own past (the
+	// step's baseline windows), in one more query: the signals
+	// <signal>_baseline and <signal>_baseline_1d, for triage to compare with.
+	Baseline bool `yaml:"baseline,omitempty" json:"baseline,omitempty"`
+
+	baselineOf string // set on the derived query that reads this signal's baselines
 }
 
 // PrometheusStep is a built prometheus step.
@@ -57,7 +66,7 @@ var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // reservedFindings are finding keys the step writes itself.
 var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data": true,
 	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true,
-	FindingSignalWindows: true, FindingSignalLags: true, FindingSignalsAt: true}
+	FindingSignalWindows: true, FindingSignalLags: true, FindingSignalsAt: true, "baseline": true}
 
 // maxParallelQueries bounds the queries one step has in flight.
 const maxParallelQueries = 16
@@ -97,9 +106,25 @@ func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
 			return nil, Errorf(ReasonBadConfig, "%s: negative step or timeout", where)
 		case q.Step > 0 && !q.Range:
 			return nil, Errorf(ReasonBadConfig, "%s: step is for range queries", where)
+		case q.Baseline && q.Signal == "":
+			return nil, Errorf(ReasonBadConfig, "%s: baseline needs a signal", where)
+		}
+		if q.Baseline {
+			if _, err := baselineExpr(q.Query, time.Minute, time.Unix(0, 0)); err != nil {
+				return nil, Errorf(ReasonBadConfig, "%s: %w", where, err)
+			}
 		}
 		seen[q.Name] = true
 	}
+	for _, q := range cfg.Queries {
+		if q.Baseline && seen[q.Name+SuffixBaseline] {
+			return nil, Errorf(ReasonBadConfig, "prometheus: query %q: its baseline is named %q, as another query is", q.Name, q.Name+SuffixBaseline)
+		}
+	}
+	if err := cfg.Baseline.validate(); err != nil {
+		return nil, Errorf(ReasonBadConfig, "prometheus: %w", err)
+	}
+	cfg.Baseline = cfg.Baseline.withDefaults()
 	return &PrometheusStep{cfg: cfg}, nil
 }
 
@@ -149,21 +174,79 @@ func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		timeout = ep.Timeout
 	}
 	began := time.Now()
-	outs := make([]queryOutcome, len(p.cfg.Queries))
+	startsAt := in.Alert.StartsAt
+	if startsAt.IsZero() || startsAt.After(end) {
+		startsAt = start
+	}
+	queries, err := p.plan(startsAt)
+	if err != nil {
+		return nil, err
+	}
+	outs := make([]queryOutcome, len(queries))
 	var g errgroup.Group
 	g.SetLimit(maxParallelQueries)
-	for i, q := range p.cfg.Queries {
+	for i, q := range queries {
 		g.Go(func() error {
 			outs[i] = runQuery(ctx, papi, q, start, end, timeout)
 			return nil
 		})
 	}
 	_ = g.Wait() // runQuery records its error in its outcome
-	res, err := p.report(ctx, in, ep, outs, time.Since(began))
+	res, err := p.report(ctx, in, ep, queries, outs, time.Since(began))
 	if res != nil && len(res.Signals) > 0 {
-		describeSignals(res, p.cfg.Queries, end)
+		describeSignals(res, queries, end)
+		p.describeBaselines(res, startsAt, end)
 	}
 	return res, err
+}
+
+// plan is the queries to run: the configured ones, then, for each marked
+// `baseline`, the one query that reads its baselines before startsAt.
+func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
+	out := append([]PromQuery(nil), p.cfg.Queries...)
+	for _, q := range p.cfg.Queries {
+		if !q.Baseline {
+			continue
+		}
+		bq, err := baselineQuery(q, p.cfg.Baseline, startsAt)
+		if err != nil {
+			return nil, Errorf(ReasonBadConfig, "prometheus: query %q: %w", q.Name, err)
+		}
+		out = append(out, PromQuery{Name: q.Name + SuffixBaseline, Query: bq, Timeout: q.Timeout, baselineOf: q.Signal})
+	}
+	return out, nil
+}
+
+// describeBaselines records the window and lag of each baseline signal: the
+// step's baseline window, ending its gap before startsAt (a day more for the
+// day-ago one), and the windows themselves in findings.baseline.
+func (p *PrometheusStep) describeBaselines(res *Result, startsAt, end time.Time) {
+	b := p.cfg.Baseline
+	windows, _ := res.Findings[FindingSignalWindows].(map[string]float64)
+	lags, _ := res.Findings[FindingSignalLags].(map[string]float64)
+	if lags == nil {
+		lags = map[string]float64{}
+	}
+	lag := end.Sub(startsAt.Add(-b.Gap)).Seconds()
+	found := false
+	for name := range res.Signals {
+		day := strings.HasSuffix(name, SuffixBaselineDay)
+		if !day && !strings.HasSuffix(name, SuffixBaseline) {
+			continue
+		}
+		found = true
+		windows[name] = b.Window.Seconds()
+		lags[name] = lag
+		if day {
+			lags[name] += (24 * time.Hour).Seconds()
+		}
+	}
+	if !found {
+		return
+	}
+	res.Findings[FindingSignalLags] = lags
+	res.Findings["baseline"] = map[string]any{"window_s": b.Window.Seconds(), "gap_s": b.Gap.Seconds(),
+		"day_ago": *b.DayAgo, "ends": startsAt.Add(-b.Gap).UTC().Format(time.RFC3339)}
 }
 
 // describeSignals records, for each signal, the span of data its query
@@ -233,7 +316,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 }
 
 // report turns the outcomes into the step's result and stores the artifact.
-func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, outs []queryOutcome, wall time.Duration) (*Result, error) {
+func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, queries []PromQuery, outs []queryOutcome, wall time.Duration) (*Result, error) {
 	res := &Result{Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{}}
 	failed := map[string]string{}
 	var noData []string
@@ -254,8 +337,10 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, ou
 			continue
 		}
 		res.Findings[o.Name] = f
-		if q := p.cfg.Queries[i]; q.Signal != "" && hasSig {
+		if q := queries[i]; q.Signal != "" && hasSig {
 			res.Signals[q.Signal] = sig
+		} else if q.baselineOf != "" {
+			res.Signals.Merge(baselineSignals(q.baselineOf, o.Result))
 		}
 	}
 	if len(failed) > 0 {

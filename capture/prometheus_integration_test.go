@@ -142,3 +142,104 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 		t.Fatalf("verdict %+v from %v", out.Verdict, out.Findings["sources"])
 	}
 }
+
+// TestPrometheusBaselinesOnRealPrometheus: two stand-in vLLMs under a real
+// Prometheus, their traffic scripted with Sim.SetShape, baselines read over
+// short windows (the shipped 30m would take half an hour): chat prompts
+// growing 5× at a steady rate, and a RAG service's always-long prompts under
+// 4× its traffic. The prometheus step's one baseline query per signal gives
+// the window before the alert and, Prometheus holding no day-ago data, no
+// day-ago signal; triage from the snapshot alone names prefill-bound and
+// overload, judging the prompts against the instance's own past.
+func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
+	type incident struct {
+		name          string
+		before, after vllmsim.Shape
+		want          string
+		inst          string
+		sim           *vllmsim.Sim
+	}
+	rag := dist(6000, 5000, 7000)
+	cases := []*incident{
+		{name: "prompts 5x longer", before: vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(300, 64, 1500)},
+			after: vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(1500, 600, 3000)}, want: VerdictPrefillBound},
+		{name: "always-long prompts, then overload", before: vllmsim.Shape{RPS: new(0.4), PromptTokens: rag},
+			after: vllmsim.Shape{RPS: new(1.6), PromptTokens: rag}, want: VerdictOverload},
+	}
+	var targets []string
+	for i, c := range cases {
+		sim, err := vllmsim.New(vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: uint64(3 + i), Start: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.SetShape(c.before); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sim.Run(ctx) }()
+		srv := httptest.NewServer(sim.Handler())
+		t.Cleanup(func() { srv.Close(); cancel(); <-done })
+		u, _ := url.Parse(srv.URL)
+		c.inst, c.sim = u.Host, sim
+		targets = append(targets, u.Host)
+	}
+	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: targets})
+	for _, inst := range targets {
+		prom.WaitUp(t, inst, 30*time.Second)
+	}
+	time.Sleep(40 * time.Second) // the instances' own past
+	shiftAt := time.Now()
+	for _, c := range cases {
+		if err := c.sim.SetShape(c.after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(25 * time.Second)
+	startsAt := shiftAt.Add(5 * time.Second) // the alert fired 5 s into the shift
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sel := fmt.Sprintf(`{instance=%q}`, c.inst)
+			rate := func(m string) string { return fmt.Sprintf("sum(rate(%s%s[15s]))", m, sel) }
+			q := func(name, sig, expr string, base bool) PromQuery {
+				return PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
+			}
+			step, err := NewPrometheus(PrometheusConfig{
+				Baseline: BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
+				Queries: []PromQuery{
+					q("queue", SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
+					q("running", SigRunning, "max(vllm:num_requests_running"+sel+")", false),
+					q("kv", SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),
+					q("admit_rate", SigAdmitRate, rate("vllm:time_to_first_token_seconds_count"), false),
+					q("ttft_p50", SigTTFTP50, "histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"+sel+"[15s])))", false),
+					q("prefill_time", SigPrefillMean, rate("vllm:request_prefill_time_seconds_sum")+" / "+rate("vllm:request_prefill_time_seconds_count"), true),
+					q("prompt_tokens_now", SigPromptTokensNow, rate("vllm:prompt_tokens_total")+" / "+rate("vllm:time_to_first_token_seconds_count"), true),
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := promInput(t, prom.URL)
+			in.Alert = template.Alert{StartsAt: startsAt, Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": c.inst}}
+			in.Window = Window{Start: startsAt.Add(-time.Minute), End: time.Now()}
+			res, err := step.Run(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, ok := res.Signals[BaselineOf(SigPromptTokensNow, false)]
+			if _, day := res.Signals[BaselineOf(SigPromptTokensNow, true)]; !ok || day {
+				t.Fatalf("baselines %v: want the window before and no day-ago one (Prometheus has no day of data)", res.Signals)
+			}
+			if lo, hi := map[bool]float64{true: 4000, false: 150}[c.want == VerdictOverload], map[bool]float64{true: 8000, false: 600}[c.want == VerdictOverload]; base < lo || base > hi {
+				t.Errorf("prompt baseline %.0f tokens, want the before traffic's (%.0f..%.0f)", base, lo, hi)
+			}
+			tri, _ := NewTriage(TriageConfig{})
+			out, _ := tri.Run(context.Background(), &Input{Env: &Env{}, Prior: map[string]*Result{"snapshot": res}})
+			v := out.Verdict
+			t.Logf("%s: %s basis %v\n%q", c.name, v.ID, v.Basis, v.Evidence)
+			if v.ID != c.want || v.Basis[SigPromptTokensNow] != BasisBefore {
+				t.Fatalf("verdict %s basis %v, want %s judged against the window before\nsignals %v\nevidence %q", v.ID, v.Basis, c.want, res.Signals, v.Evidence)
+			}
+		})
+	}
+}

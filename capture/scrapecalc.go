@@ -82,6 +82,7 @@ func (d scrapeDelta) signals() Signals {
 		}
 		setIf(s, hs.p50, func() (float64, bool) { return h.quantile(0.5) })
 	}
+	setIf(s, SigPromptTokensNow, d.promptTokensPerStart)
 	if _, ok := s[SigPromptTokens]; !ok {
 		setIf(s, SigPromptTokens, d.promptTokensPerStart)
 	}
@@ -163,9 +164,11 @@ func (d scrapeDelta) gauge(m vllmMetric, agg aggregation) (float64, bool) {
 	return v, ok
 }
 
-// promptTokensPerStart estimates the prompt length when no request finished in
-// the gap (request_prompt_tokens is observed at the finish): prompt tokens
-// prefilled per first token emitted, both counted as they happen.
+// promptTokensPerStart is the prompt length of the requests admitted in the
+// gap (prompt_tokens_now): prompt tokens prefilled per first token emitted,
+// both counted as they happen, where request_prompt_tokens is observed at
+// the finish and lags at the onset of longer prompts. It also stands in for
+// prompt_tokens_mean when no request finished in the gap.
 func (d scrapeDelta) promptTokensPerStart() (float64, bool) {
 	tokens, ok := d.counterDelta(vmPromptTokensTotal, nil)
 	if !ok {

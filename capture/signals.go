@@ -1,5 +1,7 @@
 package capture
 
+import "strings"
+
 // Signals are the canonical numbers a vLLM operator reads, whatever produced them
 // (PromQL over the window, or two local scrapes of the instance). Triage reads only
 // these names, so both metric generations and both sources meet here.
@@ -20,6 +22,7 @@ const (
 	SigDecodeMean      = "decode_time_mean"
 	SigE2EMean         = "e2e_mean"
 	SigPromptTokens    = "prompt_tokens_mean" // per finished request
+	SigPromptTokensNow = "prompt_tokens_now"  // per request admitted: prompt tokens prefilled ÷ first tokens, counted as they happen
 	SigOutputTokens    = "output_tokens_mean"
 	SigAbortRatio      = "abort_ratio" // aborted ÷ all finished
 	SigRequestRate     = "request_rate"
@@ -34,8 +37,10 @@ const (
 	SigQueueWait   = "queue_wait"         // s a request entering the queue now waits: oldest wait, else waiting ÷ admitted rate (Little's law)
 	SigQueueTimeN  = "queue_time_count"   // requests the queue-time histogram covers in the window (its count's increase)
 
-	// Baselines: the same quantity before the alert (PromQL `offset`), for
-	// "up versus before" evidence. Triage works without them.
+	// Baselines: the same quantity over the instance's own past (a query
+	// marked `baseline`, prometheus_baseline.go, gives <signal>_baseline
+	// and <signal>_baseline_1d for any signal; these are the common ones).
+	// Triage judges the workload's change by them, and works without them.
 	SigTTFTP99Baseline     = "ttft_p99_baseline"
 	SigITLP99Baseline      = "itl_p99_baseline"
 	SigPrefillMeanBaseline = "prefill_time_mean_baseline"
@@ -45,19 +50,26 @@ const (
 // SignalNames lists every canonical signal name; a playbook's `signal:` must be one.
 var SignalNames = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptionsRate,
 	SigTTFTP99, SigTTFTP50, SigITLP99, SigITLP50, SigQueueTimeMean, SigPrefillMean,
-	SigDecodeMean, SigE2EMean, SigPromptTokens, SigOutputTokens, SigAbortRatio,
+	SigDecodeMean, SigE2EMean, SigPromptTokens, SigPromptTokensNow, SigOutputTokens, SigAbortRatio,
 	SigRequestRate, SigPrefixHitRatio, SigQueueGrowth, SigAdmitRate, SigQueueOldest,
 	SigQueueWait, SigQueueTimeN, SigTTFTP99Baseline, SigITLP99Baseline,
 	SigPrefillMeanBaseline, SigPromptTokensBase}
 
-// KnownSignal says whether name is a canonical signal.
+// KnownSignal says whether name is a canonical signal, or the baseline of one.
 func KnownSignal(name string) bool {
+	base := strings.TrimSuffix(strings.TrimSuffix(name, SuffixBaselineDay), SuffixBaseline)
 	for _, n := range SignalNames {
-		if n == name {
+		if n == name || n == base {
 			return true
 		}
 	}
 	return false
+}
+
+// IsBaseline says whether name is a baseline signal (SuffixBaseline or
+// SuffixBaselineDay).
+func IsBaseline(name string) bool {
+	return strings.HasSuffix(name, SuffixBaseline) || strings.HasSuffix(name, SuffixBaselineDay)
 }
 
 // Merge copies o's signals into s where s has none, so an earlier, better source wins.

@@ -133,6 +133,10 @@ type Verdict struct {
 	// Preliminary: reached over part of tier 1 (the PromQL snapshot, before
 	// the scrape's second sample); the triage step's record refines it.
 	Preliminary bool `json:"preliminary,omitempty"`
+	// Basis says, per signal judged about the instance's workload (prompt
+	// length, prefill time), whether its own past decided (baseline-before,
+	// baseline-1d) or the absolute threshold (absolute: no baseline).
+	Basis map[string]string `json:"basis,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.

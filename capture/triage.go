@@ -70,6 +70,9 @@ type TriageConfig struct {
 	From []string `yaml:"from,omitempty" json:"from,omitempty"`
 	// Thresholds override the defaults one by one.
 	Thresholds Thresholds `yaml:"thresholds,omitempty" json:"thresholds,omitempty"`
+	// IgnoreBaselines judges every signal by its absolute threshold even
+	// where the snapshot read the instance's baseline (triagebaseline.go).
+	IgnoreBaselines bool `yaml:"ignore_baselines,omitempty" json:"ignore_baselines,omitempty"`
 }
 
 // Thresholds are the numbers the rules compare signals with, keyed by the
@@ -110,6 +113,14 @@ type Thresholds struct {
 	// waiting now that the queue-time histogram must account for (its mean
 	// wait × the admitted rate, Little's law) to be trusted. Default 0.5.
 	HistMinCoverage float64 `yaml:"hist_min_coverage,omitempty" json:"hist_min_coverage,omitempty"`
+	// PromptGrowth: with a baseline, the ratio of the prompt length to the
+	// instance's own before which prompts count as long. Default 2.
+	PromptGrowth float64 `yaml:"prompt_growth,omitempty" json:"prompt_growth,omitempty"`
+	// PrefillGrowth: with a baseline, the ratio of the prefill time to the
+	// instance's own from which prefill counts as slow. Default 3: under
+	// load a wider batch shares each step's token budget, so prefill of the
+	// same prompts stretches (vllmsim: up to 2× past the knee).
+	PrefillGrowth float64 `yaml:"prefill_growth,omitempty" json:"prefill_growth,omitempty"`
 }
 
 // DefaultThresholds are the thresholds a triage step uses unless its config says
@@ -117,7 +128,7 @@ type Thresholds struct {
 var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
-	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5,
+	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
@@ -181,7 +192,7 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	now := in.Env.now()
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
-	v, derived := diagnose(sig, org, t.cfg.Thresholds)
+	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines)
 	for k, x := range derived {
 		sig[k] = x
 		org[k] = Origin{Step: "triage", Window: -1, Age: -1}
@@ -235,11 +246,13 @@ func originOf(r *Result, id, name string, now time.Time) Origin {
 // readings, the sources' readings combine by the highest: a queue deep or a
 // pool full by either source was so. baselines only PromQL gives; for them
 // (and for a source's own oldest-wait) the order of `from` decides alone.
-var (
-	gauges    = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true}
-	baselines = map[string]bool{SigQueueOldest: true, SigTTFTP99Baseline: true, SigITLP99Baseline: true,
-		SigPrefillMeanBaseline: true, SigPromptTokensBase: true}
-)
+var gauges = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true}
+
+// fromOrder says whether the order of `from` alone decides a signal: a
+// baseline, or a source's own oldest-wait.
+func fromOrder(name string) bool {
+	return name == SigQueueOldest || IsBaseline(name)
+}
 
 // preferFresh replaces each signal that summarises a window (a rate, a
 // latency quantile, a stage time, a ratio) by the value of the source with the
@@ -250,7 +263,7 @@ var (
 // order of `from`. Gauges take the highest reading of any source.
 func preferFresh(prior map[string]*Result, used []string, sig Signals, org map[string]Origin, now time.Time) {
 	for name, best := range org {
-		if baselines[name] || (best.Window < 0 && !gauges[name]) {
+		if fromOrder(name) || (best.Window < 0 && !gauges[name]) {
 			continue
 		}
 		for _, id := range used {

@@ -1,10 +1,7 @@
 package capture
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -45,19 +42,23 @@ func ruleQuantile(w scrapeDelta, m vllmMetric) float64 {
 	return v
 }
 
-// TestTriageAtOnset: an instance healthy for three minutes switches to a
-// cause; the moment that cause's alert can first fire (short rule windows,
-// `for: 0s`), triage reads the shipped playbook's sources as they are then: a
-// snapshot over the last 2 minutes (PromQL's rate windows, emulated by two
-// scrapes 2 minutes apart, so its lifecycle histograms are mostly the healthy
-// minutes and the stuck requests are not in them), then the scrape step over
-// its gap. The verdict must name the cause, on both metric generations, and its
+// TestTriageAtOnset: an instance healthy for three minutes shifts to a cause
+// (Sim.Shift); the moment that cause's alert can first fire (short rule
+// windows, `for: 0s`), triage reads the shipped playbook's sources as they
+// are then: a snapshot over the last 2 minutes (PromQL's rate windows,
+// emulated by two scrapes 2 minutes apart, so its lifecycle histograms are
+// mostly the healthy minutes and the stuck requests are not in them), then
+// the scrape step over its gap. It triages twice: with the snapshot's
+// baselines (the 2 healthy minutes up to the shift, as the shipped playbooks
+// read them) and without (Prometheus has no past of this instance). Both
+// verdicts must name the cause, on both metric generations, and their
 // evidence never call a deep queue normal.
 func TestTriageAtOnset(t *testing.T) {
 	seeds := []uint64{7}
 	for s := 1; s < *scrapeSeeds; s++ {
 		seeds = append(seeds, uint64(s))
 	}
+	const healthyFor = 180
 	for _, seed := range seeds {
 		for _, legacy := range []bool{false, true} {
 			for cause, fires := range onsetAlert {
@@ -66,71 +67,32 @@ func TestTriageAtOnset(t *testing.T) {
 					name += "/legacy"
 				}
 				t.Run(name, func(t *testing.T) {
-					sim, err := vllmsim.New(vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
-					if err != nil {
+					h := newSimHistory(t, vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
+					if err := h.sim.Shift(cause, healthyFor*time.Second); err != nil {
 						t.Fatal(err)
 					}
-					srv := httptest.NewServer(sim.Handler())
-					defer srv.Close()
-					step, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
-					get := func() *sample {
-						resp, err := srv.Client().Get(srv.URL + "/metrics")
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer resp.Body.Close()
-						b, _ := io.ReadAll(resp.Body)
-						return step.sampleOf(b, sim.Now())
+					h.tick(healthyFor)
+					if st := h.sim.State(); st.Scenario != cause {
+						t.Fatalf("at %d s: scenario %s, want the shift to %s", healthyFor, st.Scenario, cause)
 					}
-					// One scrape a second, as the test Prometheus does.
-					var hist []*sample
-					tick := func() {
-						sim.Advance(time.Second)
-						hist = append(hist, get())
-					}
-					for range 180 {
-						tick()
-					}
-					if err := sim.SetScenario(cause); err != nil {
-						t.Fatal(err)
-					}
-					since := len(hist)
-					for {
-						tick()
-						n := len(hist)
-						rule := scrapeDelta{prev: &hist[n-31].exp, cur: hist[n-1].exp, gap: 30 * time.Second}
-						if fires(rule) {
-							break
-						}
-						if n-since > 120 {
-							t.Fatalf("%s: the alert did not fire within 2 minutes of the switch", cause)
+					since := 0
+					for !fires(h.over(30, 0)) {
+						h.tick(1)
+						if since++; since > 120 {
+							t.Fatalf("%s: the alert did not fire within 2 minutes of the shift", cause)
 						}
 					}
-					n := len(hist)
-					firedAfter := time.Duration(n-since) * time.Second
-					snap := scrapeDelta{prev: &hist[n-121].exp, cur: hist[n-1].exp, gap: 2 * time.Minute}
-					snapshot := &Result{Signals: snap.signals(), Findings: map[string]any{"source": SourcePromQL,
-						FindingSignalWindows: snap.windows(snap.signals()), FindingSignalsAt: sim.Now().UTC().Format(time.RFC3339Nano)}}
-					in, _ := scrapeInput(t, srv)
-					in.Env.Now = sim.Now
-					step.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
-					scraped, err := step.Run(context.Background(), in)
-					if err != nil {
-						t.Fatal(err)
+					withPast, noPast := h.snapshot(120, since), h.snapshot(0, 0)
+					scraped := h.scrape()
+					for _, snap := range []*Result{withPast, noPast} {
+						v, sig := h.triage(snap, scraped, TriageConfig{})
+						t.Logf("fired %d s after the shift: %s %v basis %v\n%q", since, v.ID, v.Contributing, v.Basis, v.Evidence)
+						if v.ID != cause {
+							t.Fatalf("verdict %s %v, want %s\nsnapshot %v\nscrape %v\nevidence %q", v.ID, v.Contributing, cause,
+								snap.Signals, scraped.Signals, v.Evidence)
+						}
+						checkEvidenceAgainstSignals(t, sig, DefaultThresholds, v)
 					}
-					tri, _ := NewTriage(TriageConfig{From: []string{"snapshot", "scrape"}})
-					out, err := tri.Run(context.Background(), &Input{Env: &Env{Now: sim.Now},
-						Prior: map[string]*Result{"snapshot": snapshot, "scrape": scraped}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					v := out.Verdict
-					t.Logf("fired %s after the switch: %s %v\n%q", firedAfter, v.ID, v.Contributing, v.Evidence)
-					if v.ID != cause {
-						t.Fatalf("verdict %s %v, want %s\nsnapshot %v\nscrape %v\nevidence %q", v.ID, v.Contributing, cause,
-							snapshot.Signals, scraped.Signals, v.Evidence)
-					}
-					checkEvidenceAgainstSignals(t, out.Signals, DefaultThresholds, v)
 				})
 			}
 		}

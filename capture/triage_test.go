@@ -66,7 +66,7 @@ func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
 			VerdictOverload, []string{VerdictClientAborts}, []string{"80% of finished requests aborted"}},
 		{"deep queue while long prompts prefill slowly is prefill-bound", with(map[string]float64{SigQueueDepth: 14,
 			SigQueueTimeMean: 3, SigPrefillMean: 1.1, SigPromptTokens: 6000, SigTTFTP99: 5}),
-			VerdictPrefillBound, nil, []string{"prompts 6000 tokens", "prefill 1.1 s per request", "~5455 prompt tokens/s"}},
+			VerdictPrefillBound, nil, []string{"prompts 6,000 tokens", "prefill 1.1 s per request", "~5455 prompt tokens/s"}},
 		{"long prompts with slow prefill", with(map[string]float64{SigPrefillMean: 0.9, SigPromptTokens: 5200, SigTTFTP99: 2.5,
 			SigTTFTP99Baseline: 0.4}),
 			VerdictPrefillBound, nil, []string{"TTFT p99 2.5 s (threshold 2 s) (before: 0.4 s)"}},
@@ -213,9 +213,10 @@ func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Ve
 	t.Helper()
 	th = th.withDefaults()
 	load := map[string]bool{ // what "load normal" speaks for
-		"queue":       sig[SigQueueDepth] >= th.QueueDepth,
-		"batch":       sig[SigRunning] >= th.Running,
-		"prompts":     sig[SigPromptTokens] >= th.PromptTokensMean,
+		"queue": sig[SigQueueDepth] >= th.QueueDepth,
+		"batch": sig[SigRunning] >= th.Running,
+		// long against the instance's own past where a baseline exists
+		"prompts":     reading{s: sig, th: th}.longPrompts(),
 		"KV":          sig[SigKVUsage] >= th.KVUsage,
 		"preemptions": sig[SigPreemptionsRate] > th.PreemptionsPerS,
 	}

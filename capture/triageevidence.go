@@ -46,7 +46,7 @@ func overloadEvidence(r reading) []string {
 		}
 	}
 	if t, ok := r.get(SigTTFTP99); ok {
-		out = append(out, "TTFT p99 "+fmtSec(t)+r.before(SigTTFTP99Baseline, fmtSec))
+		out = append(out, "TTFT p99 "+fmtSec(t)+r.before(SigTTFTP99, fmtSec))
 	}
 	return out
 }
@@ -75,12 +75,7 @@ func waitLine(r reading, w wait, p float64, okP bool) string {
 }
 
 func prefillEvidence(r reading) []string {
-	var out []string
-	if n, ok := r.get(SigPromptTokens); ok {
-		out = append(out, fmt.Sprintf("prompts %.0f tokens on average (long from %.0f)%s", n, r.th.PromptTokensMean,
-			r.before(SigPromptTokensBase, func(v float64) string { return fmt.Sprintf("%.0f", v) })))
-	}
-	out = append(out, prefillLine(r))
+	out := []string{promptLine(r), prefillLine(r)}
 	if r.ttftHigh() {
 		out = append(out, ttftLine(r))
 	}
@@ -91,7 +86,7 @@ func decodeEvidence(r reading) []string {
 	itl, _ := r.get(SigITLP99)
 	run, _ := r.get(SigRunning)
 	return []string{fmt.Sprintf("ITL p99 %s (threshold %s)%s with %.0f requests in the batch (wide from %.0f)",
-		fmtSec(itl), fmtSec(r.th.ITLP99), r.before(SigITLP99Baseline, fmtSec), run, r.th.Running)}
+		fmtSec(itl), fmtSec(r.th.ITLP99), r.before(SigITLP99, fmtSec), run, r.th.Running)}
 }
 
 func unexplainedEvidence(r reading) []string {
@@ -101,7 +96,7 @@ func unexplainedEvidence(r reading) []string {
 	}
 	if r.itlHigh() {
 		itl, _ := r.get(SigITLP99)
-		out = append(out, fmt.Sprintf("ITL p99 %s (threshold %s)%s", fmtSec(itl), fmtSec(r.th.ITLP99), r.before(SigITLP99Baseline, fmtSec)))
+		out = append(out, fmt.Sprintf("ITL p99 %s (threshold %s)%s", fmtSec(itl), fmtSec(r.th.ITLP99), r.before(SigITLP99, fmtSec)))
 	}
 	if r.prefillSlow() {
 		out = append(out, prefillLine(r))
@@ -134,6 +129,10 @@ func notOverload(r reading) string {
 	}
 	if r.prefillSlow() {
 		v, _, _ := r.prefillTime()
+		if b, ok := r.baselineFor(SigPrefillMean); ok {
+			return fmt.Sprintf("prefill is slow too (%s per request, %s): per-request work grew, not only the waiting",
+				fmtSec(v), r.sinceLine(b, v, "slower", "faster", fmtSec, ""))
+		}
 		return fmt.Sprintf("prefill is slow too (%s per request, slow from %s): per-request work grew, not only the waiting", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
 	}
 	p, _, okP := r.prefillTime()
@@ -192,8 +191,11 @@ func queueLine(r reading) string {
 }
 
 func ttftLine(r reading) string {
-	t, _ := r.get(SigTTFTP99)
-	return fmt.Sprintf("TTFT p99 %s (threshold %s)%s", fmtSec(t), fmtSec(r.th.TTFTP99), r.before(SigTTFTP99Baseline, fmtSec))
+	t, ok := r.get(SigTTFTP99)
+	if m, okM := r.get(SigTTFTP50); okM && m >= r.th.TTFTP99 && (!ok || t < r.th.TTFTP99) {
+		return fmt.Sprintf("TTFT p50 %s%s: past the %s threshold, so the p99 is too", fmtSec(m), r.from(SigTTFTP50), fmtSec(r.th.TTFTP99))
+	}
+	return fmt.Sprintf("TTFT p99 %s (threshold %s)%s", fmtSec(t), fmtSec(r.th.TTFTP99), r.before(SigTTFTP99, fmtSec))
 }
 
 // prefillLine reports prefill time, where it came from, and the prefill speed
@@ -203,11 +205,18 @@ func prefillLine(r reading) string {
 	if !ok {
 		return ""
 	}
-	s := fmt.Sprintf("prefill %s per request (slow from %s)%s", fmtSec(v), fmtSec(r.th.PrefillTimeMean), r.before(SigPrefillMeanBaseline, fmtSec))
+	s := fmt.Sprintf("prefill %s per request (slow from %s)", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
+	if b, okB := r.baselineFor(SigPrefillMean); okB {
+		s = fmt.Sprintf("prefill %s per request, %s; slow from %.2g×", fmtSec(v), r.sinceLine(b, v, "slower", "faster", fmtSec, ""), r.th.PrefillGrowth)
+	}
 	if fromTTFT {
 		s = fmt.Sprintf("TTFT p50 %s with the queue short, so prefill takes about that (slow from %s)", fmtSec(v), fmtSec(r.th.PrefillTimeMean))
+		if b, okB := r.baselineFor(SigPrefillMean); okB {
+			s = fmt.Sprintf("TTFT p50 %s with the queue short, so prefill takes about that: %s; slow from %.2g×", fmtSec(v),
+				r.sinceLine(b, v, "slower", "faster", fmtSec, ""), r.th.PrefillGrowth)
+		}
 	}
-	if n, okN := r.get(SigPromptTokens); okN && v > 0 {
+	if n, _, okN := r.prompts(); okN && v > 0 {
 		s += fmt.Sprintf(", ~%.0f prompt tokens/s", n/v)
 	}
 	return s
@@ -238,8 +247,12 @@ func loadParts(r reading) (parts []string, high bool) {
 	if v, ok := r.get(SigRunning); ok {
 		mark(fmt.Sprintf("batch %.0f running", v), r.wideBatch(), fmt.Sprintf("wide from %.0f", r.th.Running))
 	}
-	if v, ok := r.get(SigPromptTokens); ok {
-		mark(fmt.Sprintf("prompts %.0f tokens", v), r.longPrompts(), fmt.Sprintf("long from %.0f", r.th.PromptTokensMean))
+	if v, _, ok := r.prompts(); ok {
+		thr := "long from " + fmtTokens(r.th.PromptTokensMean)
+		if b, okB := r.baselineFor(promptSigs...); okB {
+			thr = fmt.Sprintf("%.2g× its %s, long from %.2g×", v/b.v, fmtTokens(b.v), r.th.PromptGrowth)
+		}
+		mark(fmt.Sprintf("prompts %s tokens", fmtTokens(v)), r.longPrompts(), thr)
 	}
 	if v, ok := r.get(SigKVUsage); ok {
 		mark(fmt.Sprintf("KV %.2g", v), r.kvFull(), fmt.Sprintf("full from %.2g", r.th.KVUsage))

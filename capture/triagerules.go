@@ -12,6 +12,9 @@ type reading struct {
 	s   Signals
 	th  Thresholds
 	org map[string]Origin
+	// noBaselines judges every signal by its absolute threshold
+	// (TriageConfig.IgnoreBaselines).
+	noBaselines bool
 }
 
 func (r reading) get(name string) (float64, bool) {
@@ -24,37 +27,38 @@ func (r reading) atLeast(name string, thr float64) bool {
 	return ok && v >= thr
 }
 
-func (r reading) kvFull() bool      { return r.atLeast(SigKVUsage, r.th.KVUsage) }
-func (r reading) queueDeep() bool   { return r.atLeast(SigQueueDepth, r.th.QueueDepth) }
-func (r reading) longPrompts() bool { return r.atLeast(SigPromptTokens, r.th.PromptTokensMean) }
-func (r reading) ttftHigh() bool    { return r.atLeast(SigTTFTP99, r.th.TTFTP99) }
-func (r reading) itlHigh() bool     { return r.atLeast(SigITLP99, r.th.ITLP99) }
-func (r reading) wideBatch() bool   { return r.atLeast(SigRunning, r.th.Running) }
-func (r reading) aborting() bool    { return r.atLeast(SigAbortRatio, r.th.AbortRatio) }
+func (r reading) kvFull() bool    { return r.atLeast(SigKVUsage, r.th.KVUsage) }
+func (r reading) queueDeep() bool { return r.atLeast(SigQueueDepth, r.th.QueueDepth) }
+func (r reading) itlHigh() bool   { return r.atLeast(SigITLP99, r.th.ITLP99) }
+func (r reading) wideBatch() bool { return r.atLeast(SigRunning, r.th.Running) }
+func (r reading) aborting() bool  { return r.atLeast(SigAbortRatio, r.th.AbortRatio) }
 
 func (r reading) preempting() bool {
 	v, ok := r.get(SigPreemptionsRate)
 	return ok && v > r.th.PreemptionsPerS
 }
 
-// prefillTime is the mean prefill time, or, when no request finished to report
-// one, TTFT p50 while the queue is short: with nothing waiting, time to first
-// token is prefill. fromTTFT says which.
+// prefillTime is the prefill time now: TTFT p50 while the queue is short
+// (with nothing waiting, time to first token is prefill, and it is observed
+// at the first token, as it happens) when it is the larger, else the mean
+// prefill time of finished requests. The mean lags at the onset of longer
+// prompts (it is observed at the finish); TTFT p50 does not. fromTTFT says
+// which.
 func (r reading) prefillTime() (v float64, fromTTFT, ok bool) {
-	if v, ok := r.get(SigPrefillMean); ok {
-		return v, false, true
-	}
+	m, okM := r.get(SigPrefillMean)
 	q, okQ := r.get(SigQueueDepth)
 	t, okT := r.get(SigTTFTP50)
-	if okQ && okT && q < r.th.QueueDepth {
+	if okQ && okT && q < r.th.QueueDepth && (!okM || t > m) {
 		return t, true, true
 	}
-	return 0, false, false
+	return m, false, okM
 }
 
-func (r reading) prefillSlow() bool {
-	v, _, ok := r.prefillTime()
-	return ok && v >= r.th.PrefillTimeMean
+// ttftHigh: TTFT p99 is past the alert's threshold, or its median is, which
+// bounds the p99 from below (a scrape gap with too few first tokens for a p99
+// still has a median, and at onset it is the one that is current).
+func (r reading) ttftHigh() bool {
+	return r.atLeast(SigTTFTP99, r.th.TTFTP99) || r.atLeast(SigTTFTP50, r.th.TTFTP99)
 }
 
 // admitRate is the rate the queue drains at and the signal it came from:
@@ -198,14 +202,15 @@ var rules = []rule{
 // then the contributing ones', then which signals could not be measured and
 // which were not trusted.
 func Diagnose(sig Signals, th Thresholds) *Verdict {
-	v, _ := diagnose(sig, nil, th)
+	v, _ := diagnose(sig, nil, th, false)
 	return v
 }
 
 // diagnose is Diagnose with the signals' origins, and returns the signals it
-// derived (the current wait by Little's law).
-func diagnose(sig Signals, org map[string]Origin, th Thresholds) (*Verdict, Signals) {
-	r := reading{s: sig, th: th.withDefaults(), org: org}
+// derived (the current wait by Little's law). noBaselines judges by the
+// absolute thresholds alone.
+func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines bool) (*Verdict, Signals) {
+	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines}
 	v := &Verdict{}
 	if len(sig) == 0 {
 		v.ID = VerdictUnexplained
@@ -237,6 +242,10 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds) (*Verdict, Sign
 	v.Untrusted = r.untrusted()
 	if len(v.Untrusted) > 0 {
 		lines = append(lines, "not trusted: "+strings.Join(v.Untrusted, "; "))
+	}
+	v.Basis = r.basis()
+	if line := basisLine(v.Basis); line != "" {
+		lines = append(lines, line)
 	}
 	v.Evidence = lines
 	v.Advice = advice[v.ID]
@@ -355,10 +364,40 @@ func fmtSpan(sec float64) string {
 	return fmt.Sprintf("%.3gh", sec/3600)
 }
 
-// before appends a baseline, when PromQL gave one, as "(before: …)".
-func (r reading) before(name string, f func(float64) string) string {
-	if b, ok := r.get(name); ok {
-		return " (before: " + f(b) + ")"
+// before appends sig's baseline, when PromQL gave one, as "(before: …)" or
+// "(a day earlier: …)".
+func (r reading) before(sig string, f func(float64) string) string {
+	b, ok := r.baselineFor(sig)
+	switch {
+	case !ok:
+		return ""
+	case b.basis == BasisDay:
+		return " (a day earlier: " + f(b.v) + ")"
 	}
-	return ""
+	return " (before: " + f(b.v) + ")"
+}
+
+// basisLine says which comparison judged the instance's workload, when any
+// was against its own past: "judged against the instance's own past:
+// prompt_tokens_now (baseline-before); by absolute thresholds (no
+// baseline): prefill_time_mean".
+func basisLine(basis map[string]string) string {
+	var base, abs []string
+	for _, s := range []string{SigPromptTokensNow, SigPromptTokens, SigPrefillMean} {
+		switch b, ok := basis[s]; {
+		case !ok:
+		case b == BasisAbsolute:
+			abs = append(abs, s)
+		default:
+			base = append(base, s+" ("+b+")")
+		}
+	}
+	if len(base) == 0 {
+		return ""
+	}
+	line := "judged against the instance's own past: " + strings.Join(base, ", ")
+	if len(abs) > 0 {
+		line += "; by absolute thresholds (no baseline): " + strings.Join(abs, ", ")
+	}
+	return line
 }

@@ -9,7 +9,7 @@ import (
 // at once while its lifecycle histograms lag, because a request is observed
 // in request_queue_time_seconds (and e2e, prefill, decode, inference) only
 // when it finishes. Triage reads both, so the sim must reproduce the lag: 10
-// s after a shift from healthy to overload the waiting gauge is deep, yet
+// s after a shift from healthy to overload (Sim.Shift) the waiting gauge is deep, yet
 // the queue-time histogram has counted exactly the requests that finished
 // (under half of those that arrived, none of the waiting ones) and reads a
 // queue time far below what the waiting requests have already waited; a
@@ -17,8 +17,11 @@ import (
 func TestOnsetLifecycleHistogramsLag(t *testing.T) {
 	const queueHist = "vllm:request_queue_time_seconds"
 	for seed := uint64(1); seed <= 4; seed++ {
-		s, err := New(Options{Scenario: ScenarioOverload, ShiftAfter: time.Minute, Seed: seed, Start: shiftStart})
+		s, err := New(Options{Scenario: ScenarioHealthy, Seed: seed, Start: shiftStart})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Shift(ScenarioOverload, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		s.Advance(time.Minute)
