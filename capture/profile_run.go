@@ -106,12 +106,13 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 	if lp.why != "" {
 		res.Findings["load"] = lp.why
 	}
+	recorded := time.Now()
 	if _, err := fr.lease.Recording(ctx, frame, savedListing{Files: before}.marshal()); err != nil {
 		p.release(ctx, in, fr) // start_profile was never sent
 		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
 	}
 	if ctx.Err() != nil { // cancelled before the start: nothing to stop
-		p.release(ctx, in, fr)
+		p.notStarted(ctx, in, fr, "cancelled before start_profile was sent")
 		return res, p.cutByContext(ctx, fr, 0)
 	}
 	notSent, err := startProfile(ctx, fr.client, fr.target)
@@ -119,11 +120,11 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 		res.Findings["armed"] = false
 		res.Findings["how_to_arm"] = howToArm
 		res.Summary = fmt.Sprintf("profile %s: profiler not armed (start_profile answered 404): %s", httpTarget(fr.target), howToArm)
-		p.release(ctx, in, fr)
+		p.notStarted(ctx, in, fr, "start_profile answered 404: the profiler is not armed")
 		return res, err
 	}
 	if err != nil && notSent {
-		p.release(ctx, in, fr)
+		p.notStarted(ctx, in, fr, "start_profile never reached the server: "+err.Error())
 		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), Classify(err))
 		return res, err
 	}
@@ -137,7 +138,11 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 		return res, err
 	}
 	res.Findings["armed"] = true
-	cutErr := p.frame(ctx, in, res, fr, frame, lp)
+	// The frame ends at the recording's durable deadline (Recording: since +
+	// frame), timed from the write rather than the start's answer: a slow
+	// start shortens the frame instead of running past "stop by D", where
+	// the sweeper would take the lease (runner: stopGrace).
+	cutErr := p.frame(ctx, in, res, fr, frame-time.Since(recorded), lp)
 	fr.window.End = in.Env.now()
 	return p.finish(ctx, in, res, fr, cutErr)
 }
@@ -176,6 +181,11 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
+		if errors.Is(err, ErrLeaseLost) {
+			res.Summary = fmt.Sprintf("profile %s: the lease was taken over before the stop (the sweeper stops the server past the deadline); nothing collected",
+				httpTarget(fr.target))
+			return res, errors.Join(err, cutErr)
+		}
 		res.Findings["stop_seconds"] = fr.stopTook.Seconds()
 		res.Summary = fmt.Sprintf("profile %s: stop_profile failed after %s: the target stays leased (no new start) until a stop is answered or an operator clears it",
 			httpTarget(fr.target), fr.stopTook.Round(time.Millisecond))
@@ -284,6 +294,11 @@ func (p *Profile) cutByContext(ctx context.Context, fr *frameRun, after time.Dur
 func (p *Profile) stop(ctx context.Context, in *Input, fr *frameRun) error {
 	base := context.WithoutCancel(ctx)
 	if err := p.leaseWrite(base, func(c context.Context) error { return fr.lease.Stopping(c, p.cfg.StopTimeout) }); err != nil {
+		if errors.Is(err, ErrLeaseLost) { // the sweeper (or an operator) has it: the stop is theirs
+			logger(in).Warn("The profile lease was taken over before the stop; its new holder stops the server.", zap.Error(err))
+			fr.lease = nil
+			return &Error{Reason: ReasonCancelled, Err: fmt.Errorf("profile %s: %w: the stop was left to its new holder", httpTarget(fr.target), err)}
+		}
 		logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
 	}
 	sctx, cancel := context.WithTimeoutCause(base, p.cfg.StopTimeout,
@@ -316,6 +331,19 @@ func (p *Profile) leaseWrite(base context.Context, f func(context.Context) error
 	c, cancel := context.WithTimeout(base, p.tune.leaseWrite)
 	defer cancel()
 	return f(c)
+}
+
+// notStarted ends a lease whose recording was made durable but never began
+// (ProfileLease.NotStarted): nothing is owed a stop.
+func (p *Profile) notStarted(ctx context.Context, in *Input, fr *frameRun, why string) {
+	if fr.lease == nil {
+		return
+	}
+	l := fr.lease
+	fr.lease = nil
+	if err := p.leaseWrite(context.WithoutCancel(ctx), func(c context.Context) error { return l.NotStarted(c, why) }); err != nil {
+		logger(in).Warn("The profile lease of a recording that never began could not be ended; the sweeper will send it a stop.", zap.Error(err))
+	}
 }
 
 // release ends the lease, once: after a stopped capture was collected, or

@@ -7,6 +7,7 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,8 +88,15 @@ type ProfileLease interface {
 	// Renew extends the lease by hold from now (the database's now).
 	Renew(ctx context.Context, hold time.Duration) error
 	// Release ends the lease after a stopped capture was collected, or when
-	// start_profile was never sent.
+	// start_profile was never sent (state held).
 	Release(ctx context.Context) error
+	// NotStarted ends a lease in state recording whose start never began a
+	// recording: start_profile answered 404 (not armed), never reached the
+	// server, or was not sent because the step was cancelled. Without it the
+	// lease would outlive its owner as a recording, and the sweeper would
+	// stop a server that records nothing. The start still counts toward
+	// max_per_hour and the target's cooldown.
+	NotStarted(ctx context.Context, why string) error
 	// StopRequested is closed when an operator asks for this capture to stop
 	// now (POST /api/v1/runs/{id}/stop-profile, on any replica); Renew notices.
 	StopRequested() <-chan struct{}
@@ -102,6 +110,12 @@ type KeptReport struct {
 	TakenAt  time.Time       `json:"taken_at"`
 	Report   json.RawMessage `json:"report"` // a torchtrace.Report
 }
+
+// ErrLeaseLost: the lease is no longer this step's (the sweeper claimed it
+// past its deadline, an operator cleared it, a resumed attempt took it
+// back). Whoever holds it now owes the server its stop: the step must not
+// send one too (vLLM counts a second stop as a stop while idle).
+var ErrLeaseLost = errors.New("profile lease lost (taken over or cleared)")
 
 // Why a lease is refused.
 const (

@@ -215,6 +215,23 @@ func (l *fakeLease) Renew(ctx context.Context, hold time.Duration) error {
 	return nil
 }
 
+func (l *fakeLease) NotStarted(ctx context.Context, why string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return l.g.violate("not started after release")
+	}
+	if l.state != LeaseRecording || !l.noStart() {
+		return l.g.violate("not started in state %s or after a start reached the server", l.state)
+	}
+	l.released = true
+	l.g.log.add("lease:not_started")
+	l.g.mu.Lock()
+	delete(l.g.leases, l.req.Target)
+	l.g.mu.Unlock()
+	return nil
+}
+
 func (l *fakeLease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -40,7 +40,7 @@ const sweeperOwner = "sweeper "
 
 // ErrProfileLeaseLost: the lease is no longer this holder's: the sweeper or a
 // resumed attempt took the target over, or an operator cleared it.
-var ErrProfileLeaseLost = errors.New("runner: profile lease lost (taken over or cleared)")
+var ErrProfileLeaseLost = fmt.Errorf("runner: %w", capture.ErrLeaseLost)
 
 // profileGuard is the Service's capture.ProfileGuard.
 type profileGuard struct{ s *Service }

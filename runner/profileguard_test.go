@@ -116,6 +116,45 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 	})
 }
 
+// TestProfileNotStartedEndsTheLease: a recording whose start never began one
+// (404: not armed) ends with NotStarted — the target is free at once, no
+// stop is owed, the start still counts for the cooldown — where Release is
+// refused; NotStarted is refused on a lease that is not recording.
+func TestProfileNotStartedEndsTheLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(), false, withProfiling(config.Profiling{MaxConcurrent: 1, MaxPerHour: 10}))
+		ctx := context.Background()
+		const tgt = "http://10.0.0.3:8000"
+		l := mustAcquire(t, s, req(tgt, "run-1", "profile"))
+		if err := l.NotStarted(ctx, "not armed"); err == nil {
+			t.Fatal("NotStarted on a held lease succeeded")
+		}
+		if _, err := l.Recording(ctx, time.Minute, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.NotStarted(ctx, "start_profile answered 404"); err != nil {
+			t.Fatal(err)
+		}
+		if st := leaseState(t, s, tgt); st != "" {
+			t.Errorf("lease state %q after NotStarted, want none", st)
+		}
+		if events := runEvents(t, s, "run-1"); !strings.Contains(events, "recording,not_started") {
+			t.Errorf("events %s: want recording then not_started", events)
+		}
+		next := mustAcquire(t, s, req(tgt, "run-2", "profile")) // free at once: budget 1 not held
+		withCooldown := req("http://10.0.0.4:8000", "run-3", "profile")
+		_, err := s.Profiles().Acquire(ctx, withCooldown)
+		refusal(t, err, capture.RefusedBudget, "")
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cool := req(tgt, "run-3", "profile")
+		cool.Cooldown = time.Hour
+		_, err = s.Profiles().Acquire(ctx, cool)
+		refusal(t, err, capture.RefusedCooldown, "")
+	})
+}
+
 // TestProfileResumedStepGetsItsLease: the same run, plan and step on another
 // replica gets the lease back with what was recorded, and the earlier holder
 // can change nothing more.

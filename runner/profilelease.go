@@ -63,6 +63,14 @@ func (l *profileLease) end() {
 	})
 }
 
+// stopGrace is how long past its deadline a recording's owner has to record
+// its stop before the sweeper may claim it. The owner's frame ends at the
+// deadline (the step times it from the Recording write, not from the start's
+// answer) and it records stopping at once; if it is slower than this the
+// sweeper stops the server instead, once, and the owner, finding its lease
+// lost, sends no second stop.
+const stopGrace = 1500 * time.Millisecond
+
 // Recording makes the recording durable, and counts the start, before
 // start_profile is sent.
 func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (capture.Recording, error) {
@@ -80,9 +88,15 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 		savedArg = string(saved)
 	}
 	var since, deadline int64
+	// lease_until: the deadline plus stopGrace. The owner renews within that
+	// (Renew caps it there too) and records its stop at the deadline; a
+	// dead owner's recording is the sweeper's stopGrace after its deadline,
+	// not a whole hold (15 s) after its last renewal.
 	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, since = {now},
-		deadline = {now} + $2, saved = $3 WHERE target = $4 AND token = $5 AND state = $6 RETURNING since, deadline`),
-		capture.LeaseRecording, frame.Milliseconds(), savedArg, l.target, l.token, capture.LeaseHeld).Scan(&since, &deadline)
+		deadline = {now} + $2, lease_until = {now} + $2 + $7, saved = $3 WHERE target = $4 AND token = $5 AND state = $6
+		RETURNING since, deadline`),
+		capture.LeaseRecording, frame.Milliseconds(), savedArg, l.target, l.token, capture.LeaseHeld,
+		stopGrace.Milliseconds()).Scan(&since, &deadline)
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() // SQLite has one connection: free it for the probe
 		return capture.Recording{}, l.wrongState(ctx, "recording", capture.LeaseHeld)
@@ -143,9 +157,12 @@ func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
 func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 	var stopAt sql.NullInt64
 	var stopBy string
-	err := l.s.db.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until = {now} + $1
+	// A recording's lease never reaches past its deadline + stopGrace
+	// (see Recording): renewing cannot keep a recording alive past it.
+	err := l.s.db.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until =
+		CASE WHEN state = $4 AND deadline IS NOT NULL AND deadline + $5 < {now} + $1 THEN deadline + $5 ELSE {now} + $1 END
 		WHERE target = $2 AND token = $3 RETURNING stop_requested_at, stop_requested_by`),
-		hold.Milliseconds(), l.target, l.token).Scan(&stopAt, &stopBy)
+		hold.Milliseconds(), l.target, l.token, capture.LeaseRecording, stopGrace.Milliseconds()).Scan(&stopAt, &stopBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		l.end()
 		return fmt.Errorf("runner: profile %s: renew: %w", l.target, ErrProfileLeaseLost)
@@ -161,6 +178,35 @@ func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 
 // Release ends the lease: a stopped capture was collected, or start_profile
 // was never sent. A lease still recording cannot be released: stop it first.
+// NotStarted ends a recording that never began (capture.ProfileLease).
+func (l *profileLease) NotStarted(ctx context.Context, why string) error {
+	s := l.s
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return l.errorf("not started", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2 AND state = $3`,
+		l.target, l.token, capture.LeaseRecording)
+	if err != nil {
+		return l.errorf("not started", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		tx.Rollback()
+		return l.wrongState(ctx, "not started", capture.LeaseRecording)
+	}
+	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "not_started", clipReason(why)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return l.errorf("not started", err)
+	}
+	l.end()
+	s.log.Info("Ended a profile lease whose recording never began.", zap.String("run", l.runID), zap.String("step", l.step),
+		zap.String("target", l.target), zap.String("why", why))
+	return nil
+}
+
 func (l *profileLease) Release(ctx context.Context) error {
 	s := l.s
 	tx, err := s.db.BeginTx(ctx, nil)

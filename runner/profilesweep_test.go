@@ -76,7 +76,7 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		// shared cores): its limit allows that lag on top; the timing itself
 		// is asserted below on the real clock.
 		sim, err := vllmsim.New(vllmsim.Options{ProfilerDir: t.TempDir(), ProfilerFlushDelay: 100 * time.Millisecond,
-			ProfilerMaxRecording: frame + sweep + slack + 2*time.Second, Seed: 1})
+			ProfilerMaxRecording: frame + stopGrace + sweep + slack + 2*time.Second, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,8 +89,12 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		prof := withProfiling(config.Profiling{SweepInterval: sweep, StopTimeout: 5 * time.Second})
 		survivor := newService(t, db, planner(), true, prof, withTargets()) // started first: River's leader
 		doomed := newService(t, db, planner(), false, prof, withTargets())
+		// The step's own hold (15 s), renewed once after the start as a live
+		// owner does: a recording's lease still ends at its deadline +
+		// stopGrace, so the sweeper stops it then, not a hold after the
+		// last renewal (it did: a 5 s frame was stopped ~10 s late).
 		r := req(srv.URL, "run-dead", "profile")
-		r.Hold = 300 * time.Millisecond
+		r.Hold = 15 * time.Second
 		l := mustAcquire(t, doomed, r)
 		rec, err := l.Recording(ctx, frame, nil)
 		if err != nil {
@@ -99,13 +103,16 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		if resp, err := http.Post(srv.URL+"/start_profile", "", nil); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("start_profile: %v %v", resp, err)
 		}
+		if err := l.Renew(ctx, r.Hold); err != nil {
+			t.Fatal(err)
+		}
 		crash(doomed)
 
 		waitFor(t, "the sim to get its stop", func() bool { return profilerStatus(t, srv.URL).Stops == 1 })
 		stoppedBy := time.Now()
 		t.Logf("the sim got its stop %v after the deadline (sweep interval %v)", stoppedBy.Sub(rec.Deadline), sweep)
-		if late := stoppedBy.Sub(rec.Deadline); late > sweep+slack {
-			t.Errorf("stopped %v after the deadline, want within one sweep interval (%v) and slack", late, sweep)
+		if late := stoppedBy.Sub(rec.Deadline); late > stopGrace+sweep+slack {
+			t.Errorf("stopped %v after the deadline, want within stopGrace (%v), one sweep interval (%v) and slack", late, stopGrace, sweep)
 		}
 		waitFor(t, "the target to be released", func() bool { return leaseState(t, survivor, srv.URL) == "" })
 		st := profilerStatus(t, srv.URL)

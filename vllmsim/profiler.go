@@ -129,6 +129,16 @@ func (p *profiler) start(r *http.Request) {
 // its kernels were launched while recording, so the trace holds them too.
 func (p *profiler) stop(inflight *profiledStep) error {
 	p.mu.Lock()
+	if p.state == profFlushing {
+		// The engine handles one profiler call at a time: a second stop
+		// (a retry of one that hung) is answered once the flush is over,
+		// never while it runs, and is still a stop with nothing recording.
+		p.violations[ViolationStopWhileIdle]++
+		done := p.flushDone
+		p.mu.Unlock()
+		<-done
+		return nil
+	}
 	if p.state != profRecording {
 		p.violations[ViolationStopWhileIdle]++
 		p.mu.Unlock()

@@ -162,3 +162,25 @@ func TestFaultsEndpoint(t *testing.T) {
 		t.Errorf("unarmed: %d, want 409", code)
 	}
 }
+
+// TestSecondStopWaitsForTheFlush: a stop sent while a hung one still
+// flushes (the sweeper's retry) is answered only once the flush is over,
+// and is counted as a stop with nothing recording.
+func TestSecondStopWaitsForTheFlush(t *testing.T) {
+	s, h := armed(t, Options{Seed: 1, ProfilerFlushDelay: 400 * time.Millisecond})
+	post(t, h, "/start_profile")
+	s.Advance(time.Second)
+	first := make(chan int)
+	go func() { first <- post(t, h, "/stop_profile") }()
+	waitState(t, s, "flushing")
+	if code := post(t, h, "/stop_profile"); code != 200 {
+		t.Fatalf("second stop: %d", code)
+	}
+	if st := s.Profiler(); st.State != "idle" {
+		t.Errorf("the second stop was answered while the profiler was %s: want after the flush", st.State)
+	}
+	<-first
+	if st := s.Profiler(); st.Stops != 1 || st.Violations[ViolationStopWhileIdle] != 1 {
+		t.Errorf("stops %d, violations %v: want 1 stop and stop_while_idle 1", st.Stops, st.Violations)
+	}
+}
