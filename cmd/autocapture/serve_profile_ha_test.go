@@ -156,52 +156,74 @@ func TestServeProfileHAKill9(t *testing.T) {
 	})
 }
 
-// TestServeProfileHATwoReplicas: two replicas on one PostgreSQL, the same
-// alert posted to both at once, three rounds on three servers: each alert is
-// one run (keyed by fingerprint and start, whichever replica accepted it),
-// each server gets exactly one start and one stop, and nothing is violated.
+// TestServeProfileHATwoReplicas: two replicas on one PostgreSQL, as behind
+// an HA pair of Alertmanagers: every alert is posted to both at once. Each
+// round two alerts fire on one server (HATwo and HATwoQueue): each alert is
+// one run whichever replica took it (runs are keyed by fingerprint and
+// start), the two runs contend for the server's lease from whichever replicas
+// execute them, and exactly one captures: the server sees one start and one
+// stop, the other run's step is skipped naming the run that holds it, and
+// nothing is violated. Three rounds, three servers.
 func TestServeProfileHATwoReplicas(t *testing.T) {
 	const rounds = 3
 	const frame = 2 * time.Second
 	pg := testenv.StartPostgres(t)
 	mk := func() *daemonOpts {
-		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HATwo", frame), Profiling: haProfiling("")}
+		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HATwo.*", frame), Profiling: haProfiling("")}
 	}
 	ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
 	for i := range rounds {
 		sim := haSim(t, frame)
-		body := alertsBody(profileAlert("HATwo", fmt.Sprintf("a11ce0000002%04x", i), sim, time.Now().Add(-time.Minute)))
-		ids := make([]string, len(ds))
+		starts := time.Now().Add(-time.Minute)
+		bodies := [][]byte{
+			alertsBody(profileAlert("HATwo", fmt.Sprintf("a11ce0000002%04x", i), sim, starts)),
+			alertsBody(profileAlert("HATwoQueue", fmt.Sprintf("a11ce0000003%04x", i), sim, starts)),
+		}
+		ids := make([][]string, len(bodies)) // [alert][replica]
 		var wg sync.WaitGroup
 		gate := make(chan struct{})
-		for j, d := range ds {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				ids[j] = postRun(t, d, body)
-			}()
+		for a, body := range bodies {
+			ids[a] = make([]string, len(ds))
+			for j, d := range ds {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-gate
+					ids[a][j] = postRun(t, d, body)
+				}()
+			}
 		}
 		close(gate)
 		wg.Wait()
-		if ids[0] != ids[1] {
-			t.Fatalf("round %d: the replicas accepted the same alert as runs %s and %s, want one", i, ids[0], ids[1])
+		var steps []executor.StepRecord
+		for a := range bodies {
+			if ids[a][0] != ids[a][1] {
+				t.Fatalf("round %d: the replicas accepted alert %d as runs %s and %s, want one", i, a, ids[a][0], ids[a][1])
+			}
+			r := waitFinal(t, ds[(i+a)%2], ids[a][0], 60*time.Second)
+			steps = append(steps, profileStep(t, r))
 		}
-		r := waitFinal(t, ds[i%2], ids[0], 60*time.Second)
-		step := profileStep(t, r)
 		st := checkClean(t, sim)
-		t.Logf("round %d: one run %s %s, profile step %s; sim starts %d stops %d files %d",
-			i, r.ID, r.Status, step.Status, st.Starts, st.Stops, st.FilesWritten)
+		t.Logf("round %d: runs %s: profile %s; %s: profile %s (%s); sim starts %d stops %d files %d",
+			i, ids[0][0], steps[0].Status, ids[1][0], steps[1].Status, steps[1].Reason+steps[0].Reason, st.Starts, st.Stops, st.FilesWritten)
 		if st.Starts != 1 || st.Stops != 1 || len(sim.callsTo("/start_profile")) != 1 {
 			t.Errorf("round %d: sim saw %d starts and %d stops, want exactly one capture", i, st.Starts, st.Stops)
 		}
-		if step.Status != executor.Succeeded {
-			t.Errorf("round %d: profile step %s (%s %s), want succeeded", i, step.Status, step.Reason, step.Error)
+		won := 0
+		for a, s := range steps {
+			if s.Status == executor.Succeeded {
+				won = a
+			}
+		}
+		lost := steps[1-won]
+		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.Contains(lost.Reason, "run "+ids[won][0]) {
+			t.Errorf("round %d: profile steps %s and %s (%q), want one succeeded and the other skipped naming run %s",
+				i, steps[0].Status, steps[1].Status, lost.Reason, ids[won][0])
 		}
 	}
 	for _, d := range ds {
-		if n := len(d.runs(t, "HATwo")); n != rounds {
-			t.Errorf("replica %s lists %d runs, want %d", d.URL, n, rounds)
+		if n := len(d.runsN(t, "")); n != 2*rounds {
+			t.Errorf("replica %s lists %d runs, want %d", d.URL, n, 2*rounds)
 		}
 	}
 }

@@ -206,13 +206,14 @@ func alertsBody(alerts ...string) []byte {
 		strings.Join(alerts, ",") + `]}`)
 }
 
-// profilePlaybook profiles the alert's instance for frame, collecting from
-// the folder its profiler_dir label names: no `when` gate, no cooldown.
+// profilePlaybook profiles the instance of the alerts named alertname (a
+// regular expression) for frame, collecting from the folder the alert's
+// profiler_dir label names: no `when` gate, no cooldown.
 func profilePlaybook(alertname string, frame time.Duration) string {
 	return fmt.Sprintf(`playbooks:
   - name: ha-profile
     match:
-      - alertname="%s"
+      - alertname=~"%s"
     steps:
       - id: profile
         timeout: 2m
