@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,8 +57,11 @@ func haSim(t *testing.T, frame time.Duration) *profSim {
 //     resumed step stops the recording first, then collects the files
 //     against the listing saved before the start; the run succeeds.
 //   - swept: two replicas on PostgreSQL with runs.max_attempts 1, the owner
-//     killed: the survivor cannot resume the run (it fails, "gave up"), and
-//     its sweeper stops the orphaned recording once past its deadline.
+//     killed 1 s into the frame: the survivor cannot resume the run (it
+//     fails, "gave up"), and its sweeper stops the orphaned recording once
+//     past its deadline. The bound holds only when the owner dies at least
+//     the step's lease hold (15 s) before its deadline: swept-late-in-frame
+//     (skipped, a known gap) kills it 1.5 s before and sees the stop ~13 s late.
 func TestServeProfileHAKill9(t *testing.T) {
 	t.Run("resumed", func(t *testing.T) {
 		sim := haSim(t, haFrame)
@@ -105,55 +109,70 @@ func TestServeProfileHAKill9(t *testing.T) {
 		checkCollected(t, sim, step)
 	})
 
-	t.Run("swept", func(t *testing.T) {
-		pg := testenv.StartPostgres(t)
-		sim := haSim(t, haFrame)
-		mk := func() *daemonOpts {
-			return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HASwept", haFrame),
-				Profiling: haProfiling(""), Runs: "  max_attempts: 1\n"}
+	t.Run("swept", func(t *testing.T) { sweptAfterKill(t, haFrame, time.Second) })
+	t.Run("swept-late-in-frame", func(t *testing.T) {
+		if os.Getenv("AUTOCAPTURE_REPRO_PROFILE_HOLD") == "" {
+			t.Skip("known gap, set AUTOCAPTURE_REPRO_PROFILE_HOLD=1 to run: the step renews its lease for 15 s " +
+				"(capture/profile.go defaultProfileTuning.hold) and the sweeper waits for lease_until " +
+				"(runner/profilesweep.go sweepProfiles), so an owner killed less than 15 s before its deadline " +
+				"(any kill of the shipped 5 s frame) is stopped up to ~15 s past the deadline, not within one sweep interval")
 		}
-		ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
-		id := postRun(t, ds[0], alertsBody(profileAlert("HASwept", "a11ce00000000002", sim, time.Now().Add(-time.Minute))))
-		waitRecording(t, sim)
-		time.Sleep(time.Second) // mid-frame
-		lease := ds[0].profile(t, id).Lease
-		if lease == nil {
-			t.Fatal("the run holds no lease while its target records")
-		}
-		owner, survivor := leaseOwner(t, ds, lease.Owner)
-		owner.Proc.Kill9()
-		killed := time.Now()
-
-		var prof runs.RunProfile
-		waitFor(t, haFrame+30*time.Second, "the sweeper to stop and release the orphaned recording", func() bool {
-			prof = survivor.profile(t, id)
-			_, ok := findEvent(prof, "stopped")
-			return ok && prof.Lease == nil
-		})
-		deadline := recordingDeadline(t, prof)
-		stop := checkOneStop(t, sim, deadline)
-		r := waitFinal(t, survivor, id, 30*time.Second)
-		t.Logf("killed the owner %s before the deadline; the other replica's sweeper stopped it %v after the deadline (bound %v); run %s: %s; events: %s",
-			deadline.Sub(killed).Round(time.Millisecond), stop.Sub(deadline).Round(time.Millisecond), haSweep+haSlack,
-			r.Status, r.Reason, eventList(prof))
-		st := checkClean(t, sim)
-		if st.Starts != 1 || st.Stops != 1 {
-			t.Errorf("sim saw %d starts and %d stops, want 1 and 1", st.Starts, st.Stops)
-		}
-		e, ok := findEvent(prof, "sweeper_stopping")
-		if !ok || !strings.Contains(e.Detail, "past the deadline") {
-			t.Errorf("want the sweeper's stop of a dead owner's recording past its deadline: %s", eventList(prof))
-		}
-		if e, _ := findEvent(prof, "stopped"); !strings.HasPrefix(e.Actor, "sweeper ") {
-			t.Errorf("the stop was answered to %q, want the sweeper", e.Actor)
-		}
-		if r.Status != runner.StatusFailed || !strings.Contains(r.Reason, "max_attempts") {
-			t.Errorf("run %s (%s), want failed: no resume under runs.max_attempts 1", r.Status, r.Reason)
-		}
-		if ps := survivor.profiling(t); len(ps.Leases) != 0 {
-			t.Errorf("leases left: %+v", ps.Leases)
-		}
+		sweptAfterKill(t, 6*time.Second, 4500*time.Millisecond)
 	})
+}
+
+// sweptAfterKill: two replicas on PostgreSQL with runs.max_attempts 1 (no
+// resume), a frame recorded by one of them, killed killAfter into it; the
+// other replica's sweeper must stop the recording by deadline + one sweep
+// interval + slack.
+func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
+	pg := testenv.StartPostgres(t)
+	sim := haSim(t, frame)
+	mk := func() *daemonOpts {
+		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HASwept", frame),
+			Profiling: haProfiling(""), Runs: "  max_attempts: 1\n"}
+	}
+	ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
+	id := postRun(t, ds[0], alertsBody(profileAlert("HASwept", "a11ce00000000002", sim, time.Now().Add(-time.Minute))))
+	waitRecording(t, sim)
+	time.Sleep(killAfter)
+	lease := ds[0].profile(t, id).Lease
+	if lease == nil {
+		t.Fatal("the run holds no lease while its target records")
+	}
+	owner, survivor := leaseOwner(t, ds, lease.Owner)
+	owner.Proc.Kill9()
+	killed := time.Now()
+
+	var prof runs.RunProfile
+	waitFor(t, frame+30*time.Second, "the sweeper to stop and release the orphaned recording", func() bool {
+		prof = survivor.profile(t, id)
+		_, ok := findEvent(prof, "stopped")
+		return ok && prof.Lease == nil
+	})
+	deadline := recordingDeadline(t, prof)
+	stop := checkOneStop(t, sim, deadline)
+	r := waitFinal(t, survivor, id, 30*time.Second)
+	t.Logf("killed the owner %s before the deadline; the other replica's sweeper stopped it %v after the deadline (bound %v); run %s: %s; events: %s",
+		deadline.Sub(killed).Round(time.Millisecond), stop.Sub(deadline).Round(time.Millisecond), haSweep+haSlack,
+		r.Status, r.Reason, eventList(prof))
+	st := checkClean(t, sim)
+	if st.Starts != 1 || st.Stops != 1 {
+		t.Errorf("sim saw %d starts and %d stops, want 1 and 1", st.Starts, st.Stops)
+	}
+	e, ok := findEvent(prof, "sweeper_stopping")
+	if !ok || !strings.Contains(e.Detail, "past the deadline") {
+		t.Errorf("want the sweeper's stop of a dead owner's recording past its deadline: %s", eventList(prof))
+	}
+	if e, _ := findEvent(prof, "stopped"); !strings.HasPrefix(e.Actor, "sweeper ") {
+		t.Errorf("the stop was answered to %q, want the sweeper", e.Actor)
+	}
+	if r.Status != runner.StatusFailed || !strings.Contains(r.Reason, "max_attempts") {
+		t.Errorf("run %s (%s), want failed: no resume under runs.max_attempts 1", r.Status, r.Reason)
+	}
+	if ps := survivor.profiling(t); len(ps.Leases) != 0 {
+		t.Errorf("leases left: %+v", ps.Leases)
+	}
 }
 
 // TestServeProfileHATwoReplicas: two replicas on one PostgreSQL, as behind
