@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -179,18 +175,23 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 // an HA pair of Alertmanagers: every alert is posted to both at once. Each
 // round two alerts fire on one server (HATwo and HATwoQueue): each alert is
 // one run whichever replica took it (runs are keyed by fingerprint and
-// start), the two runs contend for the server's lease from whichever replicas
-// execute them, and exactly one captures: the server sees one start and one
+// start), the two runs execute on different replicas (runs.max_concurrent 1
+// each; the test fails if no round did) and contend for the server's lease
+// across them, and exactly one captures: the server sees one start and one
 // stop, the other run's step is skipped naming the run that holds it, and
 // nothing is violated. Three rounds, three servers.
 func TestServeProfileHATwoReplicas(t *testing.T) {
 	const rounds = 3
-	const frame = 2 * time.Second
+	const frame = 3 * time.Second // > the other replica's fetch of the second run
 	pg := testenv.StartPostgres(t)
 	mk := func() *daemonOpts {
-		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HATwo.*", frame), Profiling: haProfiling("")}
+		// One run at a time per replica: the two runs of a round execute
+		// on different replicas, so their lease is contended across them.
+		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HATwo.*", frame), Profiling: haProfiling(""),
+			Runs: "  max_concurrent: 1\n"}
 	}
 	ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
+	crossed := 0 // rounds whose two runs ran on different replicas
 	for i := range rounds {
 		sim := haSim(t, frame)
 		starts := time.Now().Add(-time.Minute)
@@ -223,8 +224,13 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 			steps = append(steps, profileStep(t, r))
 		}
 		st := checkClean(t, sim)
-		t.Logf("round %d: runs %s: profile %s; %s: profile %s (%s); sim starts %d stops %d files %d",
-			i, ids[0][0], steps[0].Status, ids[1][0], steps[1].Status, steps[1].Reason+steps[0].Reason, st.Starts, st.Stops, st.FilesWritten)
+		on := []string{executedBy(ds, ids[0][0]), executedBy(ds, ids[1][0])}
+		if on[0] != on[1] {
+			crossed++
+		}
+		t.Logf("round %d: run %s on replica %s: profile %s; run %s on replica %s: profile %s (%s); sim starts %d stops %d files %d",
+			i, ids[0][0], on[0], steps[0].Status, ids[1][0], on[1], steps[1].Status, steps[1].Reason+steps[0].Reason,
+			st.Starts, st.Stops, st.FilesWritten)
 		if st.Starts != 1 || st.Stops != 1 || len(sim.callsTo("/start_profile")) != 1 {
 			t.Errorf("round %d: sim saw %d starts and %d stops, want exactly one capture", i, st.Starts, st.Stops)
 		}
@@ -240,6 +246,10 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 				i, steps[0].Status, steps[1].Status, lost.Reason, ids[won][0])
 		}
 	}
+	t.Logf("%d of %d rounds had their two runs on different replicas", crossed, rounds)
+	if crossed == 0 {
+		t.Errorf("no round ran its two runs on different replicas: the lease was never contended across them")
+	}
 	for _, d := range ds {
 		if n := len(d.runsN(t, "")); n != 2*rounds {
 			t.Errorf("replica %s lists %d runs, want %d", d.URL, n, 2*rounds)
@@ -252,7 +262,8 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 // 20, so every run reaches the guard at once). At no moment do more than 2
 // servers record, counted from the times the servers saw their starts and
 // stops (start's arrival to the stop's answer, flush included) and by
-// sampling every sim's profiler state every 20 ms; the hour's starts stop at
+// sampling every sim's profiler state every 20 ms (Sim.Profiler, what GET
+// /admin/profiler serves; the end state is read over HTTP); the hour's starts stop at
 // exactly 6 (the last wave all skipped for max_per_hour); every other step is
 // skipped with a budget reason; no violation anywhere.
 //
@@ -389,179 +400,3 @@ func TestServeProfileHABudget(t *testing.T) {
 // waveFingerprint is alert i's fingerprint in wave (16 hex digits, the
 // wave's in the first 8).
 func waveFingerprint(wave, i int) string { return fmt.Sprintf("b0d6e7%02x%08x", wave, i) }
-
-// postRun posts body and returns the run id of its (first) alert.
-func postRun(t *testing.T, d *daemon, body []byte) string {
-	t.Helper()
-	code, b := d.post(t, body)
-	id := runID(b)
-	if code != 200 || id == "" {
-		t.Fatalf("webhook to %s: %d %s", d.URL, code, b)
-	}
-	return id
-}
-
-// waitRecording waits until the sim's profiler records.
-func waitRecording(t *testing.T, sim *profSim) {
-	t.Helper()
-	waitFor(t, 60*time.Second, "the sim to record", func() bool { return sim.Sim.Profiler().State == "recording" })
-}
-
-// waitFinal waits until run id is in a final status and returns it.
-func waitFinal(t *testing.T, d *daemon, id string, timeout time.Duration) runs.Run {
-	t.Helper()
-	var r runs.Run
-	waitFor(t, timeout, "run "+id+" to finish", func() bool {
-		r = d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
-	})
-	return r
-}
-
-// runsN lists up to 500 runs of alertname, newest first.
-func (d *daemon) runsN(t *testing.T, alertname string) []runs.Run {
-	t.Helper()
-	var page runs.Page
-	d.getJSON(t, "/api/v1/runs?limit=500&alertname="+alertname, &page)
-	return page.Runs
-}
-
-// profile is GET /api/v1/runs/{id}/profile: the run's lease and events.
-func (d *daemon) profile(t *testing.T, id string) runs.RunProfile {
-	t.Helper()
-	var p runs.RunProfile
-	d.getJSON(t, "/api/v1/runs/"+id+"/profile", &p)
-	return p
-}
-
-// profiling is GET /api/v1/profiling.
-func (d *daemon) profiling(t *testing.T) runs.ProfilingStatus {
-	t.Helper()
-	var p runs.ProfilingStatus
-	d.getJSON(t, "/api/v1/profiling", &p)
-	return p
-}
-
-func (d *daemon) getJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", d.URL+path, nil)
-	code, b := d.do(t, req)
-	if code != 200 {
-		t.Fatalf("GET %s: %d %s", path, code, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: %v: %s", path, err, b)
-	}
-}
-
-// profileStep is the run's one record of the step "profile".
-func profileStep(t *testing.T, r runs.Run) executor.StepRecord {
-	t.Helper()
-	var found []executor.StepRecord
-	for _, s := range r.Steps {
-		if s.ID == "profile" {
-			found = append(found, s)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("run %s (%s %s) has %d profile step records, want 1: %+v", r.ID, r.Status, r.Reason, len(found), r.Steps)
-	}
-	return found[0]
-}
-
-// findEvent returns the run's last profile event named name.
-func findEvent(p runs.RunProfile, name string) (runs.ProfileEvent, bool) {
-	for i := len(p.Events) - 1; i >= 0; i-- {
-		if p.Events[i].Event == name {
-			return p.Events[i], true
-		}
-	}
-	return runs.ProfileEvent{}, false
-}
-
-// eventList is the run's profile events for a log line.
-func eventList(p runs.RunProfile) string {
-	var out []string
-	for _, e := range p.Events {
-		s := e.Event + " by " + e.Actor
-		if e.Detail != "" {
-			s += " (" + e.Detail + ")"
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, "; ")
-}
-
-// recordingDeadline is the deadline the lease made durable before the
-// start: the "recording" event's "stop by <time>" (the database's clock).
-func recordingDeadline(t *testing.T, p runs.RunProfile) time.Time {
-	t.Helper()
-	e, ok := findEvent(p, "recording")
-	if !ok {
-		t.Fatalf("no recording event: %s", eventList(p))
-	}
-	at, err := time.Parse("2006-01-02T15:04:05.000Z07:00", strings.TrimPrefix(e.Detail, "stop by "))
-	if err != nil {
-		t.Fatalf("recording event %q: %v", e.Detail, err)
-	}
-	return at
-}
-
-// checkOneStop wants exactly one /stop_profile at the sim, arrived by
-// deadline + one sweep interval + slack; it returns its arrival.
-func checkOneStop(t *testing.T, sim *profSim, deadline time.Time) time.Time {
-	t.Helper()
-	stops := sim.callsTo("/stop_profile")
-	if len(stops) != 1 {
-		t.Fatalf("sim got %d stops, want 1: %+v", len(stops), stops)
-	}
-	if late := stops[0].At.Sub(deadline); late > haSweep+haSlack {
-		t.Errorf("the stop arrived %v after the deadline %s, want within one sweep interval (%v) + %v slack",
-			late.Round(time.Millisecond), deadline.Format(time.RFC3339Nano), haSweep, haSlack)
-	}
-	return stops[0].At
-}
-
-// leaseOwner picks, of ds, the daemon whose process holds the lease (owner
-// "host/pid/…") and the other one.
-func leaseOwner(t *testing.T, ds []*daemon, owner string) (holder, other *daemon) {
-	t.Helper()
-	parts := strings.Split(owner, "/")
-	if len(parts) < 3 {
-		t.Fatalf("lease owner %q: want host/pid/id", owner)
-	}
-	pid, err := strconv.Atoi(parts[len(parts)-2])
-	if err != nil {
-		t.Fatalf("lease owner %q: %v", owner, err)
-	}
-	for i, d := range ds {
-		if d.Proc.Pid() == pid {
-			return d, ds[1-i]
-		}
-	}
-	t.Fatalf("lease owner %q is neither replica (pids %d, %d)", owner, ds[0].Proc.Pid(), ds[1].Proc.Pid())
-	return nil, nil
-}
-
-// checkCollected wants the step to have stored files the sim wrote.
-func checkCollected(t *testing.T, sim *profSim, step executor.StepRecord) {
-	t.Helper()
-	written := map[string]bool{}
-	for _, f := range sim.admin(t).Files {
-		written[filepath.Base(f)] = true
-	}
-	names, _ := step.Findings["files"].([]any)
-	if len(names) == 0 || len(names) != len(written) {
-		t.Fatalf("profile step collected %v, want the sim's %d files: %v", names, len(written), step.Findings)
-	}
-	stored := map[string]bool{}
-	for _, a := range step.Artifacts {
-		stored[filepath.Base(a.Name)] = true
-	}
-	for _, n := range names {
-		s, _ := n.(string)
-		if !written[filepath.Base(s)] || !stored[filepath.Base(s)] {
-			t.Errorf("collected %q: written by the sim %v, stored %v", s, written[filepath.Base(s)], stored[filepath.Base(s)])
-		}
-	}
-}
