@@ -37,6 +37,12 @@ type daemonOpts struct {
 	// Storage is more of the storage: section after its path (indented two
 	// spaces), "" for the default local backend.
 	Storage string
+	// Runs is more of the runs: section after the short lease settings
+	// (indented two spaces), "" for none.
+	Runs string
+	// Profiling is the profiling: section body (indented two spaces), "" for
+	// the default.
+	Profiling string
 }
 
 // daemon is a running `autocapture serve`.
@@ -69,6 +75,10 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	}
 	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
 	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
+	b.WriteString(o.Runs)
+	if o.Profiling != "" {
+		b.WriteString("profiling:\n" + o.Profiling)
+	}
 	b.WriteString("log:\n  level: debug\n")
 	if o.Notify != "" {
 		b.WriteString("notify:\n" + o.Notify)
