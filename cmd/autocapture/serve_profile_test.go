@@ -211,6 +211,30 @@ func TestServeProfileFaultUnarmed(t *testing.T) {
 	}
 }
 
+// TestServeProfileFaultUnarmedLeaseReleased: after the 404 the target is
+// free at once, and stays so: nothing holds it, and no stop_profile is ever
+// sent to a server that never recorded (the sweeper takes a lease left
+// "recording" for a recording whose owner is gone once its hold, 15 s,
+// passes: it would send stop_profile, get 404 and retry for ever, holding
+// the target and a slot of profiling.max_concurrent).
+func TestServeProfileFaultUnarmedLeaseReleased(t *testing.T) {
+	sim := startPFSim(t, pfSimOpts{Unarmed: true})
+	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: t.TempDir(), Duration: 2 * time.Second, StopTimeout: 5 * time.Second, ContinueOnError: true}),
+		time.Second, time.Second)
+	r := pfWaitRun(t, d, pfFire(t, d, "f008f008f008f008", sim.Inst, time.Now().Add(-time.Minute)))
+	right := pfStatus(t, d)
+	time.Sleep(18 * time.Second) // past the step's lease hold (15 s) and a sweep
+	later := pfStatus(t, d)
+	t.Logf("run %s; leases right after: %+v; 18 s later: %+v (active %d); stop_profile sent %d",
+		r.Status, right.Leases, later.Leases, later.Budget.Active, sim.count("/stop_profile"))
+	if len(right.Leases) != 0 {
+		t.Errorf("the unarmed target is still leased after its run: %+v (runner Release refuses a lease in state recording)", right.Leases)
+	}
+	if n := sim.count("/stop_profile"); n != 0 || len(later.Leases) != 0 {
+		t.Errorf("18 s later: %d stop_profile sent to a server that never recorded, leases %+v: want none", n, later.Leases)
+	}
+}
+
 // TestServeProfileFaultPaused: profiling paused through the API → the step is
 // skipped "paused by <operator> at …: deploy" and nothing starts; resumed →
 // the next alert (another fingerprint) captures.
