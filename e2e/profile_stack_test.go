@@ -48,6 +48,8 @@ type profileStackOptions struct {
 	// only these (and the shipped presets).
 	Playbooks func(dirs map[string]string) map[string]string
 	Shipped   bool
+	// Profiling is extra lines of the daemon's profiling: block (indented).
+	Profiling string
 	// DaemonConfig is extra YAML after the profiling: block.
 	DaemonConfig string
 	S3           *testenv.S3Server
@@ -84,7 +86,7 @@ func startProfileStack(t testing.TB, o profileStackOptions) *profileStack {
 		extra = o.Playbooks(ps.Dirs)
 	}
 	writePlaybooks(t, pbDir, o.Shipped, extra)
-	cfg := fmt.Sprintf("profiling:\n  agent_token_file: %s\n  sweep_interval: 1s\nplaybooks: [%s]\n%s", tokenFile, pbDir, o.DaemonConfig)
+	cfg := fmt.Sprintf("profiling:\n  agent_token_file: %s\n  sweep_interval: 1s\n%splaybooks: [%s]\n%s", tokenFile, o.Profiling, pbDir, o.DaemonConfig)
 	ps.stack = startStack(t, stackOptions{Scenarios: o.Scenarios, S3: o.S3, SimHost: hosts, SimArgs: args, DaemonConfig: cfg})
 	return ps
 }

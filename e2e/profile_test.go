@@ -292,7 +292,7 @@ func stepFindings(st *executor.StepRecord) map[string]any {
 }
 
 // findingsTime reads a time the step recorded in its findings.
-func findingsTime(t *testing.T, st *executor.StepRecord, key string) time.Time {
+func findingsTime(t testing.TB, st *executor.StepRecord, key string) time.Time {
 	t.Helper()
 	s, _ := st.Findings[key].(string)
 	at, err := time.Parse(time.RFC3339Nano, s)
