@@ -53,6 +53,9 @@ type profileStackOptions struct {
 	// DaemonConfig is extra YAML after the profiling: block.
 	DaemonConfig string
 	S3           *testenv.S3Server
+	// Unarmed starts the sims without --profiler-dir (start_profile answers
+	// 404); the agent still serves the (empty) folder.
+	Unarmed bool
 }
 
 // startProfileStack starts the agent first (it needs only the folder), then
@@ -68,7 +71,10 @@ func startProfileStack(t testing.TB, o profileStackOptions) *profileStack {
 		if err := os.MkdirAll(ps.Dirs[sc], 0o755); err != nil {
 			t.Fatal(err)
 		}
-		args[sc] = []string{"--profiler-dir=" + ps.Dirs[sc], "--model=" + profileModel}
+		args[sc] = []string{"--model=" + profileModel}
+		if !o.Unarmed {
+			args[sc] = append(args[sc], "--profiler-dir="+ps.Dirs[sc])
+		}
 	}
 	tokenFile := filepath.Join(dir, "agent-token")
 	if err := os.WriteFile(tokenFile, []byte("e2e-agent-token-0123456789\n"), 0o600); err != nil {

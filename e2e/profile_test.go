@@ -142,27 +142,66 @@ func TestProfileUnexplainedEndToEnd(t *testing.T) {
 		stop.Round(time.Millisecond), prof.FinishedAt.Sub(until.Add(stop)).Round(time.Millisecond))
 }
 
+// TestProfileUnarmedIsOneFinding: the same paging unexplained alert, the
+// shipped playbook, the agent in place, but vLLM started without a profiler
+// (start_profile answers 404): the profile step fails once with the finding
+// "not armed" and how to arm it, the run keeps its tier-1/2 evidence
+// (partial, not failed), and no lease is left.
+func TestProfileUnarmedIsOneFinding(t *testing.T) {
+	ps := startProfileStack(t, profileStackOptions{Scenarios: []string{vllmsim.ScenarioUnexplained}, Shipped: true, Unarmed: true})
+	sm := ps.Sims[vllmsim.ScenarioUnexplained]
+	r, st := waitProfileRan(t, ps.stack, sm, 5*time.Minute)
+	if st.Status != executor.Failed || st.Reason != string(capture.ReasonUpstream4xx) || st.Findings["armed"] != false ||
+		!strings.Contains(fmt.Sprint(st.Findings["how_to_arm"]), "--profiler-config") {
+		t.Errorf("unarmed: want the profile step failed upstream-4xx with armed false and how to arm: %s\n%v", describe(r), st.Findings)
+	}
+	if r.Status != "partial" || r.Verdict == nil || r.Verdict.ID != vllmsim.ScenarioUnexplained {
+		t.Errorf("unarmed: want the run partial with its verdict kept: %s", describe(r))
+	}
+	if prof := sm.profilerStatus(t); prof.Armed || prof.Starts != 0 {
+		t.Errorf("unarmed sim /admin/profiler: armed %v, starts %d, state %s", prof.Armed, prof.Starts, prof.State)
+	}
+	var fleet runs.ProfilingStatus
+	ps.getJSON(t, "/api/v1/profiling", &fleet)
+	if len(fleet.Leases) != 0 || fleet.Budget.Active != 0 {
+		var trail any
+		ps.getJSON(t, "/api/v1/runs/"+r.ID+"/profile", &trail)
+		t.Errorf("GET /api/v1/profiling after an unarmed capture: %d leases held, %d active, want none "+
+			"(a lease left recording is swept: stop_profile → 404 → stop_failed, held until an operator clears it, "+
+			"counting against max_concurrent): %+v\nthe run's profile trail: %v", len(fleet.Leases), fleet.Budget.Active, fleet.Leases, trail)
+	}
+	t.Logf("unarmed: run %s %s; profile %s %s: %s", r.ID, r.Status, st.Status, st.Reason, st.Summary)
+}
+
+// waitProfileRan waits until a finished run of the sim has a profile step
+// that was not skipped, and returns them.
+func waitProfileRan(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.Run, *executor.StepRecord) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, lr := range s.runs(t) {
+			if lr.Labels["instance"] != sm.Addr || !finished(lr.Status) {
+				continue
+			}
+			r := s.run(t, lr.ID)
+			if st := stepByKind(r, "profile"); st != nil && st.Status != executor.Skipped {
+				return r, st
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run of %s ran its profile step within %s; alerts firing: %v", sm.Addr, within, s.Prom.Query(t, `ALERTS{alertstate="firing"}`))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
 // waitProfiled waits for the sim's runs (alerts the stack's Alertmanager
 // delivered) until one's profile step ran, then for every run of the sim to
 // finish, and returns the one that captured. Exactly one may capture: any
 // other run's profile step is skipped by the target's cooldown or lease.
 func waitProfiled(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.Run, *executor.StepRecord) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for ran := false; !ran; {
-		for _, lr := range s.runs(t) {
-			if lr.Labels["instance"] != sm.Addr || !finished(lr.Status) {
-				continue
-			}
-			if st := stepByKind(s.run(t, lr.ID), "profile"); st != nil && st.Status != executor.Skipped {
-				ran = true
-			}
-		}
-		if !ran && time.Now().After(deadline) {
-			t.Fatalf("no run of %s profiled within %s; runs: %v; alerts firing: %v", sm.Addr, within, s.runs(t), s.Prom.Query(t, `ALERTS{alertstate="firing"}`))
-		}
-		time.Sleep(2 * time.Second)
-	}
+	waitProfileRan(t, s, sm, within)
 	waitAllFinished(t, s, 2*time.Minute)
 	var run *runs.Run
 	var prof *executor.StepRecord
