@@ -72,6 +72,9 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 			continue
 		}
 		checkTier2(t, s, r, s.Sims[sc])
+		if st := stepByKind(r, "profile"); st != nil && st.Status != executor.Skipped {
+			t.Logf("%s: tier 3 (the sims' profilers are unarmed): run %s, profile %s %s: %s %s | %v", sc, r.Status, st.Status, st.Reason, st.Summary, st.Error, st.Findings)
+		}
 		t.Logf("%s: %s → %s in %s (contributing %v)", sc, r.Alertname, r.Verdict.ID, runTook(r), r.Verdict.Contributing)
 	}
 	for _, sc := range scenarios[1:] {

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +64,12 @@ type stackOptions struct {
 	// S3 puts the artifacts in this bucket (the s3 backend, under s3Prefix);
 	// nil keeps the local backend.
 	S3 *testenv.S3Server
+	// SimHost gives a scenario's sim its own loopback address (Linux routes
+	// all of 127/8 to lo), so a port on its host is its alone; unset: 127.0.0.1.
+	SimHost map[string]string
+	// SimArgs are extra vllmsim flags per scenario, after the stack's own (a
+	// repeated flag wins: --model=… renames the served model).
+	SimArgs map[string][]string
 }
 
 // s3Prefix is the key prefix of a stack's S3 artifacts.
@@ -78,11 +86,16 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	simBin := testenv.BuildBinary(t, "./cmd/vllmsim")
 	var targets []string
 	for i, sc := range o.Scenarios {
-		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-		cmd := exec.Command(simBin, "--web.listen-address="+addr, "--scenario="+sc,
-			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://"+s.Jaeger.OTLPHTTP,
+		host := "127.0.0.1"
+		if h := o.SimHost[sc]; h != "" {
+			host = h
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(testenv.FreePort(t)))
+		args := append([]string{"--web.listen-address=" + addr, "--scenario=" + sc,
+			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://" + s.Jaeger.OTLPHTTP,
 			"--otlp-protocol=http/protobuf", "--service-name=vllm-server",
-			"--model=e2e-"+sc)
+			"--model=e2e-" + sc}, o.SimArgs[sc]...)
+		cmd := exec.Command(simBin, args...)
 		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
 		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
 		p.WaitHTTP(t, "http://"+addr+"/health", 15*time.Second)
