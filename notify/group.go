@@ -94,7 +94,7 @@ func (m Member) Outcome() string {
 // Counts are the members by Outcome, the most frequent first (then by name).
 func (g Group) Counts() []Count {
 	n := map[string]int{}
-	for _, m := range g.Members {
+	for _, m := range g.counted() {
 		n[m.Outcome()]++
 	}
 	out := make([]Count, 0, len(n))
@@ -125,7 +125,7 @@ func (g Group) Headline() string {
 	case len(cs) == 0:
 		head = "no members"
 	case g.Kind == GroupFleet:
-		head = fmt.Sprintf("%d of %d instances of %s: %s", cs[0].N, len(g.Members), g.Model, cs[0].What)
+		head = fmt.Sprintf("%d of %d instances of %s: %s", cs[0].N, len(g.counted()), g.Model, cs[0].What)
 	default:
 		what := g.Alert
 		if alerts := g.alertnames(); len(alerts) > 1 {
@@ -140,6 +140,26 @@ func (g Group) Headline() string {
 		head += " — resolved"
 	}
 	return head
+}
+
+// counted are the members the headline counts: a storm's every member; a
+// fleet's latest member per instance, since a fleet counts instances (six
+// runs of one instance in the window are one instance, not "6 of 6").
+func (g Group) counted() []Member {
+	if g.Kind != GroupFleet {
+		return g.Members
+	}
+	last := map[string]int{}
+	for i, m := range g.Members {
+		last[m.Instance] = i
+	}
+	out := make([]Member, 0, len(last))
+	for i, m := range g.Members {
+		if last[m.Instance] == i {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // alertnames are the members' distinct alertnames, at most three and "…".

@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,6 +53,26 @@ func TestGroupHeadline(t *testing.T) {
 	}
 	if got, want := storm.Headline(), "Alert storm: 200 alerts (A, B): 150 overload · 50 capturing"; got != want {
 		t.Errorf("storm headline %q, want %q", got, want)
+	}
+}
+
+// TestFleetHeadlineCountsInstances: a fleet counts instances, not runs: an
+// instance that fired again in the window is one instance, shown with its
+// latest run's outcome.
+func TestFleetHeadlineCountsInstances(t *testing.T) {
+	g := fleet()
+	again := g.Members[2] // 10.0.0.3, kv-pressure, fires again: overload now
+	again.RunID, again.Verdict = "r7", "overload"
+	g.Members = append(g.Members, again)
+	if got, want := g.Headline(), "5 of 6 instances of llama-70b: overload · 1 capturing"; got != want {
+		t.Errorf("fleet headline %q, want %q", got, want)
+	}
+	one := Group{Kind: GroupFleet, Model: "m"}
+	for i := range 6 {
+		one.Members = append(one.Members, Member{RunID: fmt.Sprint(i), Instance: "10.0.0.1:8000", Status: "succeeded", Verdict: "unexplained"})
+	}
+	if got, want := one.Headline(), "1 of 1 instances of m: unexplained"; got != want {
+		t.Errorf("six runs of one instance: headline %q, want %q", got, want)
 	}
 }
 

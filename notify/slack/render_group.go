@@ -67,7 +67,7 @@ func RenderGroupParent(g notify.Group, lead Parent) Message {
 	}
 	flush()
 	if rest := g.Members[shown:]; len(rest) > 0 {
-		more := notify.Group{Kind: g.Kind, Members: rest}
+		more := notify.Group{Members: rest} // the lines left out, each counted (a fleet's headline counts instances)
 		var parts []string
 		for _, c := range more.Counts() {
 			parts = append(parts, fmt.Sprintf("%d %s", c.N, c.What))
