@@ -18,6 +18,7 @@ type metrics struct {
 	finished  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	steps     *prometheus.CounterVec
+	stepTime  *prometheus.HistogramVec
 	executing prometheus.Gauge
 	resumed   prometheus.Counter
 	abandoned *prometheus.GaugeVec
@@ -39,6 +40,9 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 2400}}, []string{"status"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_steps_total",
 			Help: "Finished steps by kind and status."}, []string{"kind", "status"}),
+		stepTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_step_duration_seconds",
+			Help:    "How long finished steps ran (skipped ones excluded), by kind.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}}, []string{"kind"}),
 		executing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_runs_executing",
 			Help: "Runs this process is executing now (at most runs.max_concurrent)."}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
@@ -82,7 +86,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
 		&storeCollector{s: s}}, append(m.retention.collectors(), s.pm.collectors(s)...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

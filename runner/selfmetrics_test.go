@@ -1,13 +1,16 @@
 package runner
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/playbooks"
 )
 
 // labelled reads one series of a gauge or counter family from reg, -1 when
@@ -95,5 +98,43 @@ func TestOutboxBacklogMetrics(t *testing.T) {
 		if n, err := testutil.GatherAndCount(reg, "autocapture_outbox_pending"); err != nil || n != 1 {
 			t.Errorf("%d outbox series (%v), want one per configured sink", n, err)
 		}
+	})
+}
+
+// TestStepDurationHistogram: every step that ran is observed under its kind,
+// for as long as it ran.
+func TestStepDurationHistogram(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		reg := prometheus.NewRegistry()
+		slow := fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+			time.Sleep(300 * time.Millisecond)
+			return &capture.Result{Summary: "slow"}, nil
+		})
+		p := planner(
+			func() playbooks.PlannedStep { return fakestep.Step("quick", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)) },
+			func() playbooks.PlannedStep { return fakestep.Step("slow", capture.TierMetrics, slow) })
+		s := newService(t, db, p, true, func(o *Options) { o.Registerer = reg })
+		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
+		if r := waitRun(t, s, id, "finished", isFinished); r.Status != StatusSucceeded {
+			t.Fatalf("run %s (%s)", r.Status, r.Reason)
+		}
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "autocapture_step_duration_seconds" {
+				continue
+			}
+			h := mf.GetMetric()[0].GetHistogram()
+			if len(mf.GetMetric()) != 1 || h.GetSampleCount() != 2 {
+				t.Fatalf("%d series, %d observations; want one kind (test), 2 steps", len(mf.GetMetric()), h.GetSampleCount())
+			}
+			if sum := h.GetSampleSum(); sum < 0.3 || sum > 30 {
+				t.Errorf("steps ran %.3fs in all, one of them slept 0.3 s", sum)
+			}
+			return
+		}
+		t.Fatal("autocapture_step_duration_seconds not gathered")
 	})
 }
