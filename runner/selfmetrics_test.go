@@ -111,7 +111,9 @@ func TestStepDurationHistogram(t *testing.T) {
 			return &capture.Result{Summary: "slow"}, nil
 		})
 		p := planner(
-			func() playbooks.PlannedStep { return fakestep.Step("quick", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)) },
+			func() playbooks.PlannedStep {
+				return fakestep.Step("quick", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+			},
 			func() playbooks.PlannedStep { return fakestep.Step("slow", capture.TierMetrics, slow) })
 		s := newService(t, db, p, true, func(o *Options) { o.Registerer = reg })
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
