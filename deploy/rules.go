@@ -1,6 +1,10 @@
 // Package deploy holds what runs beside autocapture: Prometheus alert rules for
-// vLLM (prometheus/vllm-alerts.yml, with promtool unit tests) and an Alertmanager
-// route and receiver (alertmanager/). AlertRules gives tests and demos the rules
+// vLLM (prometheus/vllm-alerts.yml, with promtool unit tests), an Alertmanager
+// route and receiver (alertmanager/), and for autocapture itself the image's
+// config (docker/), alert rules (prometheus/autocapture-alerts.yml) and a
+// Grafana dashboard (grafana/). Its tests also check the top-level Dockerfile
+// and .dockerignore, and that the self-monitoring files name only metrics a
+// running daemon exports. AlertRules gives tests and demos the rules
 // with shorter windows, so an alert fires within seconds against vllmsim.
 package deploy
 

@@ -27,6 +27,9 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 				return err // the executor stops the run: the step runs again on resume
 			}
 			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
+			if rec.Status != executor.Skipped {
+				s.m.stepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
+			}
 			return nil
 		},
 		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },

@@ -18,6 +18,7 @@ type metrics struct {
 	finished  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	steps     *prometheus.CounterVec
+	stepTime  *prometheus.HistogramVec
 	executing prometheus.Gauge
 	resumed   prometheus.Counter
 	abandoned *prometheus.GaugeVec
@@ -39,6 +40,9 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 2400}}, []string{"status"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_steps_total",
 			Help: "Finished steps by kind and status."}, []string{"kind", "status"}),
+		stepTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_step_duration_seconds",
+			Help:    "How long finished steps ran (skipped ones excluded), by kind.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}}, []string{"kind"}),
 		executing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_runs_executing",
 			Help: "Runs this process is executing now (at most runs.max_concurrent)."}),
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
@@ -62,10 +66,27 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		m.feedback.WithLabelValues(v, "true")
 		m.feedback.WithLabelValues(v, "false")
 	}
+	// Every final status and every sink's failure reasons from zero too: rate()
+	// and increase() miss the first increment of a series that appears with it,
+	// and the self-monitoring alerts (deploy/prometheus/autocapture-alerts.yml)
+	// fire on exactly those.
+	for _, st := range Statuses {
+		if st != StatusQueued && st != StatusRunning {
+			m.finished.WithLabelValues(st)
+		}
+	}
+	for _, sink := range s.sinkOrder {
+		for _, reason := range []string{"rate_limited", "error"} {
+			m.notifyFailed.WithLabelValues(sink, reason)
+		}
+		for _, op := range []opKind{opOpen, opReply, opUpdate} {
+			m.notifyDelivered.WithLabelValues(sink, string(op))
+		}
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
 		&storeCollector{s: s}}, append(m.retention.collectors(), s.pm.collectors(s)...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
@@ -81,6 +102,11 @@ var (
 	descOldest = prometheus.NewDesc("autocapture_runs_queue_oldest_age_seconds",
 		"How long the oldest queued run has waited (0 when none).", nil, nil)
 	descUp = prometheus.NewDesc("autocapture_runs_store_up", "1 when the run store answered this scrape.", nil, nil)
+
+	descOutboxPending = prometheus.NewDesc("autocapture_outbox_pending",
+		"Thread operations recorded and not yet delivered, by notifier (every replica reads the same store).", []string{"sink"}, nil)
+	descOutboxOldest = prometheus.NewDesc("autocapture_outbox_oldest_age_seconds",
+		"How long the oldest undelivered thread operation has waited, by notifier (0 when none).", []string{"sink"}, nil)
 )
 
 // storeCollector reads the run gauges from the database at scrape time.
@@ -91,6 +117,8 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDepth
 	ch <- descOldest
 	ch <- descUp
+	ch <- descOutboxPending
+	ch <- descOutboxOldest
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -107,6 +135,49 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(st.Queued))
 	ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, st.OldestQueued.Seconds())
+	backlog, err := c.s.OutboxBacklog(ctx)
+	if err != nil { // as for the queue: the scrape goes on without these series
+		return
+	}
+	for sink, b := range backlog {
+		ch <- prometheus.MustNewConstMetric(descOutboxPending, prometheus.GaugeValue, float64(b.Pending), sink)
+		ch <- prometheus.MustNewConstMetric(descOutboxOldest, prometheus.GaugeValue, b.Oldest.Seconds(), sink)
+	}
+}
+
+// Backlog is one notifier's undelivered thread operations.
+type Backlog struct {
+	Pending int
+	Oldest  time.Duration // on the database's clock
+}
+
+// OutboxBacklog counts the undelivered thread operations by sink: every
+// configured sink (zero when it has none) and any other that still has rows
+// (a notifier since removed from the config).
+func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
+	out := make(map[string]Backlog, len(s.sinkOrder))
+	for _, sink := range s.sinkOrder {
+		out[sink] = Backlog{}
+	}
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT sink, COUNT(*), {now} - MIN(created_at)
+		FROM autocapture_outbox WHERE delivered_at IS NULL GROUP BY sink`))
+	if err != nil {
+		return nil, fmt.Errorf("runner: outbox backlog: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sink string
+		var n int
+		var waitedMS int64
+		if err := rows.Scan(&sink, &n, &waitedMS); err != nil {
+			return nil, fmt.Errorf("runner: outbox backlog: %w", err)
+		}
+		out[sink] = Backlog{Pending: n, Oldest: max(0, time.Duration(waitedMS)*time.Millisecond)}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runner: outbox backlog: %w", err)
+	}
+	return out, nil
 }
 
 // QueueStats is the store's view of the queue.
