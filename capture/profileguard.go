@@ -123,6 +123,7 @@ const (
 	RefusedPaused   = "paused"   // an operator paused profiling
 	RefusedBudget   = "budget"   // max_concurrent or max_per_hour
 	RefusedCooldown = "cooldown" // the target was profiled less than cooldown ago
+	RefusedRecorded = "recorded" // a resumed attempt of a step that already started a frame, whose lease is gone: no second start
 )
 
 // ProfileRefusal is Acquire's "no": the step is skipped with Detail (e.g.
