@@ -66,7 +66,12 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 		Hold: p.tune.hold, Cooldown: p.cfg.Cooldown})
 	var refusal *ProfileRefusal
 	if errors.As(err, &refusal) {
-		return nil, Skipf("profile %s: %s", httpTarget(target), refusal.Detail)
+		// The reason leads with the kind (busy, paused, budget, cooldown,
+		// recorded) and the finding `refused` carries it, so `when`, the
+		// thread and the API can tell a held server from a spent budget.
+		res.Findings["refused"] = refusal.Reason
+		res.Summary = fmt.Sprintf("profile %s refused (%s): %s", httpTarget(target), refusal.Reason, refusal.Detail)
+		return res, Skipf("%s: %s", refusal.Reason, refusal.Detail)
 	}
 	if err != nil {
 		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: lease: %w", httpTarget(target), err)}
