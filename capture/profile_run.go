@@ -43,7 +43,8 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	pol := profilePolicy(in.Env)
 	if why := optedOut(pol, target, in.Alert.Labels); why != "" {
-		return nil, Skipf("profile %s: opted out: %s", httpTarget(target), why)
+		return &Result{Findings: map[string]any{"target": target, "opted_out": why}},
+			Skipf("profile %s: opted out: %s", httpTarget(target), why)
 	}
 	if in.Env.Profiles == nil {
 		return nil, Errorf(ReasonBadConfig, "profile %s: tier 3 is not available (no profile guard: profiling needs the shared database)", httpTarget(target))
@@ -187,6 +188,7 @@ func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameR
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
 		if errors.Is(err, ErrLeaseLost) {
+			res.Findings["lease_lost"] = true
 			res.Summary = fmt.Sprintf("profile %s: the lease was taken over before the stop (the sweeper stops the server past the deadline); nothing collected",
 				httpTarget(fr.target))
 			return res, errors.Join(err, cutErr)

@@ -27,6 +27,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 				return err // the executor stops the run: the step runs again on resume
 			}
 			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
+			s.pm.countProfileStep(rec)
 			return nil
 		},
 		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },

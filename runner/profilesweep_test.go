@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
@@ -395,4 +396,48 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 			t.Fatalf("clear a swept lease: %v", err)
 		}
 	})
+}
+
+// TestProfileStepResults: autocapture_profile_steps_total counts a persisted
+// profile step by what its record says, the most telling result first (a
+// stop that failed on a frame cut short is stop_failed, not cut); a step
+// that never ran is not counted, nor is another kind.
+func TestProfileStepResults(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := newService(t, dbRef{path: t.TempDir() + "/a.db"}, planner(), false, func(o *Options) { o.Registerer = reg })
+	rec := func(status string, f map[string]any) executor.StepRecord {
+		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
+	}
+	for _, tc := range []struct {
+		rec  executor.StepRecord
+		want string
+	}{
+		{rec(executor.Succeeded, map[string]any{"armed": true, "files": []string{"a.json.gz"}}), "captured"},
+		{rec(executor.Succeeded, map[string]any{"armed": true, "resumed": "stopped", "cut_short": "resumed after an interruption"}), "resumed"},
+		{rec(executor.Cancelled, map[string]any{"armed": true, "cut_short": "alert resolved"}), "cut"},
+		{rec(executor.Succeeded, map[string]any{"armed": true, "cut_short": "an operator asked to stop (alice)"}), "cut"},
+		{rec(executor.Failed, map[string]any{"armed": false, "how_to_arm": "…"}), "not_armed"},
+		{rec(executor.Failed, map[string]any{"armed": true, "cut_short": "x", "stop_error": "stop_timeout"}), "stop_failed"},
+		{rec(executor.Failed, map[string]any{"armed": true, "stop_error": "lost", "lease_lost": true}), "lease_lost"},
+		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedBusy}), "refused_busy"},
+		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedRecorded}), "refused_recorded"},
+		{rec(executor.Skipped, map[string]any{"refused": "new-kind"}), "refused_other"},
+		{rec(executor.Skipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
+		{rec(executor.Failed, nil), "failed"},
+		{rec(executor.Skipped, nil), ""}, // `when` false: never ran
+	} {
+		if got := profileStepResult(tc.rec); got != tc.want {
+			t.Errorf("%s %v: result %q, want %q", tc.rec.Status, tc.rec.Findings, got, tc.want)
+		}
+		s.pm.countProfileStep(tc.rec)
+	}
+	s.pm.countProfileStep(executor.StepRecord{Kind: "http", Status: executor.Succeeded, Findings: map[string]any{}})
+	if n, err := testutil.GatherAndCount(reg, "autocapture_profile_steps_total"); err != nil || n != 14 {
+		t.Errorf("%d series (%v), want every result from zero: 8 outcomes and 6 refusal kinds", n, err)
+	}
+	for result, want := range map[string]float64{"captured": 1, "cut": 2, "refused_busy": 1, "refused_other": 1, "failed": 1, "refused_paused": 0} {
+		if got := testutil.ToFloat64(s.pm.stepResults.WithLabelValues(result)); got != want {
+			t.Errorf("autocapture_profile_steps_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
 }

@@ -208,6 +208,11 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	if ps := survivor.profiling(t); len(ps.Leases) != 0 {
 		t.Errorf("leases left: %+v", ps.Leases)
 	}
+	for result, want := range map[string]float64{"resumed": 1, "refused_busy": 1, "captured": 0} {
+		if got := survivor.metric(t, `autocapture_profile_steps_total{result="`+result+`"}`); got != want {
+			t.Errorf("survivor's autocapture_profile_steps_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
 }
 
 // startDaemonLease is startDaemon with runs.lease_timeout set to lease (the
