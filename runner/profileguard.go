@@ -28,6 +28,16 @@ import (
 // sent) or stopped (the server answered the stop). A recording, stopping or
 // stop_failed row keeps the target until the owner or the sweeper
 // (profilesweep.go) gets a stop answered, or an operator clears it.
+//
+// A recording's lease_until never passes its deadline + stopGrace
+// (profilelease.go): past that the sweeper may claim it, and the owner, its
+// token gone, sends no stop of its own. A start that began no recording ends
+// its lease with NotStarted (its start still counted). A recording the
+// sweeper stopped stays, stopped with no owner, for profiling.collect_window:
+// the same run's resumed step gets it back (resumeLease) and collects; any
+// other run is refused busy; it spends no max_concurrent. A resumed step
+// whose start was counted but whose lease is gone is refused "recorded"
+// (recordedBefore): never a second frame for one run's step.
 
 // profileLockKey is the advisory lock Acquire takes on PostgreSQL.
 const profileLockKey = 727010
