@@ -309,7 +309,8 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 			}
 		}
 		lost := steps[1-won]
-		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.Contains(lost.Reason, "run "+ids[won][0]) {
+		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.HasPrefix(lost.Reason, "busy: ") ||
+			!strings.Contains(lost.Reason, "run "+ids[won][0]) {
 			t.Errorf("round %d: profile steps %s and %s (%q), want one succeeded and the other skipped naming run %s",
 				i, steps[0].Status, steps[1].Status, lost.Reason, ids[won][0])
 		}
@@ -408,9 +409,9 @@ func TestServeProfileHABudget(t *testing.T) {
 			switch {
 			case step.Status == executor.Succeeded:
 				waveStarts++
-			case step.Status == executor.Skipped && strings.Contains(step.Reason, "profiling.max_per_hour"):
+			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_per_hour"):
 				waveSkips["max_per_hour"]++
-			case step.Status == executor.Skipped && strings.Contains(step.Reason, "profiling.max_concurrent"):
+			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_concurrent"):
 				waveSkips["max_concurrent"]++
 			default:
 				t.Errorf("wave %d run %s: profile step %s (%s %s), want succeeded or skipped for the budget", wave, r.ID, step.Status, step.Reason, step.Error)
