@@ -43,7 +43,8 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	pol := profilePolicy(in.Env)
 	if why := optedOut(pol, target, in.Alert.Labels); why != "" {
-		return nil, Skipf("profile %s: opted out: %s", httpTarget(target), why)
+		return &Result{Findings: map[string]any{"target": target, "opted_out": why}},
+			Skipf("profile %s: opted out: %s", httpTarget(target), why)
 	}
 	if in.Env.Profiles == nil {
 		return nil, Errorf(ReasonBadConfig, "profile %s: tier 3 is not available (no profile guard: profiling needs the shared database)", httpTarget(target))
@@ -66,7 +67,12 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 		Hold: p.tune.hold, Cooldown: p.cfg.Cooldown})
 	var refusal *ProfileRefusal
 	if errors.As(err, &refusal) {
-		return nil, Skipf("profile %s: %s", httpTarget(target), refusal.Detail)
+		// The reason leads with the kind (busy, paused, budget, cooldown,
+		// recorded) and the finding `refused` carries it, so `when`, the
+		// thread and the API can tell a held server from a spent budget.
+		res.Findings["refused"] = refusal.Reason
+		res.Summary = fmt.Sprintf("profile %s refused (%s): %s", httpTarget(target), refusal.Reason, refusal.Detail)
+		return res, Skipf("%s: %s", refusal.Reason, refusal.Detail)
 	}
 	if err != nil {
 		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: lease: %w", httpTarget(target), err)}
@@ -182,6 +188,7 @@ func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameR
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
 		if errors.Is(err, ErrLeaseLost) {
+			res.Findings["lease_lost"] = true
 			res.Summary = fmt.Sprintf("profile %s: the lease was taken over before the stop (the sweeper stops the server past the deadline); nothing collected",
 				httpTarget(fr.target))
 			return res, errors.Join(err, cutErr)

@@ -250,18 +250,34 @@ func TestProfileUnarmedIsOneFindingAndOneStart(t *testing.T) {
 	}
 }
 
-func TestProfileRefusalSkipsWithDetail(t *testing.T) {
-	f := newProfileFixture(t)
-	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir()})
-	f.guard.refuse = &ProfileRefusal{Reason: RefusedPaused, Detail: "paused by 10.0.0.5 at 14:02: bad deploy"}
-	p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
-	_, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
-	why, ok := IsSkip(err)
-	if !ok || !strings.Contains(why, "paused by 10.0.0.5 at 14:02: bad deploy") {
-		t.Fatalf("err %v: want a skip carrying the refusal's detail", err)
-	}
-	if n := f.log.count("http:start_profile"); n != 0 {
-		t.Errorf("start sent %d times despite the refusal", n)
+// TestProfileRefusalSkipsWithKind: each kind of refusal is a skip whose
+// reason starts with the kind and carries the detail, with the finding
+// `refused: <kind>` (for `when`, the thread and the API); nothing is sent.
+func TestProfileRefusalSkipsWithKind(t *testing.T) {
+	for _, r := range []ProfileRefusal{
+		{Reason: RefusedPaused, Detail: "paused by 10.0.0.5 at 14:02: bad deploy"},
+		{Reason: RefusedBusy, Detail: "run r-1 is recording on http://x:1 since 14:00, stop by 14:01"},
+		{Reason: RefusedBudget, Detail: "1 of profiling.max_concurrent 1 captures hold a target"},
+		{Reason: RefusedCooldown, Detail: "http://x:1 was profiled at 14:00, cooldown 30m0s: next from 14:30"},
+		{Reason: RefusedRecorded, Detail: "an earlier attempt of run r-1's step profile started a frame on http://x:1 at 14:00"},
+	} {
+		t.Run(r.Reason, func(t *testing.T) {
+			f := newProfileFixture(t)
+			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir()})
+			f.guard.refuse = &r
+			p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
+			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
+			why, ok := IsSkip(err)
+			if !ok || why != r.Reason+": "+r.Detail {
+				t.Fatalf("err %v: want a skip %q", err, r.Reason+": "+r.Detail)
+			}
+			if res == nil || res.Findings["refused"] != r.Reason || !strings.Contains(res.Summary, "refused ("+r.Reason+")") {
+				t.Fatalf("result %+v: want the finding refused=%s and a summary naming it", res, r.Reason)
+			}
+			if n := f.log.count("http:start_profile"); n != 0 {
+				t.Errorf("start sent %d times despite the refusal", n)
+			}
+		})
 	}
 }
 
@@ -390,7 +406,7 @@ func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 	}
 	// A second firing gets no second start while the stop is unanswered.
 	_, err = p.Run(context.Background(), f.input(t, host, nil))
-	if why, ok := IsSkip(err); !ok || !strings.Contains(why, "busy") {
+	if why, ok := IsSkip(err); !ok || !strings.HasPrefix(why, "busy: ") {
 		t.Errorf("second run: %v, want a busy skip", err)
 	}
 	if n := f.log.count("http:start_profile"); n != 1 {

@@ -71,9 +71,17 @@ type Recording struct {
 type ProfileLease interface {
 	// Resumed is nil for a fresh lease, else the state an earlier attempt of
 	// the same step left (recording, stopping, …): stop first, then collect.
+	// State stopped: the server answered a stop (the earlier attempt's, or
+	// the sweeper's when that attempt's process died past the deadline; the
+	// runner keeps such a lease for profiling.collect_window): collect only.
 	Resumed() *Recording
 	// Recording makes "recording on T since S, stop by S+frame" durable. It
-	// is called, and must have succeeded, before start_profile is sent.
+	// is called, and must have succeeded, before start_profile is sent. The
+	// lease then ends at the deadline plus a short grace (the runner's
+	// stopGrace, 1.5 s) however it is renewed: the step times its frame from
+	// this write and records Stopping by then, or the sweeper claims the
+	// lease and stops the server itself (the step then gets ErrLeaseLost and
+	// sends no stop).
 	Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (Recording, error)
 	// Stopping records that stop_profile is being sent; the lease is held
 	// for at least stopTimeout from now.
@@ -123,10 +131,12 @@ const (
 	RefusedPaused   = "paused"   // an operator paused profiling
 	RefusedBudget   = "budget"   // max_concurrent or max_per_hour
 	RefusedCooldown = "cooldown" // the target was profiled less than cooldown ago
+	RefusedRecorded = "recorded" // a resumed attempt of a step that already started a frame, whose lease is gone: no second start
 )
 
-// ProfileRefusal is Acquire's "no": the step is skipped with Detail (e.g.
-// "paused by 10.0.0.5 at 14:02: bad deploy").
+// ProfileRefusal is Acquire's "no": the step is skipped with "<Reason>:
+// <Detail>" (e.g. "paused: paused by 10.0.0.5 at 14:02: bad deploy") and the
+// finding refused=<Reason>.
 type ProfileRefusal struct {
 	Reason string
 	Detail string

@@ -26,6 +26,12 @@ type Profiling struct {
 	// StopTimeout bounds one stop_profile the sweeper sends (a stop flushes
 	// the trace and can take minutes).
 	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout"`
+	// CollectWindow is how long a recording the sweeper stopped (its owner
+	// died) stays leased as stopped, its files still on the server, for a
+	// resumed attempt of the same run's step to collect them without a new
+	// start. Meanwhile another run's capture of that target is refused as
+	// busy; once it passes, or the run ends, the target is released.
+	CollectWindow time.Duration `yaml:"collect_window" json:"collect_window"`
 	// OptOut names targets and alerts that are never profiled.
 	OptOut ProfilingOptOut `yaml:"opt_out" json:"opt_out"`
 	// AgentToken authenticates the daemon to `autocapture agent` sidecars.
@@ -49,6 +55,7 @@ const (
 	DefaultProfileMaxDuration   = 30 * time.Second
 	DefaultProfileSweepInterval = 10 * time.Second
 	DefaultProfileStopTimeout   = 10 * time.Minute
+	DefaultProfileCollectWindow = 5 * time.Minute
 	DefaultProfileOptOutLabel   = "autocapture_profile=off"
 )
 
@@ -60,7 +67,8 @@ const MaxProfileDuration = 5 * time.Minute
 func defaultProfiling() Profiling {
 	return Profiling{MaxConcurrent: 1, MaxPerHour: 6, MaxDuration: DefaultProfileMaxDuration,
 		SweepInterval: DefaultProfileSweepInterval, StopTimeout: DefaultProfileStopTimeout,
-		OptOut: ProfilingOptOut{Label: DefaultProfileOptOutLabel}}
+		CollectWindow: DefaultProfileCollectWindow,
+		OptOut:        ProfilingOptOut{Label: DefaultProfileOptOutLabel}}
 }
 
 // OptOutLabel splits opt_out.label into its name and value ("", "" when unset).
@@ -86,6 +94,12 @@ func (v *validator) checkProfiling(p Profiling) {
 	}
 	if p.StopTimeout < time.Second {
 		v.errorf(path+".stop_timeout", "%v: want at least 1s (a stop flushes the trace and can take minutes)", p.StopTimeout)
+	}
+	// A crashed run resumes within a minute (runs.lease_timeout + 2 x
+	// heartbeat_interval is held to it): a shorter window may release the
+	// files before the resumed attempt comes for them.
+	if p.CollectWindow < time.Second || p.CollectWindow > time.Hour {
+		v.errorf(path+".collect_window", "%v: want 1s to 1h (a swept recording's files wait this long for the run's resumed attempt; a run resumes within 1m)", p.CollectWindow)
 	}
 	for i, t := range p.OptOut.Targets {
 		if err := checkProfileTarget(t); err != nil {

@@ -15,7 +15,7 @@ func TestProfilingDefaultsAndSettings(t *testing.T) {
 	}
 	p := cfg.Profiling
 	if p.MaxConcurrent != 1 || p.MaxPerHour != 6 || p.MaxDuration != 30*time.Second ||
-		p.SweepInterval != 10*time.Second || p.StopTimeout != 10*time.Minute {
+		p.SweepInterval != 10*time.Second || p.StopTimeout != 10*time.Minute || p.CollectWindow != 5*time.Minute {
 		t.Fatalf("defaults %+v", p)
 	}
 	if n, v := p.OptOutLabel(); n != "autocapture_profile" || v != "off" {
@@ -27,6 +27,7 @@ func TestProfilingDefaultsAndSettings(t *testing.T) {
   max_duration: 10s
   sweep_interval: 2s
   stop_timeout: 30m
+  collect_window: 90s
   opt_out: {targets: ["10.0.0.5:8000", "http://vllm-0.vllm:8000"], label: "profile=never"}
   agent_token: s3cret-token
 `))
@@ -35,7 +36,8 @@ func TestProfilingDefaultsAndSettings(t *testing.T) {
 	}
 	p = cfg.Profiling
 	if p.MaxConcurrent != 3 || p.MaxPerHour != 20 || p.MaxDuration != 10*time.Second ||
-		p.SweepInterval != 2*time.Second || p.StopTimeout != 30*time.Minute || len(p.OptOut.Targets) != 2 {
+		p.SweepInterval != 2*time.Second || p.StopTimeout != 30*time.Minute || p.CollectWindow != 90*time.Second ||
+		len(p.OptOut.Targets) != 2 {
 		t.Fatalf("settings %+v", p)
 	}
 	if n, v := p.OptOutLabel(); n != "profile" || v != "never" {
@@ -92,6 +94,8 @@ func TestProfilingValidationNamesLines(t *testing.T) {
 		{"zero frame", "profiling:\n  max_duration: 0s\n", []string{"profiling.max_duration: 0s"}},
 		{"slow sweeper", "profiling:\n  sweep_interval: 5m\n", []string{"c.yaml:2:19: profiling.sweep_interval: 5m0s: want 100ms to 1m"}},
 		{"short stop", "profiling:\n  stop_timeout: 10ms\n", []string{"c.yaml:2:17: profiling.stop_timeout: 10ms: want at least 1s"}},
+		{"short collect window", "profiling:\n  collect_window: 0s\n", []string{"c.yaml:2:19: profiling.collect_window: 0s: want 1s to 1h"}},
+		{"long collect window", "profiling:\n  collect_window: 2h\n", []string{"profiling.collect_window: 2h0m0s: want 1s to 1h"}},
 		{"bad target", "profiling:\n  opt_out:\n    targets: [\"ftp://x:1\", \"\"]\n",
 			[]string{"profiling.opt_out.targets[0]: want host:port", "profiling.opt_out.targets[1]: want host:port"}},
 		{"bad label", "profiling:\n  opt_out: {label: \"off\"}\n", []string{"profiling.opt_out.label: want name=value"}},

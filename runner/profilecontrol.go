@@ -164,7 +164,9 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 }
 
 // ClearProfileLease lets an operator release a target whose stop failed
-// (the server will never answer: a pod that is gone). runs.ErrNoLease when
+// (the server will never answer: a pod that is gone), or one the sweeper
+// stopped that waits out profiling.collect_window for its run's resumed
+// attempt (the files stay on the server). runs.ErrNoLease when
 // nothing holds it, runs.ErrNotStuck when its lease is live.
 func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (runs.ProfileLease, error) {
 	target = normTarget(target)
@@ -180,19 +182,23 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	if r.state != capture.LeaseStopFailed {
+	if r.state != capture.LeaseStopFailed && !r.swept() {
 		return r.api(), fmt.Errorf("%w: %s is %s by run %s", runs.ErrNotStuck, target, r.state, r.runID)
+	}
+	why := "the stop had failed: " + r.reason
+	if r.swept() {
+		why = "the sweeper had stopped it; its files, not collected, stay on the server"
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, target, r.token); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", "the stop had failed: "+r.reason); err != nil {
+	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", why); err != nil {
 		return runs.ProfileLease{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	s.log.Warn("An operator cleared a profile lease whose stop had failed: the target may be profiled again.",
+	s.log.Warn("An operator cleared a stuck profile lease ("+why+"): the target may be profiled again.",
 		zap.String("target", target), zap.String("run", r.runID), zap.String("by", by), zap.String("reason", r.reason))
 	return r.api(), nil
 }

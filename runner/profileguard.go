@@ -28,6 +28,16 @@ import (
 // sent) or stopped (the server answered the stop). A recording, stopping or
 // stop_failed row keeps the target until the owner or the sweeper
 // (profilesweep.go) gets a stop answered, or an operator clears it.
+//
+// A recording's lease_until never passes its deadline + stopGrace
+// (profilelease.go): past that the sweeper may claim it, and the owner, its
+// token gone, sends no stop of its own. A start that began no recording ends
+// its lease with NotStarted (its start still counted). A recording the
+// sweeper stopped stays, stopped with no owner, for profiling.collect_window:
+// the same run's resumed step gets it back (resumeLease) and collects; any
+// other run is refused busy; it spends no max_concurrent. A resumed step
+// whose start was counted but whose lease is gone is refused "recorded"
+// (recordedBefore): never a second frame for one run's step.
 
 // profileLockKey is the advisory lock Acquire takes on PostgreSQL.
 const profileLockKey = 727010
@@ -64,6 +74,9 @@ func (s *Service) profiling() config.Profiling {
 	}
 	if p.StopTimeout <= 0 {
 		p.StopTimeout = d.StopTimeout
+	}
+	if p.CollectWindow <= 0 {
+		p.CollectWindow = d.CollectWindow
 	}
 	return p
 }
@@ -124,6 +137,12 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 	if cur != nil && cur.sameStep(req) {
 		return l, s.resumeLease(ctx, tx, l, cur, now, hold)
 	}
+	if refusal, err := s.recordedBefore(ctx, tx, req); err != nil || refusal != nil {
+		if err != nil {
+			return nil, err
+		}
+		return nil, refusal
+	}
 	if cur != nil && !cur.takeable(now) {
 		return nil, &capture.ProfileRefusal{Reason: capture.RefusedBusy, Detail: cur.busyDetail()}
 	}
@@ -174,6 +193,37 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	return s.profileEvent(ctx, tx, l.runID, l.target, s.id, "resumed", "state "+cur.state)
 }
 
+// recordedBefore refuses a resumed attempt of a step that already started a
+// frame on the target (its start is counted) but whose lease is gone: the
+// sweeper stopped the frame and its collect window passed (or the run's
+// earlier attempt ended the lease). A fresh start would be a second frame on a
+// server that already paged; the step is skipped instead, saying where the
+// first frame's files are.
+func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest) (*capture.ProfileRefusal, error) {
+	var started sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
+		WHERE run_id = $1 AND plan = $2 AND step_id = $3 AND target = $4`,
+		req.RunID, req.Plan, req.StepID, req.Target).Scan(&started); err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: earlier starts: %w", req.Target, err)
+	}
+	if !started.Valid {
+		return nil, nil
+	}
+	var swept int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_events
+		WHERE run_id = $1 AND target = $2 AND event = 'stopped' AND actor LIKE 'sweeper %'`,
+		req.RunID, req.Target).Scan(&swept); err != nil {
+		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
+	}
+	what := "its lease has ended since"
+	if swept > 0 {
+		what = "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"
+	}
+	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Detail: fmt.Sprintf(
+		"an earlier attempt of run %s's step %s started a frame on %s at %s; %s: no second start",
+		req.RunID, req.StepID, req.Target, fmtMS(started.Int64), what)}, nil
+}
+
 // profileBudget refuses a new lease when profiling is paused, the fleet's
 // budget is used up, or the target's cooldown has not passed; nil when it
 // may be taken.
@@ -221,11 +271,14 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 }
 
 // activeLeases counts the leases that hold a target (every row but the
-// takeable ones) and, of those, the ones not started yet (they count against
+// takeable ones and the swept ones: a recording the sweeper stopped waits,
+// ownerless, for its run's resumed attempt to collect its files; it holds its
+// own target but records and flushes nothing, so it spends no
+// max_concurrent) and, of those, the ones not started yet (they count against
 // max_per_hour before their start is recorded).
 func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
 	err = q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = $1 THEN 1 ELSE 0 END), 0)
-		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3)`,
+		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3) AND NOT (state = $2 AND owner = '')`,
 		capture.LeaseHeld, capture.LeaseStopped, now).Scan(&active, &pending)
 	if err != nil {
 		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)

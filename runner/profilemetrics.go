@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // profileMetrics are tier 3's: counters of this process, and gauges read from
@@ -15,6 +17,69 @@ type profileMetrics struct {
 	stopFailures prometheus.Counter
 	sweeps       prometheus.Counter
 	sweepActions *prometheus.CounterVec
+	stepResults  *prometheus.CounterVec
+}
+
+// Profile step results (autocapture_profile_steps_total{result}), read from
+// the step's record when it is persisted (countProfileStep).
+const (
+	profileCaptured  = "captured"    // framed, stopped and collected
+	profileResumed   = "resumed"     // an interrupted attempt's frame stopped (by the step or the sweeper) and collected
+	profileCut       = "cut"         // the frame ended early (operator's stop, alert resolved, run cancelled, lost renewal)
+	profileNotArmed  = "not_armed"   // start_profile answered 404
+	profileStopFail  = "stop_failed" // stop_profile failed or passed stop_timeout: the target stays leased
+	profileLeaseLost = "lease_lost"  // the lease was taken over before the stop (the sweeper stops the server)
+	profileOptedOut  = "opted_out"   // profiling.opt_out
+	profileFailed    = "failed"      // any other error (preflight, lease store, config)
+	// refused_<kind>: capture.Refused* (busy, paused, budget, cooldown, recorded).
+	profileRefusedPrefix = "refused_"
+)
+
+// profileRefusals are the refusal kinds counted by name; any other is refused_other.
+var profileRefusals = []string{capture.RefusedBusy, capture.RefusedPaused, capture.RefusedBudget,
+	capture.RefusedCooldown, capture.RefusedRecorded}
+
+// profileStepResult is what a finished profile step's record says happened,
+// "" for a step that never ran (its `when` was false, the alert resolved
+// first, the run stopped): those are autocapture_steps_total's alone.
+func profileStepResult(rec executor.StepRecord) string {
+	f := rec.Findings
+	if f == nil && rec.Status == executor.Skipped {
+		return ""
+	}
+	if kind, ok := f["refused"].(string); ok {
+		if !slices.Contains(profileRefusals, kind) {
+			kind = "other"
+		}
+		return profileRefusedPrefix + kind
+	}
+	switch {
+	case f["opted_out"] != nil:
+		return profileOptedOut
+	case f["armed"] == false:
+		return profileNotArmed
+	case f["lease_lost"] == true:
+		return profileLeaseLost
+	case f["stop_error"] != nil:
+		return profileStopFail
+	case rec.Status == executor.Succeeded && f["resumed"] != nil:
+		return profileResumed
+	case f["cut_short"] != nil || rec.Status == executor.Cancelled:
+		return profileCut
+	case rec.Status == executor.Succeeded:
+		return profileCaptured
+	}
+	return profileFailed
+}
+
+// countProfileStep counts a persisted profile step by its result.
+func (m profileMetrics) countProfileStep(rec executor.StepRecord) {
+	if rec.Kind != "profile" {
+		return
+	}
+	if r := profileStepResult(rec); r != "" {
+		m.stepResults.WithLabelValues(r).Inc()
+	}
 }
 
 var (
@@ -39,15 +104,26 @@ func newProfileMetrics() profileMetrics {
 		sweepActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_profile_sweep_actions_total",
 			Help: "What this process's profile sweeps did: released (owner gone, nothing recording), stopped, stop_failed."},
 			[]string{"action"}),
+		stepResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_profile_steps_total",
+			Help: "Profile steps this process finished, by result: captured, resumed, cut, not_armed, stop_failed, lease_lost, " +
+				"opted_out, failed, refused_<kind> (busy, paused, budget, cooldown, recorded). Steps that never ran (when false) are not counted."},
+			[]string{"result"}),
 	}
 	for _, a := range []string{"released", "stopped", capture.LeaseStopFailed} {
 		m.sweepActions.WithLabelValues(a)
+	}
+	for _, r := range []string{profileCaptured, profileResumed, profileCut, profileNotArmed, profileStopFail,
+		profileLeaseLost, profileOptedOut, profileFailed} {
+		m.stepResults.WithLabelValues(r)
+	}
+	for _, k := range append(slices.Clone(profileRefusals), "other") {
+		m.stepResults.WithLabelValues(profileRefusedPrefix + k)
 	}
 	return m
 }
 
 func (m profileMetrics) collectors(s *Service) []prometheus.Collector {
-	return []prometheus.Collector{m.stopFailures, m.sweeps, m.sweepActions, profileCollector{s: s}}
+	return []prometheus.Collector{m.stopFailures, m.sweeps, m.sweepActions, m.stepResults, profileCollector{s: s}}
 }
 
 // profileCollector reads the lease table at scrape time.

@@ -52,6 +52,13 @@ func (r *leaseRow) busyDetail() string {
 		return fmt.Sprintf("the stop of run %s's capture on %s failed (%s); the target stays leased until a later stop "+
 			"is answered (the sweeper retries) or an operator clears it (DELETE /api/v1/profiling/leases?target=%s)",
 			r.runID, r.target, r.reason, r.target)
+	case capture.LeaseStopped:
+		if r.owner == "" {
+			return fmt.Sprintf("run %s's capture on %s was stopped by the sweeper after its owner died; the target stays leased "+
+				"until %s (profiling.collect_window) so that run %s's resumed attempt collects its files "+
+				"(or an operator clears it: DELETE /api/v1/profiling/leases?target=%s)",
+				r.runID, r.target, fmtMS(r.until), r.runID, r.target)
+		}
 	case capture.LeaseRecording, capture.LeaseStopping:
 		return fmt.Sprintf("run %s is %s on %s since %s, stop by %s", r.runID, r.state, r.target,
 			fmtMS(r.since.Int64), fmtMS(r.deadline.Int64))

@@ -22,10 +22,13 @@ import (
 //   - recording or stopping, past its deadline or with an operator's stop
 //     request: claimed (owner "sweeper <id>", a new token, held for
 //     stop_timeout) and stopped with capture.StopProfile through Env.Targets,
-//     bounded by profiling.stop_timeout. Answered: released, with an event on
-//     the run. Failed or timed out: stop_failed, retried with a backoff.
+//     bounded by profiling.stop_timeout. Answered: the row stays, stopped with
+//     no owner, for profiling.collect_window (sweepStopped), so the run's
+//     resumed attempt collects the files with no new start; released when the
+//     window passes or the run has ended. Failed or timed out: stop_failed,
+//     retried with a backoff.
 //   - stop_failed: claimed and stopped again the same way; an answered stop
-//     releases the target.
+//     leaves it stopped for the collect window as above.
 //
 // A claim is one guarded UPDATE (token and lease_until as read), so two
 // sweeps never stop one target twice. Stops run in goroutines of this process
@@ -59,9 +62,10 @@ func (s *Service) profileSweeper() {
 // sweepProfiles acts on every lease whose owner is gone (see above).
 func (s *Service) sweepProfiles(ctx context.Context) error {
 	s.pm.sweeps.Inc()
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT `+leaseColumns+` FROM autocapture_profile_leases
-		WHERE lease_until < {now} AND (state NOT IN ($1, $2) OR deadline < {now} OR stop_requested_at IS NOT NULL)
-		ORDER BY lease_until LIMIT 100`), capture.LeaseRecording, capture.LeaseStopping)
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT `+leaseColumns+` FROM autocapture_profile_leases l
+		WHERE (lease_until < {now} AND (state NOT IN ($1, $2) OR deadline < {now} OR stop_requested_at IS NOT NULL))
+		OR (state = $3 AND owner = '' AND EXISTS (SELECT 1 FROM autocapture_runs r WHERE r.id = l.run_id AND r.finished_at IS NOT NULL))
+		ORDER BY lease_until LIMIT 100`), capture.LeaseRecording, capture.LeaseStopping, capture.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep: %w", err)
 	}
@@ -95,7 +99,16 @@ func (s *Service) sweepProfiles(ctx context.Context) error {
 // sweepRelease deletes a lease whose owner is gone and which records nothing.
 func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 	why := "its owner is gone and start_profile was never sent"
-	if r.state == capture.LeaseStopped {
+	var now int64
+	if r.swept() {
+		now, _ = s.dbNow(ctx, s.db) // only for the wording: 0 reads as "the window passed"
+	}
+	switch {
+	case r.swept() && r.until >= now:
+		why = "the sweeper stopped its recording and the run ended without collecting the files (left on the server)"
+	case r.swept():
+		why = "the sweeper stopped its recording and no resumed attempt collected the files within profiling.collect_window (left on the server)"
+	case r.state == capture.LeaseStopped:
 		why = "its owner is gone after the stop was answered; the files were not collected"
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -103,8 +116,12 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
 	defer tx.Rollback()
+	// Guarded by the token as read (a resumed attempt that took the row back
+	// has its own) and a lapsed lease, or for a swept row by its having no
+	// owner yet (its run ended: selected for that).
 	res, err := tx.ExecContext(ctx, s.dialect.sql(`DELETE FROM autocapture_profile_leases
-		WHERE target = $1 AND token = $2 AND lease_until < {now}`), r.target, r.token)
+		WHERE target = $1 AND token = $2 AND (lease_until < {now} OR (state = $3 AND owner = ''))`),
+		r.target, r.token, capture.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
@@ -188,29 +205,48 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 	s.sweepStopFailed(wctx, r, token, err)
 }
 
-// sweepStopped releases a target whose stop the sweeper got answered.
+// sweepStopped records a stop the sweeper got answered. The recording's
+// files are still on the server, and the run may resume (its owner died, the
+// reaper hands the run to a live replica): the lease stays, state stopped with
+// no owner and its pre-start listing, for profiling.collect_window, so the
+// resumed attempt of the same run's step gets it back (Resumed, state
+// stopped) and collects with no new start. Meanwhile the target is busy to
+// any other run. The sweep releases it when the window passes with nobody
+// collecting, or as soon as the run has ended (it will never resume).
 func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
+	window := s.profiling().CollectWindow
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		_, err = tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, r.target, token)
+		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, owner = '', token = '',
+			reason = $2, lease_until = {now} + $3 WHERE target = $4 AND token = $5`),
+			capture.LeaseStopped, sweptReason, window.Milliseconds(), r.target, token)
 	}
 	if err == nil {
 		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "stopped",
-			"the sweeper's stop_profile was answered; the target is released (files left on the server, not collected)")
+			fmt.Sprintf("the sweeper's stop_profile was answered; the files stay on the server for the run's resumed attempt to collect, "+
+				"the target leased for profiling.collect_window %s", window))
 	}
 	if err == nil {
 		err = tx.Commit()
 	}
 	if err != nil {
-		s.log.Error("The sweeper's stop was answered but the lease could not be released; it is retried when the claim lapses.",
+		s.log.Error("The sweeper's stop was answered but could not be recorded; it is retried when the claim lapses.",
 			zap.String("run", r.runID), zap.String("target", r.target), zap.Error(err))
 		return
 	}
 	s.pm.sweepActions.WithLabelValues("stopped").Inc()
-	s.log.Info("The profile sweeper stopped a capture and released its target.", zap.String("run", r.runID),
-		zap.String("target", r.target))
+	s.log.Info("The profile sweeper stopped a capture; its files wait for the run's resumed attempt.", zap.String("run", r.runID),
+		zap.String("target", r.target), zap.Duration("collect_window", window))
 }
+
+// sweptReason marks a lease the sweeper stopped for its dead owner: stopped,
+// no owner, waiting for the run's resumed attempt to collect the files.
+const sweptReason = "stopped by the sweeper after its owner died; the files await the run's resumed attempt"
+
+// swept says whether r is a stopped recording waiting, ownerless, for its
+// run's resumed attempt (sweepStopped).
+func (r *leaseRow) swept() bool { return r.state == capture.LeaseStopped && r.owner == "" }
 
 // sweepStopFailed leaves the target leased as stop_failed, retried after a
 // backoff that doubles with each failure (one sweep interval first).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
@@ -66,8 +67,13 @@ func profilerStatus(t *testing.T, base string) vllmsim.ProfilerStatus {
 // TestProfileSweeperStopsADeadOwnersRecording: a replica takes the lease,
 // starts an armed vllmsim recording and dies (its store cut: no renewal, no
 // stop). The other replica's sweeper stops the recording within its deadline
-// plus one sweep interval (and scheduling slack), the sim sees a clean
-// protocol, and the target is free again.
+// plus one sweep interval (and scheduling slack) and the sim sees a clean
+// protocol. The files are still on the server: the lease stays stopped, with
+// no owner, for profiling.collect_window, so another run is refused as busy
+// (saying why and until when) while the resumed attempt of the same run's
+// step gets it back, stopped with its pre-start listing, collects and
+// releases; then the target is free. (Before: released at once, and the
+// resumed attempt took a fresh lease and started a second frame.)
 func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		const frame, sweep = time.Second, 200 * time.Millisecond
@@ -96,7 +102,8 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		r := req(srv.URL, "run-dead", "profile")
 		r.Hold = 15 * time.Second
 		l := mustAcquire(t, doomed, r)
-		rec, err := l.Recording(ctx, frame, nil)
+		listing := json.RawMessage(`{"files":{"old.json.gz":10}}`)
+		rec, err := l.Recording(ctx, frame, listing)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +121,9 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		if late := stoppedBy.Sub(rec.Deadline); late > stopGrace+sweep+slack {
 			t.Errorf("stopped %v after the deadline, want within stopGrace (%v), one sweep interval (%v) and slack", late, stopGrace, sweep)
 		}
-		waitFor(t, "the target to be released", func() bool { return leaseState(t, survivor, srv.URL) == "" })
+		waitFor(t, "the sweeper to record the answered stop", func() bool {
+			return leaseState(t, survivor, srv.URL) == capture.LeaseStopped
+		})
 		st := profilerStatus(t, srv.URL)
 		if st.State != "idle" || st.Starts != 1 || st.Stops != 1 {
 			t.Errorf("sim profiler %+v: want idle after one start and one stop", st)
@@ -127,6 +136,23 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		events := runEvents(t, survivor, "run-dead")
 		if !strings.Contains(events, "sweeper_stopping,stopped") {
 			t.Errorf("run-dead's events %s: want the sweeper's stop", events)
+		}
+		_, err = survivor.Profiles().Acquire(ctx, req(srv.URL, "run-next", "profile"))
+		refusal(t, err, capture.RefusedBusy, "run run-dead's capture on "+srv.URL+" was stopped by the sweeper")
+		refusal(t, err, capture.RefusedBusy, "(profiling.collect_window)")
+		// The swept lease holds only its own target: another server may be
+		// profiled under max_concurrent 1.
+		other := mustAcquire(t, survivor, req("http://10.0.0.77:8000", "run-next", "profile"))
+		if err := other.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		resumed := mustAcquire(t, survivor, r)
+		got := resumed.Resumed()
+		if got == nil || got.State != capture.LeaseStopped || string(got.Saved) != string(listing) || !got.Since.Equal(rec.Since) {
+			t.Fatalf("the resumed attempt got %+v, want the swept recording, stopped, with its listing %s", got, listing)
+		}
+		if err := resumed.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 		mustAcquire(t, survivor, req(srv.URL, "run-next", "profile"))
 		if n := testutil.ToFloat64(survivor.pm.sweepActions.WithLabelValues("stopped")); n != 1 {
@@ -154,7 +180,7 @@ func runEvents(t *testing.T, s *Service, runID string) string {
 // TestProfileSweeperHangingStop: a server whose stop_profile never answers.
 // The sweeper's stop is cut at stop_timeout, the lease becomes stop_failed,
 // the target cannot be profiled; once the server answers, a retried stop
-// releases it.
+// leaves it stopped for the collect window (300 ms here), then it is released.
 func TestProfileSweeperHangingStop(t *testing.T) {
 	var hang atomic.Bool
 	var stops atomic.Int32
@@ -172,7 +198,8 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	}))
 	defer srv.Close()
 	reg := prometheus.NewRegistry()
-	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond})
+	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
+		CollectWindow: 300 * time.Millisecond})
 	db := dbRef{path: t.TempDir() + "/a.db"}
 	s := newService(t, db, planner(), true, prof, withTargets(), func(o *Options) { o.Registerer = reg })
 	doomed := newService(t, db, planner(), false, prof)
@@ -207,8 +234,8 @@ autocapture_profile_recordings_past_deadline 0
 		t.Errorf("%d stops sent, want the hung one and a retry", n)
 	}
 	mustAcquire(t, s, req(srv.URL, "run-other", "profile"))
-	if ev := runEvents(t, s, "run-hung"); !strings.Contains(ev, "stop_failed") || !strings.HasSuffix(ev, "stopped") {
-		t.Errorf("run-hung's events %s: want stop_failed, then stopped", ev)
+	if ev := runEvents(t, s, "run-hung"); !strings.Contains(ev, "stop_failed") || !strings.HasSuffix(ev, "stopped,released") {
+		t.Errorf("run-hung's events %s: want stop_failed, then stopped, then released when the collect window passed", ev)
 	}
 }
 
@@ -265,4 +292,152 @@ func TestProfileStopRequest(t *testing.T) {
 			t.Fatalf("clear of a free target: %v, want ErrNoLease", err)
 		}
 	})
+}
+
+// sweptLease makes target's lease what the sweeper leaves after an answered
+// stop of a dead owner's recording: a start counted, the row stopped with no
+// owner for the collect window (sweepStopped itself, on a claimed row).
+func sweptLease(t *testing.T, s *Service, owner *Service, r capture.LeaseRequest) {
+	t.Helper()
+	ctx := context.Background()
+	l := mustAcquire(t, owner, r)
+	if _, err := l.Recording(ctx, time.Minute, json.RawMessage(`{"files":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	row, err := scanLease(s.db.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`, r.Target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "claim-token"
+	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2 WHERE target = $3`,
+		sweeperOwner+s.id, claim, r.Target); err != nil {
+		t.Fatal(err)
+	}
+	s.sweepStopped(ctx, row, claim)
+	if st := leaseState(t, s, r.Target); st != capture.LeaseStopped {
+		t.Fatalf("after the sweeper's answered stop the lease is %q, want stopped", st)
+	}
+}
+
+// TestProfileSweptLeaseLapses: a swept lease nobody collects is released by
+// the sweep once profiling.collect_window passes, and a resumed attempt of
+// the same run's step that comes later is refused "recorded" (its start was
+// counted: no second frame), saying the sweeper stopped the first and its
+// files were left on the server. Before, it took a fresh lease and started
+// again.
+func TestProfileSweptLeaseLapses(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		const window = 400 * time.Millisecond
+		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: window})
+		s := newService(t, db, planner(), false, prof)
+		doomed := newService(t, db, planner(), false, prof)
+		const tgt = "http://10.0.0.31:8000"
+		r := req(tgt, "run-swept", "profile")
+		sweptLease(t, s, doomed, r)
+		if err := s.sweepProfiles(context.Background()); err != nil { // inside the window: kept
+			t.Fatal(err)
+		}
+		if st := leaseState(t, s, tgt); st != capture.LeaseStopped {
+			t.Fatalf("inside the collect window the lease is %q, want stopped", st)
+		}
+		time.Sleep(window + 50*time.Millisecond)
+		if err := s.sweepProfiles(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := leaseState(t, s, tgt); st != "" {
+			t.Fatalf("past the collect window the lease is %q, want released", st)
+		}
+		if ev := runEvents(t, s, "run-swept"); !strings.HasSuffix(ev, "stopped,released") {
+			t.Errorf("events %s: want the sweeper's stopped, then released", ev)
+		}
+		_, err := s.Profiles().Acquire(context.Background(), r)
+		refusal(t, err, capture.RefusedRecorded, "the sweeper stopped that frame after its owner died, and its files were left on the server")
+		refusal(t, err, capture.RefusedRecorded, "no second start")
+		// Another step of the run, and another run, may still profile it.
+		mustAcquire(t, s, req(tgt, "run-other", "profile"))
+	})
+}
+
+// TestProfileSweptLeaseOfAnEndedRun: a swept lease whose run has ended (it
+// will never resume: runs.max_attempts spent, cancelled) is released at the
+// next sweep, not a collect window later.
+func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: time.Hour})
+		s := newService(t, db, planner(), false, prof)
+		doomed := newService(t, db, planner(), false, prof)
+		ctx := context.Background()
+		live := acceptOne(t, s, firing("fp-swept-live", time.Now())).RunID
+		ended := acceptOne(t, s, firing("fp-swept-ended", time.Now())).RunID
+		sweptLease(t, s, doomed, req("http://10.0.0.41:8000", live, "profile"))
+		sweptLease(t, s, doomed, req("http://10.0.0.42:8000", ended, "profile"))
+		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = 1 WHERE id = $2`,
+			StatusFailed, ended); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.sweepProfiles(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := leaseState(t, s, "http://10.0.0.42:8000"); st != "" {
+			t.Errorf("the ended run's swept lease is %q, want released", st)
+		}
+		if st := leaseState(t, s, "http://10.0.0.41:8000"); st != capture.LeaseStopped {
+			t.Errorf("the live run's swept lease is %q, want kept stopped for its resumed attempt", st)
+		}
+		rp, err := s.RunProfile(ctx, ended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := rp.Events[len(rp.Events)-1]; last.Event != "released" || !strings.Contains(last.Detail, "the run ended") {
+			t.Errorf("last event %+v, want released because the run ended", last)
+		}
+		// An operator may clear a swept lease (nothing records on it).
+		if _, err := s.ClearProfileLease(ctx, "http://10.0.0.41:8000", "carol"); err != nil {
+			t.Fatalf("clear a swept lease: %v", err)
+		}
+	})
+}
+
+// TestProfileStepResults: autocapture_profile_steps_total counts a persisted
+// profile step by what its record says, the most telling result first (a
+// stop that failed on a frame cut short is stop_failed, not cut); a step
+// that never ran is not counted, nor is another kind.
+func TestProfileStepResults(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := newService(t, dbRef{path: t.TempDir() + "/a.db"}, planner(), false, func(o *Options) { o.Registerer = reg })
+	rec := func(status string, f map[string]any) executor.StepRecord {
+		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
+	}
+	for _, tc := range []struct {
+		rec  executor.StepRecord
+		want string
+	}{
+		{rec(executor.Succeeded, map[string]any{"armed": true, "files": []string{"a.json.gz"}}), "captured"},
+		{rec(executor.Succeeded, map[string]any{"armed": true, "resumed": "stopped", "cut_short": "resumed after an interruption"}), "resumed"},
+		{rec(executor.Cancelled, map[string]any{"armed": true, "cut_short": "alert resolved"}), "cut"},
+		{rec(executor.Succeeded, map[string]any{"armed": true, "cut_short": "an operator asked to stop (alice)"}), "cut"},
+		{rec(executor.Failed, map[string]any{"armed": false, "how_to_arm": "…"}), "not_armed"},
+		{rec(executor.Failed, map[string]any{"armed": true, "cut_short": "x", "stop_error": "stop_timeout"}), "stop_failed"},
+		{rec(executor.Failed, map[string]any{"armed": true, "stop_error": "lost", "lease_lost": true}), "lease_lost"},
+		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedBusy}), "refused_busy"},
+		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedRecorded}), "refused_recorded"},
+		{rec(executor.Skipped, map[string]any{"refused": "new-kind"}), "refused_other"},
+		{rec(executor.Skipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
+		{rec(executor.Failed, nil), "failed"},
+		{rec(executor.Skipped, nil), ""}, // `when` false: never ran
+	} {
+		if got := profileStepResult(tc.rec); got != tc.want {
+			t.Errorf("%s %v: result %q, want %q", tc.rec.Status, tc.rec.Findings, got, tc.want)
+		}
+		s.pm.countProfileStep(tc.rec)
+	}
+	s.pm.countProfileStep(executor.StepRecord{Kind: "http", Status: executor.Succeeded, Findings: map[string]any{}})
+	if n, err := testutil.GatherAndCount(reg, "autocapture_profile_steps_total"); err != nil || n != 14 {
+		t.Errorf("%d series (%v), want every result from zero: 8 outcomes and 6 refusal kinds", n, err)
+	}
+	for result, want := range map[string]float64{"captured": 1, "cut": 2, "refused_busy": 1, "refused_other": 1, "failed": 1, "refused_paused": 0} {
+		if got := testutil.ToFloat64(s.pm.stepResults.WithLabelValues(result)); got != want {
+			t.Errorf("autocapture_profile_steps_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
 }

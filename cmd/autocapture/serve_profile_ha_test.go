@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -53,12 +55,13 @@ func haSim(t *testing.T, frame time.Duration) *profSim {
 //   - resumed: SQLite, restarted at once: the reaper resumes the run, the
 //     resumed step stops the recording first, then collects the files
 //     against the listing saved before the start; the run succeeds.
-//   - swept: two replicas on PostgreSQL with runs.max_attempts 1, the owner
-//     killed 1 s into the frame: the survivor cannot resume the run (it
-//     fails, "gave up"), and its sweeper stops the orphaned recording once
-//     past its deadline. The bound holds only when the owner dies at least
-//     the step's lease hold (15 s) before its deadline: swept-late-in-frame
-//     (skipped, a known gap) kills it 1.5 s before and sees the stop ~13 s late.
+//   - swept: two replicas on PostgreSQL with runs.max_attempts 2 and a run
+//     lease that outlasts the frame, the owner killed 1 s into it: the
+//     survivor's sweeper stops the orphaned recording once past its
+//     deadline, a new run meanwhile is skipped busy, and the run resumed on
+//     the survivor collects the frame's files with no second start
+//     (sweptAfterKill). swept-late-in-frame kills it 1.5 s before the
+//     deadline of a 6 s frame.
 func TestServeProfileHAKill9(t *testing.T) {
 	t.Run("resumed", func(t *testing.T) {
 		sim := haSim(t, haFrame)
@@ -84,11 +87,13 @@ func TestServeProfileHAKill9(t *testing.T) {
 		}
 		step := profileStep(t, r)
 		if _, swept := findEvent(prof, "sweeper_stopping"); swept {
-			// The restart took longer than the lease's hold: the sweeper
-			// stopped it first and the resumed step must say so.
-			if step.Status != executor.Skipped || !strings.Contains(step.Reason, "sweeper") {
-				t.Errorf("the sweeper stopped the recording, but the step is %s (%s), want skipped naming the sweeper", step.Status, step.Reason)
+			// The restart came after the deadline + stopGrace: the sweeper
+			// stopped it first, and the resumed step collects what that
+			// frame wrote (the lease waits, stopped, for it).
+			if step.Status != executor.Succeeded || step.Findings["resumed"] != "stopped" {
+				t.Errorf("the sweeper stopped the recording, but the step is %s (%s), want succeeded with resumed=stopped", step.Status, step.Reason)
 			}
+			checkCollected(t, sim, step)
 			return
 		}
 		if r.Status != runner.StatusSucceeded || r.Resumed != 1 {
@@ -115,18 +120,30 @@ func TestServeProfileHAKill9(t *testing.T) {
 	})
 }
 
-// sweptAfterKill: two replicas on PostgreSQL with runs.max_attempts 1 (no
-// resume), a frame recorded by one of them, killed killAfter into it; the
-// other replica's sweeper must stop the recording by deadline + one sweep
-// interval + slack.
+// sweptAfterKill: two replicas on PostgreSQL with runs.max_attempts 2, a
+// frame recorded by one of them, killed killAfter into it. The run's lease
+// (runs.lease_timeout) outlasts the frame, so the other replica's sweeper
+// stops the recording first, by deadline + one sweep interval + slack; the
+// lease then stays stopped, ownerless, for profiling.collect_window: a new
+// run's capture of that server meanwhile is skipped "busy: … stopped by the
+// sweeper …" with the finding refused=busy. Then the reaper resumes the run
+// on the survivor, and its profile step gets the stopped lease back and
+// collects the first frame's files with no new start: the sim sees exactly
+// one start and one stop, zero violations, and the resumed step's record has
+// the frame's files. (Before, the sweeper released the target at once, and
+// the resumed attempt started a second frame on a server that had paged.)
 func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	pg := testenv.StartPostgres(t)
 	sim := haSim(t, frame)
+	// The run resumes lease_timeout after the kill: after the deadline, the
+	// stopGrace, one sweep and the stop's answer, with 10 s to spare (a new
+	// run's busy skip fits in there).
+	leaseTimeout := (frame - killAfter + 10*time.Second).Round(time.Second)
 	mk := func() *daemonOpts {
 		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HASwept", frame),
-			Profiling: haProfiling(""), Runs: "  max_attempts: 1\n"}
+			Profiling: haProfiling(""), Runs: "  max_attempts: 2\n"}
 	}
-	ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
+	ds := []*daemon{startDaemonLease(t, mk(), leaseTimeout), startDaemonLease(t, mk(), leaseTimeout)}
 	id := postRun(t, ds[0], alertsBody(profileAlert("HASwept", "a11ce00000000002", sim, time.Now().Add(-time.Minute))))
 	waitRecording(t, sim)
 	time.Sleep(killAfter)
@@ -139,20 +156,36 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	killed := time.Now()
 
 	var prof runs.RunProfile
-	waitFor(t, frame+30*time.Second, "the sweeper to stop and release the orphaned recording", func() bool {
+	waitFor(t, frame+30*time.Second, "the sweeper to stop the orphaned recording", func() bool {
 		prof = survivor.profile(t, id)
 		_, ok := findEvent(prof, "stopped")
-		return ok && prof.Lease == nil
+		return ok
 	})
+	swept := time.Now()
+	if prof.Lease == nil || prof.Lease.State != "stopped" || prof.Lease.Owner != "" {
+		t.Errorf("after the sweeper's stop the lease is %+v, want stopped with no owner (waiting for the resumed attempt)", prof.Lease)
+	}
+	// A new run meanwhile: the server stays leased for the first run's files.
+	other := postRun(t, survivor, alertsBody(profileAlert("HASwept", "a11ce00000000003", sim, time.Now().Add(-time.Minute))))
+	ro := waitFinal(t, survivor, other, 30*time.Second)
+	busy := profileStep(t, ro)
+	t.Logf("a new run %s %v after the sweep: profile %s %q", other, time.Since(swept).Round(time.Millisecond), busy.Status, busy.Reason)
+	if busy.Status != executor.Skipped || !strings.HasPrefix(busy.Reason, "busy: run "+id+"'s capture on ") ||
+		!strings.Contains(busy.Reason, "stopped by the sweeper") || busy.Findings["refused"] != "busy" {
+		t.Errorf("the new run's profile step %s %q (findings %v): want skipped busy, naming run %s's swept capture",
+			busy.Status, busy.Reason, busy.Findings, id)
+	}
+
+	r := waitFinal(t, survivor, id, leaseTimeout+60*time.Second)
+	prof = survivor.profile(t, id)
 	deadline := recordingDeadline(t, prof)
 	stop := checkOneStop(t, sim, deadline)
-	r := waitFinal(t, survivor, id, 30*time.Second)
-	t.Logf("killed the owner %s before the deadline; the other replica's sweeper stopped it %v after the deadline (bound %v); run %s: %s; events: %s",
+	t.Logf("killed the owner %s before the deadline; the other replica's sweeper stopped it %v after the deadline (bound %v); run %s after %d resume(s): %s; events: %s",
 		deadline.Sub(killed).Round(time.Millisecond), stop.Sub(deadline).Round(time.Millisecond), haSweep+haSlack,
-		r.Status, r.Reason, eventList(prof))
+		r.Status, r.Resumed, r.Reason, eventList(prof))
 	st := checkClean(t, sim)
-	if st.Starts != 1 || st.Stops != 1 {
-		t.Errorf("sim saw %d starts and %d stops, want 1 and 1", st.Starts, st.Stops)
+	if st.Starts != 1 || st.Stops != 1 || len(sim.callsTo("/start_profile")) != 1 {
+		t.Errorf("sim saw %d starts and %d stops, want 1 and 1: the resumed attempt must not start a second frame", st.Starts, st.Stops)
 	}
 	e, ok := findEvent(prof, "sweeper_stopping")
 	if !ok || !strings.Contains(e.Detail, "past the deadline") {
@@ -161,12 +194,49 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	if e, _ := findEvent(prof, "stopped"); !strings.HasPrefix(e.Actor, "sweeper ") {
 		t.Errorf("the stop was answered to %q, want the sweeper", e.Actor)
 	}
-	if r.Status != runner.StatusFailed || !strings.Contains(r.Reason, "max_attempts") {
-		t.Errorf("run %s (%s), want failed: no resume under runs.max_attempts 1", r.Status, r.Reason)
+	if e, ok := findEvent(prof, "resumed"); !ok || e.Detail != "state stopped" {
+		t.Errorf("want the resumed attempt to take the stopped lease back: %s", eventList(prof))
 	}
+	if r.Status != runner.StatusSucceeded || r.Resumed != 1 {
+		t.Errorf("run %s (%s) resumed %d, want succeeded after one resume", r.Status, r.Reason, r.Resumed)
+	}
+	step := profileStep(t, r)
+	if step.Status != executor.Succeeded || step.Findings["resumed"] != "stopped" {
+		t.Fatalf("resumed profile step %s (%s %s), findings %v: want succeeded with resumed=stopped", step.Status, step.Reason, step.Error, step.Findings)
+	}
+	checkCollected(t, sim, step)
 	if ps := survivor.profiling(t); len(ps.Leases) != 0 {
 		t.Errorf("leases left: %+v", ps.Leases)
 	}
+	for result, want := range map[string]float64{"resumed": 1, "refused_busy": 1, "captured": 0} {
+		if got := survivor.metric(t, `autocapture_profile_steps_total{result="`+result+`"}`); got != want {
+			t.Errorf("survivor's autocapture_profile_steps_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+}
+
+// startDaemonLease is startDaemon with runs.lease_timeout set to lease (the
+// shared config writer fixes it at 2 s; a duplicate key is a config error).
+func startDaemonLease(t *testing.T, o *daemonOpts, lease time.Duration) *daemon {
+	t.Helper()
+	cfg := writeDaemonConfig(t, o)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fixed = "  lease_timeout: 2s\n"
+	if !strings.Contains(string(b), fixed) {
+		t.Fatalf("config %s has no %q to replace", cfg, fixed)
+	}
+	b = []byte(strings.Replace(string(b), fixed, fmt.Sprintf("  lease_timeout: %s\n", lease), 1))
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := testenv.BuildBinary(t, "./cmd/autocapture")
+	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
+	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
+	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	return d
 }
 
 // TestServeProfileHATwoReplicas: two replicas on one PostgreSQL, as behind
@@ -239,7 +309,8 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 			}
 		}
 		lost := steps[1-won]
-		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.Contains(lost.Reason, "run "+ids[won][0]) {
+		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.HasPrefix(lost.Reason, "busy: ") ||
+			!strings.Contains(lost.Reason, "run "+ids[won][0]) {
 			t.Errorf("round %d: profile steps %s and %s (%q), want one succeeded and the other skipped naming run %s",
 				i, steps[0].Status, steps[1].Status, lost.Reason, ids[won][0])
 		}
@@ -338,9 +409,9 @@ func TestServeProfileHABudget(t *testing.T) {
 			switch {
 			case step.Status == executor.Succeeded:
 				waveStarts++
-			case step.Status == executor.Skipped && strings.Contains(step.Reason, "profiling.max_per_hour"):
+			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_per_hour"):
 				waveSkips["max_per_hour"]++
-			case step.Status == executor.Skipped && strings.Contains(step.Reason, "profiling.max_concurrent"):
+			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_concurrent"):
 				waveSkips["max_concurrent"]++
 			default:
 				t.Errorf("wave %d run %s: profile step %s (%s %s), want succeeded or skipped for the budget", wave, r.ID, step.Status, step.Reason, step.Error)

@@ -112,7 +112,8 @@ func TestServeProfileFaultHangingStop(t *testing.T) {
 	b := pfWaitRun(t, d, pfFire(t, d, "f002f002f002f0b2", sim.Inst, time.Now().Add(-time.Minute)))
 	busy := pfMustStep(t, b, "profile")
 	t.Logf("second alert while leased: %s %q; sim starts=%d", busy.Status, busy.Reason, sim.count("/start_profile"))
-	if busy.Status != executor.Skipped || !strings.Contains(pfText(busy), a.ID) || !strings.Contains(pfText(busy), "stays leased") {
+	if busy.Status != executor.Skipped || !strings.HasPrefix(busy.Reason, "busy: ") || busy.Findings["refused"] != "busy" ||
+		!strings.Contains(pfText(busy), a.ID) || !strings.Contains(pfText(busy), "stays leased") {
 		t.Errorf("second alert's profile step %s %q: want skipped as busy, naming run %s's failed stop", busy.Status, pfText(busy), a.ID)
 	}
 	if n := sim.count("/start_profile"); n != 1 {
@@ -247,7 +248,8 @@ func TestServeProfileFaultPaused(t *testing.T) {
 	a := pfWaitRun(t, d, pfFire(t, d, "f005f005f005f0a1", sim.Inst, time.Now().Add(-time.Minute)))
 	skipped := pfMustStep(t, a, "profile")
 	t.Logf("paused: run %s, profile %s %q, start_profile %d", a.Status, skipped.Status, skipped.Reason, sim.count("/start_profile"))
-	if skipped.Status != executor.Skipped || !strings.Contains(pfText(skipped), "paused by "+pfOperator) || !strings.Contains(pfText(skipped), ": deploy") {
+	if skipped.Status != executor.Skipped || !strings.HasPrefix(skipped.Reason, "paused: paused by "+pfOperator) ||
+		skipped.Findings["refused"] != "paused" || !strings.Contains(pfText(skipped), ": deploy") {
 		t.Errorf("profile step while paused %s %q: want skipped, paused by %s with the reason", skipped.Status, pfText(skipped), pfOperator)
 	}
 	if n := sim.count("/start_profile"); n != 0 {
@@ -284,7 +286,8 @@ func TestServeProfileFaultCooldown(t *testing.T) {
 	b := pfWaitRun(t, d, pfFire(t, d, "f006f006f006f0b2", sim.Inst, time.Now().Add(-time.Minute)))
 	s := pfMustStep(t, b, "profile")
 	t.Logf("inside the cooldown: %s %q; start_profile %d", s.Status, s.Reason, sim.count("/start_profile"))
-	if s.Status != executor.Skipped || !strings.Contains(pfText(s), "cooldown "+cooldown.String()) {
+	if s.Status != executor.Skipped || !strings.HasPrefix(s.Reason, "cooldown: ") || s.Findings["refused"] != "cooldown" ||
+		!strings.Contains(pfText(s), "cooldown "+cooldown.String()) {
 		t.Fatalf("second firing's profile step %s %q: want skipped for the cooldown", s.Status, pfText(s))
 	}
 	_, next, ok := strings.Cut(pfText(s), "next from ")
