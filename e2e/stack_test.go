@@ -4,21 +4,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/prometheus/common/model"
 )
 
 // token is the webhook bearer token the stack's Alertmanager sends.
@@ -30,9 +34,13 @@ const (
 	ruleHold   = 10 * time.Second
 )
 
+// legacySuffix on a stackOptions scenario runs that sim with the pre-2026
+// metric names (--legacy-metrics): "overload" + legacySuffix.
+const legacySuffix = "@legacy"
+
 // sim is one vllmsim process serving one injected cause.
 type sim struct {
-	Scenario string
+	Scenario string // as given in stackOptions.Scenarios (the key of stack.Sims)
 	Addr     string // host:port, the alerts' instance label
 	Proc     *testenv.Process
 }
@@ -62,6 +70,19 @@ type stackOptions struct {
 	// S3 puts the artifacts in this bucket (the s3 backend, under s3Prefix);
 	// nil keeps the local backend.
 	S3 *testenv.S3Server
+	// ShiftAfter, when > 0, starts every sim healthy and shifts it to its
+	// scenario after this long (vllmsim --shift-after), so Prometheus holds a
+	// healthy past of each instance before its incident begins.
+	ShiftAfter time.Duration
+	// FireAtOnset sets every rule's `for:` to 0s: an alert fires at the first
+	// evaluation its condition holds (default: ruleHold).
+	FireAtOnset bool
+	// ShortPlaybooks loads copies of the shipped playbooks shortened as the
+	// rules are (shortPlaybooks): every PromQL range scaled by
+	// ruleWindow/deploy.DefaultWindow and the baseline window set to
+	// Baseline. Off: the embedded set, unchanged.
+	ShortPlaybooks bool
+	Baseline       string
 }
 
 // s3Prefix is the key prefix of a stack's S3 artifacts.
@@ -79,10 +100,18 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	var targets []string
 	for i, sc := range o.Scenarios {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-		cmd := exec.Command(simBin, "--web.listen-address="+addr, "--scenario="+sc,
-			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://"+s.Jaeger.OTLPHTTP,
+		cause, legacy := strings.CutSuffix(sc, legacySuffix)
+		args := []string{"--web.listen-address=" + addr, "--scenario=" + cause,
+			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://" + s.Jaeger.OTLPHTTP,
 			"--otlp-protocol=http/protobuf", "--service-name=vllm-server",
-			"--model=e2e-"+sc)
+			"--model=e2e-" + strings.ReplaceAll(sc, "@", "-")}
+		if legacy {
+			args = append(args, "--legacy-metrics")
+		}
+		if o.ShiftAfter > 0 && cause != vllmsim.ScenarioHealthy {
+			args = append(args, "--shift-after="+o.ShiftAfter.String())
+		}
+		cmd := exec.Command(simBin, args...)
 		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
 		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
 		p.WaitHTTP(t, "http://"+addr+"/health", 15*time.Second)
@@ -97,6 +126,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	rules, err := deploy.AlertRules(ruleWindow, ruleHold)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.FireAtOnset {
+		rules = regexp.MustCompile(`(?m)^(\s+for: )\S+$`).ReplaceAll(rules, []byte("${1}0s"))
 	}
 	rulesPath := filepath.Join(s.Dir, "vllm-alerts.yml")
 	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
@@ -143,9 +175,64 @@ traces:
   service: vllm-server
 targets:
   allow: %s
-%s`, daemonPort, token, filepath.Join(s.Dir, "data"), storageCfg, promURL, tracesURL, allow, o.DaemonConfig)
+%s%s`, daemonPort, token, filepath.Join(s.Dir, "data"), storageCfg, promURL, tracesURL, allow,
+		shortPlaybooks(t, s.Dir, o), o.DaemonConfig)
 	s.launch(t, cfg)
 	return s
+}
+
+// shortPlaybooks copies the shipped playbooks into dir/playbooks shortened as
+// the rules are, and returns the config line that loads them instead of the
+// embedded set ("" without o.ShortPlaybooks). Every range of their PromQL
+// ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, so a
+// snapshot spans the same share of the rule's window as it does shipped (a
+// 2m snapshot of a 30s rule would read mostly the calm before an onset the
+// rule already sees); the baseline window becomes o.Baseline (a YAML flow
+// map), since the shipped 30m ending 5m before startsAt lies before a test
+// stack existed.
+func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
+	t.Helper()
+	if !o.ShortPlaybooks {
+		return ""
+	}
+	out := filepath.Join(dir, "playbooks")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scale := float64(ruleWindow) / float64(deploy.DefaultWindow)
+	rangeRE := regexp.MustCompile(`\[([0-9]+[smh])(:?)\]`)
+	baselineRE := regexp.MustCompile(`(?m)^(\s+baseline: )\{[^}]*\}`)
+	files, err := fs.Glob(vllm.FS, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, baselines := 0, 0
+	for _, f := range files {
+		b, err := fs.ReadFile(vllm.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = rangeRE.ReplaceAllFunc(b, func(m []byte) []byte {
+			sub := rangeRE.FindSubmatch(m)
+			d, err := time.ParseDuration(string(sub[1]))
+			if err != nil {
+				t.Fatalf("%s: range %s: %v", f, m, err)
+			}
+			ranges++
+			return fmt.Appendf(nil, "[%s%s]", model.Duration(time.Duration(float64(d)*scale)).String(), sub[2])
+		})
+		if o.Baseline != "" {
+			baselines += len(baselineRE.FindAll(b, -1))
+			b = baselineRE.ReplaceAll(b, []byte("${1}"+o.Baseline))
+		}
+		if err := os.WriteFile(filepath.Join(out, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ranges == 0 || (o.Baseline != "" && baselines == 0) {
+		t.Fatalf("shipped playbooks: %d ranges, %d baselines to shorten", ranges, baselines)
+	}
+	return fmt.Sprintf("playbooks: [%s]\n", filepath.Join(out, "*.yaml"))
 }
 
 // launch writes the daemon's config and runs the autocapture binary on it
