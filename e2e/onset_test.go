@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -76,6 +77,7 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 	all = s.runs(t)
 
 	first := map[string]*runs.Run{}
+	var every []*runs.Run
 	for _, lr := range all {
 		sc := byAddr[lr.Labels["instance"]]
 		switch {
@@ -89,9 +91,27 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 			t.Errorf("%s: %s started at %s, %.1f s before the shift: the healthy traffic fired it", sc,
 				lr.Alertname, lr.StartsAt.Format(time.TimeOnly), shiftAt[sc].Sub(lr.StartsAt).Seconds())
 		}
-		if f := first[sc]; f == nil || lr.CreatedAt.Before(f.CreatedAt) {
-			first[sc] = s.run(t, lr.ID)
+		r := s.run(t, lr.ID)
+		if f := first[sc]; f == nil || r.CreatedAt.Before(f.CreatedAt) {
+			first[sc] = r
 		}
+		every = append(every, r)
+	}
+	// Every run, not only the first, must name its instance's cause, or be
+	// the one honest exception (honestAtOnset).
+	for _, r := range every {
+		sc := byAddr[r.Labels["instance"]]
+		if r == first[sc] {
+			continue
+		}
+		cause, _ := strings.CutSuffix(sc, legacySuffix)
+		line := fmt.Sprintf("%s: later run %s fired %.1f s after the shift → %s %v", sc, r.Alertname,
+			r.StartsAt.Sub(shiftAt[sc]).Seconds(), verdictID(r), contributing(r))
+		if !honestAtOnset(cause, r) {
+			t.Errorf("%s, want %s\n%s", line, cause, describe(r))
+			continue
+		}
+		t.Log(line)
 	}
 
 	var tally onsetTally
@@ -106,7 +126,7 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 		tally.add(cause, r, pre)
 		line := fmt.Sprintf("%s: %s fired %.1f s after the shift → %s %v (preliminary %s) in %s", sc, r.Alertname,
 			r.StartsAt.Sub(shiftAt[sc]).Seconds(), verdictID(r), contributing(r), pre, runTook(r))
-		if verdictID(r) != cause {
+		if !honestAtOnset(cause, r) {
 			t.Errorf("%s, want %s\n%s", line, cause, describe(r))
 			continue
 		}
@@ -116,6 +136,21 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 		t.Log(line)
 	}
 	t.Log(tally.String())
+}
+
+// honestAtOnset says whether run r's verdict is the honest one for an
+// instance whose cause is cause: that cause, with one exception. 240 clients
+// arriving within 8 s can outrun admission for a few seconds; if that queue
+// pages (VLLMQueueDeep), overload is the truth of that second, and the
+// verdict must then name decode-bound as contributing (capture/README.md,
+// Triage, "The onset of a wide batch"). vllmsim's ramp peaks at 5-7 waiting,
+// so the queue alert does not fire in practice.
+func honestAtOnset(cause string, r *runs.Run) bool {
+	if verdictID(r) == cause {
+		return true
+	}
+	return cause == vllmsim.ScenarioDecodeBound && r.Alertname == "VLLMQueueDeep" &&
+		verdictID(r) == vllmsim.ScenarioOverload && slices.Contains(contributing(r), vllmsim.ScenarioDecodeBound)
 }
 
 // state reads the sim's GET /admin/scenario.
