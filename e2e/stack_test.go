@@ -184,12 +184,18 @@ targets:
 // shortPlaybooks copies the shipped playbooks into dir/playbooks shortened as
 // the rules are, and returns the config line that loads them instead of the
 // embedded set ("" without o.ShortPlaybooks). Every range of their PromQL
-// ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, so a
+// ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, at least
+// minPlaybookRange, so a
 // snapshot spans the same share of the rule's window as it does shipped (a
 // 2m snapshot of a 30s rule would read mostly the calm before an onset the
 // rule already sees); the baseline window becomes o.Baseline (a YAML flow
 // map), since the shipped 30m ending 5m before startsAt lies before a test
 // stack existed.
+// minPlaybookRange is the shortest range shortPlaybooks makes: a mean over a
+// window must hold a few requests (the shipped 1m holds 30 at 0.5 req/s, 6 s
+// would hold 3, and one long prompt among them read as "prompts 2.5× longer").
+const minPlaybookRange = 15 * time.Second
+
 func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
 	t.Helper()
 	if !o.ShortPlaybooks {
@@ -219,7 +225,8 @@ func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
 				t.Fatalf("%s: range %s: %v", f, m, err)
 			}
 			ranges++
-			return fmt.Appendf(nil, "[%s%s]", model.Duration(time.Duration(float64(d)*scale)).String(), sub[2])
+			short := max(time.Duration(float64(d)*scale), minPlaybookRange)
+			return fmt.Appendf(nil, "[%s%s]", model.Duration(short).String(), sub[2])
 		})
 		if o.Baseline != "" {
 			baselines += len(baselineRE.FindAll(b, -1))
