@@ -378,3 +378,30 @@ func TestNewThresholdsAreValidated(t *testing.T) {
 		t.Fatalf("default queue_wait: %s %q", v.ID, v.Evidence)
 	}
 }
+
+// TestWideBatchOnset: the onset of decode-bound is a wave of clients (240
+// within seconds). If the wave outruns admission and the queue pages, what is
+// true at that second is overload (a request now waits seconds), and the
+// verdict says so with decode-bound contributing, since the batch it builds is
+// wide and slow; a queue as deep that admission drains within a second is no
+// overload, and the wide slow batch is the verdict.
+func TestWideBatchOnset(t *testing.T) {
+	for _, c := range []struct {
+		name, want, also string
+		sig              Signals
+	}{
+		{"the wave queues: ~2 s of waiting now", VerdictOverload, VerdictDecodeBound, with(map[string]float64{
+			SigQueueDepth: 40, SigRunning: 210, SigAdmitRate: 20, SigQueueTimeMean: 0.05, SigQueueTimeN: 4,
+			SigPrefillMean: 0.15, SigITLP99: 0.31, SigTTFTP99: 2.2})},
+		{"the wave drains: 12 waiting, 60 admitted/s", VerdictDecodeBound, "", with(map[string]float64{
+			SigQueueDepth: 12, SigRunning: 230, SigAdmitRate: 60, SigPrefillMean: 0.15, SigITLP99: 0.31})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := Diagnose(c.sig, DefaultThresholds)
+			if v.ID != c.want || (c.also != "" && !slices.Contains(v.Contributing, c.also)) {
+				t.Fatalf("verdict %s %v, want %s with %q contributing; evidence %q", v.ID, v.Contributing, c.want, c.also, v.Evidence)
+			}
+			checkEvidenceAgainstSignals(t, c.sig, DefaultThresholds, v)
+		})
+	}
+}

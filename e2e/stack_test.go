@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,10 +19,12 @@ import (
 
 	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/prometheus/common/model"
 )
 
 // token is the webhook bearer token the stack's Alertmanager sends.
@@ -32,9 +36,13 @@ const (
 	ruleHold   = 10 * time.Second
 )
 
+// legacySuffix on a stackOptions scenario runs that sim with the pre-2026
+// metric names (--legacy-metrics): "overload" + legacySuffix.
+const legacySuffix = "@legacy"
+
 // sim is one vllmsim process serving one injected cause.
 type sim struct {
-	Scenario string
+	Scenario string // as given in stackOptions.Scenarios (the key of stack.Sims)
 	Addr     string // host:port, the alerts' instance label
 	Proc     *testenv.Process
 }
@@ -70,6 +78,19 @@ type stackOptions struct {
 	// SimArgs are extra vllmsim flags per scenario, after the stack's own (a
 	// repeated flag wins: --model=… renames the served model).
 	SimArgs map[string][]string
+	// ShiftAfter, when > 0, starts every sim healthy and shifts it to its
+	// scenario after this long (vllmsim --shift-after), so Prometheus holds a
+	// healthy past of each instance before its incident begins.
+	ShiftAfter time.Duration
+	// FireAtOnset sets every rule's `for:` to 0s: an alert fires at the first
+	// evaluation its condition holds (default: ruleHold).
+	FireAtOnset bool
+	// ShortPlaybooks loads copies of the shipped playbooks shortened as the
+	// rules are (shortPlaybooks): every PromQL range scaled by
+	// ruleWindow/deploy.DefaultWindow and the baseline window set to
+	// Baseline. Off: the embedded set, unchanged.
+	ShortPlaybooks bool
+	Baseline       string
 }
 
 // s3Prefix is the key prefix of a stack's S3 artifacts.
@@ -91,10 +112,18 @@ func startStack(t testing.TB, o stackOptions) *stack {
 			host = h
 		}
 		addr := net.JoinHostPort(host, strconv.Itoa(testenv.FreePort(t)))
-		args := append([]string{"--web.listen-address=" + addr, "--scenario=" + sc,
+		cause, legacy := strings.CutSuffix(sc, legacySuffix)
+		args := []string{"--web.listen-address=" + addr, "--scenario=" + cause,
 			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://" + s.Jaeger.OTLPHTTP,
 			"--otlp-protocol=http/protobuf", "--service-name=vllm-server",
-			"--model=e2e-" + sc}, o.SimArgs[sc]...)
+			"--model=e2e-" + strings.ReplaceAll(sc, "@", "-")}
+		if legacy {
+			args = append(args, "--legacy-metrics")
+		}
+		if o.ShiftAfter > 0 && cause != vllmsim.ScenarioHealthy {
+			args = append(args, "--shift-after="+o.ShiftAfter.String())
+		}
+		args = append(args, o.SimArgs[sc]...)
 		cmd := exec.Command(simBin, args...)
 		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
 		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
@@ -110,6 +139,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	rules, err := deploy.AlertRules(ruleWindow, ruleHold)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.FireAtOnset {
+		rules = regexp.MustCompile(`(?m)^(\s+for: )\S+$`).ReplaceAll(rules, []byte("${1}0s"))
 	}
 	rulesPath := filepath.Join(s.Dir, "vllm-alerts.yml")
 	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
@@ -156,9 +188,71 @@ traces:
   service: vllm-server
 targets:
   allow: %s
-%s`, daemonPort, token, filepath.Join(s.Dir, "data"), storageCfg, promURL, tracesURL, allow, o.DaemonConfig)
+%s%s`, daemonPort, token, filepath.Join(s.Dir, "data"), storageCfg, promURL, tracesURL, allow,
+		shortPlaybooks(t, s.Dir, o), o.DaemonConfig)
 	s.launch(t, cfg)
 	return s
+}
+
+// shortPlaybooks copies the shipped playbooks into dir/playbooks shortened as
+// the rules are, and returns the config line that loads them instead of the
+// embedded set ("" without o.ShortPlaybooks). Every range of their PromQL
+// ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, at least
+// minPlaybookRange, so a
+// snapshot spans the same share of the rule's window as it does shipped (a
+// 2m snapshot of a 30s rule would read mostly the calm before an onset the
+// rule already sees); the baseline window becomes o.Baseline (a YAML flow
+// map), since the shipped 30m ending 5m before startsAt lies before a test
+// stack existed.
+// minPlaybookRange is the shortest range shortPlaybooks makes: a mean over a
+// window must hold a few requests (the shipped 1m holds 30 at 0.5 req/s, 6 s
+// would hold 3, and one long prompt among them read as "prompts 2.5× longer").
+const minPlaybookRange = 15 * time.Second
+
+func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
+	t.Helper()
+	if !o.ShortPlaybooks {
+		return ""
+	}
+	out := filepath.Join(dir, "playbooks")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scale := float64(ruleWindow) / float64(deploy.DefaultWindow)
+	rangeRE := regexp.MustCompile(`\[([0-9]+[smh])(:?)\]`)
+	baselineRE := regexp.MustCompile(`(?m)^(\s+baseline: )\{[^}]*\}`)
+	files, err := fs.Glob(vllm.FS, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges, baselines := 0, 0
+	for _, f := range files {
+		b, err := fs.ReadFile(vllm.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = rangeRE.ReplaceAllFunc(b, func(m []byte) []byte {
+			sub := rangeRE.FindSubmatch(m)
+			d, err := time.ParseDuration(string(sub[1]))
+			if err != nil {
+				t.Fatalf("%s: range %s: %v", f, m, err)
+			}
+			ranges++
+			short := max(time.Duration(float64(d)*scale), minPlaybookRange)
+			return fmt.Appendf(nil, "[%s%s]", model.Duration(short).String(), sub[2])
+		})
+		if o.Baseline != "" {
+			baselines += len(baselineRE.FindAll(b, -1))
+			b = baselineRE.ReplaceAll(b, []byte("${1}"+o.Baseline))
+		}
+		if err := os.WriteFile(filepath.Join(out, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ranges == 0 || (o.Baseline != "" && baselines == 0) {
+		t.Fatalf("shipped playbooks: %d ranges, %d baselines to shorten", ranges, baselines)
+	}
+	return fmt.Sprintf("playbooks: [%s]\n", filepath.Join(out, "*.yaml"))
 }
 
 // launch writes the daemon's config and runs the autocapture binary on it

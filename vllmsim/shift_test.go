@@ -24,7 +24,7 @@ func TestShiftAfterStartsHealthy(t *testing.T) {
 	}
 	st := s.State()
 	if st.Scenario != ScenarioHealthy || st.Pending == nil || st.Pending.Scenario != ScenarioOverload ||
-		!st.Pending.At.Equal(shiftStart.Add(30*time.Second)) || st.Load.RPS != 3 {
+		!st.Pending.At.Equal(shiftStart.Add(30*time.Second)) || st.Load.RPS != scenarios[ScenarioHealthy].Load.RPS {
 		t.Fatalf("before the shift: %+v (pending %+v)", st, st.Pending)
 	}
 	s.Advance(30*time.Second - time.Millisecond)
@@ -65,7 +65,7 @@ func TestShapeScriptsLongerPrompts(t *testing.T) {
 	mine = 1 // the sim keeps its own copy
 	st := s.State()
 	if st.Scenario != ScenarioHealthy || st.Shape == nil || *st.Shape.PromptTokens.Mean != 1750 ||
-		st.Load.PromptTokens != (Dist{Mean: 1750, Min: 320, Max: 7500, Sigma: 0.6}) || st.Load.RPS != 3 {
+		st.Load.PromptTokens != (Dist{Mean: 1750, Min: 320, Max: 7500, Sigma: 0.6}) || st.Load.RPS != scenarios[ScenarioHealthy].Load.RPS {
 		t.Fatalf("state after the shape: %+v", st)
 	}
 	cut := s.Now()
