@@ -456,19 +456,47 @@ func TestComposePromtoolAmtool(t *testing.T) {
 }
 
 // rewritePaths replaces each container path (a mount target, or a volume's
-// mount point) in text with the path here, longest first.
+// mount point) in text with the path here. A path is replaced only where it
+// starts a path (after a space, quote, = or :, or at the start) and ends one
+// (before a / or a character that cannot be in a name), longest first: the
+// volume /alertmanager is not the tail of the URL /hooks/alertmanager, and
+// /run/secrets/agent would not be the head of /run/secrets/agent_token.
 func rewritePaths(text string, mounts ...map[string]string) string {
-	var pairs []string
+	var from []string
+	to := map[string]string{}
 	for _, m := range mounts {
-		for from, to := range m {
-			pairs = append(pairs, from, to)
+		for k, v := range m {
+			from = append(from, k)
+			to[k] = v
 		}
 	}
-	return replaceLongestFirst(text, pairs)
+	slices.SortFunc(from, func(a, b string) int { return len(b) - len(a) })
+	inName := func(c byte) bool {
+		return c == '_' || c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	var b strings.Builder
+	for i := 0; i < len(text); {
+		matched := ""
+		if i == 0 || !(inName(text[i-1]) || text[i-1] == '/') {
+			for _, f := range from {
+				if strings.HasPrefix(text[i:], f) && (i+len(f) == len(text) || !inName(text[i+len(f)])) {
+					matched = f
+					break
+				}
+			}
+		}
+		if matched == "" {
+			b.WriteByte(text[i])
+			i++
+			continue
+		}
+		b.WriteString(to[matched])
+		i += len(matched)
+	}
+	return b.String()
 }
 
-// replaceLongestFirst applies old→new pairs, longer olds first, so that
-// /run/secrets/agent_token is not hit by a rule for /run/secrets/agent.
+// replaceLongestFirst applies old→new pairs, longer olds first.
 func replaceLongestFirst(text string, pairs []string) string {
 	type kv struct{ k, v string }
 	var kvs []kv
@@ -584,5 +612,20 @@ func TestDockerignoreKeepsVllmsim(t *testing.T) {
 	}
 	if n < 10 {
 		t.Fatalf("go list named only %d files", n)
+	}
+}
+
+func TestRewritePaths(t *testing.T) {
+	m := map[string]string{"/alertmanager": "/tmp/am", "/run/secrets/agent": "/x/a", "/run/secrets/agent_token": "/x/t", "/profiles": "/tmp/p"}
+	for _, tc := range []struct{ in, want string }{
+		{"--storage.path=/alertmanager", "--storage.path=/tmp/am"},
+		{"url: http://a:9095/hooks/alertmanager", "url: http://a:9095/hooks/alertmanager"},
+		{"file: /run/secrets/agent_token\n", "file: /x/t\n"},
+		{`["/run/secrets/agent"]`, `["/x/a"]`},
+		{"--dir=/profiles --x=/profiles/sub /profilesx", "--dir=/tmp/p --x=/tmp/p/sub /profilesx"},
+	} {
+		if got := rewritePaths(tc.in, m); got != tc.want {
+			t.Errorf("rewritePaths(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
