@@ -23,7 +23,28 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
 # takes its owner from here, and distroless has no shell to mkdir with.
 RUN mkdir -p /out/var/lib/autocapture && chown 65532:65532 /out/var/lib/autocapture
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# vllmsim, the stand-in vLLM of deploy/compose/compose.yaml: only built for
+# its target (docker build --target vllmsim, or compose's build.target); the
+# default build stops at the autocapture stage below and never runs this.
+FROM builder AS vllmsim-builder
+ARG TARGETOS TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o /out/vllmsim ./cmd/vllmsim
+# --profiler-dir's mount point, owned by the runtime user, so a fresh named
+# volume shared with the agent is writable.
+RUN mkdir -p /out/profiles && chown 65532:65532 /out/profiles
+
+FROM gcr.io/distroless/static-debian12:nonroot AS vllmsim
+COPY --from=vllmsim-builder /out/vllmsim /vllmsim
+COPY --from=vllmsim-builder --chown=65532:65532 /out/profiles /profiles
+USER 65532:65532
+# vLLM's port; --web.listen-address=0.0.0.0:8000 in a container.
+EXPOSE 8000
+ENTRYPOINT ["/vllmsim"]
+CMD ["--web.listen-address=0.0.0.0:8000"]
+
+# The image (the last stage, the default target).
+FROM gcr.io/distroless/static-debian12:nonroot AS autocapture
 COPY --from=builder /out/autocapture /autocapture
 COPY --from=builder --chown=65532:65532 /out/var/lib/autocapture /var/lib/autocapture
 COPY deploy/docker/autocapture.yaml /etc/autocapture/autocapture.yaml

@@ -2,9 +2,12 @@
 // vLLM (prometheus/vllm-alerts.yml, with promtool unit tests), an Alertmanager
 // route and receiver (alertmanager/), and for autocapture itself the image's
 // config (docker/), alert rules (prometheus/autocapture-alerts.yml) and a
-// Grafana dashboard (grafana/). Its tests also check the top-level Dockerfile
-// and .dockerignore, and that the self-monitoring files name only metrics a
-// running daemon exports. AlertRules gives tests and demos the rules
+// Grafana dashboard (grafana/); a Compose topology (compose/) and a Kustomize
+// base with a vLLM sidecar component (kubernetes/). Its tests also check the
+// top-level Dockerfile and .dockerignore, that the self-monitoring files name
+// only metrics a running daemon exports, that the Compose file and the
+// manifests load strictly and agree with the configs they carry, and start
+// the Compose topology from local binaries on loopback. AlertRules gives tests and demos the rules
 // with shorter windows, so an alert fires within seconds against vllmsim.
 package deploy
 
