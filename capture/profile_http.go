@@ -10,9 +10,14 @@ import (
 	"syscall"
 )
 
-// errNotArmed is start_profile's 404: the server was started without
-// --profiler-config, so the profiler's routes do not exist.
-var errNotArmed = errors.New("profiler not armed")
+// ErrNotArmed is a profiler route's 404: the server runs without
+// --profiler-config, so /start_profile and /stop_profile do not exist. On a
+// stop it means nothing records there (the server restarted unarmed, say):
+// no stop is owed and none can be given.
+var ErrNotArmed = errors.New("profiler not armed")
+
+// errNotArmed is ErrNotArmed under its in-package name.
+var errNotArmed = ErrNotArmed
 
 // howToArm is the finding an unarmed server gets: how to arm it, with
 // max_iterations as the server-side stop that holds even if this daemon dies.

@@ -314,6 +314,17 @@ func (p *Profile) stop(ctx context.Context, in *Input, fr *frameRun) error {
 	begun := time.Now()
 	err := StopProfile(sctx, fr.client, fr.target)
 	fr.stopTook = time.Since(begun)
+	if errors.Is(err, ErrNotArmed) {
+		// No profiler there now (the server restarted unarmed mid-frame):
+		// nothing records, so nothing is owed; what it wrote before is
+		// still collected.
+		logger(in).Warn("stop_profile answered 404: the server has no profiler now; nothing records there.", zap.String("target", fr.target))
+		why := "stop_profile answered 404: the server has no profiler now (restarted?)"
+		if fr.cut != "" {
+			why = fr.cut + "; " + why
+		}
+		fr.cut, err = why, nil
+	}
 	if err != nil {
 		if sctx.Err() != nil {
 			err = &Error{Reason: ReasonTimeout, Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), context.Cause(sctx))}

@@ -417,6 +417,39 @@ func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 	}
 }
 
+// TestProfileStopOnAServerThatLostItsProfiler: a server that restarted
+// unarmed mid-frame answers the stop with 404: nothing records there, so
+// the step says so and ends its lease (stopped, released) instead of leaving
+// the target stop_failed for the sweeper to retry for ever.
+func TestProfileStopOnAServerThatLostItsProfiler(t *testing.T) {
+	f := newProfileFixture(t)
+	srv := httptest.NewServer(logged(f.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stop_profile" {
+			http.NotFound(w, r)
+		}
+	})))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	p := buildTestProfile(t, ProfileConfig{Duration: 100 * time.Millisecond, StopTimeout: time.Second,
+		Collect: ProfileCollect{Dir: t.TempDir()}})
+	res, err := p.Run(context.Background(), f.input(t, u.Host, nil))
+	if err != nil {
+		t.Fatalf("err %v: want the step to end normally, nothing recording", err)
+	}
+	if cut, _ := res.Findings["cut_short"].(string); !strings.Contains(cut, "no profiler now") {
+		t.Errorf("cut_short %q: want the 404 said", cut)
+	}
+	if n := f.log.count("http:stop_profile"); n != 1 {
+		t.Errorf("stop sent %d times, want 1", n)
+	}
+	if f.guard.held("http://"+u.Host) != nil {
+		t.Error("the lease is still held after a 404 stop")
+	}
+	if v := f.guard.contractViolations(); len(v) > 0 {
+		t.Errorf("lease contract violated: %v", v)
+	}
+}
+
 func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 	f := newProfileFixture(t)
 	dir := t.TempDir()

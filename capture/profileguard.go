@@ -179,6 +179,9 @@ func profileCall(ctx context.Context, client *http.Client, target, path string) 
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%s %s: HTTP 404: %w", target, path, ErrNotArmed)
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: HTTP %d", target, path, resp.StatusCode)
 	}

@@ -202,7 +202,39 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 		s.sweepStopped(wctx, r, token)
 		return
 	}
+	if errors.Is(err, capture.ErrNotArmed) {
+		s.sweepNothingRecords(wctx, r, token, err)
+		return
+	}
 	s.sweepStopFailed(wctx, r, token, err)
+}
+
+// sweepNothingRecords releases a lease whose server answered the stop with
+// 404: it has no profiler now (it restarted unarmed, or never was armed), so
+// nothing records there and no stop can ever be answered. Retrying, as for a
+// failed stop, would hold the target (and a slot of max_concurrent) for
+// ever.
+func (s *Service) sweepNothingRecords(ctx context.Context, r *leaseRow, token string, cause error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err == nil {
+		defer tx.Rollback()
+		_, err = tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, r.target, token)
+	}
+	if err == nil {
+		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released",
+			clipReason("stop_profile answered 404: the server has no profiler now, so nothing records there ("+cause.Error()+")"))
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		s.log.Error("The sweeper could not release a lease whose server has no profiler; it is retried when the claim lapses.",
+			zap.String("run", r.runID), zap.String("target", r.target), zap.Error(err))
+		return
+	}
+	s.pm.sweepActions.WithLabelValues("released_unarmed").Inc()
+	s.log.Warn("The profile sweeper released a lease: its server answered stop_profile with 404 (no profiler now).",
+		zap.String("run", r.runID), zap.String("target", r.target))
 }
 
 // sweepStopped records a stop the sweeper got answered. The recording's

@@ -444,3 +444,41 @@ func TestProfileStepResults(t *testing.T) {
 		}
 	}
 }
+
+// TestProfileSweeperReleasesAnUnarmedServer: a dead owner's recording on a
+// server whose stop_profile answers 404 (it restarted without its profiler)
+// is released with one stop, not held as stop_failed and retried for ever
+// (a target, and a slot of max_concurrent, held until an operator came).
+func TestProfileSweeperReleasesAnUnarmedServer(t *testing.T) {
+	var stops atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stop_profile" {
+			stops.Add(1)
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 2 * time.Second})
+	db := dbRef{path: t.TempDir() + "/a.db"}
+	s := newService(t, db, planner(), true, prof, withTargets())
+	doomed := newService(t, db, planner(), false, prof)
+	r := req(srv.URL, "run-restarted", "profile")
+	r.Hold = 100 * time.Millisecond
+	l := mustAcquire(t, doomed, r)
+	if _, err := l.Recording(context.Background(), 100*time.Millisecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	crash(doomed)
+	waitFor(t, "the lease to be released", func() bool { return leaseState(t, s, srv.URL) == "" })
+	time.Sleep(500 * time.Millisecond) // five more sweeps: nothing left to stop
+	if n := stops.Load(); n != 1 {
+		t.Errorf("stop_profile sent %d times, want once", n)
+	}
+	if events := runEvents(t, s, "run-restarted"); !strings.Contains(events, "sweeper_stopping,released") {
+		t.Errorf("events %s: want the sweeper's stop, then released", events)
+	}
+	if n := testutil.ToFloat64(s.pm.stopFailures); n != 0 {
+		t.Errorf("stop failures %v, want 0: a 404 is not a failed stop", n)
+	}
+	mustAcquire(t, s, req(srv.URL, "run-next", "profile"))
+}
