@@ -63,7 +63,7 @@ func (s *Server) load() (*tls.Config, error) {
 		ClientAuth:   s.cfg.TLSClientAuth(),
 		ClientCAs:    cas,
 		MinVersion:   s.cfg.TLSMinVersion(),
-		NextProtos:   []string{"h2", "http/1.1"},
+		NextProtos:   []string{"http/1.1"},
 	}, nil
 }
 
@@ -72,7 +72,7 @@ func (s *Server) load() (*tls.Config, error) {
 func (s *Server) Config() *tls.Config {
 	return &tls.Config{
 		MinVersion: s.cfg.TLSMinVersion(), // also checked by the config returned below
-		NextProtos: []string{"h2", "http/1.1"},
+		NextProtos: []string{"http/1.1"},  // the server is served as HTTP/1.1 (Alertmanager speaks it)
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.cur.Load(), nil
 		},
