@@ -142,6 +142,9 @@ func TestServeTLSMutual(t *testing.T) {
 		s.certFile, s.keyFile, s.caFile))
 	alice := client(s.clientConfig(s.alice))
 	hook := d.URL + "/hooks/alertmanager"
+	if !strings.Contains(d.Proc.Logs(), `"links_to": "`+d.URL+`"`) {
+		t.Errorf("artifact links without web.external_url do not point at %s:\n%s", d.URL, d.Proc.Logs())
+	}
 	body := webhookBody("TLSFiring", "7150000000000001", "firing", time.Now().Add(-time.Minute))
 
 	code, b, err := call(alice, "POST", hook, d.Token, body)
