@@ -42,7 +42,13 @@ type Web struct {
 	LinkSecretFile string `yaml:"link_secret_file" json:"link_secret_file"`
 	// LinkTTL is how long an artifact link in a thread works.
 	LinkTTL time.Duration `yaml:"link_ttl" json:"link_ttl"`
+	// TLS serves the listener over TLS, optionally with client certificates.
+	TLS TLS `yaml:"tls" json:"tls"`
 }
+
+// ClientCertAuth says whether a verified client certificate authenticates a
+// request on its own (web.tls.client_cert_authenticates).
+func (w Web) ClientCertAuth() bool { return w.TLS.Enabled() && w.TLS.ClientCertAuthenticates }
 
 // Auth is what Alertmanager's http_config sends: a bearer token or basic auth.
 type Auth struct {

@@ -52,6 +52,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	v := validator{file: file, f: f}
 	v.resolveSecrets(&cfg)
 	v.check(&cfg)
+	v.checkTLSFiles(cfg.Web.TLS)
 	if err := v.errs.Err(); err != nil {
 		return nil, err
 	}
@@ -196,7 +197,8 @@ func (v *validator) checkWeb(c *Config) {
 	if c.Web.MaxBodyBytes <= 0 {
 		v.errorf("$.web.max_body_bytes", "must be positive")
 	}
-	if !IsLoopbackHost(host) && !c.Web.Auth.Enabled() && !c.Web.AllowUnauthenticated {
+	v.checkTLS(c.Web.TLS)
+	if !IsLoopbackHost(host) && !c.Web.Auth.Enabled() && !c.Web.ClientCertAuth() && !c.Web.AllowUnauthenticated {
 		v.errorf("$.web.listen_address", "listening on %q without webhook auth: set web.auth (bearer_token or basic_auth), or web.allow_unauthenticated: true to accept that anyone who reaches this port can start captures", c.Web.ListenAddress)
 	}
 }

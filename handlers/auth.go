@@ -17,6 +17,9 @@ import (
 // Secrets are compared as SHA-256 digests in constant time, so neither their
 // content nor their length leaks through timing.
 //
+// With certs set, a verified TLS client certificate is enough on its own
+// (web.tls.client_cert_authenticates); the TLS layer did the verifying.
+//
 // It is never "on" with nothing to compare: auth that is configured but holds no
 // usable credential (a _file twin read empty, basic auth without a password)
 // leaves enabled set with no method, and every request is refused.
@@ -25,10 +28,11 @@ type authenticator struct {
 	token    *[32]byte
 	user     *[32]byte
 	password *[32]byte
+	certs    bool
 }
 
-func newAuthenticator(a config.Auth) *authenticator {
-	au := &authenticator{}
+func newAuthenticator(a config.Auth, certs bool) *authenticator {
+	au := &authenticator{certs: certs}
 	if !a.BearerToken.Blank() {
 		d := sha256.Sum256([]byte(a.BearerToken.Reveal()))
 		au.token = &d
@@ -39,13 +43,19 @@ func newAuthenticator(a config.Auth) *authenticator {
 	}
 	// Configured at all (even with nothing usable) means on: such an
 	// authenticator refuses everything (check), never lets all through.
-	au.enabled = a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil
+	au.enabled = a.BearerToken != "" || a.BearerTokenFile != "" || a.BasicAuth != nil || certs
 	return au
 }
 
 // check says whether r carries valid credentials, and if not, why (for the log;
 // never containing what was sent).
 func (a *authenticator) check(r *http.Request) (bool, string) {
+	if a.certs && verifiedClient(r) {
+		return true, ""
+	}
+	if a.token == nil && a.user == nil && a.certs {
+		return false, "no verified client certificate"
+	}
 	if a.token == nil && a.user == nil {
 		return false, "auth is configured without a usable credential (empty token or password): every request is refused"
 	}
@@ -73,6 +83,21 @@ func (a *authenticator) check(r *http.Request) (bool, string) {
 		return false, "wrong basic auth credentials"
 	}
 	return false, "unsupported or unconfigured authorization scheme"
+}
+
+// verifiedClient says whether r came over TLS with a client certificate
+// that crypto/tls verified against web.tls.client_ca_file.
+func verifiedClient(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0
+}
+
+// clientCN is the subject CN of r's verified client certificate, or "".
+// An unverified certificate names nobody.
+func clientCN(r *http.Request) string {
+	if !verifiedClient(r) {
+		return ""
+	}
+	return r.TLS.VerifiedChains[0][0].Subject.CommonName
 }
 
 func equalDigest(want *[32]byte, got string) bool {

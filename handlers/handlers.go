@@ -50,6 +50,9 @@ type Options struct {
 	// Auth guards the webhook, the runs API and /-/reload when enabled; its
 	// secrets must already be resolved (config.Load does that).
 	Auth config.Auth
+	// ClientCertAuth lets a verified TLS client certificate authenticate a
+	// request without Auth's credential (web.tls.client_cert_authenticates).
+	ClientCertAuth bool
 	// MaxBodyBytes caps a webhook body (413 beyond); 0 means 1 MiB.
 	MaxBodyBytes int64
 	// Reload reloads the playbooks for POST /-/reload; nil answers 501.
@@ -113,7 +116,7 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
-	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth), log: o.Log}
+	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth, o.ClientCertAuth), log: o.Log}
 	if !o.SlackSigningSecret.Blank() {
 		s.slack = newSlackVerifier(strings.TrimSpace(o.SlackSigningSecret.Reveal()), o.Now)
 	}

@@ -49,10 +49,14 @@ func (s *Server) profilingRoutes(api *gin.RouterGroup) {
 	api.GET("/runs/:id/profile", s.runProfile)
 }
 
-// actor names who made a request, for the audit: the basic-auth user when
-// that is how it authenticated, else its remote address (a bearer token is
-// shared, it names nobody).
+// actor names who made a request, for the audit: the subject CN of its
+// verified TLS client certificate, else the basic-auth user when that is how
+// it authenticated, else its remote address (a bearer token is shared, it
+// names nobody).
 func (s *Server) actor(c *gin.Context) string {
+	if cn := clientCN(c.Request); cn != "" {
+		return clip.String(cn, 80)
+	}
 	if s.auth.enabled && s.auth.user != nil {
 		if u, _, ok := c.Request.BasicAuth(); ok && u != "" {
 			return clip.String(u, 80)

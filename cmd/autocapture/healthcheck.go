@@ -24,12 +24,20 @@ func init() {
 // The URL is --url, else /-/healthy on the daemon --config.file configures
 // (its web.listen_address, a wildcard host probed on loopback), so a mounted
 // config with another port is followed without editing the HEALTHCHECK.
+// A config with web.tls is probed over https, trusting exactly the
+// certificate in its web.tls.cert_file (what this daemon serves: no CA or
+// host name is needed on loopback); see tlsFlags for the rest.
 func runHealthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rawURL := fs.String("url", "", "URL to GET (default: /-/healthy on the daemon --config.file configures)")
 	cfgFile := fs.String("config.file", "", "daemon config whose web.listen_address to probe (default: embedded defaults, 127.0.0.1:9095)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	var tf tlsFlags
+	fs.StringVar(&tf.caFile, "tls.ca-file", "", "verify an https daemon against these CA certificates (default: the system's; with --config.file, the config's own web.tls.cert_file is trusted)")
+	fs.StringVar(&tf.certFile, "tls.cert-file", "", "client certificate to present (a daemon with web.tls.client_ca_file needs one)")
+	fs.StringVar(&tf.keyFile, "tls.key-file", "", "key of --tls.cert-file")
+	fs.BoolVar(&tf.skipVerify, "tls.insecure-skip-verify", false, "do not verify the daemon's certificate; only for a loopback host")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -48,9 +56,12 @@ func runHealthcheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "healthcheck: %v\n", err)
 			return 2
 		}
-		if target, err = healthURL(cfg.Web.ListenAddress); err != nil {
+		if target, err = healthURL(cfg.Web.ListenAddress, cfg.Web.TLS.Enabled()); err != nil {
 			fmt.Fprintf(stderr, "healthcheck: %v\n", err)
 			return 2
+		}
+		if cfg.Web.TLS.Enabled() {
+			tf.pinFile = cfg.Web.TLS.CertFile
 		}
 	}
 	u, err := url.Parse(target)
@@ -65,7 +76,16 @@ func runHealthcheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "healthcheck: %v\n", err)
 		return 2
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if u.Scheme == "https" {
+		tc, err := tf.config(u.Hostname())
+		if err != nil {
+			fmt.Fprintf(stderr, "healthcheck: %v\n", err)
+			return 2
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "healthcheck: %s: %v\n", u.Redacted(), err)
 		return 1
@@ -80,9 +100,10 @@ func runHealthcheck(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// healthURL is /-/healthy on a daemon listening on addr; a wildcard or empty
-// host (0.0.0.0, ::, ":9095") is reached on loopback.
-func healthURL(addr string) (string, error) {
+// healthURL is /-/healthy on a daemon listening on addr (https when it
+// serves TLS); a wildcard or empty host (0.0.0.0, ::, ":9095") is reached on
+// loopback.
+func healthURL(addr string, https bool) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("web.listen_address %q: %w", addr, err)
@@ -93,5 +114,9 @@ func healthURL(addr string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/-/healthy", nil
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port) + "/-/healthy", nil
 }

@@ -95,7 +95,7 @@ func TestHealthcheckFollowsTheConfig(t *testing.T) {
 		"[::]:9095":     "http://[::1]:9095/-/healthy",
 		"10.1.2.3:8080": "http://10.1.2.3:8080/-/healthy",
 	} {
-		if got, err := healthURL(addr); err != nil || got != want {
+		if got, err := healthURL(addr, false); err != nil || got != want {
 			t.Errorf("healthURL(%q) = %q, %v; want %q", addr, got, err, want)
 		}
 	}

@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	}
 	defer svc.Close()
 	env.Profiles = svc.Profiles() // the fleet-wide lease and budget over framed profiles
-	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		Artifacts: artifactRoute(cfg, env, svc)})
 	if err != nil {
@@ -162,6 +162,10 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 	ln, err := net.Listen("tcp", cfg.Web.ListenAddress)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Web.ListenAddress, err)
+	}
+	ln, reloadTLS, err := listenTLS(ctx, cfg.Web.TLS, ln, log)
+	if err != nil {
+		return err
 	}
 	if err := svc.Start(ctx); err != nil {
 		ln.Close()
@@ -172,9 +176,9 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		ErrorLog: zap.NewStdLog(log.Named("http"))}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	go reloadOnHUP(ctx, reload, log)
+	go reloadOnHUP(ctx, reload, reloadTLS, log)
 	log.Info("Listening.", zap.String("address", ln.Addr().String()), zap.String("storage", cfg.Storage.Path),
-		zap.Bool("auth", cfg.Web.Auth.Enabled()), zap.Bool("postgres", cfg.Database.URL != ""))
+		zap.Bool("auth", cfg.Web.Auth.Enabled()), zap.Bool("tls", cfg.Web.TLS.Enabled()), zap.Bool("postgres", cfg.Database.URL != ""))
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -223,8 +227,8 @@ func newPlanner(ctx context.Context, cfg *config.Config, log *zap.Logger, reg pr
 	return r, r.Reload, nil
 }
 
-// reloadOnHUP reloads the playbooks on each SIGHUP until ctx ends.
-func reloadOnHUP(ctx context.Context, reload func() error, log *zap.Logger) {
+// reloadOnHUP reloads the playbooks and the TLS files on each SIGHUP until ctx ends.
+func reloadOnHUP(ctx context.Context, reload, reloadTLS func() error, log *zap.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -233,8 +237,9 @@ func reloadOnHUP(ctx context.Context, reload func() error, log *zap.Logger) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			log.Info("SIGHUP: reloading the playbooks.")
-			_ = reload() // the reloader logs a failure (file:line:col) and keeps the last good set
+			log.Info("SIGHUP: reloading the playbooks and the TLS files.")
+			_ = reload()    // the reloader logs a failure (file:line:col) and keeps the last good set
+			_ = reloadTLS() // likewise: a bad pair is logged, the served one stays
 		}
 	}
 }

@@ -22,6 +22,9 @@ func threadLinks(cfg *config.Config, env *capture.Env, log *zap.Logger) runner.T
 		Secret: []byte(strings.TrimSpace(cfg.Web.LinkSecret.Reveal()))}
 	if tl.Mode == config.LinksRoute && tl.BaseURL == "" {
 		tl.BaseURL = listenURL(cfg.Web.ListenAddress)
+		if tl.BaseURL != "" && cfg.Web.TLS.Enabled() { // the listener speaks only TLS
+			tl.BaseURL = "https" + strings.TrimPrefix(tl.BaseURL, "http")
+		}
 		if tl.BaseURL != "" {
 			log.Warn("web.external_url is not set: artifact links in threads point at the listen address, which only this machine's network may reach; set web.external_url to how readers reach this daemon.",
 				zap.String("links_to", tl.BaseURL))
