@@ -151,6 +151,8 @@ func (s *Server) routes() *gin.Engine {
 		s.profilingRoutes(api)
 	}
 
+	s.runPageRoutes(e) // GET /runs, /runs/:id: HTML, the API's auth
+
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
 		e.GET("/artifacts/:run/*key", s.artifact)
 		e.HEAD("/artifacts/:run/*key", s.artifact)
