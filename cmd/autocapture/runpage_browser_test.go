@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"golang.org/x/net/html"
 
 	"github.com/autocapture/autocapture/internal/testenv"
@@ -156,6 +157,18 @@ func TestRunPageInBrowser(t *testing.T) {
 		}
 	}
 
+	// In the browser itself (DevTools protocol): every image decoded
+	// (naturalWidth > 0, complete), so the charts are what a reader sees.
+	widths := chromeImageWidths(t, chromium, withCreds)
+	if len(widths) != charts {
+		t.Fatalf("the browser saw %d images, want %d", len(widths), charts)
+	}
+	for src, w := range widths {
+		if w <= 0 {
+			t.Errorf("the browser did not load the chart %s (naturalWidth %d)", src, w)
+		}
+	}
+
 	shot := filepath.Join(artifactDir(t), "runpage.png")
 	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1280,2000", withCreds)
 	f, err := os.Open(shot)
@@ -270,6 +283,45 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// chromeImageWidths opens u in headless Chromium over the DevTools protocol,
+// waits for the load event and returns each image's src and naturalWidth
+// (0: not loaded or not decodable).
+func chromeImageWidths(t *testing.T, bin, u string) map[string]int {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true)}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	type img struct {
+		Src      string `json:"src"`
+		Width    int    `json:"w"`
+		Complete bool   `json:"complete"`
+	}
+	// Wait for every image to load or fail, then read what it decoded to.
+	js := `Promise.all(Array.from(document.images).map(i => i.complete ? null :
+		new Promise(r => { i.addEventListener("load", r); i.addEventListener("error", r); }))).then(() =>
+		Array.from(document.images).map(i => ({src: i.getAttribute("src"), w: i.naturalWidth, complete: i.complete})))`
+	if err := chromedp.Do(ctx, chromedp.Navigate(u), chromedp.WaitReady(chromedp.ID("steps"))); err != nil {
+		t.Fatalf("chromium (DevTools) on the run page: %v", err)
+	}
+	imgs, err := chromedp.Run(ctx, chromedp.Evaluate[[]img](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("chromium (DevTools): the page's images: %v", err)
+	}
+	out := map[string]int{}
+	for _, i := range imgs {
+		out[i.Src] = i.Width
+	}
+	return out
 }
 
 // artifactDir is where a test keeps files for people to look at:
