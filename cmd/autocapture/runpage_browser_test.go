@@ -28,7 +28,9 @@ import (
 // The run page in a real browser: the daemon binary on a real Prometheus
 // makes one run whose chart step stores a PNG; headless Chromium (Debian's
 // chromium, installed by scripts/install-tools.sh; a missing one fails the
-// test, as every missing component does) loads /runs/{id} and /runs.
+// test, as every missing component does) loads /runs/{id} and /runs: its
+// --dump-dom and --screenshot, and over the DevTools protocol (chromedp) each
+// chart's naturalWidth once the images have loaded.
 //
 // Auth: the daemon guards the API with basic auth, and the browser is given
 // the credentials in the URL (http://user:pass@host/runs/id), which Chromium
