@@ -1,7 +1,8 @@
 // Package handlers is the daemon's HTTP surface: Alertmanager's webhook, Slack's
 // interactivity (the verdict's right/wrong buttons), the runs API, the
-// artifacts threads link to, the Prometheus-style operational endpoints (/-/healthy, /-/ready,
-// /-/reload, /metrics). It depends on the run service only through Runs.
+// artifacts threads link to, the run pages (GET /runs, /runs/{id}: HTML), the
+// Prometheus-style operational endpoints (/-/healthy, /-/ready, /-/reload,
+// /metrics). It depends on the run service only through Runs.
 package handlers
 
 import (
@@ -153,6 +154,8 @@ func (s *Server) routes() *gin.Engine {
 	if s.opts.Profiling != nil {
 		s.profilingRoutes(api)
 	}
+
+	s.runPageRoutes(e) // GET /runs, /runs/:id: HTML, the API's auth
 
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
 		e.GET("/artifacts/:run/*key", s.artifact)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every real component the tests talk to, idempotently:
-#   Debian: prometheus, prometheus-alertmanager, postgresql, wrk
+#   Debian: prometheus, prometheus-alertmanager, postgresql, wrk, chromium (the run page's browser test)
 #   Go-built into $AUTOCAPTURE_TOOLS/bin (default ~/.cache/autocapture-tools): jaeger,
 #   versitygw and minio (S3 test servers; MinIO is AGPL: run as a test server, never imported)
 # Safe to run again: each piece is skipped when already present.
@@ -23,6 +23,7 @@ command -v prometheus-alertmanager >/dev/null || need_apt+=(prometheus-alertmana
 command -v amtool >/dev/null || need_apt+=(prometheus-alertmanager)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v wrk >/dev/null || need_apt+=(wrk)
+command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -56,8 +56,9 @@ var _ notify.Notifier = (*Notifier)(nil)
 // Option changes how New builds a Notifier.
 type Option func(*Notifier, *[]slack.Option)
 
-// WithExternalURL links the parent to the run in the daemon's API
-// (web.external_url + /api/v1/runs/<id>); empty adds no link.
+// WithExternalURL links the parent to the run's page on the daemon
+// (web.external_url + /runs/<id>, "Run page") and to the run in its API
+// (+ /api/v1/runs/<id>, "Run"); empty adds no link.
 func WithExternalURL(u string) Option {
 	return func(n *Notifier, _ *[]slack.Option) { n.externalURL = strings.TrimSuffix(u, "/") }
 }
@@ -151,7 +152,9 @@ func (n *Notifier) links(run notify.RunInfo, log *zap.Logger) []notify.Link {
 		}
 	}
 	if n.externalURL != "" {
-		out = append(out, notify.Link{Name: "Run", URL: n.externalURL + "/api/v1/runs/" + url.PathEscape(run.ID)})
+		id := url.PathEscape(run.ID)
+		out = append(out, notify.Link{Name: "Run page", URL: n.externalURL + "/runs/" + id},
+			notify.Link{Name: "Run", URL: n.externalURL + "/api/v1/runs/" + id})
 	}
 	return out
 }

@@ -1,0 +1,221 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// What the run pages' templates read: the run taken apart into what each
+// section shows, so the templates hold layout only.
+
+// kv is one label, annotation or basis entry, in key order.
+type kv struct{ Key, Value string }
+
+func sortedKV(m map[string]string) []kv {
+	out := make([]kv, 0, len(m))
+	for k, v := range m {
+		out = append(out, kv{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+type listView struct {
+	Query    runs.ListQuery
+	Statuses []string
+	Page     runs.Page
+	Rows     []listRow
+	NextURL  string
+}
+
+type listRow struct {
+	Run      runs.Run
+	Href     string
+	Verdict  string
+	Instance string
+	Took     string
+}
+
+func newListRow(r runs.Run) listRow {
+	row := listRow{Run: r, Href: runPath(r.ID), Instance: r.Labels["instance"]}
+	if r.Verdict != nil {
+		row.Verdict = r.Verdict.ID
+	}
+	if r.StartedAt != nil && r.FinishedAt != nil {
+		row.Took = humanDuration(r.FinishedAt.Sub(*r.StartedAt))
+	}
+	return row
+}
+
+type runView struct {
+	Run         *runs.Run
+	Labels      []kv
+	Annotations []kv
+	Verdict     *capture.Verdict
+	Basis       []kv
+	History     []historyEntry
+	Charts      []artifactView
+	Traces      []traceView
+	Profiles    []profileView
+	Artifacts   []artifactView
+	Manifest    *artifactView
+	Steps       []stepView
+	Took        string
+	// From GET /api/v1/runs/{id}/profile, when profiling is served.
+	Lease         *runs.ProfileLease
+	ProfileEvents []runs.ProfileEvent
+	ProfileError  string
+}
+
+type historyEntry struct {
+	runs.VerdictEntry
+	ID string
+}
+
+type artifactView struct {
+	Step, Name, Key, ContentType string
+	Size                         int64
+	Pending                      bool
+	Href                         string
+}
+
+type stepView struct {
+	executor.StepRecord
+	Took string
+}
+
+// traceView is one of the traces step's slowest spans (findings "slowest").
+type traceView struct {
+	Step         string  `json:"-"`
+	TraceID      string  `json:"trace_id"`
+	RequestID    string  `json:"request_id"`
+	TTFT         float64 `json:"ttft"`
+	Queue        float64 `json:"queue"`
+	Prefill      float64 `json:"prefill"`
+	Decode       float64 `json:"decode"`
+	E2E          float64 `json:"e2e"`
+	PromptTokens int     `json:"prompt_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	Link         string  `json:"link"`
+}
+
+// profileView is one profile step's analysis (its findings).
+type profileView struct {
+	Step         string
+	Summary      string
+	TopFamily    string `json:"top_family"`
+	Families     []familyShare
+	IdleShare    *float64           `json:"idle_share"`
+	TopKernels   []kernelView       `json:"top_kernels"`
+	ComparedWith *comparedWith      `json:"compared_with"`
+	Deltas       []string           `json:"deltas"`
+	RawFamilies  map[string]float64 `json:"families"`
+}
+
+type familyShare struct {
+	Family string
+	Share  float64
+}
+
+type kernelView struct {
+	Name   string  `json:"name"`
+	Family string  `json:"family"`
+	Share  float64 `json:"share"`
+	GPUus  float64 `json:"gpu_us"`
+}
+
+type comparedWith struct {
+	RunID    string    `json:"run_id"`
+	TakenAt  time.Time `json:"taken_at"`
+	Baseline string    `json:"baseline"`
+}
+
+// decodeFindings reads findings into dst through JSON: they are JSON as
+// stored (float64s, []any), Go values as a step made them; either decodes.
+// A finding of an unexpected shape is left out, never an error of the page.
+func decodeFindings(f map[string]any, dst any) bool {
+	if len(f) == 0 {
+		return false
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(b, dst) == nil
+}
+
+func (s *Server) newRunView(r *runs.Run) runView {
+	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict}
+	if r.Verdict != nil {
+		v.Basis = sortedKV(r.Verdict.Basis)
+	}
+	if r.StartedAt != nil && r.FinishedAt != nil {
+		v.Took = humanDuration(r.FinishedAt.Sub(*r.StartedAt))
+	}
+	for _, e := range r.Verdicts {
+		h := historyEntry{VerdictEntry: e}
+		if e.Verdict != nil {
+			h.ID = e.Verdict.ID
+		}
+		v.History = append(v.History, h)
+	}
+	for _, st := range r.Steps {
+		v.Steps = append(v.Steps, stepView{StepRecord: st, Took: humanDuration(time.Duration(st.DurationMS) * time.Millisecond)})
+		for _, a := range st.Artifacts {
+			av := artifactView{Step: st.Plan + "/" + st.ID, Name: a.Name, Key: a.Key, ContentType: a.ContentType,
+				Size: a.Size, Pending: a.Pending, Href: s.artifactHref(r.ID, a.Key)}
+			v.Artifacts = append(v.Artifacts, av)
+			if st.Kind == "chart" && strings.HasPrefix(a.ContentType, "image/png") && av.Href != "" {
+				v.Charts = append(v.Charts, av)
+			}
+		}
+		switch st.Kind {
+		case "traces":
+			var f struct {
+				Slowest []traceView `json:"slowest"`
+			}
+			if decodeFindings(st.Findings, &f) {
+				for _, t := range f.Slowest {
+					t.Step = st.Plan + "/" + st.ID
+					if !webLink(t.Link) {
+						t.Link = "" // a finding, not a place to send a reader
+					}
+					v.Traces = append(v.Traces, t)
+				}
+			}
+		case "profile":
+			p := profileView{Step: st.Plan + "/" + st.ID, Summary: st.Summary}
+			if decodeFindings(st.Findings, &p) && (len(p.RawFamilies) > 0 || len(p.TopKernels) > 0) {
+				for fam, sh := range p.RawFamilies {
+					p.Families = append(p.Families, familyShare{fam, sh})
+				}
+				sort.Slice(p.Families, func(i, j int) bool {
+					if p.Families[i].Share != p.Families[j].Share {
+						return p.Families[i].Share > p.Families[j].Share
+					}
+					return p.Families[i].Family < p.Families[j].Family
+				})
+				v.Profiles = append(v.Profiles, p)
+			}
+		}
+	}
+	if r.Manifest != "" {
+		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
+			Href: s.artifactHref(r.ID, r.Manifest)}
+	}
+	return v
+}
+
+// webLink says whether u is an absolute http(s) URL, the only links to
+// other places the page makes.
+func webLink(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
+}
