@@ -220,12 +220,13 @@ func TestS3KeepsHostileLabelsUnderItsPrefix(t *testing.T) {
 }
 
 func TestValidPrefix(t *testing.T) {
-	for _, ok := range []string{"", "2026/", "2026/12/01/Alert~1a2b3c4d/r1/", "2026/12/0", "a/..b", ".x"} {
+	for _, ok := range []string{"", "2026/", "2026/12/01/Alert~1a2b3c4d/r1/", "2026/12/0", "a/..b", ".x", ".."} {
 		if err := ValidPrefix(ok); err != nil {
 			t.Errorf("ValidPrefix(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"/", "../", "..", "a/../", "a//", "./", `a\`, "a\x00", "/abs/"} {
+	// ".." alone is a name prefix (of "..x"): harmless, Local walks only the folders a prefix names fully.
+	for _, bad := range []string{"/", "../", "a/../", "a//", "./", `a\`, "a\x00", "/abs/"} {
 		if ValidPrefix(bad) == nil {
 			t.Errorf("ValidPrefix(%q) accepted", bad)
 		}
