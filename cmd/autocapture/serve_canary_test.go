@@ -35,7 +35,7 @@ import (
 // The secrets canary (issue 15, "Secrets"): every secret the daemon holds is a
 // fresh random value, the daemon is driven through every path that could
 // echo one (auth failures, failing steps whose errors carry URLs, a Slack
-// thread, a badly signed interaction, S3 uploads and a manifest, a profile
+// thread through Slack 5xx and 429, a badly signed interaction, S3 uploads and a manifest, a profile
 // through an agent and one through an agent refusing the token, a broken
 // reload, the runs API, /metrics, a graceful shutdown), and then each place a
 // person or another system can read is searched for each canary in the forms
@@ -237,6 +237,10 @@ func canaryRun(t *testing.T, remote bool) {
 	agentGood, agentGoodURL := startAgent(t, simGood.Dir, secrets["profiling.agent_token"])
 	agentBad, agentBadURL := startAgent(t, simBad.Dir, "another-token-"+hex.EncodeToString([]byte("agent-b")))
 	stub := slackstub.New(t, slackstub.WithChannel(slackChannel, "alerts"), slackstub.WithToken(secrets["Slack bot token"]))
+	// Slack failing now and then: the errors the daemon logs and retries.
+	stub.Fail("chat.postMessage", slackstub.ServerError(503).Skip(1).Times(1))
+	stub.Fail("chat.update", slackstub.ServerError(500).Times(1))
+	stub.Fail("*", slackstub.RateLimited(1).Skip(4).Times(1))
 	var dsn string
 	pgDump := func() []byte { return nil }
 	if remote {
@@ -491,6 +495,15 @@ func canaryRun(t *testing.T, remote bool) {
 	}
 	conv, _ := json.Marshal(stub.Messages(slackChannel))
 	calls, _ := json.Marshal(stub.Calls())
+	failed := 0
+	for _, c := range stub.Calls() {
+		if c.Outcome == slackstub.OutcomeServerError || c.Outcome == slackstub.OutcomeRateLimited {
+			failed++
+		}
+	}
+	if failed < 2 {
+		t.Errorf("%d Slack calls failed, want the faults' (at least 2): the error paths went untested", failed)
+	}
 	scan.search("the Slack stand-in's conversation", append([]byte(stub.Dump()), conv...))
 	scan.search("the Slack stand-in's calls", calls)
 	files := 0
