@@ -29,6 +29,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/slackstub"
 	"github.com/autocapture/autocapture/internal/testenv"
+	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/runner"
 )
 
@@ -388,7 +389,8 @@ func canaryRun(t *testing.T, remote bool) {
 
 	// The runs end; the good one collects the profile through its agent, the
 	// other's agent refuses the token; both threads close.
-	rGood, rBad := waitFinal(t, d, good, 2*time.Minute), waitFinal(t, d, bad, 2*time.Minute)
+	rGood := waitFinal(t, d, good, 2*time.Minute)
+	waitFinal(t, d, bad, 2*time.Minute)
 	for _, r := range []struct {
 		id, wantProfile string
 	}{{good, ""}, {bad, "token"}} {
@@ -412,7 +414,6 @@ func canaryRun(t *testing.T, remote bool) {
 	if ps := profileStep(t, rGood); ps.Status != runner.StatusSucceeded || len(ps.Artifacts) == 0 {
 		t.Errorf("the profile through the good agent: %s with %d artifacts, want succeeded with the trace: %+v", ps.Status, len(ps.Artifacts), ps)
 	}
-	_ = rBad
 	waitFor(t, 60*time.Second, "both threads to close and both manifests", func() bool {
 		closed := 0
 		for _, m := range stub.Messages(slackChannel) {
@@ -422,6 +423,23 @@ func canaryRun(t *testing.T, remote bool) {
 		}
 		return closed >= 2 && d.run(t, good).Manifest != "" && d.run(t, bad).Manifest != ""
 	})
+	// A verdict click, signed right, on the good run's thread (recorded;
+	// the thread may be updated), and the same click replayed (refused).
+	parent := threadOf(t, stub, good)
+	click := fmt.Sprintf(`{"type":"block_actions","user":{"id":"U0CANARY","name":"carol"},"channel":{"id":%q},"message":{"ts":%q},`+
+		`"actions":[{"action_id":%q,"value":%q}]}`, slackChannel, parent.TS, slacknotify.ActionVerdictRight, slacknotify.FeedbackValue(good, "v1"))
+	clickForm := "payload=" + url.QueryEscape(click)
+	cts := fmt.Sprint(time.Now().Unix())
+	cmac := hmac.New(sha256.New, []byte(secrets["Slack signing secret"]))
+	cmac.Write([]byte("v0:" + cts + ":" + clickForm))
+	csig := "v0=" + hex.EncodeToString(cmac.Sum(nil))
+	if code, b := call("a verdict click", "POST", "/hooks/slack/interactions", []byte(clickForm), formHdr(cts, csig)); code != 200 {
+		t.Errorf("a verdict click: %d %s, want 200", code, b)
+	}
+	if code, b := call("a replayed click", "POST", "/hooks/slack/interactions", []byte(clickForm), formHdr(cts, csig)); code != http.StatusUnauthorized {
+		t.Errorf("a replayed click: %d %s, want 401", code, b)
+	}
+
 	// The resolution, through basic auth.
 	if code, b := call("resolution (basic auth)", "POST", "/hooks/alertmanager",
 		canaryAlert("CanaryLeak", "ca7a1eafca7a1eaf", "resolved", simGood.Inst, startsAt), basic(secrets["webhook basic-auth password"])); code != 200 {
