@@ -503,6 +503,19 @@ func canaryRun(t *testing.T, remote bool) {
 	agentGood.Stop()
 	agentBad.Stop()
 
+	// `autocapture check` of the same config (and of it with a broken
+	// playbook: its errors quote the files) says what it found, not the secrets.
+	for what, args := range map[string][]string{
+		"autocapture check of the config":          {"check", "--config.file", cfg},
+		"autocapture check of the broken playbook": {"check", "--config.file", cfg, pbFile},
+	} {
+		out, _ := exec.Command(bin, args...).CombinedOutput()
+		if len(out) == 0 {
+			t.Errorf("%s printed nothing", what)
+		}
+		scan.search(what, out)
+	}
+
 	// Search: the logs, the bucket, the thread, storage.path, the database.
 	scan.search("the daemon's stdout/stderr", []byte(d.Proc.Logs()))
 	scan.search("the good agent's log", []byte(agentGood.Logs()))
