@@ -66,6 +66,20 @@ func ValidKey(key string) error {
 	return nil
 }
 
+// ValidPrefix rejects list prefixes that could reach outside the store: ""
+// lists all; otherwise the prefix must be the start of a valid key (no "..",
+// ".", empty or absolute folder, no backslash or control character). A Local
+// store walks the folders a prefix names, so "../" would list beside its root.
+func ValidPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if err := ValidKey(prefix + "x"); err != nil { // "x": a prefix may end inside a segment or at a "/"
+		return fmt.Errorf("storage: list prefix %q could escape the store", prefix)
+	}
+	return nil
+}
+
 // ArtifactPath names one artifact of a run; ArtifactKey turns it into a key.
 type ArtifactPath struct {
 	// Started is when the run was accepted; its UTC date makes the

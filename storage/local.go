@@ -270,6 +270,9 @@ func (l *Local) pruneDirs(dir string) {
 
 // List walks the objects whose key starts with prefix, in lexical order.
 func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+	if err := ValidPrefix(prefix); err != nil {
+		return err
+	}
 	// Walk from the deepest folder the prefix names fully, filter the rest.
 	start := l.root
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {

@@ -234,6 +234,9 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 
 // List pages through ListObjectsV2 below Prefix/prefix.
 func (s *S3) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+	if err := ValidPrefix(prefix); err != nil {
+		return err
+	}
 	strip := ""
 	if s.opts.Prefix != "" {
 		strip = s.opts.Prefix + "/"
