@@ -32,6 +32,7 @@ type demoFlags struct {
 	scenario   string
 	dir        string
 	prometheus string
+	simListen  string
 	keep       bool
 	warmup     time.Duration
 	timeout    time.Duration
@@ -49,6 +50,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.scenario, "scenario", vllmsim.ScenarioUnexplained, "the simulated cause: "+strings.Join(demoScenarios(), ", "))
 	fs.StringVar(&f.dir, "dir", "", "folder for the run store, artifacts, profiler files and logs (default: a new temporary folder)")
 	fs.StringVar(&f.prometheus, "prometheus", "", "Prometheus URL that scrapes the simulator, for the full tier 1 (default: none; triage from the instance's /metrics)")
+	fs.StringVar(&f.simListen, "vllm.listen-address", "", "loopback address of the simulated vLLM, for a Prometheus to scrape (default: a free port; the agent takes port 9101 of the same host)")
 	fs.BoolVar(&f.keep, "keep", false, "after the run, go on serving the API until interrupted")
 	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "traffic the simulator serves before the alert fires")
 	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "give up when the run has not finished this long after the alert")
@@ -131,7 +133,7 @@ func startDemo(ctx context.Context, f demoFlags, stdout io.Writer) (*demoSetup, 
 		return nil, err
 	}
 	token := randomToken()
-	if s.sim, err = startDemoSim(ctx, f.scenario, filepath.Join(dir, "profiler"), token, s.log); err != nil {
+	if s.sim, err = startDemoSim(ctx, f.scenario, f.simListen, filepath.Join(dir, "profiler"), token, s.log); err != nil {
 		lf.Close()
 		return nil, err
 	}

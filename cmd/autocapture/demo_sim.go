@@ -44,8 +44,9 @@ type demoSim struct {
 }
 
 // startDemoSim starts the simulator on scenario and its agent (token) until
-// stop or ctx ends.
-func startDemoSim(ctx context.Context, scenario, profDir, token string, log *zap.Logger) (*demoSim, error) {
+// stop or ctx ends. listen is the simulator's address; "" picks a free port
+// on the loopback host whose port 9101 is free.
+func startDemoSim(ctx context.Context, scenario, listen, profDir, token string, log *zap.Logger) (*demoSim, error) {
 	if err := os.MkdirAll(profDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -53,14 +54,8 @@ func startDemoSim(ctx context.Context, scenario, profDir, token string, log *zap
 	if err != nil {
 		return nil, err
 	}
-	agentLn, err := listenAgentPort()
+	simLn, agentLn, err := listenSim(listen)
 	if err != nil {
-		return nil, err
-	}
-	host, _, _ := net.SplitHostPort(agentLn.Addr().String())
-	simLn, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		agentLn.Close()
 		return nil, err
 	}
 	now := time.Now()
@@ -105,6 +100,39 @@ func (d *demoSim) stop() {
 		d.wg.Wait()
 		_ = d.sim.Close(ctx)
 	})
+}
+
+// listenSim listens for the simulator on listen and for its agent on the
+// same host, port 9101; with listen "", on a free port of the host
+// listenAgentPort finds.
+func listenSim(listen string) (sim, agent net.Listener, err error) {
+	if listen == "" {
+		if agent, err = listenAgentPort(); err != nil {
+			return nil, nil, err
+		}
+		host, _, _ := net.SplitHostPort(agent.Addr().String())
+		if sim, err = net.Listen("tcp", net.JoinHostPort(host, "0")); err != nil {
+			agent.Close()
+			return nil, nil, err
+		}
+		return sim, agent, nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--vllm.listen-address: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, nil, fmt.Errorf("--vllm.listen-address %s: the demo serves on loopback only", listen)
+	}
+	if sim, err = net.Listen("tcp", listen); err != nil {
+		return nil, nil, fmt.Errorf("--vllm.listen-address: %w", err)
+	}
+	if agent, err = net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(demoAgentPort))); err != nil {
+		sim.Close()
+		return nil, nil, fmt.Errorf("the profile agent needs %s:%d (the shipped preset collects from the instance's host:%d): %w",
+			host, demoAgentPort, demoAgentPort, err)
+	}
+	return sim, agent, nil
 }
 
 // listenAgentPort listens on port 9101 of 127.0.0.1, or else of the first
