@@ -116,54 +116,61 @@ func demo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 }
 
 // startDemo makes the folder, starts the simulator (with the profile agent
-// beside it) and the daemon on embedded defaults.
-func startDemo(ctx context.Context, f demoFlags, stdout io.Writer) (*demoSetup, error) {
+// beside it) and the daemon on embedded defaults. On an error it stops what
+// it started.
+func startDemo(ctx context.Context, f demoFlags, stdout io.Writer) (_ *demoSetup, err error) {
 	dir, err := demoDir(f.dir)
 	if err != nil {
 		return nil, err
 	}
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; err != nil && i >= 0; i-- {
+			undo[i]()
+		}
+	}()
 	s := &demoSetup{dir: dir, logFile: filepath.Join(dir, "autocapture.log")}
 	lf, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	s.logOut = lf
+	s.logOut, undo = lf, append(undo, func() { lf.Close() })
 	if s.log, err = newLogger(config.Log{Level: "info", Format: "console"}, lf); err != nil {
-		lf.Close()
 		return nil, err
 	}
 	token := randomToken()
 	if s.sim, err = startDemoSim(ctx, f.scenario, f.simListen, filepath.Join(dir, "profiler"), token, s.log); err != nil {
-		lf.Close()
 		return nil, err
 	}
+	undo = append(undo, s.sim.stop)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		s.sim.stop()
 		return nil, err
 	}
+	undo = append(undo, func() { ln.Close() })
 	s.url = "http://" + ln.Addr().String()
 	cfg, err := demoConfig(f, dir, ln.Addr().String(), token)
 	if err != nil {
-		ln.Close()
-		s.sim.stop()
 		return nil, err
 	}
 	s.thread = newDemoThread(stdout, s.url)
-	fmt.Fprintf(stdout, "autocapture demo: scenario %s (%s)\n", f.scenario, s.sim.description)
-	fmt.Fprintf(stdout, "  vLLM (simulated): http://%s   profile agent: %s   profiler files: %s\n", s.sim.addr, s.sim.agentURL, s.sim.profDir)
-	fmt.Fprintf(stdout, "  daemon: %s   folder: %s   log: %s\n", s.url, dir, s.logFile)
-	if f.prometheus == "" {
-		fmt.Fprintln(stdout, "  no Prometheus: tier 1 from the instance's own /metrics (pass --prometheus URL for the full tier 1)")
-	} else {
-		fmt.Fprintf(stdout, "  Prometheus: %s (it must scrape %s)\n", f.prometheus, s.sim.addr)
-	}
+	s.printIntro(stdout, f)
 	if s.daemon, err = startServing(ctx, cfg, s.log, serveWiring{stdout: stdout, listener: ln, console: s.thread}); err != nil {
-		ln.Close()
-		s.sim.stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// printIntro says what runs where before anything happens.
+func (s *demoSetup) printIntro(stdout io.Writer, f demoFlags) {
+	fmt.Fprintf(stdout, "autocapture demo: scenario %s (%s)\n", f.scenario, s.sim.description)
+	fmt.Fprintf(stdout, "  vLLM (simulated): http://%s   profile agent: %s   profiler files: %s\n", s.sim.addr, s.sim.agentURL, s.sim.profDir)
+	fmt.Fprintf(stdout, "  daemon: %s   folder: %s   log: %s\n", s.url, s.dir, s.logFile)
+	if f.prometheus == "" {
+		fmt.Fprintln(stdout, "  no Prometheus: tier 1 from the instance's own /metrics (pass --prometheus URL for the full tier 1)")
+		return
+	}
+	fmt.Fprintf(stdout, "  Prometheus: %s (it must scrape %s)\n", f.prometheus, s.sim.addr)
 }
 
 // demoConfig is the embedded defaults with the demo's folder, listener,
