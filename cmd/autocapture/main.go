@@ -1,5 +1,6 @@
 // Command autocapture captures evidence from vLLM servers when an Alertmanager alert
-// fires: `serve` runs the daemon; `check`, `test` and `replay` work on playbooks;
+// fires: `serve` runs the daemon; `demo` runs one alert through it against an
+// in-process vLLM simulator; `check`, `test` and `replay` work on playbooks;
 // `agent` is the profile sidecar that serves a pod's profiler folder to the daemon.
 package main
 

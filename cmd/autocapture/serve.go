@@ -118,19 +118,53 @@ func newLogger(c config.Log, w io.Writer) (*zap.Logger, error) {
 // serve wires the daemon and runs it until ctx ends, then shuts down in order:
 // the HTTP server first (no new alerts), then the runner within shutdown_grace.
 func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.Writer) error {
+	d, err := startServing(ctx, cfg, log, serveWiring{stdout: stdout})
+	if err != nil {
+		return err
+	}
+	return d.wait(ctx)
+}
+
+// serveWiring is what a caller of startServing may give beyond the config:
+// `serve` gives only stdout; `demo` gives its listener and its thread printer.
+type serveWiring struct {
+	stdout io.Writer
+	// listener, when set, is served instead of listening on web.listen_address
+	// (which must then name the listener's address).
+	listener net.Listener
+	// console, when set, replaces the console notifier (notify.console.enabled).
+	console notify.Notifier
+}
+
+// serving is a started daemon: its runner working and its HTTP server up.
+type serving struct {
+	cfg    *config.Config
+	log    *zap.Logger
+	svc    *runner.Service
+	srv    *http.Server
+	addr   string
+	served chan error
+}
+
+// startServing wires the daemon and starts it: the runner, the HTTP server
+// and the playbook reloads (on SIGHUP and file changes) until ctx ends.
+func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w serveWiring) (*serving, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	planner, reload, err := newPlanner(ctx, cfg, log, reg)
 	if err != nil {
-		return fmt.Errorf("playbooks: %w", err)
+		return nil, fmt.Errorf("playbooks: %w", err)
 	}
 	env, spool, err := newEnv(ctx, cfg, log, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	notifiers, err := newNotifiers(cfg, env, log, stdout)
+	notifiers, err := newNotifiers(cfg, env, log, w.stdout)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if w.console != nil {
+		notifiers["console"] = w.console
 	}
 	svc, err := runner.Open(ctx, runner.Options{
 		Config:       cfg.Runs,
@@ -149,44 +183,57 @@ func serve(ctx context.Context, cfg *config.Config, log *zap.Logger, stdout io.W
 		Links:        threadLinks(cfg, env, log),
 	})
 	if err != nil {
-		return fmt.Errorf("run store: %w", err)
+		return nil, fmt.Errorf("run store: %w", err)
 	}
-	defer svc.Close()
 	env.Profiles = svc.Profiles() // the fleet-wide lease and budget over framed profiles
 	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		Artifacts: artifactRoute(cfg, env, svc)})
 	if err != nil {
-		return err
+		svc.Close()
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Web.ListenAddress)
+	ln := w.listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Web.ListenAddress); err != nil {
+			svc.Close()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Web.ListenAddress, err)
+		}
+	}
+	tln, reloadTLS, err := listenTLS(ctx, cfg.Web.TLS, ln, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Web.ListenAddress, err)
+		ln.Close()
+		svc.Close()
+		return nil, err
 	}
-	ln, reloadTLS, err := listenTLS(ctx, cfg.Web.TLS, ln, log)
-	if err != nil {
-		return err
-	}
+	ln = tln
 	if err := svc.Start(ctx); err != nil {
 		ln.Close()
-		return err
+		svc.Close()
+		return nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: zap.NewStdLog(log.Named("http"))}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	d := &serving{cfg: cfg, log: log, svc: svc, addr: ln.Addr().String(), served: make(chan error, 1),
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: zap.NewStdLog(log.Named("http"))}}
+	go func() { d.served <- d.srv.Serve(ln) }()
 	go reloadOnHUP(ctx, reload, reloadTLS, log)
-	log.Info("Listening.", zap.String("address", ln.Addr().String()), zap.String("storage", cfg.Storage.Path),
+	log.Info("Listening.", zap.String("address", d.addr), zap.String("storage", cfg.Storage.Path),
 		zap.Bool("auth", cfg.Web.Auth.Enabled()), zap.Bool("tls", cfg.Web.TLS.Enabled()), zap.Bool("postgres", cfg.Database.URL != ""))
+	return d, nil
+}
+
+// wait serves until ctx ends (or the HTTP server fails), then shuts down.
+func (d *serving) wait(ctx context.Context) error {
+	defer d.svc.Close()
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("Shutting down: no new webhooks; running steps get the shutdown grace.", zap.Duration("grace", cfg.Runs.ShutdownGrace))
-	case serveErr = <-served:
+		d.log.Info("Shutting down: no new webhooks; running steps get the shutdown grace.", zap.Duration("grace", d.cfg.Runs.ShutdownGrace))
+	case serveErr = <-d.served:
 		serveErr = fmt.Errorf("http server: %w", serveErr)
 	}
-	return errors.Join(serveErr, shutdown(srv, svc, cfg.Runs.ShutdownGrace, log))
+	return errors.Join(serveErr, shutdown(d.srv, d.svc, d.cfg.Runs.ShutdownGrace, d.log))
 }
 
 // shutdown stops the HTTP server, then the runner, each under its own bound.
