@@ -16,19 +16,25 @@ import (
 
 // Get returns a run with its steps, verdict history and feedback, or runs.ErrNotFound.
 func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
+	// The verdict history is read before the run row: the reads are not one
+	// snapshot, and the row's verdict (the latest) must never be older than
+	// the history shown beside it (a preliminary verdict committed between
+	// the two reads showed in the history with no verdict on the run).
+	verdicts, err := s.loadVerdicts(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.getRow(ctx, s.db, id)
 	if err != nil {
 		return nil, err
 	}
+	r.Verdicts = verdicts
 	steps, err := s.loadSteps(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	r.Steps = steps
 	if r.Feedback, err = s.loadFeedback(ctx, id); err != nil {
-		return nil, err
-	}
-	if r.Verdicts, err = s.loadVerdicts(ctx, id); err != nil {
 		return nil, err
 	}
 	if r.Uploads, err = s.loadUploads(ctx, id); err != nil {
