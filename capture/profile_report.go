@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/torchtrace"
 )
 
@@ -91,7 +91,7 @@ func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameR
 		rep.Summary = torchtrace.Summary(rep.Analysis, rep.Deltas)
 	}
 	if rep.Summary == "" {
-		rep.Summary = fmt.Sprintf("%d files, %s", len(names), humanBytes(rep.Bytes))
+		rep.Summary = fmt.Sprintf("%d files, %s", len(names), bytesize.Format(rep.Bytes))
 		if len(notRead) > 0 {
 			rep.Summary += fmt.Sprintf(" (%d not analysed)", len(notRead))
 		}
@@ -170,18 +170,4 @@ func analysisFindings(f map[string]any, rep *ProfileReport) {
 		}
 		f["deltas"] = moved
 	}
-}
-
-// humanBytes is a size people read: 12.3 MiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), strings.ToUpper("kmgtpe")[exp])
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"embed"
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
 )
@@ -33,7 +33,7 @@ var pageFS embed.FS
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pct":      pct,
-	"bytes":    humanSize,
+	"bytes":    bytesize.Format,
 	"dur":      humanDuration,
 	"ms":       func(ms int64) string { return humanDuration(time.Duration(ms) * time.Millisecond) },
 	"secs":     func(s float64) string { return strconv.FormatFloat(s, 'f', 2, 64) + " s" },
@@ -194,19 +194,6 @@ func (s *Server) artifactHref(runID, key string) string {
 }
 
 func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
-
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 func humanDuration(d time.Duration) string {
 	switch {

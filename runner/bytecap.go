@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 )
@@ -143,16 +144,10 @@ func (r *capReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// fmtBytes is a byte count for people: 2.0 GiB, 512 B.
+// fmtBytes is a byte count for people with its exact value: 2.0 GiB (2147483648 bytes).
 func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
+	if n < 1024 {
+		return bytesize.Format(n)
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB (%d bytes)", float64(n)/float64(div), "KMGTP"[exp], n)
+	return fmt.Sprintf("%s (%d bytes)", bytesize.Format(n), n)
 }
