@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/dirwatch"
 )
 
 // Reloader holds the active playbook set and replaces it on Reload: from a file
@@ -97,52 +97,16 @@ func (r *Reloader) Watch(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("playbooks: watch: %w", err)
-	}
-	defer w.Close()
-	dirs := map[string]bool{}
+	var dirs []string
 	for _, g := range r.globs {
 		d := filepath.Dir(g)
 		if isDir(g) { // a folder of playbooks: watch the folder itself
 			d = g
 		}
-		if dirs[d] {
-			continue
-		}
-		dirs[d] = true
-		if err := w.Add(d); err != nil {
-			return fmt.Errorf("playbooks: watch %s: %w", d, err)
-		}
+		dirs = append(dirs, d)
 	}
-	return r.loop(ctx, w, r.Debounce)
-}
-
-// loop turns relevant file events into debounced reloads.
-func (r *Reloader) loop(ctx context.Context, w *fsnotify.Watcher, debounce time.Duration) error {
-	var timer <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if r.relevant(ev.Name) && !ev.Has(fsnotify.Chmod) {
-				timer = time.After(debounce)
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			r.log.Warn("Playbook watcher reported an error.", zap.Error(err))
-		case <-timer:
-			timer = nil
-			_ = r.Reload() // logged; the previous set stays on error
-		}
-	}
+	return dirwatch.Run(ctx, dirwatch.Options{Name: "playbooks", Dirs: dirs, Relevant: r.relevant, Debounce: r.Debounce,
+		Log: r.log, Reload: func() { _ = r.Reload() }}) // logged; the previous set stays on error
 }
 
 // relevant says whether a changed path is one of the globs' files, or a YAML

@@ -15,10 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/dirwatch"
 )
 
 // Server holds the listener's current TLS settings.
@@ -98,42 +98,14 @@ func (s *Server) Reload() error {
 // CA changes, until ctx ends. It watches folders, not files: a mounted
 // Secret is updated by swapping a symlink, which a watch on the file misses.
 func (s *Server) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("web.tls: watch: %w", err)
-	}
-	defer w.Close()
-	dirs := map[string]bool{}
+	var dirs []string
 	for _, f := range []string{s.cfg.CertFile, s.cfg.KeyFile, s.cfg.ClientCAFile} {
-		if d := filepath.Dir(f); f != "" && !dirs[d] {
-			dirs[d] = true
-			if err := w.Add(d); err != nil {
-				return fmt.Errorf("web.tls: watch %s: %w", d, err)
-			}
+		if f != "" {
+			dirs = append(dirs, filepath.Dir(f))
 		}
 	}
-	var timer <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if !ev.Has(fsnotify.Chmod) {
-				timer = time.After(s.Debounce)
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			s.log.Warn("TLS file watcher reported an error.", zap.Error(err))
-		case <-timer:
-			timer = nil
-			_ = s.Reload() // logged; the previous set stays on error
-		}
-	}
+	return dirwatch.Run(ctx, dirwatch.Options{Name: "web.tls", Dirs: dirs, Debounce: s.Debounce, Log: s.log,
+		Reload: func() { _ = s.Reload() }}) // logged; the previous set stays on error
 }
 
 // certFields describe the served leaf for the log.
