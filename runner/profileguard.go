@@ -60,9 +60,14 @@ var _ capture.ProfileGuard = profileGuard{}
 // Profiles is the fleet-wide guard over framed profiles, for Env.Profiles.
 func (s *Service) Profiles() capture.ProfileGuard { return profileGuard{s: s} }
 
-// profiling is the configured profiling: with defaults filled in.
-func (s *Service) profiling() config.Profiling {
-	p, d := s.o.Profiling, config.Default().Profiling
+// profiling is the configured profiling, its defaults filled in once by Open
+// (profilingDefaults).
+func (s *Service) profiling() config.Profiling { return s.o.Profiling }
+
+// profilingDefaults fills zero fields from config.Default, as withDefaults
+// does for runs: tests and embedders set only what they care about.
+func profilingDefaults(p config.Profiling) config.Profiling {
+	d := config.Default().Profiling
 	if p.MaxConcurrent <= 0 {
 		p.MaxConcurrent = d.MaxConcurrent
 	}

@@ -129,6 +129,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		}
 	}
 	o.Config = withDefaults(o.Config)
+	o.Profiling = profilingDefaults(o.Profiling)
 	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
