@@ -3,7 +3,6 @@ package deploy
 import (
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,8 +13,6 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/goccy/go-yaml"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
-	"github.com/moby/patternmatcher"
-	"github.com/moby/patternmatcher/ignorefile"
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/playbooks/vllm"
@@ -573,45 +570,15 @@ func deref(s any) string {
 // file `go build ./cmd/vllmsim` reads (it once left out the vllmsim/ package
 // with a pattern meant for a stray binary).
 func TestDockerignoreKeepsVllmsim(t *testing.T) {
-	f, err := os.Open(filepath.Join(repoRoot, ".dockerignore"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	patterns, err := ignorefile.ReadAll(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm, err := patternmatcher.New(patterns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := exec.Command("go", "list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, "./cmd/vllmsim")
-	list.Dir = repoRoot
-	list.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	root := mustAbs(t, repoRoot)
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		rel, err := filepath.Rel(root, fields[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range fields[1:] {
-			n++
-			p := filepath.ToSlash(filepath.Join(rel, name))
-			if ex, err := pm.MatchesOrParentMatches(p); err != nil || ex {
-				t.Errorf(".dockerignore leaves out %s, which the vllmsim build reads (%v)", p, err)
-			}
+	excluded := dockerignored(t)
+	files := buildInputs(t, "./cmd/vllmsim")
+	for _, p := range files {
+		if excluded(p) {
+			t.Errorf(".dockerignore leaves out %s, which the vllmsim build reads", p)
 		}
 	}
-	if n < 10 {
-		t.Fatalf("go list named only %d files", n)
+	if len(files) < 10 {
+		t.Fatalf("go list named only %d files", len(files))
 	}
 }
 

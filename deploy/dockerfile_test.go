@@ -437,49 +437,8 @@ func TestImageConfigRunsAndIsHealthy(t *testing.T) {
 // embedded files of the module's packages, go.mod, go.sum) and each COPY
 // source, and leaves out .git and test data.
 func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
-	f, err := os.Open(filepath.Join(repoRoot, ".dockerignore"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	patterns, err := ignorefile.ReadAll(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm, err := patternmatcher.New(patterns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	excluded := func(rel string) bool {
-		ex, err := pm.MatchesOrParentMatches(filepath.ToSlash(rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ex
-	}
-	list := exec.Command("go", "list", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, "./cmd/autocapture")
-	list.Dir = repoRoot
-	list.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	need := []string{"go.mod", "go.sum", "deploy/docker/autocapture.yaml"}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		rel, err := filepath.Rel(root, fields[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range fields[1:] {
-			need = append(need, filepath.Join(rel, name))
-		}
-	}
+	excluded := dockerignored(t)
+	need := append([]string{"go.mod", "go.sum", "deploy/docker/autocapture.yaml"}, buildInputs(t, "./cmd/autocapture")...)
 	if len(need) < 50 {
 		t.Fatalf("go list named only %d files: %q", len(need), need)
 	}
@@ -493,4 +452,60 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 			t.Errorf(".dockerignore keeps %s in the build context", p)
 		}
 	}
+}
+
+// dockerignored reads the repository's .dockerignore with BuildKit's own
+// matcher and says whether a repo-relative path is left out of the context.
+func dockerignored(t *testing.T) func(rel string) bool {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns, err := ignorefile.ReadAll(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(rel string) bool {
+		ex, err := pm.MatchesOrParentMatches(filepath.ToSlash(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ex
+	}
+}
+
+// buildInputs lists, repo-relative, every Go and embedded file of the
+// module's packages that `go build pkg` reads for a static linux binary.
+func buildInputs(t *testing.T, pkg string) []string {
+	t.Helper()
+	list := exec.Command("go", "list", "-deps", "-f",
+		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, pkg)
+	list.Dir = repoRoot
+	list.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		rel, err := filepath.Rel(root, fields[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range fields[1:] {
+			files = append(files, filepath.ToSlash(filepath.Join(rel, name)))
+		}
+	}
+	return files
 }
