@@ -16,28 +16,34 @@ import (
 
 // Get returns a run with its steps, verdict history and feedback, or runs.ErrNotFound.
 func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
-	// The verdict history is read before the run row: the reads are not one
-	// snapshot, and the row's verdict (the latest) must never be older than
-	// the history shown beside it (a preliminary verdict committed between
-	// the two reads showed in the history with no verdict on the run).
-	verdicts, err := s.loadVerdicts(ctx, id)
+	// One read snapshot: the row's verdict (the latest) and the history,
+	// steps and uploads beside it are of one moment (read apart, a
+	// preliminary verdict committed between two reads showed in the history
+	// with none on the run). SQLite's read transaction is a snapshot from
+	// its first read; PostgreSQL needs repeatable read for one.
+	var opts *sql.TxOptions
+	if s.dialect == dialectPostgres {
+		opts = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("runner: run %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	r, err := s.getRow(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.getRow(ctx, s.db, id)
-	if err != nil {
+	if r.Steps, err = s.loadSteps(ctx, tx, id); err != nil {
 		return nil, err
 	}
-	r.Verdicts = verdicts
-	steps, err := s.loadSteps(ctx, id)
-	if err != nil {
+	if r.Feedback, err = s.loadFeedback(ctx, tx, id); err != nil {
 		return nil, err
 	}
-	r.Steps = steps
-	if r.Feedback, err = s.loadFeedback(ctx, id); err != nil {
+	if r.Verdicts, err = s.loadVerdicts(ctx, tx, id); err != nil {
 		return nil, err
 	}
-	if r.Uploads, err = s.loadUploads(ctx, id); err != nil {
+	if r.Uploads, err = s.loadUploads(ctx, tx, id); err != nil {
 		return nil, err
 	}
 	return &r.Run, nil
@@ -45,6 +51,13 @@ func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 
 type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// reader is a querier that also lists rows: *sql.DB, or a *sql.Tx for reads
+// of one snapshot (Get).
+type reader interface {
+	querier
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
 func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
@@ -59,8 +72,8 @@ func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, er
 }
 
 // loadSteps returns a run's step records in the order they finished.
-func (s *Service) loadSteps(ctx context.Context, id string) ([]executor.StepRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
+func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executor.StepRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
 		ORDER BY finished_at, plan, step_id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)

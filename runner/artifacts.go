@@ -89,7 +89,7 @@ func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, err
 	if key == storage.ManifestKey(r.CreatedAt, r.Alertname, r.ID) {
 		return true, nil
 	}
-	steps, err := s.loadSteps(ctx, runID)
+	steps, err := s.loadSteps(ctx, s.db, runID)
 	if err != nil {
 		return false, err
 	}

@@ -73,8 +73,8 @@ func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct b
 }
 
 // loadFeedback returns a run's feedback, oldest answer first.
-func (s *Service) loadFeedback(ctx context.Context, id string) ([]runs.Feedback, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT verdict, correct, user_id, user_name, at FROM autocapture_feedback
+func (s *Service) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
+	rows, err := q.QueryContext(ctx, `SELECT verdict, correct, user_id, user_name, at FROM autocapture_feedback
 		WHERE run_id = $1 ORDER BY at, user_id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)

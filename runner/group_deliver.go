@@ -73,7 +73,7 @@ func (s *Service) memberReport(ctx context.Context, runID, key string, retry boo
 	if err != nil {
 		return notify.StepReport{}, err
 	}
-	recs, err := s.loadSteps(ctx, runID)
+	recs, err := s.loadSteps(ctx, s.db, runID)
 	if err != nil {
 		return notify.StepReport{}, err
 	}

@@ -125,7 +125,7 @@ func (s *Service) writeManifest(ctx context.Context, runID string) error {
 		if len(r.plans) == 0 {
 			return nil // skipped before any playbook ran: nothing was captured
 		}
-		steps, err := s.loadSteps(ctx, runID)
+		steps, err := s.loadSteps(ctx, s.db, runID)
 		if err != nil {
 			return err
 		}

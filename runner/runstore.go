@@ -155,7 +155,7 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 
 // doneSteps loads the steps persisted by earlier attempts, by plan and step id.
 func (s *Service) doneSteps(ctx context.Context, runID string) (map[string]map[string]executor.StepRecord, error) {
-	recs, err := s.loadSteps(ctx, runID)
+	recs, err := s.loadSteps(ctx, s.db, runID)
 	if err != nil {
 		return nil, storeError{err}
 	}

@@ -399,7 +399,7 @@ func (s *Service) artifactPending(ctx context.Context, key string) bool {
 // uploadsReply is the thread's reply once a run's spooled artifacts are all
 // uploaded (ref "uploads:<n>"), with links made now.
 func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	ups, err := s.loadUploads(ctx, runID)
+	ups, err := s.loadUploads(ctx, s.db, runID)
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: %w", o.key, err)
 	}
@@ -417,8 +417,8 @@ func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, r
 }
 
 // loadUploads returns a run's late uploads, oldest first.
-func (s *Service) loadUploads(ctx context.Context, runID string) ([]runs.Upload, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT object_key, replica, size, state, attempts, last_error, created_at, uploaded_at
+func (s *Service) loadUploads(ctx context.Context, q reader, runID string) ([]runs.Upload, error) {
+	rows, err := q.QueryContext(ctx, `SELECT object_key, replica, size, state, attempts, last_error, created_at, uploaded_at
 		FROM autocapture_uploads WHERE run_id = $1 ORDER BY created_at, object_key`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)

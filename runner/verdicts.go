@@ -159,8 +159,8 @@ func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, ste
 }
 
 // loadVerdicts returns the run's verdict history in the order recorded.
-func (s *Service) loadVerdicts(ctx context.Context, id string) ([]runs.VerdictEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, id)
+func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs.VerdictEntry, error) {
+	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
 	}
