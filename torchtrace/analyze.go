@@ -87,7 +87,10 @@ func Analyze(ctx context.Context, r io.Reader, opt Options) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("torchtrace: gzip: %w", err)
 		}
-		defer zr.Close()
+		// No Close here: the read-ahead goroutine closes zr after its last
+		// Read (a Close from this goroutine raced a Read still under way
+		// when the analysis stopped early, on a cancel: the race detector
+		// caught it in TestCancel).
 		ra := newReadahead(ctx, zr)
 		defer ra.Close()
 		src = ra
