@@ -137,6 +137,9 @@ type Verdict struct {
 	// length, prefill time), whether its own past decided (baseline-before,
 	// baseline-1d) or the absolute threshold (absolute: no baseline).
 	Basis map[string]string `json:"basis,omitempty"`
+	// Scope is where the cause sits: ScopeSingle, ScopeSeveral or ScopeFleet
+	// (views.go); empty when the instance's peers were not measured.
+	Scope string `json:"scope,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.
@@ -148,11 +151,12 @@ const (
 	VerdictDecodeBound  = "decode-bound"
 	VerdictClientAborts = "client-aborts"
 	VerdictUnexplained  = "unexplained"
+	VerdictGPUDegraded  = "gpu-degraded"
 )
 
 // Verdicts lists every verdict id.
 var Verdicts = []string{VerdictHealthy, VerdictOverload, VerdictKVPressure, VerdictPrefillBound,
-	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained}
+	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained, VerdictGPUDegraded}
 
 // Now returns the env's clock reading.
 func (e *Env) now() time.Time {

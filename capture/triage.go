@@ -192,7 +192,7 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	now := in.Env.now()
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
-	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines)
+	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines, viewsOf(in.Prior))
 	for k, x := range derived {
 		sig[k] = x
 		org[k] = Origin{Step: "triage", Window: -1, Age: -1}

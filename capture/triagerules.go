@@ -15,6 +15,9 @@ type reading struct {
 	// noBaselines judges every signal by its absolute threshold
 	// (TriageConfig.IgnoreBaselines).
 	noBaselines bool
+	// vw are the views beyond the instance's own series (views.go): its
+	// peers and its GPUs; nil when no step looked.
+	vw views
 }
 
 func (r reading) get(name string) (float64, bool) {
@@ -189,10 +192,11 @@ var rules = []rule{
 	{VerdictPrefillBound, func(r reading, _ map[string]bool) bool {
 		return r.longPrompts() && (r.prefillSlow() || r.ttftHigh())
 	}, prefillEvidence},
+	{VerdictGPUDegraded, func(r reading, _ map[string]bool) bool { return r.gpuDegraded() }, gpuEvidence},
 	{VerdictDecodeBound, func(r reading, _ map[string]bool) bool { return r.itlHigh() && r.wideBatch() }, decodeEvidence},
 	{VerdictUnexplained, func(r reading, held map[string]bool) bool {
 		return r.slowStage() && !held[VerdictKVPressure] && !held[VerdictOverload] &&
-			!held[VerdictPrefillBound] && !held[VerdictDecodeBound]
+			!held[VerdictPrefillBound] && !held[VerdictGPUDegraded] && !held[VerdictDecodeBound]
 	}, unexplainedEvidence},
 	{VerdictClientAborts, func(r reading, _ map[string]bool) bool { return r.aborting() }, abortEvidence},
 }
@@ -202,15 +206,15 @@ var rules = []rule{
 // then the contributing ones', then which signals could not be measured and
 // which were not trusted.
 func Diagnose(sig Signals, th Thresholds) *Verdict {
-	v, _ := diagnose(sig, nil, th, false)
+	v, _ := diagnose(sig, nil, th, false, views{})
 	return v
 }
 
 // diagnose is Diagnose with the signals' origins, and returns the signals it
 // derived (the current wait by Little's law). noBaselines judges by the
 // absolute thresholds alone.
-func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines bool) (*Verdict, Signals) {
-	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines}
+func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines bool, vw views) (*Verdict, Signals) {
+	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines, vw: vw}
 	v := &Verdict{}
 	if len(sig) == 0 {
 		v.ID = VerdictUnexplained
@@ -236,6 +240,12 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 		v.ID = VerdictHealthy
 		lines = healthyEvidence(r)
 	}
+	// Where the cause sits (triagescope.go): its own field, with its
+	// contributing factors (single-instance, fleet-wide, routing-imbalance)
+	// and evidence lines.
+	var scopeLines []string
+	v.Scope, scopeLines = r.scope(v, held)
+	lines = appendNew(lines, scopeLines...)
 	if m := missing(r); m != "" {
 		lines = append(lines, m)
 	}
@@ -319,6 +329,13 @@ var advice = map[string][]string{
 		"escalate to traces (tier 2): which stage of which requests is slow (queue, prefill or decode)",
 		"if a stage is slow for no visible reason, take a short framed profile (tier 3) and read the hot kernels",
 		"check recent changes: vLLM version, model, drivers, GPU health",
+	},
+	VerdictGPUDegraded: {
+		"the GPU itself is slow: every kernel is slower, so a profile would only show \"everything slow\"; fix the hardware first",
+		"thermal or HW slowdown: check the node's cooling (fans, inlet temperature, airflow) and the GPU's temperature history",
+		"power cap or power brake: check the power limit (nvidia-smi -q -d POWER) and the node's power supply",
+		"an XID or uncorrectable ECC error: drain the node, reset the GPU (nvidia-smi -r) and watch it; a repeated XID means RMA",
+		"route traffic away from this instance meanwhile",
 	},
 	VerdictHealthy: {
 		"nothing in tier 1 explains the alert now: it may be flapping or mis-tuned; check its threshold and `for:`",
