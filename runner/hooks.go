@@ -82,8 +82,10 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 		}
 	}
 	ops := []op{{kind: opReply, key: stepKey(rec.Plan, rec.ID), ref: stepRef(rec.Plan, rec.ID)}}
+	var ref refined
 	if rec.Verdict != nil {
-		changed, err := s.recordRefined(wctx, tx, runID, rec)
+		var changed []op
+		changed, ref, err = s.recordRefined(wctx, tx, runID, rec)
 		if err != nil {
 			return fmt.Errorf("persist step %s: %w", rec.ID, err)
 		}
@@ -94,6 +96,9 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
+	}
+	if rec.Verdict != nil {
+		ref.count(s.m, rec.Verdict.ID)
 	}
 	return nil
 }

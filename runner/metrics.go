@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // metrics are the runner's: counters on transitions in this process, and
@@ -27,6 +28,11 @@ type metrics struct {
 	notifyFailed    *prometheus.CounterVec
 
 	feedback *prometheus.CounterVec
+	// verdicts counts verdicts recorded by kind (preliminary, refined) and
+	// id; changed counts refined verdicts that differ from the preliminary
+	// one the thread showed first, by the preliminary's id and the refined one's.
+	verdicts *prometheus.CounterVec
+	changed  *prometheus.CounterVec
 
 	retention retentionMetrics
 }
@@ -60,11 +66,19 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Readers' answers to a run's verdict this process recorded, by verdict and whether they said it was right " +
 				"(correct=\"true\"); a reader who changes their answer counts again, under the new one."},
 			[]string{"verdict", "correct"}),
+		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdicts_total",
+			Help: "Verdicts this process recorded in a run's history, by kind (preliminary: the PromQL snapshot alone; " +
+				"refined: the triage step's) and verdict id."}, []string{"kind", "verdict"}),
+		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
+			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
+				"(a \"was X, now Y\" reply), by the preliminary's id (was) and the refined one's (now)."}, []string{"was", "now"}),
 		retention: newRetentionMetrics(),
 	}
 	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
 		m.feedback.WithLabelValues(v, "true")
 		m.feedback.WithLabelValues(v, "false")
+		m.verdicts.WithLabelValues(runs.VerdictPreliminary, v)
+		m.verdicts.WithLabelValues(runs.VerdictRefined, v)
 	}
 	// Every final status and every sink's failure reasons from zero too: rate()
 	// and increase() miss the first increment of a series that appears with it,
@@ -86,7 +100,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback,
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback, m.verdicts, m.changed,
 		&storeCollector{s: s}}, append(m.retention.collectors(), s.pm.collectors(s)...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

@@ -76,31 +76,51 @@ func (s *Service) persistPreliminary(ctx context.Context, runID string, p execut
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
 	}
+	s.m.verdicts.WithLabelValues(runs.VerdictPreliminary, e.Verdict.ID).Inc()
 	s.log.Info("Preliminary verdict recorded.", zap.String("run", runID), zap.String("plan", p.Plan),
 		zap.String("verdict", e.Verdict.ID), zap.Strings("sources", e.Sources), zap.Strings("waiting", p.Waiting))
 	return nil
 }
 
+// refined is what recordRefined recorded: whether a row was added, and the
+// preliminary verdict it differs from ("" when none or the same).
+type refined struct {
+	added bool
+	was   string
+}
+
+// count counts it, once its transaction committed.
+func (r refined) count(m *metrics, now string) {
+	if !r.added {
+		return
+	}
+	m.verdicts.WithLabelValues(runs.VerdictRefined, now).Inc()
+	if r.was != "" {
+		m.changed.WithLabelValues(r.was, now).Inc()
+	}
+}
+
 // recordRefined records a triage step's verdict in tx (persistStep's) and
 // returns the thread operation saying it changed, if it differs from the
 // step's latest preliminary verdict.
-func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]op, error) {
+func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]op, refined, error) {
 	e := runs.VerdictEntry{Kind: runs.VerdictRefined, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(), Verdict: rec.Verdict}
 	e.Sources, e.Origins = sourcesOf(rec.Findings, nil)
 	prev, err := s.latestVerdict(ctx, tx, runID, rec.Plan, rec.ID)
 	if err != nil {
-		return nil, err
+		return nil, refined{}, err
 	}
 	if prev != nil && prev.Kind == runs.VerdictPreliminary && !notify.SameVerdict(prev.Verdict, rec.Verdict) {
 		e.Was, e.Change = prev.Verdict.ID, notify.VerdictChange(prev.Verdict, rec.Verdict)
 	}
 	added, err := s.insertVerdict(ctx, tx, runID, refinedKey, e)
 	if err != nil || !added || e.Change == "" {
-		return nil, err
+		return nil, refined{added: added}, err
 	}
 	s.log.Info("The refined verdict differs from the preliminary one.", zap.String("run", runID),
 		zap.String("plan", rec.Plan), zap.String("change", e.Change))
-	return []op{{kind: opReply, key: verdictChangedKey(rec.Plan, rec.ID), ref: verdictRefPrefix + stepRef(rec.Plan, rec.ID)}}, nil
+	return []op{{kind: opReply, key: verdictChangedKey(rec.Plan, rec.ID), ref: verdictRefPrefix + stepRef(rec.Plan, rec.ID)}},
+		refined{added: true, was: e.Was}, nil
 }
 
 // insertVerdict adds e to the run's history under key, numbered after the

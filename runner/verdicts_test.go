@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/notify"
@@ -161,7 +163,24 @@ func TestPreliminaryVerdictRefined(t *testing.T) {
 		th.mu.Unlock()
 		close(release)
 		checkHistory(t, waitRun(t, s, id, "finished", isFinished), th)
+		checkVerdictCounts(t, s, capture.VerdictOverload, capture.VerdictKVPressure, 1)
 	})
+}
+
+// checkVerdictCounts asserts the verdict metrics after one run whose
+// preliminary verdict was pre and refined one ref: each counted once, and a
+// change counted changes times.
+func checkVerdictCounts(t *testing.T, s *Service, pre, ref string, changes float64) {
+	t.Helper()
+	if n := testutil.ToFloat64(s.m.verdicts.WithLabelValues(runs.VerdictPreliminary, pre)); n != 1 {
+		t.Errorf("autocapture_verdicts_total{kind=preliminary,verdict=%s} = %v, want 1", pre, n)
+	}
+	if n := testutil.ToFloat64(s.m.verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
+		t.Errorf("autocapture_verdicts_total{kind=refined,verdict=%s} = %v, want 1", ref, n)
+	}
+	if n := testutil.ToFloat64(s.m.changed.WithLabelValues(pre, ref)); n != changes {
+		t.Errorf("autocapture_verdict_changes_total{was=%s,now=%s} = %v, want %v", pre, ref, n, changes)
+	}
 }
 
 func TestSameVerdictRefinedSaysNothing(t *testing.T) {
@@ -183,6 +202,7 @@ func TestSameVerdictRefinedSaysNothing(t *testing.T) {
 		if keys, _ := th.thread(id); idx(keys, verdictChangedKey("pb", "tri")) >= 0 {
 			t.Errorf("thread %v says the verdict changed; it did not", keys)
 		}
+		checkVerdictCounts(t, s, capture.VerdictOverload, capture.VerdictOverload, 0)
 	})
 }
 
