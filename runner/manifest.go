@@ -27,7 +27,7 @@ import (
 // folders (storage.ManifestKey), saying what was captured and where: the
 // alert, the playbooks with file and digest, every step with its rendered
 // config, timings, outcome, findings and artifacts (key, size, sha256,
-// content type and encoding), the verdict, the run's status and times, and
+// content type and encoding), the verdict and its history, the run's status and times, and
 // the versions of autocapture and of the target. It is what someone reading
 // the bucket, without the daemon, starts from.
 //
@@ -129,10 +129,15 @@ func (s *Service) writeManifest(ctx context.Context, runID string) error {
 		if err != nil {
 			return err
 		}
+		verdicts, err := s.loadVerdicts(ctx, s.db, runID)
+		if err != nil {
+			return err
+		}
 		m, err := s.buildManifest(ctx, r, steps, st)
 		if err != nil {
 			return err
 		}
+		m.Verdicts = verdicts
 		b, err := m.encode()
 		if err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
@@ -171,12 +176,16 @@ func (s *Service) artifactStore() storage.Store {
 // maps are written sorted (encoding/json), so the same run gives the same
 // bytes.
 type Manifest struct {
-	Schema    int                `json:"schema"`
-	Run       manifestRun        `json:"run"`
-	Alert     manifestAlert      `json:"alert"`
-	Versions  manifestVersions   `json:"versions"`
-	Verdict   *capture.Verdict   `json:"verdict"`
-	Playbooks []manifestPlaybook `json:"playbooks"`
+	Schema   int              `json:"schema"`
+	Run      manifestRun      `json:"run"`
+	Alert    manifestAlert    `json:"alert"`
+	Versions manifestVersions `json:"versions"`
+	Verdict  *capture.Verdict `json:"verdict"`
+	// Verdicts is the run's verdict history, oldest first, as the runs API
+	// gives it: the preliminary verdict the thread showed first and the
+	// refined one, with what each read and what changed.
+	Verdicts  []runs.VerdictEntry `json:"verdicts"`
+	Playbooks []manifestPlaybook  `json:"playbooks"`
 }
 
 type manifestRun struct {
@@ -269,7 +278,7 @@ func (s *Service) buildManifest(ctx context.Context, r *runRow, recs []executor.
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
 		Alert: manifestAlert{Fingerprint: r.Fingerprint, StartsAt: r.StartsAt, GeneratorURL: r.alert.GeneratorURL,
 			Labels: nonNil(r.Labels), Annotations: nonNil(r.Annotations)},
-		Playbooks: []manifestPlaybook{}}
+		Playbooks: []manifestPlaybook{}, Verdicts: []runs.VerdictEntry{}}
 	if r.window != nil {
 		m.Run.WindowStart, m.Run.WindowEnd = &r.window.Start, &r.window.End
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/storage"
 )
 
 // verdictThread is a strict far side that also keeps what the verdict's
@@ -263,4 +264,28 @@ func TestVerdictsAcrossACrash(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestManifestHoldsTheVerdictHistory: the manifest someone reads from the
+// bucket says what the thread said first and what it became.
+func TestManifestHoldsTheVerdictHistory(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		st, _ := storage.NewLocal(t.TempDir())
+		s := newService(t, db, snapshotThenScrape(fullPool(nil)), true, withStore(st))
+		r := waitManifest(t, s, acceptOne(t, s, firing("fp-mv", time.Now().UTC())).RunID)
+		m := manifestOf(t, st, r.Manifest)
+		if len(m.Verdicts) != len(r.Verdicts) || len(m.Verdicts) == 0 {
+			t.Fatalf("manifest verdicts %+v, run's %+v", m.Verdicts, r.Verdicts)
+		}
+		last := m.Verdicts[len(m.Verdicts)-1]
+		if last.Kind != runs.VerdictRefined || last.Verdict == nil || last.Verdict.ID != capture.VerdictKVPressure ||
+			m.Verdict == nil || m.Verdict.ID != last.Verdict.ID {
+			t.Errorf("manifest's last verdict %+v (verdict %+v), want the refined kv-pressure", last, m.Verdict)
+		}
+		for i, e := range m.Verdicts {
+			if e.Kind != r.Verdicts[i].Kind || e.Verdict.ID != r.Verdicts[i].Verdict.ID || e.Was != r.Verdicts[i].Was {
+				t.Errorf("manifest verdict %d = %+v, run's %+v", i, e, r.Verdicts[i])
+			}
+		}
+	})
 }
