@@ -59,8 +59,10 @@ type stepCost struct {
 }
 
 // costOf prices an iteration; gemmSlowdown (>1) is an injected GEMM
-// regression.
-func costOf(w stepWork, gemmSlowdown float64) stepCost {
+// regression, gpuSlowdown (>1) a slower GPU (a throttled SM clock: max over
+// actual; a faulted GPU), which stretches every GPU kernel alike and leaves
+// the host-side work as it was.
+func costOf(w stepWork, gemmSlowdown, gpuSlowdown float64) stepCost {
 	tokens := w.prefillTokens + w.decodeSeqs
 	gemm := max(costWeightsFloor, time.Duration(tokens)*costGEMMPerToken)
 	if gemmSlowdown > 1 {
@@ -80,8 +82,11 @@ func costOf(w stepWork, gemmSlowdown float64) stepCost {
 		ks = append(ks, kernel{name: kernelSampler, dur: costSamplerBase + time.Duration(w.sampled)*costSamplerPerSeq})
 	}
 	var total time.Duration
-	for _, k := range ks {
-		total += k.dur
+	for i, k := range ks {
+		if gpuSlowdown > 1 && !k.cpu {
+			ks[i].dur = time.Duration(float64(k.dur) * gpuSlowdown)
+		}
+		total += ks[i].dur
 	}
 	return stepCost{kernels: ks, total: total}
 }
