@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // A fleet is N instances of one model in one process, as replicas behind a
@@ -100,6 +102,9 @@ func NewFleet(fo FleetOptions) (*Fleet, error) {
 		}
 		if p := fo.Base.DCGM.PodMapping; p != nil {
 			o.DCGM.PodMapping = &DCGMPod{Namespace: p.Namespace, Container: p.Container, Pod: fmt.Sprintf("%s-%d", p.Pod, i)}
+		}
+		if fo.Base.Logger != nil {
+			o.Logger = fo.Base.Logger.With(zap.Int("instance", i), zap.String("address", io.Addr))
 		}
 		if o.ProfilerDir != "" {
 			o.ProfilerDir = filepath.Join(o.ProfilerDir, fmt.Sprintf("instance-%d", i))

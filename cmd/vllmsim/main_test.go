@@ -15,7 +15,7 @@ import (
 func TestServeRealTime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ready := make(chan string, 1)
+	ready := make(chan served, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4",
@@ -23,8 +23,8 @@ func TestServeRealTime(t *testing.T) {
 	}()
 	var base string
 	select {
-	case addr := <-ready:
-		base = "http://" + addr
+	case addrs := <-ready:
+		base = "http://" + addrs.VLLM[0]
 	case err := <-done:
 		t.Fatalf("run: %v", err)
 	case <-time.After(10 * time.Second):

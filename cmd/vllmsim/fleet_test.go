@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeFleet starts a fleet of 4 on loopback ports, each with its DCGM
+// surface, and reads every instance: 4 distinct addresses, the per-instance
+// scenario and share in each one's state, the model label on each /metrics,
+// each node's Hostname and the GPU faults on the DCGM surfaces.
+func TestServeFleet(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan served, 1)
+	done := make(chan error, 1)
+	four := "127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0"
+	go func() {
+		done <- run(ctx, []string{"--fleet-listen", four, "--dcgm-listen", four, "--model", "m", "--scenario", "healthy",
+			"--instance-scenario", "1=overload", "--instance-share", "2=3", "--instance-gpu", "1=throttle:sw_thermal",
+			"--instance-gpu", "3=xid:79"}, io.Discard, ready)
+	}()
+	var addrs served
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not serving after 10 s")
+	}
+	get := func(addr, path string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s%s: %s", addr, path, resp.Status)
+		}
+		return string(b)
+	}
+	if len(addrs.VLLM) != 4 || len(addrs.DCGM) != 4 {
+		t.Fatalf("served %+v", addrs)
+	}
+	seen := map[string]bool{}
+	for _, a := range append(addrs.VLLM, addrs.DCGM...) {
+		seen[a] = true
+	}
+	if len(seen) != 8 {
+		t.Fatalf("addresses not distinct: %+v", addrs)
+	}
+	for i, a := range addrs.VLLM {
+		var st struct {
+			Scenario string `json:"scenario"`
+			Load     struct {
+				RPS float64 `json:"rps"`
+			} `json:"load"`
+		}
+		if err := json.Unmarshal([]byte(get(a, "/admin/scenario")), &st); err != nil {
+			t.Fatal(err)
+		}
+		wantSc, wantRPS := "healthy", 2.5
+		switch i {
+		case 1:
+			wantSc, wantRPS = "overload", 14
+		case 2:
+			wantRPS = 7.5
+		}
+		if st.Scenario != wantSc || st.Load.RPS != wantRPS {
+			t.Errorf("instance %d: scenario %s at %v req/s, want %s at %v", i, st.Scenario, st.Load.RPS, wantSc, wantRPS)
+		}
+		if m := get(a, "/metrics"); !strings.Contains(m, `vllm:num_requests_running{engine="0",model_name="m"}`) {
+			t.Errorf("instance %d: /metrics without model_name m", i)
+		}
+		d := get(addrs.DCGM[i], "/metrics")
+		if !strings.Contains(d, fmt.Sprintf(`Hostname="node-%d"`, i)) {
+			t.Errorf("instance %d: DCGM without Hostname node-%d", i, i)
+		}
+		xid, clock := "} 0\n", "DCGM_FI_DEV_SM_CLOCK{"
+		if i == 3 {
+			xid = `err_code="79",err_msg="GPU has fallen off the bus"} 79` + "\n"
+		}
+		if !strings.Contains(d, xid) || !strings.Contains(d, clock) {
+			t.Errorf("instance %d: DCGM XID/clock wrong:\n%.3000s", i, d)
+		}
+		wantClock := "} 1980\n"
+		if i == 1 {
+			wantClock = "} 1089\n"
+		}
+		if line := lineOf(d, "DCGM_FI_DEV_SM_CLOCK{"); !strings.HasSuffix(line+"\n", wantClock) {
+			t.Errorf("instance %d: %s, want SM clock%s", i, line, wantClock)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("did not stop")
+	}
+}
+
+func lineOf(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestFleetFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--fleet-listen", "127.0.0.1:0,127.0.0.1:0", "--dcgm-listen", "127.0.0.1:0"},
+		{"--fleet-listen", "127.0.0.1:0", "--instance-share", "1=2"},
+		{"--instance-scenario", "0=nope"},
+		{"--instance-share", "0=-1"},
+		{"--instance-gpu", "0=throttle:too_hot"},
+		{"--instance-gpu", "0=xid:79@soon"},
+		{"--instance-gpu", "x=xid:79"},
+		{"--dcgm-names", "5.0"},
+		{"--dcgm-sentinel", "DCGM_FI_DEV_NOPE"},
+		{"--dcgm-listen", "127.0.0.1:0,127.0.0.1:0"},
+	} {
+		if err := run(context.Background(), args, io.Discard, nil); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
