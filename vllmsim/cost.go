@@ -56,6 +56,7 @@ type kernel struct {
 type stepCost struct {
 	kernels []kernel
 	total   time.Duration
+	gpuSlow float64 // the GPU slowdown it was priced with (0 or 1: none)
 }
 
 // costOf prices an iteration; gemmSlowdown (>1) is an injected GEMM
@@ -88,7 +89,7 @@ func costOf(w stepWork, gemmSlowdown, gpuSlowdown float64) stepCost {
 		}
 		total += ks[i].dur
 	}
-	return stepCost{kernels: ks, total: total}
+	return stepCost{kernels: ks, total: total, gpuSlow: gpuSlowdown}
 }
 
 // flopsOf estimates the floating-point operations of a step for the

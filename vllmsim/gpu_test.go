@@ -278,3 +278,33 @@ func TestParseGPUFault(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottledTraceShowsEverythingSlower: the kernels a profile shows for a
+// throttled step are each ~max/actual clock longer than the nominal step's,
+// GEMMs, attention, norms and sampling alike (with unexplained's GEMM
+// regression only the GEMMs grow).
+func TestThrottledTraceShowsEverythingSlower(t *testing.T) {
+	w := stepWork{prefillTokens: 200, prefillPairs: 200 * 300, decodeSeqs: 24, decodeCtx: 24 * 500, sampled: 25}
+	slow := 1 / throttleSpecs[ThrottleSWThermal].clock
+	byName := func(c stepCost) map[string]float64 {
+		_, ks := stepKernels(c, w, 4, 1)
+		out := map[string]float64{}
+		for _, k := range ks {
+			out[k.k.name] += k.us
+		}
+		return out
+	}
+	nominal, throttled, gemm := byName(costOf(w, 1, 1)), byName(costOf(w, 1, slow)), byName(costOf(w, 8, 1))
+	grewGEMM := 0
+	for name, us := range nominal {
+		if r := throttled[name] / us; math.Abs(r-slow) > 0.02*slow {
+			t.Errorf("%s: throttled %.0f µs vs %.0f nominal: x%.2f, want x%.2f", name, throttled[name], us, r, slow)
+		}
+		if gemm[name]/us > 1.5 {
+			grewGEMM++
+		}
+	}
+	if grewGEMM == 0 || grewGEMM == len(nominal) {
+		t.Errorf("a GEMM regression grew %d of %d kernel families; want some, not all", grewGEMM, len(nominal))
+	}
+}
