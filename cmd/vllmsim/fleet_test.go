@@ -137,3 +137,48 @@ func TestFleetFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestServeSingleWithDCGM: without --fleet-listen, one instance and one DCGM
+// surface, shaped by the DCGM flags.
+func TestServeSingleWithDCGM(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan served, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--dcgm-listen", "127.0.0.1:0", "--load", "-1",
+			"--dcgm-names", "4.9", "--dcgm-pod-mapping", "--dcgm-clock-events=false", "--dcgm-sentinel", "DCGM_FI_DEV_MEMORY_TEMP",
+			"--instance-gpu", "0=throttle:power_cap"}, io.Discard, ready)
+	}()
+	var addrs served
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not serving after 10 s")
+	}
+	if len(addrs.VLLM) != 1 || len(addrs.DCGM) != 1 {
+		t.Fatalf("served %+v", addrs)
+	}
+	resp, err := http.Get("http://" + addrs.DCGM[0] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := string(b)
+	for _, want := range []string{`hostname="node-0",DCGM_FI_SYSTEM_DRIVER_VERSION="550.54.15",container="vllm",namespace="default",pod="vllm-0",pod_uid=""} 1386000000` + "\n",
+		"DCGM_FI_DEV_MEMORY_TEMP_CELSIUS{", "} 9223372036854775794\n"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("DCGM without %q:\n%.1500s", want, d)
+		}
+	}
+	if strings.Contains(d, "CLOCKS_EVENT_REASONS") || strings.Contains(d, "DCGM_FI_DEV_SM_CLOCK{") {
+		t.Errorf("clock events or classic names present:\n%.1500s", d)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
