@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -70,14 +71,7 @@ var throttleSpecs = map[string]throttleSpec{
 }
 
 // ThrottleReasons returns the reasons a throttle fault may name, sorted.
-func ThrottleReasons() []string {
-	out := make([]string, 0, len(throttleSpecs))
-	for r := range throttleSpecs {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
-}
+func ThrottleReasons() []string { return slices.Sorted(maps.Keys(throttleSpecs)) }
 
 // GPUFault is a fault injected into one GPU of the instance: a throttle for
 // Reason, or an XID error with code XID, starting After the moment it is set

@@ -120,16 +120,17 @@ func TestXIDFaultFiresAfterItsDelay(t *testing.T) {
 	if x := xid(); x.value != "0" || x.values["err_code"] != "0" || x.values["err_msg"] != "No Error" {
 		t.Fatalf("before the onset: %+v", x)
 	}
-	s.mu.Lock()
-	before := s.gpuSlowdownAt(s.eng.now)
-	s.mu.Unlock()
+	slowdown := func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gpuSlowdownAt(s.eng.now)
+	}
+	before := slowdown()
 	s.Advance(2 * time.Second)
 	if x := xid(); x.value != "79" || x.values["err_code"] != "79" || x.values["err_msg"] != "GPU has fallen off the bus" {
 		t.Fatalf("after the onset: %+v", x)
 	}
-	s.mu.Lock()
-	after := s.gpuSlowdownAt(s.eng.now)
-	s.mu.Unlock()
+	after := slowdown()
 	if before != 1 || after != XIDSlowdown {
 		t.Errorf("engine slowdown %v before, %v after, want 1 and %v", before, after, XIDSlowdown)
 	}

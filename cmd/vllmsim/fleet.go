@@ -128,30 +128,27 @@ func serve(ctx context.Context, c config, logger *zap.Logger, ready chan<- serve
 			_ = ln.Close()
 		}
 	}
-	listen := func(addr string) (string, error) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return "", err
+	// listen opens every address of list, in order, into lns.
+	listen := func(list []string) ([]string, error) {
+		var out []string
+		for _, addr := range list {
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			lns = append(lns, ln)
+			out = append(out, ln.Addr().String())
 		}
-		lns = append(lns, ln)
-		return ln.Addr().String(), nil
+		return out, nil
 	}
 	var addrs served
-	for _, a := range f.listen {
-		got, err := listen(a)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		addrs.VLLM = append(addrs.VLLM, got)
+	var err error
+	if addrs.VLLM, err = listen(f.listen); err == nil {
+		addrs.DCGM, err = listen(f.dcgmListen)
 	}
-	for _, a := range f.dcgmListen {
-		got, err := listen(a)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		addrs.DCGM = append(addrs.DCGM, got)
+	if err != nil {
+		closeAll()
+		return err
 	}
 	base := c.opts
 	if !f.dcgmClockEvents {
@@ -165,25 +162,20 @@ func serve(ctx context.Context, c config, logger *zap.Logger, ready chan<- serve
 		closeAll()
 		return err
 	}
+	// Each instance's vLLM server, then its DCGM one; lns holds the vLLM
+	// listeners, then the DCGM ones.
 	var srvs []*http.Server
 	serveErr := make(chan error, len(lns))
+	start := func(ln net.Listener, h http.Handler) {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		srvs = append(srvs, srv)
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
 	for i, in := range fleet.Instances {
-		srvs = append(srvs, &http.Server{Handler: in.Handler(), ReadHeaderTimeout: 10 * time.Second})
+		start(lns[i], in.Handler())
 		if i < len(addrs.DCGM) {
-			srvs = append(srvs, &http.Server{Handler: in.DCGMHandler(), ReadHeaderTimeout: 10 * time.Second})
+			start(lns[len(addrs.VLLM)+i], in.DCGMHandler())
 		}
-	}
-	// Listeners are in order: the vLLM ones, then the DCGM ones; servers
-	// interleave them per instance.
-	order := make([]net.Listener, 0, len(lns))
-	for i := range fleet.Instances {
-		order = append(order, lns[i])
-		if i < len(addrs.DCGM) {
-			order = append(order, lns[len(addrs.VLLM)+i])
-		}
-	}
-	for i, srv := range srvs {
-		go func() { serveErr <- srv.Serve(order[i]) }()
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

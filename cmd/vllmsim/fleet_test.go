@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestServeFleet starts a fleet of 4 on loopback ports, each with its DCGM
@@ -16,37 +14,11 @@ import (
 // scenario and share in each one's state, the model label on each /metrics,
 // each node's Hostname and the GPU faults on the DCGM surfaces.
 func TestServeFleet(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
 	four := "127.0.0.1:0,127.0.0.1:0,127.0.0.1:0,127.0.0.1:0"
-	go func() {
-		done <- run(ctx, []string{"--fleet-listen", four, "--dcgm-listen", four, "--model", "m", "--scenario", "healthy",
-			"--instance-scenario", "1=overload", "--instance-share", "2=3", "--instance-gpu", "1=throttle:sw_thermal",
-			"--instance-gpu", "3=xid:79"}, io.Discard, ready)
-	}()
-	var addrs served
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not serving after 10 s")
-	}
-	get := func(addr, path string) string {
-		t.Helper()
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s%s: %s", addr, path, resp.Status)
-		}
-		return string(b)
-	}
+	addrs, stop := startRun(t, "--fleet-listen", four, "--dcgm-listen", four, "--model", "m", "--scenario", "healthy",
+		"--instance-scenario", "1=overload", "--instance-share", "2=3", "--instance-gpu", "1=throttle:sw_thermal",
+		"--instance-gpu", "3=xid:79")
+	get := func(addr, path string) string { return httpGet(t, "http://"+addr+path) }
 	if len(addrs.VLLM) != 4 || len(addrs.DCGM) != 4 {
 		t.Fatalf("served %+v", addrs)
 	}
@@ -99,15 +71,7 @@ func TestServeFleet(t *testing.T) {
 			t.Errorf("instance %d: %s, want SM clock%s", i, line, wantClock)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("did not stop")
-	}
+	stop()
 }
 
 func lineOf(text, prefix string) string {
@@ -141,33 +105,13 @@ func TestFleetFlagErrors(t *testing.T) {
 // TestServeSingleWithDCGM: without --fleet-listen, one instance and one DCGM
 // surface, shaped by the DCGM flags.
 func TestServeSingleWithDCGM(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--dcgm-listen", "127.0.0.1:0", "--load", "-1",
-			"--dcgm-names", "4.9", "--dcgm-pod-mapping", "--dcgm-clock-events=false", "--dcgm-sentinel", "DCGM_FI_DEV_MEMORY_TEMP",
-			"--instance-gpu", "0=throttle:power_cap"}, io.Discard, ready)
-	}()
-	var addrs served
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not serving after 10 s")
-	}
+	addrs, stop := startRun(t, "--web.listen-address", "127.0.0.1:0", "--dcgm-listen", "127.0.0.1:0", "--load", "-1",
+		"--dcgm-names", "4.9", "--dcgm-pod-mapping", "--dcgm-clock-events=false", "--dcgm-sentinel", "DCGM_FI_DEV_MEMORY_TEMP",
+		"--instance-gpu", "0=throttle:power_cap")
 	if len(addrs.VLLM) != 1 || len(addrs.DCGM) != 1 {
 		t.Fatalf("served %+v", addrs)
 	}
-	resp, err := http.Get("http://" + addrs.DCGM[0] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	d := string(b)
+	d := httpGet(t, "http://"+addrs.DCGM[0]+"/metrics")
 	for _, want := range []string{`hostname="node-0",DCGM_FI_SYSTEM_DRIVER_VERSION="550.54.15",container="vllm",namespace="default",pod="vllm-0",pod_uid=""} 1386000000` + "\n",
 		"DCGM_FI_DEV_MEMORY_TEMP_CELSIUS{", "} 9223372036854775794\n"} {
 		if !strings.Contains(d, want) {
@@ -177,8 +121,5 @@ func TestServeSingleWithDCGM(t *testing.T) {
 	if strings.Contains(d, "CLOCKS_EVENT_REASONS") || strings.Contains(d, "DCGM_FI_DEV_SM_CLOCK{") {
 		t.Errorf("clock events or classic names present:\n%.1500s", d)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
