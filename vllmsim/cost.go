@@ -56,11 +56,14 @@ type kernel struct {
 type stepCost struct {
 	kernels []kernel
 	total   time.Duration
+	gpuSlow float64 // the GPU slowdown it was priced with (0 or 1: none)
 }
 
 // costOf prices an iteration; gemmSlowdown (>1) is an injected GEMM
-// regression.
-func costOf(w stepWork, gemmSlowdown float64) stepCost {
+// regression, gpuSlowdown (>1) a slower GPU (a throttled SM clock: max over
+// actual; a faulted GPU), which stretches every GPU kernel alike and leaves
+// the host-side work as it was.
+func costOf(w stepWork, gemmSlowdown, gpuSlowdown float64) stepCost {
 	tokens := w.prefillTokens + w.decodeSeqs
 	gemm := max(costWeightsFloor, time.Duration(tokens)*costGEMMPerToken)
 	if gemmSlowdown > 1 {
@@ -80,10 +83,13 @@ func costOf(w stepWork, gemmSlowdown float64) stepCost {
 		ks = append(ks, kernel{name: kernelSampler, dur: costSamplerBase + time.Duration(w.sampled)*costSamplerPerSeq})
 	}
 	var total time.Duration
-	for _, k := range ks {
-		total += k.dur
+	for i, k := range ks {
+		if gpuSlowdown > 1 && !k.cpu {
+			ks[i].dur = time.Duration(float64(k.dur) * gpuSlowdown)
+		}
+		total += ks[i].dur
 	}
-	return stepCost{kernels: ks, total: total}
+	return stepCost{kernels: ks, total: total, gpuSlow: gpuSlowdown}
 }
 
 // flopsOf estimates the floating-point operations of a step for the

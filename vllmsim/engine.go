@@ -43,6 +43,9 @@ type engine struct {
 	cfg      EngineConfig // effective: the scenario's overrides applied
 	slowdown float64
 	obs      observer
+	// gpuSlowdown, when set, says how much slower than nominal the GPU runs
+	// a step starting at now (1: not at all); see gpu.go.
+	gpuSlowdown func(now time.Duration) float64
 
 	now        time.Duration
 	waiting    []*request
@@ -126,7 +129,11 @@ func (e *engine) startStep() {
 		return
 	}
 	e.work = e.workOf(e.batch)
-	e.cost = costOf(e.work, e.slowdown)
+	gpu := 1.0
+	if e.gpuSlowdown != nil {
+		gpu = e.gpuSlowdown(e.now)
+	}
+	e.cost = costOf(e.work, e.slowdown, gpu)
 	e.inflight = true
 	e.stepStart = e.now
 	e.stepEnd = e.now + e.cost.total

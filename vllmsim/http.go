@@ -33,6 +33,10 @@ func (s *Sim) routes() http.Handler {
 		writeJSON(w, http.StatusOK, s.Profiler())
 	})
 	mux.HandleFunc("POST /admin/profiler/faults", s.handleProfilerFaults)
+	mux.HandleFunc("GET /admin/gpu", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.GPUFaults())
+	})
+	mux.HandleFunc("POST /admin/gpu/faults", s.handleGPUFaults)
 	return mux
 }
 
@@ -56,11 +60,12 @@ func (s *Sim) handleModels(w http.ResponseWriter, _ *http.Request) {
 // scenarioReport is GET /admin/scenario: the state now and what can be set.
 type scenarioReport struct {
 	State
-	Scenarios []string `json:"scenarios"`
+	Scenarios    []string `json:"scenarios"`
+	GPUScenarios []string `json:"gpu_scenarios"`
 }
 
 func (s *Sim) scenarioReport() scenarioReport {
-	return scenarioReport{State: s.State(), Scenarios: Scenarios()}
+	return scenarioReport{State: s.State(), Scenarios: Scenarios(), GPUScenarios: GPUScenarios()}
 }
 
 // scenarioRequest is POST /admin/scenario's body (unknown fields are

@@ -34,6 +34,7 @@ func (s *Sim) token(r *request, first bool, itl time.Duration) {
 // step to the profiler when one is recording.
 func (s *Sim) stepDone(st *stepRecord) {
 	m := s.metrics
+	s.busy.add(spanOf(st.start, st.end, st.work, st.cost))
 	m.iterTokens.Observe(float64(st.work.prefillTokens + st.work.decodeSeqs))
 	m.running.Set(float64(st.running))
 	m.waiting.Set(float64(st.waiting))

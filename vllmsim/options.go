@@ -52,6 +52,10 @@ type Options struct {
 	Load float64
 	// Concurrency overrides the scenario's closed-loop client count when > 0.
 	Concurrency int
+	// LoadScale multiplies the built-in load (open-loop rate and
+	// closed-loop clients, after overrides and shape): an instance's share
+	// of a fleet's traffic. 0 means 1.
+	LoadScale float64
 	// Seed makes runs deterministic: the same seed, options and Advance
 	// calls give the same requests, timings and trace ids.
 	Seed uint64
@@ -99,6 +103,12 @@ type Options struct {
 	// default); POST /admin/profiler/faults changes them at run time.
 	ProfilerFaults ProfilerFaults
 
+	// DCGM shapes the DCGM exporter surface (DCGMHandler).
+	DCGM DCGMOptions
+	// GPUFaults are injected at start (each after its own delay);
+	// POST /admin/gpu/faults and SetGPUFaults change them at run time.
+	GPUFaults []GPUFault
+
 	// StepInterval is how often Run advances the engine in real time;
 	// default 10ms.
 	StepInterval time.Duration
@@ -128,6 +138,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ShiftAfter > 0 && o.Scenario == ScenarioHealthy {
 		return o, fmt.Errorf("shift after %v: the sim starts healthy, name the scenario to shift to", o.ShiftAfter)
+	}
+	if o.LoadScale < 0 || o.LoadScale > 100 {
+		return o, fmt.Errorf("load scale %v: want 0..100", o.LoadScale)
 	}
 	if o.Load < 0 && o.Load != NoLoad {
 		return o, fmt.Errorf("load %v: want a rate >= 0 or NoLoad", o.Load)
@@ -169,6 +182,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.TensorParallel < 1 || o.TensorParallel > 8 {
 		return o, fmt.Errorf("tensor parallel %d: want 1..8", o.TensorParallel)
+	}
+	if err := o.DCGM.withDefaults(); err != nil {
+		return o, err
 	}
 	if o.StepInterval == 0 {
 		o.StepInterval = 10 * time.Millisecond

@@ -17,6 +17,7 @@ const (
 	ScenarioDecodeBound  = "decode-bound"
 	ScenarioClientAborts = "client-aborts"
 	ScenarioUnexplained  = "unexplained"
+	ScenarioGPUThrottled = "gpu-throttled"
 )
 
 // Dist is a clamped log-normal distribution of a positive quantity (tokens,
@@ -64,8 +65,12 @@ type Scenario struct {
 	NumGPUBlocks        int `json:"num_gpu_blocks,omitempty"`
 	// GEMMSlowdown multiplies the time of the GEMM kernels (the linear
 	// layers of every forward pass): a kernel regression. 0 or 1 is none.
-	GEMMSlowdown float64  `json:"gemm_slowdown,omitempty"`
-	Load         LoadSpec `json:"load"`
+	GEMMSlowdown float64 `json:"gemm_slowdown,omitempty"`
+	// Throttle names a clock event reason (ThrottleReasons) GPU 0 throttles
+	// for while the scenario is in force: its SM clock falls, every GPU
+	// kernel slows by max over actual clock, and the DCGM surface shows it.
+	Throttle string   `json:"throttle,omitempty"`
+	Load     LoadSpec `json:"load"`
 }
 
 // chatLoad is the everyday request mix: chat prompts of a few hundred tokens
@@ -155,13 +160,40 @@ var scenarios = map[string]Scenario{
 		GEMMSlowdown: 8,
 		Load:         withLoad(chatLoad, func(l *LoadSpec) { l.RPS = 0.5 }),
 	},
+	ScenarioGPUThrottled: {
+		Name:        ScenarioGPUThrottled,
+		Description: "everyday chat traffic on a GPU thermally throttled (sw_thermal: SM clock at 55% of max): every kernel 1.8x slower, queue, batch mix, prompts and KV normal",
+		Throttle:    ThrottleSWThermal,
+		// At healthy's 2.5 req/s the throttled engine (~2.3 req/s of
+		// capacity) queues without bound, which reads as overload; at 2.0
+		// the queue stays short while TTFT and ITL roughly double.
+		Load: withLoad(chatLoad, func(l *LoadSpec) { l.RPS = 2.0 }),
+	},
 }
 
-// Scenarios returns the names of every scenario, sorted.
+// Scenarios returns the names of the scenarios whose cause vLLM's own
+// metrics show, one triage verdict id each, sorted. The GPU scenarios
+// (GPUScenarios) are not among them: their cause needs the GPU's view.
 func Scenarios() []string {
 	names := make([]string, 0, len(scenarios))
-	for n := range scenarios {
-		names = append(names, n)
+	for n, sc := range scenarios {
+		if sc.Throttle == "" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// GPUScenarios returns the names of the scenarios whose cause is in the GPU
+// (its DCGM surface shows it; vLLM's metrics show only "everything slower"),
+// sorted.
+func GPUScenarios() []string {
+	var names []string
+	for n, sc := range scenarios {
+		if sc.Throttle != "" {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	return names
@@ -171,7 +203,7 @@ func Scenarios() []string {
 func LookupScenario(name string) (Scenario, error) {
 	sc, ok := scenarios[name]
 	if !ok {
-		return Scenario{}, fmt.Errorf("unknown scenario %q (known: %v)", name, Scenarios())
+		return Scenario{}, fmt.Errorf("unknown scenario %q (known: %v, %v)", name, Scenarios(), GPUScenarios())
 	}
 	return sc, nil
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -37,6 +38,9 @@ type Sim struct {
 	concOverride int
 	history      *finishedLog
 	running      bool // Run is driving the clock
+	gpuFaults    []armedFault
+	busy         busyLog
+	dcgm         *dcgmState
 
 	clock atomic.Int64 // eng.now, readable without mu (the profiler's clock)
 }
@@ -65,6 +69,11 @@ func New(opts Options) (*Sim, error) {
 		return nil, fmt.Errorf("vllmsim: traces: %w", err)
 	}
 	s.eng = newEngine(o.Engine, s)
+	s.eng.gpuSlowdown = s.gpuSlowdownAt
+	s.dcgm = newDCGMState(o)
+	if err := s.SetGPUFaults(o.GPUFaults); err != nil {
+		return nil, err
+	}
 	if o.ProfilerDir != "" {
 		s.prof = newProfiler(o, s.Now)
 	}
@@ -88,6 +97,11 @@ func New(opts Options) (*Sim, error) {
 // /v1/completions, /v1/chat/completions, the profiler's (when armed) and
 // /admin/{scenario,requests,profiler}.
 func (s *Sim) Handler() http.Handler { return s.handler }
+
+// DCGMHandler serves an NVIDIA DCGM exporter's /metrics for the node under
+// this instance: one GPU per tensor-parallel rank, its values following the
+// engine and the injected GPU faults (see dcgm.go and Options.DCGM).
+func (s *Sim) DCGMHandler() http.Handler { return s.dcgmHandler() }
 
 // Run drives the engine and the load generator in real time, one engine
 // advance every StepInterval, until ctx ends; then it flushes the spans.
@@ -210,6 +224,10 @@ func (s *Sim) loadFor(sc Scenario, shape *Shape) LoadSpec {
 	}
 	if shape != nil {
 		l = shape.apply(l)
+	}
+	if w := s.opts.LoadScale; w > 0 && w != 1 {
+		l.RPS *= w
+		l.Concurrency = int(math.Round(float64(l.Concurrency) * w))
 	}
 	return l
 }

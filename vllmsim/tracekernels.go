@@ -101,14 +101,17 @@ func stepKernels(c stepCost, w stepWork, layers, tp int) (sched float64, out []g
 	// Priced per layer of the model; fewer layers shown each carry more,
 	// so the mix does not depend on how many are written.
 	per := float64(modelLayers) / float64(layers)
-	norm, rotary, cache := per*(2+0.004*tok), per*(1.5+0.002*tok), per*(1.5+0.003*tok)
-	act, allred := per*(2+0.006*tok), 0.0
+	// A slower GPU (a throttled clock) stretches them as it does the cost
+	// model's kernels; the all-reduce is link-bound and does not slow.
+	gpu := max(c.gpuSlow, 1)
+	norm, rotary, cache := gpu*per*(2+0.004*tok), gpu*per*(1.5+0.002*tok), gpu*per*(1.5+0.003*tok)
+	act, allred := gpu*per*(2+0.006*tok), 0.0
 	if tp > 1 {
 		// A ring all-reduce of the hidden states (tokens × 4096 × bf16)
 		// over PCIe: ~15 µs of latency plus ~0.8 µs per token.
 		allred = per * (15 + 0.8*tok)
 	}
-	input := 3 + 0.002*tok
+	input := gpu * (3 + 0.002*tok)
 	small := float64(layers)*(2*norm+rotary+cache+act+2*allred) + input + norm
 	// The small kernels never take more than a third of the GEMM time.
 	scale := 1.0

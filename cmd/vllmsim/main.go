@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -38,6 +36,7 @@ func main() {
 type config struct {
 	listen string
 	opts   vllmsim.Options
+	fleet  fleetFlags
 }
 
 func parseFlags(args []string, out io.Writer) (config, error) {
@@ -71,13 +70,14 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&o.Engine.MaxModelLen, "max-model-len", 0, "longest sequence (0: the default, 8192)")
 	fs.IntVar(&o.Engine.NumGPUBlocks, "num-gpu-blocks", 0, "KV pool size in 16-token blocks (0: the default, 8192)")
 	fs.DurationVar(&o.StepInterval, "step-interval", 10*time.Millisecond, "how often the engine advances in real time")
+	c.fleet.register(fs, o)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
-	return c, nil
+	return c, c.fleet.check()
 }
 
 // resourceAttributes reads OTEL_RESOURCE_ATTRIBUTES (k=v,k=v, values
@@ -104,8 +104,8 @@ func envOr(key, def string) string {
 	return def
 }
 
-// run serves until ctx ends. ready, when set, receives the address served.
-func run(ctx context.Context, args []string, out io.Writer, ready chan<- string) error {
+// run serves until ctx ends. ready, when set, receives the addresses served.
+func run(ctx context.Context, args []string, out io.Writer, ready chan<- served) error {
 	c, err := parseFlags(args, out)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -117,45 +117,14 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- string)
 		zapcore.AddSync(out), zap.InfoLevel))
 	defer func() { _ = logger.Sync() }()
 	c.opts.Logger = logger
-	sim, err := vllmsim.New(c.opts)
-	if err != nil {
-		return err
+	if len(c.fleet.listen) == 0 {
+		c.fleet.listen = []string{c.listen}
 	}
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	runErr := make(chan error, 1)
-	go func() { runErr <- sim.Run(runCtx) }()
-	logger.Info("Serving a simulated vLLM.", zap.String("address", ln.Addr().String()),
-		zap.String("scenario", sim.State().Scenario), zap.String("model", c.opts.Model),
-		zap.Duration("shift_after", c.opts.ShiftAfter))
-	if ready != nil {
-		ready <- ln.Addr().String()
-	}
+	return serve(ctx, c, logger, ready)
+}
 
-	select {
-	case err = <-serveErr:
-	case <-ctx.Done():
-	}
-	stopRun()
-	// Shutting down must outlive ctx, which has just ended.
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	shutErr := srv.Shutdown(shutCtx)
-	// Spans that could not be delivered are the collector's problem, not a
-	// failed run: say so and go on.
-	if spanErr := errors.Join(<-runErr, sim.Close(shutCtx)); spanErr != nil {
-		logger.Warn("Some spans were not exported.", zap.Error(spanErr))
-	}
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
-	logger.Info("Stopped.")
-	return errors.Join(err, shutErr)
+// served is what run serves once it is ready: the vLLM addresses (one per
+// instance) and the DCGM ones (none without --dcgm-listen).
+type served struct {
+	VLLM, DCGM []string
 }

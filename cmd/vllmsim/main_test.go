@@ -13,35 +13,10 @@ import (
 // in real time: health, a completion that waits for the model's timing,
 // the metrics it leaves behind, and a clean stop.
 func TestServeRealTime(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4",
-			"--scenario", "overload", "--shift-after", "1h"}, io.Discard, ready)
-	}()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not serving after 10 s")
-	}
-	get := func(path string) string {
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %s", path, resp.Status)
-		}
-		return string(b)
-	}
+	addrs, stop := startRun(t, "--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--seed", "4",
+		"--scenario", "overload", "--shift-after", "1h")
+	base := "http://" + addrs.VLLM[0]
+	get := func(path string) string { return httpGet(t, base+path) }
 	get("/health")
 	if st := get("/admin/scenario"); !strings.Contains(st, `"scenario":"healthy"`) || !strings.Contains(st, `"pending":{"scenario":"overload"`) {
 		t.Errorf("--scenario overload --shift-after 1h: not healthy with the shift pending: %.600s", st)
@@ -64,15 +39,52 @@ func TestServeRealTime(t *testing.T) {
 	if m := get("/metrics"); !strings.Contains(m, `vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 1.0`+"\n") {
 		t.Errorf("metrics do not count the request:\n%.2000s", m)
 	}
-	cancel()
+	stop()
+}
+
+// startRun runs the command with args and returns what it serves once it
+// is ready; stop ends it and checks it stopped cleanly.
+func startRun(t *testing.T, args ...string) (addrs served, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ready := make(chan served, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, io.Discard, ready) }()
 	select {
+	case addrs = <-ready:
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("did not stop")
+		t.Fatalf("run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not serving after 10 s")
 	}
+	return addrs, func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("did not stop")
+		}
+	}
+}
+
+// httpGet returns the body of url's 200 answer.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	return string(b)
 }
 
 func TestFlagErrors(t *testing.T) {
