@@ -82,11 +82,15 @@ type GPUFault struct {
 	XID    int    // xid: the XID code (e.g. 79, "GPU has fallen off the bus")
 	GPU    int    // which GPU (tensor-parallel rank); default 0
 	After  time.Duration
+	// Clock, for a throttle, overrides the SM clock's share of max the
+	// reason implies (0: the reason's, throttleSpecs): a power brake or HW
+	// slowdown can pull clocks far lower than the typical share.
+	Clock float64
 }
 
-// ParseGPUFault reads the CLI form: "throttle:<reason>" or "xid:<code>",
-// optionally followed by "@<delay>" (Go duration text) for an onset:
-// "throttle:sw_thermal@30s", "xid:79@10s".
+// ParseGPUFault reads the CLI form: "throttle:<reason>[:<clock share>]" or
+// "xid:<code>", optionally followed by "@<delay>" (Go duration text) for an
+// onset: "throttle:sw_thermal@30s", "throttle:hw_power_brake:0.25", "xid:79@10s".
 func ParseGPUFault(spec string) (GPUFault, error) {
 	var f GPUFault
 	body, delay, hasDelay := strings.Cut(strings.TrimSpace(spec), "@")
@@ -101,7 +105,15 @@ func ParseGPUFault(spec string) (GPUFault, error) {
 	f.Kind = kind
 	switch kind {
 	case GPUFaultThrottle:
-		f.Reason = arg
+		reason, clock, hasClock := strings.Cut(arg, ":")
+		f.Reason = reason
+		if hasClock {
+			c, err := strconv.ParseFloat(clock, 64)
+			if err != nil || c <= 0 {
+				return f, fmt.Errorf("gpu fault %q: clock share: want a number in (0, 1]", spec)
+			}
+			f.Clock = c
+		}
 	case GPUFaultXID:
 		n, err := strconv.Atoi(arg)
 		if err != nil {
@@ -124,12 +136,15 @@ func (f GPUFault) validate() error {
 		if f.XID != 0 {
 			return errors.New("a throttle has no xid code")
 		}
+		if f.Clock < 0 || f.Clock > 1 {
+			return fmt.Errorf("clock share %v: want (0, 1]", f.Clock)
+		}
 	case GPUFaultXID:
 		if f.XID < 1 || f.XID > 999 {
 			return fmt.Errorf("xid code %d: want 1..999", f.XID)
 		}
-		if f.Reason != "" {
-			return errors.New("an xid fault has no throttle reason")
+		if f.Reason != "" || f.Clock != 0 {
+			return errors.New("an xid fault has no throttle reason or clock")
 		}
 	default:
 		return fmt.Errorf("kind %q: want %s or %s", f.Kind, GPUFaultThrottle, GPUFaultXID)
@@ -145,16 +160,17 @@ func (f GPUFault) validate() error {
 
 // gpuFaultJSON is the wire form: after as Go duration text.
 type gpuFaultJSON struct {
-	Kind   string `json:"kind"`
-	Reason string `json:"reason,omitempty"`
-	XID    int    `json:"xid,omitempty"`
-	GPU    int    `json:"gpu"`
-	After  string `json:"after,omitempty"`
+	Kind   string  `json:"kind"`
+	Reason string  `json:"reason,omitempty"`
+	XID    int     `json:"xid,omitempty"`
+	GPU    int     `json:"gpu"`
+	After  string  `json:"after,omitempty"`
+	Clock  float64 `json:"clock,omitempty"`
 }
 
 // MarshalJSON writes After as text ("30s").
 func (f GPUFault) MarshalJSON() ([]byte, error) {
-	w := gpuFaultJSON{Kind: f.Kind, Reason: f.Reason, XID: f.XID, GPU: f.GPU}
+	w := gpuFaultJSON{Kind: f.Kind, Reason: f.Reason, XID: f.XID, GPU: f.GPU, Clock: f.Clock}
 	if f.After > 0 {
 		w.After = f.After.String()
 	}
@@ -182,7 +198,7 @@ func (f *GPUFault) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&w); err != nil {
 		return fmt.Errorf("gpu fault: %w", err)
 	}
-	g := GPUFault{Kind: w.Kind, Reason: w.Reason, XID: w.XID, GPU: w.GPU}
+	g := GPUFault{Kind: w.Kind, Reason: w.Reason, XID: w.XID, GPU: w.GPU, Clock: w.Clock}
 	if w.After != "" {
 		d, err := time.ParseDuration(w.After)
 		if err != nil {
@@ -264,15 +280,18 @@ func (c gpuCondition) slowdown() float64 {
 // and the faults whose onset has passed. Callers hold mu.
 func (s *Sim) gpuConditionAt(gpu int, t time.Duration) gpuCondition {
 	c := gpuCondition{clock: 1}
-	throttle := func(reason string) {
+	throttle := func(reason string, clock float64) {
 		sp := throttleSpecs[reason]
+		if clock == 0 {
+			clock = sp.clock
+		}
 		c.reasons |= sp.bit
-		c.clock = min(c.clock, sp.clock)
+		c.clock = min(c.clock, clock)
 		c.tempFloor = max(c.tempFloor, sp.tempC)
 		c.powerCap = c.powerCap || reason == ThrottlePowerCap
 	}
 	if gpu == 0 && s.scenario.Throttle != "" {
-		throttle(s.scenario.Throttle)
+		throttle(s.scenario.Throttle, 0)
 	}
 	for _, f := range s.gpuFaults {
 		if f.GPU != gpu || f.at > t {
@@ -280,7 +299,7 @@ func (s *Sim) gpuConditionAt(gpu int, t time.Duration) gpuCondition {
 		}
 		switch f.Kind {
 		case GPUFaultThrottle:
-			throttle(f.Reason)
+			throttle(f.Reason, f.Clock)
 		case GPUFaultXID:
 			c.xid = f.XID
 		}

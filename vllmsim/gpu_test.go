@@ -262,18 +262,20 @@ func TestGPUFaultsAdminRoute(t *testing.T) {
 
 func TestParseGPUFault(t *testing.T) {
 	for spec, want := range map[string]GPUFault{
-		"throttle:sw_thermal":     {Kind: GPUFaultThrottle, Reason: ThrottleSWThermal},
-		"throttle:power_cap@30s":  {Kind: GPUFaultThrottle, Reason: ThrottlePowerCap, After: 30 * time.Second},
-		"xid:79":                  {Kind: GPUFaultXID, XID: 79},
-		"xid:48@1m30s":            {Kind: GPUFaultXID, XID: 48, After: 90 * time.Second},
-		"throttle:hw_power_brake": {Kind: GPUFaultThrottle, Reason: ThrottleHWPowerBrake},
+		"throttle:sw_thermal":             {Kind: GPUFaultThrottle, Reason: ThrottleSWThermal},
+		"throttle:power_cap@30s":          {Kind: GPUFaultThrottle, Reason: ThrottlePowerCap, After: 30 * time.Second},
+		"xid:79":                          {Kind: GPUFaultXID, XID: 79},
+		"xid:48@1m30s":                    {Kind: GPUFaultXID, XID: 48, After: 90 * time.Second},
+		"throttle:hw_power_brake":         {Kind: GPUFaultThrottle, Reason: ThrottleHWPowerBrake},
+		"throttle:hw_power_brake:0.25@5s": {Kind: GPUFaultThrottle, Reason: ThrottleHWPowerBrake, Clock: 0.25, After: 5 * time.Second},
 	} {
 		got, err := ParseGPUFault(spec)
 		if err != nil || got != want {
 			t.Errorf("%s: %+v %v", spec, got, err)
 		}
 	}
-	for _, bad := range []string{"", "throttle", "throttle:hot", "xid", "xid:abc", "xid:0", "xid:79@-1s", "xid:79@1", "melt:1"} {
+	for _, bad := range []string{"", "throttle", "throttle:hot", "xid", "xid:abc", "xid:0", "xid:79@-1s", "xid:79@1", "melt:1",
+		"throttle:sw_thermal:0", "throttle:sw_thermal:1.5", "throttle:sw_thermal:fast"} {
 		if _, err := ParseGPUFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -307,5 +309,23 @@ func TestThrottledTraceShowsEverythingSlower(t *testing.T) {
 	}
 	if grewGEMM == 0 || grewGEMM == len(nominal) {
 		t.Errorf("a GEMM regression grew %d of %d kernel families; want some, not all", grewGEMM, len(nominal))
+	}
+}
+
+// TestThrottleClockOverride: a throttle's clock share overrides its
+// reason's, on DCGM and in the engine's slowdown.
+func TestThrottleClockOverride(t *testing.T) {
+	s := newDCGMSim(t, Options{Seed: 7, Load: NoLoad, GPUFaults: []GPUFault{
+		{Kind: GPUFaultThrottle, Reason: ThrottleHWPowerBrake, Clock: 0.25}}})
+	s.Advance(time.Second)
+	fam := scrapeDCGM(t, s.DCGMHandler())["DCGM_FI_DEV_SM_CLOCK"]
+	if fam == nil || fam.samples[0].value != "495" {
+		t.Fatalf("SM clock %+v, want 25%% of 1980 = 495", fam)
+	}
+	s.mu.Lock()
+	d := s.gpuSlowdownAt(time.Duration(s.clock.Load()))
+	s.mu.Unlock()
+	if d != 4 {
+		t.Errorf("slowdown %v, want 4 (max/actual clock)", d)
 	}
 }
