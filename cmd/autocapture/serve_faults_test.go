@@ -20,7 +20,9 @@ import (
 )
 
 // The faults an on-call meets at 3 a.m., each against the real binary and
-// real components. The others of the set live beside what they break:
+// real components: S3 refusing writes and Slack answering 5xx here,
+// PostgreSQL failing over in serve_faults_pg_test.go. The others of the set
+// live beside what they break:
 // Prometheus slow (e2e TestFaultQueryTimeout: a query that really outruns
 // its budget on the real Prometheus, through the real binary), vLLM hanging
 // on stop_profile (TestServeProfileFaultHangingStop), a bucket refusing the
