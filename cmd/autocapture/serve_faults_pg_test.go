@@ -130,11 +130,12 @@ func TestServeFaultPostgresFailover(t *testing.T) {
 	if up := d.metric(t, "autocapture_runs_store_up"); up != 1 {
 		t.Errorf("autocapture_runs_store_up %v after the failover, want 1", up)
 	}
-	if n := databaseLogLines(d); n == 0 {
-		t.Error("the daemon logged no warning or error about the lost connections")
+	logged := databaseLogLines(d)
+	if logged["reset"]+logged["eof"] == 0 || logged["terminated"] == 0 {
+		t.Errorf("the daemon's warnings and errors about the database %v: want the reset connections and the terminated backends logged", logged)
 	}
-	t.Logf("all %d runs final %v after the cut: %v, %d resumes; the daemon opened %d connections after the cut; %d log lines about the database",
-		alerts, recovered.Round(100*time.Millisecond), statuses, resumed, proxy.Accepted()-before, databaseLogLines(d))
+	t.Logf("all %d runs final %v after the cut: %v, %d resumes; the daemon opened %d connections after the cut; its warnings and errors about the database %v",
+		alerts, recovered.Round(100*time.Millisecond), statuses, resumed, proxy.Accepted()-before, logged)
 }
 
 // checkThreadWithResumes checks a run's thread: the keys of want once each
@@ -225,14 +226,21 @@ func terminateBackends(t *testing.T, dsn, dbname string) int {
 	return n
 }
 
-// databaseLogLines counts the daemon's warnings and errors that name the
-// database's failure.
-func databaseLogLines(d *daemon) int {
-	n := 0
+// databaseLogLines counts the daemon's warnings and errors about the lost
+// database, by what they say: connections reset mid-use, connecting refused,
+// backends terminated by the administrator (SQLSTATE 57P01).
+func databaseLogLines(d *daemon) map[string]int {
+	kinds := map[string]string{"reset": "connection reset", "refused": "connection refused", "eof": "EOF",
+		"terminated": "57P01", "lease": "renew a run's lease"}
+	n := map[string]int{}
 	for _, line := range strings.Split(d.Proc.Logs(), "\n") {
-		if (strings.Contains(line, "WARN") || strings.Contains(line, "ERROR")) &&
-			(strings.Contains(line, "connection") || strings.Contains(line, "terminating") || strings.Contains(line, "EOF")) {
-			n++
+		if !strings.Contains(line, "\tWARN\t") && !strings.Contains(line, "\tERROR\t") {
+			continue
+		}
+		for kind, text := range kinds {
+			if strings.Contains(line, text) {
+				n[kind]++
+			}
 		}
 	}
 	return n
