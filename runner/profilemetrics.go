@@ -126,7 +126,10 @@ func (m profileMetrics) collectors(s *Service) []prometheus.Collector {
 	return []prometheus.Collector{m.stopFailures, m.sweeps, m.sweepActions, m.stepResults, profileCollector{s: s}}
 }
 
-// profileCollector reads the lease table at scrape time.
+// profileCollector reads the lease table at scrape time. A store that does
+// not answer leaves its series out of the scrape, as storeCollector does:
+// autocapture_runs_store_up says the store is down, and an invalid metric
+// would fail the whole scrape (promhttp answers 500), that gauge with it.
 type profileCollector struct{ s *Service }
 
 func (c profileCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -145,7 +148,6 @@ func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM autocapture_profile_leases GROUP BY state`)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(descProfileLeases, err)
 		return
 	}
 	for rows.Next() {
@@ -161,14 +163,10 @@ func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var past float64
 	if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_profile_leases
-		WHERE state IN ($1, $2) AND deadline < {now}`), capture.LeaseRecording, capture.LeaseStopping).Scan(&past); err != nil {
-		ch <- prometheus.NewInvalidMetric(descProfilePastDeadline, err)
-	} else {
+		WHERE state IN ($1, $2) AND deadline < {now}`), capture.LeaseRecording, capture.LeaseStopping).Scan(&past); err == nil {
 		ch <- prometheus.MustNewConstMetric(descProfilePastDeadline, prometheus.GaugeValue, past)
 	}
-	if p, err := s.readPause(ctx, s.db); err != nil {
-		ch <- prometheus.NewInvalidMetric(descProfilePaused, err)
-	} else {
+	if p, err := s.readPause(ctx, s.db); err == nil {
 		v := 0.0
 		if p.paused {
 			v = 1

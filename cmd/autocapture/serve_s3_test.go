@@ -86,17 +86,7 @@ func TestServeStoresEveryArtifact(t *testing.T) {
 			setup: func(t *testing.T, o *daemonOpts) (storedReader, func(*testing.T, int)) {
 				srv := testenv.StartVersityGW(t)
 				o.Storage = s3Storage(srv, prefix, "zstd", writeSecret(t, srv.SecretAccessKey))
-				client := srv.Client()
-				return func(key string) ([]byte, string, error) {
-					in := &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(prefix + "/" + key)}
-					obj, err := client.GetObject(context.Background(), in)
-					if err != nil {
-						return nil, "", err
-					}
-					defer obj.Body.Close()
-					b, err := io.ReadAll(obj.Body)
-					return b, aws.ToString(obj.ContentEncoding), err
-				}, func(t *testing.T, listed int) { onlyUnderPrefix(t, srv, prefix, listed) }
+				return bucketReader(srv, prefix), func(t *testing.T, listed int) { onlyUnderPrefix(t, srv, prefix, listed) }
 			}},
 	}
 	for _, tt := range tests {
@@ -161,6 +151,21 @@ func checkManifest(t *testing.T, d *daemon, r runs.Run, read storedReader) {
 	})
 	if manifestcheck.Check(t, &r, manifestcheck.Read(read)) == 0 {
 		t.Fatal("the manifest names no artifact: the check proves nothing")
+	}
+}
+
+// bucketReader reads the stored bytes of a key under prefix in srv's bucket.
+func bucketReader(srv *testenv.S3Server, prefix string) storedReader {
+	client := srv.Client()
+	return func(key string) ([]byte, string, error) {
+		in := &s3.GetObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(prefix + "/" + key)}
+		obj, err := client.GetObject(context.Background(), in)
+		if err != nil {
+			return nil, "", err
+		}
+		defer obj.Body.Close()
+		b, err := io.ReadAll(obj.Body)
+		return b, aws.ToString(obj.ContentEncoding), err
 	}
 }
 
