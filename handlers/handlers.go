@@ -168,9 +168,22 @@ func (s *Server) routes() *gin.Engine {
 	e.HEAD("/-/ready", s.ready)
 	e.POST("/-/reload", s.requireAuth, s.reload)
 	e.PUT("/-/reload", s.requireAuth, s.reload)
-	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry})
+	// ContinueOnError: a collector that cannot read its source (the run
+	// store down, the spool's folder unreadable) must not take the whole
+	// scrape down with it, autocapture_runs_store_up included; what it
+	// could not gather is logged and counted in
+	// promhttp_metric_handler_errors_total{cause="gathering"}.
+	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry,
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: zapPrintln{s.log}})
 	e.GET("/metrics", gin.WrapH(metrics))
 	return e
+}
+
+// zapPrintln is promhttp's error log on zap.
+type zapPrintln struct{ l *zap.Logger }
+
+func (z zapPrintln) Println(v ...any) {
+	z.l.Warn("A metric could not be gathered; the scrape serves the rest.", zap.String("error", fmt.Sprint(v...)))
 }
 
 // errorBody is every error answer: a machine word and one line for people.
