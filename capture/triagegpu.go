@@ -18,8 +18,10 @@ import (
 //     the reason (or with no reason series at all);
 //   - reported an XID, an uncorrectable ECC error or a row-remap failure.
 //
-// "Under load": the GPU's mean util is at least gpuLoaded, or the instance
-// has requests running. Absent DCGM series are "GPU not measured", never
+// "Under load": the GPU's mean util is at least gpuLoaded, or, where util is
+// not reported, the instance has requests running (a host selector matches
+// every GPU of the host, and an idle one beside the instance's is not under
+// its load). Absent DCGM series are "GPU not measured", never
 // healthy: every verdict says so (gpuContext).
 
 // gpuLoaded is the mean util (0..1) from which a GPU counts as under load.
@@ -73,7 +75,7 @@ func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
 	if g.Model != "" {
 		who += " (" + g.Model + ")"
 	}
-	loaded := running || (g.Util != nil && *g.Util >= gpuLoaded)
+	loaded := (g.Util != nil && *g.Util >= gpuLoaded) || (g.Util == nil && running)
 	low := loaded && g.SMClockMHz != nil && g.SMClockMaxMHz != nil && *g.SMClockMaxMHz > 0 &&
 		*g.SMClockMHz < ratio**g.SMClockMaxMHz
 	var reasons []string
