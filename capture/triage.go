@@ -227,6 +227,13 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	if len(v.Evidence) > 0 {
 		summary += ": " + v.Evidence[0]
 	}
+	if v.ID == VerdictUnexplained || v.ID == VerdictHealthy {
+		for _, l := range v.Evidence[min(1, len(v.Evidence)):] { // nothing found: say the GPU was not looked at
+			if strings.HasPrefix(l, "GPU not measured") {
+				summary += "; GPU not measured"
+			}
+		}
+	}
 	return &Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
 }
 
