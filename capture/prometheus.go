@@ -150,29 +150,11 @@ type queryOutcome struct {
 // and the summary while the others keep their results; the step fails only when
 // every query failed.
 func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
-	ep := (*Endpoint)(nil)
-	if in.Env != nil {
-		ep = in.Env.Prometheus
-	}
-	if ep == nil || ep.URL == "" {
-		return nil, Errorf(ReasonBadConfig, "prometheus: no Prometheus configured")
-	}
-	papi, err := ep.promAPI()
+	pt, err := promTargetOf(in, "prometheus")
 	if err != nil {
 		return nil, err
 	}
-	end := in.Window.End
-	if end.IsZero() {
-		end = in.Env.now()
-	}
-	start := in.Window.Start
-	if start.IsZero() || !start.Before(end) {
-		start = end.Add(-time.Hour)
-	}
-	timeout := 10 * time.Second
-	if ep.Timeout > 0 {
-		timeout = ep.Timeout
-	}
+	ep, papi, start, end, timeout := pt.ep, pt.api, pt.start, pt.end, pt.timeout
 	began := time.Now()
 	startsAt := in.Alert.StartsAt
 	if startsAt.IsZero() || startsAt.After(end) {
@@ -349,16 +331,7 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, qu
 	if len(noData) > 0 {
 		res.Findings["no_data"] = noData
 	}
-	body, err := json.MarshalIndent(map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs}, "", "  ")
-	if err == nil {
-		var a Artifact
-		if a, err = putArtifact(ctx, in, "prometheus.json", "application/json", bytes.NewReader(body)); err == nil {
-			res.Artifacts = append(res.Artifacts, a)
-		}
-	}
-	if err != nil {
-		res.Findings["artifact_error"] = err.Error()
-	}
+	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
 	if len(failed) == len(outs) {
 		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("prometheus %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
@@ -425,4 +398,19 @@ func redactURL(raw string) string {
 		return "<unparsable url>"
 	}
 	return u.Redacted()
+}
+
+// putJSONArtifact stores v as an indented JSON artifact of res, or records
+// why it could not under findings.artifact_error.
+func putJSONArtifact(ctx context.Context, in *Input, res *Result, name string, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		var a Artifact
+		if a, err = putArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
+			res.Artifacts = append(res.Artifacts, a)
+		}
+	}
+	if err != nil {
+		res.Findings["artifact_error"] = err.Error()
+	}
 }

@@ -190,3 +190,40 @@ func promWindow(query string, end time.Time) (window, lag time.Duration) {
 	}
 	return window, lag
 }
+
+// promTarget is what a step querying Prometheus needs from its input: the
+// endpoint, its API, the window's bounds and the per-query deadline.
+type promTarget struct {
+	ep         *Endpoint
+	api        v1.API
+	start, end time.Time
+	timeout    time.Duration
+}
+
+// promTargetOf reads the configured Prometheus and the window from in: the
+// window ends at its end (else now) and starts at its start (else an hour
+// earlier); a query's deadline is the endpoint's timeout, else 10 s.
+func promTargetOf(in *Input, kind string) (*promTarget, error) {
+	ep := (*Endpoint)(nil)
+	if in.Env != nil {
+		ep = in.Env.Prometheus
+	}
+	if ep == nil || ep.URL == "" {
+		return nil, Errorf(ReasonBadConfig, "%s: no Prometheus configured", kind)
+	}
+	papi, err := ep.promAPI()
+	if err != nil {
+		return nil, err
+	}
+	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: 10 * time.Second}
+	if pt.end.IsZero() {
+		pt.end = in.Env.now()
+	}
+	if pt.start.IsZero() || !pt.start.Before(pt.end) {
+		pt.start = pt.end.Add(-time.Hour)
+	}
+	if ep.Timeout > 0 {
+		pt.timeout = ep.Timeout
+	}
+	return pt, nil
+}

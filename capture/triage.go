@@ -42,9 +42,15 @@ import (
 //	               unknown does not block), and prefill flat (< prefill_time_mean)
 //	prefill-bound  prompts long (>= prompt_tokens_mean) and prefill slow or
 //	               TTFT p99 >= ttft_p99
+//	gpu-degraded   a GPU under the instance (the gpu step's GPUView, views.go)
+//	               throttled for an abnormal reason (thermal, hw_slowdown,
+//	               hw_power_brake; power_cap only with the SM clock below
+//	               gpu_clock_ratio × max under load), ran its SM clock below
+//	               that under load, or reported an XID, an uncorrectable ECC
+//	               error or a row-remap failure in the window (triagegpu.go)
 //	decode-bound   ITL p99 >= itl_p99 with a wide batch (running >= running)
 //	unexplained    a slow stage (TTFT p99, ITL p99 or prefill) that none of the
-//	               four causes above explains
+//	               five causes above explains
 //	client-aborts  abort_ratio >= abort_ratio
 //	healthy        none of the above
 //
@@ -53,6 +59,13 @@ import (
 // the queue and slows prefill, and its remedies (more KV per instance, more
 // instances) cover overload's; a deep queue with flat prefill is capacity, and
 // long prompts explain slow prefill before batch width explains slow decode.
+// gpu-degraded sits below the load causes and above decode-bound: a
+// throttled GPU under a deep queue is still overload first (more traffic than
+// the instance serves; the GPU contributes), while a throttled GPU makes ITL
+// high at a batch width that was fine, so decode-bound's remedy (narrow the
+// batch) would mislead: the fix is the GPU (cooling, power, drain and reset),
+// and a profile would only show every kernel slower. A GPU not measured (no
+// DCGM series) is said in every verdict's evidence, never taken for healthy.
 // Unexplained comes before client-aborts because aborts are what clients do
 // when any stage is slow: when something is slow, the slowness is the thing to
 // chase (traces, then a profile); client-aborts is primary only when latency
@@ -121,6 +134,11 @@ type Thresholds struct {
 	// load a wider batch shares each step's token budget, so prefill of the
 	// same prompts stretches (vllmsim: up to 2× past the knee).
 	PrefillGrowth float64 `yaml:"prefill_growth,omitempty" json:"prefill_growth,omitempty"`
+	// GPUClockRatio (0..1): a GPU's SM clock under load below this share of
+	// its max counts as degraded, and makes a power_cap reason abnormal
+	// (triagegpu.go). Default 0.8: power capping at full load is routine on
+	// an H100 and costs a few percent of clock, not a fifth.
+	GPUClockRatio float64 `yaml:"gpu_clock_ratio,omitempty" json:"gpu_clock_ratio,omitempty"`
 }
 
 // DefaultThresholds are the thresholds a triage step uses unless its config says
@@ -129,6 +147,7 @@ var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
+	GPUClockRatio: 0.8,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
@@ -151,7 +170,7 @@ func (t Thresholds) validate() error {
 		if x < 0 {
 			return fmt.Errorf("threshold %s: %v is negative", name, x)
 		}
-		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage") && x > 1 {
+		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage" || name == "gpu_clock_ratio") && x > 1 {
 			return fmt.Errorf("threshold %s: %v is a ratio, want 0..1", name, x)
 		}
 	}
@@ -169,7 +188,7 @@ func init() {
 	Register(Kind{
 		Name:   "triage",
 		Tier:   TierTriage,
-		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, decode-bound, client-aborts, unexplained) from tier-1 signals, with contributing factors, evidence and advice.",
+		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained) from tier-1 signals, with contributing factors, evidence and advice.",
 		Config: func() any { return &TriageConfig{} },
 		Build:  func(cfg any) (Step, error) { return NewTriage(*cfg.(*TriageConfig)) },
 	})
@@ -207,6 +226,13 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	}
 	if len(v.Evidence) > 0 {
 		summary += ": " + v.Evidence[0]
+	}
+	if v.ID == VerdictUnexplained || v.ID == VerdictHealthy {
+		for _, l := range v.Evidence[min(1, len(v.Evidence)):] { // nothing found: say the GPU was not looked at
+			if strings.HasPrefix(l, "GPU not measured") {
+				summary += "; GPU not measured"
+			}
+		}
 	}
 	return &Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
 }

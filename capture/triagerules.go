@@ -218,7 +218,7 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 	v := &Verdict{}
 	if len(sig) == 0 {
 		v.ID = VerdictUnexplained
-		v.Evidence = []string{"no tier-1 signals: every metrics step failed or none ran, so the metrics cannot rule anything out"}
+		v.Evidence = append([]string{"no tier-1 signals: every metrics step failed or none ran, so the metrics cannot rule anything out"}, gpuContext(r)...)
 		v.Advice = advice[v.ID]
 		return v, nil
 	}
@@ -246,6 +246,7 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 	var scopeLines []string
 	v.Scope, scopeLines = r.scope(v, held)
 	lines = appendNew(lines, scopeLines...)
+	lines = appendNew(lines, gpuContext(r)...) // "GPU not measured" is said, never taken for healthy
 	if m := missing(r); m != "" {
 		lines = append(lines, m)
 	}

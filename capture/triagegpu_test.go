@@ -1,0 +1,153 @@
+package capture
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func f64(v float64) *float64 { return &v }
+
+// h100 is one busy H100 at full clock, cool, with nothing reported.
+func h100(gpu string) GPUState {
+	return GPUState{GPU: gpu, UUID: "GPU-" + gpu, Hostname: "node-a", Model: "NVIDIA H100 80GB HBM3",
+		ClockEventsMeasured: true, SMClockMHz: f64(1980), SMClockMaxMHz: f64(1980), TempC: f64(64), PowerW: f64(520), Util: f64(0.9)}
+}
+
+func gpuView(gs ...GPUState) *GPUView {
+	return &GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 3600, GPUs: gs, Measured: len(gs) > 0}
+}
+
+// slowITL is an instance whose tokens are slow at a batch that was fine (narrow).
+var slowITL = with(map[string]float64{SigITLP99: 0.45, SigRunning: 24})
+
+// wideSlowITL is decode-bound by itself: slow tokens in a wide batch.
+var wideSlowITL = with(map[string]float64{SigITLP99: 0.3, SigRunning: 240})
+
+func TestGPUDegradedRule(t *testing.T) {
+	throttled := func(events []string, clock float64) GPUState {
+		g := h100("1")
+		g.ClockEvents, g.SMClockMHz, g.TempC = events, f64(clock), f64(88)
+		return g
+	}
+	idle := h100("1")
+	idle.ClockEvents, idle.SMClockMHz, idle.Util = []string{"gpu_idle"}, f64(345), f64(0.01)
+	noReasons := h100("1")
+	noReasons.ClockEventsMeasured, noReasons.SMClockMHz = false, f64(1200)
+	xid := h100("1")
+	xid.XIDs = []int{79}
+	ecc := h100("1")
+	ecc.ECCUncorrectable = f64(3)
+	remap := h100("1")
+	remap.RowRemapFailure = f64(1)
+	cases := []struct {
+		name         string
+		sig          Signals
+		gpu          *GPUView
+		want         string
+		contributing []string
+		evidence     []string
+	}{
+		{"sw_thermal slows tokens", slowITL, gpuView(h100("0"), throttled([]string{"sw_thermal"}, 1089)), VerdictGPUDegraded, nil,
+			[]string{"GPU 1 on node-a (NVIDIA H100 80GB HBM3): sw_thermal: software thermal slowdown, the GPU is too hot; SM 1089/1980 MHz (55%), 88 °C",
+				`a profile would only show "everything slow"`}},
+		{"hw_slowdown at full clock still counts", slowITL, gpuView(throttled([]string{"hw_slowdown"}, 1980)), VerdictGPUDegraded, nil,
+			[]string{"hw_slowdown: hardware slowdown"}},
+		{"power_cap at full load near max is routine", normal, gpuView(throttled([]string{"power_cap"}, 1755)), VerdictHealthy, nil,
+			[]string{"GPU: 1 measured, no abnormal throttling"}},
+		{"power_cap with the clock well below max is not", slowITL, gpuView(throttled([]string{"power_cap"}, 1300)), VerdictGPUDegraded, nil,
+			[]string{"power_cap: software power cap", "SM 1300/1980 MHz (66%)"}},
+		{"an idle GPU's low clock is not degraded", normal, gpuView(idle), VerdictHealthy, nil, nil},
+		{"a low clock under load with no reason measured", slowITL, gpuView(noReasons), VerdictGPUDegraded, nil,
+			[]string{"SM clock below 80% of its max under load (clock event reasons not measured"}},
+		{"an XID is named with its meaning", normal, gpuView(xid), VerdictGPUDegraded, nil,
+			[]string{"GPU 1 on node-a (NVIDIA H100 80GB HBM3): XID 79 in the window: the GPU has fallen off the bus"}},
+		{"uncorrectable ECC", normal, gpuView(ecc), VerdictGPUDegraded, nil, []string{"3 uncorrectable ECC errors"}},
+		{"row-remap failure", normal, gpuView(remap), VerdictGPUDegraded, nil, []string{"row remapping failed"}},
+		// Precedence: below the load causes, above decode-bound.
+		{"a throttled GPU under a deep queue is overload first", with(map[string]float64{SigQueueDepth: 42, SigRunning: 32,
+			SigQueueTimeMean: 30, SigPrefillMean: 0.1, SigTTFTP99: 40}), gpuView(throttled([]string{"hw_thermal"}, 990)),
+			VerdictOverload, []string{VerdictGPUDegraded}, []string{"queue 42 waiting", "hw_thermal: hardware thermal slowdown"}},
+		{"a throttled GPU in a wide batch is gpu-degraded, decode-bound contributing", wideSlowITL, gpuView(throttled([]string{"sw_thermal"}, 1089)),
+			VerdictGPUDegraded, []string{VerdictDecodeBound}, []string{"sw_thermal"}},
+		{"a healthy GPU leaves decode-bound alone", wideSlowITL, gpuView(h100("0")), VerdictDecodeBound, nil, []string{"GPU: 1 measured"}},
+		// Not measured is said, never healthy.
+		{"no DCGM series: unexplained, GPU not measured", slowITL, gpuView(), VerdictUnexplained, nil,
+			[]string{`GPU not measured: no DCGM series matched {instance=~"node-a:[0-9]+"}`}},
+		{"no gpu step", slowITL, nil, VerdictUnexplained, nil, []string{"GPU not measured: no gpu step result"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, _ := diagnose(c.sig, nil, Thresholds{}, false, views{gpu: c.gpu})
+			if v.ID != c.want || !slices.Equal(v.Contributing, c.contributing) {
+				t.Fatalf("verdict %s (also %v), want %s (also %v)\n%q", v.ID, v.Contributing, c.want, c.contributing, v.Evidence)
+			}
+			all := strings.Join(v.Evidence, "\n")
+			for _, e := range c.evidence {
+				if !strings.Contains(all, e) {
+					t.Errorf("evidence lacks %q:\n%s", e, all)
+				}
+			}
+			if c.gpu == nil || !c.gpu.Measured {
+				if strings.Contains(all, "GPU: ") {
+					t.Errorf("an unmeasured GPU reads as fine:\n%s", all)
+				}
+			}
+			if v.ID == VerdictGPUDegraded && !slices.Equal(v.Advice, advice[VerdictGPUDegraded]) {
+				t.Errorf("advice %q", v.Advice)
+			}
+		})
+	}
+}
+
+func TestGPUClockRatioThreshold(t *testing.T) {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{GPUClockRatio: 1.2}}); Classify(err) != ReasonBadConfig {
+		t.Fatalf("gpu_clock_ratio 1.2: %v", err)
+	}
+	g := h100("1")
+	g.ClockEvents, g.SMClockMHz = []string{"power_cap"}, f64(1700) // 86% of max
+	for _, c := range []struct {
+		ratio float64
+		want  string
+	}{{0, VerdictHealthy}, {0.9, VerdictGPUDegraded}} {
+		v, _ := diagnose(normal, nil, Thresholds{GPUClockRatio: c.ratio}, false, views{gpu: gpuView(g)})
+		if v.ID != c.want {
+			t.Errorf("ratio %v: %s, want %s", c.ratio, v.ID, c.want)
+		}
+	}
+}
+
+// TestGPUViewThroughTriageRunAsJSON: a resumed run's prior results hold the
+// GPUView as JSON decoded into maps; triage reads it the same.
+func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
+	g := h100("3")
+	g.ClockEvents, g.SMClockMHz, g.TempC, g.XIDs = []string{"gpu_idle", "sw_thermal"}, f64(1089), f64(88), []int{48}
+	b, err := json.Marshal(gpuView(h100("0"), g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	tri, _ := NewTriage(TriageConfig{})
+	prior := map[string]*Result{
+		"snapshot": {Signals: slowITL, Findings: map[string]any{"source": SourcePromQL}},
+		"gpu":      {Findings: map[string]any{FindingGPU: decoded}},
+	}
+	out, err := tri.Run(context.Background(), &Input{Env: &Env{}, Prior: prior})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := out.Verdict
+	all := strings.Join(v.Evidence, "\n")
+	if v.ID != VerdictGPUDegraded || !strings.Contains(all, "GPU 3 on node-a") || !strings.Contains(all, "XID 48 in the window: double-bit ECC error") ||
+		strings.Contains(all, "GPU 0 on") {
+		t.Fatalf("verdict %s\n%s", v.ID, all)
+	}
+	if !strings.HasPrefix(out.Summary, "gpu-degraded: GPU 3 on node-a (NVIDIA H100 80GB HBM3): sw_thermal") {
+		t.Errorf("summary %q", out.Summary)
+	}
+}

@@ -1,0 +1,75 @@
+package vllm_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/playbooks"
+)
+
+// TestGPUSelectorMapping renders the vllm-evidence preset's gpu selector: by
+// default the DCGM exporter on the instance's host, its name regex-quoted (an
+// IP, a DNS name, a bracketed IPv6 address), and a playbook's gpu_sel var in
+// its place (Kubernetes pod mapping). Each must build a gpu step.
+func TestGPUSelectorMapping(t *testing.T) {
+	presets, err := os.ReadFile("presets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pb := `playbooks:
+  - name: host
+    match: ['alertname="A"']
+    vars: {sel: 'instance={{ .Labels.instance | promQuote }}'}
+    steps:
+      - use: vllm-evidence
+  - name: pods
+    match: ['alertname="B"']
+    vars:
+      sel: 'instance={{ .Labels.instance | promQuote }}'
+      gpu_sel: 'exported_pod={{ .Labels.pod | promQuote }},exported_namespace={{ .Labels.namespace | promQuote }}'
+    steps:
+      - use: vllm-evidence
+`
+	for name, body := range map[string][]byte{"presets.yaml": presets, "p.yaml": []byte(pb)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := playbooks.LoadFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ alertname, instance, want string }{
+		{"A", "10.0.0.7:8000", `instance=~"10\\.0\\.0\\.7:[0-9]+"`},
+		{"A", "gpu-node-3.example.com:8000", `instance=~"gpu-node-3\\.example\\.com:[0-9]+"`},
+		{"A", "[fd00::7]:8000", `instance=~"\\[fd00::7\\]:[0-9]+"`},
+		{"B", "10.1.2.3:8000", `exported_pod="vllm-0",exported_namespace="llm"`},
+	} {
+		alert := template.Alert{Status: "firing", StartsAt: time.Unix(1.8e9, 0),
+			Labels: template.KV{"alertname": c.alertname, "instance": c.instance, "pod": "vllm-0", "namespace": "llm"}}
+		plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
+		if err != nil || len(plans) != 1 {
+			t.Fatalf("%s: plans %v, %v", c.instance, plans, err)
+		}
+		found := false
+		for _, ps := range plans[0].Steps {
+			if ps.ID != "gpu" {
+				continue
+			}
+			found = true
+			cfg, ok := ps.Config.(*capture.GPUConfig)
+			if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
+				t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no gpu step", c.instance)
+		}
+	}
+}
