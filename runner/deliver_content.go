@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -41,10 +40,9 @@ func parentInfo(r *runRow) notify.RunInfo {
 
 // replyFor is a reply's content: a step's record, or the run resumed.
 func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	if n, ok := strings.CutPrefix(o.ref, "resumed:"); ok {
-		times, _ := strconv.Atoi(n)
+	if times, from, on, ok := splitResumedRef(o.ref); ok {
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
-			Summary: fmt.Sprintf("resumed after an interruption (%d time(s))", times)}, nil
+			Summary: resumedSummary(times, from, on)}, nil
 	}
 	if strings.HasPrefix(o.ref, verdictRefPrefix) {
 		return s.changeReply(ctx, runID, o, retry)
@@ -110,4 +108,19 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 		sum.Duration = r.FinishedAt.Sub(from)
 	}
 	return sum, nil
+}
+
+// resumedSummary is what a resume's reply says: where the run goes on, and
+// whether that is another replica than the one that held it.
+func resumedSummary(times int, from, on string) string {
+	switch {
+	case on == "": // recorded before replicas were named
+		return fmt.Sprintf("resumed after an interruption (%d time(s))", times)
+	case from == "":
+		return fmt.Sprintf("resumed on replica %s after an interruption (%d time(s))", on, times)
+	case from == on:
+		return fmt.Sprintf("resumed on the same replica, %s, after an interruption (%d time(s))", on, times)
+	default:
+		return fmt.Sprintf("resumed on another replica, %s, after %s stopped holding it (%d time(s))", on, from, times)
+	}
 }

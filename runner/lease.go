@@ -21,6 +21,7 @@ type handle struct {
 	resolved     chan struct{}
 	resolvedOnce sync.Once
 	started      time.Time // the run's first start, on the real clock
+	from         string    // the owner the reaper took the run from (runArgs.From)
 }
 
 func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
@@ -39,7 +40,7 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started}
+	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started, from: args.From}
 	s.mu.Lock()
 	s.active[h.id] = h
 	s.mu.Unlock()

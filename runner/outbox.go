@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/riverqueue/river"
@@ -59,6 +60,27 @@ const (
 )
 
 func resumedKey(n int) string { return fmt.Sprintf("run/resumed/%d", n) }
+
+// resumedRef is the ref of a resume's reply: the resume's number, the owner
+// the run was taken from ("" when none held it) and the one that took it.
+// A ref of the older form, "resumed:N", names neither.
+func resumedRef(n int, from, on string) string {
+	return fmt.Sprintf("%s%d\x1f%s\x1f%s", resumedRefPrefix, n, from, on)
+}
+
+const resumedRefPrefix = "resumed:"
+
+// splitResumedRef reads a resumedRef.
+func splitResumedRef(ref string) (n int, from, on string, ok bool) {
+	rest, ok := strings.CutPrefix(ref, resumedRefPrefix)
+	if !ok {
+		return 0, "", "", false
+	}
+	num, rest, _ := strings.Cut(rest, "\x1f")
+	from, on, _ = strings.Cut(rest, "\x1f")
+	n, _ = strconv.Atoi(num)
+	return n, from, on, true
+}
 
 // stepRef is the ref of a step's reply: its plan and id in autocapture_steps.
 func stepRef(plan, step string) string { return plan + "\x1f" + step }

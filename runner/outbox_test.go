@@ -510,3 +510,37 @@ func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
 		}
 	})
 }
+
+// TestResumedReplySaysWhere: a resume's reply names the replica that goes on,
+// and says whether it is another one than the replica that held the run; a
+// ref recorded before replicas were named still reads.
+func TestResumedReplySaysWhere(t *testing.T) {
+	tests := []struct {
+		name     string
+		ref      string
+		want     string
+		wantTime int
+	}{
+		{"another replica", resumedRef(2, "pod-a/7/1a2b3c4d", "pod-b/9/5e6f7a8b"),
+			"resumed on another replica, pod-b/9/5e6f7a8b, after pod-a/7/1a2b3c4d stopped holding it (2 time(s))", 2},
+		{"same replica", resumedRef(1, "pod-a/7/1a2b3c4d", "pod-a/7/1a2b3c4d"),
+			"resumed on the same replica, pod-a/7/1a2b3c4d, after an interruption (1 time(s))", 1},
+		{"lost job", resumedRef(1, "", "pod-b/9/5e6f7a8b"),
+			"resumed on replica pod-b/9/5e6f7a8b after an interruption (1 time(s))", 1},
+		{"older ref", "resumed:3", "resumed after an interruption (3 time(s))", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, from, on, ok := splitResumedRef(tt.ref)
+			if !ok || n != tt.wantTime {
+				t.Fatalf("splitResumedRef(%q) = %d, %v; want %d, true", tt.ref, n, ok, tt.wantTime)
+			}
+			if got := resumedSummary(n, from, on); got != tt.want {
+				t.Errorf("reply %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if _, _, _, ok := splitResumedRef(stepRef("pb", "s")); ok {
+		t.Error("a step's ref read as a resume's")
+	}
+}

@@ -87,7 +87,7 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 			return n, err
 		}
 		for _, c := range cands {
-			won, err := s.resume(ctx, k, c.id, c.gen)
+			won, err := s.resume(ctx, k, c)
 			if err != nil {
 				return n, err
 			}
@@ -104,13 +104,14 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 // every replica runs it, so it reads an index (see migration 4).
 func (s *Service) reapQuery(k reapKind) (string, []any) {
 	cond, args := s.abandoned(k, 1)
-	return s.dialect.sql(`SELECT id, generation FROM autocapture_runs
+	return s.dialect.sql(`SELECT id, generation, COALESCE(owner, '') FROM autocapture_runs
 		WHERE finished_at IS NULL AND ` + cond + ` LIMIT 100`), args
 }
 
 type reapCand struct {
-	id  string
-	gen int
+	id    string
+	gen   int
+	owner string // the owner whose lease expired; "" for a stranded run
 }
 
 // reapCandidates lists up to 100 runs abandoned in kind k.
@@ -124,7 +125,7 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 	var cands []reapCand
 	for rows.Next() {
 		var c reapCand
-		if err := rows.Scan(&c.id, &c.gen); err != nil {
+		if err := rows.Scan(&c.id, &c.gen, &c.owner); err != nil {
 			return nil, fmt.Errorf("runner: reaper: scan: %w", err)
 		}
 		cands = append(cands, c)
@@ -136,25 +137,28 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 }
 
 // resume moves one abandoned run back to the queue with a new job, if it is
-// still abandoned in kind k (the condition is re-checked in the update).
-func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int) (bool, error) {
+// still abandoned in kind k and held by the owner scanned (both re-checked in
+// the update). The job carries that owner, so the thread can say which
+// replica gave the run up and which one took it.
+func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
+	id, gen := c.id, c.gen
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("runner: reaper: begin: %w", err)
 	}
 	defer tx.Rollback()
-	cond, args := s.abandoned(k, 4)
+	cond, args := s.abandoned(k, 5)
 	res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
 		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
-		WHERE id = $2 AND generation = $3 AND finished_at IS NULL AND `+cond),
-		append([]any{StatusQueued, id, gen}, args...)...)
+		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond),
+		append([]any{StatusQueued, id, gen, c.owner}, args...)...)
 	if err != nil {
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
 	}
-	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
+	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1, From: c.owner}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -163,7 +167,8 @@ func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int) (b
 	if k == reapStranded {
 		s.log.Info("Resuming a queued run whose job was lost before it claimed the run.", zap.String("run", id), zap.Int("generation", gen+1))
 	} else {
-		s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1))
+		s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1),
+			zap.String("from", c.owner))
 	}
 	return true, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -59,7 +58,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	case skip != "":
 		return s.finish(ctx, r, StatusSkipped, skip, nil)
 	}
-	if err := s.recordResumed(ctx, r); err != nil {
+	if err := s.recordResumed(ctx, r, h.from); err != nil {
 		s.release(h, err)
 		return err
 	}
@@ -160,9 +159,11 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	return plans, w, "", nil
 }
 
-// recordResumed puts "resumed after an interruption" in the thread of a run
-// that already has one, once per resume (the key makes a repeat a no-op).
-func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
+// recordResumed puts "resumed on another replica" (or the same one) in the
+// thread of a run that already has one, once per resume (the key makes a
+// repeat a no-op): from is the owner it was taken from, this process the one
+// that goes on.
+func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) error {
 	if r.Resumed == 0 {
 		return nil
 	}
@@ -171,8 +172,7 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	n := strconv.Itoa(r.Resumed)
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: "resumed:" + n}); err != nil {
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: resumedRef(r.Resumed, from, s.id)}); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,11 +17,19 @@ import (
 
 // amConfig routes everything to the daemon through n webhook_configs, with the
 // daemon's token, grouping fast.
-func amConfig(d *daemon, n int) string {
+func amConfig(d *daemon, n int) string { return amConfigFor("", slices.Repeat([]*daemon{d}, n)...) }
+
+// amConfigFor routes everything to each of ds (a webhook_config each, with
+// its token), grouping fast; groupBy is the route's group_by list ("" for
+// none: one group).
+func amConfigFor(groupBy string, ds ...*daemon) string {
 	var b strings.Builder
 	b.WriteString("route:\n  receiver: autocapture\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\n")
+	if groupBy != "" {
+		fmt.Fprintf(&b, "  group_by: %s\n", groupBy)
+	}
 	b.WriteString("receivers:\n  - name: autocapture\n    webhook_configs:\n")
-	for range n {
+	for _, d := range ds {
 		fmt.Fprintf(&b, "      - url: %s/hooks/alertmanager\n        send_resolved: true\n", d.URL)
 		fmt.Fprintf(&b, "        http_config:\n          authorization:\n            credentials: %s\n", d.Token)
 	}

@@ -28,9 +28,12 @@ type profSim struct {
 	calls []profCall
 }
 
-// profCall is one profiler request: when it arrived and when it was answered.
+// profCall is one profiler request, or one request a playbook step tagged
+// with its alert (an `alert` query parameter): when it arrived and when it
+// was answered.
 type profCall struct {
 	Path     string
+	Alert    string // the alert query parameter, "" when none
 	At, Done time.Time
 }
 
@@ -65,14 +68,16 @@ func startProfSim(t *testing.T, o vllmsim.Options) *profSim {
 	return p
 }
 
-// recordCalls wraps h, noting each profiler request's arrival and answer.
+// recordCalls wraps h, noting each profiler or tagged request's arrival and
+// answer.
 func (p *profSim) recordCalls(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/start_profile" && r.URL.Path != "/stop_profile" {
+		alert := r.URL.Query().Get("alert")
+		if r.URL.Path != "/start_profile" && r.URL.Path != "/stop_profile" && alert == "" {
 			h.ServeHTTP(w, r)
 			return
 		}
-		c := profCall{Path: r.URL.Path, At: time.Now()}
+		c := profCall{Path: r.URL.Path, Alert: alert, At: time.Now()}
 		h.ServeHTTP(w, r)
 		c.Done = time.Now()
 		p.mu.Lock()
@@ -92,6 +97,23 @@ func (p *profSim) callsTo(path string) []profCall {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// taggedCalls counts the requests tagged with an alert, by alert and path.
+func (p *profSim) taggedCalls() map[string]map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]map[string]int{}
+	for _, c := range p.calls {
+		if c.Alert == "" {
+			continue
+		}
+		if out[c.Alert] == nil {
+			out[c.Alert] = map[string]int{}
+		}
+		out[c.Alert][c.Path]++
+	}
 	return out
 }
 
