@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type handle struct {
 	resolvedOnce sync.Once
 	started      time.Time // the run's first start, on the real clock
 	from         string    // the owner the reaper took the run from (runArgs.From)
+	watchdog     *time.Timer
 }
 
 func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
@@ -41,6 +43,8 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started, from: args.From}
+	s.watch(h)
+	defer h.watchdog.Stop()
 	s.mu.Lock()
 	s.active[h.id] = h
 	s.mu.Unlock()
@@ -53,13 +57,7 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	}()
 	s.m.executing.Inc()
 	defer s.m.executing.Dec()
-	hbDone := make(chan struct{})
-	hbCtx, stopHB := context.WithCancel(runCtx)
-	go func() { defer close(hbDone); s.heartbeat(hbCtx, h) }()
-	err = s.execute(runCtx, h)
-	stopHB()
-	<-hbDone
-	return err
+	return s.execute(runCtx, h)
 }
 
 // qClaim takes a run (see claim) and answers how long ago it first started,
@@ -88,59 +86,125 @@ func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, err
 	return time.Now().Add(-time.Duration(elapsed) * time.Millisecond), true, nil
 }
 
-// heartbeat renews the lease every heartbeat_interval and reads the row's flags:
-// a cancel request cancels the run, a resolution cancels tier 3, a lost lease
-// (or one this process could not renew in time) interrupts it.
+// The heartbeat: one loop per process (renewer, started with the Service and
+// ended by Close, after Stop's grace, so runs finishing within it keep
+// their leases) renews the leases of every run this process executes in one
+// statement each heartbeat_interval and reads their rows' flags: a cancel
+// request cancels the run, a resolution cancels tier 3, a lost lease (its row
+// not renewed: another owner, or finished) interrupts it. One statement per
+// interval, whatever the number of runs: a renewal per run made 30 runs
+// starting together under load miss their renewals (the HA proof's 2 s lease)
+// while they competed for the pool with the steps' own writes.
 //
-// A watchdog, independent of the store, interrupts the run once the last
-// renewal is older than lease_timeout - heartbeat_interval: a renewal that hangs
-// (a stalled connection, SQLite's one connection held elsewhere) must not let
-// this process go on working while another one takes the run over.
-func (s *Service) heartbeat(ctx context.Context, h *handle) {
-	t := time.NewTicker(s.cfg.HeartbeatInterval)
-	defer t.Stop()
+// A watchdog per run, independent of the store, interrupts it once its last
+// renewal is older than lease_timeout - heartbeat_interval: a renewal that
+// hangs (a stalled connection, SQLite's one connection held elsewhere) must
+// not let this process go on working while another one takes the run over.
+
+// maxRenewBatch bounds the ids of one renewal statement (SQLite allows
+// 32,766 parameters; PostgreSQL 65,535).
+const maxRenewBatch = 500
+
+// watch arms run h's watchdog; the renewer resets it on each renewal.
+func (s *Service) watch(h *handle) {
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
-	watchdog := time.AfterFunc(margin, func() {
+	h.watchdog = time.AfterFunc(margin, func() {
 		s.log.Warn("Could not renew a run's lease in time; stopping work on it.", zap.String("run", h.id))
 		h.cancel(fmt.Errorf("%w: lease not renewed within %s", executor.ErrInterrupted, margin))
 	})
-	defer watchdog.Stop()
+}
+
+// renewer renews this process's leases every heartbeat_interval until ctx ends.
+func (s *Service) renewer(ctx context.Context) {
+	defer s.renewDone.Done()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := s.now()
-		var cancelReq, resolved sql.NullInt64
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
-		err := s.db.QueryRowContext(rctx, s.dialect.sql(`UPDATE autocapture_runs SET lease_until = {now} + $1
-			WHERE id = $2 AND owner = $3 RETURNING cancel_requested_at, resolved_at`),
-			s.cfg.LeaseTimeout.Milliseconds(), h.id, s.id).Scan(&cancelReq, &resolved)
-		cancel()
+		s.mu.Lock()
+		hs := make([]*handle, 0, len(s.active))
+		for _, h := range s.active {
+			hs = append(hs, h)
+		}
+		s.mu.Unlock()
+		for len(hs) > 0 {
+			n := min(len(hs), maxRenewBatch)
+			s.renew(ctx, hs[:n])
+			hs = hs[n:]
+		}
+	}
+}
+
+// renew renews the leases of hs in one statement and acts on what it read.
+func (s *Service) renew(ctx context.Context, hs []*handle) {
+	now := s.now()
+	args := []any{s.cfg.LeaseTimeout.Milliseconds(), s.id}
+	marks := make([]string, len(hs))
+	for i, h := range hs {
+		args = append(args, h.id)
+		marks[i] = fmt.Sprintf("$%d", i+3)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+	defer cancel()
+	renewed, err := s.renewRows(rctx, `UPDATE autocapture_runs SET lease_until = {now} + $1
+		WHERE owner = $2 AND id IN (`+strings.Join(marks, ", ")+`) RETURNING id, cancel_requested_at, resolved_at`, args)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("Could not renew the leases of this process's runs.", zap.Int("runs", len(hs)), zap.Error(err))
+		}
+		return // each run's watchdog decides when it is too late
+	}
+	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
+	for _, h := range hs {
+		flags, ok := renewed[h.id]
+		s.mu.Lock()
+		current := s.active[h.id] == h
+		s.mu.Unlock()
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case !current: // it ended while the renewal ran
+			continue
+		case !ok:
 			s.log.Warn("Lost the lease on a run; stopping work on it.", zap.String("run", h.id))
 			h.cancel(fmt.Errorf("%w: lease lost", executor.ErrInterrupted))
-			return
-		case err != nil:
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("Could not renew a run's lease.", zap.String("run", h.id), zap.Error(err))
-			continue // the watchdog decides when it is too late
+			continue
 		}
-		// The lease now runs to lease_timeout after the database received the
-		// renewal, no earlier than lease_timeout after now: stop work before
-		// it can lapse (durations on this clock, never its absolute time).
-		watchdog.Reset(margin - s.now().Sub(now))
-		if resolved.Valid {
+		// The lease now runs to lease_timeout after the database received
+		// the renewal, no earlier than lease_timeout after now: stop work
+		// before it can lapse (durations on this clock, never its absolute time).
+		h.watchdog.Reset(margin - s.now().Sub(now))
+		if flags.resolved {
 			h.resolve()
 		}
-		if cancelReq.Valid {
+		if flags.cancel {
 			h.cancel(executor.ErrCancelled)
 		}
 	}
+}
+
+// runFlags are a renewed run's flags.
+type runFlags struct{ cancel, resolved bool }
+
+// renewRows runs the renewal and returns the flags of the rows it renewed, by id.
+func (s *Service) renewRows(ctx context.Context, q string, args []any) (map[string]runFlags, error) {
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]runFlags{}
+	for rows.Next() {
+		var id string
+		var cancelReq, resolved sql.NullInt64
+		if err := rows.Scan(&id, &cancelReq, &resolved); err != nil {
+			return nil, err
+		}
+		out[id] = runFlags{cancel: cancelReq.Valid, resolved: resolved.Valid}
+	}
+	return out, rows.Err()
 }
 
 // release gives the run up after an interruption or a store failure: the lease

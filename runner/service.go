@@ -104,11 +104,14 @@ type Service struct {
 	active map[string]*handle // runs this process executes, by id
 	runs   sync.WaitGroup     // their goroutines
 
-	bg       context.Context // background work: reaper, heartbeats
-	stopBG   context.CancelFunc
-	bgDone   sync.WaitGroup
-	started  atomic.Bool
-	stopping atomic.Bool
+	bg     context.Context // background work: reaper, heartbeats
+	stopBG context.CancelFunc
+	bgDone sync.WaitGroup
+	// The lease renewer (lease.go) outlives Stop's grace: Close ends it.
+	stopRenew context.CancelFunc
+	renewDone sync.WaitGroup
+	started   atomic.Bool
+	stopping  atomic.Bool
 }
 
 // Open migrates the store and builds the River client; Start begins work.
@@ -203,6 +206,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("runner: start river: %w", err)
 	}
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	s.stopRenew = stopRenew
+	s.renewDone.Add(1)
+	go s.renewer(renewCtx)
 	s.bgDone.Add(2)
 	go s.reaper()
 	go s.profileSweeper()
@@ -255,6 +262,10 @@ func (s *Service) Close() error {
 		}
 	}
 	s.stopBGWork()
+	if s.stopRenew != nil {
+		s.stopRenew()
+		s.renewDone.Wait()
+	}
 	s.prof.closeStops()
 	return s.db.Close()
 }
