@@ -121,6 +121,17 @@ type Thresholds struct {
 	// load a wider batch shares each step's token budget, so prefill of the
 	// same prompts stretches (vllmsim: up to 2× past the knee).
 	PrefillGrowth float64 `yaml:"prefill_growth,omitempty" json:"prefill_growth,omitempty"`
+	// ImbalanceRatio: the instance's request rate over its peers' median from
+	// which, with the same per-request work, it is a routing imbalance
+	// (triagescope.go). Default 2.
+	ImbalanceRatio float64 `yaml:"imbalance_ratio,omitempty" json:"imbalance_ratio,omitempty"`
+	// ImbalanceWorkTolerance (0..1): how far the instance's mean prompt and
+	// output lengths may sit from its peers' medians and still count as the
+	// same per-request work. Default 0.3 (±30%).
+	ImbalanceWorkTolerance float64 `yaml:"imbalance_work_tolerance,omitempty" json:"imbalance_work_tolerance,omitempty"`
+	// FleetShare (0..1): the share of the model's instances past the
+	// verdict's threshold above which the cause is fleet-wide. Default 0.5.
+	FleetShare float64 `yaml:"fleet_share,omitempty" json:"fleet_share,omitempty"`
 }
 
 // DefaultThresholds are the thresholds a triage step uses unless its config says
@@ -129,6 +140,7 @@ var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
+	ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.3, FleetShare: 0.5,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
@@ -151,7 +163,8 @@ func (t Thresholds) validate() error {
 		if x < 0 {
 			return fmt.Errorf("threshold %s: %v is negative", name, x)
 		}
-		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage") && x > 1 {
+		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage" ||
+			name == "imbalance_work_tolerance" || name == "fleet_share") && x > 1 {
 			return fmt.Errorf("threshold %s: %v is a ratio, want 0..1", name, x)
 		}
 	}
