@@ -224,7 +224,7 @@ func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string
 			self, okS := v.Signals[q.Signal][v.Self]
 			med, k := v.peerMedian(q.Signal)
 			if okS && k > 0 {
-				fmt.Fprintf(&b, "; this one: %s %.3g, peers' median %.3g", q.Signal, self, med)
+				fmt.Fprintf(&b, "; this one: %s %s, peers' median %s", q.Signal, fmtNum(self), fmtNum(med))
 				break
 			}
 		}

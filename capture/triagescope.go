@@ -79,7 +79,14 @@ type scopeSignal struct {
 	fmt  func(float64) string
 }
 
-func fmtNum(x float64) string { return fmt.Sprintf("%.3g", x) }
+// fmtNum prints a count or a rate: three significant digits, whole numbers
+// from 1000 up (1650, not 1.65e+03).
+func fmtNum(x float64) string {
+	if x >= 1000 || x <= -1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
+}
 
 var (
 	scopeQueue   = scopeSignal{SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, fmtNum}
