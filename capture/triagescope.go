@@ -3,6 +3,7 @@ package capture
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -68,6 +69,45 @@ func ScopeLine(v *Verdict) string {
 		}
 	}
 	return ""
+}
+
+// ScopeText is where the verdict's cause sits, for a thread, a console or
+// the run page: "scope: single-instance — only this instance: queue 48 vs
+// peers' median 0 (5 peers)", "scope: not measured — …" when the peers were
+// not measured, "" when triage said nothing about it (healthy, an older verdict).
+func ScopeText(v *Verdict) string {
+	if v == nil {
+		return ""
+	}
+	line := ScopeLine(v)
+	if v.Scope == "" {
+		if rest, ok := strings.CutPrefix(line, "scope not measured: "); ok {
+			return "scope: not measured — " + rest
+		}
+		return ""
+	}
+	if line == "" {
+		return "scope: " + v.Scope
+	}
+	return "scope: " + v.Scope + " — " + line
+}
+
+// AllAdvice is the verdict's advice, then that of its contributing factors
+// that are not verdicts (single-instance, fleet-wide, routing-imbalance),
+// each line once.
+func AllAdvice(v *Verdict) []string {
+	if v == nil {
+		return nil
+	}
+	out := slices.Clone(v.Advice)
+	for _, c := range v.Contributing {
+		for _, a := range factorAdvice[c] {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // scopeSignal is a signal that defines a verdict, with how to judge and print it.
