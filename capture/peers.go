@@ -188,17 +188,8 @@ func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *P
 	if len(view.Failed) > 0 {
 		res.Findings["failed"] = view.Failed
 	}
-	body, err := json.MarshalIndent(map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
-		"selector": view.Selector, "queries": outs}, "", "  ")
-	if err == nil {
-		var a Artifact
-		if a, err = putArtifact(ctx, in, "peers.json", "application/json", bytes.NewReader(body)); err == nil {
-			res.Artifacts = append(res.Artifacts, a)
-		}
-	}
-	if err != nil {
-		res.Findings["artifact_error"] = err.Error()
-	}
+	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
+		"selector": view.Selector, "queries": outs})
 	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
 	if firstErr != nil && len(view.Failed) == len(outs) {
 		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("peers %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
@@ -283,5 +274,21 @@ func (v *PeerView) peerMedian(sig string) (float64, int) {
 		return xs[n/2], n
 	default:
 		return (xs[n/2-1] + xs[n/2]) / 2, n
+	}
+}
+
+// putJSONArtifact stores v as an indented JSON artifact of the step and
+// lists it in res; a failure to store is findings.artifact_error, never the
+// step's failure.
+func putJSONArtifact(ctx context.Context, in *Input, res *Result, name string, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		var a Artifact
+		if a, err = putArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
+			res.Artifacts = append(res.Artifacts, a)
+		}
+	}
+	if err != nil {
+		res.Findings["artifact_error"] = err.Error()
 	}
 }

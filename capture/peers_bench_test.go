@@ -19,9 +19,9 @@ import (
 func BenchmarkPeers(b *testing.B) {
 	for _, n := range []int{4, 16} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
-			fleet := []simInstance{{"m", vllmsim.ScenarioOverload}}
+			fleet := []simInstance{{model: "m", scenario: vllmsim.ScenarioOverload}}
 			for len(fleet) < n {
-				fleet = append(fleet, simInstance{"m", vllmsim.ScenarioHealthy})
+				fleet = append(fleet, simInstance{model: "m", scenario: vllmsim.ScenarioHealthy})
 			}
 			insts, promURL, peerQueries := fleetUnderPrometheus(b, fleet)
 			env := promEnv(b, promURL)

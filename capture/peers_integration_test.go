@@ -24,8 +24,12 @@ import (
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
-// simInstance is one stand-in vLLM of a fleet: its model and scenario.
-type simInstance struct{ model, scenario string }
+// simInstance is one stand-in vLLM of a fleet: its model, scenario and seed
+// (0: one of its own).
+type simInstance struct {
+	model, scenario string
+	seed            uint64
+}
 
 // fleetUnderPrometheus runs one stand-in vLLM per instance (real time, three
 // simulated minutes behind them) and a real Prometheus scraping all of them,
@@ -35,7 +39,10 @@ type simInstance struct{ model, scenario string }
 func fleetUnderPrometheus(tb testing.TB, fleet []simInstance) (insts []string, promURL string, peerQueries *atomic.Int64) {
 	tb.Helper()
 	for i, f := range fleet {
-		sim, err := vllmsim.New(vllmsim.Options{Model: f.model, Scenario: f.scenario, Seed: uint64(20 + i),
+		if f.seed == 0 {
+			f.seed = uint64(20 + i)
+		}
+		sim, err := vllmsim.New(vllmsim.Options{Model: f.model, Scenario: f.scenario, Seed: f.seed,
 			Start: time.Now().Add(-3 * time.Minute)})
 		if err != nil {
 			tb.Fatal(err)
@@ -107,9 +114,12 @@ func promEnv(tb testing.TB, promURL string) *capture.Env {
 // overloaded (fleet-wide); and counts the peers step's queries, which must
 // not grow with the fleet it sees.
 func TestPeersAgainstRealPrometheus(t *testing.T) {
-	fleet := []simInstance{{"m", vllmsim.ScenarioOverload}, {"m", vllmsim.ScenarioHealthy}, {"m", vllmsim.ScenarioHealthy},
-		{"m", vllmsim.ScenarioHealthy}, {"f", vllmsim.ScenarioOverload}, {"f", vllmsim.ScenarioOverload},
-		{"f", vllmsim.ScenarioOverload}, {"f", vllmsim.ScenarioOverload}}
+	var fleet []simInstance
+	for _, f := range []struct{ model, scenario string }{{"m", vllmsim.ScenarioOverload}, {"m", vllmsim.ScenarioHealthy},
+		{"m", vllmsim.ScenarioHealthy}, {"m", vllmsim.ScenarioHealthy}, {"f", vllmsim.ScenarioOverload},
+		{"f", vllmsim.ScenarioOverload}, {"f", vllmsim.ScenarioOverload}, {"f", vllmsim.ScenarioOverload}} {
+		fleet = append(fleet, simInstance{model: f.model, scenario: f.scenario})
+	}
 	insts, promURL, peerQueries := fleetUnderPrometheus(t, fleet)
 	env := promEnv(t, promURL)
 	cases := []struct {

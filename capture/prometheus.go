@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -349,16 +348,7 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, qu
 	if len(noData) > 0 {
 		res.Findings["no_data"] = noData
 	}
-	body, err := json.MarshalIndent(map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs}, "", "  ")
-	if err == nil {
-		var a Artifact
-		if a, err = putArtifact(ctx, in, "prometheus.json", "application/json", bytes.NewReader(body)); err == nil {
-			res.Artifacts = append(res.Artifacts, a)
-		}
-	}
-	if err != nil {
-		res.Findings["artifact_error"] = err.Error()
-	}
+	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
 	if len(failed) == len(outs) {
 		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("prometheus %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
