@@ -100,13 +100,6 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 // missing selector or instance is a finding; the step fails only when every
 // query failed.
 func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
-	ep := (*Endpoint)(nil)
-	if in.Env != nil {
-		ep = in.Env.Prometheus
-	}
-	if ep == nil || ep.URL == "" {
-		return nil, Errorf(ReasonBadConfig, "peers: no Prometheus configured")
-	}
 	view := &PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
 		Instances: []string{}, Signals: map[string]map[string]float64{}}
 	if view.Self == "" {
@@ -117,6 +110,13 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		res.Summary = "peers not measured: " + p.unmeasured(view)
 		res.Findings["not_measured"] = res.Summary
 		return res, nil
+	}
+	ep := (*Endpoint)(nil)
+	if in.Env != nil {
+		ep = in.Env.Prometheus
+	}
+	if ep == nil || ep.URL == "" {
+		return nil, Errorf(ReasonBadConfig, "peers: no Prometheus configured")
 	}
 	papi, err := ep.promAPI()
 	if err != nil {

@@ -175,6 +175,9 @@ func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
 	if p == nil {
 		return "", []string{"scope not measured: no peers step looked at the model's other instances"}
 	}
+	if p.Selector == "" || p.Self == "" {
+		return "", []string{"scope not measured: the peers step had no selector or no instance to look for (does the alert carry the model and instance labels?)"}
+	}
 	var lines []string
 	if l := r.imbalance(p); l != "" {
 		v.Contributing = append(v.Contributing, FactorRoutingImbalance)

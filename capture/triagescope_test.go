@@ -41,6 +41,8 @@ func TestScopeOverDiagnose(t *testing.T) {
 			ScopeSeveral, "3 of 6 instances have queue >= 10", "", FactorSingleInstance},
 		{"one peer is not enough", overloaded, fleet(SigQueueDepth, 48, 0),
 			"", "scope not measured: fewer than 2 peers with queue_depth", "", FactorSingleInstance},
+		{"the alert had no model label", overloaded, &PeerView{Self: "a", Label: "instance"},
+			"", "scope not measured: the peers step had no selector", "", FactorSingleInstance},
 		{"no peers step", overloaded, nil,
 			"", "scope not measured: no peers step", "", FactorSingleInstance},
 		{"peers lack the defining signal", overloaded, fleet(SigITLP99, 0.02, 0.02, 0.02),
