@@ -173,7 +173,7 @@ func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
 	}
 	p := r.vw.peers
 	if p == nil {
-		return "", []string{"scope not measured: no peers step looked at the model's other instances"}
+		return "", []string{"scope not measured: no view of the model's other instances (no peers step, or it has not answered yet)"}
 	}
 	if p.Selector == "" || p.Self == "" {
 		return "", []string{"scope not measured: the peers step had no selector or no instance to look for (does the alert carry the model and instance labels?)"}

@@ -44,7 +44,7 @@ func TestScopeOverDiagnose(t *testing.T) {
 		{"the alert had no model label", overloaded, &PeerView{Self: "a", Label: "instance"},
 			"", "scope not measured: the peers step had no selector", "", FactorSingleInstance},
 		{"no peers step", overloaded, nil,
-			"", "scope not measured: no peers step", "", FactorSingleInstance},
+			"", "scope not measured: no view of the model's other instances", "", FactorSingleInstance},
 		{"peers lack the defining signal", overloaded, fleet(SigITLP99, 0.02, 0.02, 0.02),
 			"", "scope not measured: fewer than 2 peers with queue_depth", "", FactorSingleInstance},
 		{"kv-pressure by its pool", Signals{SigKVUsage: 0.99, SigQueueDepth: 2}, fleet(SigKVUsage, 0.99, 0.97, 0.98, 0.5),
