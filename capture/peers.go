@@ -111,14 +111,7 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		res.Findings["not_measured"] = res.Summary
 		return res, nil
 	}
-	ep := (*Endpoint)(nil)
-	if in.Env != nil {
-		ep = in.Env.Prometheus
-	}
-	if ep == nil || ep.URL == "" {
-		return nil, Errorf(ReasonBadConfig, "peers: no Prometheus configured")
-	}
-	papi, err := ep.promAPI()
+	ep, papi, err := in.promAPI("peers")
 	if err != nil {
 		return nil, err
 	}
@@ -126,10 +119,7 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if end.IsZero() {
 		end = in.Env.now()
 	}
-	timeout := 10 * time.Second
-	if ep.Timeout > 0 {
-		timeout = ep.Timeout
-	}
+	timeout := ep.queryTimeout()
 	began := time.Now()
 	outs := make([]queryOutcome, len(p.cfg.Queries))
 	var g errgroup.Group

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -31,42 +30,20 @@ type simInstance struct {
 	seed            uint64
 }
 
-// fleetUnderPrometheus runs one stand-in vLLM per instance (real time, three
-// simulated minutes behind them) and a real Prometheus scraping all of them,
-// and waits for a few scrapes of each. It returns the instances' host:ports
-// in order and a proxy URL in front of Prometheus that counts the queries
+// fleetUnderPrometheus runs the fleet under a real Prometheus
+// (capture.SimsUnderPrometheus) and returns the instances' host:ports in
+// order and a proxy URL in front of Prometheus that counts the queries
 // naming a model_name (the peers step's; the snapshot's name the instance).
 func fleetUnderPrometheus(tb testing.TB, fleet []simInstance) (insts []string, promURL string, peerQueries *atomic.Int64) {
 	tb.Helper()
+	opts := make([]vllmsim.Options, len(fleet))
 	for i, f := range fleet {
 		if f.seed == 0 {
 			f.seed = uint64(20 + i)
 		}
-		sim, err := vllmsim.New(vllmsim.Options{Model: f.model, Scenario: f.scenario, Seed: f.seed,
-			Start: time.Now().Add(-3 * time.Minute)})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- sim.Run(ctx) }()
-		srv := httptest.NewServer(sim.Handler())
-		tb.Cleanup(func() { srv.Close(); cancel(); <-done })
-		u, _ := url.Parse(srv.URL)
-		insts = append(insts, u.Host)
+		opts[i] = vllmsim.Options{Model: f.model, Scenario: f.scenario, Seed: f.seed}
 	}
-	prom := testenv.StartPrometheus(tb, testenv.PrometheusOptions{ScrapeTargets: insts})
-	for _, inst := range insts {
-		prom.WaitUp(tb, inst, 30*time.Second)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if s := prom.Query(tb, "min(count_over_time(up[1m]))"); len(s) == 1 && s[0].Value >= 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("prometheus has fewer than 5 scrapes of some target")
-		}
-	}
+	insts, prom := capture.SimsUnderPrometheus(tb, opts...)
 	target, _ := url.Parse(prom.URL)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	peerQueries = &atomic.Int64{}

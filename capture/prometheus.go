@@ -149,14 +149,7 @@ type queryOutcome struct {
 // and the summary while the others keep their results; the step fails only when
 // every query failed.
 func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
-	ep := (*Endpoint)(nil)
-	if in.Env != nil {
-		ep = in.Env.Prometheus
-	}
-	if ep == nil || ep.URL == "" {
-		return nil, Errorf(ReasonBadConfig, "prometheus: no Prometheus configured")
-	}
-	papi, err := ep.promAPI()
+	ep, papi, err := in.promAPI("prometheus")
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +161,7 @@ func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if start.IsZero() || !start.Before(end) {
 		start = end.Add(-time.Hour)
 	}
-	timeout := 10 * time.Second
-	if ep.Timeout > 0 {
-		timeout = ep.Timeout
-	}
+	timeout := ep.queryTimeout()
 	began := time.Now()
 	startsAt := in.Alert.StartsAt
 	if startsAt.IsZero() || startsAt.After(end) {
