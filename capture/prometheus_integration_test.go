@@ -22,27 +22,43 @@ import (
 // it every second, and waits until Prometheus has a few scrapes.
 func simUnderPrometheus(tb testing.TB, scenario string, legacy bool) (inst string, prom *testenv.Prometheus) {
 	tb.Helper()
-	sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Seed: 3, LegacyMetrics: legacy,
-		Start: time.Now().Add(-3 * time.Minute)})
-	if err != nil {
-		tb.Fatal(err)
+	insts, prom := SimsUnderPrometheus(tb, vllmsim.Options{Scenario: scenario, Seed: 3, LegacyMetrics: legacy})
+	return insts[0], prom
+}
+
+// SimsUnderPrometheus runs one stand-in vLLM per options (real time; a zero
+// Start is three simulated minutes ago, so the scenario has shown) and a
+// real Prometheus scraping all of them every second, and waits until it has
+// a few scrapes of each. It returns the instances' host:ports in order.
+// Exported for the package's external tests (peers, shipped playbooks).
+func SimsUnderPrometheus(tb testing.TB, opts ...vllmsim.Options) (insts []string, prom *testenv.Prometheus) {
+	tb.Helper()
+	for _, o := range opts {
+		if o.Start.IsZero() {
+			o.Start = time.Now().Add(-3 * time.Minute)
+		}
+		sim, err := vllmsim.New(o)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sim.Run(ctx) }()
+		srv := httptest.NewServer(sim.Handler())
+		tb.Cleanup(func() { srv.Close(); cancel(); <-done })
+		u, _ := url.Parse(srv.URL)
+		insts = append(insts, u.Host)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sim.Run(ctx) }()
-	srv := httptest.NewServer(sim.Handler())
-	tb.Cleanup(func() { srv.Close(); cancel(); <-done })
-	u, _ := url.Parse(srv.URL)
-	inst = u.Host
-	prom = testenv.StartPrometheus(tb, testenv.PrometheusOptions{ScrapeTargets: []string{inst}})
-	prom.WaitUp(tb, inst, 30*time.Second)
-	q := fmt.Sprintf("count_over_time(up{instance=%q}[1m])", inst)
+	prom = testenv.StartPrometheus(tb, testenv.PrometheusOptions{ScrapeTargets: insts})
+	for _, inst := range insts {
+		prom.WaitUp(tb, inst, 30*time.Second)
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if s := prom.Query(tb, q); len(s) == 1 && s[0].Value >= 5 {
-			return inst, prom
+		if s := prom.Query(tb, "min(count_over_time(up[1m]))"); len(s) == 1 && s[0].Value >= 5 {
+			return insts, prom
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("prometheus has fewer than 5 scrapes of %s", inst)
+			tb.Fatal("prometheus has fewer than 5 scrapes of some target")
 		}
 	}
 }

@@ -159,6 +159,31 @@ func (e *Endpoint) promAPI() (v1.API, error) {
 	return v1.NewAPI(c), nil
 }
 
+// promAPI is the configured Prometheus and its API, for a step of kind
+// (named in the error when none is configured).
+func (in *Input) promAPI(kind string) (*Endpoint, v1.API, error) {
+	var ep *Endpoint
+	if in.Env != nil {
+		ep = in.Env.Prometheus
+	}
+	if ep == nil || ep.URL == "" {
+		return nil, nil, Errorf(ReasonBadConfig, "%s: no Prometheus configured", kind)
+	}
+	papi, err := ep.promAPI()
+	if err != nil {
+		return nil, nil, err
+	}
+	return ep, papi, nil
+}
+
+// queryTimeout bounds one query: the endpoint's timeout, else 10 s.
+func (e *Endpoint) queryTimeout() time.Duration {
+	if e.Timeout > 0 {
+		return e.Timeout
+	}
+	return 10 * time.Second
+}
+
 // PromQL's range selectors ([2m], subqueries [2m:] and [2m:15s]), offsets and
 // @ modifiers with a literal time, as promWindow reads them.
 var (
@@ -204,26 +229,16 @@ type promTarget struct {
 // window ends at its end (else now) and starts at its start (else an hour
 // earlier); a query's deadline is the endpoint's timeout, else 10 s.
 func promTargetOf(in *Input, kind string) (*promTarget, error) {
-	ep := (*Endpoint)(nil)
-	if in.Env != nil {
-		ep = in.Env.Prometheus
-	}
-	if ep == nil || ep.URL == "" {
-		return nil, Errorf(ReasonBadConfig, "%s: no Prometheus configured", kind)
-	}
-	papi, err := ep.promAPI()
+	ep, papi, err := in.promAPI(kind)
 	if err != nil {
 		return nil, err
 	}
-	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: 10 * time.Second}
+	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: ep.queryTimeout()}
 	if pt.end.IsZero() {
 		pt.end = in.Env.now()
 	}
 	if pt.start.IsZero() || !pt.start.Before(pt.end) {
 		pt.start = pt.end.Add(-time.Hour)
-	}
-	if ep.Timeout > 0 {
-		pt.timeout = ep.Timeout
 	}
 	return pt, nil
 }

@@ -41,39 +41,16 @@ func TestShippedPlaybooksTier1AgainstRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instances := map[string]string{}
-	var targets []string
+	var fleet []simInstance
 	for scenario := range alertFor {
-		sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Seed: 11, Start: time.Now().Add(-3 * time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- sim.Run(ctx) }()
-		srv := httptest.NewServer(sim.Handler())
-		t.Cleanup(func() { srv.Close(); cancel(); <-done })
-		u, _ := url.Parse(srv.URL)
-		instances[scenario] = u.Host
-		targets = append(targets, u.Host)
+		fleet = append(fleet, simInstance{scenario: scenario, seed: 11})
 	}
-	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: targets})
-	for _, inst := range targets {
-		prom.WaitUp(t, inst, 30*time.Second)
+	targets, promURL, _ := fleetUnderPrometheus(t, fleet)
+	instances := map[string]string{}
+	for i, f := range fleet {
+		instances[f.scenario] = targets[i]
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if s := prom.Query(t, "min(count_over_time(up[1m]))"); len(s) == 1 && s[0].Value >= 5 {
-			break // a few scrapes of every target, for the rates
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("prometheus has fewer than 5 scrapes of some target")
-		}
-	}
-	store, err := storage.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &capture.Env{Store: store, Targets: &http.Client{}, Prometheus: &capture.Endpoint{URL: prom.URL, Timeout: 10 * time.Second}}
+	env := promEnv(t, promURL)
 	for scenario, alertname := range alertFor {
 		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()

@@ -139,6 +139,17 @@ type Thresholds struct {
 	// (triagegpu.go). Default 0.8: power capping at full load is routine on
 	// an H100 and costs a few percent of clock, not a fifth.
 	GPUClockRatio float64 `yaml:"gpu_clock_ratio,omitempty" json:"gpu_clock_ratio,omitempty"`
+	// ImbalanceRatio: the instance's request rate over its peers' median from
+	// which, with the same per-request work, it is a routing imbalance
+	// (triagescope.go). Default 2.
+	ImbalanceRatio float64 `yaml:"imbalance_ratio,omitempty" json:"imbalance_ratio,omitempty"`
+	// ImbalanceWorkTolerance (0..1): how far the instance's mean prompt and
+	// output lengths may sit from its peers' medians and still count as the
+	// same per-request work. Default 0.3 (±30%).
+	ImbalanceWorkTolerance float64 `yaml:"imbalance_work_tolerance,omitempty" json:"imbalance_work_tolerance,omitempty"`
+	// FleetShare (0..1): the share of the model's instances past the
+	// verdict's threshold above which the cause is fleet-wide. Default 0.5.
+	FleetShare float64 `yaml:"fleet_share,omitempty" json:"fleet_share,omitempty"`
 }
 
 // DefaultThresholds are the thresholds a triage step uses unless its config says
@@ -147,7 +158,7 @@ var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
-	GPUClockRatio: 0.8,
+	GPUClockRatio: 0.8, ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.3, FleetShare: 0.5,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
@@ -170,7 +181,8 @@ func (t Thresholds) validate() error {
 		if x < 0 {
 			return fmt.Errorf("threshold %s: %v is negative", name, x)
 		}
-		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage" || name == "gpu_clock_ratio") && x > 1 {
+		if (name == "kv_usage" || name == "abort_ratio" || name == "queue_share" || name == "hist_min_coverage" ||
+			name == "imbalance_work_tolerance" || name == "fleet_share" || name == "gpu_clock_ratio") && x > 1 {
 			return fmt.Errorf("threshold %s: %v is a ratio, want 0..1", name, x)
 		}
 	}

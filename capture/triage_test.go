@@ -335,14 +335,23 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 		{SigAbortRatio, []float64{0, 0.2}},
 	}
 	seen := map[string]int{}
+	// The GPU axis: not measured, or one GPU thermally throttled
+	// (gpu-degraded is reachable only with a GPU view).
+	hot := 990.0
+	maxClock := 1980.0
+	util := 1.0
+	gpus := []views{{}, {gpu: &GPUView{Measured: true, GPUs: []GPUState{{GPU: "0", ClockEventsMeasured: true,
+		ClockEvents: []string{"sw_thermal"}, SMClockMHz: &hot, SMClockMaxMHz: &maxClock, Util: &util}}}}}
 	var walk func(i int, s Signals)
 	walk = func(i int, s Signals) {
 		if i == len(axes) {
-			v := Diagnose(s, DefaultThresholds)
-			seen[v.ID]++
-			checkEvidenceAgainstSignals(t, s, DefaultThresholds, v)
-			if t.Failed() {
-				t.FailNow()
+			for _, vw := range gpus {
+				v, _ := diagnose(s, nil, DefaultThresholds, false, vw)
+				seen[v.ID]++
+				checkEvidenceAgainstSignals(t, s, DefaultThresholds, v)
+				if t.Failed() {
+					t.FailNow()
+				}
 			}
 			return
 		}

@@ -1,9 +1,268 @@
 package capture
 
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
 // Where the cause sits (issue: "this server, the whole fleet"), over the
-// peers step's PeerView (views.go). CONTRACT STUB: the peers helper fills it in.
+// peers step's PeerView (views.go). For the verdict's defining signal it
+// counts the instances of the model past the same threshold, this one
+// included:
+//
+//	only this one              single-instance   (contributing single-instance)
+//	more than fleet_share      fleet-wide        (contributing fleet-wide)
+//	in between                 several-instances
+//
+// Fewer than two peers with data, or no peers step, leave the scope empty
+// with a "scope not measured" line: never single-instance by default.
+// Independently, an instance taking imbalance_ratio × its peers' median
+// request rate with the same per-request work (prompt and output lengths
+// within imbalance_work_tolerance of the peers') is a routing imbalance.
+
+// Contributing factors the scope adds; they are not verdicts.
+const (
+	FactorSingleInstance   = ScopeSingle
+	FactorFleetWide        = ScopeFleet
+	FactorRoutingImbalance = "routing-imbalance"
+)
+
+// factorAdvice is the advice for the contributing factors that are not
+// verdicts, in the seed's terms; FactorAdvice reads it.
+var factorAdvice = map[string][]string{
+	FactorSingleInstance: {
+		"only this instance: drain it or route traffic away from it while you look",
+		"check its node and GPU (throttling, XID or ECC errors, a noisy neighbour)",
+		"compare its request rate with its peers': a routing imbalance sends it more than its share",
+	},
+	FactorFleetWide: {
+		"every instance of the model shows it: a traffic or release problem, not one node",
+		"scale out the model's instances; check traffic growth and which clients grew",
+		"check recent releases (model, vLLM, config) and roll back if one lines up with the onset",
+	},
+	FactorRoutingImbalance: {
+		"the load balancer sends this instance more than its share: check its weights and health checks",
+		"check session affinity (sticky sessions, prefix-aware routing) pinning heavy clients to this instance",
+		"spread the traffic (least-requests routing) before adding instances: the fleet has room",
+	},
+}
+
+// FactorAdvice is the advice for a contributing factor that is not a
+// verdict (single-instance, fleet-wide, routing-imbalance); nil otherwise.
+func FactorAdvice(id string) []string { return factorAdvice[id] }
+
+// scopeLineRE recognises a scope's evidence line (ScopeLine).
+var scopeLineRE = regexp.MustCompile(`^(only this instance: |fleet-wide: |\d+ of \d+ instances have |scope not measured: )`)
+
+// ScopeLine is the verdict's evidence line that says where the cause sits
+// ("only this instance: …", "fleet-wide: …", "3 of 6 instances have …", or
+// "scope not measured: …"); "" when there is none.
+func ScopeLine(v *Verdict) string {
+	if v == nil {
+		return ""
+	}
+	for _, l := range v.Evidence {
+		if scopeLineRE.MatchString(l) {
+			return l
+		}
+	}
+	return ""
+}
+
+// ScopeText is where the verdict's cause sits, for a thread, a console or
+// the run page: "scope: single-instance — only this instance: queue 48 vs
+// peers' median 0 (5 peers)", "scope: not measured — …" when the peers were
+// not measured, "" when triage said nothing about it (healthy, an older verdict).
+func ScopeText(v *Verdict) string {
+	if v == nil {
+		return ""
+	}
+	line := ScopeLine(v)
+	if v.Scope == "" {
+		if rest, ok := strings.CutPrefix(line, "scope not measured: "); ok {
+			return "scope: not measured — " + rest
+		}
+		return ""
+	}
+	if line == "" {
+		return "scope: " + v.Scope
+	}
+	return "scope: " + v.Scope + " — " + line
+}
+
+// AllAdvice is the verdict's advice, then that of its contributing factors
+// that are not verdicts (single-instance, fleet-wide, routing-imbalance),
+// each line once.
+func AllAdvice(v *Verdict) []string {
+	if v == nil {
+		return nil
+	}
+	out := slices.Clone(v.Advice)
+	for _, c := range v.Contributing {
+		for _, a := range factorAdvice[c] {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// scopeSignal is a signal that defines a verdict, with how to judge and print it.
+type scopeSignal struct {
+	sig  string
+	name string
+	past func(r reading, x float64) bool
+	thr  func(r reading) float64
+	fmt  func(float64) string
+}
+
+// fmtNum prints a count or a rate: three significant digits, whole numbers
+// from 1000 up (1650, not 1.65e+03).
+func fmtNum(x float64) string {
+	if x >= 1000 || x <= -1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
+}
+
+var (
+	scopeQueue   = scopeSignal{SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, fmtNum}
+	scopeKV      = scopeSignal{SigKVUsage, "KV usage", func(r reading, x float64) bool { return x >= r.th.KVUsage }, func(r reading) float64 { return r.th.KVUsage }, fmtPct}
+	scopePreempt = scopeSignal{SigPreemptionsRate, "preemptions/s", func(r reading, x float64) bool { return x > r.th.PreemptionsPerS }, func(r reading) float64 { return r.th.PreemptionsPerS }, fmtNum}
+	scopeTTFT    = scopeSignal{SigTTFTP99, "TTFT p99", func(r reading, x float64) bool { return x >= r.th.TTFTP99 }, func(r reading) float64 { return r.th.TTFTP99 }, fmtSec}
+	scopeITL     = scopeSignal{SigITLP99, "ITL p99", func(r reading, x float64) bool { return x >= r.th.ITLP99 }, func(r reading) float64 { return r.th.ITLP99 }, fmtSec}
+	scopePrompt  = scopeSignal{SigPromptTokens, "prompt length", func(r reading, x float64) bool { return x >= r.th.PromptTokensMean }, func(r reading) float64 { return r.th.PromptTokensMean }, fmtNum}
+	scopeAborts  = scopeSignal{SigAbortRatio, "abort ratio", func(r reading, x float64) bool { return x >= r.th.AbortRatio }, func(r reading) float64 { return r.th.AbortRatio }, fmtPct}
+)
+
+// scopeSignals are the signals that define each verdict, the most telling first.
+func (r reading) scopeSignals(id string) []scopeSignal {
+	switch id {
+	case VerdictKVPressure:
+		if r.kvFull() || !r.preempting() {
+			return []scopeSignal{scopeKV, scopePreempt}
+		}
+		return []scopeSignal{scopePreempt, scopeKV}
+	case VerdictOverload:
+		return []scopeSignal{scopeQueue}
+	case VerdictPrefillBound:
+		return []scopeSignal{scopeTTFT, scopePrompt}
+	case VerdictDecodeBound:
+		return []scopeSignal{scopeITL}
+	case VerdictUnexplained, VerdictGPUDegraded:
+		if r.itlHigh() && !r.ttftHigh() {
+			return []scopeSignal{scopeITL, scopeTTFT}
+		}
+		return []scopeSignal{scopeTTFT, scopeITL}
+	case VerdictClientAborts:
+		return []scopeSignal{scopeAborts}
+	}
+	return nil
+}
 
 // scope returns the verdict's Scope ("" when the peers were not measured)
 // and its evidence lines; it may append contributing factors to v
 // (single-instance, fleet-wide, routing-imbalance). held are the rules that held.
-func (r reading) scope(v *Verdict, held map[string]bool) (string, []string) { return "", nil }
+func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
+	sigs := r.scopeSignals(v.ID)
+	if len(sigs) == 0 {
+		return "", nil
+	}
+	p := r.vw.peers
+	if p == nil {
+		return "", []string{"scope not measured: no view of the model's other instances (no peers step, or it has not answered yet)"}
+	}
+	if p.Selector == "" || p.Self == "" {
+		return "", []string{"scope not measured: the peers step had no selector or no instance to look for (does the alert carry the model and instance labels?)"}
+	}
+	var lines []string
+	if l := r.imbalance(p); l != "" {
+		v.Contributing = append(v.Contributing, FactorRoutingImbalance)
+		lines = append(lines, l)
+	}
+	s, ok := pickScopeSignal(p, sigs)
+	if !ok {
+		why := fmt.Sprintf("scope not measured: fewer than 2 peers with %s under {%s}", sigs[0].sig, p.Selector)
+		if f := p.Failed[sigs[0].sig]; f != "" {
+			why += " (its query failed: " + f + ")"
+		}
+		return "", append([]string{why}, lines...)
+	}
+	scope, line := r.judgeScope(p, s)
+	switch scope {
+	case ScopeSingle:
+		v.Contributing = append(v.Contributing, FactorSingleInstance)
+	case ScopeFleet:
+		v.Contributing = append(v.Contributing, FactorFleetWide)
+	}
+	return scope, append([]string{line}, lines...)
+}
+
+// pickScopeSignal is the first of sigs with at least 2 peers' data.
+func pickScopeSignal(p *PeerView, sigs []scopeSignal) (scopeSignal, bool) {
+	for _, s := range sigs {
+		if _, n := p.peerMedian(s.sig); n >= 2 {
+			return s, true
+		}
+	}
+	return scopeSignal{}, false
+}
+
+// judgeScope counts the instances past s's threshold, this one included (its
+// verdict held), and says where the cause sits.
+func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
+	peers := p.peerValues(s.sig)
+	past := 1
+	for _, x := range peers {
+		if s.past(r, x) {
+			past++
+		}
+	}
+	total := len(peers) + 1
+	switch {
+	case past == 1:
+		med, _ := p.peerMedian(s.sig)
+		self := "no reading in the peers' query"
+		if x, ok := p.Signals[s.sig][p.Self]; ok {
+			self = s.fmt(x)
+		} else if x, ok := r.get(s.sig); ok {
+			self = s.fmt(x)
+		}
+		return ScopeSingle, fmt.Sprintf("only this instance: %s %s vs peers' median %s (%d peers)", s.name, self, s.fmt(med), len(peers))
+	case float64(past) > r.th.FleetShare*float64(total):
+		return ScopeFleet, fmt.Sprintf("fleet-wide: %d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
+	}
+	return ScopeSeveral, fmt.Sprintf("%d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
+}
+
+// imbalance names a routing imbalance: this instance's request rate at least
+// imbalance_ratio × its peers' median while its per-request work (mean prompt
+// and output lengths, whichever were measured) sits within
+// imbalance_work_tolerance of theirs.
+func (r reading) imbalance(p *PeerView) string {
+	self, ok := p.Signals[SigRequestRate][p.Self]
+	med, n := p.peerMedian(SigRequestRate)
+	if !ok || n < 2 || med <= 0 || self < r.th.ImbalanceRatio*med {
+		return ""
+	}
+	var work []string
+	for _, w := range []struct{ sig, name string }{{SigPromptTokens, "prompt"}, {SigOutputTokens, "output"}} {
+		x, okX := p.Signals[w.sig][p.Self]
+		m, k := p.peerMedian(w.sig)
+		if !okX || k < 2 {
+			continue
+		}
+		if m <= 0 || x < m*(1-r.th.ImbalanceWorkTolerance) || x > m*(1+r.th.ImbalanceWorkTolerance) {
+			return "" // different work: its clients differ, not its routing
+		}
+		work = append(work, fmt.Sprintf("%s %.0f vs %.0f tokens", w.name, x, m))
+	}
+	if len(work) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("receives %.1f× its peers' median request rate (%.1f vs %.1f req/s) with the same per-request work (%s): a load-balancer or session-affinity problem",
+		self/med, self, med, strings.Join(work, ", "))
+}

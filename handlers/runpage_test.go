@@ -52,8 +52,9 @@ func (f fakeProfile) RunProfile(_ context.Context, id string) (runs.RunProfile, 
 func pageRunFixture(png []byte) *runs.Run {
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	fin := at.Add(95 * time.Second)
-	kv := &capture.Verdict{ID: capture.VerdictKVPressure, Evidence: []string{"KV cache 98% full (threshold 95%)"},
-		Contributing: []string{"overload"}, Advice: []string{"raise gpu_memory_utilization"},
+	kv := &capture.Verdict{ID: capture.VerdictKVPressure, Scope: capture.ScopeSingle,
+		Evidence:     []string{"KV cache 98% full (threshold 95%)", "only this instance: KV usage 98% vs peers' median 40% (3 peers)"},
+		Contributing: []string{"overload", capture.FactorSingleInstance}, Advice: []string{"raise gpu_memory_utilization"},
 		Untrusted: []string{"prompt_len: window too short"}, Basis: map[string]string{"prefill_s": "baseline-1d"}}
 	pre := &capture.Verdict{ID: capture.VerdictOverload, Preliminary: true}
 	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: runner.StatusSucceeded,
@@ -241,6 +242,12 @@ func TestRunPageShowsTheRun(t *testing.T) {
 		if !strings.Contains(verdict, want) {
 			t.Errorf("verdict section lacks %q: %q", want, verdict)
 		}
+	}
+	if sc := text(byID(doc, "scope")); sc != "scope: single-instance — only this instance: KV usage 98% vs peers' median 40% (3 peers)" {
+		t.Errorf("scope: %q", sc)
+	}
+	if a := capture.FactorAdvice(capture.FactorSingleInstance)[0]; !strings.Contains(verdict, a) {
+		t.Errorf("verdict section lacks the single-instance advice %q: %q", a, verdict)
 	}
 	if h := text(byID(doc, "history")); !strings.Contains(h, "was overload, now kv-pressure") || !strings.Contains(h, "preliminary") || !strings.Contains(h, "waiting for scrape") {
 		t.Errorf("history: %q", h)

@@ -59,6 +59,8 @@ type runView struct {
 	Labels      []kv
 	Annotations []kv
 	Verdict     *capture.Verdict
+	Scope       string   // capture.ScopeText: "scope: single-instance — …"
+	Advice      []string // the verdict's advice and its contributing factors'
 	Basis       []kv
 	History     []historyEntry
 	Charts      []artifactView
@@ -155,6 +157,7 @@ func (s *Server) newRunView(r *runs.Run) runView {
 	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict}
 	if r.Verdict != nil {
 		v.Basis = sortedKV(r.Verdict.Basis)
+		v.Scope, v.Advice = capture.ScopeText(r.Verdict), capture.AllAdvice(r.Verdict)
 	}
 	if r.StartedAt != nil && r.FinishedAt != nil {
 		v.Took = humanDuration(r.FinishedAt.Sub(*r.StartedAt))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/autocapture/autocapture/capture"
 )
 
 // Console prints one clear block per run event to a writer (stdout by default).
@@ -104,10 +106,13 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 			fmt.Fprintf(&b, " (also: %s)", strings.Join(v.Contributing, ", "))
 		}
 		b.WriteString("\n")
+		if sc := capture.ScopeText(v); sc != "" {
+			fmt.Fprintf(&b, "   %s\n", sc)
+		}
 		for _, e := range v.Evidence {
 			fmt.Fprintf(&b, "   · %s\n", e)
 		}
-		for _, a := range v.Advice {
+		for _, a := range capture.AllAdvice(v) {
 			fmt.Fprintf(&b, "   → %s\n", a)
 		}
 	}

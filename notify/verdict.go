@@ -8,15 +8,20 @@ import (
 )
 
 // SameVerdict says whether two verdicts name the same cause and the same
-// contributing factors (evidence lines and ages may differ).
+// contributing causes (evidence lines and ages may differ). The scope's
+// factors (single-instance, fleet-wide, routing-imbalance) say where, not
+// what: a refined verdict that only adds them, once the peers step answered,
+// is the same verdict.
 func SameVerdict(a, b *capture.Verdict) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	x, y := slices.Clone(a.Contributing), slices.Clone(b.Contributing)
-	slices.Sort(x)
-	slices.Sort(y)
-	return a.ID == b.ID && slices.Equal(x, y)
+	causes := func(v *capture.Verdict) []string {
+		out := slices.DeleteFunc(slices.Clone(v.Contributing), func(c string) bool { return capture.FactorAdvice(c) != nil })
+		slices.Sort(out)
+		return out
+	}
+	return a.ID == b.ID && slices.Equal(causes(a), causes(b))
 }
 
 // VerdictChange says how a refined verdict differs from the preliminary one

@@ -16,6 +16,8 @@ func TestVerdictChange(t *testing.T) {
 	}{
 		{name: "same cause, factors in another order", was: over,
 			now: &capture.Verdict{ID: "overload", Contributing: []string{"kv-pressure", "client-aborts"}, Evidence: []string{"other"}}, same: true},
+		{name: "the scope arrived", was: over,
+			now: &capture.Verdict{ID: "overload", Scope: capture.ScopeSingle, Contributing: []string{"client-aborts", "kv-pressure", capture.FactorSingleInstance}}, same: true},
 		{name: "another cause", was: &capture.Verdict{ID: "overload"},
 			now: &capture.Verdict{ID: "kv-pressure", Evidence: []string{"KV 99 % full", "more"}}, change: "was overload, now kv-pressure: KV 99 % full"},
 		{name: "a factor more", was: &capture.Verdict{ID: "overload"}, now: over,

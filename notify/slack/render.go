@@ -52,6 +52,7 @@ type Parent struct {
 	Duration      time.Duration
 	Verdict       string // "kv-pressure — <first evidence>. <first advice>"
 	Also          []string
+	Scope         string // "scope: single-instance — only this instance: …" (notify.ScopeText)
 	ResolvedAfter time.Duration
 	Resolved      bool
 	// AskFeedback adds the "verdict right / wrong" buttons under a verdict.
@@ -73,7 +74,7 @@ func ParentFromRun(run notify.RunInfo, links []notify.Link) Parent {
 // alert's resolution. An update carries only what it knows; the rest stays.
 func (p Parent) Apply(s notify.Summary) Parent {
 	if s.Verdict != nil {
-		p.Verdict, p.Also = VerdictLine(s.Verdict), s.Verdict.Contributing
+		p.Verdict, p.Also, p.Scope = VerdictLine(s.Verdict), s.Verdict.Contributing, capture.ScopeText(s.Verdict)
 	}
 	switch {
 	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
@@ -134,11 +135,17 @@ func RenderParent(p Parent) Message {
 		if len(p.Also) > 0 {
 			body += "\n_also: " + esc(strings.Join(p.Also, ", ")) + "_"
 		}
+		if p.Scope != "" {
+			body += "\n_" + esc(clip.Fold(p.Scope)) + "_"
+		}
 		blocks = append(blocks, section("verdict", clip.Runes(body, maxSection)))
 		if p.AskFeedback {
 			blocks = append(blocks, feedbackButtons(p.RunID, id))
 		}
 		text = append(text, p.Verdict)
+		if p.Scope != "" {
+			text = append(text, p.Scope)
+		}
 	} else {
 		blocks = append(blocks, header("title", ":rotating_light: "+title))
 	}

@@ -191,10 +191,13 @@ func verdictDetail(v *capture.Verdict) string {
 		s += " (also " + esc(strings.Join(v.Contributing, ", ")) + ")"
 	}
 	lines := []string{s}
+	if sc := capture.ScopeText(v); sc != "" {
+		lines = append(lines, "_"+esc(clip.Fold(sc))+"_")
+	}
 	for _, e := range v.Evidence {
 		lines = append(lines, "• "+esc(clip.Fold(e)))
 	}
-	for _, a := range v.Advice {
+	for _, a := range capture.AllAdvice(v) {
 		lines = append(lines, "→ "+esc(clip.Fold(a)))
 	}
 	out := lines[0]

@@ -1,0 +1,266 @@
+package capture
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
+)
+
+// PeersConfig is the peers step's config: the same signals for every
+// instance serving the alerting instance's model, one PromQL query per signal
+// grouped by instance, so the number of queries does not grow with the fleet.
+type PeersConfig struct {
+	// Selector is the PromQL label matchers choosing the peers, rendered from
+	// the alert (`model_name={{ .Labels.model_name | promQuote }}`). Empty (the
+	// alert has no model label) is a finding, "peers not measured", not an error.
+	Selector string `yaml:"selector" json:"selector"`
+	// Label names an instance in the queries' results. Default "instance".
+	Label string `yaml:"label,omitempty" json:"label,omitempty"`
+	// Self is the alerting instance as Label spells it. Default the alert's
+	// label named by Label.
+	Self string `yaml:"self,omitempty" json:"self,omitempty"`
+	// Queries are one instant query per canonical signal. Each writes
+	// `$peers` where the selector goes and groups by Label, e.g.
+	// `sum by (instance) (vllm:num_requests_waiting{$peers})`.
+	Queries []PeerQuery `yaml:"queries" json:"queries"`
+}
+
+// PeerQuery is one signal's query over the whole fleet.
+type PeerQuery struct {
+	// Signal is the canonical signal (capture/signals.go) the query reads.
+	Signal string `yaml:"signal" json:"signal"`
+	// Query is PromQL with `$peers` for the selector, grouped by the instance label.
+	Query string `yaml:"query" json:"query"`
+	// Timeout bounds this query; default the Prometheus endpoint's timeout, else 10s.
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+}
+
+// PeersStep is a built peers step.
+type PeersStep struct {
+	cfg PeersConfig
+}
+
+var _ Step = (*PeersStep)(nil)
+
+// peersPlaceholder is where a peers query takes the selector.
+const peersPlaceholder = "$peers"
+
+var labelNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func init() {
+	Register(Kind{
+		Name: "peers",
+		Tier: TierMetrics,
+		Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
+			"so triage can say whether the cause is this instance, several or the whole fleet.",
+		Config: func() any { return &PeersConfig{} },
+		Build:  func(cfg any) (Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
+	})
+}
+
+// NewPeers validates cfg, fills its defaults and returns the step.
+func NewPeers(cfg PeersConfig) (*PeersStep, error) {
+	if cfg.Label == "" {
+		cfg.Label = "instance"
+	}
+	if !labelNameRE.MatchString(cfg.Label) {
+		return nil, Errorf(ReasonBadConfig, "peers: label %q is not a label name", cfg.Label)
+	}
+	if len(cfg.Queries) == 0 {
+		return nil, Errorf(ReasonBadConfig, "peers: no queries")
+	}
+	seen := map[string]bool{}
+	for i, q := range cfg.Queries {
+		where := fmt.Sprintf("peers: queries[%d] %q", i, q.Signal)
+		switch {
+		case !KnownSignal(q.Signal):
+			return nil, Errorf(ReasonBadConfig, "%s: unknown signal (known: %s)", where, strings.Join(SignalNames, ", "))
+		case seen[q.Signal]:
+			return nil, Errorf(ReasonBadConfig, "%s: duplicate signal", where)
+		case !strings.Contains(q.Query, peersPlaceholder):
+			return nil, Errorf(ReasonBadConfig, "%s: the query has no %s: it would not read the peers", where, peersPlaceholder)
+		case q.Timeout < 0:
+			return nil, Errorf(ReasonBadConfig, "%s: negative timeout", where)
+		}
+		seen[q.Signal] = true
+	}
+	return &PeersStep{cfg: cfg}, nil
+}
+
+// Run runs every signal's query in parallel, each under its own deadline. A
+// missing selector or instance is a finding; the step fails only when every
+// query failed.
+func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
+	view := &PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
+		Instances: []string{}, Signals: map[string]map[string]float64{}}
+	if view.Self == "" {
+		view.Self = in.Alert.Labels[p.cfg.Label]
+	}
+	res := &Result{Findings: map[string]any{"source": SourcePromQL, FindingPeers: view}}
+	if view.Selector == "" || view.Self == "" {
+		res.Summary = "peers not measured: " + p.unmeasured(view)
+		res.Findings["not_measured"] = res.Summary
+		return res, nil
+	}
+	ep, papi, err := in.promAPI("peers")
+	if err != nil {
+		return nil, err
+	}
+	end := in.Window.End
+	if end.IsZero() {
+		end = in.Env.now()
+	}
+	timeout := ep.queryTimeout()
+	began := time.Now()
+	outs := make([]queryOutcome, len(p.cfg.Queries))
+	var g errgroup.Group
+	g.SetLimit(maxParallelQueries)
+	for i, q := range p.cfg.Queries {
+		pq := PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
+		g.Go(func() error {
+			outs[i] = runQuery(ctx, papi, pq, end, end, timeout)
+			return nil
+		})
+	}
+	_ = g.Wait() // runQuery records its error in its outcome
+	return p.report(ctx, in, ep, view, res, outs, time.Since(began))
+}
+
+// unmeasured says why the step could not look for peers.
+func (p *PeersStep) unmeasured(v *PeerView) string {
+	if v.Selector == "" {
+		return "the peers' selector is empty (does the alert carry the model label?)"
+	}
+	return fmt.Sprintf("the alert has no %s label to find this instance among its peers", p.cfg.Label)
+}
+
+// report fills the view from the outcomes, stores the artifact and sums up.
+func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *PeerView, res *Result, outs []queryOutcome, wall time.Duration) (*Result, error) {
+	seen := map[string]bool{}
+	var firstErr *queryOutcome
+	for i, o := range outs {
+		if o.err != nil {
+			if view.Failed == nil {
+				view.Failed = map[string]string{}
+			}
+			view.Failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
+			if firstErr == nil {
+				firstErr = &outs[i]
+			}
+			continue
+		}
+		vec, _ := o.Result.(model.Vector)
+		for _, s := range vec {
+			inst, x := string(s.Metric[model.LabelName(p.cfg.Label)]), float64(s.Value)
+			if inst == "" || math.IsNaN(x) || math.IsInf(x, 0) {
+				continue
+			}
+			if view.Signals[o.Name] == nil {
+				view.Signals[o.Name] = map[string]float64{}
+			}
+			view.Signals[o.Name][inst] = x
+			seen[inst] = true
+		}
+	}
+	for inst := range seen {
+		view.Instances = append(view.Instances, inst)
+	}
+	sort.Strings(view.Instances)
+	if len(view.Failed) > 0 {
+		res.Findings["failed"] = view.Failed
+	}
+	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
+		"selector": view.Selector, "queries": outs})
+	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
+	if firstErr != nil && len(view.Failed) == len(outs) {
+		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("peers %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
+	}
+	return res, nil
+}
+
+// peersSummary is the step's line: "6 instances of {model_name="m"}; this
+// one: queue_depth 48, peers' median 0", then the queries and their failures.
+func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string {
+	var b strings.Builder
+	switch peers := v.peerCount(); {
+	case len(v.Instances) == 0:
+		fmt.Fprintf(&b, "no instance has data under {%s}: peers not measured", v.Selector)
+	case peers == 0:
+		fmt.Fprintf(&b, "only this instance (%s) has data under {%s}: no peers", v.Self, v.Selector)
+	default:
+		fmt.Fprintf(&b, "%d instances of {%s}", len(v.Instances), v.Selector)
+		if !v.has(v.Self) {
+			fmt.Fprintf(&b, "; this one (%s) has no data", v.Self)
+		}
+		for _, q := range qs {
+			self, okS := v.Signals[q.Signal][v.Self]
+			med, k := v.peerMedian(q.Signal)
+			if okS && k > 0 {
+				fmt.Fprintf(&b, "; this one: %s %s, peers' median %s", q.Signal, fmtNum(self), fmtNum(med))
+				break
+			}
+		}
+	}
+	fmt.Fprintf(&b, " (%d queries in %.2fs", n, wall.Seconds())
+	if len(v.Failed) > 0 {
+		names := make([]string, 0, len(v.Failed))
+		for s := range v.Failed {
+			names = append(names, s+" "+strings.SplitN(v.Failed[s], ":", 2)[0])
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), strings.Join(names, ", "))
+	}
+	return b.String() + ")"
+}
+
+// has says whether inst had a sample under any signal.
+func (v *PeerView) has(inst string) bool {
+	for _, m := range v.Signals {
+		if _, ok := m[inst]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// peerCount is the number of instances seen other than Self.
+func (v *PeerView) peerCount() int {
+	n := len(v.Instances)
+	if v.has(v.Self) {
+		n--
+	}
+	return n
+}
+
+// peerValues are the values of sig for every instance but Self, sorted.
+func (v *PeerView) peerValues(sig string) []float64 {
+	var out []float64
+	for inst, x := range v.Signals[sig] {
+		if inst != v.Self {
+			out = append(out, x)
+		}
+	}
+	sort.Float64s(out)
+	return out
+}
+
+// peerMedian is the median of sig over the peers (Self excluded) and how
+// many peers had it.
+func (v *PeerView) peerMedian(sig string) (float64, int) {
+	xs := v.peerValues(sig)
+	switch n := len(xs); {
+	case n == 0:
+		return 0, 0
+	case n%2 == 1:
+		return xs[n/2], n
+	default:
+		return (xs[n/2-1] + xs[n/2]) / 2, n
+	}
+}

@@ -1,0 +1,44 @@
+package slack
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// scopedVerdict is an overload on one instance of six.
+var scopedVerdict = &capture.Verdict{ID: capture.VerdictOverload, Scope: capture.ScopeSingle,
+	Contributing: []string{capture.FactorSingleInstance},
+	Evidence:     []string{"queue 48 waiting (threshold 10)", "only this instance: queue 48 vs peers' median 0 (5 peers)"},
+	Advice:       []string{"route traffic to other instances or scale out"}}
+
+const scopeWant = "scope: single-instance — only this instance: queue 48 vs peers' median 0 (5 peers)"
+
+func TestParentShowsScopeAndKeepsItThroughMetadata(t *testing.T) {
+	p := testParent().Apply(notify.Summary{Key: notify.KeyCloseFinished, Status: "succeeded", Duration: time.Minute, Verdict: scopedVerdict})
+	raw, _ := json.Marshal(RenderParent(p))
+	if !strings.Contains(string(raw), scopeWant) {
+		t.Errorf("parent lacks %q:\n%s", scopeWant, raw)
+	}
+	b, _ := json.Marshal(parentPayload(p))
+	var payload map[string]any
+	_ = json.Unmarshal(b, &payload)
+	back, _ := json.Marshal(RenderParent(parentFromPayload("r1", payload)))
+	if string(back) != string(raw) {
+		t.Errorf("scope lost through metadata:\n%s\n%s", raw, back)
+	}
+}
+
+func TestVerdictReplyShowsScopeAndFactorAdvice(t *testing.T) {
+	m := RenderReply(notify.StepReport{StepID: "triage", Kind: "triage", Tier: capture.TierTriage, Status: "succeeded", Verdict: scopedVerdict})
+	raw, _ := json.Marshal(m)
+	for _, want := range []string{scopeWant, capture.FactorAdvice(capture.FactorSingleInstance)[0]} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("reply lacks %q:\n%s", want, raw)
+		}
+	}
+}
