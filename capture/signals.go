@@ -36,6 +36,11 @@ const (
 	SigQueueOldest = "queue_oldest_wait"  // age (s) of the oldest waiting request; vLLM exposes none, a gateway or exporter may
 	SigQueueWait   = "queue_wait"         // s a request entering the queue now waits: oldest wait, else waiting ÷ admitted rate (Little's law)
 	SigQueueTimeN  = "queue_time_count"   // requests the queue-time histogram covers in the window (its count's increase)
+	// SigArrivalRate is requests arriving per second: admitted (first
+	// tokens) plus the queue's growth. Finishes (request_rate) and
+	// admissions cap at an instance's capacity; arrivals do not, so an
+	// instance sent 3× its share reads 3×, not its capacity (triagescope.go).
+	SigArrivalRate = "arrival_rate"
 
 	// Baselines: the same quantity over the instance's own past (a query
 	// marked `baseline`, prometheus_baseline.go, gives <signal>_baseline
@@ -52,7 +57,7 @@ var SignalNames = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptions
 	SigTTFTP99, SigTTFTP50, SigITLP99, SigITLP50, SigQueueTimeMean, SigPrefillMean,
 	SigDecodeMean, SigE2EMean, SigPromptTokens, SigPromptTokensNow, SigOutputTokens, SigAbortRatio,
 	SigRequestRate, SigPrefixHitRatio, SigQueueGrowth, SigAdmitRate, SigQueueOldest,
-	SigQueueWait, SigQueueTimeN, SigTTFTP99Baseline, SigITLP99Baseline,
+	SigQueueWait, SigQueueTimeN, SigArrivalRate, SigTTFTP99Baseline, SigITLP99Baseline,
 	SigPrefillMeanBaseline, SigPromptTokensBase}
 
 // KnownSignal says whether name is a canonical signal, or the baseline of one.

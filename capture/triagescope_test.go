@@ -119,6 +119,16 @@ func TestScopeRoutingImbalance(t *testing.T) {
 	if slices.Contains(v.Contributing, FactorRoutingImbalance) {
 		t.Errorf("imbalance_ratio 4: contributing %q, want no routing-imbalance", v.Contributing)
 	}
+	// Past its capacity it finishes only what it can (1.6× its peers), but
+	// arrivals (admitted + the queue's growth) say what it was sent: 3×.
+	p := imbalanced(350)
+	p.Signals[SigRequestRate]["a"] = 3.2
+	p.Signals[SigArrivalRate] = map[string]float64{"a": 7.4, "b": 2.5, "c": 2.4, "d": 2.6}
+	v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: p})
+	want = "receives 3.0× its peers' median arrival rate (7.4 vs 2.5 req/s) with the same per-request work (prompt 350 vs 340 tokens, output 200 vs 205 tokens): a load-balancer or session-affinity problem"
+	if !slices.Contains(v.Evidence, want) {
+		t.Errorf("capped finishes, arrivals 3×: evidence %q, want %q", v.Evidence, want)
+	}
 }
 
 func TestFactorAdviceForEveryScopeFactor(t *testing.T) {
