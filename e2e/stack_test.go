@@ -55,6 +55,8 @@ type stack struct {
 	Daemon *testenv.Process
 	API    string // the daemon's base URL
 	Sims   map[string]*sim
+	// Fleets are the vllmsim fleet processes (fleet_test.go), by name.
+	Fleets map[string]*fleet
 	Dir    string
 }
 
@@ -91,6 +93,9 @@ type stackOptions struct {
 	// Baseline. Off: the embedded set, unchanged.
 	ShortPlaybooks bool
 	Baseline       string
+	// Fleets start one vllmsim process each serving N instances of one
+	// model (--fleet-listen), with its DCGM surface when asked (fleet_test.go).
+	Fleets []fleetSpec
 }
 
 // s3Prefix is the key prefix of a stack's S3 artifacts.
@@ -101,7 +106,7 @@ const s3Prefix = "e2e"
 // Alertmanager routing every vLLM alert to the daemon, and the daemon itself.
 func startStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
-	s := &stack{Sims: map[string]*sim{}, Dir: t.TempDir()}
+	s := &stack{Sims: map[string]*sim{}, Fleets: map[string]*fleet{}, Dir: t.TempDir()}
 	s.Jaeger = testenv.StartJaeger(t)
 
 	simBin := testenv.BuildBinary(t, "./cmd/vllmsim")
@@ -132,6 +137,9 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		targets = append(targets, addr)
 	}
 
+	fleetTargets, dcgmTargets := s.startFleets(t, simBin, o.Fleets)
+	targets = append(targets, fleetTargets...)
+
 	daemonPort := testenv.FreePort(t)
 	s.API = fmt.Sprintf("http://127.0.0.1:%d", daemonPort)
 	s.AM = testenv.StartAlertmanager(t, alertmanagerConfig(s.API))
@@ -149,6 +157,7 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	}
 	s.Prom = testenv.StartPrometheus(t, testenv.PrometheusOptions{
 		ScrapeTargets: targets, RuleFiles: []string{rulesPath}, AlertmanagerURL: s.AM.URL,
+		ExtraScrapeConfigs: dcgmScrapeConfig(dcgmTargets),
 	})
 
 	promURL := s.Prom.URL
