@@ -88,16 +88,19 @@ func dcgmScrapeConfig(targets []string) string {
 	return b.String()
 }
 
-// The sick instances' faults (vllmsim README, fleet mode). TODO(lead): tune
-// once the fleet sim lands.
+// The sick instances' faults (vllmsim/README.md, fleet mode and "What a
+// fault does").
 var (
-	// fleetSkewArgs: instance 2 receives 3× its share of a load each
-	// instance carries at 1×.
+	// fleetSkewArgs: instance 2 receives 3× the healthy chat traffic its
+	// peers get (2.5 req/s each; 7.5 is past one engine's ~4.3 req/s).
 	fleetSkewArgs = []string{"--instance-share=2=3"}
-	// fleetThrottle is a thermal slowdown deep enough that the shipped
-	// latency alerts fire at a healthy load.
-	fleetThrottle       = "throttle:sw_thermal"
-	fleetThrottleReason = "sw_thermal"
+	// fleetThrottle is a deep HW slowdown (30 % of max clock: ×3.3 on every
+	// kernel) at a light load (gpuLoad): tokens slow past the ITL alert with
+	// no queue. At healthy's 2.5 req/s a throttled engine saturates, and
+	// that reads, rightly, as overload with gpu-degraded contributing.
+	fleetThrottle       = "throttle:hw_slowdown:0.3"
+	fleetThrottleReason = "hw_slowdown"
+	gpuLoad             = "--load=1"
 )
 
 // fleetCase is what the first run of one instance of one fleet must say.
@@ -127,9 +130,9 @@ func TestFleetScopeAndGPU(t *testing.T) {
 		{Name: "one", N: 4, DCGM: true, Args: []string{"--instance-scenario=1=overload"}},
 		{Name: "all", N: 4, DCGM: true, Args: []string{"--scenario=overload"}},
 		{Name: "skew", N: 4, DCGM: true, Args: fleetSkewArgs},
-		{Name: "hot", N: 4, DCGM: true, Args: []string{"--instance-gpu=1=" + fleetThrottle}},
-		{Name: "blind", N: 4, DCGM: false, Args: []string{"--instance-gpu=1=" + fleetThrottle}},
-		{Name: "xid", N: 4, DCGM: true, Args: []string{"--instance-gpu=2=xid:79"}},
+		{Name: "hot", N: 4, DCGM: true, Args: []string{gpuLoad, "--instance-gpu=1=" + fleetThrottle}},
+		{Name: "blind", N: 4, DCGM: false, Args: []string{gpuLoad, "--instance-gpu=1=" + fleetThrottle}},
+		{Name: "xid", N: 4, DCGM: true, Args: []string{gpuLoad, "--instance-gpu=2=xid:79"}},
 	}
 	cases := []fleetCase{
 		{fleet: "one", instance: 1, verdict: "overload", scope: "single-instance", contributing: []string{"single-instance"},
