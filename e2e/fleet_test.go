@@ -94,11 +94,11 @@ var (
 	// fleetSkewArgs: instance 2 receives 3× the healthy chat traffic its
 	// peers get (2.5 req/s each; 7.5 is past one engine's ~4.3 req/s).
 	fleetSkewArgs = []string{"--instance-share=2=3"}
-	// fleetThrottle is a deep HW slowdown (30 % of max clock: ×3.3 on every
+	// fleetThrottle is a deep HW slowdown (25 % of max clock: ×4 on every
 	// kernel) at a light load (gpuLoad): tokens slow past the ITL alert with
 	// no queue. At healthy's 2.5 req/s a throttled engine saturates, and
 	// that reads, rightly, as overload with gpu-degraded contributing.
-	fleetThrottle       = "throttle:hw_slowdown:0.3"
+	fleetThrottle       = "throttle:hw_slowdown:0.25"
 	fleetThrottleReason = "hw_slowdown"
 	gpuLoad             = "--load=1"
 )
@@ -141,7 +141,7 @@ func TestFleetScopeAndGPU(t *testing.T) {
 			evidence: []string{"fleet-wide: "}},
 		{fleet: "all", instance: 3, verdict: "overload", scope: "fleet-wide", contributing: []string{"fleet-wide"}},
 		{fleet: "skew", instance: 2, verdict: "overload", scope: "single-instance", contributing: []string{"routing-imbalance"},
-			evidence: []string{"peers' median request rate"}},
+			evidence: []string{"peers' median arrival rate"}},
 		{fleet: "hot", instance: 1, verdict: "gpu-degraded", evidence: []string{fleetThrottleReason}},
 		{fleet: "blind", instance: 1, verdict: "unexplained", evidence: []string{"GPU not measured"}},
 		{fleet: "xid", instance: 2, verdict: "gpu-degraded", evidence: []string{"XID 79"}},
