@@ -142,9 +142,9 @@ func TestFleetScopeAndGPU(t *testing.T) {
 		{fleet: "all", instance: 3, verdict: "overload", scope: "fleet-wide", contributing: []string{"fleet-wide"}},
 		{fleet: "skew", instance: 2, verdict: "overload", scope: "single-instance", contributing: []string{"routing-imbalance"},
 			evidence: []string{"peers' median arrival rate"}},
-		{fleet: "hot", instance: 1, verdict: "gpu-degraded", evidence: []string{fleetThrottleReason}},
+		{fleet: "hot", instance: 1, verdict: "gpu-degraded", evidence: []string{fleetThrottleReason + ": hardware slowdown", "SM 495/1980 MHz"}},
 		{fleet: "blind", instance: 1, verdict: "unexplained", evidence: []string{"GPU not measured"}},
-		{fleet: "xid", instance: 2, verdict: "gpu-degraded", evidence: []string{"XID 79"}},
+		{fleet: "xid", instance: 2, verdict: "gpu-degraded", evidence: []string{"XID 79", "fallen off the bus"}},
 	}
 	s := startStack(t, stackOptions{Fleets: fleets, FireAtOnset: true, ShortPlaybooks: true})
 
