@@ -33,6 +33,11 @@ func (s *Service) reaper() {
 		} else if n > 0 {
 			s.log.Info("Gave waiting thread operations a new deliverer.", zap.Int("threads", n))
 		}
+		if n, err := s.sweepManifests(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("Could not sweep for orphaned manifest jobs.", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("Asked again for manifests whose writer died.", zap.Int("runs", n))
+		}
 		select {
 		case <-s.bg.Done():
 			return
