@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -158,6 +159,16 @@ func (s *Service) resume(ctx context.Context, k reapKind, id string, gen int) (b
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
+	}
+	// The thread says so in the same commit: an attempt that dies before it
+	// records its resume (recordResumed), or a job lost before it claims the
+	// run, must not leave the counter ahead of the thread.
+	var resumed int
+	if err := tx.QueryRowContext(ctx, `SELECT resumed FROM autocapture_runs WHERE id = $1`, id).Scan(&resumed); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
+	}
+	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: "resumed:" + strconv.Itoa(resumed)}); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)

@@ -161,7 +161,8 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 }
 
 // recordResumed puts "resumed after an interruption" in the thread of a run
-// that already has one, once per resume (the key makes a repeat a no-op).
+// that already has one, once per resume (the key makes a repeat a no-op; the
+// reaper records it too, in the resume's own commit).
 func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
