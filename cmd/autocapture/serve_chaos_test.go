@@ -391,11 +391,21 @@ func TestServeChaos(t *testing.T) {
 		}
 		ids[a.runID] = a.fingerprint
 	}
+	client := e.s3.Client()
+	read := func(key string) ([]byte, string, error) {
+		obj, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.s3.Bucket), Key: aws.String("chaos/" + key)})
+		if err != nil {
+			return nil, "", err
+		}
+		defer obj.Body.Close()
+		b, err := io.ReadAll(obj.Body)
+		return b, aws.ToString(obj.ContentEncoding), err
+	}
 	var all []runs.Run
 	drainDeadline := time.Now().Add(chaosDrain)
 	for {
 		var why string
-		all, why = chaosSettled(t, d, e.stub)
+		all, why = chaosSettled(t, d, e.stub, read)
 		if why == "" {
 			break
 		}
@@ -473,16 +483,6 @@ func TestServeChaos(t *testing.T) {
 	}
 
 	// Every artifact in the bucket as the manifest says, none pending.
-	client := e.s3.Client()
-	read := func(key string) ([]byte, string, error) {
-		obj, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.s3.Bucket), Key: aws.String("chaos/" + key)})
-		if err != nil {
-			return nil, "", err
-		}
-		defer obj.Body.Close()
-		b, err := io.ReadAll(obj.Body)
-		return b, aws.ToString(obj.ContentEncoding), err
-	}
 	objects := 0
 	for i := range all {
 		objects += checkChaosManifest(t, &all[i], read)
@@ -510,20 +510,21 @@ func TestServeChaos(t *testing.T) {
 // chaosSettled returns every run of the test with its steps once all have
 // ended, have their manifest, a closed thread and their uploads done; else
 // what still waits.
-func chaosSettled(t *testing.T, d *daemon, stub *slackstub.Server) ([]runs.Run, string) {
+func chaosSettled(t *testing.T, d *daemon, stub *slackstub.Server, read manifestcheck.Read) ([]runs.Run, string) {
 	t.Helper()
 	list := d.runsN(t, "ChaosAlert")
 	if len(list) < chaosAlerts {
 		return nil, fmt.Sprintf("%d of %d runs listed", len(list), chaosAlerts)
 	}
-	closed := map[string]bool{}
+	closed, uploadsSaid := map[string]bool{}, map[string]bool{}
 	for _, m := range stub.Messages(slackChannel) {
 		if m.Metadata == nil {
 			continue
 		}
-		if id, ok := m.Metadata.EventPayload["run_id"].(string); ok && strings.Contains(strings.Join(replyKeys(m), " "), "close/finished") {
-			closed[id] = true
-		}
+		id, _ := m.Metadata.EventPayload["run_id"].(string)
+		keys := strings.Join(replyKeys(m), " ")
+		closed[id] = strings.Contains(keys, "close/finished")
+		uploadsSaid[id] = strings.Contains(keys, "uploads/done/")
 	}
 	var waits []string
 	for _, r := range list {
@@ -547,9 +548,48 @@ func chaosSettled(t *testing.T, d *daemon, stub *slackstub.Server) ([]runs.Run, 
 				return nil, fmt.Sprintf("run %s: upload %s is %s after %d attempts (%s)", r.ID, u.Key, u.State, u.Attempts, u.LastError)
 			}
 		}
+		if len(full.Uploads) > 0 {
+			if !uploadsSaid[r.ID] {
+				return nil, fmt.Sprintf("run %s: its thread does not say its uploads landed yet", r.ID)
+			}
+			if pendingInManifest(t, full.Manifest, read) {
+				return nil, fmt.Sprintf("run %s: its manifest still lists pending artifacts", r.ID)
+			}
+		}
 		all = append(all, full)
 	}
 	return all, ""
+}
+
+// pendingInManifest says whether the manifest under key lists an artifact
+// pending or missing (false when it cannot be read: the check says why).
+func pendingInManifest(t *testing.T, key string, read manifestcheck.Read) bool {
+	t.Helper()
+	m, ok := readManifest(t, key, read)
+	if !ok {
+		return false
+	}
+	for _, pb := range m.Playbooks {
+		for _, st := range pb.Steps {
+			for _, a := range st.Artifacts {
+				if a.Pending || a.Missing {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// readManifest reads and decodes the manifest under key.
+func readManifest(t *testing.T, key string, read manifestcheck.Read) (runner.Manifest, bool) {
+	t.Helper()
+	var m runner.Manifest
+	raw, enc, err := read(key)
+	if err != nil {
+		return m, false
+	}
+	return m, json.Unmarshal(manifestcheck.Decode(t, raw, enc), &m) == nil
 }
 
 // chaosJobs lists the River jobs of the runs named in why, for a failure.
@@ -777,13 +817,9 @@ func checkChaosThread(t *testing.T, r runs.Run, parent slackstub.Message) {
 func checkChaosManifest(t *testing.T, r *runs.Run, read manifestcheck.Read) int {
 	t.Helper()
 	n := manifestcheck.Check(t, r, read)
-	raw, enc, err := read(r.Manifest)
-	if err != nil {
-		return n // Check said so
-	}
-	var m runner.Manifest
-	if err := json.Unmarshal(manifestcheck.Decode(t, raw, enc), &m); err != nil {
-		return n
+	m, ok := readManifest(t, r.Manifest, read)
+	if !ok {
+		return n // Check said why
 	}
 	for _, pb := range m.Playbooks {
 		for _, st := range pb.Steps {
