@@ -496,7 +496,7 @@ func TestServeChaos(t *testing.T) {
 		windowEnd.Sub(start).Seconds(), drained.Sub(windowEnd).Seconds())
 	t.Logf("chaos: kills/outages per component %v; runs %v; %d resumed (attempt > 1: %d); %d with late uploads; profile steps %v; %d artifacts checked in the bucket",
 		killsPer, statuses, resumed, attempts, uploads, profiled, objects)
-	t.Logf("chaos: %d replica processes exited on their own (started while PostgreSQL was down) and were started again; %d stops repeated (by a sweeper or a resumed attempt) after an answered stop could not be recorded",
+	t.Logf("chaos: %d replica processes exited on their own (started while PostgreSQL was down) and were started again; %d stops repeated (by a sweeper or a resumed attempt) after a stop whose answer was never recorded",
 		e.selfExits, dupStops)
 	t.Logf("chaos: replica death to its runs resuming: p50 %v, max %v over %d resumed runs", p50, pmax, measured)
 	if killsPer["replica"] == 0 {
