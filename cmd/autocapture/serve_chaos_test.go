@@ -36,8 +36,10 @@ import (
 // Jaeger, the S3 server, the Slack stand-in and PostgreSQL down once each.
 // After everything is back and a bounded drain, every alert is one run in a
 // final status, each run has one thread holding exactly the replies its
-// record says, once each, no profiler was left recording or misused, and
-// every artifact is in the bucket as the run's manifest says.
+// record says, once each, no profiler was left recording or misused (the one
+// repeat allowed: a stop whose answer a kill kept from being recorded, see
+// checkChaosSim), no lease is held, and every artifact is in the bucket as
+// the run's manifest says, none pending.
 //
 // AUTOCAPTURE_CHAOS_SEED=<n> replays a schedule (the seed is logged).
 
