@@ -139,7 +139,12 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			}
 			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
 			var rl *notify.RateLimitedError
+			var later errNotYet
 			switch {
+			case errors.As(err, &later):
+				keep = true
+				s.holdPump(a, owner, later.wait+s.pumpLease)
+				return river.JobSnooze(later.wait)
 			case errors.As(err, &rl):
 				keep = true
 				s.m.notifyFailed.WithLabelValues(a.Sink, "rate_limited").Inc()

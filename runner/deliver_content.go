@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -41,6 +42,21 @@ func parentInfo(r *runRow) notify.RunInfo {
 // replyFor is a reply's content: a step's record, or the run resumed.
 func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
 	if times, from, on, ok := splitResumedRef(o.ref); ok {
+		if on == "" && from != "" { // recorded by the reaper: name the replica that took it over
+			var owner sql.NullString
+			var done bool
+			var queuedFor int64
+			if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT owner, finished_at IS NOT NULL,
+				{now} - COALESCE(queued_at, {now}) FROM autocapture_runs WHERE id = $1`), runID).Scan(&owner, &done, &queuedFor); err != nil {
+				return notify.StepReport{}, fmt.Errorf("reply %s: read owner: %w", o.key, err)
+			}
+			// Not claimed yet: wait for a replica to take it (within a lease,
+			// so a run no replica has room for does not hold its thread).
+			if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
+				return notify.StepReport{}, errNotYet{wait: s.cfg.HeartbeatInterval}
+			}
+			on = owner.String
+		}
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
 			Summary: resumedSummary(times, from, on)}, nil
 	}
@@ -110,10 +126,18 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 	return sum, nil
 }
 
+// errNotYet says an operation cannot be delivered yet (a resume's reply
+// before a replica claimed the run); the deliverer waits, counting no failure.
+type errNotYet struct{ wait time.Duration }
+
+func (e errNotYet) Error() string { return "not ready yet" }
+
 // resumedSummary is what a resume's reply says: where the run goes on, and
 // whether that is another replica than the one that held it.
 func resumedSummary(times int, from, on string) string {
 	switch {
+	case on == "" && from != "": // delivered before another replica claimed it, or after it finished
+		return fmt.Sprintf("resumed after %s stopped holding it (%d time(s)); a live replica goes on", from, times)
 	case on == "": // recorded before replicas were named
 		return fmt.Sprintf("resumed after an interruption (%d time(s))", times)
 	case from == "":

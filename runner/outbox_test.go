@@ -528,6 +528,8 @@ func TestResumedReplySaysWhere(t *testing.T) {
 		{"lost job", resumedRef(1, "", "pod-b/9/5e6f7a8b"),
 			"resumed on replica pod-b/9/5e6f7a8b after an interruption (1 time(s))", 1},
 		{"older ref", "resumed:3", "resumed after an interruption (3 time(s))", 3},
+		{"no replica took it within a lease", resumedRef(1, "pod-a/7/1a2b3c4d", ""),
+			"resumed after pod-a/7/1a2b3c4d stopped holding it (1 time(s)); a live replica goes on", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

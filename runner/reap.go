@@ -33,6 +33,11 @@ func (s *Service) reaper() {
 		} else if n > 0 {
 			s.log.Info("Gave waiting thread operations a new deliverer.", zap.Int("threads", n))
 		}
+		if n, err := s.sweepManifests(s.bg); err != nil && s.bg.Err() == nil {
+			s.log.Warn("Could not sweep for orphaned manifest jobs.", zap.Error(err))
+		} else if n > 0 {
+			s.log.Info("Asked again for manifests whose writer died.", zap.Int("runs", n))
+		}
 		select {
 		case <-s.bg.Done():
 			return
@@ -157,6 +162,18 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
+	}
+	// The thread says so in the same commit: an attempt that dies before it
+	// records its resume (recordResumed), or a job lost before it claims the
+	// run, must not leave the counter ahead of the thread.
+	var resumed int
+	if err := tx.QueryRowContext(ctx, `SELECT resumed FROM autocapture_runs WHERE id = $1`, id).Scan(&resumed); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
+	}
+	// Who takes it over is not known yet: the reply names it when delivered
+	// (replyFor reads the run's owner then).
+	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.owner, "")}); err != nil {
+		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1, From: c.owner}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)

@@ -161,8 +161,9 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 
 // recordResumed puts "resumed on another replica" (or the same one) in the
 // thread of a run that already has one, once per resume (the key makes a
-// repeat a no-op): from is the owner it was taken from, this process the one
-// that goes on.
+// repeat a no-op: the reaper records it first, in the resume's own commit,
+// and this is the fallback for a run resumed before it did): from is the
+// owner it was taken from, this process the one that goes on.
 func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) error {
 	if r.Resumed == 0 {
 		return nil

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/riverqueue/river"
 )
@@ -49,6 +50,61 @@ func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 	}
 	if _, err := s.client.InsertMany(ctx, jobs); err != nil {
 		return 0, fmt.Errorf("runner: outbox sweep: enqueue: %w", err)
+	}
+	return len(jobs), nil
+}
+
+// manifestStuckAfter is how long a manifest job may be running before the
+// sweeper takes it for orphaned (its worker's process died mid-write) and
+// asks for the manifest again; at least twice runs.lease_timeout. Writing a
+// manifest is a few Stats and one small Put; River's own rescuer would wait
+// an hour (RescueStuckJobsAfter, set for runs). A live but slow writer gets a
+// second job beside it, which is harmless: writers follow manifest_seq and
+// the last Put is of the latest state.
+const manifestStuckAfter = 30 * time.Second
+
+// sweepManifests enqueues a new manifest job for every run whose manifest
+// jobs are all running since before manifestStuckAfter (and none waits to
+// run): a replica killed while it wrote a manifest leaves its job running
+// until River's rescuer, an hour later. It runs on the reaper's tick on every
+// replica; two replicas may both enqueue one, which is harmless (see above).
+func (s *Service) sweepManifests(ctx context.Context) (int, error) {
+	stuck := max(manifestStuckAfter, 2*s.cfg.LeaseTimeout)
+	runID := `j.args->>'run_id'`
+	k2runID := `k.args->>'run_id'`
+	old := `statement_timestamp() - make_interval(secs => $2)`
+	var age any = stuck.Seconds()
+	if s.dialect != dialectPostgres {
+		runID, k2runID = `json_extract(j.args, '$.run_id')`, `json_extract(k.args, '$.run_id')`
+		old = `datetime('now', 'subsec', $2)`
+		age = fmt.Sprintf("-%.3f seconds", stuck.Seconds())
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT `+runID+` FROM river_job j
+		WHERE j.kind = $1 AND j.state = 'running' AND j.attempted_at < `+old+` AND NOT EXISTS (
+			SELECT 1 FROM river_job k WHERE k.kind = $1 AND `+k2runID+` = `+runID+`
+			AND (k.state IN ('available', 'pending', 'retryable', 'scheduled') OR (k.state = 'running' AND k.attempted_at >= `+old+`)))
+		LIMIT 100`, manifestArgs{}.Kind(), age)
+	if err != nil {
+		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
+	}
+	var jobs []river.InsertManyParams
+	for rows.Next() {
+		var a manifestArgs
+		if err := rows.Scan(&a.RunID); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("runner: manifest sweep: %w", err)
+		}
+		jobs = append(jobs, river.InsertManyParams{Args: a})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
+	}
+	if len(jobs) == 0 {
+		return 0, nil
+	}
+	if _, err := s.client.InsertMany(ctx, jobs); err != nil {
+		return 0, fmt.Errorf("runner: manifest sweep: enqueue: %w", err)
 	}
 	return len(jobs), nil
 }

@@ -144,14 +144,11 @@ func sameContent(key string, stored, put Object) (Object, error) {
 // one left by a crash before the data was linked).
 func (l *Local) writeSidecar(obj Object) error {
 	p := l.sidecar(obj.Key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-		return err
-	}
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".put-*")
+	tmp, err := createTemp(filepath.Dir(p))
 	if err != nil {
 		return err
 	}
@@ -332,10 +329,7 @@ func syncDir(dir string) error {
 // returns the file's path; the caller links or renames it into place and
 // removes the path after. On error nothing is left behind.
 func writeTemp(dir string, r io.Reader) (string, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, ".put-*")
+	tmp, err := createTemp(dir)
 	if err != nil {
 		return "", err
 	}
@@ -351,4 +345,25 @@ func writeTemp(dir string, r io.Reader) (string, error) {
 		return "", err
 	}
 	return tmp.Name(), nil
+}
+
+// createTemp makes dir with its parents and a temporary file in it. A Delete
+// at the same moment prunes the folders it leaves empty, and may remove one
+// between its creation and the file's (or a parent before its child is
+// made): both are tried again then. Once the file exists its folder is not
+// empty, so no prune removes it.
+func createTemp(dir string) (*os.File, error) {
+	var err error
+	for range 20 {
+		if err = os.MkdirAll(dir, 0o750); err == nil {
+			var f *os.File
+			if f, err = os.CreateTemp(dir, ".put-*"); err == nil {
+				return f, nil
+			}
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return nil, err
 }

@@ -55,6 +55,12 @@ func StartPostgres(t testing.TB) string {
 	if len(name) > 63 { // NAMEDATALEN-1
 		name = name[:63]
 	}
+	return createDatabase(t, pg, name)
+}
+
+// createDatabase creates database name in pg and returns its DSN.
+func createDatabase(t testing.TB, pg *Postgres, name string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, pg.DSN("postgres"))
@@ -102,16 +108,12 @@ func startPostgresCluster() (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := filepath.Join(base, "data")
-	cmd := exec.Command(initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	cmd.Dir = base // the postgres user may not be able to enter the test's directory
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	if err := initCluster(initdb, base, cred); err != nil {
+		return nil, err
 	}
 	var lastLogs string
 	for range 3 {
-		pg, err := startPostmaster(postgres, base, cred)
+		pg, err := startPostmaster(postgres, base, cred, 0)
 		if err == nil {
 			onShutdown(func() { pg.Proc.stop(syscall.SIGINT, 10*time.Second) }) // SIGINT: fast shutdown
 			return pg, nil
@@ -126,6 +128,17 @@ func startPostgresCluster() (*Postgres, error) {
 		}
 	}
 	return nil, fmt.Errorf("no free port after 3 tries\nserver log:\n%s", tail(lastLogs, 4096))
+}
+
+// initCluster initdb's a cluster in base/data as cred (nil: as we are).
+func initCluster(initdb, base string, cred *syscall.Credential) error {
+	cmd := exec.Command(initdb, "-D", filepath.Join(base, "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	cmd.Dir = base // the postgres user may not be able to enter the test's directory
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // postgresCredential returns the postgres OS user's credential and hands it
@@ -146,13 +159,15 @@ func postgresCredential(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
-// startPostmaster starts the server on a fresh port and waits until it takes
-// connections. When the server started but failed, the returned Postgres
-// carries the process (for its log) along with the error.
-func startPostmaster(bin, base string, cred *syscall.Credential) (*Postgres, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// startPostmaster starts the server on port (0: a fresh one) and waits until
+// it takes connections. When the server started but failed, the returned
+// Postgres carries the process (for its log) along with the error.
+func startPostmaster(bin, base string, cred *syscall.Credential, port int) (*Postgres, error) {
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	pg := &Postgres{Host: "127.0.0.1", Port: port, User: "postgres", Dir: base}
 	cmd := exec.Command(bin, "-D", filepath.Join(base, "data"),

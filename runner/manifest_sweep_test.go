@@ -1,0 +1,62 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/storage"
+)
+
+// TestManifestWrittenAfterItsWriterDied: a replica killed while it wrote a
+// run's manifest leaves the job running in River's table, which River's
+// rescuer would give back only after RescueStuckJobsAfter (an hour). The
+// reaper's manifest sweep asks for it again once the job has been running
+// longer than a manifest takes: the next Service writes it within seconds.
+// (Found by TestServeChaos: a run killed mid-manifest had none after 90 s.)
+func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		st, _ := storage.NewLocal(t.TempDir())
+		p := planner(func() playbooks.PlannedStep {
+			return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+		})
+		a := newService(t, db, p, false, withStore(st)) // never started: no worker runs anything
+		acc := acceptOne(t, a, firing("fp-m-dead", time.Now().Add(-time.Minute)))
+		ctx := context.Background()
+		sp, _ := json.Marshal(storedPlans{plan("pb").Stored()})
+		if _, err := rawDB(a).ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, status = $2, attempts = 1, plans = $3
+			WHERE id = $4`, a.id, StatusRunning, string(sp), acc.RunID); err != nil {
+			t.Fatal(err)
+		}
+		row, err := a.getRow(ctx, a.db, acc.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.finish(ctx, row, StatusSucceeded, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		// a's worker fetched the manifest job a minute ago and died writing.
+		fetched := `datetime('now', 'subsec', '-60 seconds')`
+		if a.dialect == dialectPostgres {
+			fetched = `statement_timestamp() - interval '60 seconds'`
+		}
+		res, err := rawDB(a).ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = `+fetched+`
+			WHERE kind = $1`, manifestArgs{}.Kind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%d manifest jobs, want 1", n)
+		}
+		a.abandon()
+		b := newService(t, db, p, true, withStore(st))
+		r := waitManifest(t, b, acc.RunID)
+		if m := manifestOf(t, st, r.Manifest); m.Run.Status != StatusSucceeded || m.Run.ID != acc.RunID {
+			t.Fatalf("manifest after its writer died = %+v", m.Run)
+		}
+	})
+}

@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/internal/fakestep"
+)
+
+// TestEveryResumeReachesTheThread: a run whose resumed job is lost before it
+// claims the run (its replica died between River's fetch and the claim) is
+// resumed again by the reaper; each resume is in the thread, as the run's
+// resumed counter says, though no attempt ran between them to record it.
+// (Found by TestServeChaos: threads with run/resumed/2 and no run/resumed/1.)
+func TestEveryResumeReachesTheThread(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
+		ctx := context.Background()
+		id := acceptOne(t, a, firing("fp-resumes", time.Now().UTC())).RunID
+		waitRun(t, a, id, "finished", isFinished)
+		if err := a.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Not started: this Service's reaper is driven by hand, no worker
+		// claims the resumed run in between.
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
+		for gen := range 2 {
+			// The run as a dead owner leaves it: running, its lease expired.
+			if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = NULL, owner = 'dead/1/x',
+				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.reapOnce(ctx); err != nil || n != 1 {
+				t.Fatalf("resume %d: reaper took %d runs (%v), want 1", gen+1, n, err)
+			}
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT op_key FROM autocapture_outbox WHERE run_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var keys []string
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		got := strings.Join(keys, " ")
+		for _, want := range []string{"run/resumed/1", "run/resumed/2"} {
+			if strings.Count(got, want) != 1 {
+				t.Errorf("outbox %v: want %s once", keys, want)
+			}
+		}
+	})
+}
