@@ -81,6 +81,11 @@ type Database struct {
 	URL Secret `yaml:"url" json:"url"`
 	// URLFile is the _file twin of URL.
 	URLFile string `yaml:"url_file" json:"url_file"`
+	// StartupWait is how long a starting daemon waits for PostgreSQL to
+	// answer (a replica restarted during a failover) before it gives up; a
+	// server that answers with an error (no such database, a bad password)
+	// ends the start at once. Default 1m; 0 does not wait.
+	StartupWait time.Duration `yaml:"startup_wait" json:"startup_wait"`
 }
 
 // Runs bounds and paces run execution.
@@ -156,6 +161,7 @@ type Log struct {
 // Default is the one source of defaults: what `serve` runs on with no config file.
 func Default() Config {
 	return Config{
+		Database: Database{StartupWait: time.Minute},
 		Web: Web{
 			ListenAddress: "127.0.0.1:9095",
 			MaxBodyBytes:  1 << 20,

@@ -154,6 +154,7 @@ func (v *validator) check(c *Config) {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
 	}
 	v.checkRuns(c.Runs)
+	v.checkDatabase(c.Database)
 	v.checkLinks(c)
 	v.checkRetention(c.Retention)
 	v.checkProfiling(c.Profiling)
@@ -200,6 +201,12 @@ func (v *validator) checkWeb(c *Config) {
 	v.checkTLS(c.Web.TLS)
 	if !IsLoopbackHost(host) && !c.Web.Auth.Enabled() && !c.Web.ClientCertAuth() && !c.Web.AllowUnauthenticated {
 		v.errorf("$.web.listen_address", "listening on %q without webhook auth: set web.auth (bearer_token or basic_auth), or web.allow_unauthenticated: true to accept that anyone who reaches this port can start captures", c.Web.ListenAddress)
+	}
+}
+
+func (v *validator) checkDatabase(d Database) {
+	if d.StartupWait < 0 {
+		v.errorf("$.database.startup_wait", "must not be negative")
 	}
 }
 

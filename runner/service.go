@@ -53,8 +53,11 @@ type Options struct {
 	Profiling config.Profiling
 	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
 	DatabaseURL string
-	SQLitePath  string
-	Planner     Planner
+	// DatabaseWait is how long Open waits for PostgreSQL to answer
+	// (database.startup_wait); 0 does not wait.
+	DatabaseWait time.Duration
+	SQLitePath   string
+	Planner      Planner
 	// Notifiers are where threads go, by a name stored with each thread
 	// operation ("console", "slack"): rename one and its pending operations
 	// wait for a notifier of the old name. None: no thread is recorded.
@@ -136,6 +139,12 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
+	}
+	if d == dialectPostgres {
+		if err := waitForStore(ctx, db, o.DatabaseWait, o.Log.Named("runner")); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if err := migrate(ctx, db, d, drv); err != nil {
 		db.Close()

@@ -171,6 +171,7 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 		Retention:    cfg.Retention,
 		Profiling:    cfg.Profiling,
 		DatabaseURL:  cfg.Database.URL.Reveal(),
+		DatabaseWait: cfg.Database.StartupWait,
 		SQLitePath:   filepath.Join(cfg.Storage.Path, "autocapture.db"),
 		Planner:      planner,
 		Notifiers:    notifiers,
