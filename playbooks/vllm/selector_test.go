@@ -73,3 +73,71 @@ func TestGPUSelectorMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersSelector renders the vllm-evidence preset's peers selector: the
+// alert's model_name by default, nothing for an alert without one (the step
+// then says "peers not measured"), and a playbook's peers_sel var in its
+// place (one cluster's replicas of the model).
+func TestPeersSelector(t *testing.T) {
+	presets, err := os.ReadFile("presets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pb := `playbooks:
+  - name: model
+    match: ['alertname="A"']
+    vars: {sel: 'instance={{ .Labels.instance | promQuote }}'}
+    steps:
+      - use: vllm-evidence
+  - name: cluster
+    match: ['alertname="B"']
+    vars:
+      sel: 'instance={{ .Labels.instance | promQuote }}'
+      peers_sel: 'model_name={{ .Labels.model_name | promQuote }},cluster={{ .Labels.cluster | promQuote }}'
+    steps:
+      - use: vllm-evidence
+`
+	for name, body := range map[string][]byte{"presets.yaml": presets, "p.yaml": []byte(pb)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := playbooks.LoadFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		alertname string
+		labels    template.KV
+		want      string
+	}{
+		{"A", template.KV{"model_name": "llama"}, `model_name="llama"`},
+		{"A", template.KV{}, ``},
+		{"B", template.KV{"model_name": "llama", "cluster": "eu-1"}, `model_name="llama",cluster="eu-1"`},
+	} {
+		labels := template.KV{"alertname": c.alertname, "instance": "10.0.0.7:8000"}
+		for k, v := range c.labels {
+			labels[k] = v
+		}
+		alert := template.Alert{Status: "firing", StartsAt: time.Unix(1.8e9, 0), Labels: labels}
+		plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
+		if err != nil || len(plans) != 1 {
+			t.Fatalf("%v: plans %v, %v", labels, plans, err)
+		}
+		found := false
+		for _, ps := range plans[0].Steps {
+			if ps.ID != "peers" {
+				continue
+			}
+			found = true
+			cfg, ok := ps.Config.(*capture.PeersConfig)
+			if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
+				t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
+			}
+		}
+		if !found {
+			t.Errorf("%v: no peers step", labels)
+		}
+	}
+}
