@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func BenchmarkTier1(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		in.Window = Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}
+		in.RunID = fmt.Sprintf("bench-tier1-%d", n) // artifacts are written once per key
 		res, err := step.Run(context.Background(), in)
 		if err != nil || res.Findings["failed"] != nil {
 			b.Fatalf("err %v, failed %v", err, res.Findings["failed"])
