@@ -106,11 +106,18 @@ type oldRun struct {
 // retentionOnce deletes the finished runs older than retention.runs, a batch
 // at a time, and returns how many went. A run whose objects cannot all be
 // deleted keeps its rows (the next tick tries again) and counts as an error.
+//
+// Passes in one process take turns (retentionMu): River's periodic job runs
+// one on start, and two passes over the same old run raced each other's
+// deletes (the later List found objects the earlier pass was deleting).
+// Across replicas only River's elected leader runs the job.
 func (s *Service) retentionOnce(ctx context.Context) (int, error) {
 	r := s.retention()
 	if r.Runs <= 0 {
 		return 0, nil
 	}
+	s.retentionMu.Lock()
+	defer s.retentionMu.Unlock()
 	ageMS := time.Duration(r.Runs).Milliseconds()
 	deleted := 0
 	var errs []error

@@ -140,9 +140,11 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 				t.Fatalf("fixture: old %v, young %v, old rows %d; want an artifact and a manifest each",
 					oldObjects, youngObjects, f.rowsOf(t, f.old.ID))
 			}
+			// River's periodic pass (RunOnStart) may have taken the old run
+			// first; passes take turns, so after this one it is gone either way.
 			n, err := f.s.retentionOnce(context.Background())
-			if err != nil || n != 1 {
-				t.Fatalf("retention deleted %d runs, %v; want 1", n, err)
+			if total := testutil.ToFloat64(f.s.m.retention.deleted.WithLabelValues("runs")); err != nil || n > 1 || total != 1 {
+				t.Fatalf("retention deleted %d runs (%v in all), %v; want 1 in all", n, total, err)
 			}
 			if _, err := f.s.Get(context.Background(), f.old.ID); !errors.Is(err, runs.ErrNotFound) {
 				t.Errorf("old run still served: %v", err)

@@ -103,9 +103,11 @@ type Service struct {
 	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
 	pm        profileMetrics // tier 3's counters (profilemetrics.go)
 
-	mu     sync.Mutex
-	active map[string]*handle // runs this process executes, by id
-	runs   sync.WaitGroup     // their goroutines
+	mu sync.Mutex
+	// retentionMu serialises retention passes in this process (retention.go).
+	retentionMu sync.Mutex
+	active      map[string]*handle // runs this process executes, by id
+	runs        sync.WaitGroup     // their goroutines
 
 	bg     context.Context // background work: reaper, heartbeats
 	stopBG context.CancelFunc

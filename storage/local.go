@@ -275,10 +275,17 @@ func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) erro
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		start = filepath.Join(l.root, filepath.FromSlash(prefix[:i]))
 	}
+	// An object or folder deleted while the walk passes (a concurrent Delete,
+	// retention, a spool upload removing its file) is simply not listed: a
+	// List sees each object that existed throughout it, and may or may not
+	// see one that came or went meanwhile.
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == start {
+			switch {
+			case errors.Is(err, fs.ErrNotExist) && p == start:
 				return filepath.SkipAll
+			case errors.Is(err, fs.ErrNotExist):
+				return nil // gone since its folder was read
 			}
 			return err
 		}
@@ -297,7 +304,9 @@ func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) erro
 			return nil
 		}
 		fi, err := d.Info()
-		if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted since its folder was read
+		} else if err != nil {
 			return err
 		}
 		return fn(ListEntry{Key: key, Size: fi.Size()})
