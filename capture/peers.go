@@ -124,6 +124,9 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	g.SetLimit(maxParallelQueries)
 	for i, q := range p.cfg.Queries {
 		pq := PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
+		if w, _ := promWindow(pq.Query, end); q.Signal == SigArrivalRate || q.Signal == SigRequestRate {
+			view.Window = max(view.Window, w.Seconds())
+		}
 		g.Go(func() error {
 			outs[i] = runQuery(ctx, papi, pq, end, end, timeout)
 			return nil

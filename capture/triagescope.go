@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -254,6 +255,16 @@ func (r reading) imbalance(p *PeerView) string {
 	med, n := p.peerMedian(sig)
 	if !ok || n < 2 || med <= 0 || self < r.th.ImbalanceRatio*med {
 		return ""
+	}
+	// Read as counts over the window, the excess must stand out of
+	// arrival noise: 3 standard deviations of a Poisson count at the
+	// peers' median. Over a short window at a low rate (0.5 req/s, 15 s:
+	// ~7 requests) twice the median happens by chance.
+	if w := p.Window; w > 0 {
+		nSelf, nMed := self*w, med*w
+		if nSelf-nMed < 3*math.Sqrt(max(nMed, 1)) {
+			return ""
+		}
 	}
 	var work []string
 	for _, w := range []struct{ sig, name string }{{SigPromptTokens, "prompt"}, {SigOutputTokens, "output"}} {

@@ -55,6 +55,9 @@ type PeerView struct {
 	Signals map[string]map[string]float64 `json:"signals"`
 	// Failed lists the signals whose query failed, with why.
 	Failed map[string]string `json:"failed,omitempty"`
+	// Window is the seconds of data the rates summarise (the longest range
+	// in the queries; 0: unknown), so a rate can be read as a count.
+	Window float64 `json:"window_s,omitempty"`
 }
 
 // GPUView is what a gpu step saw of the GPUs under the instance.
