@@ -129,8 +129,8 @@ func TestScopeRoutingImbalance(t *testing.T) {
 	if !slices.Contains(v.Evidence, want) {
 		t.Errorf("capped finishes, arrivals 3×: evidence %q, want %q", v.Evidence, want)
 	}
-	// Over a 15 s window 7.4 vs 2.5 req/s is 111 vs 38 requests: far past
-	// Poisson noise. 1.0 vs 0.5 req/s is 15 vs 8: chance, not a router.
+	// Over a 15 s window 7.4 vs 2.5 req/s is 111 vs 38 requests: 6 sigma.
+	// 1.0 vs 0.5 req/s is 15 vs 8 (the fleet proof saw 0.9 vs 0.4): chance.
 	p.Window = 15
 	if v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: p}); !slices.Contains(v.Contributing, FactorRoutingImbalance) {
 		t.Errorf("111 vs 38 requests in 15 s: contributing %q, want routing-imbalance", v.Contributing)
