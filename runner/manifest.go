@@ -37,7 +37,11 @@ import (
 // (the run resumes and finishes again); after it, both, and the job is worked
 // by any live replica, whoever finished the run. The window that remains is
 // between the manifest's Put and the job's completion: the job is then run
-// again (River rescues it) and writes the same bytes once more.
+// again and writes the same bytes once more. A job whose worker died holds
+// "running" in River's table until River's rescuer (an hour); the reaper
+// does not wait for it: a manifest job running past max(30 s, 2 × lease)
+// gets a fresh one (sweep.go), and duplicate writers are harmless under
+// manifest_seq.
 //
 // The manifest is the only object ever rewritten (storage.Meta.Replace):
 // late uploads (another helper's spool) call enqueueManifestTx when they land.
