@@ -30,7 +30,9 @@ type metrics struct {
 	feedback *prometheus.CounterVec
 	// verdicts counts verdicts recorded by kind (preliminary, refined) and
 	// id; changed counts refined verdicts that differ from the preliminary
-	// one the thread showed first, by the preliminary's id and the refined one's.
+	// one the thread showed first, by the preliminary's id (every id from
+	// zero, as a ratio over verdicts needs; the pair was→now is in the
+	// run's verdict history).
 	verdicts *prometheus.CounterVec
 	changed  *prometheus.CounterVec
 
@@ -71,7 +73,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 				"refined: the triage step's) and verdict id."}, []string{"kind", "verdict"}),
 		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
-				"(a \"was X, now Y\" reply), by the preliminary's id (was) and the refined one's (now)."}, []string{"was", "now"}),
+				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
 		retention: newRetentionMetrics(),
 	}
 	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
@@ -79,6 +81,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		m.feedback.WithLabelValues(v, "false")
 		m.verdicts.WithLabelValues(runs.VerdictPreliminary, v)
 		m.verdicts.WithLabelValues(runs.VerdictRefined, v)
+		m.changed.WithLabelValues(v)
 	}
 	// Every final status and every sink's failure reasons from zero too: rate()
 	// and increase() miss the first increment of a series that appears with it,

@@ -96,7 +96,7 @@ func (r refined) count(m *metrics, now string) {
 	}
 	m.verdicts.WithLabelValues(runs.VerdictRefined, now).Inc()
 	if r.was != "" {
-		m.changed.WithLabelValues(r.was, now).Inc()
+		m.changed.WithLabelValues(r.was).Inc()
 	}
 }
 

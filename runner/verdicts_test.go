@@ -179,8 +179,8 @@ func checkVerdictCounts(t *testing.T, s *Service, pre, ref string, changes float
 	if n := testutil.ToFloat64(s.m.verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
 		t.Errorf("autocapture_verdicts_total{kind=refined,verdict=%s} = %v, want 1", ref, n)
 	}
-	if n := testutil.ToFloat64(s.m.changed.WithLabelValues(pre, ref)); n != changes {
-		t.Errorf("autocapture_verdict_changes_total{was=%s,now=%s} = %v, want %v", pre, ref, n, changes)
+	if n := testutil.ToFloat64(s.m.changed.WithLabelValues(pre)); n != changes {
+		t.Errorf("autocapture_verdict_changes_total{was=%s} = %v, want %v (now %s)", pre, n, changes, ref)
 	}
 }
 
