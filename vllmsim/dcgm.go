@@ -221,27 +221,75 @@ func xidMessage(code int) string {
 var hgxBusIDs = []string{"18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"}
 
 // dcgmState is the surface's memory: energy and NVLink totals integrated
-// over the sim's clock, and each GPU's identity. Guarded by the Sim's mu.
+// over the sim's clock, and what a scrape prints that never changes (the
+// series it reports, each GPU's identity labels). Guarded by the Sim's mu.
 type dcgmState struct {
-	opts     DCGMOptions
-	uuids    []string
-	busIDs   []string
+	series   []dcgmSeries
+	labels   []string // per GPU: gpu, UUID, pci_bus_id, device, modelName, host, driver
+	podHead  string   // the pod mapping's attributes sorting before err_code (container)
+	podTail  string   // … and after err_msg (namespace, pod, pod_uid)
 	energyMJ []float64
 	nvlinkMB []float64
 	last     time.Duration
 }
 
+// dcgmSeries is a field as the surface's generation prints it.
+type dcgmSeries struct {
+	head            string // HELP and TYPE lines
+	name            string
+	value           func(r *gpuReading) float64
+	scale           float64 // to the generation's units
+	float, sentinel bool
+	xid             bool
+}
+
 func newDCGMState(o Options) *dcgmState {
-	d := &dcgmState{opts: o.DCGM, energyMJ: make([]float64, o.TensorParallel), nvlinkMB: make([]float64, o.TensorParallel)}
+	do := o.DCGM
+	d := &dcgmState{energyMJ: make([]float64, o.TensorParallel), nvlinkMB: make([]float64, o.TensorParallel)}
+	current := do.Names == DCGMNames49
+	for i := range dcgmFields {
+		f := &dcgmFields[i]
+		if f.clockEvents && do.NoClockEvents {
+			continue
+		}
+		sr := dcgmSeries{name: f.classic, value: f.value, scale: 1, float: f.float, xid: f.xid,
+			sentinel: slices.Contains(do.Sentinels, f.classic) || slices.Contains(do.Sentinels, f.current)}
+		help := f.help
+		if current {
+			sr.name, sr.float = f.current, f.floatCurrent
+			if f.helpCurrent != "" {
+				help = f.helpCurrent
+			}
+			if f.toCurrent != 0 {
+				sr.scale = f.toCurrent
+			}
+		}
+		sr.head = fmt.Sprintf("# HELP %s %s\n# TYPE %s %s\n", sr.name, help, sr.name, f.typ)
+		d.series = append(d.series, sr)
+	}
+	hostLabel, driverLabel := "Hostname", "DCGM_FI_DRIVER_VERSION"
+	if current {
+		hostLabel, driverLabel = "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION"
+	}
 	for g := range o.TensorParallel {
 		h := fnv.New128a()
-		fmt.Fprintf(h, "%s/%s/%d", o.DCGM.Hostname, o.Model, g)
+		fmt.Fprintf(h, "%s/%s/%d", do.Hostname, o.Model, g)
 		b := h.Sum(nil)
-		d.uuids = append(d.uuids, fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
-		d.busIDs = append(d.busIDs, "00000000:"+hgxBusIDs[g]+":00.0")
+		uuid := fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		d.labels = append(d.labels, fmt.Sprintf(`gpu="%d",UUID="%s",pci_bus_id="00000000:%s:00.0",device="nvidia%d",modelName="%s",%s="%s",%s="%s"`,
+			g, uuid, hgxBusIDs[g], g, do.ModelName, hostLabel, do.Hostname, driverLabel, do.DriverVersion))
 		d.energyMJ[g] = 2.5e9 + float64(b[0])*1e7 // since boot, days ago
 	}
+	if p := do.PodMapping; p != nil {
+		d.podHead = attr("container", p.Container)
+		d.podTail = attr("namespace", p.Namespace) + attr("pod", p.Pod) + attr("pod_uid", "")
+	}
 	return d
+}
+
+// attr is one label after the identity ones: `,name="value"`.
+func attr(name, value string) string {
+	return `,` + name + `="` + strings.ReplaceAll(value, `"`, `\"`) + `"`
 }
 
 // gpuReadings reads every GPU now, integrating energy since the last
@@ -305,56 +353,22 @@ func (s *Sim) dcgmHandler() http.Handler {
 // writeDCGM writes the exposition as dcgm-exporter's template does: per
 // field HELP, TYPE, then one sample per GPU with gpu, UUID, pci_bus_id,
 // device, modelName, Hostname, then the label fields, then the attributes
-// (err_code and err_msg on XIDs, the pod mapping's), each sorted by name.
+// (err_code and err_msg on XIDs, the pod mapping's), sorted by name.
 func writeDCGM(w *bufio.Writer, d *dcgmState, readings []gpuReading) {
-	o := d.opts
-	current := o.Names == DCGMNames49
-	hostLabel, driverLabel := "Hostname", "DCGM_FI_DRIVER_VERSION"
-	if current {
-		hostLabel, driverLabel = "hostname", "DCGM_FI_SYSTEM_DRIVER_VERSION"
-	}
-	for i := range dcgmFields {
-		f := &dcgmFields[i]
-		if f.clockEvents && o.NoClockEvents {
-			continue
-		}
-		name, help, float, scale := f.classic, f.help, f.float, 1.0
-		if current {
-			name, float = f.current, f.floatCurrent
-			if f.helpCurrent != "" {
-				help = f.helpCurrent
-			}
-			if f.toCurrent != 0 {
-				scale = f.toCurrent
-			}
-		}
-		sentinel := slices.Contains(o.Sentinels, f.classic) || slices.Contains(o.Sentinels, f.current)
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, f.typ)
+	for _, sr := range d.series {
+		w.WriteString(sr.head)
 		for g := range readings {
 			r := &readings[g]
-			attrs := map[string]string{}
-			if f.xid {
-				attrs["err_code"] = strconv.Itoa(r.xid)
-				attrs["err_msg"] = xidMessage(r.xid)
+			w.WriteString(sr.name + "{" + d.labels[g] + d.podHead)
+			if sr.xid {
+				w.WriteString(attr("err_code", strconv.Itoa(r.xid)) + attr("err_msg", xidMessage(r.xid)))
 			}
-			if p := o.PodMapping; p != nil {
-				attrs["container"], attrs["namespace"], attrs["pod"], attrs["pod_uid"] = p.Container, p.Namespace, p.Pod, ""
-			}
-			fmt.Fprintf(w, `%s{gpu="%d",UUID="%s",pci_bus_id="%s",device="nvidia%d",modelName="%s",%s="%s",%s="%s"`,
-				name, g, d.uuids[g], d.busIDs[g], g, o.ModelName, hostLabel, o.Hostname, driverLabel, o.DriverVersion)
-			keys := make([]string, 0, len(attrs))
-			for k := range attrs {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				fmt.Fprintf(w, `,%s="%s"`, k, strings.ReplaceAll(attrs[k], `"`, `\"`))
-			}
-			v := f.value(r) * scale
+			w.WriteString(d.podTail)
+			v := sr.value(r) * sr.scale
 			switch {
-			case sentinel:
+			case sr.sentinel:
 				fmt.Fprintf(w, "} %s\n", DCGMSentinel)
-			case float:
+			case sr.float:
 				fmt.Fprintf(w, "} %f\n", v)
 			default:
 				fmt.Fprintf(w, "} %d\n", int64(math.Round(v)))

@@ -392,13 +392,8 @@ type gpuFaultsRequest struct {
 // GPU faults (an empty list clears them); each is an object
 // {"kind","reason","xid","gpu","after"} or the CLI text ("xid:79@10s").
 func (s *Sim) handleGPUFaults(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
 	var req gpuFaultsRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body: " + err.Error()})

@@ -174,24 +174,18 @@ var scenarios = map[string]Scenario{
 // Scenarios returns the names of the scenarios whose cause vLLM's own
 // metrics show, one triage verdict id each, sorted. The GPU scenarios
 // (GPUScenarios) are not among them: their cause needs the GPU's view.
-func Scenarios() []string {
-	names := make([]string, 0, len(scenarios))
-	for n, sc := range scenarios {
-		if sc.Throttle == "" {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
+func Scenarios() []string { return scenarioNames(false) }
 
 // GPUScenarios returns the names of the scenarios whose cause is in the GPU
 // (its DCGM surface shows it; vLLM's metrics show only "everything slower"),
 // sorted.
-func GPUScenarios() []string {
+func GPUScenarios() []string { return scenarioNames(true) }
+
+// scenarioNames are the names of the GPU scenarios (gpu) or the others, sorted.
+func scenarioNames(gpu bool) []string {
 	var names []string
 	for n, sc := range scenarios {
-		if sc.Throttle != "" {
+		if (sc.Throttle != "") == gpu {
 			names = append(names, n)
 		}
 	}

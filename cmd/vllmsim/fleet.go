@@ -143,7 +143,11 @@ func serve(ctx context.Context, c config, logger *zap.Logger, ready chan<- serve
 	}
 	var addrs served
 	var err error
-	if addrs.VLLM, err = listen(f.listen); err == nil {
+	vllm := f.listen
+	if len(vllm) == 0 { // single mode
+		vllm = []string{c.listen}
+	}
+	if addrs.VLLM, err = listen(vllm); err == nil {
 		addrs.DCGM, err = listen(f.dcgmListen)
 	}
 	if err != nil {
@@ -151,9 +155,7 @@ func serve(ctx context.Context, c config, logger *zap.Logger, ready chan<- serve
 		return err
 	}
 	base := c.opts
-	if !f.dcgmClockEvents {
-		base.DCGM.NoClockEvents = true
-	}
+	base.DCGM.NoClockEvents = !f.dcgmClockEvents
 	if f.dcgmPodMapping {
 		base.DCGM.PodMapping = &vllmsim.DCGMPod{Namespace: "default", Pod: "vllm", Container: "vllm"}
 	}
@@ -222,7 +224,7 @@ func serve(ctx context.Context, c config, logger *zap.Logger, ready chan<- serve
 // OTEL_RESOURCE_ATTRIBUTES only, profiler files straight in --profiler-dir).
 func newFleet(c config, base vllmsim.Options, addrs []string) (*vllmsim.Fleet, error) {
 	f := c.fleet
-	if len(f.listen) == 1 && f.listen[0] == c.listen {
+	if len(f.listen) == 0 {
 		o := base
 		if sc := f.scenario[0]; sc != "" {
 			o.Scenario = sc

@@ -117,9 +117,6 @@ func run(ctx context.Context, args []string, out io.Writer, ready chan<- served)
 		zapcore.AddSync(out), zap.InfoLevel))
 	defer func() { _ = logger.Sync() }()
 	c.opts.Logger = logger
-	if len(c.fleet.listen) == 0 {
-		c.fleet.listen = []string{c.listen}
-	}
 	return serve(ctx, c, logger, ready)
 }
 

@@ -52,7 +52,7 @@ type Parent struct {
 	Duration      time.Duration
 	Verdict       string // "kv-pressure — <first evidence>. <first advice>"
 	Also          []string
-	Scope         string // "scope: single-instance — only this instance: …" (notify.ScopeText)
+	Scope         string // "scope: single-instance — only this instance: …" (capture.ScopeText)
 	ResolvedAfter time.Duration
 	Resolved      bool
 	// AskFeedback adds the "verdict right / wrong" buttons under a verdict.
