@@ -143,8 +143,8 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 
 // resume moves one abandoned run back to the queue with a new job, if it is
 // still abandoned in kind k and held by the owner scanned (both re-checked in
-// the update). The job carries that owner, so the thread can say which
-// replica gave the run up and which one took it.
+// the update). Its thread reply, recorded in the same commit, carries that
+// owner, so it can say which replica gave the run up and which one took it.
 func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
 	id, gen := c.id, c.gen
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -163,9 +163,9 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another process won, the owner renewed, or the job started it
 	}
-	// The thread says so in the same commit: an attempt that dies before it
-	// records its resume (recordResumed), or a job lost before it claims the
-	// run, must not leave the counter ahead of the thread.
+	// The thread says so in the same commit: a job lost before it claims the
+	// run, or an attempt that dies before its own record (recordResumed, then
+	// a no-op repeat), must not leave the counter ahead of the thread.
 	var resumed int
 	if err := tx.QueryRowContext(ctx, `SELECT resumed FROM autocapture_runs WHERE id = $1`, id).Scan(&resumed); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
@@ -175,7 +175,7 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.owner, "")}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
-	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1, From: c.owner}}); err != nil {
+	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -58,7 +58,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	case skip != "":
 		return s.finish(ctx, r, StatusSkipped, skip, nil)
 	}
-	if err := s.recordResumed(ctx, r, h.from); err != nil {
+	if err := s.recordResumed(ctx, r); err != nil {
 		s.release(h, err)
 		return err
 	}
@@ -159,12 +159,14 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	return plans, w, "", nil
 }
 
-// recordResumed puts "resumed on another replica" (or the same one) in the
-// thread of a run that already has one, once per resume (the key makes a
-// repeat a no-op: the reaper records it first, in the resume's own commit,
-// and this is the fallback for a run resumed before it did): from is the
-// owner it was taken from, this process the one that goes on.
-func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) error {
+// recordResumed puts "resumed …" in the thread of a resumed run, once per
+// resume (the key makes a repeat a no-op). The reaper records it first, in
+// the resume's own commit, naming the owner it took the run from; what this
+// adds is the delivery job, now that this process holds the run: the reply
+// names the owner when delivered (replyFor), and a run that finished before
+// its deliverer's next try would no longer have one. It records the reply
+// itself only for a run resumed by a reaper that did not (an older version).
+func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
 	}
@@ -173,7 +175,7 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) err
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: resumedRef(r.Resumed, from, s.id)}); err != nil {
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: resumedRef(r.Resumed, "", s.id)}); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()
