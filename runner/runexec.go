@@ -159,13 +159,13 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	return plans, w, "", nil
 }
 
-// recordResumed puts "resumed …" in the thread of a resumed run, once per
-// resume (the key makes a repeat a no-op). The reaper records it first, in
-// the resume's own commit, naming the owner it took the run from; what this
-// adds is the delivery job, now that this process holds the run: the reply
-// names the owner when delivered (replyFor), and a run that finished before
-// its deliverer's next try would no longer have one. It records the reply
-// itself only for a run resumed by a reaper that did not (an older version).
+// recordResumed names this process, which holds the run now, in the reply
+// the reaper recorded for the resume in its own commit (naming the owner it
+// took the run from), before the run can finish: read at delivery instead,
+// the run's owner is gone once it finished, and a deliverer that came after
+// that could only say "a live replica goes on". A run resumed by a reaper
+// that recorded no reply (an older version) gets it here; otherwise that
+// record is a no-op repeat (the key), whose job wakes the deliverer.
 func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
@@ -175,7 +175,14 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: resumedRef(r.Resumed, "", s.id)}); err != nil {
+	key := resumedKey(r.Resumed)
+	// The reaper's ref ends in the separator of an owner not known yet.
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_outbox SET ref = ref || $1
+		WHERE run_id = $2 AND op_key = $3 AND delivered_at IS NULL AND substr(ref, length(ref)) = $4`,
+		s.id, r.ID, key, "\x1f"); err != nil {
+		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
+	}
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)}); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()
