@@ -169,8 +169,8 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	case err != nil:
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
-	// Who takes it over is not known yet: the reply names it when delivered
-	// (replyFor reads the run's owner then).
+	// Who takes it over is not known yet: the claimer adds it to the ref
+	// (recordResumed); a deliverer that comes first waits for it (replyFor).
 	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.owner, "")}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
