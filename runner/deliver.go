@@ -138,32 +138,32 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 				continue
 			}
 			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
+			if err == nil {
+				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
+				continue
+			}
+			// Wait with the thread held, so neither this job nor the
+			// sweeper's hammer a notifier that is down or limits us; a
+			// deliverer that dies meanwhile is replaced when the hold ends.
 			var rl *notify.RateLimitedError
 			var later errNotYet
+			var wait time.Duration
 			switch {
 			case errors.As(err, &later):
-				keep = true
-				s.holdPump(a, owner, later.wait+s.pumpLease)
-				return river.JobSnooze(later.wait)
+				wait = later.wait
 			case errors.As(err, &rl):
-				keep = true
+				wait = rl.RetryAfter
 				s.m.notifyFailed.WithLabelValues(a.Sink, "rate_limited").Inc()
-				s.holdPump(a, owner, rl.RetryAfter+s.pumpLease)
-				return river.JobSnooze(rl.RetryAfter)
-			case err != nil:
-				// Back off with the thread held, so neither this job nor the
-				// sweeper's hammer a notifier that is down; a deliverer that
-				// dies meanwhile is replaced when the hold ends.
-				wait := retryBackoff(o.attempts + 1)
-				keep = true
+			default:
+				wait = retryBackoff(o.attempts + 1)
 				s.m.notifyFailed.WithLabelValues(a.Sink, "error").Inc()
 				s.log.Warn("A thread operation was not delivered; it is retried.", zap.String("run", a.RunID),
 					zap.String("sink", a.Sink), zap.String("op", o.key), zap.Int("attempt", o.attempts+1),
 					zap.Duration("retry_in", wait), zap.Error(err))
-				s.holdPump(a, owner, wait+s.pumpLease)
-				return river.JobSnooze(wait)
 			}
-			s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
+			keep = true
+			s.holdPump(a, owner, wait+s.pumpLease)
+			return river.JobSnooze(wait)
 		}
 	}
 }

@@ -42,7 +42,7 @@ func parentInfo(r *runRow) notify.RunInfo {
 // replyFor is a reply's content: a step's record, or the run resumed.
 func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
 	if times, from, on, ok := splitResumedRef(o.ref); ok {
-		if on == "" && from != "" { // recorded by the reaper: name the replica that took it over
+		if on == "" && from != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
 			var owner sql.NullString
 			var done bool
 			var queuedFor int64

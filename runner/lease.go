@@ -22,7 +22,6 @@ type handle struct {
 	resolved     chan struct{}
 	resolvedOnce sync.Once
 	started      time.Time // the run's first start, on the real clock
-	from         string    // the owner the reaper took the run from (runArgs.From)
 	watchdog     *time.Timer
 }
 
@@ -42,7 +41,7 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started, from: args.From}
+	h := &handle{id: args.RunID, cancel: cancel, resolved: make(chan struct{}), started: started}
 	s.watch(h)
 	defer h.watchdog.Stop()
 	s.mu.Lock()

@@ -2,13 +2,8 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
-	"time"
 
-	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/internal/fakestep"
-	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 )
 
@@ -21,24 +16,8 @@ import (
 func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
-		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
-		})
-		a := newService(t, db, p, false, withStore(st)) // never started: no worker runs anything
-		acc := acceptOne(t, a, firing("fp-m-dead", time.Now().Add(-time.Minute)))
+		p, a, acc, _ := finishedUnwritten(t, db, st, "fp-m-dead")
 		ctx := context.Background()
-		sp, _ := json.Marshal(storedPlans{plan("pb").Stored()})
-		if _, err := rawDB(a).ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, status = $2, attempts = 1, plans = $3
-			WHERE id = $4`, a.id, StatusRunning, string(sp), acc.RunID); err != nil {
-			t.Fatal(err)
-		}
-		row, err := a.getRow(ctx, a.db, acc.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.finish(ctx, row, StatusSucceeded, "", nil); err != nil {
-			t.Fatal(err)
-		}
 		// a's worker fetched the manifest job a minute ago and died writing.
 		fetched := `datetime('now', 'subsec', '-60 seconds')`
 		if a.dialect == dialectPostgres {

@@ -228,31 +228,41 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 	})
 }
 
+// finishedUnwritten accepts an alert on a Service that is never started (no
+// worker runs anything), holds its run and stores its plans as a worker
+// would have, and finishes it: the finish commits the manifest's job, which
+// nothing has run yet. It returns the planner for the next Service.
+func finishedUnwritten(t *testing.T, db dbRef, st storage.Store, fp string) (Planner, *Service, runs.Accepted, *runRow) {
+	t.Helper()
+	p := planner(func() playbooks.PlannedStep {
+		return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+	})
+	a := newService(t, db, p, false, withStore(st))
+	acc := acceptOne(t, a, firing(fp, time.Now().Add(-time.Minute)))
+	ctx := context.Background()
+	sp, _ := json.Marshal(storedPlans{plan("pb").Stored()})
+	if _, err := rawDB(a).ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, status = $2, attempts = 1, plans = $3
+		WHERE id = $4`, a.id, StatusRunning, string(sp), acc.RunID); err != nil {
+		t.Fatal(err)
+	}
+	row, err := a.getRow(ctx, a.db, acc.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.finish(ctx, row, StatusSucceeded, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	return p, a, acc, row
+}
+
 // TestManifestSurvivesACrashAfterTheFinish: the finish commits with the
 // manifest's job; a process killed right after (no worker of its ran the
 // job) still gets the manifest, from the next Service on the database.
 func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
-		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
-		})
-		a := newService(t, db, p, false, withStore(st)) // never started: no worker runs anything
-		acc := acceptOne(t, a, firing("fp-m2", time.Now().Add(-time.Minute)))
+		p, a, acc, row := finishedUnwritten(t, db, st, "fp-m2")
 		ctx := context.Background()
-		// a holds the run and has stored its plans, as a worker would have.
-		sp, _ := json.Marshal(storedPlans{plan("pb").Stored()})
-		if _, err := rawDB(a).ExecContext(ctx, `UPDATE autocapture_runs SET owner = $1, status = $2, attempts = 1, plans = $3
-			WHERE id = $4`, a.id, StatusRunning, string(sp), acc.RunID); err != nil {
-			t.Fatal(err)
-		}
-		row, err := a.getRow(ctx, a.db, acc.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.finish(ctx, row, StatusSucceeded, "", nil); err != nil {
-			t.Fatal(err)
-		}
 		a.abandon() // kill -9 right after the commit
 		if r, _ := a.o.Env.Store.Stat(ctx, storage.ManifestKey(row.CreatedAt, row.Alertname, row.ID)); r.Key != "" {
 			t.Fatal("a manifest was written before any worker ran")

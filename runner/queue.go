@@ -27,9 +27,6 @@ const jobMaxAttempts = 5
 type runArgs struct {
 	RunID      string `json:"run_id"`
 	Generation int    `json:"generation"`
-	// From is the owner the reaper took the run from ("" for a first run, or
-	// a queued run whose job was lost): the resumed run's thread names it.
-	From string `json:"from,omitempty"`
 }
 
 // Kind names the job kind in River's table.

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -143,8 +145,8 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 
 // resume moves one abandoned run back to the queue with a new job, if it is
 // still abandoned in kind k and held by the owner scanned (both re-checked in
-// the update). The job carries that owner, so the thread can say which
-// replica gave the run up and which one took it.
+// the update). Its thread reply, recorded in the same commit, carries that
+// owner, so it can say which replica gave the run up and which one took it.
 func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
 	id, gen := c.id, c.gen
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -153,29 +155,26 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	}
 	defer tx.Rollback()
 	cond, args := s.abandoned(k, 5)
-	res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
+	// The thread says so in the same commit: an attempt that dies before its
+	// own record (recordResumed, then a no-op repeat), or a job lost before it
+	// claims the run, must not leave the counter ahead of the thread.
+	var resumed int
+	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
 		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
-		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond),
-		append([]any{StatusQueued, id, gen, c.owner}, args...)...)
-	if err != nil {
+		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond+`
+		RETURNING resumed`), append([]any{StatusQueued, id, gen, c.owner}, args...)...).Scan(&resumed)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil // another process won, the owner renewed, or the job started it
+	case err != nil:
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return false, nil // another process won, the owner renewed, or the job started it
-	}
-	// The thread says so in the same commit: an attempt that dies before it
-	// records its resume (recordResumed), or a job lost before it claims the
-	// run, must not leave the counter ahead of the thread.
-	var resumed int
-	if err := tx.QueryRowContext(ctx, `SELECT resumed FROM autocapture_runs WHERE id = $1`, id).Scan(&resumed); err != nil {
-		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
-	}
-	// Who takes it over is not known yet: the reply names it when delivered
-	// (replyFor reads the run's owner then).
+	// Who takes it over is not known yet: the claimer adds it to the ref
+	// (recordResumed); a deliverer that comes first waits for it (replyFor).
 	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.owner, "")}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
-	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1, From: c.owner}}); err != nil {
+	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {

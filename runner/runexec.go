@@ -58,7 +58,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	case skip != "":
 		return s.finish(ctx, r, StatusSkipped, skip, nil)
 	}
-	if err := s.recordResumed(ctx, r, h.from); err != nil {
+	if err := s.recordResumed(ctx, r); err != nil {
 		s.release(h, err)
 		return err
 	}
@@ -159,12 +159,14 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	return plans, w, "", nil
 }
 
-// recordResumed puts "resumed on another replica" (or the same one) in the
-// thread of a run that already has one, once per resume (the key makes a
-// repeat a no-op: the reaper records it first, in the resume's own commit,
-// and this is the fallback for a run resumed before it did): from is the
-// owner it was taken from, this process the one that goes on.
-func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) error {
+// recordResumed names this process, which holds the run now, in the reply
+// the reaper recorded for the resume in its own commit (naming the owner it
+// took the run from), before the run can finish: read at delivery instead,
+// the run's owner is gone once it finished, and a deliverer that came after
+// that could only say "a live replica goes on". A run resumed by a reaper
+// that recorded no reply (an older version) gets it here; otherwise that
+// record is a no-op repeat (the key), whose job wakes the deliverer.
+func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
 	}
@@ -173,7 +175,14 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow, from string) err
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: resumedKey(r.Resumed), ref: resumedRef(r.Resumed, from, s.id)}); err != nil {
+	key := resumedKey(r.Resumed)
+	// The reaper's ref ends in the separator of an owner not known yet.
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_outbox SET ref = ref || $1
+		WHERE run_id = $2 AND op_key = $3 AND delivered_at IS NULL AND substr(ref, length(ref)) = $4`,
+		s.id, r.ID, key, "\x1f"); err != nil {
+		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
+	}
+	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)}); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()
