@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/autocapture/autocapture/internal/manifestcheck"
@@ -393,16 +391,7 @@ func TestServeChaos(t *testing.T) {
 		}
 		ids[a.runID] = a.fingerprint
 	}
-	client := e.s3.Client()
-	read := func(key string) ([]byte, string, error) {
-		obj, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.s3.Bucket), Key: aws.String("chaos/" + key)})
-		if err != nil {
-			return nil, "", err
-		}
-		defer obj.Body.Close()
-		b, err := io.ReadAll(obj.Body)
-		return b, aws.ToString(obj.ContentEncoding), err
-	}
+	read := manifestcheck.Read(bucketReader(e.s3, "chaos"))
 	var all []runs.Run
 	drainDeadline := time.Now().Add(chaosDrain)
 	for {
