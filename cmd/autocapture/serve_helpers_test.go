@@ -43,6 +43,13 @@ type daemonOpts struct {
 	// Profiling is the profiling: section body (indented two spaces), "" for
 	// the default.
 	Profiling string
+	// LeaseTimeout is runs.lease_timeout; 0 means 2 s.
+	LeaseTimeout time.Duration
+	// Prometheus is the prometheus: section body (indented two spaces); ""
+	// points it at a port nothing listens on.
+	Prometheus string
+	// Traces is the traces: section body (indented two spaces), "" for none.
+	Traces string
 }
 
 // daemon is a running `autocapture serve`.
@@ -54,7 +61,8 @@ type daemon struct {
 }
 
 // writeDaemonConfig writes the config for o into o.Dir and returns its path.
-// Prometheus points at a port nothing listens on: no test here queries it.
+// Unless o.Prometheus says otherwise, Prometheus points at a port nothing
+// listens on: most tests here do not query it.
 func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	t.Helper()
 	if o.Dir == "" {
@@ -73,8 +81,19 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	if o.DatabaseURL != "" {
 		fmt.Fprintf(&b, "database:\n  url: %q\n", o.DatabaseURL)
 	}
-	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
-	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
+	prom := o.Prometheus
+	if prom == "" {
+		prom = fmt.Sprintf("  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
+	}
+	b.WriteString("prometheus:\n" + prom)
+	if o.Traces != "" {
+		b.WriteString("traces:\n" + o.Traces)
+	}
+	lease := o.LeaseTimeout
+	if lease == 0 {
+		lease = 2 * time.Second
+	}
+	fmt.Fprintf(&b, "runs:\n  heartbeat_interval: 500ms\n  lease_timeout: %s\n  shutdown_grace: 3s\n", lease)
 	b.WriteString(o.Runs)
 	if o.Profiling != "" {
 		b.WriteString("profiling:\n" + o.Profiling)
@@ -102,11 +121,19 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 // startDaemon builds (once) and starts the daemon and waits for /-/ready.
 func startDaemon(t testing.TB, o *daemonOpts) *daemon {
 	t.Helper()
+	d := launchDaemon(t, o, "autocapture")
+	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	return d
+}
+
+// launchDaemon builds (once) and starts the daemon for o, its process named
+// name in the test's logs, without waiting for it to be ready.
+func launchDaemon(t testing.TB, o *daemonOpts, name string) *daemon {
+	t.Helper()
 	cfg := writeDaemonConfig(t, o)
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
-	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
-	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	d.Proc = testenv.StartProcess(t, name, exec.Command(bin, "serve", "--config.file", cfg))
 	return d
 }
 
