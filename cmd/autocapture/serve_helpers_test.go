@@ -27,6 +27,9 @@ type daemonOpts struct {
 	Port int
 	// Token is the webhook bearer token ("" disables auth).
 	Token string
+	// Web is more of the web: section after its listen_address (indented two
+	// spaces), "" for none.
+	Web string
 	// DatabaseURL selects PostgreSQL.
 	DatabaseURL string
 	// Playbooks is the playbook file's YAML; "" means none (runs end skipped),
@@ -58,6 +61,8 @@ type daemon struct {
 	Port  int
 	Token string
 	Proc  *testenv.Process
+	// Config is the path of its config file.
+	Config string
 }
 
 // writeDaemonConfig writes the config for o into o.Dir and returns its path.
@@ -73,6 +78,7 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "web:\n  listen_address: 127.0.0.1:%d\n", o.Port)
+	b.WriteString(o.Web)
 	if o.Token != "" {
 		fmt.Fprintf(&b, "  auth:\n    bearer_token: %q\n", o.Token)
 	}
@@ -132,7 +138,7 @@ func launchDaemon(t testing.TB, o *daemonOpts, name string) *daemon {
 	t.Helper()
 	cfg := writeDaemonConfig(t, o)
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
+	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token, Config: cfg}
 	d.Proc = testenv.StartProcess(t, name, exec.Command(bin, "serve", "--config.file", cfg))
 	return d
 }
