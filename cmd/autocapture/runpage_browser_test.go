@@ -58,7 +58,7 @@ func TestRunPageInBrowser(t *testing.T) {
 
 	// The API behind the operator's basic auth, Prometheus the one started above.
 	base := startDaemon(t, &daemonOpts{Playbooks: fmt.Sprintf(runPagePlaybook, inst, inst),
-		Web:        "  auth:\n    basic_auth: {username: " + pageUser + ", password: " + pagePass + "}\n",
+		BasicAuth:  "{username: " + pageUser + ", password: " + pagePass + "}",
 		Prometheus: "  url: " + prom.URL + "\n"}).URL
 
 	body := fmt.Sprintf(`{"version":"4","groupKey":"{}:{}","status":"firing","receiver":"autocapture","alerts":[`+

@@ -27,6 +27,9 @@ type daemonOpts struct {
 	Port int
 	// Token is the webhook bearer token ("" disables auth).
 	Token string
+	// BasicAuth is web.auth.basic_auth as a flow map ({username: u,
+	// password: p}), "" for none.
+	BasicAuth string
 	// Web is more of the web: section after its listen_address (indented two
 	// spaces), "" for none.
 	Web string
@@ -79,8 +82,14 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "web:\n  listen_address: 127.0.0.1:%d\n", o.Port)
 	b.WriteString(o.Web)
+	if o.Token != "" || o.BasicAuth != "" {
+		b.WriteString("  auth:\n")
+	}
 	if o.Token != "" {
-		fmt.Fprintf(&b, "  auth:\n    bearer_token: %q\n", o.Token)
+		fmt.Fprintf(&b, "    bearer_token: %q\n", o.Token)
+	}
+	if o.BasicAuth != "" {
+		b.WriteString("    basic_auth: " + o.BasicAuth + "\n")
 	}
 	fmt.Fprintf(&b, "storage:\n  path: %q\n", o.Dir)
 	b.WriteString(o.Storage)
