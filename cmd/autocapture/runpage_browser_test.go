@@ -56,13 +56,10 @@ func TestRunPageInBrowser(t *testing.T) {
 	prom.WaitUp(t, inst, 30*time.Second)
 	waitFor(t, 30*time.Second, "six scrapes of the target", func() bool { return scrapes.Load() >= 6 })
 
-	o := &daemonOpts{Playbooks: fmt.Sprintf(runPagePlaybook, inst, inst)}
-	cfgPath := writeDaemonConfig(t, o)
-	rewriteConfig(t, cfgPath, prom.URL)
-	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	base := fmt.Sprintf("http://127.0.0.1:%d", o.Port)
-	proc := testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfgPath))
-	proc.WaitHTTP(t, base+"/-/ready", 30*time.Second)
+	// The API behind the operator's basic auth, Prometheus the one started above.
+	base := startDaemon(t, &daemonOpts{Playbooks: fmt.Sprintf(runPagePlaybook, inst, inst),
+		BasicAuth:  "{username: " + pageUser + ", password: " + pagePass + "}",
+		Prometheus: "  url: " + prom.URL + "\n"}).URL
 
 	body := fmt.Sprintf(`{"version":"4","groupKey":"{}:{}","status":"firing","receiver":"autocapture","alerts":[`+
 		`{"status":"firing","labels":{"alertname":"RunPageAlert","instance":%q,"team":%q},"annotations":{"summary":"queue \"deep\" & <b>growing</b>"},`+
@@ -245,28 +242,6 @@ func startMetricsTarget(t *testing.T, scrapes *atomic.Int64) string {
 	go srv.ListenAndServe()
 	t.Cleanup(func() { srv.Close() })
 	return fmt.Sprintf("http://127.0.0.1:%d", port)
-}
-
-// rewriteConfig points the config at Prometheus and guards the API with
-// basic auth (writeDaemonConfig points Prometheus at a closed port).
-func rewriteConfig(t *testing.T, path, promURL string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	for i, l := range lines {
-		switch {
-		case strings.HasPrefix(l, "  listen_address: "):
-			lines[i] = l + "\n  auth:\n    basic_auth: {username: " + pageUser + ", password: " + pagePass + "}"
-		case i > 0 && lines[i-1] == "prometheus:" && strings.HasPrefix(l, "  url: "):
-			lines[i] = "  url: " + promURL
-		}
-	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // runChromium runs headless Chromium once on u and returns its stdout.

@@ -264,16 +264,15 @@ func canaryRun(t *testing.T, remote bool) {
 			"    path_style: true\n    region: %s\n    access_key_id: %s\n    secret_access_key: %q\n",
 			srv.Bucket, srv.Endpoint, srv.Region, srv.AccessKeyID, srv.SecretAccessKey)
 	}
-	cfg := writeDaemonConfig(t, o)
+	o.Web = fmt.Sprintf("  link_secret: %q\n", secrets["web.link_secret"])
+	o.BasicAuth = fmt.Sprintf("{username: %s, password: %q}", user, secrets["webhook basic-auth password"])
+	d := launchDaemon(t, o, "autocapture-canary")
+	cfg := d.Config
 	raw, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(raw), "  auth:\n", fmt.Sprintf("  link_secret: %q\n  auth:\n    basic_auth: {username: %s, password: %q}\n",
-		secrets["web.link_secret"], user, secrets["webhook basic-auth password"]), 1)
-	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	text := string(raw)
 	// The control: the search finds every secret in the config, where it is
 	// by design, and the basic-auth password inside an Authorization header.
 	control := &leakScan{secrets: scan.secrets}
@@ -288,8 +287,6 @@ func canaryRun(t *testing.T, remote bool) {
 	}
 
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
-	d.Proc = testenv.StartProcess(t, "autocapture-canary", exec.Command(bin, "serve", "--config.file", cfg))
 	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
 	if remote {
 		waitFor(t, 30*time.Second, "autocapture_storage_up to be 1", func() bool {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/autocapture/autocapture/internal/manifestcheck"
@@ -170,8 +167,10 @@ func startChaosEnv(t *testing.T) *chaosEnv {
 		name := fmt.Sprintf("chaos%d", i)
 		r := &chaosReplica{name: name, o: &daemonOpts{Token: "chaos", DatabaseURL: dsn, Playbooks: chaosPlaybook(hold.URL),
 			Notify: notify, Storage: s3Storage(e.s3, "chaos", "gzip", secret),
-			Runs:      fmt.Sprintf("  max_concurrent: 16\n  max_attempts: 10\n  replica: %s\n", name),
-			Profiling: "  max_concurrent: 8\n  max_per_hour: 1000\n  sweep_interval: 1s\n  stop_timeout: 10s\n"}}
+			Runs:       fmt.Sprintf("  max_concurrent: 16\n  max_attempts: 10\n  replica: %s\n", name),
+			Profiling:  "  max_concurrent: 8\n  max_per_hour: 1000\n  sweep_interval: 1s\n  stop_timeout: 10s\n",
+			Prometheus: "  url: " + e.prom.URL + "\n  timeout: 3s\n",
+			Traces:     "  backend: jaeger\n  url: " + e.jaeger.QueryURL + "\n  timeout: 3s\n"}}
 		e.replicas = append(e.replicas, r)
 		e.start(t, r, true)
 	}
@@ -183,25 +182,7 @@ func startChaosEnv(t *testing.T) *chaosEnv {
 // ready until it is back; the schedule must not block on it).
 func (e *chaosEnv) start(t *testing.T, r *chaosReplica, wait bool) {
 	t.Helper()
-	cfg := writeDaemonConfig(t, r.o)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	for i, l := range lines {
-		if i > 0 && lines[i-1] == "prometheus:" && strings.HasPrefix(l, "  url: ") {
-			lines[i] = "  url: " + e.prom.URL + "\n  timeout: 3s"
-		}
-	}
-	text := strings.Join(lines, "\n") +
-		fmt.Sprintf("traces:\n  backend: jaeger\n  url: %s\n  timeout: 3s\n", e.jaeger.QueryURL)
-	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	r.d = &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", r.o.Port), Port: r.o.Port, Token: r.o.Token}
-	r.d.Proc = testenv.StartProcess(t, "autocapture-"+r.name, exec.Command(bin, "serve", "--config.file", cfg))
+	r.d = launchDaemon(t, r.o, "autocapture-"+r.name)
 	r.procs = append(r.procs, r.d.Proc)
 	r.down, r.started = false, time.Now()
 	if wait {
@@ -393,16 +374,7 @@ func TestServeChaos(t *testing.T) {
 		}
 		ids[a.runID] = a.fingerprint
 	}
-	client := e.s3.Client()
-	read := func(key string) ([]byte, string, error) {
-		obj, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.s3.Bucket), Key: aws.String("chaos/" + key)})
-		if err != nil {
-			return nil, "", err
-		}
-		defer obj.Body.Close()
-		b, err := io.ReadAll(obj.Body)
-		return b, aws.ToString(obj.ContentEncoding), err
-	}
+	read := manifestcheck.Read(bucketReader(e.s3, "chaos"))
 	var all []runs.Run
 	drainDeadline := time.Now().Add(chaosDrain)
 	for {

@@ -109,16 +109,7 @@ func TestServeFaultPostgresFailover(t *testing.T) {
 		t.Errorf("%d runs for %d alerts", len(list), alerts)
 	}
 	want := []string{"step/slack-thread/fast", "step/slack-thread/slow", "close/finished"}
-	waitFor(t, 60*time.Second, "every thread to show its end", func() bool {
-		done := 0
-		for _, m := range stub.Messages(slackChannel) {
-			if strings.Contains(strings.Join(replyKeys(m), " "), "close/finished") {
-				done++
-			}
-		}
-		return done >= alerts
-	})
-	time.Sleep(time.Second) // a doubled post would land by now
+	waitThreads(t, stub, alerts, "close/finished", 60*time.Second)
 	resumed := 0
 	for _, r := range list {
 		checkThreadWithResumes(t, replyKeys(threadOf(t, stub, r.ID)), r, want)

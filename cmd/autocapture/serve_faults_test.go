@@ -211,13 +211,7 @@ func TestServeFaultSlack5xx(t *testing.T) {
 	}
 	want := []string{"step/slack-thread/fast", "step/slack-thread/slow", "close/finished"}
 	waitFor(t, 60*time.Second, "every thread to show its end", func() bool {
-		done := 0
-		for _, m := range stub.Messages(slackChannel) {
-			if strings.Contains(strings.Join(replyKeys(m), " "), "close/finished") {
-				done++
-			}
-		}
-		return done == len(ids)
+		return threadsShowing(stub, "close/finished") == len(ids)
 	})
 	failed := 0
 	for _, c := range stub.Calls() {

@@ -87,18 +87,22 @@ func checkExecutedOn(t *testing.T, ds []*daemon, v int, victim map[string]bool) 
 // parents are the channel's top-level messages.
 func parents(stub *slackstub.Server) []slackstub.Message { return stub.Messages(slackChannel) }
 
-// waitThreads waits until every run's thread has a reply keyed key.
-func waitThreads(t *testing.T, stub *slackstub.Server, n int, key string) {
-	t.Helper()
-	waitFor(t, 90*time.Second, "every thread to show "+key, func() bool {
-		done := 0
-		for _, m := range parents(stub) {
-			if slices.Contains(replyKeys(m), key) {
-				done++
-			}
+// threadsShowing counts the channel's threads with a reply keyed key.
+func threadsShowing(stub *slackstub.Server, key string) int {
+	done := 0
+	for _, m := range parents(stub) {
+		if slices.Contains(replyKeys(m), key) {
+			done++
 		}
-		return done >= n
-	})
+	}
+	return done
+}
+
+// waitThreads waits up to timeout until n threads have a reply keyed key,
+// then a second more for any doubled post to land.
+func waitThreads(t *testing.T, stub *slackstub.Server, n int, key string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "every thread to show "+key, func() bool { return threadsShowing(stub, key) >= n })
 	time.Sleep(time.Second) // a doubled post from another replica would land by now
 }
 
@@ -107,7 +111,7 @@ func waitThreads(t *testing.T, stub *slackstub.Server, n int, key string) {
 // replica, naming the killed one (from) and a live one.
 func checkThreads(t *testing.T, stub *slackstub.Server, all []runs.Run, victim map[string]bool, from string, owners []string) {
 	t.Helper()
-	waitThreads(t, stub, len(all), "close/finished")
+	waitThreads(t, stub, len(all), "close/finished", 90*time.Second)
 	if n := len(parents(stub)); n != haAlerts {
 		t.Errorf("%d thread parents, want %d", n, haAlerts)
 	}
@@ -139,7 +143,7 @@ func checkThreads(t *testing.T, stub *slackstub.Server, all []runs.Run, victim m
 // show a resolution.
 func checkResolutions(t *testing.T, stub *slackstub.Server, d *daemon, all []runs.Run) int {
 	t.Helper()
-	waitThreads(t, stub, len(all), "close/resolved")
+	waitThreads(t, stub, len(all), "close/resolved", 90*time.Second)
 	n := 0
 	for _, r := range all {
 		keys := replyKeys(threadOf(t, stub, r.ID))

@@ -79,7 +79,7 @@ func haPlaybook() string {
 func haDaemon(pg string, stub *slackstub.Server) *daemonOpts {
 	return &daemonOpts{Token: "ha-proof", DatabaseURL: pg, Playbooks: haPlaybook(),
 		Notify: slackNotify(stub) + "    pace: {per_second: 100, burst: 100}\n  storm:\n    window: 0s\n",
-		Runs:   fmt.Sprintf("  max_concurrent: %d\n", haMaxConcurrent)}
+		Runs:   fmt.Sprintf("  max_concurrent: %d\n", haMaxConcurrent), LeaseTimeout: haLease}
 }
 
 // TestServeHA: 50 distinct alerts posted to both Alertmanagers of an HA pair
@@ -99,7 +99,7 @@ func TestServeHA(t *testing.T) {
 	sim := startProfSim(t, vllmsim.Options{Seed: 15})
 	ds := make([]*daemon, haReplicas)
 	for i := range ds {
-		ds[i] = startDaemonLease(t, haDaemon(pg, stub), haLease)
+		ds[i] = startDaemon(t, haDaemon(pg, stub))
 	}
 	owners := ownerIDs(t, ds)
 	t.Cleanup(func() { haWarnings(t, ds) })

@@ -27,6 +27,12 @@ type daemonOpts struct {
 	Port int
 	// Token is the webhook bearer token ("" disables auth).
 	Token string
+	// BasicAuth is web.auth.basic_auth as a flow map ({username: u,
+	// password: p}), "" for none.
+	BasicAuth string
+	// Web is more of the web: section after its listen_address (indented two
+	// spaces), "" for none.
+	Web string
 	// DatabaseURL selects PostgreSQL.
 	DatabaseURL string
 	// Playbooks is the playbook file's YAML; "" means none (runs end skipped),
@@ -43,6 +49,13 @@ type daemonOpts struct {
 	// Profiling is the profiling: section body (indented two spaces), "" for
 	// the default.
 	Profiling string
+	// LeaseTimeout is runs.lease_timeout; 0 means 2 s.
+	LeaseTimeout time.Duration
+	// Prometheus is the prometheus: section body (indented two spaces); ""
+	// points it at a port nothing listens on.
+	Prometheus string
+	// Traces is the traces: section body (indented two spaces), "" for none.
+	Traces string
 }
 
 // daemon is a running `autocapture serve`.
@@ -51,10 +64,13 @@ type daemon struct {
 	Port  int
 	Token string
 	Proc  *testenv.Process
+	// Config is the path of its config file.
+	Config string
 }
 
 // writeDaemonConfig writes the config for o into o.Dir and returns its path.
-// Prometheus points at a port nothing listens on: no test here queries it.
+// Unless o.Prometheus says otherwise, Prometheus points at a port nothing
+// listens on: most tests here do not query it.
 func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	t.Helper()
 	if o.Dir == "" {
@@ -65,16 +81,34 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "web:\n  listen_address: 127.0.0.1:%d\n", o.Port)
+	b.WriteString(o.Web)
+	if o.Token != "" || o.BasicAuth != "" {
+		b.WriteString("  auth:\n")
+	}
 	if o.Token != "" {
-		fmt.Fprintf(&b, "  auth:\n    bearer_token: %q\n", o.Token)
+		fmt.Fprintf(&b, "    bearer_token: %q\n", o.Token)
+	}
+	if o.BasicAuth != "" {
+		b.WriteString("    basic_auth: " + o.BasicAuth + "\n")
 	}
 	fmt.Fprintf(&b, "storage:\n  path: %q\n", o.Dir)
 	b.WriteString(o.Storage)
 	if o.DatabaseURL != "" {
 		fmt.Fprintf(&b, "database:\n  url: %q\n", o.DatabaseURL)
 	}
-	fmt.Fprintf(&b, "prometheus:\n  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
-	b.WriteString("runs:\n  heartbeat_interval: 500ms\n  lease_timeout: 2s\n  shutdown_grace: 3s\n")
+	prom := o.Prometheus
+	if prom == "" {
+		prom = fmt.Sprintf("  url: http://127.0.0.1:%d\n", testenv.FreePort(t))
+	}
+	b.WriteString("prometheus:\n" + prom)
+	if o.Traces != "" {
+		b.WriteString("traces:\n" + o.Traces)
+	}
+	lease := o.LeaseTimeout
+	if lease == 0 {
+		lease = 2 * time.Second
+	}
+	fmt.Fprintf(&b, "runs:\n  heartbeat_interval: 500ms\n  lease_timeout: %s\n  shutdown_grace: 3s\n", lease)
 	b.WriteString(o.Runs)
 	if o.Profiling != "" {
 		b.WriteString("profiling:\n" + o.Profiling)
@@ -102,11 +136,19 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 // startDaemon builds (once) and starts the daemon and waits for /-/ready.
 func startDaemon(t testing.TB, o *daemonOpts) *daemon {
 	t.Helper()
+	d := launchDaemon(t, o, "autocapture")
+	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	return d
+}
+
+// launchDaemon builds (once) and starts the daemon for o, its process named
+// name in the test's logs, without waiting for it to be ready.
+func launchDaemon(t testing.TB, o *daemonOpts, name string) *daemon {
+	t.Helper()
 	cfg := writeDaemonConfig(t, o)
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
-	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
-	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
+	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token, Config: cfg}
+	d.Proc = testenv.StartProcess(t, name, exec.Command(bin, "serve", "--config.file", cfg))
 	return d
 }
 

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -141,9 +139,9 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	leaseTimeout := (frame - killAfter + 10*time.Second).Round(time.Second)
 	mk := func() *daemonOpts {
 		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HASwept", frame),
-			Profiling: haProfiling(""), Runs: "  max_attempts: 2\n"}
+			Profiling: haProfiling(""), Runs: "  max_attempts: 2\n", LeaseTimeout: leaseTimeout}
 	}
-	ds := []*daemon{startDaemonLease(t, mk(), leaseTimeout), startDaemonLease(t, mk(), leaseTimeout)}
+	ds := []*daemon{startDaemon(t, mk()), startDaemon(t, mk())}
 	id := postRun(t, ds[0], alertsBody(profileAlert("HASwept", "a11ce00000000002", sim, time.Now().Add(-time.Minute))))
 	waitRecording(t, sim)
 	time.Sleep(killAfter)
@@ -213,30 +211,6 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 			t.Errorf("survivor's autocapture_profile_steps_total{result=%q} = %v, want %v", result, got, want)
 		}
 	}
-}
-
-// startDaemonLease is startDaemon with runs.lease_timeout set to lease (the
-// shared config writer fixes it at 2 s; a duplicate key is a config error).
-func startDaemonLease(t *testing.T, o *daemonOpts, lease time.Duration) *daemon {
-	t.Helper()
-	cfg := writeDaemonConfig(t, o)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const fixed = "  lease_timeout: 2s\n"
-	if !strings.Contains(string(b), fixed) {
-		t.Fatalf("config %s has no %q to replace", cfg, fixed)
-	}
-	b = []byte(strings.Replace(string(b), fixed, fmt.Sprintf("  lease_timeout: %s\n", lease), 1))
-	if err := os.WriteFile(cfg, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	d := &daemon{URL: fmt.Sprintf("http://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
-	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
-	d.Proc.WaitHTTP(t, d.URL+"/-/ready", 30*time.Second)
-	return d
 }
 
 // TestServeProfileHATwoReplicas: two replicas on one PostgreSQL, as behind

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -73,18 +72,9 @@ func client(tc *tls.Config) *http.Client {
 // two spaces) and waits for /-/ready over TLS as alice.
 func startTLSDaemon(t *testing.T, s *tlsSetup, o *daemonOpts, webTLS string) (*daemon, string) {
 	t.Helper()
-	cfg := writeDaemonConfig(t, o)
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := fmt.Sprintf("web:\n  listen_address: 127.0.0.1:%d\n", o.Port)
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), listen, listen+webTLS, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	d := &daemon{URL: fmt.Sprintf("https://127.0.0.1:%d", o.Port), Port: o.Port, Token: o.Token}
-	d.Proc = testenv.StartProcess(t, "autocapture", exec.Command(bin, "serve", "--config.file", cfg))
+	o.Web = webTLS
+	d := launchDaemon(t, o, "autocapture")
+	d.URL = fmt.Sprintf("https://127.0.0.1:%d", o.Port)
 	c := client(s.clientConfig(s.alice))
 	waitFor(t, 30*time.Second, "/-/ready over TLS", func() bool {
 		if d.Proc.Exited() {
@@ -97,7 +87,7 @@ func startTLSDaemon(t *testing.T, s *tlsSetup, o *daemonOpts, webTLS string) (*d
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return d, cfg
+	return d, d.Config
 }
 
 // call sends method path with body as c, with token when not empty.
