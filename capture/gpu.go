@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
-	"golang.org/x/sync/errgroup"
 )
 
 // The gpu step (issue: "the GPU"): the NVIDIA DCGM exporter's series for the
@@ -212,32 +211,17 @@ func (g *GPUStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	began := time.Now()
 	w := pt.end.Sub(pt.start)
 	queries := g.queries(w)
-	outs := make([]queryOutcome, len(queries))
-	var eg errgroup.Group
-	for i, q := range queries {
-		eg.Go(func() error {
-			outs[i] = runQuery(ctx, pt.api, q, pt.start, pt.end, pt.timeout)
-			return nil
-		})
-	}
-	_ = eg.Wait() // runQuery records its error in its outcome
+	outs := pt.runAll(ctx, queries)
 	wall := time.Since(began)
 
 	view := &GPUView{Selector: g.cfg.Selector, Window: w.Seconds()}
-	acc := newGPUAccumulator(pt.start)
 	var firstErr *queryOutcome
-	for i, o := range outs {
-		if o.err != nil {
-			if view.Failed == nil {
-				view.Failed = map[string]string{}
-			}
-			view.Failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
-			if firstErr == nil {
-				firstErr = &outs[i]
-			}
-			continue
+	view.Failed, firstErr = queryFailures(outs)
+	acc := newGPUAccumulator(pt.start)
+	for _, o := range outs {
+		if o.err == nil {
+			acc.add(o.Result)
 		}
-		acc.add(o.Result)
 	}
 	view.GPUs = acc.states()
 	view.Measured = len(view.GPUs) > 0
@@ -248,10 +232,7 @@ func (g *GPUStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": redactURL(pt.ep.URL), "selector": g.cfg.Selector,
 		"wall_s": wall.Seconds(), "queries": outs, "view": view})
 	res.Summary = gpuSummary(view) + fmt.Sprintf(" (%d PromQL queries in %.2fs)", len(outs), wall.Seconds())
-	if firstErr != nil && len(view.Failed) == len(outs) {
-		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("gpu: prometheus %s: all %d queries failed; %s: %w", redactURL(pt.ep.URL), len(outs), firstErr.Name, firstErr.err)}
-	}
-	return res, nil
+	return res, allFailedErr("gpu: prometheus "+redactURL(pt.ep.URL), outs, view.Failed, firstErr)
 }
 
 // dcgmBlank says whether v is one of DCGM's blank sentinels (missing, not a

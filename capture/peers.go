@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/errgroup"
 )
 
 // PeersConfig is the peers step's config: the same signals for every
@@ -109,31 +108,20 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 		res.Findings["not_measured"] = res.Summary
 		return res, nil
 	}
-	ep, papi, err := in.promAPI("peers")
+	pt, err := promTargetOf(in, "peers")
 	if err != nil {
 		return nil, err
 	}
-	end := in.Window.End
-	if end.IsZero() {
-		end = in.Env.now()
-	}
-	timeout := ep.queryTimeout()
-	began := time.Now()
-	outs := make([]queryOutcome, len(p.cfg.Queries))
-	var g errgroup.Group
-	g.SetLimit(maxParallelQueries)
+	queries := make([]PromQuery, len(p.cfg.Queries))
 	for i, q := range p.cfg.Queries {
-		pq := PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
-		if w, _ := promWindow(pq.Query, end); q.Signal == SigArrivalRate || q.Signal == SigRequestRate {
+		queries[i] = PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
+		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == SigArrivalRate || q.Signal == SigRequestRate {
 			view.Window = max(view.Window, w.Seconds())
 		}
-		g.Go(func() error {
-			outs[i] = runQuery(ctx, papi, pq, end, end, timeout)
-			return nil
-		})
 	}
-	_ = g.Wait() // runQuery records its error in its outcome
-	return p.report(ctx, in, ep, view, res, outs, time.Since(began))
+	began := time.Now()
+	outs := pt.runAll(ctx, queries) // instant queries: at the window's end
+	return p.report(ctx, in, pt.ep, view, res, outs, time.Since(began))
 }
 
 // unmeasured says why the step could not look for peers.
@@ -148,15 +136,9 @@ func (p *PeersStep) unmeasured(v *PeerView) string {
 func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *PeerView, res *Result, outs []queryOutcome, wall time.Duration) (*Result, error) {
 	seen := map[string]bool{}
 	var firstErr *queryOutcome
-	for i, o := range outs {
+	view.Failed, firstErr = queryFailures(outs)
+	for _, o := range outs {
 		if o.err != nil {
-			if view.Failed == nil {
-				view.Failed = map[string]string{}
-			}
-			view.Failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
-			if firstErr == nil {
-				firstErr = &outs[i]
-			}
 			continue
 		}
 		vec, _ := o.Result.(model.Vector)
@@ -182,10 +164,7 @@ func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *P
 	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
 		"selector": view.Selector, "queries": outs})
 	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
-	if firstErr != nil && len(view.Failed) == len(outs) {
-		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("peers %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
-	}
-	return res, nil
+	return res, allFailedErr("peers "+redactURL(ep.URL), outs, view.Failed, firstErr)
 }
 
 // peersSummary is the step's line: "6 instances of {model_name="m"}; this
@@ -213,12 +192,7 @@ func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string
 	}
 	fmt.Fprintf(&b, " (%d queries in %.2fs", n, wall.Seconds())
 	if len(v.Failed) > 0 {
-		names := make([]string, 0, len(v.Failed))
-		for s := range v.Failed {
-			names = append(names, s+" "+strings.SplitN(v.Failed[s], ":", 2)[0])
-		}
-		sort.Strings(names)
-		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), strings.Join(names, ", "))
+		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), failedNames(v.Failed))
 	}
 	return b.String() + ")"
 }

@@ -118,7 +118,7 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 			if len(pv.Instances) != 4 || pv.Self != c.inst || len(pv.Failed) != 0 {
 				t.Fatalf("view: self %s, instances %v, failed %v", pv.Self, pv.Instances, pv.Failed)
 			}
-			for _, sig := range []string{capture.SigQueueDepth, capture.SigRunning, capture.SigKVUsage, capture.SigRequestRate,
+			for _, sig := range []string{capture.SigQueueDepth, capture.SigArrivalRate, capture.SigKVUsage, capture.SigRequestRate,
 				capture.SigAbortRatio, capture.SigPromptTokens, capture.SigOutputTokens, capture.SigTTFTP99} {
 				if len(pv.Signals[sig]) != 4 {
 					t.Errorf("%s for %d instances, want 4: %v", sig, len(pv.Signals[sig]), pv.Signals[sig])

@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/autocapture/autocapture/internal/clip"
 )
@@ -154,30 +152,20 @@ func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, papi, start, end, timeout := pt.ep, pt.api, pt.start, pt.end, pt.timeout
 	began := time.Now()
 	startsAt := in.Alert.StartsAt
-	if startsAt.IsZero() || startsAt.After(end) {
-		startsAt = start
+	if startsAt.IsZero() || startsAt.After(pt.end) {
+		startsAt = pt.start
 	}
 	queries, err := p.plan(startsAt)
 	if err != nil {
 		return nil, err
 	}
-	outs := make([]queryOutcome, len(queries))
-	var g errgroup.Group
-	g.SetLimit(maxParallelQueries)
-	for i, q := range queries {
-		g.Go(func() error {
-			outs[i] = runQuery(ctx, papi, q, start, end, timeout)
-			return nil
-		})
-	}
-	_ = g.Wait() // runQuery records its error in its outcome
-	res, err := p.report(ctx, in, ep, queries, outs, time.Since(began))
+	outs := pt.runAll(ctx, queries)
+	res, err := p.report(ctx, in, pt.ep, queries, outs, time.Since(began))
 	if res != nil && len(res.Signals) > 0 {
-		describeSignals(res, queries, end)
-		p.describeBaselines(res, startsAt, end)
+		describeSignals(res, queries, pt.end)
+		p.describeBaselines(res, startsAt, pt.end)
 	}
 	return res, err
 }
@@ -300,17 +288,12 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 // report turns the outcomes into the step's result and stores the artifact.
 func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, queries []PromQuery, outs []queryOutcome, wall time.Duration) (*Result, error) {
 	res := &Result{Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{}}
-	failed := map[string]string{}
+	failed, firstErr := queryFailures(outs)
 	var noData []string
-	var firstErr *queryOutcome
 	slowest := 0.0
 	for i, o := range outs {
 		slowest = max(slowest, o.Duration)
 		if o.err != nil {
-			failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
-			if firstErr == nil {
-				firstErr = &outs[i]
-			}
 			continue
 		}
 		f, sig, hasSig, hasData := queryFinding(o.Result)
@@ -333,10 +316,7 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, qu
 	}
 	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
-	if len(failed) == len(outs) {
-		return res, &Error{Reason: firstErr.Reason, Err: fmt.Errorf("prometheus %s: all %d queries failed; %s: %w", redactURL(ep.URL), len(outs), firstErr.Name, firstErr.err)}
-	}
-	return res, nil
+	return res, allFailedErr("prometheus "+redactURL(ep.URL), outs, failed, firstErr)
 }
 
 // promSummary is the step's one line: counts, failures with their reasons, the signals.
@@ -344,16 +324,7 @@ func promSummary(outs []queryOutcome, failed map[string]string, noData []string,
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d PromQL queries in %.2fs (slowest %.2fs)", len(outs), wall.Seconds(), slowest)
 	if len(failed) > 0 {
-		names := make([]string, 0, len(failed))
-		for n := range failed {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		parts := make([]string, len(names))
-		for i, n := range names {
-			parts[i] = n + " " + strings.SplitN(failed[n], ":", 2)[0]
-		}
-		fmt.Fprintf(&b, "; %d failed (%s)", len(failed), strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "; %d failed (%s)", len(failed), failedNames(failed))
 	}
 	if len(noData) > 0 {
 		fmt.Fprintf(&b, "; no data: %s", strings.Join(noData, ", "))

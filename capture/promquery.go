@@ -1,10 +1,13 @@
 package capture
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 )
 
 // maxRangePoints bounds the points a range query asks for: enough for a chart,
@@ -241,4 +245,58 @@ func promTargetOf(in *Input, kind string) (*promTarget, error) {
 		pt.start = pt.end.Add(-time.Hour)
 	}
 	return pt, nil
+}
+
+// runAll runs queries in parallel, at most maxParallelQueries in flight, each
+// under its own deadline over pt's window; runQuery records a query's error
+// in its outcome.
+func (pt *promTarget) runAll(ctx context.Context, queries []PromQuery) []queryOutcome {
+	outs := make([]queryOutcome, len(queries))
+	var g errgroup.Group
+	g.SetLimit(maxParallelQueries)
+	for i, q := range queries {
+		g.Go(func() error {
+			outs[i] = runQuery(ctx, pt.api, q, pt.start, pt.end, pt.timeout)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return outs
+}
+
+// queryFailures are the failed outcomes by name ("reason: error"; nil when
+// none failed) and the first of them.
+func queryFailures(outs []queryOutcome) (map[string]string, *queryOutcome) {
+	var failed map[string]string
+	var first *queryOutcome
+	for i, o := range outs {
+		if o.err == nil {
+			continue
+		}
+		if failed == nil {
+			failed, first = map[string]string{}, &outs[i]
+		}
+		failed[o.Name] = fmt.Sprintf("%s: %s", o.Reason, o.Error)
+	}
+	return failed, first
+}
+
+// allFailedErr is a step's error when every one of outs failed (what names
+// the step and its Prometheus), else nil; first is queryFailures' first.
+func allFailedErr(what string, outs []queryOutcome, failed map[string]string, first *queryOutcome) error {
+	if first == nil || len(failed) < len(outs) {
+		return nil
+	}
+	return &Error{Reason: first.Reason, Err: fmt.Errorf("%s: all %d queries failed; %s: %w", what, len(outs), first.Name, first.err)}
+}
+
+// failedNames lists failed queries for a summary: "name reason", sorted.
+func failedNames(failed map[string]string) string {
+	names := make([]string, 0, len(failed))
+	for n, why := range failed {
+		reason, _, _ := strings.Cut(why, ":")
+		names = append(names, n+" "+reason)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }

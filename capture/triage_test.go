@@ -95,15 +95,7 @@ func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := Diagnose(c.sig, DefaultThresholds)
-			if v.ID != c.want || !slices.Equal(v.Contributing, c.contributing) {
-				t.Fatalf("verdict %s %v, want %s %v; evidence %q", v.ID, v.Contributing, c.want, c.contributing, v.Evidence)
-			}
-			all := strings.Join(v.Evidence, " | ")
-			for _, e := range c.evidence {
-				if !strings.Contains(all, e) {
-					t.Errorf("evidence lacks %q: %s", e, all)
-				}
-			}
+			checkVerdict(t, v, c.want, c.contributing, c.evidence)
 			if len(v.Advice) == 0 {
 				t.Error("no advice")
 			}
@@ -413,4 +405,21 @@ func TestWideBatchOnset(t *testing.T) {
 			checkEvidenceAgainstSignals(t, c.sig, DefaultThresholds, v)
 		})
 	}
+}
+
+// checkVerdict fails the test unless v is want with exactly contributing and
+// its evidence holds every one of evidence; it returns the evidence joined
+// by " | " for the caller's further checks.
+func checkVerdict(t *testing.T, v *Verdict, want string, contributing, evidence []string) string {
+	t.Helper()
+	if v.ID != want || !slices.Equal(v.Contributing, contributing) {
+		t.Fatalf("verdict %s %v, want %s %v; evidence %q", v.ID, v.Contributing, want, contributing, v.Evidence)
+	}
+	all := strings.Join(v.Evidence, " | ")
+	for _, e := range evidence {
+		if !strings.Contains(all, e) {
+			t.Errorf("evidence lacks %q: %s", e, all)
+		}
+	}
+	return all
 }

@@ -81,15 +81,7 @@ func TestGPUDegradedRule(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v, _ := diagnose(c.sig, nil, Thresholds{}, false, views{gpu: c.gpu})
-			if v.ID != c.want || !slices.Equal(v.Contributing, c.contributing) {
-				t.Fatalf("verdict %s (also %v), want %s (also %v)\n%q", v.ID, v.Contributing, c.want, c.contributing, v.Evidence)
-			}
-			all := strings.Join(v.Evidence, "\n")
-			for _, e := range c.evidence {
-				if !strings.Contains(all, e) {
-					t.Errorf("evidence lacks %q:\n%s", e, all)
-				}
-			}
+			all := checkVerdict(t, v, c.want, c.contributing, c.evidence)
 			if c.gpu == nil || !c.gpu.Measured {
 				if strings.Contains(all, "GPU: ") {
 					t.Errorf("an unmeasured GPU reads as fine:\n%s", all)

@@ -17,12 +17,7 @@ import (
 // IP, a DNS name, a bracketed IPv6 address), and a playbook's gpu_sel var in
 // its place (Kubernetes pod mapping). Each must build a gpu step.
 func TestGPUSelectorMapping(t *testing.T) {
-	presets, err := os.ReadFile("presets.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	pb := `playbooks:
+	set := loadWithPresets(t, `playbooks:
   - name: host
     match: ['alertname="A"']
     vars: {sel: 'instance={{ .Labels.instance | promQuote }}'}
@@ -35,16 +30,7 @@ func TestGPUSelectorMapping(t *testing.T) {
       gpu_sel: 'exported_pod={{ .Labels.pod | promQuote }},exported_namespace={{ .Labels.namespace | promQuote }}'
     steps:
       - use: vllm-evidence
-`
-	for name, body := range map[string][]byte{"presets.yaml": presets, "p.yaml": []byte(pb)} {
-		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set, err := playbooks.LoadFiles([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	for _, c := range []struct{ alertname, instance, want string }{
 		{"A", "10.0.0.7:8000", `instance=~"10\\.0\\.0\\.7:[0-9]+"`},
 		{"A", "gpu-node-3.example.com:8000", `instance=~"gpu-node-3\\.example\\.com:[0-9]+"`},
@@ -53,23 +39,14 @@ func TestGPUSelectorMapping(t *testing.T) {
 	} {
 		alert := template.Alert{Status: "firing", StartsAt: time.Unix(1.8e9, 0),
 			Labels: template.KV{"alertname": c.alertname, "instance": c.instance, "pod": "vllm-0", "namespace": "llm"}}
-		plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
-		if err != nil || len(plans) != 1 {
-			t.Fatalf("%s: plans %v, %v", c.instance, plans, err)
-		}
-		found := false
-		for _, ps := range plans[0].Steps {
-			if ps.ID != "gpu" {
-				continue
-			}
-			found = true
-			cfg, ok := ps.Config.(*capture.GPUConfig)
-			if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
-				t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
-			}
-		}
-		if !found {
+		ps := planStep(t, set, alert, "gpu")
+		if ps == nil {
 			t.Errorf("%s: no gpu step", c.instance)
+			continue
+		}
+		cfg, ok := ps.Config.(*capture.GPUConfig)
+		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
+			t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
 		}
 	}
 }
@@ -79,12 +56,7 @@ func TestGPUSelectorMapping(t *testing.T) {
 // then says "peers not measured"), and a playbook's peers_sel var in its
 // place (one cluster's replicas of the model).
 func TestPeersSelector(t *testing.T) {
-	presets, err := os.ReadFile("presets.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	pb := `playbooks:
+	set := loadWithPresets(t, `playbooks:
   - name: model
     match: ['alertname="A"']
     vars: {sel: 'instance={{ .Labels.instance | promQuote }}'}
@@ -97,16 +69,7 @@ func TestPeersSelector(t *testing.T) {
       peers_sel: 'model_name={{ .Labels.model_name | promQuote }},cluster={{ .Labels.cluster | promQuote }}'
     steps:
       - use: vllm-evidence
-`
-	for name, body := range map[string][]byte{"presets.yaml": presets, "p.yaml": []byte(pb)} {
-		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	set, err := playbooks.LoadFiles([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	for _, c := range []struct {
 		alertname string
 		labels    template.KV
@@ -121,23 +84,56 @@ func TestPeersSelector(t *testing.T) {
 			labels[k] = v
 		}
 		alert := template.Alert{Status: "firing", StartsAt: time.Unix(1.8e9, 0), Labels: labels}
-		plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
-		if err != nil || len(plans) != 1 {
-			t.Fatalf("%v: plans %v, %v", labels, plans, err)
-		}
-		found := false
-		for _, ps := range plans[0].Steps {
-			if ps.ID != "peers" {
-				continue
-			}
-			found = true
-			cfg, ok := ps.Config.(*capture.PeersConfig)
-			if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
-				t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
-			}
-		}
-		if !found {
+		ps := planStep(t, set, alert, "peers")
+		if ps == nil {
 			t.Errorf("%v: no peers step", labels)
+			continue
+		}
+		cfg, ok := ps.Config.(*capture.PeersConfig)
+		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
+			t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
 		}
 	}
+}
+
+// loadWithPresets loads the shipped presets.yaml with playbook (YAML), both
+// written to a temp dir as a deployment would mount them.
+func loadWithPresets(t *testing.T, playbook string) *playbooks.Set {
+	t.Helper()
+	presets, err := os.ReadFile("presets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, body := range map[string][]byte{"presets.yaml": presets, "p.yaml": []byte(playbook)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := playbooks.LoadFiles([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// planStep plans alert, which must match exactly one playbook, and returns
+// its step id (nil when the plan has none). A duplicate id fails the test.
+func planStep(t *testing.T, set *playbooks.Set, alert template.Alert, id string) *playbooks.PlannedStep {
+	t.Helper()
+	plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
+	if err != nil || len(plans) != 1 {
+		t.Fatalf("%v: plans %v, %v", alert.Labels, plans, err)
+	}
+	var found *playbooks.PlannedStep
+	for i, ps := range plans[0].Steps {
+		if ps.ID != id {
+			continue
+		}
+		if found != nil {
+			t.Fatalf("%v: two %s steps", alert.Labels, id)
+		}
+		found = &plans[0].Steps[i]
+	}
+	return found
 }
