@@ -145,7 +145,11 @@ type Thresholds struct {
 	ImbalanceRatio float64 `yaml:"imbalance_ratio,omitempty" json:"imbalance_ratio,omitempty"`
 	// ImbalanceWorkTolerance (0..1): how far the instance's mean prompt and
 	// output lengths may sit from its peers' medians and still count as the
-	// same per-request work. Default 0.3 (±30%).
+	// same per-request work. Default 0.5 (±50%): a mean length over a
+	// rate window of a few dozen requests is noisy (log-normal lengths;
+	// the fleet proof's 15 s windows missed a 3× share at ±30% about one
+	// run in five), while another client class's prompts differ by
+	// multiples.
 	ImbalanceWorkTolerance float64 `yaml:"imbalance_work_tolerance,omitempty" json:"imbalance_work_tolerance,omitempty"`
 	// FleetShare (0..1): the share of the model's instances past the
 	// verdict's threshold above which the cause is fleet-wide. Default 0.5.
@@ -158,7 +162,7 @@ var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
-	GPUClockRatio: 0.8, ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.3, FleetShare: 0.5,
+	GPUClockRatio: 0.8, ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.5, FleetShare: 0.5,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.
