@@ -2,25 +2,21 @@ package capture
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/internal/fixtures"
 )
 
-// fixtureDir holds real vLLM /metrics scrapes recorded by other projects,
-// committed with their origins (testdata/vllm-metrics/*.source.txt).
-const fixtureDir = "../testdata/vllm-metrics"
-
+// readFixture is a real vLLM /metrics scrape recorded by another project
+// (vllm-metrics/ under $AUTOCAPTURE_FIXTURES, each with its origin in the
+// .source.txt beside it; internal/fixtures skips the test where it is unset).
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
-	if err != nil {
-		t.Fatalf("fixture %s: %v", name, err)
-	}
-	return b
+	return fixtures.Read(t, filepath.Join("vllm-metrics", name))
 }
 
 func mustParse(t *testing.T, body string, where map[string]string) exposition {

@@ -21,7 +21,7 @@ import (
 // utilisation (and the clock), temperature follows power (or the thermal
 // reason), the SM clock sits at max unless a fault throttles it. Its
 // families, types, help and labels are held to recorded scrapes by
-// dcgm_drift_test.go (testdata/dcgm-metrics).
+// dcgm_drift_test.go (dcgm-metrics/ under $AUTOCAPTURE_FIXTURES).
 
 // DCGM metric generations (DCGMOptions.Names).
 const (

@@ -4,23 +4,22 @@ import (
 	"bufio"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/internal/fixtures"
 )
 
 // The DCGM drift test holds the sim's DCGM surface to recorded scrapes of
-// real dcgm-exporters (testdata/dcgm-metrics, see its README): every family
+// real dcgm-exporters (dcgm-metrics/ under $AUTOCAPTURE_FIXTURES, see its README): every family
 // the sim emits exists there with the same TYPE and HELP, and its samples
 // carry the same label names in the same order. The one family no recorded
 // scrape has, DCGM_FI_DEV_CLOCKS_EVENT_REASONS (not in the exporter's
 // default CSV; a team adds it), is held to GPU.md's description instead:
 // a gauge (field 112, a bitmask) with the labels every GPU field has.
-
-const dcgmFixtureDir = "../testdata/dcgm-metrics"
 
 const (
 	fixtureL4  = "l4-kops-2026-03.prom"                   // no pod mapping; no XID, no NVLink series
@@ -109,11 +108,7 @@ func parseDCGM(t *testing.T, text string) map[string]*dcgmFamily {
 
 func readDCGMFixture(t *testing.T, name string) map[string]*dcgmFamily {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dcgmFixtureDir, name))
-	if err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	return parseDCGM(t, string(b))
+	return parseDCGM(t, string(fixtures.Read(t, filepath.Join("dcgm-metrics", name))))
 }
 
 // scrapeDCGM reads h's DCGM /metrics as a scraper would.

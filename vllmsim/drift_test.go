@@ -3,11 +3,12 @@ package vllmsim
 import (
 	"math"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/autocapture/autocapture/internal/fixtures"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -15,12 +16,10 @@ import (
 )
 
 // The drift test holds the sim's /metrics to recorded scrapes of real vLLM
-// servers (testdata/vllm-metrics at the repository's root, see its README): every vllm:
+// servers (vllm-metrics/ under $AUTOCAPTURE_FIXTURES, see its README): every vllm:
 // family's name, type, label names and bucket boundaries. Python's _created
 // gauges and the non-vllm families (process_, python_, http_) are out of
 // scope.
-
-const fixtureDir = "../testdata/vllm-metrics"
 
 // family is the shape of one metric family.
 type family struct {
@@ -64,11 +63,7 @@ func parseFamilies(t *testing.T, text string) map[string]family {
 
 func readFixture(t *testing.T, name string) map[string]family {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
-	if err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	return parseFamilies(t, string(b))
+	return parseFamilies(t, string(fixtures.Read(t, filepath.Join("vllm-metrics", name))))
 }
 
 // scrapeSim returns the families a sim built with opts exposes, read

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/internal/fixtures"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -61,11 +62,7 @@ func (l textLine) label(name string) (string, bool) {
 
 func readText(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return string(fixtures.Read(t, filepath.Join("vllm-metrics", name)))
 }
 
 // simText is a sim's /metrics body after some traffic (so histograms hold
