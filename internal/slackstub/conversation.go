@@ -170,7 +170,10 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 	data, err := uploadBody(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	call := Call{Method: "upload", At: s.now(), Outcome: OutcomeAPIError}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	_, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	call := Call{Method: "upload", At: s.now(), Outcome: OutcomeAPIError,
+		Request: Request{HTTPMethod: r.Method, ContentType: mt, HasBody: len(data) > 0, Bearer: bearer}}
 	f := s.fault("upload", call.At)
 	if f != nil && f.kind != kindDropAfter {
 		call.Outcome = f.answer(w)

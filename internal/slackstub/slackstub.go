@@ -132,6 +132,7 @@ type Call struct {
 	At      time.Time
 	Outcome Outcome
 	Error   string // the API error, if any (also set for a late drop whose call failed)
+	Request Request
 }
 
 // Calls returns every call received so far, in order.
@@ -182,10 +183,10 @@ var methods = map[string]handler{
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	method := r.PathValue("method")
-	p, err := params(r)
+	req, p, tok, rerr := readRequest(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	call := Call{Method: method, Channel: firstOf(p, "channel", "channel_id"), At: s.now()}
+	call := Call{Method: method, Channel: firstOf(p, "channel", "channel_id"), At: s.now(), Request: req}
 	if ch := s.channel(call.Channel); ch != nil {
 		call.Channel = ch.id
 	}
@@ -199,13 +200,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	var aerr *apiError
 	h, known := methods[method]
 	switch {
-	case err != nil:
-		aerr = errf("invalid_form_data", err.Error())
+	case rerr != nil:
+		aerr = rerr
 	case !known:
 		aerr = errf("unknown_method")
 	default:
 		var b *bot
-		if b, aerr = s.auth(r, p); aerr == nil {
+		if b, aerr = s.auth(tok); aerr == nil {
 			body, aerr = h(s, b, p)
 		}
 	}
@@ -230,28 +231,6 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// params reads a form-encoded (body or query) or JSON request.
-func params(r *http.Request) (url.Values, error) {
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		err := r.ParseForm()
-		return r.Form, err
-	}
-	var m map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
-		return nil, err
-	}
-	v := url.Values{}
-	for k, x := range m {
-		if str, ok := x.(string); ok {
-			v.Set(k, str)
-		} else {
-			raw, _ := json.Marshal(x)
-			v.Set(k, string(raw))
-		}
-	}
-	return v, nil
-}
-
 func firstOf(p url.Values, keys ...string) string {
 	for _, k := range keys {
 		if v := p.Get(k); v != "" {
@@ -261,12 +240,8 @@ func firstOf(p url.Values, keys ...string) string {
 	return ""
 }
 
-// auth finds the bot for the request's token: Authorization: Bearer, else the token field.
-func (s *Server) auth(r *http.Request, p url.Values) (*bot, *apiError) {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if tok == "" {
-		tok = p.Get("token")
-	}
+// auth finds the bot for the request's token (see readRequest for where it is taken from).
+func (s *Server) auth(tok string) (*bot, *apiError) {
 	if tok == "" {
 		return nil, errf("not_authed")
 	}
