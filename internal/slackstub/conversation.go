@@ -208,3 +208,49 @@ func dumpMessage(b *strings.Builder, m Message, indent string) {
 	}
 	b.WriteString("\n")
 }
+
+// list answers conversations.list: the workspace's channels (all public here)
+// in the order they were made, a page of limit (default 100, at most 1000)
+// at a time.
+func (s *Server) list(_ *bot, p url.Values) (map[string]any, *apiError) {
+	public := p.Get("types") == ""
+	for _, t := range strings.Split(p.Get("types"), ",") {
+		switch t {
+		case "public_channel":
+			public = true
+		case "private_channel", "mpim", "im", "":
+		default:
+			return nil, errf("invalid_types")
+		}
+	}
+	limit := 100
+	if l := p.Get("limit"); l != "" {
+		n, _ := strconv.Atoi(l)
+		if n < 1 || n > 1000 {
+			return nil, errf("invalid_limit")
+		}
+		limit = n
+	}
+	start := 0
+	if c := p.Get("cursor"); c != "" {
+		raw, err := base64.StdEncoding.DecodeString(c)
+		idx, ok := strings.CutPrefix(string(raw), "next_idx:")
+		n, aerr := strconv.Atoi(idx)
+		if err != nil || !ok || aerr != nil || n < 0 || n > len(s.channels) {
+			return nil, errf("invalid_cursor")
+		}
+		start = n
+	}
+	out, next := []map[string]any{}, ""
+	if public {
+		end := min(start+limit, len(s.channels))
+		for _, c := range s.channels[start:end] {
+			out = append(out, map[string]any{"id": c.id, "name": c.name, "name_normalized": c.name, "is_channel": true,
+				"is_private": false, "is_archived": false, "is_member": true})
+		}
+		if end < len(s.channels) {
+			next = base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("next_idx:%d", end)))
+		}
+	}
+	return map[string]any{"channels": out, "response_metadata": map[string]any{"next_cursor": next}}, nil
+}

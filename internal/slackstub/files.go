@@ -29,9 +29,11 @@ type File struct {
 }
 
 func (s *Server) getUploadURL(b *bot, p url.Values) (map[string]any, *apiError) {
-	n, err := strconv.Atoi(p.Get("length"))
-	if p.Get("filename") == "" || err != nil || n < 1 {
-		return nil, errf("invalid_arguments", "[ERROR] filename and a positive length are required")
+	// check has seen filename and an integer length; Slack's docs give
+	// missing_argument for a length of 0 (and no more for a negative one).
+	n, _ := strconv.Atoi(p.Get("length"))
+	if n < 1 {
+		return nil, errf("missing_argument")
 	}
 	s.nextFile++
 	id := fmt.Sprintf("F%010d", s.nextFile)
@@ -103,8 +105,8 @@ func (s *Server) completeUpload(b *bot, p url.Values) (map[string]any, *apiError
 	var ch *channel
 	var parent *message
 	if id := p.Get("channel_id"); id != "" {
-		if ch = s.channel(id); ch == nil || ch.id != id {
-			return nil, errf("channel_not_found")
+		if ch = s.channel(id); ch == nil || ch.id != id { // the method's docs list invalid_channel, not channel_not_found
+			return nil, errf("invalid_channel")
 		}
 	}
 	if tts := p.Get("thread_ts"); tts != "" {

@@ -121,6 +121,7 @@ const (
 	OutcomeAPIError    Outcome = "api_error"           // answered ok:false, nothing applied
 	OutcomeRateLimited Outcome = "rate_limited"        // HTTP 429, nothing applied
 	OutcomeServerError Outcome = "server_error"        // HTTP 5xx, nothing applied
+	OutcomeRefused     Outcome = "http_refused"        // HTTP 403 or 405 for the verb, nothing applied
 	OutcomeDropped     Outcome = "dropped"             // connection closed, nothing applied
 	OutcomeDroppedLate Outcome = "dropped_after_apply" // applied, then the connection closed
 )
@@ -176,6 +177,7 @@ var methods = map[string]handler{
 	"chat.postMessage":             (*Server).postMessage,
 	"chat.update":                  (*Server).update,
 	"conversations.history":        (*Server).history,
+	"conversations.list":           (*Server).list,
 	"conversations.replies":        (*Server).replies,
 	"files.getUploadURLExternal":   (*Server).getUploadURL,
 	"files.completeUploadExternal": (*Server).completeUpload,
@@ -196,18 +198,26 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.calls = append(s.calls, call)
 		return
 	}
+	if status := refuseHTTP(req); status != 0 {
+		call.Outcome, call.Error = OutcomeRefused, http.StatusText(status)
+		s.calls = append(s.calls, call)
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
 	var body map[string]any
 	var aerr *apiError
 	h, known := methods[method]
 	switch {
-	case rerr != nil:
-		aerr = rerr
 	case !known:
 		aerr = errf("unknown_method")
+	case rerr != nil:
+		aerr = rerr
 	default:
 		var b *bot
 		if b, aerr = s.auth(tok); aerr == nil {
-			body, aerr = h(s, b, p)
+			if p, aerr = rules[method].check(req); aerr == nil {
+				body, aerr = h(s, b, p)
+			}
 		}
 	}
 	call.Outcome = OutcomeOK
