@@ -85,7 +85,7 @@ func (n *Notifier) post(ctx context.Context, t notify.Thread, runID, key string,
 		if err := n.pace.wait(ctx, t.Channel); err != nil {
 			return n.fail(err, "reply %s of run %s in %s: wait for the pace", key, runID, t.Channel)
 		}
-		opts := append(n.msgOptions(msg, runID, key, nil), slack.MsgOptionTS(t.TS))
+		opts := append(n.postOptions(msg, runID, key, nil), slack.MsgOptionTS(t.TS))
 		if _, _, err := n.api.PostMessageContext(ctx, t.Channel, opts...); err != nil {
 			return n.fail(err, "chat.postMessage: reply %s of run %s in %s/%s", key, runID, t.Channel, t.TS)
 		}

@@ -128,7 +128,7 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 	if err := n.pace.waitParent(ctx, n.paceKey(ch)); err != nil {
 		return notify.Thread{}, n.fail(err, "post the parent of run %s in %s: wait for the pace", run.ID, ch)
 	}
-	id, ts, err := n.api.PostMessageContext(ctx, ch, n.msgOptions(msg, run.ID, notify.KeyOpen, parentPayload(p))...)
+	id, ts, err := n.api.PostMessageContext(ctx, ch, n.postOptions(msg, run.ID, notify.KeyOpen, parentPayload(p))...)
 	if err != nil {
 		return notify.Thread{}, n.fail(err, "chat.postMessage: parent of run %s in %s", run.ID, ch)
 	}
@@ -159,14 +159,22 @@ func (n *Notifier) links(run notify.RunInfo, log *zap.Logger) []notify.Link {
 	return out
 }
 
-// msgOptions are a message's blocks, fallback text and metadata.
+// msgOptions are a message's blocks, fallback text and metadata, as
+// chat.postMessage and chat.update both take them.
 func (n *Notifier) msgOptions(m Message, runID, key string, extra map[string]any) []slack.MsgOption {
 	return []slack.MsgOption{
 		slack.MsgOptionText(m.Text, false),
 		slack.MsgOptionBlocks(m.Blocks...),
 		slack.MsgOptionMetadata(metadata(runID, key, extra)),
-		slack.MsgOptionDisableLinkUnfurl(),
 	}
+}
+
+// postOptions are msgOptions for a new message, which also turns link
+// unfurling off: chat.postMessage takes unfurl_links, chat.update does not
+// (https://docs.slack.dev/reference/methods/chat.update), and unfurls are
+// made when a message is posted.
+func (n *Notifier) postOptions(m Message, runID, key string, extra map[string]any) []slack.MsgOption {
+	return append(n.msgOptions(m, runID, key, extra), slack.MsgOptionDisableLinkUnfurl())
 }
 
 // pacer spaces posts per channel with one token bucket each: Slack takes
