@@ -1,10 +1,12 @@
 // Package slackstub is a strict in-process stand-in for the Slack Web API,
 // for tests that drive github.com/slack-go/slack against it.
 //
-// It serves /api/<method> on an httptest server on 127.0.0.1, checks tokens,
-// channels, thread parents and block shapes the way Slack does, answers API
-// errors as HTTP 200 with {"ok":false,"error":...}, and records the
-// conversation and every call for assertions. Faults (429, 5xx, dropped
+// It serves /api/<method> on an httptest server on 127.0.0.1, holds each call
+// to a per-method table of Slack's published arguments (rules.go: required
+// ones, types, verbs, body types), checks tokens, channels, thread parents
+// and block shapes the way Slack does, answers API errors as HTTP 200 with
+// {"ok":false,"error":...}, and records the conversation and every call, as
+// it arrived, for assertions. Faults (429, 5xx, dropped
 // connections before or after the call took effect) are injected per method
 // with Fail.
 package slackstub
