@@ -60,7 +60,7 @@ type gpuAcc struct {
 	rows      *float64
 	remap     *float64
 	nvlink    *float64
-	series    map[string][]string // reading → the series that gave it a value
+	series    map[string][]string // reading → the series it was read from
 }
 
 // read records that name gave reading a value.
