@@ -164,6 +164,19 @@ func (a *gpuAccumulator) addSeries(ss *model.SampleStream) {
 	if scale == 0 {
 		scale = dcgmPercentOrRatio(vals)
 	}
+	gave := g.foldSamples(f, ss.Metric, vals, ts, startMS, scale)
+	if f.proc == procIncrease && !g.addIncrease(f, vals, ts, startMS) {
+		return
+	}
+	if gave {
+		g.read(f.Reading, name)
+	}
+}
+
+// foldSamples folds a series' samples (blanks dropped) in, in the view's
+// units; it says whether the series gave its reading a value (a flag only
+// counts from the window).
+func (g *gpuAcc) foldSamples(f *DCGMField, m model.Metric, vals []float64, ts []int64, startMS int64, scale float64) bool {
 	var before *float64 // procLastCode: the last reading before the window
 	gave := f.proc != procFlag
 	for i, x := range vals {
@@ -175,7 +188,7 @@ func (a *gpuAccumulator) addSeries(ss *model.SampleStream) {
 			g.mask |= uint64(x)
 		case procEventCount:
 			g.st.ClockEventsMeasured = true
-			if e := label(ss.Metric, "clock_event"); x > 0 && e != "" {
+			if e := label(m, "clock_event"); x > 0 && e != "" {
 				g.events[e] = true
 			}
 		case procClock:
@@ -197,7 +210,7 @@ func (a *gpuAccumulator) addSeries(ss *model.SampleStream) {
 			}
 			before = &x
 		case procCodeCount:
-			if code, err := strconv.Atoi(label(ss.Metric, "xid")); err == nil && in && x > 0 {
+			if code, err := strconv.Atoi(label(m, "xid")); err == nil && in && x > 0 {
 				g.xids[code] = true
 			}
 		case procFlag:
@@ -206,27 +219,29 @@ func (a *gpuAccumulator) addSeries(ss *model.SampleStream) {
 			}
 		}
 	}
-	if f.proc == procIncrease {
-		inc, ok := counterIncrease(vals, ts, startMS)
-		if !ok {
-			return
-		}
-		switch f.Reading {
-		case "ecc_dbe":
-			g.dbe = maxPtr(g.dbe, inc)
-		case "remapped_rows_uncorrectable":
-			g.rows = maxPtr(g.rows, inc)
-		default: // nvlink_errors: the sum of the four counters
-			s := inc
-			if g.nvlink != nil {
-				s += *g.nvlink
-			}
-			g.nvlink = &s
-		}
+	return gave
+}
+
+// addIncrease folds a counter's increase in the window into its reading;
+// false when no reading lies in the window.
+func (g *gpuAcc) addIncrease(f *DCGMField, vals []float64, ts []int64, startMS int64) bool {
+	inc, ok := counterIncrease(vals, ts, startMS)
+	if !ok {
+		return false
 	}
-	if gave {
-		g.read(f.Reading, name)
+	switch f.Reading {
+	case "ecc_dbe":
+		g.dbe = maxPtr(g.dbe, inc)
+	case "remapped_rows_uncorrectable":
+		g.rows = maxPtr(g.rows, inc)
+	default: // nvlink_errors: the sum of the four counters
+		s := inc
+		if g.nvlink != nil {
+			s += *g.nvlink
+		}
+		g.nvlink = &s
 	}
+	return true
 }
 
 // counterIncrease is a counter's increase in the window: from the last
