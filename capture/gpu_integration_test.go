@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vllmsim"
 )
 
 // fakeGPU is one GPU as a DCGM exporter shows it; its numbers may move with
@@ -49,17 +51,17 @@ func dcgmExporter(tb testing.TB, addr, host string, dcgm47 bool, gpus []fakeGPU)
 			}
 		}
 		hz, util, clk, maxClk, temp, xid := 1.0, 1.0, "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS"
-		utilName := "DCGM_FI_DEV_GPU_UTIL"
+		utilName, power := "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"
 		if dcgm47 {
 			hz, util, clk, maxClk, temp, xid = 1e6, 0.01, "DCGM_FI_DEV_SM_CLOCK_HERTZ", "DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ", "DCGM_FI_DEV_GPU_TEMP_CELSIUS", "DCGM_FI_DEV_XID_ERROR"
-			utilName = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+			utilName, power = "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "DCGM_FI_DEV_BOARD_POWER_WATTS"
 		}
 		metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", func(g fakeGPU) float64 { return g.reasons })
 		metric(clk, func(g fakeGPU) float64 { return g.clockMHz * hz })
 		metric(maxClk, func(g fakeGPU) float64 { return g.maxMHz * hz })
 		metric(utilName, func(g fakeGPU) float64 { return g.util * 100 * util })
 		metric(temp, func(g fakeGPU) float64 { return g.temp })
-		metric("DCGM_FI_DEV_POWER_USAGE", func(g fakeGPU) float64 { return g.power })
+		metric(power, func(g fakeGPU) float64 { return g.power })
 		metric(xid, func(g fakeGPU) float64 {
 			if g.xid == nil {
 				return 0
@@ -77,6 +79,32 @@ func dcgmExporter(tb testing.TB, addr, host string, dcgm47 bool, gpus []fakeGPU)
 	return ln.Addr().String()
 }
 
+// simDCGM serves a vllmsim instance's DCGM surface on addr, in the 4.9
+// names (DCGM 4.6+: _HERTZ, _BOARD_POWER_WATTS, _ROW_REMAP_*), its node
+// host, 2 GPUs, no load, in real time; it returns the sim and the address.
+func simDCGM(tb testing.TB, addr, host string) (*vllmsim.Sim, string) {
+	tb.Helper()
+	sim, err := vllmsim.New(vllmsim.Options{Load: vllmsim.NoLoad, TensorParallel: 2, Start: time.Now(),
+		DCGM: vllmsim.DCGMOptions{Names: vllmsim.DCGMNames49, Hostname: host}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	ln, err := net.Listen("tcp", addr+":0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(sim.DCGMHandler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return sim, ln.Addr().String()
+}
+
 // countingTransport counts the requests that reach Prometheus.
 type countingTransport struct{ n atomic.Int64 }
 
@@ -85,11 +113,14 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// gpuFleet is two hosts' DCGM exporters under one real Prometheus: node-a
+// gpuFleet is three hosts' DCGM exporters under one real Prometheus: node-a
 // (127.0.0.1) with 2 GPUs in classic names, GPU 1 thermally throttled;
 // node-b (127.0.0.2) with 4 GPUs in DCGM 4.7 names, GPU 2 reporting XID 79
-// from 3 s after the exporter started. Power capping at full load on node-a's
-// GPU 0 is routine.
+// from 3 s after the exporter started; node-c (127.0.0.4), the simulator's
+// DCGM surface with --dcgm-names 4.9 and 2 GPUs (TP 2, no load), GPU 1
+// remapping a row for an uncorrectable error and failing to remap another
+// once Prometheus has scraped it twice. Power capping at full load on node-a's GPU 0 is
+// routine.
 func gpuFleet(tb testing.TB) (prom *testenv.Prometheus, exporters []string) {
 	tb.Helper()
 	cool := fakeGPU{reasons: 0x4, clockMHz: 1965, maxMHz: 1980, util: 0.95, temp: 63, power: 699}
@@ -101,17 +132,35 @@ func gpuFleet(tb testing.TB) (prom *testenv.Prometheus, exporters []string) {
 		return 0
 	}}
 	b := fakeGPU{clockMHz: 1980, maxMHz: 1980, util: 0.9, temp: 58, power: 480}
+	sim, nodeC := simDCGM(tb, "127.0.0.4", "node-c")
 	exporters = []string{
 		dcgmExporter(tb, "127.0.0.1", "node-a", false, []fakeGPU{cool, hot}),
 		dcgmExporter(tb, "127.0.0.2", "node-b", true, []fakeGPU{b, b, xid, b}),
+		nodeC,
 	}
 	prom = testenv.StartPrometheus(tb, testenv.PrometheusOptions{ScrapeTargets: exporters})
 	for _, e := range exporters {
 		prom.WaitUp(tb, e, 30*time.Second)
 	}
+	// node-c's row remap once Prometheus has read its counter at 0, so the
+	// counter's rise falls in the window.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		if s := prom.Query(tb, `min(count_over_time(DCGM_FI_DEV_POWER_USAGE[1m]))`); len(s) == 1 && s[0].Value >= 6 {
-			return prom, exporters // node-b's XID has turned up
+		if s := prom.Query(tb, `count_over_time(DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL{gpu="1"}[1m])`); len(s) == 1 && s[0].Value >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("prometheus has not scraped node-c twice")
+		}
+	}
+	if err := sim.SetGPUFaults([]vllmsim.GPUFault{{Kind: vllmsim.GPUFaultRowRemap, GPU: 1, Rows: 1},
+		{Kind: vllmsim.GPUFaultRowRemap, GPU: 1, Failed: true}}); err != nil {
+		tb.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		power := prom.Query(tb, `min(count_over_time({__name__=~"DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_BOARD_POWER_WATTS"}[1m]))`)
+		failed := prom.Query(tb, `sum(sum_over_time(DCGM_FI_DEV_ROW_REMAP_FAILED[1m]))`)
+		if len(power) == 1 && power[0].Value >= 6 && len(failed) == 1 && failed[0].Value >= 2 {
+			return prom, exporters // node-b's XID and node-c's row remap have turned up
 		}
 		if time.Now().After(deadline) {
 			tb.Fatal("prometheus has fewer than 6 scrapes of the exporters")
@@ -160,8 +209,10 @@ func gpuEnv(tb testing.TB, promURL string) (*capture.Env, *countingTransport) {
 
 // TestGPUStepAgainstRealPrometheus: the shipped mapping selects only the
 // instance's host's GPUs, in both DCGM generations, with the same number of
-// queries for 2 GPUs and for 4; triage names the thermal throttle and the
-// XID, and a host with no exporter is "GPU not measured".
+// queries for 2 GPUs and for 4; triage names the thermal throttle, the XID
+// and, under the 4.9 names from the simulator, the row-remap failure and the
+// uncorrectable remapped row with the series read and the board's watts; a
+// host with no exporter is "GPU not measured".
 func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 	prom, _ := gpuFleet(t)
 	slow := capture.Signals{capture.SigQueueDepth: 0, capture.SigRunning: 24, capture.SigKVUsage: 0.2,
@@ -176,15 +227,25 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 		absent    []string // another host's GPU, or a routine power cap
 		measured  bool
 		summaryOf string
+		together  [][]string // more evidence: each group in one line
+		ecc       bool       // the exporter reports an uncorrectable-error counter (else only a sentinel)
 	}{
 		{"127.0.0.1", 2, "node-a", `instance=~"127\\.0\\.0\\.1:[0-9]+"`, capture.VerdictGPUDegraded,
 			"GPU 1 on node-a (NVIDIA H100 80GB HBM3): power_cap: software power cap: the GPU draws its power limit and lowers its clocks to stay under it; sw_thermal: software thermal slowdown, the GPU is too hot; SM 1089/1980 MHz (55%), 88 °C, 610 W",
-			[]string{"XID", "GPU 0 on", "node-b"}, true, "2 GPUs on node-a: GPU 1 power_cap, sw_thermal, SM 1089/1980 MHz (55%), 88 °C"},
+			[]string{"XID", "GPU 0 on", "node-b"}, true, "2 GPUs on node-a: GPU 1 power_cap, sw_thermal, SM 1089/1980 MHz (55%), 88 °C", nil, false},
 		{"127.0.0.2", 4, "node-b", `instance=~"127\\.0\\.0\\.2:[0-9]+"`, capture.VerdictGPUDegraded,
 			"GPU 2 on node-b (NVIDIA H100 80GB HBM3): XID 79 in the window: the GPU has fallen off the bus",
-			[]string{"sw_thermal", "node-a", "GPU 0 on", "GPU 1 on", "GPU 3 on"}, true, "4 GPUs on node-b: GPU 2 XID 79"},
+			[]string{"sw_thermal", "node-a", "GPU 0 on", "GPU 1 on", "GPU 3 on"}, true, "4 GPUs on node-b: GPU 2 XID 79", nil, false},
 		{"127.0.0.3", 0, "", `instance=~"127\\.0\\.0\\.3:[0-9]+"`, capture.VerdictUnexplained,
-			`GPU not measured: no DCGM series matched {instance=~"127\\.0\\.0\\.3:[0-9]+"}`, []string{"node-"}, false, "GPU not measured"},
+			`GPU not measured: no DCGM series matched {instance=~"127\\.0\\.0\\.3:[0-9]+"}`, []string{"node-"}, false, "GPU not measured", nil, false},
+		{"127.0.0.4", 2, "node-c", `instance=~"127\\.0\\.0\\.4:[0-9]+"`, capture.VerdictGPUDegraded,
+			"GPU 1 on node-c (NVIDIA H100 80GB HBM3): row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILED): the memory cannot be repaired, an RMA candidate",
+			[]string{"GPU 0 on", "node-a", "node-b", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_POWER_USAGE"}, true,
+			"2 GPUs on node-c: GPU 1 1 uncorrectable ECC, row remap failure",
+			[][]string{
+				{"GPU 1 on node-c", "1 uncorrectable ECC error in the window (uncorrectable remapped rows +1 (DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL))"},
+				{"GPU 1 on node-c", " 70 W", "DCGM_FI_DEV_BOARD_POWER_WATTS"},
+			}, true},
 	} {
 		t.Run(c.host, func(t *testing.T) {
 			env, ct := gpuEnv(t, prom.URL)
@@ -202,7 +263,7 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 				t.Fatalf("view %+v", v)
 			}
 			for _, g := range v.GPUs {
-				if g.Hostname != c.hostname || g.SMClockMaxMHz == nil || *g.SMClockMaxMHz != 1980 || g.ECCUncorrectable != nil || g.Util == nil {
+				if g.Hostname != c.hostname || g.SMClockMaxMHz == nil || *g.SMClockMaxMHz != 1980 || (g.ECCUncorrectable != nil) != c.ecc || g.Util == nil {
 					t.Errorf("GPU %+v: another host's, or not normalised, or a sentinel taken for a value", g)
 				}
 			}
@@ -219,6 +280,13 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 			t.Logf("%s: %s\n%s", res.Summary, out.Verdict.ID, all)
 			if out.Verdict.ID != c.verdict || !strings.Contains(all, c.evidence) {
 				t.Fatalf("verdict %s, want %s with %q\n%s", out.Verdict.ID, c.verdict, c.evidence, all)
+			}
+			for _, group := range c.together {
+				if !slices.ContainsFunc(out.Verdict.Evidence, func(l string) bool {
+					return !slices.ContainsFunc(group, func(want string) bool { return !strings.Contains(l, want) })
+				}) {
+					t.Errorf("no evidence line has all of %q:\n%s", group, all)
+				}
 			}
 			for _, other := range c.absent {
 				if strings.Contains(all, other) {

@@ -90,12 +90,16 @@ func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
 		short = append(short, "SM clock low")
 		why := "no clock event reason explains it"
 		if !g.ClockEventsMeasured {
-			why = "clock event reasons not measured (DCGM_FI_DEV_CLOCKS_EVENT_REASONS is not in the exporter's CSV)"
+			why = "clock event reasons not measured (" + dcgmFieldByID(112).Classic + " is not in the exporter's CSV)"
 		}
 		reasons = append(reasons, fmt.Sprintf("SM clock below %.0f%% of its max under load (%s)", 100*ratio, why))
 	}
+	figures := strings.Join(gpuFigures(g), ", ")
+	if read := g.seriesNames("clock_events", "sm_clock_mhz", "sm_clock_max_mhz", "temp_c", "power_w", "util"); read != "" {
+		figures += " (" + read + ")"
+	}
 	if len(reasons) > 0 {
-		lines = append(lines, who+": "+strings.Join(reasons, "; ")+"; "+strings.Join(gpuFigures(g), ", "))
+		lines = append(lines, who+": "+strings.Join(reasons, "; ")+"; "+figures)
 	}
 	for _, x := range g.XIDs {
 		short = append(short, fmt.Sprintf("XID %d", x))
@@ -103,20 +107,65 @@ func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
 		if m == "" {
 			m = "see NVIDIA's Xid catalog"
 		}
-		lines = append(lines, fmt.Sprintf("%s: XID %d in the window: %s", who, x, m))
+		lines = append(lines, fmt.Sprintf("%s: XID %d in the window: %s%s", who, x, m, g.readFrom("xids")))
 	}
 	if e := g.ECCUncorrectable; e != nil && *e > 0 {
 		short = append(short, fmt.Sprintf("%.0f uncorrectable ECC", *e))
-		lines = append(lines, fmt.Sprintf("%s: %.0f uncorrectable ECC errors in the window (DBE / uncorrectable remapped rows): drain and reset the GPU", who, *e))
+		lines = append(lines, fmt.Sprintf("%s: %s in the window (%s): drain and reset the GPU", who, plural(*e, "uncorrectable ECC error"), g.eccParts()))
 	}
 	if f := g.RowRemapFailure; f != nil && *f > 0 {
 		short = append(short, "row remap failure")
-		lines = append(lines, who+": row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE): the memory cannot be repaired, an RMA candidate")
+		lines = append(lines, who+": row remapping failed"+g.readFrom("row_remap_failure")+": the memory cannot be repaired, an RMA candidate")
 	}
 	if n := g.NVLinkErrors; n != nil && *n > 0 && len(lines) > 0 {
-		lines = append(lines, fmt.Sprintf("%s: %.0f NVLink errors (CRC, replay, recovery) in the window", who, *n))
+		lines = append(lines, fmt.Sprintf("%s: %s (CRC, replay, recovery) in the window%s", who, plural(*n, "NVLink error"), g.readFrom("nvlink_errors")))
+	}
+	if len(lines) > 0 && len(reasons) == 0 && figures != "" {
+		lines = append(lines, who+": "+figures) // the numbers of a GPU degraded for another reason
 	}
 	return short, lines
+}
+
+// plural is "1 thing" or "n things".
+func plural(n float64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%.0f %ss", n, thing)
+}
+
+// eccParts says what the uncorrectable ECC count is made of and from which
+// series: "uncorrectable remapped rows +1 (DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL)".
+func (g GPUState) eccParts() string {
+	var parts []string
+	if r := g.RemappedRowsUncorrectable; r != nil && *r > 0 {
+		parts = append(parts, fmt.Sprintf("uncorrectable remapped rows +%.0f%s", *r, g.readFrom("remapped_rows_uncorrectable")))
+	}
+	if d := g.ECCDBE; d != nil && *d > 0 {
+		parts = append(parts, fmt.Sprintf("double-bit ECC +%.0f%s", *d, g.readFrom("ecc_dbe")))
+	}
+	if len(parts) == 0 { // a view written before the breakdown
+		return "DBE / uncorrectable remapped rows"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// seriesNames lists the DCGM series the readings were read from, in order,
+// each once; "" when the view does not say (written before it did).
+func (g GPUState) seriesNames(readings ...string) string {
+	var names []string
+	for _, r := range readings {
+		names = appendNew(names, g.Series[r]...)
+	}
+	return strings.Join(names, ", ")
+}
+
+// readFrom is " (SERIES, …)" for a reading, "" when the view does not say.
+func (g GPUState) readFrom(reading string) string {
+	if n := g.seriesNames(reading); n != "" {
+		return " (" + n + ")"
+	}
+	return ""
 }
 
 // gpuFigures are a GPU's numbers: "SM 1089/1980 MHz (55%)", "88 °C", "412 W".

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -141,5 +144,48 @@ func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.Summary, "gpu-degraded: GPU 3 on node-a (NVIDIA H100 80GB HBM3): sw_thermal") {
 		t.Errorf("summary %q", out.Summary)
+	}
+}
+
+// TestRowRemapFailureBothGenerations: a GPU failing row remapping, read from
+// raw samples under the classic names and under the 4.x ones, is the same
+// verdict with the same scope (gpu-degraded on this instance alone, its
+// peers fine), and each evidence line names the series it read.
+func TestRowRemapFailureBothGenerations(t *testing.T) {
+	start := time.Unix(1.8e9, 0)
+	type gen struct{ rows, failed, power, temp string }
+	var got []*Verdict
+	for _, g := range []gen{
+		{"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"},
+		{"DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"},
+	} {
+		t.Run(g.failed, func(t *testing.T) {
+			a := newGPUAccumulator(start)
+			l := func(name, gpu string) model.Metric { return dcgmLabels(name, gpu, "GPU-"+gpu, "node-a") }
+			before := start.Add(-30 * time.Second)
+			for _, gpu := range []string{"0", "1"} {
+				rows, failed := []float64{4, 4, 4}, []float64{0, 0}
+				if gpu == "1" {
+					rows, failed = []float64{4, 4, 5}, []float64{0, 1}
+				}
+				a.add(model.Matrix{series(l(g.rows, gpu), before, rows...), series(l(g.failed, gpu), start, failed...),
+					series(l(g.power, gpu), start, 401.5, 420.25), series(l(g.temp, gpu), start, 61, 62)})
+			}
+			view := &GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.states(), Measured: true}
+			v, _ := diagnose(slowITL, nil, Thresholds{}, false, views{gpu: view, peers: fleet(SigITLP99, 0.45, 0.03, 0.03, 0.04)})
+			all := checkVerdict(t, v, VerdictGPUDegraded, []string{FactorSingleInstance}, []string{
+				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): row remapping failed (" + g.failed + "): the memory cannot be repaired",
+				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): 1 uncorrectable ECC error in the window (uncorrectable remapped rows +1 (" + g.rows + "))",
+				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): 62 °C, 420 W (" + g.temp + ", " + g.power + ")",
+				"only this instance: ITL p99",
+			})
+			if v.Scope != ScopeSingle || strings.Contains(all, "GPU 0 on") {
+				t.Errorf("scope %q; evidence:\n%s", v.Scope, all)
+			}
+			got = append(got, v)
+		})
+	}
+	if len(got) == 2 && (got[0].ID != got[1].ID || got[0].Scope != got[1].Scope || len(got[0].Evidence) != len(got[1].Evidence)) {
+		t.Errorf("the generations disagree: %s/%s %d lines vs %s/%s %d lines", got[0].ID, got[0].Scope, len(got[0].Evidence), got[1].ID, got[1].Scope, len(got[1].Evidence))
 	}
 }

@@ -100,12 +100,24 @@ type GPUState struct {
 	// XIDs are the XID error codes reported in the window (DCGM_FI_DEV_XID_ERRORS
 	// is the last XID's value, so a change to non-zero in the window is one).
 	XIDs []int `json:"xids,omitempty"`
-	// ECCUncorrectable counts uncorrectable errors in the window (DBE, uncorrectable remapped rows).
+	// ECCUncorrectable counts uncorrectable errors in the window: the larger
+	// of ECCDBE and RemappedRowsUncorrectable (a DBE and the row it remaps
+	// are one error).
 	ECCUncorrectable *float64 `json:"ecc_uncorrectable,omitempty"`
-	// RowRemapFailure is DCGM_FI_DEV_ROW_REMAP_FAILURE's highest reading (non-zero: failed).
+	// ECCDBE is the volatile double-bit ECC count's increase in the window.
+	ECCDBE *float64 `json:"ecc_dbe,omitempty"`
+	// RemappedRowsUncorrectable is the increase in rows remapped for
+	// uncorrectable errors in the window.
+	RemappedRowsUncorrectable *float64 `json:"remapped_rows_uncorrectable,omitempty"`
+	// RowRemapFailure is the row-remap failure flag's highest reading in the
+	// window (non-zero: remapping failed).
 	RowRemapFailure *float64 `json:"row_remap_failure,omitempty"`
 	// NVLinkErrors counts NVLink CRC/replay/recovery errors in the window.
 	NVLinkErrors *float64 `json:"nvlink_errors,omitempty"`
+	// Series names, per reading (its JSON key: "power_w", "row_remap_failure",
+	// …), the DCGM series it was read from (dcgmFields), so the evidence can
+	// say what it read.
+	Series map[string][]string `json:"series,omitempty"`
 }
 
 // views are the structured findings triage reads beside the signals.

@@ -103,6 +103,8 @@ type gpuReading struct {
 	nvlink            float64
 	reasons           uint64
 	xid               int
+	remapRows         float64 // rows remapped for uncorrectable errors
+	remapFailed       float64 // 1: a row remapping failed
 	zero              float64 // fields with nothing to report but 0
 	vgpuLicenseStatus float64
 }
@@ -164,11 +166,11 @@ var dcgmFields = []dcgmField{
 		help: "Framebuffer memory reserved (in MiB).", helpCurrent: "Framebuffer memory reserved (in bytes).", toCurrent: 1 << 20,
 		value: func(r *gpuReading) float64 { return r.fbReserved }},
 	{classic: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", current: "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", typ: "counter",
-		help: "Number of remapped rows for uncorrectable errors", value: func(r *gpuReading) float64 { return r.zero }},
+		help: "Number of remapped rows for uncorrectable errors", value: func(r *gpuReading) float64 { return r.remapRows }},
 	{classic: "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", current: "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", typ: "counter",
 		help: "Number of remapped rows for correctable errors", value: func(r *gpuReading) float64 { return r.zero }},
 	{classic: "DCGM_FI_DEV_ROW_REMAP_FAILURE", current: "DCGM_FI_DEV_ROW_REMAP_FAILED", typ: "gauge",
-		help: "Whether remapping of rows has failed", value: func(r *gpuReading) float64 { return r.zero }},
+		help: "Whether remapping of rows has failed", value: func(r *gpuReading) float64 { return r.remapFailed }},
 	{classic: "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", current: "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", typ: "counter", nvlink: true,
 		help: "Total number of NVLink bandwidth counters for all lanes.", value: func(r *gpuReading) float64 { return r.nvlink }},
 	{classic: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", current: "DCGM_FI_DEV_VGPU_LICENSE_STATUS", typ: "gauge",
@@ -333,6 +335,10 @@ func (s *Sim) gpuReadings() []gpuReading {
 			fbFree: fbTotal - fbUsed - fbReserved, fbUsed: fbUsed, fbReserved: fbReserved,
 			pcieTx: math.Round(2e5 + 6e6*u), pcieRx: math.Round(1.5e5 + 4e6*u),
 			nvlink: math.Round(d.nvlinkMB[g]), reasons: c.reasons, xid: c.xid,
+			remapRows: float64(c.remapRows),
+		}
+		if c.remapFail {
+			out[g].remapFailed = 1
 		}
 	}
 	return out

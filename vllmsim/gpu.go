@@ -1,16 +1,12 @@
 package vllmsim
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -29,12 +25,6 @@ const (
 	ThrottleSWThermal    = "sw_thermal"
 	ThrottleHWThermal    = "hw_thermal"
 	ThrottleHWPowerBrake = "hw_power_brake"
-)
-
-// Kinds of GPU fault.
-const (
-	GPUFaultThrottle = "throttle"
-	GPUFaultXID      = "xid"
 )
 
 // XIDSlowdown is how much slower every GPU kernel runs once an XID fault
@@ -72,146 +62,6 @@ var throttleSpecs = map[string]throttleSpec{
 
 // ThrottleReasons returns the reasons a throttle fault may name, sorted.
 func ThrottleReasons() []string { return slices.Sorted(maps.Keys(throttleSpecs)) }
-
-// GPUFault is a fault injected into one GPU of the instance: a throttle for
-// Reason, or an XID error with code XID, starting After the moment it is set
-// (0: now) on the sim's clock.
-type GPUFault struct {
-	Kind   string
-	Reason string // throttle: one of ThrottleReasons
-	XID    int    // xid: the XID code (e.g. 79, "GPU has fallen off the bus")
-	GPU    int    // which GPU (tensor-parallel rank); default 0
-	After  time.Duration
-	// Clock, for a throttle, overrides the SM clock's share of max the
-	// reason implies (0: the reason's, throttleSpecs): a power brake or HW
-	// slowdown can pull clocks far lower than the typical share.
-	Clock float64
-}
-
-// ParseGPUFault reads the CLI form: "throttle:<reason>[:<clock share>]" or
-// "xid:<code>", optionally followed by "@<delay>" (Go duration text) for an
-// onset: "throttle:sw_thermal@30s", "throttle:hw_power_brake:0.25", "xid:79@10s".
-func ParseGPUFault(spec string) (GPUFault, error) {
-	var f GPUFault
-	body, delay, hasDelay := strings.Cut(strings.TrimSpace(spec), "@")
-	if hasDelay {
-		d, err := time.ParseDuration(delay)
-		if err != nil {
-			return f, fmt.Errorf("gpu fault %q: delay: %w", spec, err)
-		}
-		f.After = d
-	}
-	kind, arg, _ := strings.Cut(body, ":")
-	f.Kind = kind
-	switch kind {
-	case GPUFaultThrottle:
-		reason, clock, hasClock := strings.Cut(arg, ":")
-		f.Reason = reason
-		if hasClock {
-			c, err := strconv.ParseFloat(clock, 64)
-			if err != nil || c <= 0 {
-				return f, fmt.Errorf("gpu fault %q: clock share: want a number in (0, 1]", spec)
-			}
-			f.Clock = c
-		}
-	case GPUFaultXID:
-		n, err := strconv.Atoi(arg)
-		if err != nil {
-			return f, fmt.Errorf("gpu fault %q: xid code: want a number", spec)
-		}
-		f.XID = n
-	}
-	if err := f.validate(); err != nil {
-		return f, fmt.Errorf("gpu fault %q: %w", spec, err)
-	}
-	return f, nil
-}
-
-func (f GPUFault) validate() error {
-	switch f.Kind {
-	case GPUFaultThrottle:
-		if _, ok := throttleSpecs[f.Reason]; !ok {
-			return fmt.Errorf("throttle reason %q: want one of %s", f.Reason, strings.Join(ThrottleReasons(), ", "))
-		}
-		if f.XID != 0 {
-			return errors.New("a throttle has no xid code")
-		}
-		if f.Clock < 0 || f.Clock > 1 {
-			return fmt.Errorf("clock share %v: want (0, 1]", f.Clock)
-		}
-	case GPUFaultXID:
-		if f.XID < 1 || f.XID > 999 {
-			return fmt.Errorf("xid code %d: want 1..999", f.XID)
-		}
-		if f.Reason != "" || f.Clock != 0 {
-			return errors.New("an xid fault has no throttle reason or clock")
-		}
-	default:
-		return fmt.Errorf("kind %q: want %s or %s", f.Kind, GPUFaultThrottle, GPUFaultXID)
-	}
-	if f.After < 0 {
-		return fmt.Errorf("after %v: want >= 0", f.After)
-	}
-	if f.GPU < 0 || f.GPU > 7 {
-		return fmt.Errorf("gpu %d: want 0..7", f.GPU)
-	}
-	return nil
-}
-
-// gpuFaultJSON is the wire form: after as Go duration text.
-type gpuFaultJSON struct {
-	Kind   string  `json:"kind"`
-	Reason string  `json:"reason,omitempty"`
-	XID    int     `json:"xid,omitempty"`
-	GPU    int     `json:"gpu"`
-	After  string  `json:"after,omitempty"`
-	Clock  float64 `json:"clock,omitempty"`
-}
-
-// MarshalJSON writes After as text ("30s").
-func (f GPUFault) MarshalJSON() ([]byte, error) {
-	w := gpuFaultJSON{Kind: f.Kind, Reason: f.Reason, XID: f.XID, GPU: f.GPU, Clock: f.Clock}
-	if f.After > 0 {
-		w.After = f.After.String()
-	}
-	return json.Marshal(w)
-}
-
-// UnmarshalJSON reads the object form strictly, or a string in the CLI form
-// ("xid:79@10s").
-func (f *GPUFault) UnmarshalJSON(b []byte) error {
-	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '"' {
-		var spec string
-		if err := json.Unmarshal(t, &spec); err != nil {
-			return err
-		}
-		g, err := ParseGPUFault(spec)
-		if err != nil {
-			return err
-		}
-		*f = g
-		return nil
-	}
-	var w gpuFaultJSON
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return fmt.Errorf("gpu fault: %w", err)
-	}
-	g := GPUFault{Kind: w.Kind, Reason: w.Reason, XID: w.XID, GPU: w.GPU, Clock: w.Clock}
-	if w.After != "" {
-		d, err := time.ParseDuration(w.After)
-		if err != nil {
-			return fmt.Errorf("gpu fault: after: %w", err)
-		}
-		g.After = d
-	}
-	if err := g.validate(); err != nil {
-		return fmt.Errorf("gpu fault: %w", err)
-	}
-	*f = g
-	return nil
-}
 
 // armedFault is a fault with its onset on the engine clock.
 type armedFault struct {
@@ -264,7 +114,9 @@ type gpuCondition struct {
 	clock     float64 // SM clock as a share of max
 	tempFloor float64 // the temperature a thermal reason implies, °C (0: none)
 	powerCap  bool
-	xid       int // the last XID fired (0: none)
+	xid       int  // the last XID fired (0: none)
+	remapRows int  // rows remapped for uncorrectable errors
+	remapFail bool // a row remapping failed
 }
 
 // slowdown is how much longer than nominal the GPU's kernels take.
@@ -302,6 +154,9 @@ func (s *Sim) gpuConditionAt(gpu int, t time.Duration) gpuCondition {
 			throttle(f.Reason, f.Clock)
 		case GPUFaultXID:
 			c.xid = f.XID
+		case GPUFaultRowRemap:
+			c.remapRows += f.Rows
+			c.remapFail = c.remapFail || f.Failed
 		}
 	}
 	return c

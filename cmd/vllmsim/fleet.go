@@ -54,7 +54,7 @@ func (f *fleetFlags) register(fs *flag.FlagSet, o *vllmsim.Options) {
 		f.share[i] = w
 		return nil
 	})
-	fs.Func("instance-gpu", "I=throttle:<reason>[@delay] or I=xid:<code>[@delay]: a GPU fault on instance I's GPU 0 (repeatable); reasons: "+
+	fs.Func("instance-gpu", "I=throttle:<reason>[@delay], I=xid:<code>[@delay] or I=row_remap:<rows>|failed[@delay]: a GPU fault on instance I's GPU 0 (repeatable); reasons: "+
 		strings.Join(vllmsim.ThrottleReasons(), ", "), func(v string) error {
 		i, val, err := indexed(v)
 		if err != nil {
