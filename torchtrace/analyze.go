@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -37,6 +38,7 @@ type stat struct {
 	fam   Family
 	us    float64
 	count int
+	busy  bool // counts toward the device's busy time (not a copy)
 }
 
 // analysis is the state of one file being read.
@@ -44,22 +46,39 @@ type analysis struct {
 	opt      Options
 	base     int64 // baseTimeNanoseconds (0 until seen: ts are then absolute)
 	baseSeen bool
-	inEvents bool // inside traceEvents: the time base is fixed from here on
-	lo, hi   float64
-	events   int64
+	inEvents bool // inside traceEvents
+	// origin is the integer part of the first complete event's ts: times are
+	// kept as µs after it, so an absolute µs timestamp with a fractional part
+	// (ns resolution) keeps its nanoseconds in a float64.
+	origin    int64
+	originSet bool
+	// eager: Options.Window was placed on the events as they came (the base
+	// was known before traceEvents), so GPU activity is clipped as it is
+	// read; otherwise the frame is decided at the end (see frame.go).
+	eager        bool
+	winLo, winHi float64 // the eager window in trace µs (±Inf when unset)
+	lo, hi       float64 // extent of the GPU activity read
+	events       int64
+	gpuSeq       int64
 
 	kernels map[string]*stat
 	ops     map[string]*stat
 	opNames []string
 	opIndex map[string]int32
-	opOf    *linkTable     // External id → operator
-	pending map[int64]pend // External id → kernels seen before their operator
 	famUS   map[Family]float64
 	total   float64
-	devices map[int]*intervalSet
-	// winLo, winHi: Options.Window in trace microseconds (±Inf when unset).
-	winLo, winHi float64
-	parser       fastjson.Parser
+	devices map[int]*device
+	spans   spans
+	edges   *edges // the GPU events nearest the frame's ends (nil when eager)
+	attr    *attributor
+	parser  fastjson.Parser
+	num     []byte
+}
+
+// device is one GPU's busy time and how many of its events were kept.
+type device struct {
+	set intervalSet
+	n   int
 }
 
 func newAnalysis(opt Options) *analysis {
@@ -69,8 +88,8 @@ func newAnalysis(opt Options) *analysis {
 	return &analysis{
 		opt: opt, lo: math.Inf(1), hi: math.Inf(-1),
 		kernels: map[string]*stat{}, ops: map[string]*stat{}, opIndex: map[string]int32{},
-		opOf: newLinkTable(), pending: map[int64]pend{}, famUS: map[Family]float64{},
-		devices: map[int]*intervalSet{}, winLo: math.Inf(-1), winHi: math.Inf(1),
+		famUS: map[Family]float64{}, devices: map[int]*device{},
+		winLo: math.Inf(-1), winHi: math.Inf(1), spans: newSpans(), attr: newAttributor(),
 	}
 }
 
@@ -186,38 +205,31 @@ func (a *analysis) document(ctx context.Context, s *scanner) error {
 	return nil
 }
 
-// setBase reads baseTimeNanoseconds. Kineto writes it before traceEvents;
-// if another writer put it after, a window given in wall-clock time could
-// not have been placed on the events already read.
+// setBase reads baseTimeNanoseconds. Kineto writes it before traceEvents
+// since 08fcb941 (2025-03), after it from 84d95b82 (2024-05) to then, and
+// not at all before: either way the frame is placed at the end (frame.go).
 func (a *analysis) setBase(v []byte) error {
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
 		return fmt.Errorf("baseTimeNanoseconds %q: %w", v, err)
 	}
-	if a.inEvents && n != 0 && !a.opt.Window.Start.IsZero() {
-		return errors.New("baseTimeNanoseconds comes after traceEvents: the window cannot be placed on the events; analyze without a window")
+	if !a.baseSeen {
+		a.base, a.baseSeen = n, true
 	}
-	a.base, a.baseSeen = n, true
 	return nil
-}
-
-// micros converts a wall-clock time to trace microseconds.
-func (a *analysis) micros(t time.Time) float64 {
-	return float64(t.UnixNano()-a.base) / 1e3
 }
 
 // events1 reads the traceEvents array, one event at a time.
 func (a *analysis) events1(ctx context.Context, s *scanner) error {
 	a.inEvents = true
-	if w := a.opt.Window; w.Start.IsZero() && w.End.IsZero() && a.opt.Frame > 0 && a.base != 0 {
-		a.winLo, a.winHi = 0, float64(a.opt.Frame.Nanoseconds())/1e3
-	} else if !w.Start.IsZero() || !w.End.IsZero() {
-		if !w.Start.IsZero() {
-			a.winLo = a.micros(w.Start)
-		}
-		if !w.End.IsZero() {
-			a.winHi = a.micros(w.End)
-		}
+	// A window is placed on the events as they come only when the base is
+	// already known; else (the base after traceEvents, or none) at the end.
+	w := a.opt.Window
+	if !w.Start.IsZero() || !w.End.IsZero() {
+		a.eager = a.baseSeen
+	}
+	if !a.eager {
+		a.edges = newEdges(maxEdge)
 	}
 	if err := s.expect('['); err != nil {
 		return err
@@ -262,8 +274,9 @@ func (a *analysis) event(v *fastjson.Value) {
 		return
 	}
 	var ph, cat, name []byte
-	var ts, dur float64
-	var pid int
+	var tsv *fastjson.Value
+	var dur float64
+	var pid, tid int64
 	var args *fastjson.Value
 	o.Visit(func(k []byte, v *fastjson.Value) {
 		switch string(k) {
@@ -274,24 +287,132 @@ func (a *analysis) event(v *fastjson.Value) {
 		case "name":
 			name, _ = v.StringBytes()
 		case "ts":
-			ts = number(v)
+			tsv = v
 		case "dur":
 			dur = number(v)
 		case "pid":
-			pid = int(number(v))
+			pid = int64(number(v))
+		case "tid":
+			tid = int64(number(v))
 		case "args":
 			args = v
 		}
 	})
-	if len(ph) != 1 || ph[0] != 'X' {
+	if len(ph) != 1 || ph[0] != 'X' || tsv == nil {
 		return
 	}
-	switch {
-	case isCat(cat, catKernel), isCat(cat, catMemcpy), isCat(cat, catMemset):
-		a.gpu(cat, name, pid, ts, dur, externalID(args))
-	case isCat(cat, catCPUOp):
-		a.cpuOp(name, externalID(args))
+	ts := a.ts(tsv)
+	if math.IsNaN(ts) || math.IsInf(ts, 0) || math.IsNaN(dur) || math.IsInf(dur, 0) {
+		return
 	}
+	dur = max(dur, 0)
+	switch {
+	case isCat(cat, catKernel), isCopyCat(cat):
+		ext, corr := links(args)
+		a.gpu(cat, name, int(pid), ts, dur, ext, corr)
+	case isCat(cat, catCPUOp), isCat(cat, catOp19):
+		ext, _ := links(args)
+		a.cpuOp(name, pid, tid, ts, dur, ext)
+	case isCat(cat, catRuntime), isCat(cat, catDriver), isCat(cat, catRT19):
+		ext, corr := links(args)
+		a.attr.launch(pid, tid, ts, ext, corr)
+	case isCat(cat, catTrace):
+		a.spans.add(name, ts, dur)
+	}
+}
+
+// ts reads a timestamp as µs after the trace's origin. Integer and
+// fixed-point numbers are split at the point, so the origin is subtracted
+// exactly (1712195495505583.534 keeps its .534 µs); other spellings go
+// through float64.
+func (a *analysis) ts(v *fastjson.Value) float64 {
+	var raw []byte
+	switch v.Type() {
+	case fastjson.TypeNumber:
+		a.num = v.MarshalTo(a.num[:0])
+		raw = a.num
+	case fastjson.TypeString:
+		raw, _ = v.StringBytes()
+	default:
+		return math.NaN()
+	}
+	ip, frac, ok := fixedPoint(raw)
+	if !ok {
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1<<62 {
+			return math.NaN()
+		}
+		ip, frac = int64(f), f-math.Trunc(f)
+	}
+	if !a.originSet {
+		a.origin, a.originSet = ip, true
+		a.placeWindow()
+	}
+	return float64(ip-a.origin) + frac
+}
+
+// fixedPoint splits "-?digits(.digits)?" into its integer part and fraction
+// (with the sign of the number); false for anything else (exponents, more
+// than 18 integer digits).
+func fixedPoint(b []byte) (ip int64, frac float64, ok bool) {
+	i, neg := 0, false
+	if len(b) > 0 && b[0] == '-' {
+		neg, i = true, 1
+	}
+	start := i
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		if i-start >= 18 {
+			return 0, 0, false
+		}
+		ip = ip*10 + int64(b[i]-'0')
+	}
+	if i == start {
+		return 0, 0, false
+	}
+	if i < len(b) {
+		if b[i] != '.' {
+			return 0, 0, false
+		}
+		scale := 0.1
+		for i++; i < len(b); i++ {
+			if b[i] < '0' || b[i] > '9' {
+				return 0, 0, false
+			}
+			frac += float64(b[i]-'0') * scale
+			scale /= 10
+		}
+	}
+	if neg {
+		ip, frac = -ip, -frac
+	}
+	return ip, frac, true
+}
+
+// placeWindow converts an eager Options.Window to trace µs, once the origin
+// is known.
+func (a *analysis) placeWindow() {
+	if !a.eager {
+		return
+	}
+	a.winLo, a.winHi = a.windowMicros()
+}
+
+// windowMicros is Options.Window in trace µs (±Inf for an open end), with
+// the base as it is now.
+func (a *analysis) windowMicros() (lo, hi float64) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	if w := a.opt.Window; !w.Start.IsZero() {
+		lo = a.micros(w.Start)
+	}
+	if w := a.opt.Window; !w.End.IsZero() {
+		hi = a.micros(w.End)
+	}
+	return lo, hi
+}
+
+// micros converts a wall-clock time to trace µs.
+func (a *analysis) micros(t time.Time) float64 {
+	return float64(t.UnixNano()-a.base-a.origin*1000) / 1e3
 }
 
 // number reads a JSON number, or a number written as a string (Kineto
@@ -309,14 +430,21 @@ func number(v *fastjson.Value) float64 {
 	return 0
 }
 
-func externalID(args *fastjson.Value) int64 {
+// links reads an event's "External id" (PyTorch 1.9 wrote "external id")
+// and its "correlation".
+func links(args *fastjson.Value) (ext, corr int64) {
 	if args == nil {
-		return 0
+		return 0, 0
 	}
 	if v := args.Get("External id"); v != nil {
-		return int64(number(v))
+		ext = int64(number(v))
+	} else if v := args.Get("external id"); v != nil {
+		ext = int64(number(v))
 	}
-	return 0
+	if v := args.Get("correlation"); v != nil {
+		corr = int64(number(v))
+	}
+	return ext, corr
 }
 
 func isCat(cat []byte, want string) bool {
@@ -331,25 +459,18 @@ func isCat(cat []byte, want string) bool {
 	return true
 }
 
-// gpu folds a kernel, memcpy or memset, clipped to the window.
-func (a *analysis) gpu(cat, name []byte, dev int, ts, dur float64, ext int64) {
-	lo, hi := max(ts, a.winLo), min(ts+max(dur, 0), a.winHi)
-	if hi < lo || (hi == lo && dur > 0) {
-		return
-	}
-	st := a.kernels[string(name)]
-	if st == nil {
-		key := string(name)
-		fam := Classify(string(cat), key)
-		if len(a.kernels) >= maxNames {
-			key = otherKernels + " " + string(fam)
-			st = a.kernels[key]
-		}
-		if st == nil {
-			st = &stat{fam: fam}
-			a.kernels[key] = st
+// gpu folds a kernel, memcpy or memset. With an eager window it is clipped
+// as it comes; otherwise it is kept whole and the frame's ends are cut at
+// the end (frame.go).
+func (a *analysis) gpu(cat, name []byte, dev int, ts, dur float64, ext, corr int64) {
+	lo, hi := ts, ts+dur
+	if a.eager {
+		lo, hi = max(ts, a.winLo), min(ts+dur, a.winHi)
+		if hi < lo || (hi == lo && dur > 0) {
+			return
 		}
 	}
+	st := a.kernelStat(cat, name)
 	us := hi - lo
 	st.us += us
 	st.count++
@@ -358,24 +479,44 @@ func (a *analysis) gpu(cat, name []byte, dev int, ts, dur float64, ext int64) {
 	a.lo, a.hi = min(a.lo, lo), max(a.hi, hi)
 	d := a.devices[dev]
 	if d == nil {
-		d = &intervalSet{}
+		d = &device{}
 		a.devices[dev] = d
 	}
-	if st.fam != FamilyMemory {
-		d.add(lo, hi)
+	d.n++
+	if st.busy {
+		d.set.add(lo, hi)
 	}
-	if ext == 0 {
-		return
+	ref := a.attr.credit(a, us, ext, corr)
+	if a.edges != nil {
+		a.edges.add(gpuRec{ts: ts, end: ts + dur, st: st, ref: ref, seq: a.gpuSeq, dev: int32(dev)})
 	}
-	if op, ok := a.opOf.get(ext); ok {
-		a.opStat(op).add(us)
-	} else if p, ok := a.pending[ext]; ok || len(a.pending) < maxPending {
-		a.pending[ext] = pend{p.us + us, p.count + 1}
-	}
+	a.gpuSeq++
 }
 
-// pend is what kernels under one External id took before the operator
-// carrying that id was read.
+// kernelStat is the sums of the kernel called name, made on first sight.
+func (a *analysis) kernelStat(cat, name []byte) *stat {
+	if st := a.kernels[string(name)]; st != nil {
+		return st
+	}
+	key := string(name)
+	fam := Classify(string(cat), key)
+	if len(a.kernels) >= maxNames {
+		key = otherKernels + " " + string(fam)
+		if st := a.kernels[key]; st != nil {
+			return st
+		}
+	}
+	lower := strings.ToLower(key)
+	// Copies keep the copy engines busy, not the SMs: the copy categories
+	// and CUPTI's copy names filed as kernels. ROCm's blit kernels
+	// (__amd_rocclr_copyBuffer) run on the compute units: busy.
+	busy := !isCopyCat(cat) && !strings.HasPrefix(lower, "memcpy") && !strings.HasPrefix(lower, "memset")
+	st := &stat{fam: fam, busy: busy}
+	a.kernels[key] = st
+	return st
+}
+
+// pend is what kernels under one id took before they could be credited.
 type pend struct {
 	us    float64
 	count int32
@@ -386,12 +527,10 @@ func (st *stat) add(us float64) {
 	st.count++
 }
 
-// cpuOp remembers which operator an External id names, and credits it the
-// kernels already seen under that id.
-func (a *analysis) cpuOp(name []byte, ext int64) {
-	if ext == 0 {
-		return
-	}
+// cpuOp interns an operator's name, links its External id to it (crediting
+// the kernels already seen under that id) and keeps its interval for the
+// launches whose External id is no operator's (attribute.go).
+func (a *analysis) cpuOp(name []byte, pid, tid int64, ts, dur float64, ext int64) {
 	idx, ok := a.opIndex[string(name)]
 	if !ok {
 		if len(a.opNames) >= maxNames {
@@ -407,13 +546,7 @@ func (a *analysis) cpuOp(name []byte, ext int64) {
 			a.opIndex[key] = idx
 		}
 	}
-	if p, ok := a.pending[ext]; ok {
-		st := a.opStat(idx)
-		st.us += p.us
-		st.count += int(p.count)
-		delete(a.pending, ext)
-	}
-	a.opOf.set(ext, idx)
+	a.attr.operator(a, idx, pid, tid, ts, dur, ext)
 }
 
 func (a *analysis) opStat(idx int32) *stat {

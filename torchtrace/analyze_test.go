@@ -135,33 +135,65 @@ func TestWindowClips(t *testing.T) {
 	}
 }
 
-// TestFrameFromTheTraceStart: Options.Frame keeps the first Frame after the
-// trace's own baseTimeNanoseconds, whatever the reader's clock says: a
-// server whose clock is a day off is still read over its frame.
-func TestFrameFromTheTraceStart(t *testing.T) {
-	const doc = `{"baseTimeNanoseconds": 1000000000000, "traceEvents": [
-	{"ph":"X","cat":"kernel","name":"ampere_bf16_s16816gemm","pid":0,"tid":7,"ts":100,"dur":100},
-	{"ph":"X","cat":"kernel","name":"flash_fwd_kernel","pid":0,"tid":7,"ts":250,"dur":100},
-	{"ph":"X","cat":"kernel","name":"late","pid":0,"tid":7,"ts":900,"dur":10}]}`
-	r, err := Analyze(context.Background(), strings.NewReader(doc), Options{Frame: 300 * time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
+// TestFrameFromTheTraceItself: the frame is the profiler's own span (else
+// the GPU activity's extent), clipped by Options.Frame from its start;
+// baseTimeNanoseconds (Kineto floors it to a 3-month boundary, weeks before
+// the events) places nothing.
+func TestFrameFromTheTraceItself(t *testing.T) {
+	// The base is 40 days before the events, as Kineto writes it.
+	const events = `
+	{"ph":"X","cat":"kernel","name":"ampere_bf16_s16816gemm","pid":0,"tid":7,"ts":3456000000100,"dur":100},
+	{"ph":"X","cat":"kernel","name":"flash_fwd_kernel","pid":0,"tid":7,"ts":3456000000250,"dur":100},
+	{"ph":"X","cat":"kernel","name":"late","pid":0,"tid":7,"ts":3456000000900,"dur":10}`
+	const span = `,
+	{"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":3456000000050,"dur":950}`
+	const base = `"baseTimeNanoseconds": 1735632360000000000`
+	docs := map[string]string{
+		"span, base first":   `{` + base + `, "traceEvents": [` + events + span + `]}`,
+		"span, base last":    `{"traceEvents": [` + events + span + `], ` + base + `}`,
+		"no span, base last": `{"traceEvents": [` + events + `], ` + base + `}`,
 	}
-	// Inside 0..300 µs: gemm 100..200 (100), flash 250..300 (50).
-	if !near(r.KernelUS, 150) || !near(r.Families[FamilyGEMM], 100.0/150) {
-		t.Errorf("kernel µs %.1f, families %v; want 150 with gemm 2/3", r.KernelUS, r.Families)
-	}
-	if want := 1 - 150.0/300; !near(r.IdleShare, want) {
-		t.Errorf("idle %.4f, want %.4f over the 300 µs frame", r.IdleShare, want)
-	}
-	// A window wins over Frame when both are set.
-	at := func(us int64) time.Time { return time.Unix(0, 1000000000000+us*1000) }
-	r, err = Analyze(context.Background(), strings.NewReader(doc), Options{Frame: time.Second, Window: Window{Start: at(240), End: at(1000)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !near(r.KernelUS, 110) {
-		t.Errorf("kernel µs %.1f with a window and a frame, want the window's 110", r.KernelUS)
+	for name, doc := range docs {
+		t.Run(name, func(t *testing.T) {
+			hasSpan := strings.Contains(doc, "Trace")
+			r, err := Analyze(context.Background(), strings.NewReader(doc), Options{Frame: 300 * time.Microsecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Span: 50..350 holds gemm 100..200 and flash 250..350. No span:
+			// the activity's extent 100..910, clipped to 100..400: the same.
+			if !near(r.KernelUS, 200) || !near(r.Families[FamilyGEMM], 0.5) {
+				t.Errorf("kernel µs %.1f, families %v; want 200, gemm 1/2", r.KernelUS, r.Families)
+			}
+			if want := 1 - 200.0/300; !near(r.IdleShare, want) {
+				t.Errorf("idle %.4f, want %.4f over the 300 µs frame", r.IdleShare, want)
+			}
+			if !r.Frame.Clipped || r.Frame.Outside != 1 || r.Frame.Inexact {
+				t.Errorf("frame %+v: clipped, 1 event outside, exact", r.Frame)
+			}
+			wantSrc, wantStart := FrameGPU, int64(3456000000100)
+			if hasSpan {
+				wantSrc, wantStart = FrameSpan, 3456000000050
+			}
+			if at := time.Unix(0, 1735632360000000000+wantStart*1000).UTC(); r.Frame.Source != wantSrc || !r.Frame.Start.Equal(at) || !r.Frame.End.Equal(at.Add(300*time.Microsecond)) {
+				t.Errorf("frame %+v, want %s from %v for 300 µs", r.Frame, wantSrc, at)
+			}
+			// Unclipped (the frame the daemon measured is longer): the span.
+			r, err = Analyze(context.Background(), strings.NewReader(doc), Options{Frame: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(r.KernelUS, 210) || r.Frame.Clipped {
+				t.Errorf("kernel µs %.1f, frame %+v; want all 210 µs", r.KernelUS, r.Frame)
+			}
+			frame := 810.0
+			if hasSpan {
+				frame = 950
+			}
+			if want := 1 - 210/frame; !near(r.IdleShare, want) {
+				t.Errorf("idle %.4f, want %.4f over the %.0f µs frame", r.IdleShare, want, frame)
+			}
+		})
 	}
 }
 
@@ -268,11 +300,37 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestBaseAfterEventsWithWindow: a wall-clock window is placed through
+// baseTimeNanoseconds wherever the key sits (Kineto wrote it after
+// traceEvents from 2024-05 to 2025-03) and reads the same either way.
 func TestBaseAfterEventsWithWindow(t *testing.T) {
-	data, _ := genTrace(t, gen.Config{Seed: 1, Steps: 3, BaseNS: 5e18, MetadataLast: true}, false)
-	w := Window{Start: time.Unix(0, 5e18), End: time.Unix(0, 5e18+1e9)}
-	_, err := Analyze(context.Background(), bytes.NewReader(data), Options{Window: w})
-	if err == nil || !strings.Contains(err.Error(), "window cannot be placed") {
-		t.Errorf("a window with the base after the events: %v", err)
+	const base = int64(1735632360000000000)
+	first, _ := genTrace(t, gen.Config{Seed: 1, Steps: 30, BaseNS: base}, false)
+	last, truth := genTrace(t, gen.Config{Seed: 1, Steps: 30, BaseNS: base, MetadataLast: true}, false)
+	at := func(us float64) time.Time { return time.Unix(0, base+int64(us*1e3)) }
+	mid := (truth.StartUS + truth.EndUS) / 2
+	w := Window{Start: at(truth.StartUS + (mid-truth.StartUS)/2), End: at(mid + (truth.EndUS-mid)/2)}
+	a, err := Analyze(context.Background(), bytes.NewReader(first), Options{Window: w, Top: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Analyze(context.Background(), bytes.NewReader(last), Options{Window: w, Top: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.KernelUS <= 0 || a.KernelUS >= truth.KernelUS*0.75 {
+		t.Fatalf("kernel µs %.1f of %.1f: the window should keep about half", a.KernelUS, truth.KernelUS)
+	}
+	if !near(a.KernelUS, b.KernelUS) || !near(a.IdleShare, b.IdleShare) || !a.Window.Start.Equal(b.Window.Start) || !a.Window.End.Equal(b.Window.End) {
+		t.Errorf("base after the events: %.3f µs idle %.5f window %v; base first: %.3f µs idle %.5f window %v",
+			b.KernelUS, b.IdleShare, b.Window, a.KernelUS, a.IdleShare, a.Window)
+	}
+	if b.Frame.Inexact || b.Frame.Outside == 0 || a.Frame.Source != FrameWindow {
+		t.Errorf("frames %+v / %+v", a.Frame, b.Frame)
+	}
+	for i := range a.TopOps {
+		if a.TopOps[i].Name != b.TopOps[i].Name || !near(a.TopOps[i].GPUus, b.TopOps[i].GPUus) {
+			t.Errorf("op %d: %+v vs %+v", i, b.TopOps[i], a.TopOps[i])
+		}
 	}
 }

@@ -2,64 +2,235 @@ package torchtrace
 
 import "strings"
 
-// GPU event categories as Kineto names them (ActivityType.cpp); matched
-// without regard to case, as older writers spelled "Kernel" and "Memcpy".
+// GPU event categories as Kineto names them (libkineto ActivityType.cpp:
+// "kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime",
+// "cuda_driver"), and as PyTorch 1.9's Kineto spelled them ("Kernel",
+// "Memcpy", "Memset", "Operator", "Runtime": the tb_plugin samples of
+// 2021-06). Categories are matched without regard to case.
 const (
-	catKernel = "kernel"
-	catMemcpy = "gpu_memcpy"
-	catMemset = "gpu_memset"
-	catCPUOp  = "cpu_op"
+	catKernel   = "kernel"
+	catMemcpy   = "gpu_memcpy"
+	catMemset   = "gpu_memset"
+	catMemcpy19 = "memcpy"
+	catMemset19 = "memset"
+	catCPUOp    = "cpu_op"
+	catOp19     = "operator"
+	catRuntime  = "cuda_runtime" // ROCm traces use it too (hta/amd_trace)
+	catDriver   = "cuda_driver"
+	catRT19     = "runtime"
+	catTrace    = "trace" // the profiler's own span, "PyTorch Profiler (0)"
 )
 
-// Patterns per family, matched against the lower-cased kernel name in this
-// order: the first family with a matching pattern wins. Order matters:
-// FlashAttention 3 runs as cutlass::device_kernel<flash::…> (attention before
-// the cutlass GEMMs), and vLLM's custom all-reduce is not a GEMM whatever its
-// template arguments say.
-//
-// Decisions:
-//   - reshape_and_cache (vLLM writing K and V into the paged cache) is
-//     attention: it runs inside the attention layer, once per layer, and its
-//     time grows with the tokens attended, so an attention regression shows
-//     there too.
-//   - Triton and cutlass matmuls (fused_moe_kernel, *_matmul*, nvjet_* of
-//     cuBLAS on Hopper, cublasLt split-K reductions) are GEMM.
-//   - vLLM's fused elementwise kernels (rms_norm, act_and_mul, rotary
-//     embedding), softmax and sampling kernels are other.
-var familyPatterns = []struct {
-	fam  Family
-	pats []string
-}{
-	{FamilyCommunication, []string{"nccl", "cross_device_reduce", "all_reduce", "allreduce", "all_gather",
-		"allgather", "reduce_scatter", "reducescatter", "alltoall", "all_to_all"}},
-	{FamilyAttention, []string{"flash", "fmha", "attention", "attn", "reshape_and_cache", "flashinfer",
-		"mla_", "xformers"}},
-	{FamilyGEMM, []string{"gemm", "xmma", "cutlass", "cublas", "nvjet", "matmul", "fused_moe", "wgmma",
-		"_mm_", "gemv"}},
+// isCopyCat says whether cat is one of the copy categories (the copy
+// engines' work, not the SMs').
+func isCopyCat(cat []byte) bool {
+	return isCat(cat, catMemcpy) || isCat(cat, catMemset) || isCat(cat, catMemcpy19) || isCat(cat, catMemset19)
 }
 
+// ruleKind says which part of a kernel's name a rule reads.
+type ruleKind uint8
+
+const (
+	fnPrefix   ruleKind = iota // the function's identifier starts with pat
+	fnContains                 // the identifier contains pat
+	inNS                       // one of the namespaces is pat
+)
+
+// rule is one pattern of a family, with where the name comes from.
+type rule struct {
+	fam  Family
+	kind ruleKind
+	pat  string // lower case
+}
+
+// rules are tried in order; the first match wins. Communication comes first
+// (vLLM's custom all-reduce is no GEMM whatever its template arguments),
+// then attention (FlashAttention 3 runs as cutlass::device_kernel<flash::…>,
+// so it must win over CUTLASS), then GEMM. Each group cites where its names
+// come from: a source file of the library that launches the kernel, or a real
+// trace in the team's fixtures (kineto-traces/, see its SOURCES.md).
+//
+// Decisions:
+//   - reshape_and_cache / concat_and_cache_mla / AppendPagedKVCache (the
+//     attention layer writing K and V into the paged cache) are attention:
+//     they run once per layer inside it and grow with the tokens attended.
+//   - Implicit-GEMM convolutions are GEMM (cuDNN's implicit_convolve_sgemm,
+//     xmma fprop implicit_gemm: their names say so); other cuDNN kernels
+//     (winograd, dgrad/wgrad engines, batch norm) are other.
+//   - vLLM's fused elementwise kernels (rms_norm, act_and_mul, rotary
+//     embedding), softmax, sampling and FlashInfer's non-attention kernels
+//     (sampling::, norm::, activation::) are other.
+var rules = []rule{
+	// NCCL ≤ 2.18 ncclKernel_AllReduce_RING_LL_Sum_float (fixtures:
+	// hta/nccl_parser_config, hta/trace_filter); NCCL ≥ 2.19
+	// ncclDevKernel_AllReduce_Sum_bf16_RING_LL (NVIDIA/nccl
+	// src/device/generate.py); RCCL ncclDevKernel_Generic (ROCm/rccl
+	// src/device/common.cu) and its MSCCL kernels (msccl_kernel_impl.h).
+	{FamilyCommunication, fnPrefix, "nccl"},
+	{FamilyCommunication, fnPrefix, "msccl"},
+	// vLLM's custom all-reduce cross_device_reduce_1stage / _2stage
+	// (vllm csrc/custom_all_reduce.cuh; hipified as-is for ROCm).
+	{FamilyCommunication, fnContains, "cross_device_reduce"},
+	// FlashInfer's comm kernels allreduce_fusion_kernel_oneshot_lamport,
+	// oneShotAllReduceKernel, allgather_kernel, reducescatter_kernel,
+	// moeAllToAllKernel (flashinfer include/flashinfer/comm/); PyTorch's
+	// symmetric-memory one_shot_all_reduce_kernel, multimem_all_reduce_kernel
+	// (torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu).
+	{FamilyCommunication, fnContains, "all_reduce"},
+	{FamilyCommunication, fnContains, "allreduce"},
+	{FamilyCommunication, fnContains, "all_gather"},
+	{FamilyCommunication, fnContains, "allgather"},
+	{FamilyCommunication, fnContains, "reduce_scatter"},
+	{FamilyCommunication, fnContains, "reducescatter"},
+	{FamilyCommunication, fnContains, "alltoall"},
+	{FamilyCommunication, fnContains, "all_to_all"},
+	// DeepEP's expert-parallel dispatch/combine (deepseek-ai/DeepEP
+	// csrc/kernels/intranode.cu, internode.cu: namespace deep_ep).
+	{FamilyCommunication, inNS, "deep_ep"},
+
+	// FlashAttention 3 cutlass::device_kernel<flash::enable_sm90_or_later<
+	// flash::FlashAttnFwdSm90<…>>> (Dao-AILab/flash-attention hopper/) and
+	// FlashMLA (namespace flash); FlashAttention 2 flash_fwd_kernel,
+	// flash_fwd_splitkv_kernel, flash_fwd_splitkv_combine_kernel, flash_bwd_…
+	// (csrc/flash_attn/src/flash_fwd_launch_template.h; vLLM runs its fork
+	// vllm-flash-attn; PyTorch's copy is namespace pytorch_flash).
+	{FamilyAttention, inNS, "flash"},
+	{FamilyAttention, inNS, "pytorch_flash"},
+	{FamilyAttention, fnPrefix, "flash_"},
+	// xformers / PyTorch memory-efficient attention fmha_cutlassF_f16_aligned_
+	// 64x64_rf_sm80 (facebookresearch/xformers xformers/csrc/attention/cuda/
+	// fmha/kernels/), CK ck_tile::FmhaFwdKernel (ROCm/composable_kernel
+	// include/ck_tile/ops/fmha/), aiter's fmha_fwd_* (ROCm/aiter), TRT-LLM-gen
+	// fmhaSm100… run by FlashInfer, CUTLASS Sm100FmhaMlaKernel.
+	{FamilyAttention, fnContains, "fmha"},
+	// vLLM paged_attention_v1_kernel / _v2_kernel / _v2_reduce_kernel (vllm
+	// csrc/attention/paged_attention_v1.cu, _v2.cu), ROCm
+	// paged_attention_ll4mi_QKV_mfma16_kernel (csrc/rocm/attention.cu), Triton
+	// kernel_unified_attention_2d/_3d (vllm/attention/ops/
+	// triton_unified_attention.py), kernel_paged_attention_2d
+	// (chunked_prefill_paged_decode.py), _attn_fwd (triton_flash_attention.py),
+	// merge_attn_states_kernel (csrc/attention/merge_attn_states.cu), FlashInfer
+	// BatchMLAPagedAttentionKernel (include/flashinfer/attention/mla.cuh).
+	{FamilyAttention, fnContains, "attention"},
+	{FamilyAttention, fnContains, "attn"},
+	// vLLM's Triton prefix prefill _fwd_kernel / _fwd_kernel_alibi
+	// (vllm/attention/ops/prefix_prefill.py) and decode _fwd_kernel_stage1/2,
+	// _fwd_grouped_kernel_stage1 (triton_decode_attention.py); the 3-D unified
+	// attention's reduce_segments.
+	{FamilyAttention, fnPrefix, "_fwd_kernel"},
+	{FamilyAttention, fnPrefix, "_fwd_grouped_kernel"},
+	{FamilyAttention, fnPrefix, "reduce_segments"},
+	// FlashInfer BatchDecodeWithPagedKVCacheKernel, BatchPrefillWithPagedKVCache
+	// Kernel, BatchPrefillWithRaggedKVCacheKernel, SingleDecodeWithKVCacheKernel,
+	// BatchPODWithKVCacheTensorKernel (include/flashinfer/attention/decode.cuh,
+	// prefill.cuh, pod.cuh), MergeStateKernel / MergeStatesKernel (cascade.cuh),
+	// AppendPagedKVCacheKernel (page.cuh).
+	{FamilyAttention, fnContains, "withkvcache"},
+	{FamilyAttention, fnContains, "withpagedkvcache"},
+	{FamilyAttention, fnContains, "withraggedkvcache"},
+	{FamilyAttention, fnContains, "mergestate"},
+	{FamilyAttention, fnContains, "appendpagedkv"},
+	// vLLM reshape_and_cache_kernel, reshape_and_cache_flash_kernel,
+	// concat_and_cache_mla_kernel (vllm csrc/cache_kernels.cu).
+	{FamilyAttention, fnContains, "reshape_and_cache"},
+	{FamilyAttention, fnContains, "concat_and_cache_mla"},
+
+	// cuBLAS ampere_sgemm_32x32_sliced1x4_tn, volta_sgemm_128x64_nn,
+	// ampere_gcgemm_64x64_nt, gemmk1_kernel (fixtures: hta/critical_path,
+	// hta/df_index_resolver, hta/trace_file_list), sm90_xmma_gemm_… (PROFILES.md);
+	// CUTLASS 2 cutlass::Kernel<cutlass_80_tensorop_s1688gemm_…> (fixtures:
+	// hta/nccl_parser_config) and CUTLASS 3 cutlass::device_kernel<cutlass::
+	// gemm::kernel::GemmUniversal<…>>; CK ck::kernel_gemm_xdl_cshuffle_v3
+	// (ROCm/composable_kernel include/ck/tensor_operation/gpu/grid/
+	// gridwise_gemm_xdl_cshuffle_v3.hpp); DeepGEMM, vLLM awq_gemm_kernel; cuDNN
+	// implicit_convolve_sgemm (fixtures: kineto-tb_plugin).
+	{FamilyGEMM, fnContains, "gemm"},
+	// cuBLAS gemv2T_kernel_val / gemvx, rocBLAS rocblas_gemvn_kernel.
+	{FamilyGEMM, fnContains, "gemv"},
+	// cuDNN/cuBLAS xmma kernels sm80_xmma_fprop_implicit_gemm_…
+	// (fixtures: hta/critical_path).
+	{FamilyGEMM, fnContains, "xmma"},
+	// cuBLAS 12 on Hopper/Blackwell: nvjet_tst_128x64_64x8_1x2_h_bz_coopB_TNN.
+	{FamilyGEMM, fnPrefix, "nvjet"},
+	// Tensile GEMMs as hipBLASLt and rocBLAS name them, Cijk_Alik_Bljk_SB_…
+	// (ROCm/Tensile Tensile/SolutionStructs.py; fixtures: hta/amd_trace).
+	{FamilyGEMM, fnPrefix, "cijk_"},
+	// cuBLASLt's split-K reduction cublasLt::splitKreduce_kernel.
+	{FamilyGEMM, inNS, "cublaslt"},
+	{FamilyGEMM, fnContains, "splitkreduce"},
+	// Triton matmuls (matmul_kernel, vLLM _w8a8_block_fp8_matmul) and vLLM's
+	// fused_moe_kernel (vllm/model_executor/layers/fused_moe/fused_moe.py),
+	// cutlass_scaled_mm, Marlin marlin::Marlin<…> (csrc/quantization/
+	// gptq_marlin/marlin_template.h), machete (csrc/quantization/machete/).
+	{FamilyGEMM, fnContains, "matmul"},
+	{FamilyGEMM, fnContains, "fused_moe"},
+	{FamilyGEMM, fnContains, "scaled_mm"},
+	{FamilyGEMM, fnContains, "wgmma"},
+	{FamilyGEMM, inNS, "marlin"},
+	{FamilyGEMM, inNS, "machete"},
+	// Any other CUTLASS kernel: CUTLASS is a GEMM library (attention kernels
+	// built on it matched above).
+	{FamilyGEMM, inNS, "cutlass"},
+}
+
+// memoryKernels are kernels that are copies: CUPTI's names for copy and set
+// activities ("Memcpy HtoD (Pageable -> Device)", "Memset (Device)", as in
+// every fixture trace) when a writer files them as kernels, and ROCm's blit
+// kernels, which run hipMemcpy/hipMemset on the compute units
+// (ROCm/clr rocclr/device/blitcl.cpp: __amd_rocclr_copyBuffer,
+// __amd_rocclr_fillBufferAligned, __amd_rocclr_copyImage…).
+var memoryKernels = []string{"memcpy", "memset", "__amd_rocclr_copy", "__amd_rocclr_fill"}
+
 // Classify names the family of a GPU event from its category and name
-// ("kernel" + "sm90_xmma_gemm_…" → gemm; "gpu_memcpy" → memory; …). CPU
-// events (cpu_op, cuda_runtime, …) are other.
+// ("kernel" + "sm90_xmma_gemm_…" → gemm; "gpu_memcpy" → memory; …). It reads
+// the kernel's own name, never its arguments. CPU events (cpu_op,
+// cuda_runtime, …) are other.
 func Classify(cat, name string) Family {
+	c := []byte(cat)
 	switch {
-	case strings.EqualFold(cat, catMemcpy), strings.EqualFold(cat, catMemset):
+	case isCopyCat(c):
 		return FamilyMemory
-	case !strings.EqualFold(cat, catKernel):
+	case !isCat(c, catKernel):
 		return FamilyOther
 	}
 	lower := strings.ToLower(name)
-	if strings.HasPrefix(lower, "memcpy") || strings.HasPrefix(lower, "memset") {
-		return FamilyMemory
+	for _, p := range memoryKernels {
+		if strings.HasPrefix(lower, p) {
+			return FamilyMemory
+		}
 	}
-	for _, fp := range familyPatterns {
-		for _, p := range fp.pats {
-			if strings.Contains(lower, p) {
-				return fp.fam
+	k := parseKernelName(name)
+	if k.wrapped != "" {
+		if f, ok := match(parseKernelName(k.wrapped)); ok {
+			return f
+		}
+	}
+	if f, ok := match(k); ok {
+		return f
+	}
+	return FamilyOther
+}
+
+func match(k kernelName) (Family, bool) {
+	for _, r := range rules {
+		switch r.kind {
+		case fnPrefix:
+			if strings.HasPrefix(k.fn, r.pat) {
+				return r.fam, true
+			}
+		case fnContains:
+			if strings.Contains(k.fn, r.pat) {
+				return r.fam, true
+			}
+		case inNS:
+			for _, ns := range k.ns {
+				if ns == r.pat {
+					return r.fam, true
+				}
 			}
 		}
 	}
-	return FamilyOther
+	return "", false
 }
 
 // familyLabel is how a summary line names a family.

@@ -109,3 +109,15 @@ func (s *intervalSet) busy() float64 {
 	}
 	return sum
 }
+
+// busyWithin is the length of the union inside [lo, hi].
+func (s *intervalSet) busyWithin(lo, hi float64) float64 {
+	s.flush()
+	var sum float64
+	for _, iv := range s.merged {
+		if a, b := max(iv.lo, lo), min(iv.hi, hi); b > a {
+			sum += b - a
+		}
+	}
+	return sum
+}

@@ -22,33 +22,59 @@ type sums struct {
 // report turns the sums of one file into its Report.
 func (a *analysis) report() *Report {
 	r := &Report{Files: 1, Events: a.events}
-	sm := &sums{kernels: a.kernels, ops: a.ops, famUS: a.famUS, idle: map[int]float64{}, top: a.opt.Top}
-	if a.total > 0 {
-		r.Window = Window{Start: a.wall(a.lo), End: a.wall(a.hi)}
+	lo, hi, info := a.frame()
+	keptLo, keptHi := a.lo, a.hi
+	if a.edges != nil && (lo > a.lo || hi < a.hi) {
+		var exact bool
+		keptLo, keptHi, info.Outside, exact = a.cut(lo, hi)
+		info.Inexact = !exact
 	}
-	// Idle is measured over the frame when one is given, else over the span
-	// of GPU activity read.
-	lo, hi := a.lo, a.hi
-	if !math.IsInf(a.winLo, 0) {
-		lo = a.winLo
-	}
-	if !math.IsInf(a.winHi, 0) {
-		hi = a.winHi
-	}
-	for dev, set := range a.devices {
-		if hi > lo {
-			sm.idle[dev] = clamp01(1 - set.busy()/(hi-lo))
+	a.attr.resolve(a)
+	for name, st := range a.kernels {
+		if st.count <= 0 {
+			delete(a.kernels, name)
 		}
 	}
+	for name, st := range a.ops {
+		if st.count <= 0 {
+			delete(a.ops, name)
+		}
+	}
+	kept := 0
+	for _, d := range a.devices {
+		kept += d.n
+	}
+	if kept > 0 && keptLo <= keptHi {
+		r.Window = Window{Start: a.wall(keptLo), End: a.wall(keptHi)}
+	}
+	// Idle is measured over the frame; an open end of a window is the
+	// activity's own.
+	if math.IsInf(lo, -1) {
+		lo = keptLo
+	}
+	if math.IsInf(hi, 1) {
+		hi = keptHi
+	}
+	if info.Source != "" && hi >= lo && !math.IsInf(lo, 0) && !math.IsInf(hi, 0) {
+		info.Start, info.End = a.wall(lo), a.wall(hi)
+		r.Frame = info
+	}
+	sm := &sums{kernels: a.kernels, ops: a.ops, famUS: a.famUS, idle: map[int]float64{}, top: a.opt.Top}
+	for dev, d := range a.devices {
+		if d.n > 0 && hi > lo {
+			sm.idle[dev] = clamp01(1 - d.set.busyWithin(lo, hi)/(hi-lo))
+		}
+	}
+	r.Attribution = a.attr.summary(kept, len(a.opNames) > 0)
 	r.fill(sm)
 	return r
 }
 
 func clamp01(f float64) float64 { return min(1, max(0, f)) }
 
-// wall converts trace microseconds to wall-clock time.
+// wall converts trace µs to wall-clock time (the server's clock).
 func (a *analysis) wall(us float64) time.Time {
-	return time.Unix(0, a.base+int64(math.Round(us*1e3))).UTC()
+	return time.Unix(0, a.base+a.origin*1000+int64(math.Round(us*1e3))).UTC()
 }
 
 // fill sets the report's derived fields from sm.
@@ -125,6 +151,8 @@ func Merge(reports ...*Report) *Report {
 		out.Events += r.Events
 		out.BytesRead += r.BytesRead
 		out.Window = union(out.Window, r.Window)
+		out.Frame = mergeFrames(out.Frame, r.Frame)
+		out.Attribution = mergeAttribution(out.Attribution, r.Attribution)
 		src := r.sums
 		if src == nil {
 			src = r.rebuild()
@@ -188,6 +216,37 @@ func (r *Report) rebuild() *sums {
 		sm.idle[dev] = r.IdleShare
 	}
 	return sm
+}
+
+// mergeFrames spans the frames of several files; the source is kept when
+// they agree.
+func mergeFrames(a, b FrameInfo) FrameInfo {
+	if a.Source == "" {
+		return b
+	}
+	if b.Source == "" {
+		return a
+	}
+	w := union(Window{a.Start, a.End}, Window{b.Start, b.End})
+	out := FrameInfo{Source: a.Source, Start: w.Start, End: w.End, Clipped: a.Clipped || b.Clipped,
+		Outside: a.Outside + b.Outside, Inexact: a.Inexact || b.Inexact}
+	if a.Source != b.Source {
+		out.Source = a.Source + "+" + b.Source
+	}
+	return out
+}
+
+// mergeAttribution adds the counts; notes of different files are joined.
+func mergeAttribution(a, b Attribution) Attribution {
+	out := Attribution{Events: a.Events + b.Events, ByExternalID: a.ByExternalID + b.ByExternalID,
+		ByLaunch: a.ByLaunch + b.ByLaunch, Uncredited: a.Uncredited + b.Uncredited, Note: a.Note}
+	switch {
+	case out.Note == "":
+		out.Note = b.Note
+	case b.Note != "" && b.Note != a.Note:
+		out.Note += " | " + b.Note
+	}
+	return out
 }
 
 func union(a, b Window) Window {
@@ -260,8 +319,22 @@ func Summary(r *Report, deltas []Delta) string {
 		parts = append(parts, fmt.Sprintf("top kernel %s %s", shorten(k.Name, 48), pct(k.Share)))
 	}
 	parts = append(parts, "GPU idle "+pct(r.IdleShare))
+	if a := r.Attribution; a.Events > 0 && a.Credited() < minCredited {
+		line := fmt.Sprintf("operator unknown for %d of %d kernels", a.Uncredited, a.Events)
+		if a.Note != "" {
+			line += " (" + a.Note + ")"
+		}
+		parts = append(parts, line)
+	}
+	if r.Frame.Inexact {
+		parts = append(parts, "frame inexact: more GPU activity lay outside it than could be taken out")
+	}
 	return strings.Join(parts, " · ")
 }
+
+// minCredited is the share of kernels credited to an operator below which a
+// summary says how many were not (the top operators then miss that time).
+const minCredited = 0.95
 
 func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
 

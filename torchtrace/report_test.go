@@ -100,3 +100,36 @@ func abs(f float64) float64 {
 	}
 	return f
 }
+
+// TestSummarySaysWhatIsNotCredited: a trace whose kernels cannot be credited
+// to an operator says so in its one line, with the reason; one that credits
+// them all says nothing of it.
+func TestSummarySaysWhatIsNotCredited(t *testing.T) {
+	const kernels = `
+	{"ph":"X","cat":"kernel","name":"ampere_sgemm_128x64_tn","pid":0,"tid":7,"ts":100,"dur":50,"args":{"External id":11,"correlation":11}},
+	{"ph":"X","cat":"kernel","name":"ampere_sgemm_128x64_tn","pid":0,"tid":7,"ts":200,"dur":50,"args":{"External id":12,"correlation":12}}`
+	// The External id is each kernel's own correlation and no runtime call
+	// carries it: nothing links a kernel to its operator.
+	orphan := `{"traceEvents": [
+	{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":9,"tid":9,"ts":90,"dur":200,"args":{"External id":3}},` + kernels + `]}`
+	r, err := Analyze(context.Background(), strings.NewReader(orphan), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summary(r, nil)
+	if r.Attribution.Uncredited != 2 || !strings.Contains(s, "operator unknown for 2 of 2 kernels (2 no runtime call with their correlation)") {
+		t.Errorf("attribution %+v, summary %q", r.Attribution, s)
+	}
+	// The same with the launches: the walk credits both to aten::mm.
+	linked := `{"traceEvents": [
+	{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":9,"tid":9,"ts":90,"dur":200,"args":{"External id":3}},
+	{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":9,"tid":9,"ts":95,"dur":3,"args":{"External id":11,"correlation":11}},
+	{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":9,"tid":9,"ts":195,"dur":3,"args":{"External id":12,"correlation":12}},` + kernels + `]}`
+	r, err = Analyze(context.Background(), strings.NewReader(linked), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := Summary(r, nil); r.Attribution.ByLaunch != 2 || strings.Contains(s, "unknown") || len(r.TopOps) != 1 || r.TopOps[0].Name != "aten::mm" {
+		t.Errorf("attribution %+v, ops %+v, summary %q", r.Attribution, r.TopOps, s)
+	}
+}

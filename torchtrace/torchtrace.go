@@ -9,9 +9,6 @@
 // sort-merged set: the bounds are listed in README.md); a 1 GiB gzipped
 // trace (16.7 GB of JSON) reads at ~200 MB/s of JSON in 67 MiB of RSS
 // (bench/profile.sh).
-//
-// CONTRACT (lead, 2026-12-01): the types and signatures below are fixed; the
-// bodies are filled in by the torchtrace owner.
 package torchtrace
 
 import (
@@ -36,16 +33,16 @@ var Families = []Family{FamilyGEMM, FamilyAttention, FamilyCommunication, Family
 
 // Options bound an analysis.
 type Options struct {
-	// Window, when set, keeps only the GPU activity inside it (the frame
-	// between start_profile and stop_profile): the profiler's own start-up and
-	// flush are not read as part of the incident. Zero: the whole file.
+	// Window, when set, keeps only the GPU activity inside it (wall-clock
+	// time on the server's clock, placed through baseTimeNanoseconds where
+	// the trace has one, wherever it sits in the file).
 	Window Window
-	// Frame, when set and Window is not, keeps the GPU activity of the first
-	// Frame after the trace's own start (baseTimeNanoseconds, the moment the
-	// profiler started, on the server's clock). The caller measures the frame
-	// on its own clock; no clock is compared with another's, so a server
-	// whose clock is off (or a simulator whose clock lags) is still read
-	// over the frame. A trace without baseTimeNanoseconds is read whole.
+	// Frame, when set and Window is not, is how long the caller measured the
+	// recording on its own clock (start_profile sent to stop_profile
+	// answered): the trace's own frame — the profiler's span, else the
+	// extent of its GPU activity — is clipped to at most Frame from its
+	// start. No clock is compared with another's, so a server whose clock is
+	// off is still read over its frame. Zero: the trace's own frame.
 	Frame time.Duration
 	// Top is how many kernels and operators to list (0: 10).
 	Top int
@@ -71,8 +68,11 @@ type Report struct {
 	Files int `json:"files"`
 	// Ranks are the device indexes seen.
 	Ranks []int `json:"ranks,omitempty"`
-	// Window is the span of GPU activity read (inside Options.Window when set).
+	// Window is the span of GPU activity kept (inside the frame).
 	Window Window `json:"window"`
+	// Frame is the stretch the idle share is measured over and GPU activity
+	// is kept inside, and where it came from.
+	Frame FrameInfo `json:"frame"`
 	// KernelUS is the summed duration of kernel (and memory) events; streams
 	// overlap, so it can exceed wall time.
 	KernelUS float64 `json:"kernel_us"`
@@ -83,16 +83,62 @@ type Report struct {
 	// KernelUS > 0).
 	Families map[Family]float64 `json:"families"`
 	// TopKernels by GPU time; TopOps are the CPU operators (cpu_op) whose
-	// launched kernels took the most GPU time (linked by "External id" /
-	// correlation).
+	// launched kernels took the most GPU time (attribute.go says how each
+	// kernel is linked to its operator).
 	TopKernels []Entry `json:"top_kernels"`
 	TopOps     []Entry `json:"top_ops,omitempty"`
+	// Attribution says how many GPU events were credited to an operator,
+	// and how.
+	Attribution Attribution `json:"attribution"`
 	// Events is how many trace events were read, BytesRead the uncompressed
 	// JSON bytes.
 	Events    int64 `json:"events"`
 	BytesRead int64 `json:"bytes_read"`
 
 	sums *sums // the full tables behind the lists, for Merge
+}
+
+// Where a report's frame came from.
+const (
+	FrameWindow = "window"       // Options.Window
+	FrameSpan   = "trace span"   // the profiler's span ("PyTorch Profiler (0)")
+	FrameGPU    = "gpu activity" // the extent of the GPU activity (no span)
+)
+
+// FrameInfo is the stretch of time a report covers.
+type FrameInfo struct {
+	Source string    `json:"source,omitempty"` // FrameWindow, FrameSpan, FrameGPU
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	// Clipped: Options.Frame shortened the trace's own frame.
+	Clipped bool `json:"clipped,omitempty"`
+	// Outside counts GPU events that lay wholly outside the frame (not
+	// counted); Inexact says more lay outside than the analysis could take
+	// back out (see frame.go), so some of their time is counted.
+	Outside int  `json:"outside,omitempty"`
+	Inexact bool `json:"inexact,omitempty"`
+}
+
+// Attribution counts the GPU events credited to the CPU operator that
+// launched them, by method.
+type Attribution struct {
+	Events int `json:"events"`
+	// ByExternalID: the event's External id named its operator.
+	ByExternalID int `json:"by_external_id"`
+	// ByLaunch: correlation → runtime call → the cpu_op enclosing it (for
+	// writers whose External id is the event's own correlation).
+	ByLaunch   int    `json:"by_launch"`
+	Uncredited int    `json:"uncredited"`
+	Note       string `json:"note,omitempty"` // why some were not credited
+}
+
+// Credited is the share of GPU events credited to an operator (0..1; 1
+// without events).
+func (a Attribution) Credited() float64 {
+	if a.Events == 0 {
+		return 1
+	}
+	return float64(a.ByExternalID+a.ByLaunch) / float64(a.Events)
 }
 
 // ErrNotTrace: the input is not a Chrome trace (no traceEvents array).

@@ -1,0 +1,330 @@
+package torchtrace
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Attribution: which CPU operator launched each GPU event.
+//
+// Kineto links a GPU event to its operator twice: the event's "External id"
+// is the id of the innermost cpu_op active at the launch, and its
+// "correlation" is the id of the runtime call (cudaLaunchKernel,
+// hipMemcpyAsync, …) that launched it. Some writers put the GPU event's own
+// correlation id in "External id" (the fixtures trace_filter, trace_diff,
+// df_index_resolver, critical_path: every GPU event there has External id ==
+// correlation), where reading it as an operator's id credits the wrong
+// operator or none. So:
+//   - an External id that differs from the event's correlation is the
+//     operator's (method "external id"); on every fixture where both exist it
+//     names the same operator as the walk below;
+//   - otherwise the walk HTA and PyTorch's profiler plugin do: correlation →
+//     the runtime call with that correlation → the innermost cpu_op enclosing
+//     it on its thread (method "launch"), resolved at the end of the file;
+//   - what neither credits is counted, with the reason.
+
+// Bounds of the launch walk (it is needed only on traces whose runtime calls
+// carry their own correlation as External id).
+const (
+	// maxLaunches bounds the runtime calls kept by correlation (~40 bytes
+	// each in the map).
+	maxLaunches = 1 << 18
+	// maxOpIntervals bounds the operator intervals kept for the walk (32
+	// bytes each, 16 MiB).
+	maxOpIntervals = 1 << 19
+	// trustedLaunches: once this many runtime calls carried an operator's
+	// External id and none its own correlation, the trace needs no walk and
+	// the operator intervals are dropped.
+	trustedLaunches = 64
+)
+
+// Why a GPU event was not credited.
+const (
+	reasonNoLink    = iota // neither an External id nor a correlation
+	reasonNoOp             // its External id names no operator in the trace
+	reasonNoLaunch         // no runtime call carries its correlation
+	reasonNoEnclose        // no operator encloses its runtime call
+	reasonBound            // past the walk's bounds
+	nReasons
+)
+
+var reasonText = [nReasons]string{
+	"no External id or correlation",
+	"External id names no operator in the trace",
+	"no runtime call with their correlation",
+	"no operator encloses their launch",
+	"past the attribution bounds",
+}
+
+// creditKind says where a GPU event's time went, so that a cut at the
+// frame's ends can take it back.
+type creditKind uint8
+
+const (
+	creditNone   creditKind = iota // key: the reason
+	creditOp                       // key: the operator's index
+	creditExt                      // key: the External id, awaiting its operator
+	creditLaunch                   // key: the correlation, awaiting the walk
+)
+
+type creditRef struct {
+	kind creditKind
+	key  int64
+}
+
+// launch is a runtime call awaiting the walk.
+type launch struct {
+	thread uint16
+	ts     float64
+}
+
+// opInterval is a cpu_op on its thread, for the walk. seq is its External
+// id: Kineto numbers operators as they start (the RecordFunction's handle),
+// so of two with the same start and end (torch::distributed::reducer::mul_out
+// and the aten::mul it runs, in hta/trace_filter) the larger id is the inner.
+type opInterval struct {
+	ts     float64
+	dur    float64
+	seq    int64
+	op     uint16
+	thread uint16
+}
+
+func (o opInterval) end() float64 { return o.ts + float64(o.dur) }
+
+// attributor holds the links while a file is read.
+type attributor struct {
+	opOf       *linkTable       // External id → operator
+	pendExt    map[int64]pend   // External id → GPU time awaiting its operator
+	pendLaunch map[int64]pend   // correlation → GPU time awaiting the walk
+	launches   map[int64]launch // correlation → runtime call, where its External id is its own
+	threads    map[[2]int64]uint16
+	opIvs      []opInterval
+	keepOps    bool
+	trusted    int // runtime calls carrying an operator's External id
+	untrusted  int // runtime calls carrying their own correlation
+	byExt      int // GPU events credited through their External id
+	byLaunch   int // … through the walk
+	reasons    [nReasons]int
+}
+
+func newAttributor() *attributor {
+	return &attributor{opOf: newLinkTable(), pendExt: map[int64]pend{}, pendLaunch: map[int64]pend{},
+		launches: map[int64]launch{}, threads: map[[2]int64]uint16{}, keepOps: true}
+}
+
+// credit files us of GPU time of one event under its operator, or where it
+// waits for one.
+func (at *attributor) credit(a *analysis, us float64, ext, corr int64) creditRef {
+	if ext != 0 && ext != corr {
+		if op, ok := at.opOf.get(ext); ok {
+			a.opStat(op).add(us)
+			at.byExt++
+			return creditRef{creditOp, int64(op)}
+		}
+		if p, ok := at.pendExt[ext]; ok || len(at.pendExt) < maxPending {
+			at.pendExt[ext] = pend{p.us + us, p.count + 1}
+			return creditRef{creditExt, ext}
+		}
+		at.reasons[reasonBound]++
+		return creditRef{creditNone, reasonBound}
+	}
+	if corr == 0 {
+		at.reasons[reasonNoLink]++
+		return creditRef{creditNone, reasonNoLink}
+	}
+	if p, ok := at.pendLaunch[corr]; ok || len(at.pendLaunch) < maxPending {
+		at.pendLaunch[corr] = pend{p.us + us, p.count + 1}
+		return creditRef{creditLaunch, corr}
+	}
+	at.reasons[reasonBound]++
+	return creditRef{creditNone, reasonBound}
+}
+
+// uncredit takes back us of GPU time (and count events) credited by ref: a
+// GPU event cut, or cut short, at the frame's ends.
+func (at *attributor) uncredit(a *analysis, ref creditRef, us float64, count int) {
+	take := func(st *stat) {
+		st.us = max(0, st.us-us)
+		st.count -= count
+	}
+	switch ref.kind {
+	case creditNone:
+		at.reasons[ref.key] -= count
+	case creditOp:
+		take(a.opStat(int32(ref.key)))
+		at.byExt -= count
+	case creditExt:
+		if p, ok := at.pendExt[ref.key]; ok {
+			at.pendExt[ref.key] = pend{max(0, p.us-us), p.count - int32(count)}
+		} else if op, ok := at.opOf.get(ref.key); ok {
+			take(a.opStat(op))
+			at.byExt -= count
+		}
+	case creditLaunch:
+		if p, ok := at.pendLaunch[ref.key]; ok {
+			at.pendLaunch[ref.key] = pend{max(0, p.us-us), p.count - int32(count)}
+		}
+	}
+}
+
+// operator links an operator's External id and keeps its interval.
+func (at *attributor) operator(a *analysis, idx int32, pid, tid int64, ts, dur float64, ext int64) {
+	if ext != 0 {
+		if p, ok := at.pendExt[ext]; ok {
+			st := a.opStat(idx)
+			st.us += p.us
+			st.count += int(p.count)
+			at.byExt += int(p.count)
+			delete(at.pendExt, ext)
+		}
+		at.opOf.set(ext, idx)
+	}
+	if !at.keepOps || len(at.opIvs) >= maxOpIntervals {
+		return
+	}
+	th, ok := at.thread(pid, tid)
+	if !ok {
+		return
+	}
+	at.opIvs = append(at.opIvs, opInterval{ts: ts, dur: dur, seq: ext, op: uint16(idx), thread: th})
+}
+
+// launch reads a runtime call: kept for the walk when its External id is
+// its own correlation (or absent).
+func (at *attributor) launch(pid, tid int64, ts float64, ext, corr int64) {
+	if corr == 0 {
+		return
+	}
+	if ext != 0 && ext != corr {
+		at.trusted++
+		if at.keepOps && at.untrusted == 0 && at.trusted >= trustedLaunches {
+			at.keepOps, at.opIvs = false, nil
+		}
+		return
+	}
+	at.untrusted++
+	if len(at.launches) >= maxLaunches {
+		return
+	}
+	if th, ok := at.thread(pid, tid); ok {
+		at.launches[corr] = launch{thread: th, ts: ts}
+	}
+}
+
+func (at *attributor) thread(pid, tid int64) (uint16, bool) {
+	k := [2]int64{pid, tid}
+	if th, ok := at.threads[k]; ok {
+		return th, true
+	}
+	if len(at.threads) >= 1<<16-1 {
+		return 0, false
+	}
+	th := uint16(len(at.threads))
+	at.threads[k] = th
+	return th, true
+}
+
+// query is a walk to do: the GPU time p launched at ts on a thread.
+type query struct {
+	ts float64
+	p  pend
+}
+
+// resolve ends the file: what still awaits its operator is walked or
+// counted as not credited.
+func (at *attributor) resolve(a *analysis) {
+	for _, p := range at.pendExt {
+		at.reasons[reasonNoOp] += int(p.count)
+	}
+	at.pendExt = nil
+	byThread := map[uint16][]query{}
+	for corr, p := range at.pendLaunch {
+		if p.count <= 0 {
+			continue
+		}
+		l, ok := at.launches[corr]
+		if !ok {
+			at.reasons[reasonNoLaunch] += int(p.count)
+			continue
+		}
+		byThread[l.thread] = append(byThread[l.thread], query{l.ts, p})
+	}
+	at.pendLaunch, at.launches = nil, nil
+	if len(byThread) == 0 {
+		return
+	}
+	ops := at.opIvs
+	slices.SortFunc(ops, func(x, y opInterval) int {
+		if c := cmp.Compare(x.thread, y.thread); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.ts, y.ts); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.end(), x.end()); c != 0 {
+			return c // the outer first: the inner ends on top
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	for th, qs := range byThread {
+		lo, _ := slices.BinarySearchFunc(ops, th, func(o opInterval, t uint16) int { return cmp.Compare(o.thread, t) })
+		hi := lo
+		for hi < len(ops) && ops[hi].thread == th {
+			hi++
+		}
+		at.walk(a, ops[lo:hi], qs)
+	}
+	at.opIvs = nil
+}
+
+// walk credits each query to the innermost operator of ops (one thread's,
+// sorted by start, the outer first) enclosing its time.
+func (at *attributor) walk(a *analysis, ops []opInterval, qs []query) {
+	slices.SortFunc(qs, func(x, y query) int { return cmp.Compare(x.ts, y.ts) })
+	var stack []opInterval
+	i := 0
+	for _, q := range qs {
+		for i < len(ops) && ops[i].ts <= q.ts {
+			for len(stack) > 0 && stack[len(stack)-1].end() < ops[i].ts {
+				stack = stack[:len(stack)-1]
+			}
+			stack = append(stack, ops[i])
+			i++
+		}
+		for len(stack) > 0 && stack[len(stack)-1].end() < q.ts {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			at.reasons[reasonNoEnclose] += int(q.p.count)
+			continue
+		}
+		st := a.opStat(int32(stack[len(stack)-1].op))
+		st.us += q.p.us
+		st.count += int(q.p.count)
+		at.byLaunch += int(q.p.count)
+	}
+}
+
+// summary is the attribution of the events GPU events kept.
+func (at *attributor) summary(events int, hasOps bool) Attribution {
+	s := Attribution{Events: events, ByExternalID: at.byExt, ByLaunch: at.byLaunch}
+	s.Uncredited = max(0, events-s.ByExternalID-s.ByLaunch)
+	if s.Uncredited == 0 {
+		return s
+	}
+	if !hasOps {
+		s.Note = "the trace has no operators (cpu_op)"
+		return s
+	}
+	var parts []string
+	for i, n := range at.reasons {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, reasonText[i]))
+		}
+	}
+	s.Note = strings.Join(parts, "; ")
+	return s
+}
