@@ -19,17 +19,19 @@ const (
 // writeProfile writes one trace per worker rank, the front end's trace and a
 // summary table per rank into opts.ProfilerDir, with vLLM's file names, and
 // returns the paths written.
-func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, reqs []FinishedRequest) ([]string, error) {
+func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, reqs []FinishedRequest) ([]string, CaptureTruth, error) {
 	dir := opts.ProfilerDir
+	var truth CaptureTruth
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("profiler dir: %w", err)
+		return nil, truth, fmt.Errorf("profiler dir: %w", err)
 	}
 	stamp := ended.UnixMilli()
 	var files []string
 	var errs []error
 	for rank := range opts.TensorParallel {
 		name := fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d.%d.pt.trace.json.gz", rank, rank, stamp)
-		table, err := rankTrace(filepath.Join(dir, name), opts, rank, begun, ended, steps)
+		table, written, err := rankTrace(filepath.Join(dir, name), opts, rank, begun, ended, steps)
+		truth.add(written)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -44,12 +46,12 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 	}
 	host, _ := os.Hostname()
 	name := fmt.Sprintf("%s_%d.async_llm.%d.pt.trace.json.gz", host, os.Getpid(), stamp)
-	if err := frontEndTrace(filepath.Join(dir, name), begun, steps, reqs); err != nil {
+	if err := frontEndTrace(filepath.Join(dir, name), begun, ended, steps, reqs); err != nil {
 		errs = append(errs, err)
 	} else {
 		files = append(files, filepath.Join(dir, name))
 	}
-	return files, errors.Join(errs...)
+	return files, truth, errors.Join(errs...)
 }
 
 // rankTrace writes a worker's trace and returns its key_averages table. Per
@@ -58,8 +60,10 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 // (inside aten::linear for the GEMMs), the cuda_runtime launch carrying the
 // correlation id, the ac2g flow pair, and the kernel on its stream with
 // Kineto's args ("External id" naming the op, "correlation" the launch).
-// The sampled tokens are copied back on a second stream.
-func rankTrace(path string, opts Options, rank int, begun, ended time.Time, steps []profiledStep) (string, error) {
+// The sampled tokens are copied back on a second stream. The iteration
+// running when the recording starts and the one running at its end keep
+// only their events inside it (traceWriter.within).
+func rankTrace(path string, opts Options, rank int, begun, ended time.Time, steps []profiledStep) (string, CaptureTruth, error) {
 	hostPid := 1000 + rank
 	head := fmt.Sprintf(`"schemaVersion": 1,
   "deviceProperties": [
@@ -73,9 +77,9 @@ func rankTrace(path string, opts Options, rank int, begun, ended time.Time, step
   ],
   "with_stack": 0, "record_shapes": 0, "profile_memory": 0,
   "vllm_version": %q,`, rank, opts.Version)
-	tw, err := createTrace(path, begun, head)
+	tw, err := createTrace(path, begun, ended, head)
 	if err != nil {
-		return "", err
+		return "", CaptureTruth{}, err
 	}
 	tw.meta("process_name", hostPid, 0, as("name", fmt.Sprintf("VllmWorker rank=%d", rank)))
 	tw.meta("thread_name", hostPid, hostTid, as("name", "python"))
@@ -90,7 +94,7 @@ func rankTrace(path string, opts Options, rank int, begun, ended time.Time, step
 	tail := fmt.Sprintf(`"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d, "pg_count": 1, "nccl_version": "2.21.5"}`,
 		rank, opts.TensorParallel)
 	table := kernelTable(tw.table, tw.order)
-	return table, tw.close(tail, fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank))
+	return table, tw.written, tw.close(tail, fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank))
 }
 
 // traceIDs are a file's External id and correlation counters.
@@ -121,56 +125,72 @@ func writeStep(tw *traceWriter, opts Options, rank, hostPid, i int, ps profiledS
 			ids.ext++
 			tw.x("cpu_op", k.outer, hostPid, hostTid, at(ps.start, cpu), 5, ai("External id", outer))
 		}
-		tw.x("cpu_op", k.op, hostPid, hostTid, at(ps.start, cpu+0.5), 4, ai("External id", op))
+		opIn := tw.x("cpu_op", k.op, hostPid, hostTid, at(ps.start, cpu+0.5), 4, ai("External id", op))
 		launch := cpu + 1.5
 		corr := ids.corr
 		ids.corr++
-		tw.x("cuda_runtime", k.launchCall(), hostPid, hostTid, at(ps.start, launch), 2.5,
+		launched := tw.x("cuda_runtime", k.launchCall(), hostPid, hostTid, at(ps.start, launch), 2.5,
 			ai("External id", op), ai("cbid", 211), ai("correlation", corr))
 		cpu += 6
 		start := gpu
 		if k.onStream() == computeStream {
 			start = max(gpu, launch+4.5)
 		}
-		tw.flow("s", corr, hostPid, hostTid, at(ps.start, launch))
-		tw.flow("f", corr, gpuPid+rank, k.onStream(), at(ps.start, start))
-		writeGPU(tw, k, rank, at(ps.start, start), g.us, op, corr, st.work)
+		// CUPTI records the kernels launched while it is enabled: one
+		// launched before the recording began is not in the trace, though
+		// it runs inside it.
+		if opIn && launched && writeGPU(tw, k, rank, at(ps.start, start), g.us, op, corr, st.work) {
+			tw.flow("s", corr, hostPid, hostTid, at(ps.start, launch))
+			tw.flow("f", corr, gpuPid+rank, k.onStream(), at(ps.start, start))
+		}
 		if k.onStream() == computeStream {
 			gpu = start + g.us
 		}
 	}
 	// The sampled tokens go back to the host on the copy stream.
-	tw.x("cpu_op", kTokD2H.op, hostPid, hostTid, at(ps.start, cpu), 4, ai("External id", ids.ext))
-	tw.x("cuda_runtime", kTokD2H.launchCall(), hostPid, hostTid, at(ps.start, cpu+0.5), 2.5,
+	opIn := tw.x("cpu_op", kTokD2H.op, hostPid, hostTid, at(ps.start, cpu), 4, ai("External id", ids.ext))
+	launched := tw.x("cuda_runtime", kTokD2H.launchCall(), hostPid, hostTid, at(ps.start, cpu+0.5), 2.5,
 		ai("External id", ids.ext), ai("cbid", 41), ai("correlation", ids.corr))
-	writeGPU(tw, kTokD2H, rank, at(ps.start, max(gpu, cpu+3)), 2+0.01*float64(st.work.sampled), ids.ext, ids.corr, st.work)
+	if opIn && launched {
+		writeGPU(tw, kTokD2H, rank, at(ps.start, max(gpu, cpu+3)), 2+0.01*float64(st.work.sampled), ids.ext, ids.corr, st.work)
+	}
 	ids.ext++
 	ids.corr++
 }
 
-// writeGPU writes a kernel or a copy with Kineto's args.
-func writeGPU(tw *traceWriter, k kspec, rank int, start time.Time, us float64, ext, corr int64, w stepWork) {
+// writeGPU writes a kernel or a copy with Kineto's args, when it lies
+// inside the recording, and says whether it did.
+func writeGPU(tw *traceWriter, k kspec, rank int, start time.Time, us float64, ext, corr int64, w stepWork) bool {
+	var ok bool
 	if k.category() == "gpu_memcpy" {
 		bytes := int64(8 * (w.prefillTokens + w.decodeSeqs + 1))
-		tw.x("gpu_memcpy", k.name, gpuPid+rank, k.onStream(), start, us,
+		ok = tw.x("gpu_memcpy", k.name, gpuPid+rank, k.onStream(), start, us,
 			ai("External id", ext), ai("device", int64(rank)), ai("context", 1), ai("stream", int64(k.onStream())),
 			ai("correlation", corr), ai("bytes", bytes), af("memory bandwidth (GB/s)", float64(bytes)/1e3/max(us, 0.001)))
-		return
+	} else {
+		ok = tw.x("kernel", k.name, gpuPid+rank, k.onStream(), start, us,
+			ai("External id", ext), ai("queued", 0), ai("device", int64(rank)), ai("context", 1),
+			ai("stream", int64(k.onStream())), ai("correlation", corr), ai("registers per thread", 128),
+			ai("shared memory", 49152), af("blocks per SM", 1.6), af("warps per SM", 12.8),
+			as("grid", "[128, 1, 1]"), as("block", "[256, 1, 1]"), ai("est. achieved occupancy %", 25))
 	}
-	tw.x("kernel", k.name, gpuPid+rank, k.onStream(), start, us,
-		ai("External id", ext), ai("queued", 0), ai("device", int64(rank)), ai("context", 1),
-		ai("stream", int64(k.onStream())), ai("correlation", corr), ai("registers per thread", 128),
-		ai("shared memory", 49152), af("blocks per SM", 1.6), af("warps per SM", 12.8),
-		as("grid", "[128, 1, 1]"), as("block", "[256, 1, 1]"), ai("est. achieved occupancy %", 25))
+	if ok {
+		tw.written.GPUus += max(us, 0)
+		tw.written.Kernels++
+		if k.gemm {
+			tw.written.GEMMus += max(us, 0)
+		}
+	}
+	return ok
 }
 
 // frontEndTrace writes the API server's trace: the output handler after each
 // iteration and one generate span per request that finished while
 // recording, each request on the first free lane so that events on a thread
 // never overlap.
-func frontEndTrace(path string, begun time.Time, steps []profiledStep, reqs []FinishedRequest) error {
+func frontEndTrace(path string, begun, ended time.Time, steps []profiledStep, reqs []FinishedRequest) error {
 	const pid = 1
-	tw, err := createTrace(path, begun, `"schemaVersion": 1,`)
+	tw, err := createTrace(path, begun, ended, `"schemaVersion": 1,`)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,31 @@ type ProfilerStatus struct {
 	// late_files fault).
 	PendingWrites int            `json:"pending_writes"`
 	Faults        ProfilerFaults `json:"faults"`
+	// LastCapture is what the last stop's rank traces hold, summed over the
+	// ranks, from the simulator's own bookkeeping (not read back from the
+	// files): the truth a capture's analysis is held to.
+	LastCapture CaptureTruth `json:"last_capture"`
+}
+
+// CaptureTruth is the GPU work one capture's rank traces hold.
+type CaptureTruth struct {
+	Kernels int     `json:"kernels"` // kernels and copies written
+	GPUus   float64 `json:"gpu_us"`  // their summed duration
+	GEMMus  float64 `json:"gemm_us"` // the part that is the cost model's GEMMs
+}
+
+func (c *CaptureTruth) add(o CaptureTruth) {
+	c.Kernels += o.Kernels
+	c.GPUus += o.GPUus
+	c.GEMMus += o.GEMMus
+}
+
+// GEMMShare is the GEMM share of the GPU time written (0 without any).
+func (c CaptureTruth) GEMMShare() float64 {
+	if c.GPUus <= 0 {
+		return 0
+	}
+	return c.GEMMus / c.GPUus
 }
 
 // profiledStep is one engine iteration seen while recording.
@@ -72,6 +97,7 @@ type profiler struct {
 	files      []string
 	violations map[string]int
 	lastErr    string
+	last       CaptureTruth
 	faults     ProfilerFaults
 	pending    int // stops whose files are not written yet
 }
@@ -170,21 +196,22 @@ func (p *profiler) stop(inflight *profiledStep) error {
 		}()
 		return nil
 	}
-	files, err := writeProfile(p.opts, begun, ended, steps, reqs)
+	files, truth, err := writeProfile(p.opts, begun, ended, steps, reqs)
 	p.mu.Lock()
 	p.pending++
 	p.state = profIdle
 	close(p.flushDone)
 	p.mu.Unlock()
-	p.wrote(files, err)
+	p.wrote(files, truth, err)
 	return err
 }
 
 // wrote records the files of a stop.
-func (p *profiler) wrote(files []string, err error) {
+func (p *profiler) wrote(files []string, truth CaptureTruth, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.files = append(p.files, files...)
+	p.last = truth
 	if err != nil {
 		p.lastErr = err.Error()
 	}
@@ -235,7 +262,7 @@ func (p *profiler) status() ProfilerStatus {
 	return ProfilerStatus{
 		Armed: true, State: p.state.String(), Starts: p.starts, Stops: p.stops,
 		FilesWritten: len(p.files), Files: append([]string{}, p.files...), Violations: v, LastError: p.lastErr,
-		PendingWrites: p.pending, Faults: p.faults,
+		PendingWrites: p.pending, Faults: p.faults, LastCapture: p.last,
 	}
 }
 

@@ -151,8 +151,8 @@ type event struct {
 	Cat  string          `json:"cat"`
 	Ts   *float64        `json:"ts"`
 	Dur  *float64        `json:"dur"`
-	Pid  *int            `json:"pid"`
-	Tid  *int            `json:"tid"`
+	Pid  json.RawMessage `json:"pid"` // a number, or a string for the profiler's own rows ("Spans")
+	Tid  json.RawMessage `json:"tid"`
 	Args json.RawMessage `json:"args"`
 }
 
@@ -177,7 +177,7 @@ func readTrace(t *testing.T, path string) []event {
 		t.Fatalf("%s: no traceEvents", path)
 	}
 	for i, e := range tr.TraceEvents {
-		if e.Ph == nil || e.Pid == nil || e.Tid == nil {
+		if e.Ph == nil || len(e.Pid) == 0 || len(e.Tid) == 0 {
 			t.Fatalf("%s: event %d lacks ph/pid/tid: %+v", path, i, e)
 		}
 		switch *e.Ph {
@@ -192,6 +192,10 @@ func readTrace(t *testing.T, path string) []event {
 		case "s", "f": // ac2g flows from a launch to its kernel
 			if e.Ts == nil || e.Cat != "ac2g" {
 				t.Fatalf("%s: flow event %d lacks ts or cat ac2g: %+v", path, i, e)
+			}
+		case "i": // the profiler's iteration start and window end
+			if e.Ts == nil || e.Name == "" {
+				t.Fatalf("%s: instant event %d lacks ts or name: %+v", path, i, e)
 			}
 		default:
 			t.Fatalf("%s: event %d has phase %q", path, i, *e.Ph)

@@ -6,12 +6,15 @@ package vllmsim
 // the CPU operators that launch it.
 
 // kspec is one kernel kind: its name, the cpu_op that launches it (and the
-// op around that one, if any), the launch call and the stream.
+// op around that one, if any), the launch call and the stream. gemm marks
+// the cost model's GEMM time (the projections and the LM head): the truth a
+// capture's GEMM share is held to.
 type kspec struct {
 	name, op, outer string
 	cat             string // kernel, gpu_memcpy
 	launch          string // cuda_runtime call
 	stream          int
+	gemm            bool
 }
 
 // Streams: the compute stream and the one vLLM copies sampled tokens back on.
@@ -21,11 +24,11 @@ const (
 )
 
 var (
-	kQKV      = kspec{name: "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn", op: "aten::mm", outer: "aten::linear"}
-	kOProj    = kspec{name: "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn", op: "aten::mm", outer: "aten::linear"}
-	kUp       = kspec{name: kernelGEMM, op: "aten::mm", outer: "aten::linear"}
-	kDown     = kspec{name: kernelGEMM, op: "aten::mm", outer: "aten::linear"}
-	kLMHead   = kspec{name: "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)", op: "aten::mm", outer: "aten::linear"}
+	kQKV      = kspec{name: "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x3_tn", op: "aten::mm", outer: "aten::linear", gemm: true}
+	kOProj    = kspec{name: "ampere_bf16_s16816gemm_bf16_64x64_ldg8_f2f_stages_64x5_tn", op: "aten::mm", outer: "aten::linear", gemm: true}
+	kUp       = kspec{name: kernelGEMM, op: "aten::mm", outer: "aten::linear", gemm: true}
+	kDown     = kspec{name: kernelGEMM, op: "aten::mm", outer: "aten::linear", gemm: true}
+	kLMHead   = kspec{name: "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)", op: "aten::mm", outer: "aten::linear", gemm: true}
 	kNorm     = kspec{name: "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, int, int)", op: "_C::fused_add_rms_norm"}
 	kRotary   = kspec{name: "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, int, long, long, int, int, int)", op: "_C::rotary_embedding"}
 	kCache    = kspec{name: "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(__nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16*, long const*, long, long, long, long, int, int, int, float const*, float const*)", op: "_C_cache_ops::reshape_and_cache_flash"}
