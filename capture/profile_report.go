@@ -154,6 +154,9 @@ func analysisFindings(f map[string]any, rep *ProfileReport) {
 	}
 	f["families"] = fams
 	f["idle_share"] = a.IdleShare
+	f["frame"] = a.Frame.Source
+	f["attribution"] = map[string]any{"kernels": a.Attribution.Events, "by_external_id": a.Attribution.ByExternalID,
+		"by_launch": a.Attribution.ByLaunch, "uncredited": a.Attribution.Uncredited, "note": a.Attribution.Note}
 	var kernels []map[string]any
 	for i, k := range a.TopKernels {
 		if i == profileTopKernels {

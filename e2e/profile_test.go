@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,18 @@ func TestProfileUnexplainedEndToEnd(t *testing.T) {
 	}
 	rep := checkStoredProfile(t, prof, read, ps.Dirs[vllmsim.ScenarioUnexplained])
 	checkRegressionDelta(t, rep, bst, base.ID)
+	// The truth: the GEMM share of the kernels the sim wrote (its own
+	// bookkeeping, not read back from the files), in Kineto's current layout
+	// (the base floored to a 3-month boundary, weeks before the events).
+	truth := sick.profilerStatus(t).LastCapture
+	if got := rep.Analysis.Families[torchtrace.FamilyGEMM]; truth.GPUus <= 0 || math.Abs(got-truth.GEMMShare()) > 1e-6 ||
+		math.Abs(rep.Analysis.KernelUS-truth.GPUus) > 1e-3*float64(truth.Kernels) {
+		t.Errorf("the step read GEMM %.6f of %.0f µs; the sim wrote GEMM %.6f of %.0f µs (%d kernels)",
+			got, rep.Analysis.KernelUS, truth.GEMMShare(), truth.GPUus, truth.Kernels)
+	}
+	if f := rep.Analysis.Frame; f.Source != torchtrace.FrameSpan || f.Clipped || rep.Analysis.Attribution.Uncredited != 0 {
+		t.Errorf("the step's frame %+v and attribution %+v: want the profiler's span, unclipped, every kernel credited", f, rep.Analysis.Attribution)
+	}
 	checkBucket(t, ps.stack, bucket, ps.runs(t))
 
 	// The servers' side: one start, one stop each, no violation, nothing
