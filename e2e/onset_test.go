@@ -73,8 +73,7 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	waitAllFinished(t, s, 60*time.Second)
-	all = s.runs(t)
+	all = waitAllFinished(t, s, 60*time.Second)
 
 	first := map[string]*runs.Run{}
 	var every []*runs.Run

@@ -215,10 +215,9 @@ func waitProfileRan(t *testing.T, s *stack, sm *sim, within time.Duration) (*run
 func waitProfiled(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.Run, *executor.StepRecord) {
 	t.Helper()
 	waitProfileRan(t, s, sm, within)
-	waitAllFinished(t, s, 2*time.Minute)
 	var run *runs.Run
 	var prof *executor.StepRecord
-	for _, lr := range s.runs(t) {
+	for _, lr := range waitAllFinished(t, s, 2*time.Minute) {
 		if lr.Labels["instance"] != sm.Addr {
 			continue
 		}

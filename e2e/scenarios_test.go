@@ -51,8 +51,7 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	waitAllFinished(t, s, 60*time.Second)
-	all = s.runs(t)
+	all = waitAllFinished(t, s, 60*time.Second)
 
 	seen := map[string]int{}
 	for _, lr := range all {
@@ -100,22 +99,29 @@ func allCausesDone(all []runs.Run, byAddr map[string]string, scenarios []string)
 	return true
 }
 
-func waitAllFinished(t *testing.T, s *stack, within time.Duration) {
+// waitAllFinished waits until every run is final and returns that list. The
+// rules keep firing meanwhile (a cause outlasts its first alert), so a run
+// created after the list was read is not in it: callers judge this list,
+// never a later read that may hold a run that has only just begun.
+func waitAllFinished(t *testing.T, s *stack, within time.Duration) []runs.Run {
 	t.Helper()
 	deadline := time.Now().Add(within)
+	var all []runs.Run
 	for time.Now().Before(deadline) {
+		all = s.runs(t)
 		pending := 0
-		for _, r := range s.runs(t) {
+		for _, r := range all {
 			if !finished(r.Status) {
 				pending++
 			}
 		}
 		if pending == 0 {
-			return
+			return all
 		}
 		time.Sleep(time.Second)
 	}
 	t.Errorf("runs still unfinished after %s", within)
+	return all
 }
 
 func runTook(r *runs.Run) time.Duration {

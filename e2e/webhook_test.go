@@ -116,9 +116,8 @@ func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.
 		}
 		time.Sleep(2 * time.Second)
 	}
-	waitAllFinished(t, s, 60*time.Second)
 	out := map[string][]*runs.Run{}
-	for _, lr := range s.runs(t) {
+	for _, lr := range waitAllFinished(t, s, 60*time.Second) {
 		sc := byAddr[lr.Labels["instance"]]
 		if sc == "" {
 			t.Errorf("run %s for an unknown instance %q", lr.ID, lr.Labels["instance"])
