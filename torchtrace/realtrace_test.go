@@ -21,23 +21,26 @@ import (
 // under $AUTOCAPTURE_FIXTURES; origins and checksums in its SOURCES.md).
 // variants: also read rewritten into every layout (kept to the traces
 // under ~20 MB of JSON, for the suite's time under -race).
+// noGPU: a trace of no CUDA or ROCm device (Meta's MTIA), read only to say
+// it holds no GPU activity torchtrace knows.
 var realTraces = []struct {
 	path     string
 	variants bool
+	noGPU    bool
 }{
-	{"hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", true},
-	{"hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", true},
-	{"hta/df_index_resolver/df_index_resolver.json.gz", false},
-	{"hta/mtia_trace_single_rank/mtia_rank_0.json.gz", false},
-	{"hta/nccl_parser_config/nccl_data.json.gz", true},
-	{"hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", true},
-	{"hta/trace_diff/control/control.json.gz", false},
-	{"hta/trace_diff/test/test.json.gz", false},
-	{"hta/trace_file_list/inference_rank_1.json.gz", true},
-	{"hta/trace_filter/sampled_rank-0.json.gz", true},
-	{"hta/trace_filter/sampled_rank-1.json.gz", true},
-	{"kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz", false},
-	{"kineto-tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz", false},
+	{"hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", true, false},
+	{"hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", true, false},
+	{"hta/df_index_resolver/df_index_resolver.json.gz", false, false},
+	{"hta/mtia_trace_single_rank/mtia_rank_0.json.gz", false, true},
+	{"hta/nccl_parser_config/nccl_data.json.gz", true, false},
+	{"hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", true, false},
+	{"hta/trace_diff/control/control.json.gz", false, false},
+	{"hta/trace_diff/test/test.json.gz", false, false},
+	{"hta/trace_file_list/inference_rank_1.json.gz", true, false},
+	{"hta/trace_filter/sampled_rank-0.json.gz", true, false},
+	{"hta/trace_filter/sampled_rank-1.json.gz", true, false},
+	{"kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz", false, false},
+	{"kineto-tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz", false, false},
 }
 
 // TestRealTraces reads every real trace, as written and rewritten into each
@@ -49,6 +52,10 @@ var realTraces = []struct {
 // the number of events credited.
 func TestRealTraces(t *testing.T) {
 	dir := fixtures.Dir(t, "kineto-traces")
+	perDir := map[string]int{}
+	for _, tr := range realTraces {
+		perDir[filepath.Dir(tr.path)]++
+	}
 	for _, tr := range realTraces {
 		data, err := os.ReadFile(filepath.Join(dir, tr.path))
 		if err != nil {
@@ -59,12 +66,23 @@ func TestRealTraces(t *testing.T) {
 			layouts = append(layouts, layoutsAll()...)
 		}
 		for _, layout := range layouts {
-			name := filepath.Base(filepath.Dir(tr.path)) + "/" + layout
+			name := filepath.Base(filepath.Dir(tr.path))
+			if perDir[filepath.Dir(tr.path)] > 1 { // the two ranks of trace_filter
+				name += "-" + strings.TrimSuffix(filepath.Base(tr.path), ".json.gz")
+			}
+			name += "/" + layout
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				in := data
 				if layout != "as written" {
 					in = rewrite(t, data, layout)
+				}
+				if tr.noGPU {
+					r, err := Analyze(context.Background(), bytes.NewReader(in), Options{})
+					if err != nil || r.KernelUS != 0 || r.Attribution.Events != 0 || Summary(r, nil) != "no GPU activity in the profile" {
+						t.Errorf("a trace of no GPU: %v, %+v", err, r)
+					}
+					return
 				}
 				checkAgainstReference(t, in)
 			})
