@@ -82,9 +82,11 @@ type Database struct {
 	// URLFile is the _file twin of URL.
 	URLFile string `yaml:"url_file" json:"url_file"`
 	// StartupWait is how long a starting daemon waits for PostgreSQL to
-	// answer (a replica restarted during a failover) before it gives up; a
-	// server that answers with an error (no such database, a bad password)
-	// ends the start at once. Default 1m; 0 does not wait.
+	// answer (a replica restarted during a failover) before it gives up,
+	// whichever step of the start (connecting, migrating, starting the
+	// queue) it goes away in; a server that answers with an error (no such
+	// database, a bad password) ends the start at once. Default 1m; 0 does
+	// not wait.
 	StartupWait time.Duration `yaml:"startup_wait" json:"startup_wait"`
 }
 

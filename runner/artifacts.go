@@ -37,12 +37,17 @@ type ThreadLinks struct {
 const linkKeyName = "link-signing"
 
 // openSigner builds the link signer from the configured secret, else from the
-// key in the database.
+// key in the database (a step of the start, retried while PostgreSQL is away:
+// linkKey is idempotent).
 func (s *Service) openSigner(ctx context.Context) (*links.Signer, error) {
 	key := s.o.Links.Secret
 	if len(key) == 0 {
-		var err error
-		if key, err = s.linkKey(ctx); err != nil {
+		err := s.startup.do(ctx, "link key", func(ctx context.Context) error {
+			var err error
+			key, err = s.linkKey(ctx)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
 	}

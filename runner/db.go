@@ -372,6 +372,15 @@ CREATE INDEX autocapture_verdicts_run ON autocapture_verdicts (run_id, n);
 // migrate applies River's migrations, then ours. On PostgreSQL, replicas that
 // start together take turns: a session lock on one connection covers River's
 // migrations too (its migrator takes no lock of its own).
+//
+// It may be run again after it failed part way (a start retries it while
+// PostgreSQL is away, see startup): River's migrator applies each of its
+// migrations in a transaction of its own together with its river_migration
+// row (rivermigrate v0.51.2, applyMigrations) and ours go in one
+// transaction with their autocapture_migrations rows, so a session killed
+// mid-way leaves each migration applied whole or not at all, and the next
+// run starts at the first one not recorded. The session lock dies with its
+// session.
 func migrate(ctx context.Context, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
 	if d == dialectPostgres {
 		conn, err := db.Conn(ctx)

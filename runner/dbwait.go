@@ -3,63 +3,129 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river/riverdriver"
 	"go.uber.org/zap"
 )
 
-// waitForStore waits up to wait for PostgreSQL to answer, so that a replica
-// (re)started while the database fails over or restarts comes up once it is
-// back instead of exiting (and a Kubernetes restart backing off for minutes
-// after it). A server that answers with an error other than "starting up" or
-// "too many connections" (a database that does not exist, a refused login) is
-// a configuration error: it ends the start at once.
-func waitForStore(ctx context.Context, db *sql.DB, wait time.Duration, log *zap.Logger) error {
-	deadline := time.Now().Add(wait)
-	backoff := 250 * time.Millisecond
+// Backoff between the attempts of a start step, and the bound on one ping
+// (a server that neither takes the connection nor refuses it).
+const (
+	startupFirstBackoff = 250 * time.Millisecond
+	startupMaxBackoff   = 5 * time.Second
+	startupPingTimeout  = 5 * time.Second
+)
+
+// startup retries the steps of a replica's start that talk to PostgreSQL —
+// the first ping, the migrations (River's and ours), the link key, River's
+// start — so that a replica (re)started while the database fails over or
+// restarts comes up once it is back instead of exiting (and a Kubernetes
+// restart backing off for minutes after it). The steps share one budget,
+// database.startup_wait, counted from the start of Open. A failure that is
+// not transient (a database that does not exist, a refused login, a
+// migration's own error) ends the start at once. Each step is safe to run
+// again after it failed part way: see migrate and Start.
+type startup struct {
+	wait  time.Duration
+	until time.Time // the end of the budget; zero: one attempt per step
+	log   *zap.Logger
+}
+
+// newStartup starts the budget of a start on d. SQLite has no outage to wait
+// out: its steps are tried once, as with startup_wait 0.
+func newStartup(d dialect, wait time.Duration, log *zap.Logger) *startup {
+	st := &startup{wait: wait, log: log}
+	if d == dialectPostgres && wait > 0 {
+		st.until = time.Now().Add(wait)
+	}
+	return st
+}
+
+// do runs the start step named step until it succeeds, fails for good, ctx
+// ends or the budget is spent, and logs each retry.
+func (st *startup) do(ctx context.Context, step string, f func(context.Context) error) error {
+	began, backoff := time.Now(), startupFirstBackoff
 	for attempt := 1; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := db.PingContext(pctx)
-		cancel()
+		err := f(ctx)
 		switch {
+		case err == nil && attempt > 1:
+			st.log.Info("The database answers again; the start goes on.", zap.String("step", step), zap.Int("attempts", attempt),
+				zap.Duration("took", time.Since(began)))
+			return nil
 		case err == nil:
-			if attempt > 1 {
-				log.Info("The run store answers.", zap.Int("attempts", attempt))
-			}
+			st.log.Debug("Finished a step of the start.", zap.String("step", step), zap.Duration("took", time.Since(began)))
 			return nil
 		case ctx.Err() != nil:
-			return fmt.Errorf("runner: database: %w", ctx.Err())
-		case !transient(err):
-			return fmt.Errorf("runner: database: %w", err)
-		case !time.Now().Add(backoff).Before(deadline):
-			return fmt.Errorf("runner: database did not answer within database.startup_wait (%s): %w", wait, err)
+			return fmt.Errorf("runner: %s: %w", step, ctx.Err())
+		case !transient(err) || st.until.IsZero():
+			return err
+		case !time.Now().Add(backoff).Before(st.until):
+			return fmt.Errorf("%w (the database did not come back within database.startup_wait, %s)", err, st.wait)
 		}
-		log.Warn("The run store does not answer yet; retrying.", zap.Int("attempt", attempt),
-			zap.Duration("retry_in", backoff), zap.Error(err))
+		st.log.Warn("The database is unavailable while this replica starts; retrying the step.", zap.String("step", step),
+			zap.Int("attempt", attempt), zap.Duration("retry_in", backoff), zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("runner: database: %w", ctx.Err())
+			return fmt.Errorf("runner: %s: %w", step, ctx.Err())
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, startupMaxBackoff)
 	}
 }
 
+// prepareStore waits for PostgreSQL to answer, then migrates the store.
+func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
+	if d == dialectPostgres {
+		err := st.do(ctx, "ping", func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
+			defer cancel()
+			if err := db.PingContext(pctx); err != nil {
+				return fmt.Errorf("runner: database: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return st.do(ctx, "migrations", func(ctx context.Context) error { return migrate(ctx, db, d, drv) })
+}
+
 // transient says whether a failure to reach PostgreSQL may pass by itself:
-// no answer at all (refused, reset, timed out), or the server's own "starting
-// up / shutting down" (57P03 cannot_connect_now, 57P01 admin_shutdown) or
-// "too many connections" (53300).
+//   - the server's own answers while it goes away or comes back: class 08
+//     (connection exception), 57P01 admin_shutdown (a fast shutdown or
+//     pg_terminate_backend ended the session), 57P02 crash_shutdown, 57P03
+//     cannot_connect_now (starting up, shutting down, in recovery), 53300
+//     too_many_connections;
+//   - no answer: a connection refused, reset or timed out (net.Error, the
+//     errno), a session cut mid-statement (io.EOF, io.ErrUnexpectedEOF,
+//     pgconn.ErrConnClosed, pgconn's SafeToRetry and Timeout), a pooled
+//     connection found dead (database/sql's driver.ErrBadConn, sql.ErrConnDone).
+//
+// pgx wraps a failed connect in a pgconn.ConnectError, which counts by its
+// cause: a server's refusal inside it (3D000 no such database, 28P01 bad
+// password) is a PgError and not transient, nor is a TLS or any other error.
 func transient(err error) bool {
 	var pg *pgconn.PgError
-	if !errors.As(err, &pg) {
-		return true
+	if errors.As(err, &pg) {
+		switch pg.Code {
+		case "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pg.Code, "08")
 	}
-	switch pg.Code {
-	case "57P03", "57P01", "53300":
-		return true
-	}
-	return false
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }

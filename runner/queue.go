@@ -115,6 +115,27 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	return c, nil
 }
 
+// startRiver starts River's client, again while PostgreSQL is away during the
+// start (within database.startup_wait, see startup). Start pings the
+// database, initialises the driver, then starts its services and one
+// producer per queue, each of which writes its river_queue row: any of those
+// may meet the outage. A client whose Start failed may be started again: in
+// River v0.51.2 a failed Start stops every service it had started
+// (client.go, stopServicesOnError) and closes its stopped channel, and
+// BaseStartStop.StartInit (rivershared/startstop/start_stop.go) then resets
+// the client's state so the next Start runs afresh (CHANGELOG 0.33.0,
+// PR #1187; River's Test_Client_Start/CanRestartAfterFailure).
+//
+// The client works under ctx without its cancel: Stop ends it, not a signal.
+func (s *Service) startRiver(ctx context.Context) error {
+	return s.startup.do(ctx, "river start", func(context.Context) error {
+		if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("runner: start river: %w", err)
+		}
+		return nil
+	})
+}
+
 // zapHandler forwards River's slog records at warn and above to zap.
 type zapHandler struct {
 	log   *zap.Logger

@@ -53,8 +53,9 @@ type Options struct {
 	Profiling config.Profiling
 	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
 	DatabaseURL string
-	// DatabaseWait is how long Open waits for PostgreSQL to answer
-	// (database.startup_wait); 0 does not wait.
+	// DatabaseWait is how long Open and Start wait for PostgreSQL to come
+	// back when it is away during the start (database.startup_wait); 0
+	// does not wait.
 	DatabaseWait time.Duration
 	SQLitePath   string
 	Planner      Planner
@@ -90,6 +91,7 @@ type Service struct {
 	db      store // *sql.DB; tests wrap it (see store)
 	dialect dialect
 	client  *river.Client[*sql.Tx]
+	startup *startup // the start's retries of PostgreSQL (dbwait.go)
 	log     *zap.Logger
 	id      string // this process's lease owner id
 	m       *metrics
@@ -142,18 +144,13 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d == dialectPostgres {
-		if err := waitForStore(ctx, db, o.DatabaseWait, o.Log.Named("runner")); err != nil {
-			db.Close()
-			return nil, err
-		}
-	}
-	if err := migrate(ctx, db, d, drv); err != nil {
+	st := newStartup(d, o.DatabaseWait, o.Log.Named("runner"))
+	if err := prepareStore(ctx, st, db, d, drv); err != nil {
 		db.Close()
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
+	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
 		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{},
 		pm: newProfileMetrics()}
@@ -214,8 +211,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("runner: already started")
 	}
-	if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("runner: start river: %w", err)
+	if err := s.startRiver(ctx); err != nil {
+		return err
 	}
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	s.stopRenew = stopRenew

@@ -19,8 +19,10 @@ func TestScrapeWhileStoreDown(t *testing.T) {
 	if up := labelled(t, reg, "autocapture_runs_store_up", nil); up != 1 {
 		t.Fatalf("autocapture_runs_store_up %v with the store up, want 1", up)
 	}
-	if n, err := testutil.GatherAndCount(reg, "autocapture_profile_leases"); err != nil || n == 0 {
-		t.Fatalf("profile lease series with the store up: %d (%v)", n, err)
+	for _, name := range []string{"autocapture_profile_leases", "autocapture_river_jobs_orphaned"} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n == 0 {
+			t.Fatalf("%s series with the store up: %d (%v)", name, n, err)
+		}
 	}
 	crash(s)
 	if _, err := reg.Gather(); err != nil {
@@ -29,7 +31,7 @@ func TestScrapeWhileStoreDown(t *testing.T) {
 	if up := labelled(t, reg, "autocapture_runs_store_up", nil); up != 0 {
 		t.Errorf("autocapture_runs_store_up %v with the store down, want 0", up)
 	}
-	for _, name := range []string{"autocapture_profile_leases", "autocapture_profiling_paused", "autocapture_runs"} {
+	for _, name := range []string{"autocapture_profile_leases", "autocapture_profiling_paused", "autocapture_runs", "autocapture_river_jobs_orphaned"} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != 0 {
 			t.Errorf("%s: %d series (%v) with the store down, want none (nothing was read)", name, n, err)
 		}

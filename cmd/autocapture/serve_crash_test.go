@@ -33,7 +33,8 @@ func twoStepPlaybook(name, alertname, target string) string {
 
 // TestServeResumesAfterKill9: kill -9 while the slow step runs, restart on the
 // same store: the run completes once, resumed within 60 s, from the last
-// completed step (the fast step is not repeated). For SQLite and PostgreSQL.
+// completed step (the fast step is not repeated), and the killed process's
+// River job is counted orphaned. For SQLite and PostgreSQL.
 func TestServeResumesAfterKill9(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -79,6 +80,11 @@ func TestServeResumesAfterKill9(t *testing.T) {
 			}
 			if runs := d2.runs(t, "E2ECrash"); len(runs) != 1 {
 				t.Errorf("%d runs after the restart, want 1", len(runs))
+			}
+			// The killed process's job of the run stays running until River's
+			// rescuer, an hour later; the run went on under a new job.
+			if n := d2.metric(t, "autocapture_river_jobs_orphaned"); n != 1 {
+				t.Errorf("autocapture_river_jobs_orphaned %v after the resumed run finished, want 1 (the killed process's job)", n)
 			}
 		})
 	}

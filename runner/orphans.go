@@ -1,0 +1,69 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A replica killed while it executed runs leaves their River jobs in state
+// running: nothing finishes them, and River's rescuer only takes them back
+// after RescueStuckJobsAfter (an hour at least, see newRiver). That is by
+// design: a run's liveness is the lease on its row, and the reaper resumes
+// the run under a new job within lease_timeout; the old job, once its
+// generation is superseded, does nothing when it runs again. The rows are
+// counted, for operators who see them in river_job and wonder.
+
+var descOrphanedJobs = prometheus.NewDesc("autocapture_river_jobs_orphaned",
+	"River jobs of runs left in state running by a replica that is gone (killed): running for longer than "+
+		"runs.lease_timeout while no live lease holds their run at their generation (the run's lease lapsed, "+
+		"it was resumed under a newer job, or it is final). River's rescuer takes them back after an hour; "+
+		"the reaper has resumed their runs long before.", nil, nil)
+
+// orphanedJobsQuery counts the orphaned run jobs (see descOrphanedJobs):
+// the job started more than lease_timeout ago ($2; a job fetched moments
+// ago has not claimed its run yet) and its run is not held by a live lease
+// at the job's generation, nor finished within lease_timeout ($3: River
+// completes a job just after its run ends). Times are the database's.
+func (s *Service) orphanedJobsQuery() (string, []any) {
+	runID, gen := `j.args->>'run_id'`, `CAST(j.args->>'generation' AS INTEGER)`
+	started := `statement_timestamp() - make_interval(secs => $2)`
+	var lease any = s.cfg.LeaseTimeout.Seconds()
+	if s.dialect != dialectPostgres {
+		runID, gen = `json_extract(j.args, '$.run_id')`, `CAST(json_extract(j.args, '$.generation') AS INTEGER)`
+		started = `datetime('now', 'subsec', $2)`
+		lease = fmt.Sprintf("-%.3f seconds", s.cfg.LeaseTimeout.Seconds())
+	}
+	return s.dialect.sql(`SELECT COUNT(*) FROM river_job j
+		WHERE j.kind = $1 AND j.state = 'running' AND j.attempted_at < ` + started + ` AND NOT EXISTS (
+			SELECT 1 FROM autocapture_runs r WHERE r.id = ` + runID + ` AND r.generation = ` + gen + `
+			AND ((r.finished_at IS NULL AND r.owner IS NOT NULL AND r.lease_until >= {now})
+				OR r.finished_at >= {now} - $3))`), []any{runArgs{}.Kind(), lease, s.cfg.LeaseTimeout.Milliseconds()}
+}
+
+// OrphanedRunJobs counts the River jobs of runs a gone replica left running.
+func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {
+	q, args := s.orphanedJobsQuery()
+	var n int
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("runner: orphaned river jobs: %w", err)
+	}
+	return n, nil
+}
+
+// orphanCollector reads autocapture_river_jobs_orphaned at scrape time. A
+// store that does not answer leaves the series out of the scrape, as
+// storeCollector does (autocapture_runs_store_up says the store is down).
+type orphanCollector struct{ s *Service }
+
+func (c orphanCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descOrphanedJobs }
+
+func (c orphanCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second) // a scrape has no context
+	defer cancel()
+	if n, err := c.s.OrphanedRunJobs(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(descOrphanedJobs, prometheus.GaugeValue, float64(n))
+	}
+}
