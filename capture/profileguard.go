@@ -64,6 +64,12 @@ type Recording struct {
 	Deadline time.Time `json:"deadline"`
 	// Saved is what the step stored with Recording (its pre-start listing).
 	Saved json.RawMessage `json:"saved,omitempty"`
+	// StoppedBy names who got the stop answered when it was not an attempt
+	// of the step: the runner's sweeper ("sweeper <replica>"), which stops a
+	// recording whose owner died; "" otherwise. StoppedAt is when that
+	// answer was recorded (the database's clock).
+	StoppedBy string    `json:"stopped_by,omitempty"`
+	StoppedAt time.Time `json:"stopped_at,omitzero"`
 }
 
 // ProfileLease is one held lease. Its methods may be called from the step's

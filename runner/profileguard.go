@@ -35,7 +35,9 @@ import (
 // its lease with NotStarted (its start still counted). A recording the
 // sweeper stopped stays, stopped with no owner, for profiling.collect_window:
 // the same run's resumed step gets it back (resumeLease) and collects; any
-// other run is refused busy; it spends no max_concurrent. A resumed step
+// other run is refused busy; it spends no max_concurrent. A resumed step that
+// comes while the sweeper is still stopping its recording waits for that stop
+// (profilewait.go), then collects the same way. A resumed step
 // whose start was counted but whose lease is gone is refused "recorded"
 // (recordedBefore): never a second frame for one run's step.
 
@@ -91,7 +93,8 @@ func profilingDefaults(p config.Profiling) config.Profiling {
 func normTarget(t string) string { return strings.TrimRight(strings.TrimSpace(t), "/") }
 
 // Acquire takes req.Target's lease, gives a resumed step its own lease back,
-// or refuses with a *capture.ProfileRefusal.
+// or refuses with a *capture.ProfileRefusal. A resumed step whose earlier
+// recording the sweeper is stopping right now waits for that stop (awaitSweep).
 func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (capture.ProfileLease, error) {
 	s := g.s
 	req.Target = normTarget(req.Target)
@@ -102,6 +105,31 @@ func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (ca
 	if hold <= 0 {
 		hold = defaultProfileHold
 	}
+	var wait *sweepWait
+	for {
+		l, err := s.acquireOnce(ctx, req, hold)
+		if retry := sweepingOrMoved(err); retry != nil {
+			if wait == nil {
+				wait = s.newSweepWait(req)
+			}
+			if err := wait.next(ctx, retry); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		wait.done(l)
+		s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
+			zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
+		s.trackLease(l)
+		return l, nil
+	}
+}
+
+// acquireOnce is one try of Acquire: one transaction.
+func (s *Service) acquireOnce(ctx context.Context, req capture.LeaseRequest, hold time.Duration) (*profileLease, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
@@ -119,9 +147,6 @@ func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (ca
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: commit: %w", req.Target, err)
 	}
-	s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
-		zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
-	s.trackLease(l)
 	return l, nil
 }
 
@@ -178,18 +203,31 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 
 // resumeLease gives a resumed step its lease back under a new token (the
 // earlier attempt, were it still alive, can change nothing more). A lease the
-// sweeper is stopping right now stays the sweeper's.
+// sweeper is stopping right now stays the sweeper's: *sweepingError, and
+// Acquire waits for the stop's answer. A recording the sweeper stopped comes
+// back saying so (Recording.StoppedBy, StoppedAt).
 func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, cur *leaseRow, now int64, hold time.Duration) error {
 	if strings.HasPrefix(cur.owner, sweeperOwner) && cur.until >= now {
-		return &capture.ProfileRefusal{Reason: capture.RefusedBusy,
-			Detail: fmt.Sprintf("the sweeper is stopping the earlier attempt's recording on %s", cur.target)}
+		return &sweepingError{target: cur.target, owner: cur.owner, until: cur.until}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
-		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token); err != nil {
+	// Guarded by the token as read: a sweep on another replica may have
+	// claimed or released the row since (PostgreSQL reads committed rows;
+	// the sweeper takes no advisory lock). Then Acquire reads it again.
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
+		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token)
+	if err != nil {
 		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errLeaseMoved
 	}
 	if cur.state != capture.LeaseHeld { // start_profile may have been sent: stop first
 		rec := cur.recording()
+		if cur.swept() {
+			if err := s.sweptStop(ctx, tx, cur, &rec); err != nil {
+				return err
+			}
+		}
 		l.resumed = &rec
 	}
 	if cur.stopAt.Valid {
