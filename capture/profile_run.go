@@ -71,6 +71,9 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 		// recorded) and the finding `refused` carries it, so `when`, the
 		// thread and the API can tell a held server from a spent budget.
 		res.Findings["refused"] = refusal.Reason
+		if refusal.Lost {
+			return p.lost(res, target, refusal)
+		}
 		res.Summary = fmt.Sprintf("profile %s refused (%s): %s", httpTarget(target), refusal.Reason, refusal.Detail)
 		return res, Skipf("%s: %s", refusal.Reason, refusal.Detail)
 	}
@@ -181,6 +184,23 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 	}
 	fr.window.End = in.Env.now()
 	return p.finish(ctx, in, res, fr, nil)
+}
+
+// lost reports a refusal whose earlier frame was recorded and stopped but
+// whose files were left on the server uncollected: a failure saying where
+// they are, so the run does not end succeeded without the frame it recorded.
+func (p *Profile) lost(res *Result, target string, r *ProfileRefusal) (*Result, error) {
+	where := "in its profiler folder (torch_profiler_dir)"
+	switch c := p.cfg.Collect; {
+	case c.Dir != "":
+		where = "at " + c.Dir
+	case c.Agent != "":
+		where = "in the folder the agent " + c.Agent + " serves"
+	}
+	res.Findings["files_left"] = where
+	res.Summary = fmt.Sprintf("profile %s: the frame was recorded but not collected: %s; its files were left on the server %s",
+		httpTarget(target), r.Detail, where)
+	return res, Errorf(ReasonRefused, "%s: %s; its files were left on the server %s", r.Reason, r.Detail, where)
 }
 
 // finish stops the recording and, once the server answered, collects.

@@ -146,6 +146,11 @@ const (
 type ProfileRefusal struct {
 	Reason string
 	Detail string
+	// Lost: the step's own earlier frame was recorded and stopped, and its
+	// files were left on the server uncollected (RefusedRecorded). The step
+	// fails instead of skipping, saying where the files are, so a run that
+	// recorded a frame never ends succeeded without it.
+	Lost bool
 }
 
 func (r *ProfileRefusal) Error() string {

@@ -240,8 +240,11 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // frame on the target (its start is counted) but whose lease is gone: the
 // sweeper stopped the frame and its collect window passed (or the run's
 // earlier attempt ended the lease). A fresh start would be a second frame on a
-// server that already paged; the step is skipped instead, saying where the
-// first frame's files are.
+// server that already paged. The refusal says what became of the first frame:
+// Lost when its stop was answered and the target was then released by the
+// sweeper or cleared by an operator before anyone collected it (the files are
+// on the server; the step fails, saying so), a skip otherwise (the earlier
+// attempt collected it, or no recording began).
 func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest) (*capture.ProfileRefusal, error) {
 	var started sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
@@ -252,17 +255,34 @@ func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.Le
 	if !started.Valid {
 		return nil, nil
 	}
-	var swept int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_events
-		WHERE run_id = $1 AND target = $2 AND event = 'stopped' AND actor LIKE 'sweeper %'`,
-		req.RunID, req.Target).Scan(&swept); err != nil {
+	var swept, stopped int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN actor LIKE 'sweeper %' THEN 1 ELSE 0 END), 0), COUNT(*)
+		FROM autocapture_profile_events WHERE run_id = $1 AND target = $2 AND event = 'stopped'`,
+		req.RunID, req.Target).Scan(&swept, &stopped); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	what := "its lease has ended since"
-	if swept > 0 {
-		what = "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"
+	var ended, by, why string
+	err := tx.QueryRowContext(ctx, `SELECT event, actor, detail FROM autocapture_profile_events
+		WHERE run_id = $1 AND target = $2 AND event IN ('released', 'cleared', 'not_started') ORDER BY seq DESC LIMIT 1`,
+		req.RunID, req.Target).Scan(&ended, &by, &why)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Detail: fmt.Sprintf(
+	lost := stopped > 0 && (ended == "cleared" || (ended == "released" && strings.HasPrefix(by, sweeperOwner)))
+	what := "its lease has ended since"
+	switch {
+	case lost && swept > 0:
+		what = "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"
+	case lost && ended == "cleared":
+		what = "its stop was answered, and " + by + " cleared the target before its files were collected (left on the server)"
+	case lost:
+		what = "its stop was answered, and the sweeper released the target before its files were collected (left on the server): " + why
+	case ended == "not_started":
+		what = "no recording began (" + why + ")"
+	case ended == "released" && stopped > 0:
+		what = "an earlier attempt collected its files and released the target"
+	}
+	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Lost: lost, Detail: fmt.Sprintf(
 		"an earlier attempt of run %s's step %s started a frame on %s at %s; %s: no second start",
 		req.RunID, req.StepID, req.Target, fmtMS(started.Int64), what)}, nil
 }

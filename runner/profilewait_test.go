@@ -190,3 +190,41 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 		}
 	})
 }
+
+// TestProfileRecordedSaysWhatBecameOfTheFrame: a resumed step whose frame
+// was recorded and whose lease is gone is refused "recorded" either way, and
+// Lost only when the files were left on the server: the sweeper released
+// the swept lease uncollected (the step then fails, saying where the files
+// are), not when an earlier attempt collected them and released the target.
+func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
+	prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: time.Second, CollectWindow: 100 * time.Millisecond})
+	db := dbRef{path: t.TempDir() + "/a.db"}
+	s := newService(t, db, planner(), false, prof)
+	ctx := context.Background()
+	left, collected := req("http://10.0.0.51:8000", "run-left", "profile"), req("http://10.0.0.52:8000", "run-got", "profile")
+	sweptLease(t, s, newService(t, db, planner(), false, prof), left)
+	sweptLease(t, s, newService(t, db, planner(), false, prof), collected)
+	l := mustAcquire(t, s, collected) // the resumed attempt collects, then its daemon dies before the run records it
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the collect window passes
+	if err := s.sweepProfiles(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		r    capture.LeaseRequest
+		lost bool
+		want string
+	}{
+		{left, true, "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"},
+		{collected, false, "an earlier attempt collected its files and released the target"},
+	} {
+		_, err := s.Profiles().Acquire(ctx, tc.r)
+		refusal(t, err, capture.RefusedRecorded, tc.want)
+		var r *capture.ProfileRefusal
+		if errors.As(err, &r); r.Lost != tc.lost {
+			t.Errorf("%s: refusal lost=%v, want %v (%s)", tc.r.RunID, r.Lost, tc.lost, r.Detail)
+		}
+	}
+}
