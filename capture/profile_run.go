@@ -24,8 +24,11 @@ type frameRun struct {
 	before listing
 	window torchtrace.Window
 	// cut says why the frame ended early ("" when it ran its duration).
-	cut      string
-	stopTook time.Duration
+	cut string
+	// recovered says how a resumed attempt got an earlier attempt's frame
+	// back ("" for a frame of this attempt).
+	recovered string
+	stopTook  time.Duration
 }
 
 // Run frames one profile of the target. The order is the safety: opt-out and
@@ -176,6 +179,9 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 	case LeaseStopped:
 		res.Findings["armed"] = true
 		fr.window.End = in.Env.now()
+		if rec.StoppedBy != "" {
+			p.recoveredSwept(fr, rec)
+		}
 		return p.collectAndReport(ctx, in, res, fr, nil)
 	default: // stop_failed and anything unknown: not ours to stop or release
 		res.Summary = fmt.Sprintf("profile %s: an earlier attempt left the lease %s: no new start until a stop is answered or an operator clears it",
@@ -184,6 +190,24 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 	}
 	fr.window.End = in.Env.now()
 	return p.finish(ctx, in, res, fr, nil)
+}
+
+// recoveredSwept takes up a recording the sweeper stopped after the earlier
+// attempt's daemon died (typically a restart later than the recording's
+// deadline): it ran whole and then some, until the sweeper's stop, and this
+// attempt collects it with no second start.
+func (p *Profile) recoveredSwept(fr *frameRun, rec *Recording) {
+	fr.cut = ""
+	stopped := "when its stop was answered"
+	if !rec.StoppedAt.IsZero() {
+		fr.window.End = rec.StoppedAt
+		stopped = fmt.Sprintf("at %s", rec.StoppedAt.UTC().Format("15:04:05.000Z"))
+		if late := rec.StoppedAt.Sub(rec.Deadline); !rec.Deadline.IsZero() && late > 0 {
+			stopped += fmt.Sprintf(", %s past its deadline", late.Round(time.Millisecond))
+		}
+	}
+	fr.recovered = "recovered after a restart: the earlier attempt's daemon died mid-frame, the sweeper stopped the recording " +
+		stopped + ", and this attempt collected its files with no second start"
 }
 
 // lost reports a refusal whose earlier frame was recorded and stopped but
@@ -234,6 +258,10 @@ func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, 
 	if fr.cut != "" {
 		res.Findings["cut_short"] = fr.cut
 	}
+	if fr.recovered != "" {
+		res.Findings["recovered"] = fr.recovered
+	}
+	defer p.keepLease(cctx, in, fr)()
 	var files []collected
 	if fr.src != nil {
 		found, stable, err := p.settle(cctx, fr.src, fr.before)

@@ -99,7 +99,8 @@ type ProfileLease interface {
 	// runner's sweeper retries) or an operator clears it. The lease is then
 	// no longer this step's to release.
 	StopFailed(ctx context.Context, reason string) error
-	// Renew extends the lease by hold from now (the database's now).
+	// Renew extends the lease by hold from now (the database's now): while
+	// the frame records, and while a stopped capture's files are collected.
 	Renew(ctx context.Context, hold time.Duration) error
 	// Release ends the lease after a stopped capture was collected, or when
 	// start_profile was never sent (state held).
