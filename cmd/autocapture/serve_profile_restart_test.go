@@ -104,9 +104,10 @@ func lateRestart(t *testing.T, lease, late time.Duration) {
 	if !strings.Contains(step.Summary, "recovered after a restart") {
 		t.Errorf("profile summary %q: want it to say the profile was recovered after a restart", step.Summary)
 	}
-	if !threadSays(d2.Proc.Logs(), id, "· step profile (profile, tier 3) succeeded", "recovered after a restart") {
-		t.Errorf("the thread's profile reply does not say the profile was recovered after a restart")
-	}
+	// The reply goes out through the outbox, after the run's record.
+	waitFor(t, 30*time.Second, "the thread's profile reply to say the profile was recovered after a restart", func() bool {
+		return threadSays(d2.Proc.Logs(), id, "· step profile (profile, tier 3) succeeded", "recovered after a restart")
+	})
 }
 
 // checkRecoveredReport reads the step's profile-report.json from the
