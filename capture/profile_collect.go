@@ -256,3 +256,39 @@ func (s savedListing) marshal() json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
 }
+
+// keepLease renews fr's lease every renewEvery while its files are collected
+// and returns what ends the renewals. The lease of a stopped capture must
+// outlast the collection: a resumed attempt's is held for one hold from its
+// takeover, and a stopped lease that lapses is the sweeper's to release,
+// freeing the target for another capture while this one still reads its
+// folder. A lost lease ends the renewals (the release then says so).
+func (p *Profile) keepLease(ctx context.Context, in *Input, fr *frameRun) (stop func()) {
+	l := fr.lease
+	if l == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(p.tune.renewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := p.leaseWrite(ctx, func(c context.Context) error { return l.Renew(c, p.tune.hold) })
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				logger(in).Warn("The profile lease was lost while its files were collected.", zap.Error(err))
+				return
+			case err != nil && ctx.Err() == nil:
+				logger(in).Warn("The profile lease could not be renewed while its files were collected; trying again.", zap.Error(err))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -27,7 +27,10 @@ type ProfileReport struct {
 	Key    string            `json:"key"`
 	Window torchtrace.Window `json:"window"`
 	// CutShort says why the frame ended before its duration ("" when it ran whole).
-	CutShort    string             `json:"cut_short,omitempty"`
+	CutShort string `json:"cut_short,omitempty"`
+	// Recovered says how a resumed attempt got an earlier attempt's frame
+	// back (the sweeper stopped it after that attempt's daemon died).
+	Recovered   string             `json:"recovered,omitempty"`
 	StopSeconds float64            `json:"stop_seconds"`
 	Files       []collected        `json:"files"`
 	Bytes       int64              `json:"bytes"`
@@ -57,7 +60,7 @@ func reportKey(in *Input, target string) string {
 // profile-report.json and fills res.
 func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameRun, files []collected) {
 	rep := ProfileReport{Target: fr.target, RunID: in.RunID, Key: reportKey(in, fr.target), Window: fr.window,
-		CutShort: fr.cut, StopSeconds: fr.stopTook.Seconds(), Files: files}
+		CutShort: fr.cut, Recovered: fr.recovered, StopSeconds: fr.stopTook.Seconds(), Files: files}
 	var reports []*torchtrace.Report
 	var names []string
 	var notRead []string
@@ -107,6 +110,9 @@ func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameR
 	if fr.cut != "" {
 		res.Summary += " (cut short: " + fr.cut + ")"
 	}
+	if fr.recovered != "" {
+		res.Summary += " (" + fr.recovered + ")"
+	}
 }
 
 // compare looks up the baseline (before keeping this capture, so a capture
@@ -124,8 +130,8 @@ func (p *Profile) compare(ctx context.Context, in *Input, rep *ProfileReport) {
 			rep.Deltas = torchtrace.Compare(rep.Analysis, &base)
 		}
 	}
-	if rep.CutShort != "" {
-		return // a partial frame is no picture to compare with
+	if rep.CutShort != "" || rep.Recovered != "" {
+		return // a partial frame, or one that ran past its duration, is no picture to compare with
 	}
 	b, err := json.Marshal(rep.Analysis)
 	if err != nil {

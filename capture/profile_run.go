@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,8 +23,11 @@ type frameRun struct {
 	before listing
 	window torchtrace.Window
 	// cut says why the frame ended early ("" when it ran its duration).
-	cut      string
-	stopTook time.Duration
+	cut string
+	// recovered says how a resumed attempt got an earlier attempt's frame
+	// back ("" for a frame of this attempt).
+	recovered string
+	stopTook  time.Duration
 }
 
 // Run frames one profile of the target. The order is the safety: opt-out and
@@ -71,6 +73,9 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 		// recorded) and the finding `refused` carries it, so `when`, the
 		// thread and the API can tell a held server from a spent budget.
 		res.Findings["refused"] = refusal.Reason
+		if refusal.Lost {
+			return p.lost(res, target, refusal)
+		}
 		res.Summary = fmt.Sprintf("profile %s refused (%s): %s", httpTarget(target), refusal.Reason, refusal.Detail)
 		return res, Skipf("%s: %s", refusal.Reason, refusal.Detail)
 	}
@@ -153,36 +158,6 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 	return p.finish(ctx, in, res, fr, cutErr)
 }
 
-// resume picks up an earlier attempt of this step from what its lease made
-// durable: a recording (or a stop that was under way) is stopped first, then
-// collected against the listing saved before its start. No new start.
-func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameRun, rec *Recording) (*Result, error) {
-	res.Findings["resumed"] = rec.State
-	var saved savedListing
-	if len(rec.Saved) > 0 {
-		if err := json.Unmarshal(rec.Saved, &saved); err != nil {
-			logger(in).Warn("The saved pre-start listing could not be read; collecting every file.", zap.Error(err))
-		}
-	}
-	fr.before = saved.Files
-	fr.window.Start = rec.Since
-	fr.cut = "resumed after an interruption (state " + rec.State + ")"
-	switch rec.State {
-	case LeaseRecording, LeaseStopping:
-		res.Findings["armed"] = true
-	case LeaseStopped:
-		res.Findings["armed"] = true
-		fr.window.End = in.Env.now()
-		return p.collectAndReport(ctx, in, res, fr, nil)
-	default: // stop_failed and anything unknown: not ours to stop or release
-		res.Summary = fmt.Sprintf("profile %s: an earlier attempt left the lease %s: no new start until a stop is answered or an operator clears it",
-			httpTarget(fr.target), rec.State)
-		return res, Errorf(ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
-	}
-	fr.window.End = in.Env.now()
-	return p.finish(ctx, in, res, fr, nil)
-}
-
 // finish stops the recording and, once the server answered, collects.
 func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
 	if err := p.stop(ctx, in, fr); err != nil {
@@ -214,6 +189,10 @@ func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, 
 	if fr.cut != "" {
 		res.Findings["cut_short"] = fr.cut
 	}
+	if fr.recovered != "" {
+		res.Findings["recovered"] = fr.recovered
+	}
+	defer p.keepLease(cctx, in, fr)()
 	var files []collected
 	if fr.src != nil {
 		found, stable, err := p.settle(cctx, fr.src, fr.before)

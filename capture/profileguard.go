@@ -64,6 +64,12 @@ type Recording struct {
 	Deadline time.Time `json:"deadline"`
 	// Saved is what the step stored with Recording (its pre-start listing).
 	Saved json.RawMessage `json:"saved,omitempty"`
+	// StoppedBy names who got the stop answered when it was not an attempt
+	// of the step: the runner's sweeper ("sweeper <replica>"), which stops a
+	// recording whose owner died; "" otherwise. StoppedAt is when that
+	// answer was recorded (the database's clock).
+	StoppedBy string    `json:"stopped_by,omitempty"`
+	StoppedAt time.Time `json:"stopped_at,omitzero"`
 }
 
 // ProfileLease is one held lease. Its methods may be called from the step's
@@ -93,7 +99,8 @@ type ProfileLease interface {
 	// runner's sweeper retries) or an operator clears it. The lease is then
 	// no longer this step's to release.
 	StopFailed(ctx context.Context, reason string) error
-	// Renew extends the lease by hold from now (the database's now).
+	// Renew extends the lease by hold from now (the database's now): while
+	// the frame records, and while a stopped capture's files are collected.
 	Renew(ctx context.Context, hold time.Duration) error
 	// Release ends the lease after a stopped capture was collected, or when
 	// start_profile was never sent (state held).
@@ -140,6 +147,11 @@ const (
 type ProfileRefusal struct {
 	Reason string
 	Detail string
+	// Lost: the step's own earlier frame was recorded and stopped, and its
+	// files were left on the server uncollected (RefusedRecorded). The step
+	// fails instead of skipping, saying where the files are, so a run that
+	// recorded a frame never ends succeeded without it.
+	Lost bool
 }
 
 func (r *ProfileRefusal) Error() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -49,6 +50,7 @@ func (l *eventLog) index(e string) int {
 
 // fakeGuard is an in-memory ProfileGuard that holds the step to the
 // contract: one lease per target (a stop_failed one stays held), refusals,
+// renewals only while held, recording or collecting (stopped),
 // a resumed lease with its saved state, the transitions in order (a write out
 // of order is an error, as the runner's store would refuse it), and Release
 // only when start was never sent or the stop was answered.
@@ -64,6 +66,8 @@ type fakeGuard struct {
 	kept   map[string][]KeptReport
 	// violations lists contract breaches by the step.
 	violations []string
+	// collectRenewals counts renewals of stopped leases (while collecting).
+	collectRenewals atomic.Int32
 }
 
 func newFakeGuard(log *eventLog) *fakeGuard {
@@ -208,10 +212,13 @@ func (l *fakeLease) Renew(ctx context.Context, hold time.Duration) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released || (l.state != LeaseHeld && l.state != LeaseRecording) {
+	if l.released || (l.state != LeaseHeld && l.state != LeaseRecording && l.state != LeaseStopped) {
 		return l.g.violate("renew in state %s (released %v)", l.state, l.released)
 	}
 	l.renewals++
+	if l.state == LeaseStopped {
+		l.g.collectRenewals.Add(1)
+	}
 	return nil
 }
 

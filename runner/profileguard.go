@@ -35,7 +35,9 @@ import (
 // its lease with NotStarted (its start still counted). A recording the
 // sweeper stopped stays, stopped with no owner, for profiling.collect_window:
 // the same run's resumed step gets it back (resumeLease) and collects; any
-// other run is refused busy; it spends no max_concurrent. A resumed step
+// other run is refused busy; it spends no max_concurrent. A resumed step that
+// comes while the sweeper is still stopping its recording waits for that stop
+// (profilewait.go), then collects the same way. A resumed step
 // whose start was counted but whose lease is gone is refused "recorded"
 // (recordedBefore): never a second frame for one run's step.
 
@@ -91,7 +93,8 @@ func profilingDefaults(p config.Profiling) config.Profiling {
 func normTarget(t string) string { return strings.TrimRight(strings.TrimSpace(t), "/") }
 
 // Acquire takes req.Target's lease, gives a resumed step its own lease back,
-// or refuses with a *capture.ProfileRefusal.
+// or refuses with a *capture.ProfileRefusal. A resumed step whose earlier
+// recording the sweeper is stopping right now waits for that stop (awaitSweep).
 func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (capture.ProfileLease, error) {
 	s := g.s
 	req.Target = normTarget(req.Target)
@@ -102,6 +105,31 @@ func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (ca
 	if hold <= 0 {
 		hold = defaultProfileHold
 	}
+	var wait *sweepWait
+	for {
+		l, err := s.acquireOnce(ctx, req, hold)
+		if retry := sweepingOrMoved(err); retry != nil {
+			if wait == nil {
+				wait = s.newSweepWait(req)
+			}
+			if err := wait.next(ctx, retry); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		wait.done(l)
+		s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
+			zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
+		s.trackLease(l)
+		return l, nil
+	}
+}
+
+// acquireOnce is one try of Acquire: one transaction.
+func (s *Service) acquireOnce(ctx context.Context, req capture.LeaseRequest, hold time.Duration) (*profileLease, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
@@ -119,9 +147,6 @@ func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (ca
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: commit: %w", req.Target, err)
 	}
-	s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
-		zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
-	s.trackLease(l)
 	return l, nil
 }
 
@@ -178,18 +203,31 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 
 // resumeLease gives a resumed step its lease back under a new token (the
 // earlier attempt, were it still alive, can change nothing more). A lease the
-// sweeper is stopping right now stays the sweeper's.
+// sweeper is stopping right now stays the sweeper's: *sweepingError, and
+// Acquire waits for the stop's answer. A recording the sweeper stopped comes
+// back saying so (Recording.StoppedBy, StoppedAt).
 func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, cur *leaseRow, now int64, hold time.Duration) error {
 	if strings.HasPrefix(cur.owner, sweeperOwner) && cur.until >= now {
-		return &capture.ProfileRefusal{Reason: capture.RefusedBusy,
-			Detail: fmt.Sprintf("the sweeper is stopping the earlier attempt's recording on %s", cur.target)}
+		return &sweepingError{target: cur.target, owner: cur.owner, until: cur.until}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
-		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token); err != nil {
+	// Guarded by the token as read: a sweep on another replica may have
+	// claimed or released the row since (PostgreSQL reads committed rows;
+	// the sweeper takes no advisory lock). Then Acquire reads it again.
+	res, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
+		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token)
+	if err != nil {
 		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errLeaseMoved
 	}
 	if cur.state != capture.LeaseHeld { // start_profile may have been sent: stop first
 		rec := cur.recording()
+		if cur.swept() {
+			if err := s.sweptStop(ctx, tx, cur, &rec); err != nil {
+				return err
+			}
+		}
 		l.resumed = &rec
 	}
 	if cur.stopAt.Valid {
@@ -202,8 +240,11 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // frame on the target (its start is counted) but whose lease is gone: the
 // sweeper stopped the frame and its collect window passed (or the run's
 // earlier attempt ended the lease). A fresh start would be a second frame on a
-// server that already paged; the step is skipped instead, saying where the
-// first frame's files are.
+// server that already paged. The refusal says what became of the first frame:
+// Lost when its stop was answered and the target was then released by the
+// sweeper or cleared by an operator before anyone collected it (the files are
+// on the server; the step fails, saying so), a skip otherwise (the earlier
+// attempt collected it, or no recording began).
 func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest) (*capture.ProfileRefusal, error) {
 	var started sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
@@ -214,17 +255,34 @@ func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.Le
 	if !started.Valid {
 		return nil, nil
 	}
-	var swept int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_events
-		WHERE run_id = $1 AND target = $2 AND event = 'stopped' AND actor LIKE 'sweeper %'`,
-		req.RunID, req.Target).Scan(&swept); err != nil {
+	var swept, stopped int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN actor LIKE 'sweeper %' THEN 1 ELSE 0 END), 0), COUNT(*)
+		FROM autocapture_profile_events WHERE run_id = $1 AND target = $2 AND event = 'stopped'`,
+		req.RunID, req.Target).Scan(&swept, &stopped); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	what := "its lease has ended since"
-	if swept > 0 {
-		what = "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"
+	var ended, by, why string
+	err := tx.QueryRowContext(ctx, `SELECT event, actor, detail FROM autocapture_profile_events
+		WHERE run_id = $1 AND target = $2 AND event IN ('released', 'cleared', 'not_started') ORDER BY seq DESC LIMIT 1`,
+		req.RunID, req.Target).Scan(&ended, &by, &why)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Detail: fmt.Sprintf(
+	lost := stopped > 0 && (ended == "cleared" || (ended == "released" && strings.HasPrefix(by, sweeperOwner)))
+	what := "its lease has ended since"
+	switch {
+	case lost && swept > 0:
+		what = "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"
+	case lost && ended == "cleared":
+		what = "its stop was answered, and " + by + " cleared the target before its files were collected (left on the server)"
+	case lost:
+		what = "its stop was answered, and the sweeper released the target before its files were collected (left on the server): " + why
+	case ended == "not_started":
+		what = "no recording began (" + why + ")"
+	case ended == "released" && stopped > 0:
+		what = "an earlier attempt collected its files and released the target"
+	}
+	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Lost: lost, Detail: fmt.Sprintf(
 		"an earlier attempt of run %s's step %s started a frame on %s at %s; %s: no second start",
 		req.RunID, req.StepID, req.Target, fmtMS(started.Int64), what)}, nil
 }

@@ -38,6 +38,10 @@ import (
 // maxStopBackoff bounds the wait between two stops of a stop_failed target.
 const maxStopBackoff = 5 * time.Minute
 
+// sweepClaimSlack is how long a sweeper's claim lasts past
+// profiling.stop_timeout: time to record the stop's answer.
+const sweepClaimSlack = time.Minute
+
 // profileSweeper runs sweepProfiles every profiling.sweep_interval on every
 // replica, on its own ticker like the reaper: a kill -9 of River's elected
 // leader must not hold the repair of its own recordings back by the leader's
@@ -144,7 +148,7 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
 	cfg := s.profiling()
 	token := uuid.NewString()
-	claim := cfg.StopTimeout + time.Minute // the stop's bound and time to record its answer
+	claim := cfg.StopTimeout + sweepClaimSlack
 	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET owner = $1, token = $2,
 		state = CASE WHEN state = $3 THEN $4 ELSE state END, lease_until = {now} + $5
 		WHERE target = $6 AND token = $7 AND lease_until < {now}`),
