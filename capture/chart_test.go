@@ -24,6 +24,7 @@ import (
 // TestChartAgainstRealPrometheus scrapes a target whose queue depth climbs by
 // one per scrape on two engines, charts it, and checks the PNG and findings.
 func TestChartAgainstRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	var scrapes atomic.Int64
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := scrapes.Add(1)

@@ -214,6 +214,7 @@ func gpuEnv(tb testing.TB, promURL string) (*capture.Env, *countingTransport) {
 // uncorrectable remapped row with the series read and the board's watts; a
 // host with no exporter is "GPU not measured".
 func TestGPUStepAgainstRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	prom, _ := gpuFleet(t)
 	slow := capture.Signals{capture.SigQueueDepth: 0, capture.SigRunning: 24, capture.SigKVUsage: 0.2,
 		capture.SigPromptTokens: 300, capture.SigITLP99: 0.45, capture.SigTTFTP99: 0.4}

@@ -91,6 +91,7 @@ func promEnv(tb testing.TB, promURL string) *capture.Env {
 // overloaded (fleet-wide); and counts the peers step's queries, which must
 // not grow with the fleet it sees.
 func TestPeersAgainstRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	var fleet []simInstance
 	for _, f := range []struct{ model, scenario string }{{"m", vllmsim.ScenarioOverload}, {"m", vllmsim.ScenarioHealthy},
 		{"m", vllmsim.ScenarioHealthy}, {"m", vllmsim.ScenarioHealthy}, {"f", vllmsim.ScenarioOverload},

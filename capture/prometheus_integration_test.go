@@ -87,6 +87,7 @@ func snapshotQueries(inst string) []PromQuery {
 }
 
 func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("overload legacy=%v", legacy), func(t *testing.T) {
 			inst, prom := simUnderPrometheus(t, vllmsim.ScenarioOverload, legacy)
@@ -168,6 +169,7 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 // day-ago signal; triage from the snapshot alone names prefill-bound and
 // overload, judging the prompts against the instance's own past.
 func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	type incident struct {
 		name          string
 		before, after vllmsim.Shape

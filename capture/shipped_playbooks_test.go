@@ -37,6 +37,7 @@ var alertFor = map[string]string{
 // stand-in vLLM (in real time), and triages: every shipped PromQL query must
 // parse and answer, every chart render, and the verdict name the injected cause.
 func TestShippedPlaybooksTier1AgainstRealPrometheus(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	set, err := playbooks.Load(nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +119,7 @@ func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert templa
 // must say overload. The 2m lifecycle histograms then still hold the healthy
 // minutes and none of the requests stuck in the queue.
 func TestShippedPlaybookOverloadAtOnset(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	set, err := playbooks.Load(nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 // cannot find (another service name) is the slowest request, found only
 // through the exemplar a real Prometheus stored.
 func TestTracesUsesPrometheusExemplars(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	j := testenv.StartJaeger(t)
 	base := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
 	normal := makeRequests(10, base, 21)

@@ -54,6 +54,7 @@ func ruleQuantile(w scrapeDelta, m vllmMetric) float64 {
 // verdicts must name the cause, on both metric generations, and their
 // evidence never call a deep queue normal.
 func TestTriageAtOnset(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	seeds := []uint64{7}
 	for s := 1; s < *scrapeSeeds; s++ {
 		seeds = append(seeds, uint64(s))

@@ -131,6 +131,7 @@ func dist(mean, lo, hi float64) *vllmsim.DistShape {
 //
 // On both metric generations, over seeds (-seeds N).
 func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
+	t.Parallel() // waits on real time and a Prometheus of its own
 	cases := []struct {
 		name          string
 		before, after vllmsim.Shape
