@@ -113,7 +113,8 @@ func (s *Service) watch(h *handle) {
 	})
 }
 
-// renewer renews this process's leases every heartbeat_interval until ctx ends.
+// renewer renews this process's leases every heartbeat_interval until ctx
+// ends: its runs', then its deliverers' threads' (one more statement).
 func (s *Service) renewer(ctx context.Context) {
 	defer s.renewDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -135,6 +136,7 @@ func (s *Service) renewer(ctx context.Context) {
 			s.renew(ctx, hs[:n])
 			hs = hs[n:]
 		}
+		s.renewPumps(ctx) // the threads this process delivers (deliver_lease.go)
 	}
 }
 

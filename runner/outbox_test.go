@@ -376,20 +376,12 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 		}
 		hold := make(chan struct{})
 		blocked := &gatedNotifier{farSide: f, block: keyOpen, gate: hold}
-		first := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(blocked))
-		first.pumpLease = time.Second
-		if err := first.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		first := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(blocked))
 		id := acceptOne(t, first, firing("fp", time.Now().UTC())).RunID
 		waitRun(t, first, id, "finished", isFinished)
 		blocked.waitBlocked(t)
 		first.abandon() // dies mid-call, lease held
-		second := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
-		second.pumpLease = time.Second
-		if err := second.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		f.waitFor(t, id, keyFinished)
 		close(hold)
 		time.Sleep(200 * time.Millisecond)

@@ -97,7 +97,7 @@ type Service struct {
 	// sinkOrder their names sorted.
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
-	pumpLease time.Duration
+	pumps     pumpHolds      // threads this process's deliverers hold (deliver_lease.go)
 	signer    *links.Signer  // the artifact links' (openSigner)
 	up        *uploader      // late uploads; nil without a spool
 	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
@@ -154,9 +154,8 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	host, _ := os.Hostname()
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
-		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{},
-		pm: newProfileMetrics()}
+		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
+		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// hangingReply holds the reply keyed key, before it reaches the far side,
+// until the deliverer's context ends (its process dies); hung is closed once
+// it holds one. It counts the calls it held and those that ended.
+type hangingReply struct {
+	*farSide
+	key         string
+	hung        chan struct{}
+	once        sync.Once
+	mu          sync.Mutex
+	held, ended int
+}
+
+func (h *hangingReply) Reply(ctx context.Context, t notify.Thread, r notify.StepReport) error {
+	if r.Key != h.key {
+		return h.farSide.Reply(ctx, t, r)
+	}
+	h.mu.Lock()
+	h.held++
+	h.mu.Unlock()
+	h.once.Do(func() { close(h.hung) })
+	<-ctx.Done()
+	h.mu.Lock()
+	h.ended++
+	h.mu.Unlock()
+	return ctx.Err()
+}
+
+func (h *hangingReply) counts() (held, ended int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.ended
+}
+
+// TestThreadMovesWithinLeaseWhenItsDelivererDies: a deliverer holds a
+// thread while one reply hangs far longer than runs.lease_timeout (as one
+// waiting for a busy channel's pace does); the heartbeat keeps its lease, so
+// a live replica never takes the thread meanwhile. Then its replica dies
+// (store cut, nothing released) with that reply and the rest of the run's
+// thread pending: the live replica delivers them within lease_timeout +
+// heartbeat_interval of the death, each once, in order — not after the
+// fixed minute the delivery lease used to be (issue 22).
+func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		hang := &hangingReply{farSide: f, key: stepKey("pb", "a"), hung: make(chan struct{})}
+		first := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(hang))
+		id := acceptOne(t, first, firing("fp", time.Now().UTC())).RunID
+		fakestep.WaitFor(t, hang.hung, "the first step's reply to hang")
+		waitRun(t, first, id, "finished", isFinished)
+		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
+		cfg := first.cfg
+		time.Sleep(3 * cfg.LeaseTimeout) // the live replica's sweeper runs all along
+		if held, ended := hang.counts(); held != 1 || ended != 0 {
+			t.Fatalf("the hanging reply was sent %d times, %d of them cut short, while its deliverer was alive: want one call, "+
+				"its lease renewed on the heartbeat", held, ended)
+		}
+		if keys, _ := f.thread(id); idx(keys, stepKey("pb", "a")) >= 0 || idx(keys, keyFinished) >= 0 {
+			t.Fatalf("thread %v while its deliverer was alive and held it: another replica took it over", keys)
+		}
+
+		died := time.Now()
+		first.abandon() // dies mid-call, its lease held
+		f.waitFor(t, id, keyFinished)
+		took := time.Since(died)
+		// The lease lapses at most lease_timeout after the death (renewed on
+		// the heartbeat before it), a reaper tick (heartbeat_interval) gives
+		// the thread a job; River's fetch (every heartbeat_interval here) and
+		// four deliveries on a loaded machine get the allowance.
+		const allowance = time.Second
+		bound := cfg.LeaseTimeout + cfg.HeartbeatInterval + allowance
+		t.Logf("deliverer died → its thread's last reply delivered by a live replica in %s (lease_timeout %s, heartbeat_interval %s)",
+			took.Round(time.Millisecond), cfg.LeaseTimeout, cfg.HeartbeatInterval)
+		if took > bound {
+			t.Errorf("the thread moved %s after its deliverer died, want ≤ lease_timeout + heartbeat_interval + %s = %s",
+				took.Round(time.Millisecond), allowance, bound)
+		}
+		time.Sleep(300 * time.Millisecond) // a doubled operation would arrive by now
+		checkThread(t, f, id, wantThread...)
+	})
+}
