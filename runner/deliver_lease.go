@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +45,8 @@ type pumpHold struct {
 type pumpHolds struct {
 	mu sync.Mutex
 	m  map[string]*pumpHold
+	// renewing: a renewal is under way (renewPumpsBeside).
+	renewing atomic.Bool
 }
 
 // hold registers the thread a's lease, just taken by owner, and arms its
@@ -94,6 +97,22 @@ func (p *pumpHolds) current(h *pumpHold) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.m[h.owner] == h
+}
+
+// renewPumpsBeside renews the threads' leases beside the runs' (renewer),
+// not after them: on a slow store, waiting for one more statement would
+// space the runs' renewals further apart and cost them their leases. One
+// renewal at a time; the renewer's end waits for it.
+func (s *Service) renewPumpsBeside(ctx context.Context) {
+	if len(s.pumps.list()) == 0 || !s.pumps.renewing.CompareAndSwap(false, true) {
+		return
+	}
+	s.renewDone.Add(1)
+	go func() {
+		defer s.renewDone.Done()
+		defer s.pumps.renewing.Store(false)
+		s.renewPumps(ctx)
+	}()
 }
 
 // renewPumps renews the leases of every thread this process's deliverers

@@ -114,7 +114,8 @@ func (s *Service) watch(h *handle) {
 }
 
 // renewer renews this process's leases every heartbeat_interval until ctx
-// ends: its runs', then its deliverers' threads' (one more statement).
+// ends: its runs', and beside them its deliverers' threads' (one more
+// statement).
 func (s *Service) renewer(ctx context.Context) {
 	defer s.renewDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -125,6 +126,7 @@ func (s *Service) renewer(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.renewPumpsBeside(ctx) // the threads this process delivers (deliver_lease.go)
 		s.mu.Lock()
 		hs := make([]*handle, 0, len(s.active))
 		for _, h := range s.active {
@@ -136,7 +138,6 @@ func (s *Service) renewer(ctx context.Context) {
 			s.renew(ctx, hs[:n])
 			hs = hs[n:]
 		}
-		s.renewPumps(ctx) // the threads this process delivers (deliver_lease.go)
 	}
 }
 
