@@ -91,7 +91,7 @@ type Service struct {
 	dialect dialect
 	client  *river.Client[*sql.Tx]
 	log     *zap.Logger
-	id      string // this process's lease owner id
+	id      string // this process's lease owner id: runs.replica/pid/random (replicaOf)
 	m       *metrics
 	// sinks are the notifiers thread operations are delivered to, by name;
 	// sinkOrder their names sorted.
@@ -152,10 +152,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		db.Close()
 		return nil, err
