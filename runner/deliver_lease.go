@@ -72,10 +72,10 @@ func (s *Service) hold(a notifyArgs, owner string, cancel context.CancelCauseFun
 // unhold forgets h (its deliverer ended; the lease is released or held for
 // a snooze by then).
 func (s *Service) unhold(h *pumpHold) {
-	h.watchdog.Stop()
 	p := &s.pumps
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	h.watchdog.Stop() // under the lock: a renewal re-arms only a current hold
 	if p.m[h.owner] == h {
 		delete(p.m, h.owner)
 	}
@@ -97,6 +97,18 @@ func (p *pumpHolds) current(h *pumpHold) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.m[h.owner] == h
+}
+
+// rearm resets h's watchdog to d if h is still held (its deliverer has not
+// ended), and says whether it was.
+func (p *pumpHolds) rearm(h *pumpHold, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[h.owner] != h {
+		return false
+	}
+	h.watchdog.Reset(d)
+	return true
 }
 
 // renewPumpsBeside renews the threads' leases beside the runs' (renewer),
@@ -144,14 +156,14 @@ func (s *Service) renewPumps(ctx context.Context) {
 	}
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
 	for _, h := range hs {
-		switch {
-		case !s.pumps.current(h): // it ended while the renewal ran
-		case !renewed[h.owner]:
+		if renewed[h.owner] {
+			s.pumps.rearm(h, margin-time.Since(began))
+			continue
+		}
+		if s.pumps.current(h) { // still delivering (not ended while the renewal ran): stop it
 			s.log.Warn("Lost a thread's delivery lease; stopping its delivery.", zap.String("run", h.a.RunID),
 				zap.String("sink", h.a.Sink))
 			h.cancel(fmt.Errorf("%w: another deliverer holds it", errThreadLeaseLost))
-		default:
-			h.watchdog.Reset(margin - time.Since(began))
 		}
 	}
 }
@@ -188,9 +200,11 @@ func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (boo
 	return n == 1, err
 }
 
-// renewPump renews owner's lease before an operation is sent, and says
-// errThreadLeaseLost when owner no longer holds it.
+// renewPump renews owner's lease before an operation is sent (which counts
+// as a renewal for its watchdog), and says errThreadLeaseLost when owner no
+// longer holds it.
 func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) error {
+	began := time.Now()
 	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
 		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink, owner)
 	if err != nil {
@@ -198,6 +212,13 @@ func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return fmt.Errorf("renew lease: %w", errThreadLeaseLost)
+	}
+	p := &s.pumps
+	p.mu.Lock()
+	h := p.m[owner]
+	p.mu.Unlock()
+	if h != nil {
+		p.rearm(h, s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval-time.Since(began))
 	}
 	return nil
 }
