@@ -58,3 +58,38 @@ func TestEveryResumeReachesTheThread(t *testing.T) {
 		}
 	})
 }
+
+// TestResumesBeforeTheThreadReachIt: a run interrupted twice before its
+// plans (and its thread's parent) were stored — its resumes recorded no
+// reply, there was no thread yet — says both in its thread once an attempt
+// opens it, in order, before the run's own steps end it. (Found by
+// TestServeChaos on a loaded machine: threads starting at run/resumed/2.)
+func TestResumesBeforeTheThreadReachIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		f := newFarSide()
+		ctx := context.Background()
+		// Not started: the reaper is driven by hand, nothing claims the run.
+		s := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
+		id := acceptOne(t, s, firing("fp-early", time.Now().UTC())).RunID
+		for gen := range 2 {
+			// As an attempt interrupted before its plans were stored leaves it.
+			if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, owner = 'r0/1/dead',
+				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.reapOnce(ctx); err != nil || n != 1 {
+				t.Fatalf("resume %d: reaper took %d runs (%v), want 1", gen+1, n, err)
+			}
+		}
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitRun(t, s, id, "finished", isFinished)
+		f.waitFor(t, id, keyFinished)
+		keys, doubled := f.thread(id)
+		one, two := idx(keys, "run/resumed/1"), idx(keys, "run/resumed/2")
+		if one < 0 || two < one || len(doubled) > 0 || keys[0] != keyOpen {
+			t.Errorf("thread %v (doubled %v): want the parent, then run/resumed/1 and run/resumed/2 once each, in order", keys, doubled)
+		}
+	})
+}
