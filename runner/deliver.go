@@ -297,16 +297,22 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 	}
 }
 
-// deliver sends one operation. The attempt is counted (and the lease renewed,
-// which proves this deliverer still holds the thread) BEFORE the call: a
-// kill -9 during the call leaves the operation pending with its attempt
-// counted, so the next deliverer passes Retry and the notifier looks for
-// what this one may have posted. After the call, the delivery mark
-// and (for the parent) the thread's address commit together: a kill -9 before
-// that commit is the same uncertain case.
+// deliver sends one operation. What it says is read first, from the run's
+// state now: an operation that cannot say it yet (a resume's reply before a
+// replica claimed the run) waits without counting an attempt. The attempt is
+// counted (and the lease renewed, which proves this deliverer still holds
+// the thread) BEFORE the call: a kill -9 during the call leaves the
+// operation pending with its attempt counted, so the next deliverer passes
+// Retry and the notifier looks for what this one may have posted. After the
+// call, the delivery mark and (for the parent) the thread's address commit
+// together: a kill -9 before that commit is the same uncertain case.
 //
 // thread is the thread's address, set here when the parent is delivered.
 func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
+	send, err := s.prepare(ctx, n, a, o, *thread)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET attempts = attempts + 1
 		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("count attempt: %w", err)
@@ -314,43 +320,11 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 	if err := s.renewPump(ctx, a, owner); err != nil {
 		return err
 	}
-	retry := o.attempts > 0
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var opened *notify.Thread
-	switch o.kind {
-	case opOpen:
-		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
-		if err != nil {
-			return err
-		}
-		t, err := n.Open(cctx, info)
-		if err != nil {
-			return s.noteFailure(a, o, err)
-		}
-		opened = &t
-	case opReply:
-		rep, err := s.replyFor(ctx, a.RunID, o, retry)
-		if err != nil {
-			return err
-		}
-		if err := n.Reply(cctx, *thread, rep); err != nil {
-			return s.noteFailure(a, o, err)
-		}
-	case opUpdate:
-		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
-		if err != nil {
-			return err
-		}
-		if err := n.Close(cctx, *thread, sum); err != nil {
-			return s.noteFailure(a, o, err)
-		}
-	case opGroupUpdate, opMemberReply: // group_deliver.go
-		if err := s.deliverGroupOp(ctx, cctx, n, a, o, retry, *thread); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("unknown thread operation %q", o.kind)
+	opened, err := send(cctx)
+	if err != nil {
+		return s.noteFailure(a, o, err)
 	}
 	if err := s.markDelivered(ctx, a, o, opened); err != nil {
 		return err
@@ -359,6 +333,42 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		*thread = *opened
 	}
 	return nil
+}
+
+// sendFunc makes one call to a notifier; it returns the thread's address
+// when the call opened the thread.
+type sendFunc func(ctx context.Context) (*notify.Thread, error)
+
+// prepare reads what o says now and returns the call that sends it to n.
+func (s *Service) prepare(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, thread notify.Thread) (sendFunc, error) {
+	retry := o.attempts > 0
+	switch o.kind {
+	case opOpen:
+		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) {
+			t, err := n.Open(cctx, info)
+			return &t, err
+		}, nil
+	case opReply:
+		rep, err := s.replyFor(ctx, a.RunID, o, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, thread, rep) }, nil
+	case opUpdate:
+		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, thread, sum) }, nil
+	case opGroupUpdate, opMemberReply: // group_deliver.go
+		return s.prepareGroupOp(ctx, n, a, o, retry, thread)
+	default:
+		return nil, fmt.Errorf("unknown thread operation %q", o.kind)
+	}
 }
 
 // noteFailure records why an operation failed (for the API and the log) and
