@@ -181,10 +181,27 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 	}
 }
 
+// riverSchedulerInterval is River's job scheduler interval
+// (maintenance.JobSchedulerIntervalDefault): a job snoozed for longer waits
+// in state scheduled until the elected leader's scheduler makes it
+// available, up to this much later, and longer while leadership moves after
+// the leader died; a shorter snooze is available to any replica when due.
+const riverSchedulerInterval = 5 * time.Second
+
 // retryBackoff is the wait before attempt n+1 of an operation that failed n
-// times: 1 s, 2 s, 4 s … capped at 5 minutes.
+// times: 1 s, 2 s, 4 s, then 5 s until it has waited about half a minute (8
+// failures), then doubling to at most 5 minutes. The first waits stay within
+// riverSchedulerInterval: doubling past it (8 s, then the scheduler's pass)
+// turned a Slack outage of a few seconds into a thread 20 s late in the chaos
+// test. A notifier down for longer is still tried ever more rarely.
 func retryBackoff(n int) time.Duration {
-	return min(time.Second<<min(max(n-1, 0), 9), 5*time.Minute)
+	switch {
+	case n <= 3:
+		return time.Second << max(n-1, 0)
+	case n <= 8:
+		return riverSchedulerInterval
+	}
+	return min(riverSchedulerInterval<<min(n-8, 7), 5*time.Minute)
 }
 
 // pendingOps reads the next undelivered operations of the thread: in order,
