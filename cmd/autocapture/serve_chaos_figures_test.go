@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,21 @@ func figuresOf(ds []time.Duration) figures {
 
 func (f figures) String() string {
 	return fmt.Sprintf("p50 %v, p99 %v, max %v over %d runs", f.p50, f.p99, f.pmax, f.n)
+}
+
+// logRunLines logs, from every process of every replica, the lines naming
+// run id (at most 200 each): what delivered its thread, when, and what failed.
+func logRunLines(t *testing.T, replicas []*chaosReplica, id string) {
+	t.Helper()
+	for _, r := range replicas {
+		for i, p := range r.procs {
+			var lines []string
+			for _, l := range strings.Split(p.Logs(), "\n") {
+				if strings.Contains(l, id) && len(lines) < 200 {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("replica %s, process %d: %d lines of run %s:\n%s", r.name, i+1, len(lines), id, strings.Join(lines, "\n"))
+		}
+	}
 }

@@ -479,6 +479,7 @@ func TestServeChaos(t *testing.T) {
 		ends, slowest)
 	if ends.p99 > maxEndToThreadP99 {
 		t.Errorf("run end → thread p99 %v, want ≤ %v (issue 22): threads say their run ended too late (slowest: run %s)", ends.p99, maxEndToThreadP99, slowest)
+		logRunLines(t, e.replicas, slowest)
 	}
 	if killsPer["replica"] == 0 {
 		t.Error("no replica was killed: the schedule proves nothing")
