@@ -114,3 +114,44 @@ func TestRetryBackoff(t *testing.T) {
 		t.Errorf("the first 8 retries wait %v in all, want 32s", total)
 	}
 }
+
+// TestSweepGivesAThreadOneJobPerLease: a thread whose deliverer died gets one
+// new delivery job, however many sweeps run on however many replicas, until
+// that job has had a lease to deliver; then one more.
+func TestSweepGivesAThreadOneJobPerLease(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		ctx := context.Background()
+		// Not started: the sweeps are run by hand, no job is worked.
+		a := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(newFarSide()))
+		b := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(newFarSide()))
+		id := acceptOne(t, a, firing("fp-sweep", time.Now().UTC())).RunID
+		for _, q := range []string{
+			`INSERT INTO autocapture_threads (run_id, sink, pump_owner, pump_until) VALUES ($1, 'default', 'job/dead', 0)`,
+			`INSERT INTO autocapture_outbox (run_id, sink, seq, op, op_key, created_at) VALUES ($1, 'default', 1, 'open', 'open', 0)`,
+		} {
+			if _, err := a.db.ExecContext(ctx, q, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sweep := func() (n int) {
+			for _, s := range []*Service{a, b, a, b} {
+				got, err := s.sweepOutbox(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += got
+			}
+			return n
+		}
+		if n := sweep(); n != 1 {
+			t.Fatalf("4 sweeps on 2 replicas gave the dead deliverer's thread %d jobs, want 1", n)
+		}
+		// The job never delivered (its replica died too): the lease it had lapses.
+		if _, err := a.db.ExecContext(ctx, `UPDATE autocapture_threads SET pump_until = 0 WHERE run_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		if n := sweep(); n != 1 {
+			t.Fatalf("after that job's lease lapsed, 4 sweeps gave %d jobs, want 1", n)
+		}
+	})
+}
