@@ -43,6 +43,15 @@ func (h *hangingReply) counts() (held, ended int) {
 	return h.held, h.ended
 }
 
+// kill makes s behave as a process killed by SIGKILL: as abandon, and its
+// River client too can write nothing more (abandon stops River, which records
+// the delivery job's end: another replica would run the same job again, with
+// the same owner id, and take the thread back before its lease lapsed).
+func (s *Service) kill() {
+	_ = rawDB(s).Close()
+	s.abandon()
+}
+
 // TestThreadMovesWithinLeaseWhenItsDelivererDies: a deliverer holds a
 // thread while one reply hangs far longer than runs.lease_timeout (as one
 // waiting for a busy channel's pace does); the heartbeat keeps its lease, so
@@ -71,9 +80,11 @@ func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
 		}
 
 		died := time.Now()
-		first.abandon() // dies mid-call, its lease held
+		first.kill() // dies mid-call, its lease held, its River job left running
 		f.waitFor(t, id, keyFinished)
-		took := time.Since(died)
+		f.mu.Lock()
+		took := f.at[keyFinished][0].Sub(died) // when it arrived, not when kill's wait for River let us look
+		f.mu.Unlock()
 		// The lease lapses at most lease_timeout after the death (renewed on
 		// the heartbeat before it), a reaper tick (heartbeat_interval) gives
 		// the thread a job; River's fetch (every heartbeat_interval here) and
