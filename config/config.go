@@ -115,7 +115,8 @@ type Runs struct {
 	// Replica is this process's stable name: with storage.backend s3, the
 	// artifacts it spools while the bucket is down wait in its own folder
 	// (storage.path/spool) and are uploaded from its own queue
-	// (autocapture_upload_<replica>). Empty: the hostname, sanitized.
+	// (autocapture_upload_<replica>); it starts the lease owner id, and a
+	// resumed run's thread names replicas by it. Empty: the hostname, sanitized.
 	Replica string `yaml:"replica" json:"replica"`
 }
 

@@ -36,7 +36,7 @@ func (c *Console) Open(_ context.Context, run RunInfo) (Thread, error) {
 		fmt.Fprintf(&b, "   playbooks: %s\n", strings.Join(run.Playbooks, ", "))
 	}
 	if run.Resumed > 0 {
-		fmt.Fprintf(&b, "   resumed:   %d time(s) after an interruption\n", run.Resumed)
+		fmt.Fprintf(&b, "   resumed:   %d× after an interruption\n", run.Resumed)
 	}
 	if run.Group != nil {
 		groupBlock(&b, run.ID, *run.Group)
@@ -58,7 +58,11 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		c.print(b.String())
 		return nil
 	}
-	fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
+	if r.Notice != "" { // about the run, not a step
+		fmt.Fprintf(&b, "── run %s · %s\n", t.TS, r.Notice)
+	} else {
+		fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
+	}
 	if r.Summary != "" {
 		fmt.Fprintf(&b, "   %s\n", r.Summary)
 	}

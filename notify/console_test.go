@@ -17,8 +17,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestConsoleThread renders one run's whole thread: opened (resumed), a step
-// that succeeded with a link, one that failed, and the close with a verdict and
-// resolution. The golden file is what an operator reads on stdout.
+// that succeeded with a link, one that failed, the run's resume (a notice, not
+// a step), late uploads landing, and the close with a verdict and resolution.
+// The golden file is what an operator reads on stdout.
 func TestConsoleThread(t *testing.T) {
 	var out bytes.Buffer
 	c := NewConsole(&out)
@@ -39,6 +40,11 @@ func TestConsoleThread(t *testing.T) {
 			Reason: "refused", Error: "jaeger http://127.0.0.1:16686: connection refused"},
 		{StepID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "succeeded", Duration: 5 * time.Second,
 			Summary: "scrape of 10.0.0.7:8000 over 5s", Links: []Link{{Name: "scrape.txt", Pending: true}}},
+		{StepID: "run", Kind: "run", Status: "running", Key: "run/resumed/2",
+			Notice: "resumed by replica r1 after r0 stopped (kill or crash) — 2nd resume"},
+		{StepID: "uploads", Kind: "run", Status: "succeeded", Key: "uploads/done/1",
+			Notice: "late uploads done: 1 artifact kept in the local spool while the artifact store was unavailable is now in the store",
+			Links:  []Link{{Name: "scrape.txt", URL: "https://bucket.s3.example/r1/scrape.txt?X-Amz-Expires=3600", Valid: time.Hour}}},
 	}
 	for _, r := range steps {
 		if err := c.Reply(ctx, th, r); err != nil {

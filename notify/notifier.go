@@ -83,6 +83,11 @@ type StepReport struct {
 	// Member, when set, makes this a group member's compact reply (its
 	// outcome and steps in one message); RunID is the member's.
 	Member *MemberReport
+	// Notice, when set, makes this a note about the run itself, not a step's
+	// report ("resumed by replica r1 after r0 stopped (kill or crash) — 2nd
+	// resume", late uploads landing): the line the reply leads with, then
+	// Summary and Links; no step, kind, tier, status or duration is shown.
+	Notice string
 }
 
 // File is an artifact attached to a reply.

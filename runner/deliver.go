@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,11 +19,9 @@ import (
 // queueNotify is the River queue thread operations are delivered from.
 const queueNotify = "autocapture_notify"
 
+// A deliverer holds its thread under the run lease (runs.lease_timeout,
+// renewed on the heartbeat): deliver_lease.go.
 const (
-	// defaultPumpLease is how long a deliverer holds a thread without
-	// renewing: a deliverer that died is replaced this long after its last
-	// operation began (Service.pumpLease; tests shorten it).
-	defaultPumpLease = 60 * time.Second
 	// opTimeout bounds one call to a notifier.
 	opTimeout = 30 * time.Second
 	// pumpBatch is how many operations one delivery job sends before it
@@ -109,8 +108,14 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 		// fetches and snoozes (writes on SQLite) slowed deliveries ~3x.
 		return nil
 	}
+	// The heartbeat renews the lease while this job delivers; losing it
+	// stops the job (deliver_lease.go).
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	h := s.hold(a, owner, stop)
 	keep := false
 	defer func() {
+		s.unhold(h)
 		if !keep {
 			s.releasePump(a, owner)
 		}
@@ -142,6 +147,14 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
 				continue
 			}
+			if lost := context.Cause(ctx); errors.Is(err, errThreadLeaseLost) || errors.Is(lost, errThreadLeaseLost) {
+				// Another deliverer has the thread (or will, the lease
+				// lapsing): the operation, counted as attempted, is its to
+				// send as uncertain.
+				s.log.Info("A deliverer stopped: its thread's lease is lost.", zap.String("run", a.RunID),
+					zap.String("sink", a.Sink), zap.String("op", o.key), zap.NamedError("cause", cmp.Or(lost, err)))
+				return nil
+			}
 			// Wait with the thread held, so neither this job nor the
 			// sweeper's hammer a notifier that is down or limits us; a
 			// deliverer that dies meanwhile is replaced when the hold ends.
@@ -162,51 +175,33 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 					zap.Duration("retry_in", wait), zap.Error(err))
 			}
 			keep = true
-			s.holdPump(a, owner, wait+s.pumpLease)
+			s.holdPump(a, owner, wait+s.cfg.LeaseTimeout)
 			return river.JobSnooze(wait)
 		}
 	}
 }
 
+// riverSchedulerInterval is River's job scheduler interval
+// (maintenance.JobSchedulerIntervalDefault): a job snoozed for longer waits
+// in state scheduled until the elected leader's scheduler makes it
+// available, up to this much later, and longer while leadership moves after
+// the leader died; a shorter snooze is available to any replica when due.
+const riverSchedulerInterval = 5 * time.Second
+
 // retryBackoff is the wait before attempt n+1 of an operation that failed n
-// times: 1 s, 2 s, 4 s … capped at 5 minutes.
+// times: 1 s, 2 s, 4 s, then 5 s until it has waited about half a minute (8
+// failures), then doubling to at most 5 minutes. The first waits stay within
+// riverSchedulerInterval: doubling past it (8 s, then the scheduler's pass)
+// turned a Slack outage of a few seconds into a thread 20 s late in the chaos
+// test. A notifier down for longer is still tried ever more rarely.
 func retryBackoff(n int) time.Duration {
-	return min(time.Second<<min(max(n-1, 0), 9), 5*time.Minute)
-}
-
-// takePump takes the thread's delivery lease for owner, on the database's
-// clock; false when another live deliverer holds it (or the thread is gone).
-func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = $1,
-		pump_until = {now} + $2 WHERE run_id = $3 AND sink = $4
-		AND (pump_owner IS NULL OR pump_owner = $1 OR pump_until < {now})`),
-		owner, s.pumpLease.Milliseconds(), a.RunID, a.Sink)
-	if err != nil {
-		return false, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
+	switch {
+	case n <= 3:
+		return time.Second << max(n-1, 0)
+	case n <= 8:
+		return riverSchedulerInterval
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
-// holdPump extends owner's lease by d (a snooze for a rate limit).
-func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), d.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
-		s.log.Warn("Could not hold a thread for its rate limit.", zap.String("run", a.RunID), zap.Error(err))
-	}
-}
-
-// releasePump gives the thread back; a new operation's job takes it at once.
-func (s *Service) releasePump(a notifyArgs, owner string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_threads SET pump_owner = NULL, pump_until = NULL
-		WHERE run_id = $1 AND sink = $2 AND pump_owner = $3`, a.RunID, a.Sink, owner); err != nil {
-		s.log.Warn("Could not release a thread; another deliverer takes it when its lease ends.",
-			zap.String("run", a.RunID), zap.Error(err))
-	}
+	return min(riverSchedulerInterval<<min(n-8, 7), 5*time.Minute)
 }
 
 // pendingOps reads the next undelivered operations of the thread: in order,
@@ -319,60 +314,34 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 	}
 }
 
-// deliver sends one operation. The attempt is counted (and the lease renewed)
-// BEFORE the call: a kill -9 during the call leaves the operation pending with
-// its attempt counted, so the next deliverer passes Retry and the notifier
-// looks for what this one may have posted. After the call, the delivery mark
-// and (for the parent) the thread's address commit together: a kill -9 before
-// that commit is the same uncertain case.
+// deliver sends one operation. What it says is read first, from the run's
+// state now: an operation that cannot say it yet (a resume's reply before a
+// replica claimed the run) waits without counting an attempt. The attempt is
+// counted (and the lease renewed, which proves this deliverer still holds
+// the thread) BEFORE the call: a kill -9 during the call leaves the
+// operation pending with its attempt counted, so the next deliverer passes
+// Retry and the notifier looks for what this one may have posted. After the
+// call, the delivery mark and (for the parent) the thread's address commit
+// together: a kill -9 before that commit is the same uncertain case.
 //
 // thread is the thread's address, set here when the parent is delivered.
 func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
+	send, err := s.prepare(ctx, n, a, o, *thread)
+	if err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET attempts = attempts + 1
 		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("count attempt: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), s.pumpLease.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
-		return fmt.Errorf("renew lease: %w", err)
+	if err := s.renewPump(ctx, a, owner); err != nil {
+		return err
 	}
-	retry := o.attempts > 0
 	cctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var opened *notify.Thread
-	switch o.kind {
-	case opOpen:
-		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
-		if err != nil {
-			return err
-		}
-		t, err := n.Open(cctx, info)
-		if err != nil {
-			return s.noteFailure(a, o, err)
-		}
-		opened = &t
-	case opReply:
-		rep, err := s.replyFor(ctx, a.RunID, o, retry)
-		if err != nil {
-			return err
-		}
-		if err := n.Reply(cctx, *thread, rep); err != nil {
-			return s.noteFailure(a, o, err)
-		}
-	case opUpdate:
-		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
-		if err != nil {
-			return err
-		}
-		if err := n.Close(cctx, *thread, sum); err != nil {
-			return s.noteFailure(a, o, err)
-		}
-	case opGroupUpdate, opMemberReply: // group_deliver.go
-		if err := s.deliverGroupOp(ctx, cctx, n, a, o, retry, *thread); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("unknown thread operation %q", o.kind)
+	opened, err := send(cctx)
+	if err != nil {
+		return s.noteFailure(a, o, err)
 	}
 	if err := s.markDelivered(ctx, a, o, opened); err != nil {
 		return err
@@ -381,6 +350,42 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		*thread = *opened
 	}
 	return nil
+}
+
+// sendFunc makes one call to a notifier; it returns the thread's address
+// when the call opened the thread.
+type sendFunc func(ctx context.Context) (*notify.Thread, error)
+
+// prepare reads what o says now and returns the call that sends it to n.
+func (s *Service) prepare(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, thread notify.Thread) (sendFunc, error) {
+	retry := o.attempts > 0
+	switch o.kind {
+	case opOpen:
+		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) {
+			t, err := n.Open(cctx, info)
+			return &t, err
+		}, nil
+	case opReply:
+		rep, err := s.replyFor(ctx, a.RunID, o, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, thread, rep) }, nil
+	case opUpdate:
+		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
+		if err != nil {
+			return nil, err
+		}
+		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, thread, sum) }, nil
+	case opGroupUpdate, opMemberReply: // group_deliver.go
+		return s.prepareGroupOp(ctx, n, a, o, retry, thread)
+	default:
+		return nil, fmt.Errorf("unknown thread operation %q", o.kind)
+	}
 }
 
 // noteFailure records why an operation failed (for the API and the log) and

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 			on = owner.String
 		}
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
-			Summary: resumedSummary(times, from, on)}, nil
+			Notice: resumedNotice(times, from, on)}, nil
 	}
 	if strings.HasPrefix(o.ref, verdictRefPrefix) {
 		return s.changeReply(ctx, runID, o, retry)
@@ -132,19 +133,53 @@ type errNotYet struct{ wait time.Duration }
 
 func (e errNotYet) Error() string { return "not ready yet" }
 
-// resumedSummary is what a resume's reply says: where the run goes on, and
-// whether that is another replica than the one that held it.
-func resumedSummary(times int, from, on string) string {
-	switch {
-	case on == "" && from != "": // delivered before another replica claimed it, or after it finished
-		return fmt.Sprintf("resumed after %s stopped holding it (%d time(s)); a live replica goes on", from, times)
-	case on == "": // recorded before replicas were named
-		return fmt.Sprintf("resumed after an interruption (%d time(s))", times)
-	case from == "":
-		return fmt.Sprintf("resumed on replica %s after an interruption (%d time(s))", on, times)
-	case from == on:
-		return fmt.Sprintf("resumed on the same replica, %s, after an interruption (%d time(s))", on, times)
-	default:
-		return fmt.Sprintf("resumed on another replica, %s, after %s stopped holding it (%d time(s))", on, from, times)
+// resumedNotice is what a resume's reply says, as the on-call reads it:
+// which replica goes on, after what, and which resume this is ("resumed by
+// replica r1 after r0 stopped (kill or crash) — 2nd resume"). from and on
+// are lease owners (Service.id); "another replica" is decided by their
+// replica names (runs.replica), not by the process: a replica that
+// restarted is the same replica.
+func resumedNotice(n int, from, on string) string {
+	nth := ""
+	if n > 0 {
+		nth = " — " + ordinal(n) + " resume"
 	}
+	was, now := replicaOf(from), replicaOf(on)
+	switch {
+	case from == "" && on == "": // recorded before replicas were named
+		return "resumed after an interruption" + nth
+	case on == "": // delivered before a replica claimed it (none within a lease), or after it finished
+		return fmt.Sprintf("resumed after %s stopped (kill or crash); a live replica goes on", was) + nth
+	case from == "": // its job was lost before it claimed the run
+		return fmt.Sprintf("resumed by replica %s after an interruption", now) + nth
+	case from == on: // this very process let its lease lapse, then took the run back
+		return fmt.Sprintf("resumed by replica %s after it lost the run's lease (a stall or a store error)", now) + nth
+	case was == now:
+		return fmt.Sprintf("resumed by replica %s after it restarted (kill or crash)", now) + nth
+	default:
+		return fmt.Sprintf("resumed by replica %s after %s stopped (kill or crash)", now, was) + nth
+	}
+}
+
+// replicaOf is the replica name a lease owner id starts with
+// ("r1/4242/1a2b3c4d": r1; an owner of a version that named the host
+// there: the host).
+func replicaOf(owner string) string {
+	name, _, _ := strings.Cut(owner, "/")
+	return name
+}
+
+// ordinal writes n as 1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(n) + suffix
 }

@@ -100,30 +100,24 @@ func (s *Service) memberReport(ctx context.Context, runID, key string, retry boo
 		Retry: retry, Duration: mr.Duration, Summary: strings.Join(line, " · "), Member: mr}, nil
 }
 
-// deliverGroupOp sends a group operation of the lead's thread: an edit of the
-// group's parent, or a member's compact reply.
-func (s *Service) deliverGroupOp(ctx, cctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, retry bool, t notify.Thread) error {
+// prepareGroupOp reads a group operation of the lead's thread (an edit of
+// the group's parent, or a member's compact reply) and returns its call.
+func (s *Service) prepareGroupOp(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, retry bool, t notify.Thread) (sendFunc, error) {
 	if o.kind == opMemberReply {
 		rep, err := s.memberReport(ctx, o.ref, o.key, retry)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := n.Reply(cctx, t, rep); err != nil {
-			return s.noteFailure(a, o, err)
-		}
-		return nil
+		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, t, rep) }, nil
 	}
 	sum, err := s.summaryFor(ctx, a.RunID, notify.KeyGroupUpdate, retry)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if sum.Group == nil {
-		return nil // a fleet of its lead alone shows nothing new
+	if sum.Group == nil { // a fleet of its lead alone shows nothing new
+		return func(context.Context) (*notify.Thread, error) { return nil, nil }, nil
 	}
-	if err := n.Close(cctx, t, sum); err != nil {
-		return s.noteFailure(a, o, err)
-	}
-	return nil
+	return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, t, sum) }, nil
 }
 
 // coalesced says whether the pending edit at ops[0] can be left to a later

@@ -276,11 +276,7 @@ func TestGroupThreadSurvivesItsDelivererDying(t *testing.T) {
 		}
 		hold := make(chan struct{})
 		dying := &memberGate{Notifier: n, gate: hold, took: make(chan struct{})}
-		first := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(dying), withStorm(2, 0))
-		first.pumpLease = time.Second
-		if err := first.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		first := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(dying), withStorm(2, 0))
 		var alerts []template.Alert
 		for i := range 3 {
 			alerts = append(alerts, fleetAlert(fmt.Sprintf("die%d", i), "m", i, time.Now().UTC()))
@@ -294,11 +290,7 @@ func TestGroupThreadSurvivesItsDelivererDying(t *testing.T) {
 			t.Fatal("no member reply was delivered")
 		}
 		first.abandon() // dies mid-call, lease held, the reply in Slack
-		second := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(n), withStorm(2, 0))
-		second.pumpLease = time.Second
-		if err := second.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(n), withStorm(2, 0))
 		ms := waitStub(t, time.Minute, "three member replies", stub, func(ms []slackstub.Message) bool {
 			return len(ms) == 1 && countPrefix(keysOf(ms[0]), "member/") == 3
 		})

@@ -113,7 +113,9 @@ func (s *Service) watch(h *handle) {
 	})
 }
 
-// renewer renews this process's leases every heartbeat_interval until ctx ends.
+// renewer renews this process's leases every heartbeat_interval until ctx
+// ends: its runs', and beside them its deliverers' threads' (one more
+// statement).
 func (s *Service) renewer(ctx context.Context) {
 	defer s.renewDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -124,6 +126,7 @@ func (s *Service) renewer(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.renewPumpsBeside(ctx) // the threads this process delivers (deliver_lease.go)
 		s.mu.Lock()
 		hs := make([]*handle, 0, len(s.active))
 		for _, h := range s.active {

@@ -376,20 +376,12 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 		}
 		hold := make(chan struct{})
 		blocked := &gatedNotifier{farSide: f, block: keyOpen, gate: hold}
-		first := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(blocked))
-		first.pumpLease = time.Second
-		if err := first.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		first := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(blocked))
 		id := acceptOne(t, first, firing("fp", time.Now().UTC())).RunID
 		waitRun(t, first, id, "finished", isFinished)
 		blocked.waitBlocked(t)
 		first.abandon() // dies mid-call, lease held
-		second := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
-		second.pumpLease = time.Second
-		if err := second.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		f.waitFor(t, id, keyFinished)
 		close(hold)
 		time.Sleep(200 * time.Millisecond)
@@ -511,9 +503,10 @@ func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
 	})
 }
 
-// TestResumedReplySaysWhere: a resume's reply names the replica that goes on,
-// and says whether it is another one than the replica that held the run; a
-// ref recorded before replicas were named still reads.
+// TestResumedReplySaysWhere: a resume's reply says, as an on-call reads it,
+// which replica goes on, after what, and which resume it is; "another
+// replica" is decided by the replicas' names, not their processes; a ref
+// recorded before replicas were named still reads.
 func TestResumedReplySaysWhere(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -521,15 +514,19 @@ func TestResumedReplySaysWhere(t *testing.T) {
 		want     string
 		wantTime int
 	}{
-		{"another replica", resumedRef(2, "pod-a/7/1a2b3c4d", "pod-b/9/5e6f7a8b"),
-			"resumed on another replica, pod-b/9/5e6f7a8b, after pod-a/7/1a2b3c4d stopped holding it (2 time(s))", 2},
-		{"same replica", resumedRef(1, "pod-a/7/1a2b3c4d", "pod-a/7/1a2b3c4d"),
-			"resumed on the same replica, pod-a/7/1a2b3c4d, after an interruption (1 time(s))", 1},
-		{"lost job", resumedRef(1, "", "pod-b/9/5e6f7a8b"),
-			"resumed on replica pod-b/9/5e6f7a8b after an interruption (1 time(s))", 1},
-		{"older ref", "resumed:3", "resumed after an interruption (3 time(s))", 3},
-		{"no replica took it within a lease", resumedRef(1, "pod-a/7/1a2b3c4d", ""),
-			"resumed after pod-a/7/1a2b3c4d stopped holding it (1 time(s)); a live replica goes on", 1},
+		{"another replica", resumedRef(2, "r0/7/1a2b3c4d", "r1/9/5e6f7a8b"),
+			"resumed by replica r1 after r0 stopped (kill or crash) — 2nd resume", 2},
+		{"the same replica, restarted", resumedRef(1, "r0/7/1a2b3c4d", "r0/8/5e6f7a8b"),
+			"resumed by replica r0 after it restarted (kill or crash) — 1st resume", 1},
+		{"the same process", resumedRef(3, "r0/7/1a2b3c4d", "r0/7/1a2b3c4d"),
+			"resumed by replica r0 after it lost the run's lease (a stall or a store error) — 3rd resume", 3},
+		{"lost job", resumedRef(4, "", "r1/9/5e6f7a8b"),
+			"resumed by replica r1 after an interruption — 4th resume", 4},
+		{"older ref", "resumed:11", "resumed after an interruption — 11th resume", 11},
+		{"no replica took it within a lease", resumedRef(21, "r0/7/1a2b3c4d", ""),
+			"resumed after r0 stopped (kill or crash); a live replica goes on — 21st resume", 21},
+		{"an owner named by its host", resumedRef(22, "vm/7/1a2b3c4d", "r1/9/5e6f7a8b"),
+			"resumed by replica r1 after vm stopped (kill or crash) — 22nd resume", 22},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -537,12 +534,22 @@ func TestResumedReplySaysWhere(t *testing.T) {
 			if !ok || n != tt.wantTime {
 				t.Fatalf("splitResumedRef(%q) = %d, %v; want %d, true", tt.ref, n, ok, tt.wantTime)
 			}
-			if got := resumedSummary(n, from, on); got != tt.want {
+			if got := resumedNotice(n, from, on); got != tt.want {
 				t.Errorf("reply %q, want %q", got, tt.want)
 			}
 		})
 	}
 	if _, _, _, ok := splitResumedRef(stepRef("pb", "s")); ok {
 		t.Error("a step's ref read as a resume's")
+	}
+}
+
+// TestOrdinal: the resume's number as a reader says it.
+func TestOrdinal(t *testing.T) {
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 10: "10th", 11: "11th", 12: "12th",
+		13: "13th", 21: "21st", 22: "22nd", 23: "23rd", 101: "101st", 111: "111th", 112: "112th"} {
+		if got := ordinal(n); got != want {
+			t.Errorf("ordinal(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

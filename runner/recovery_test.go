@@ -34,14 +34,14 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		started := make(chan string, 1)
 		n := &recNotifier{}
 		withNotifier := notifyTo(n)
-		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier)
+		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier, withReplica("r0"))
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start on the first process")
 		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
 
 		s1.abandon()
 		crashed := time.Now()
-		s2 := newService(t, db, threeTierPlanner(second, fakestep.OK(second, nil)), true, withNotifier)
+		s2 := newService(t, db, threeTierPlanner(second, fakestep.OK(second, nil)), true, withNotifier, withReplica("r1"))
 		r := waitRun(t, s2, id, "finished", isFinished)
 		t.Logf("recovery: crash to resumed run finished in %s (lease_timeout %s)", time.Since(crashed), fastRuns().LeaseTimeout)
 
@@ -62,11 +62,11 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 			t.Fatalf("thread opened %d times, want once across both processes", len(n.opens))
 		}
 		// The reply names the replica that goes on and the one that held it.
-		want := fmt.Sprintf("resumed on another replica, %s, after %s stopped holding it (1 time(s))", s2.id, s1.id)
+		want := "resumed by replica r1 after r0 stopped (kill or crash) — 1st resume"
 		var resumed []string
 		for _, rep := range n.replies {
-			if strings.Contains(rep.Summary, "resumed") {
-				resumed = append(resumed, rep.Summary)
+			if rep.Notice != "" {
+				resumed = append(resumed, rep.Notice)
 			}
 		}
 		if len(resumed) != 1 || resumed[0] != want || len(n.closes) != 1 {

@@ -166,6 +166,12 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 // that could only say "a live replica goes on". A run resumed by a reaper
 // that recorded no reply (an older version) gets it here; otherwise that
 // record is a no-op repeat (the key), whose job wakes the deliverer.
+//
+// A resume before the run's thread existed (its attempt interrupted before
+// the plans, and the thread's parent with them, were stored) recorded no
+// reply: the thread says each of them here, before this one, as the
+// parent's count does ("resumed after an interruption — 1st resume"); the
+// ones recorded already are no-op repeats.
 func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
@@ -182,7 +188,12 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		s.id, r.ID, key, "\x1f"); err != nil {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)}); err != nil {
+	ops := make([]op, 0, r.Resumed)
+	for n := 1; n < r.Resumed; n++ {
+		ops = append(ops, op{kind: opReply, key: resumedKey(n), ref: resumedRef(n, "", "")})
+	}
+	ops = append(ops, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)})
+	if err := s.recordOps(ctx, tx, r.ID, ops...); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()

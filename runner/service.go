@@ -93,13 +93,13 @@ type Service struct {
 	client  *river.Client[*sql.Tx]
 	startup *startup // the start's retries of PostgreSQL (dbwait.go)
 	log     *zap.Logger
-	id      string // this process's lease owner id
+	id      string // this process's lease owner id: runs.replica/pid/random (replicaOf)
 	m       *metrics
 	// sinks are the notifiers thread operations are delivered to, by name;
 	// sinkOrder their names sorted.
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
-	pumpLease time.Duration
+	pumps     pumpHolds      // threads this process's deliverers hold (deliver_lease.go)
 	signer    *links.Signer  // the artifact links' (openSigner)
 	up        *uploader      // late uploads; nil without a spool
 	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
@@ -149,11 +149,9 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
-		sinkOrder: slices.Sorted(maps.Keys(sinks)), pumpLease: defaultPumpLease,
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{},
-		pm: newProfileMetrics()}
+		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
+		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		db.Close()
 		return nil, err

@@ -139,6 +139,11 @@ func notifyTo(n notify.Notifier) svcOpt {
 	return func(o *Options) { o.Notifiers = map[string]notify.Notifier{"default": n} }
 }
 
+// withReplica names the Service's replica (runs.replica).
+func withReplica(name string) svcOpt {
+	return func(o *Options) { o.Config.Replica = name }
+}
+
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
 func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {

@@ -8,50 +8,84 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// sweepAfterMS is how old a pending thread operation must be before the
-// sweeper gives it a new delivery job: its own job normally delivers it in
-// well under a second.
+// sweepAfterMS is how old a pending thread operation of a free thread must
+// be before the sweeper gives it a new delivery job: its own job normally
+// delivers it in well under a second.
 const sweepAfterMS = 3000
 
 // sweepOutbox gives a new delivery job to every thread whose operations wait
-// with nobody delivering them: their job's deliverer died (its lease ran out),
+// with nobody delivering them: their job's deliverer died (its lease lapsed:
+// at once, so the thread moves within lease_timeout + heartbeat_interval),
 // River gave up on the job after its retries (a notifier down for long), or
 // the job found the thread held by a deliverer that finished before reading
-// the new operation. It runs on the reaper's tick on every replica; a
-// duplicate job finds the thread held, or nothing pending, and ends.
+// the new operation (a free thread, once an operation waited sweepAfterMS).
+// It runs on the reaper's tick on every replica.
+//
+// In the commit that enqueues the job it takes the thread from the lapsed
+// deliverer (no owner, so the new job takes it at once) for one lease: the
+// next tick, here or on another replica, leaves the thread to that job
+// unless it has not delivered within the lease. Every tick on every replica
+// used to enqueue one more job per waiting thread until one took it: under
+// load, with runs' threads all backing off through a Slack outage, that
+// multiplied the jobs the notify queue had to work through.
 func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 	if len(s.sinkOrder) == 0 {
 		return 0, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT DISTINCT o.run_id, o.sink FROM autocapture_outbox o
-		JOIN autocapture_threads t ON t.run_id = o.run_id AND t.sink = o.sink
-		WHERE o.delivered_at IS NULL AND o.created_at < {now} - $1
-		AND (t.pump_until IS NULL OR t.pump_until < {now}) LIMIT 100`), sweepAfterMS)
+	cands, err := s.waitingThreads(ctx)
+	if err != nil || len(cands) == 0 {
+		return 0, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("runner: outbox sweep: %w", err)
 	}
+	defer tx.Rollback()
 	var jobs []river.InsertManyParams
-	for rows.Next() {
-		var a notifyArgs
-		if err := rows.Scan(&a.RunID, &a.Sink); err != nil {
-			rows.Close()
+	for _, a := range cands {
+		res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = NULL, pump_until = {now} + $1
+			WHERE run_id = $2 AND sink = $3 AND (pump_until IS NULL OR pump_until < {now})`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink)
+		if err != nil {
 			return 0, fmt.Errorf("runner: outbox sweep: %w", err)
 		}
-		if _, ok := s.sinks[a.Sink]; ok {
+		if n, err := res.RowsAffected(); err == nil && n == 1 { // else taken since the read
 			jobs = append(jobs, river.InsertManyParams{Args: a})
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("runner: outbox sweep: %w", err)
 	}
 	if len(jobs) == 0 {
 		return 0, nil
 	}
-	if _, err := s.client.InsertMany(ctx, jobs); err != nil {
+	if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
 		return 0, fmt.Errorf("runner: outbox sweep: enqueue: %w", err)
 	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("runner: outbox sweep: %w", err)
+	}
 	return len(jobs), nil
+}
+
+// waitingThreads lists up to 100 threads (of a sink this process has) with
+// operations waiting and nobody delivering them (see sweepOutbox).
+func (s *Service) waitingThreads(ctx context.Context) ([]notifyArgs, error) {
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT DISTINCT o.run_id, o.sink FROM autocapture_outbox o
+		JOIN autocapture_threads t ON t.run_id = o.run_id AND t.sink = o.sink
+		WHERE o.delivered_at IS NULL
+		AND (t.pump_until < {now} OR (t.pump_until IS NULL AND o.created_at < {now} - $1)) LIMIT 100`), sweepAfterMS)
+	if err != nil {
+		return nil, fmt.Errorf("runner: outbox sweep: %w", err)
+	}
+	defer rows.Close()
+	var out []notifyArgs
+	for rows.Next() {
+		var a notifyArgs
+		if err := rows.Scan(&a.RunID, &a.Sink); err != nil {
+			return nil, fmt.Errorf("runner: outbox sweep: %w", err)
+		}
+		if _, ok := s.sinks[a.Sink]; ok {
+			out = append(out, a)
+		}
+	}
+	return out, rows.Err()
 }
 
 // manifestStuckAfter is how long a manifest job may be running before the

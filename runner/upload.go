@@ -403,8 +403,12 @@ func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, r
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: %w", o.key, err)
 	}
+	what := fmt.Sprintf("%d artifacts kept in the local spool while the artifact store was unavailable are", len(ups))
+	if len(ups) == 1 {
+		what = "1 artifact kept in the local spool while the artifact store was unavailable is"
+	}
 	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: StatusSucceeded, Key: o.key, Retry: retry,
-		Summary: fmt.Sprintf("uploaded: %d artifact(s) kept in the local spool while the artifact store was unavailable are now in the store", len(ups))}
+		Notice: "late uploads done: " + what + " now in the store"}
 	for _, u := range ups {
 		if u.State != "uploaded" || s.o.Env == nil || s.o.Env.Store == nil {
 			continue

@@ -123,7 +123,7 @@ func TestUploadAfterOutage(t *testing.T) {
 		}
 		rec.eventually(t, "uploaded", func() bool {
 			for _, rep := range rec.replies {
-				if rep.Key == "uploads/done/1" && strings.HasPrefix(rep.Summary, "uploaded: 1 artifact") && len(rep.Links) == 1 &&
+				if rep.Key == "uploads/done/1" && strings.HasPrefix(rep.Notice, "late uploads done: 1 artifact kept") && len(rep.Links) == 1 &&
 					strings.Contains(rep.Links[0].URL, "/outage/"+art.Key) {
 					return true
 				}

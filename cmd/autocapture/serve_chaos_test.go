@@ -473,6 +473,14 @@ func TestServeChaos(t *testing.T) {
 	t.Logf("chaos: %d replica processes exited on their own (started while PostgreSQL was down) and were started again; %d stops repeated (by a sweeper or a resumed attempt) after a stop whose answer was never recorded",
 		e.selfExits, dupStops)
 	t.Logf("chaos: replica death to its runs resuming: p50 %v, max %v over %d resumed runs", p50, pmax, measured)
+	endToThread, slowest := runEndToThread(t, all, threads)
+	ends := figuresOf(endToThread)
+	t.Logf("chaos: run end (finished_at) to the thread saying so (parent edited, close/finished posted): %v (slowest: run %s)",
+		ends, slowest)
+	if ends.p99 > maxEndToThreadP99 {
+		t.Errorf("run end → thread p99 %v, want ≤ %v (issue 22): threads say their run ended too late (slowest: run %s)", ends.p99, maxEndToThreadP99, slowest)
+		logRunLines(t, e.replicas, slowest)
+	}
 	if killsPer["replica"] == 0 {
 		t.Error("no replica was killed: the schedule proves nothing")
 	}

@@ -108,7 +108,8 @@ func waitThreads(t *testing.T, stub *slackstub.Server, n int, key string, timeou
 
 // checkThreads: one parent per run and no other; every step's reply and the
 // end once; a resumed run's thread says once that it resumed on another
-// replica, naming the killed one (from) and a live one.
+// replica, naming the killed one (from) and a live one by their replica
+// names (an owner id starts with runs.replica).
 func checkThreads(t *testing.T, stub *slackstub.Server, all []runs.Run, victim map[string]bool, from string, owners []string) {
 	t.Helper()
 	waitThreads(t, stub, len(all), "close/finished", 90*time.Second)
@@ -129,8 +130,10 @@ func checkThreads(t *testing.T, stub *slackstub.Server, all []runs.Run, victim m
 		checkOnce(t, keys, append(want, "run/resumed/1")...)
 		text := m.Replies[slices.Index(keys, "run/resumed/1")].Text
 		named := false
+		was, _, _ := strings.Cut(from, "/")
 		for _, o := range owners {
-			named = named || (o != from && strings.Contains(text, "resumed on another replica, "+o+", after "+from+" stopped holding it"))
+			now, _, _ := strings.Cut(o, "/")
+			named = named || (now != was && strings.Contains(text, "resumed by replica "+now+" after "+was+" stopped (kill or crash) — 1st resume"))
 		}
 		if !named {
 			t.Errorf("run %s: the resume's reply %q does not say it resumed on another replica than %s", r.ID, text, from)

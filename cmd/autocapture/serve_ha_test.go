@@ -76,10 +76,10 @@ func haPlaybook() string {
 // pace raised for 50 threads, fleet threads off (the alerts share one
 // instance by design: each must get its own thread), and runs.max_concurrent
 // (per replica) haMaxConcurrent.
-func haDaemon(pg string, stub *slackstub.Server) *daemonOpts {
+func haDaemon(pg string, stub *slackstub.Server, replica string) *daemonOpts {
 	return &daemonOpts{Token: "ha-proof", DatabaseURL: pg, Playbooks: haPlaybook(),
 		Notify: slackNotify(stub) + "    pace: {per_second: 100, burst: 100}\n  storm:\n    window: 0s\n",
-		Runs:   fmt.Sprintf("  max_concurrent: %d\n", haMaxConcurrent), LeaseTimeout: haLease}
+		Runs:   fmt.Sprintf("  max_concurrent: %d\n  replica: %s\n", haMaxConcurrent, replica), LeaseTimeout: haLease}
 }
 
 // TestServeHA: 50 distinct alerts posted to both Alertmanagers of an HA pair
@@ -90,8 +90,8 @@ func haDaemon(pg string, stub *slackstub.Server) *daemonOpts {
 //   - no capture twice: each run's first and last steps reached the sim once,
 //     each step recorded once;
 //   - the killed replica's runs resumed on another replica within the
-//     liveness window, once, and their threads say "resumed on another
-//     replica", naming both;
+//     liveness window, once, and their threads say "resumed by replica B
+//     after A stopped (kill or crash)", naming both by runs.replica;
 //   - every resolution reflected once in its thread.
 func TestServeHA(t *testing.T) {
 	pg := testenv.StartPostgres(t)
@@ -99,7 +99,7 @@ func TestServeHA(t *testing.T) {
 	sim := startProfSim(t, vllmsim.Options{Seed: 15})
 	ds := make([]*daemon, haReplicas)
 	for i := range ds {
-		ds[i] = startDaemon(t, haDaemon(pg, stub))
+		ds[i] = startDaemon(t, haDaemon(pg, stub, fmt.Sprintf("ha%d", i)))
 	}
 	owners := ownerIDs(t, ds)
 	t.Cleanup(func() { haWarnings(t, ds) })

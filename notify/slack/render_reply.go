@@ -216,6 +216,23 @@ func shown(status string, postSkipped bool) bool {
 	return postSkipped || status != "skipped"
 }
 
+// RenderNotice renders a note about the run itself (a resume, late uploads
+// landing): the notice as its one line, the summary under it, the links; no
+// step header.
+func RenderNotice(r notify.StepReport) Message {
+	body := ":information_source: " + esc(clip.Fold(r.Notice))
+	fallback := clip.Fold(r.Notice)
+	if r.Summary != "" {
+		body += "\n" + esc(r.Summary)
+		fallback += " — " + clip.Fold(r.Summary)
+	}
+	blocks := []slack.Block{section("notice", clip.Runes(body, maxSection))}
+	if linkText, _ := linkLine(r.Links); linkText != "" {
+		blocks = append(blocks, slack.NewContextBlock("links", mrkdwn(linkText)))
+	}
+	return Message{Text: clip.Runes(esc(fallback), maxFallback), Blocks: blocks}
+}
+
 // RenderVerdictChange renders the reply saying the refined verdict differs
 // from the preliminary one the parent showed first: one line, the change.
 func RenderVerdictChange(r notify.StepReport) Message {

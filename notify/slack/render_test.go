@@ -111,6 +111,11 @@ func TestRenderGolden(t *testing.T) {
 		{"reply-skipped", RenderReply(skipped)},
 		{"reply-cancelled", RenderReply(cancelled)},
 		{"reply-truncated", RenderReply(truncated)},
+		{"reply-resumed", RenderNotice(notify.StepReport{RunID: "r1", StepID: "run", Kind: "run", Status: "running",
+			Key: "run/resumed/2", Notice: "resumed by replica r1 after r0 stopped (kill or crash) — 2nd resume"})},
+		{"reply-uploads-done", RenderNotice(notify.StepReport{RunID: "r1", StepID: "uploads", Kind: "run", Status: "succeeded",
+			Key: "uploads/done/1", Notice: "late uploads done: 1 artifact kept in the local spool while the artifact store was unavailable is now in the store",
+			Links: []notify.Link{{Name: "prometheus.json", URL: "https://autocapture.example/artifacts/runs/r1/snapshot/prometheus.json"}}})},
 		{"close-finished", RenderCloseReply(finishedParent, finished)},
 		{"close-resolved", RenderCloseReply(resolvedParent, resolvedSum)},
 	}

@@ -29,6 +29,9 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 	if r.Member != nil { // a group member's one compact reply
 		msg = RenderMemberReply(*r.Member)
 	}
+	if r.Notice != "" { // about the run, not a step
+		msg = RenderNotice(r)
+	}
 	return n.post(ctx, t, r.RunID, r.Key, msg, r.Retry)
 }
 

@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A thread is delivered by one deliverer at a time: a lease on its
+// autocapture_threads row (pump_owner, pump_until on the database's clock).
+// The lease is the run's: runs.lease_timeout, renewed every
+// runs.heartbeat_interval by the same heartbeat loop that renews the runs
+// (renewer, lease.go), in one statement per process for all the threads its
+// deliverers hold. A deliverer whose process dies is therefore replaced
+// within lease_timeout + heartbeat_interval (the sweeper, on the reaper's
+// tick, gives the thread a new job once the lease lapsed: sweepOutbox), as
+// its runs are. It used to be a fixed 60 s renewed only when an operation
+// began (a reply waiting for the channel's pace could need that long), and a
+// thread whose deliverer died stayed silent for a minute after its run had
+// moved on.
+//
+// A deliverer that loses its lease (its renewal found another owner, or
+// could not be made within lease_timeout - heartbeat_interval) is stopped,
+// as a run is, so two deliverers never send one thread's operations at once.
+
+// errThreadLeaseLost stops a deliverer that no longer holds its thread.
+var errThreadLeaseLost = errors.New("lost the thread's delivery lease")
+
+// pumpHold is a thread a deliverer of this process holds.
+type pumpHold struct {
+	owner    string
+	a        notifyArgs
+	cancel   context.CancelCauseFunc
+	watchdog *time.Timer
+}
+
+// pumpHolds are the threads this process's deliverers hold, by owner (one
+// thread per delivery job). The zero value is empty and ready.
+type pumpHolds struct {
+	mu sync.Mutex
+	m  map[string]*pumpHold
+	// renewing: a renewal is under way (renewPumpsBeside).
+	renewing atomic.Bool
+}
+
+// hold registers the thread a's lease, just taken by owner, and arms its
+// watchdog; cancel stops the deliverer.
+func (s *Service) hold(a notifyArgs, owner string, cancel context.CancelCauseFunc) *pumpHold {
+	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
+	h := &pumpHold{owner: owner, a: a, cancel: cancel}
+	h.watchdog = time.AfterFunc(margin, func() {
+		s.log.Warn("Could not renew a thread's delivery lease in time; stopping its delivery.",
+			zap.String("run", a.RunID), zap.String("sink", a.Sink))
+		cancel(fmt.Errorf("%w: not renewed within %s", errThreadLeaseLost, margin))
+	})
+	p := &s.pumps
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]*pumpHold{}
+	}
+	p.m[owner] = h
+	return h
+}
+
+// unhold forgets h (its deliverer ended; the lease is released or held for
+// a snooze by then).
+func (s *Service) unhold(h *pumpHold) {
+	p := &s.pumps
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h.watchdog.Stop() // under the lock: a renewal re-arms only a current hold
+	if p.m[h.owner] == h {
+		delete(p.m, h.owner)
+	}
+}
+
+// list is every hold now.
+func (p *pumpHolds) list() []*pumpHold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*pumpHold, 0, len(p.m))
+	for _, h := range p.m {
+		out = append(out, h)
+	}
+	return out
+}
+
+// current says whether h is still held (its deliverer has not ended).
+func (p *pumpHolds) current(h *pumpHold) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[h.owner] == h
+}
+
+// rearm resets h's watchdog to d if h is still held (its deliverer has not
+// ended), and says whether it was.
+func (p *pumpHolds) rearm(h *pumpHold, d time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[h.owner] != h {
+		return false
+	}
+	h.watchdog.Reset(d)
+	return true
+}
+
+// renewPumpsBeside renews the threads' leases beside the runs' (renewer),
+// not after them: on a slow store, waiting for one more statement would
+// space the runs' renewals further apart and cost them their leases. One
+// renewal at a time; the renewer's end waits for it.
+func (s *Service) renewPumpsBeside(ctx context.Context) {
+	if len(s.pumps.list()) == 0 || !s.pumps.renewing.CompareAndSwap(false, true) {
+		return
+	}
+	s.renewDone.Add(1)
+	go func() {
+		defer s.renewDone.Done()
+		defer s.pumps.renewing.Store(false)
+		s.renewPumps(ctx)
+	}()
+}
+
+// renewPumps renews the leases of every thread this process's deliverers
+// hold, in one statement (at most notifyWorkers threads: one per delivery
+// job), and stops a deliverer whose lease another one took.
+func (s *Service) renewPumps(ctx context.Context) {
+	hs := s.pumps.list()
+	if len(hs) == 0 {
+		return
+	}
+	began := time.Now()
+	args := []any{s.cfg.LeaseTimeout.Milliseconds()}
+	runs, owners := make([]string, len(hs)), make([]string, len(hs))
+	for i, h := range hs {
+		args = append(args, h.a.RunID, h.owner)
+		runs[i], owners[i] = fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+	defer cancel()
+	// By the primary key's run_id; pump_owner names one thread (a job's).
+	renewed, err := s.renewedPumps(rctx, `UPDATE autocapture_threads SET pump_until = {now} + $1
+		WHERE run_id IN (`+strings.Join(runs, ", ")+`) AND pump_owner IN (`+strings.Join(owners, ", ")+`)
+		RETURNING pump_owner`, args)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("Could not renew the delivery leases of this process's threads.", zap.Int("threads", len(hs)), zap.Error(err))
+		}
+		return // each deliverer's watchdog decides when it is too late
+	}
+	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
+	for _, h := range hs {
+		if renewed[h.owner] {
+			s.pumps.rearm(h, margin-time.Since(began))
+			continue
+		}
+		if s.pumps.current(h) { // still delivering (not ended while the renewal ran): stop it
+			s.log.Warn("Lost a thread's delivery lease; stopping its delivery.", zap.String("run", h.a.RunID),
+				zap.String("sink", h.a.Sink))
+			h.cancel(fmt.Errorf("%w: another deliverer holds it", errThreadLeaseLost))
+		}
+	}
+}
+
+// renewedPumps runs the renewal and returns the owners whose rows it renewed.
+func (s *Service) renewedPumps(ctx context.Context, q string, args []any) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, s.dialect.sql(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var owner string
+		if err := rows.Scan(&owner); err != nil {
+			return nil, err
+		}
+		out[owner] = true
+	}
+	return out, rows.Err()
+}
+
+// takePump takes the thread's delivery lease for owner, on the database's
+// clock; false when another live deliverer holds it (or the thread is gone).
+func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = $1,
+		pump_until = {now} + $2 WHERE run_id = $3 AND sink = $4
+		AND (pump_owner IS NULL OR pump_owner = $1 OR pump_until < {now})`),
+		owner, s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink)
+	if err != nil {
+		return false, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// renewPump renews owner's lease before an operation is sent (which counts
+// as a renewal for its watchdog), and says errThreadLeaseLost when owner no
+// longer holds it.
+func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) error {
+	began := time.Now()
+	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
+		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink, owner)
+	if err != nil {
+		return fmt.Errorf("renew lease: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("renew lease: %w", errThreadLeaseLost)
+	}
+	p := &s.pumps
+	p.mu.Lock()
+	h := p.m[owner]
+	p.mu.Unlock()
+	if h != nil {
+		p.rearm(h, s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval-time.Since(began))
+	}
+	return nil
+}
+
+// holdPump extends owner's lease by d past now (a snooze for a rate limit or
+// a retry's backoff, the job ended): nobody renews it meanwhile.
+func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
+		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), d.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
+		s.log.Warn("Could not hold a thread for its rate limit.", zap.String("run", a.RunID), zap.Error(err))
+	}
+}
+
+// releasePump gives the thread back; a new operation's job takes it at once.
+func (s *Service) releasePump(a notifyArgs, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_threads SET pump_owner = NULL, pump_until = NULL
+		WHERE run_id = $1 AND sink = $2 AND pump_owner = $3`, a.RunID, a.Sink, owner); err != nil {
+		s.log.Warn("Could not release a thread; another deliverer takes it when its lease ends.",
+			zap.String("run", a.RunID), zap.Error(err))
+	}
+}
