@@ -161,10 +161,11 @@ func profileContentType(name string) string {
 // collect streams each file to storage under its own name, reading every
 // trace on the way (one pass: the bytes are teed into torchtrace.Analyze,
 // never read twice or held whole), and removes it from the source when asked.
-func (p *Profile) collect(ctx context.Context, in *Input, src profileSource, files []agent.File, win torchtrace.Window) []collected {
+// frame bounds the recording as measured here (see frameRun.bound).
+func (p *Profile) collect(ctx context.Context, in *Input, src profileSource, files []agent.File, frame time.Duration) []collected {
 	out := make([]collected, 0, len(files))
 	for _, f := range files {
-		c := p.collectOne(ctx, in, src, f, win)
+		c := p.collectOne(ctx, in, src, f, frame)
 		if c.Error != "" {
 			logger(in).Warn("A profile file could not be stored.", zap.String("file", f.Name), zap.String("error", c.Error))
 		}
@@ -173,7 +174,7 @@ func (p *Profile) collect(ctx context.Context, in *Input, src profileSource, fil
 	return out
 }
 
-func (p *Profile) collectOne(ctx context.Context, in *Input, src profileSource, f agent.File, win torchtrace.Window) (c collected) {
+func (p *Profile) collectOne(ctx context.Context, in *Input, src profileSource, f agent.File, frame time.Duration) (c collected) {
 	c.Name = f.Name
 	rc, err := src.Open(ctx, f.Name)
 	if err != nil {
@@ -188,7 +189,7 @@ func (p *Profile) collectOne(ctx context.Context, in *Input, src profileSource, 
 		sink := &analysisSink{w: pw}
 		analysed = make(chan analysis, 1)
 		go func() {
-			rep, err := torchtrace.Analyze(ctx, pr, torchtrace.Options{Frame: win.End.Sub(win.Start)})
+			rep, err := torchtrace.Analyze(ctx, pr, torchtrace.Options{Frame: frame})
 			// The analysis may stop before the end (not a trace): the rest
 			// of the file still goes to storage, the sink drops it.
 			pr.CloseWithError(errAnalysisDone)

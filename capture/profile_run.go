@@ -27,7 +27,19 @@ type frameRun struct {
 	// recovered says how a resumed attempt got an earlier attempt's frame
 	// back ("" for a frame of this attempt).
 	recovered string
-	stopTook  time.Duration
+	// startTook and stopTook are how long start_profile and stop_profile
+	// took to answer (0 where this attempt sent neither).
+	startTook, stopTook time.Duration
+}
+
+// bound is the longest the server can have recorded, on this daemon's clock:
+// the window (start answered → stop sent) plus both calls' round trips, for
+// the server's recording runs from the start's arrival to the stop's. The
+// trace's own frame (its profiler span) is clipped to it, never stretched:
+// only a recording that ran on past what the daemon asked for (a server
+// whose stop came late) is cut.
+func (fr *frameRun) bound() time.Duration {
+	return fr.window.End.Sub(fr.window.Start) + fr.startTook + fr.stopTook
 }
 
 // Run frames one profile of the target. The order is the safety: opt-out and
@@ -126,7 +138,9 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 		p.notStarted(ctx, in, fr, "cancelled before start_profile was sent")
 		return res, p.cutByContext(ctx, fr, 0)
 	}
+	sent := time.Now()
 	notSent, err := startProfile(ctx, fr.client, fr.target)
+	fr.startTook = time.Since(sent)
 	if errors.Is(err, errNotArmed) {
 		res.Findings["armed"] = false
 		res.Findings["how_to_arm"] = howToArm
@@ -202,7 +216,7 @@ func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, 
 		if !stable && len(found) > 0 {
 			res.Findings["unsettled"] = true
 		}
-		files = p.collect(cctx, in, fr.src, found, fr.window)
+		files = p.collect(cctx, in, fr.src, found, fr.bound())
 	} else {
 		res.Findings["collect"] = "none configured: the files stay in the server's profiler folder"
 	}
