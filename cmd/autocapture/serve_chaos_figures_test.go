@@ -61,7 +61,7 @@ func runEndToThread(t *testing.T, all []runs.Run, threads map[string][]slackstub
 
 // maxEndToThreadP99 is issue 22's bound on run end → the thread saying so,
 // with replicas killed and every dependency down once: a dead deliverer's
-// threads move within the run lease (2 s here) + a heartbeat; what is left is
+// threads move within the run lease (chaosLease, 4 s) + a heartbeat; what is left is
 // Slack's own outage and the retries' backoff after it.
 const maxEndToThreadP99 = 15 * time.Second
 

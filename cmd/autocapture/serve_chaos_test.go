@@ -51,6 +51,13 @@ const (
 	// chaosDrain bounds the wait, after the window, for every run to end
 	// and every thread, upload and manifest to settle.
 	chaosDrain = 90 * time.Second
+	// chaosLease is runs.lease_timeout (heartbeat 500 ms). With 2 s a loaded
+	// machine (a CPU hog beside go test -race -p 2) had renewals miss the
+	// 1.5 s watchdog on live replicas: runs were interrupted and resumed
+	// again and again ("after chaos1 stopped" with chaos1 alive, 5 resumes of
+	// one run) and 46 runs had not ended 90 s after the window. 4 s leaves
+	// the renewals 3.5 s: the test measures kills, not the margin.
+	chaosLease = 4 * time.Second
 	// chaosMaxRecording is what the sims hold a recording to: the frame
 	// (1 s) plus a dead owner's lease expiry, the sweeper's grace and an
 	// outage of PostgreSQL, with room on a loaded machine.
@@ -166,7 +173,7 @@ func startChaosEnv(t *testing.T) *chaosEnv {
 	for i := range chaosReplicas {
 		name := fmt.Sprintf("chaos%d", i)
 		r := &chaosReplica{name: name, o: &daemonOpts{Token: "chaos", DatabaseURL: dsn, Playbooks: chaosPlaybook(hold.URL),
-			Notify: notify, Storage: s3Storage(e.s3, "chaos", "gzip", secret),
+			Notify: notify, Storage: s3Storage(e.s3, "chaos", "gzip", secret), LeaseTimeout: chaosLease,
 			Runs:       fmt.Sprintf("  max_concurrent: 16\n  max_attempts: 10\n  replica: %s\n", name),
 			Profiling:  "  max_concurrent: 8\n  max_per_hour: 1000\n  sweep_interval: 1s\n  stop_timeout: 10s\n",
 			Prometheus: "  url: " + e.prom.URL + "\n  timeout: 3s\n",
