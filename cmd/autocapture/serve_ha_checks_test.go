@@ -128,7 +128,11 @@ func checkThreads(t *testing.T, stub *slackstub.Server, all []runs.Run, victim m
 			continue
 		}
 		checkOnce(t, keys, append(want, "run/resumed/1")...)
-		text := m.Replies[slices.Index(keys, "run/resumed/1")].Text
+		i := slices.Index(keys, "run/resumed/1")
+		if i < 0 {
+			continue // checkOnce said it is missing
+		}
+		text := m.Replies[i].Text
 		named := false
 		was, _, _ := strings.Cut(from, "/")
 		for _, o := range owners {
