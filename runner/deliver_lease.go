@@ -230,7 +230,8 @@ func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
 	defer cancel()
 	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
 		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), d.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
-		s.log.Warn("Could not hold a thread for its rate limit.", zap.String("run", a.RunID), zap.Error(err))
+		s.log.Warn("Could not hold a thread through its retry wait; another deliverer may take it when its lease ends.",
+			zap.String("run", a.RunID), zap.Error(err))
 	}
 }
 
