@@ -144,7 +144,10 @@ func TestStormOneThread(t *testing.T) {
 				t.Errorf("run %s has no reply", a.RunID)
 			}
 		}
-		waitStub(t, time.Minute, "the parent's table to show every verdict", stub, func(ms []slackstub.Message) bool {
+		// Liveness waits, not speed checks (the figures are logged): on
+		// SQLite in a full CI run the last member reply came 1–2 min after
+		// the webhook and the resolution's edit over a minute after that.
+		waitStub(t, 3*time.Minute, "the parent's table to show every verdict", stub, func(ms []slackstub.Message) bool {
 			return strings.Contains(ms[0].Text, "Alert storm: 200 alerts (VLLMHighTTFT): 200 overload")
 		})
 		var resolved []template.Alert
@@ -155,9 +158,11 @@ func TestStormOneThread(t *testing.T) {
 		if _, err := s.Accept(context.Background(), resolved); err != nil {
 			t.Fatal(err)
 		}
-		ms = waitStub(t, time.Minute, "the parent to say resolved", stub, func(ms []slackstub.Message) bool {
+		resolving := time.Now()
+		ms = waitStub(t, 3*time.Minute, "the parent to say resolved", stub, func(ms []slackstub.Message) bool {
 			return strings.HasSuffix(ms[0].Text, "— resolved")
 		})
+		t.Logf("200 resolutions: %s from the webhook to the parent saying resolved", time.Since(resolving).Round(time.Millisecond))
 		posts, updates, limited := 0, 0, 0
 		for _, c := range stub.Calls() {
 			switch {

@@ -40,9 +40,20 @@ NORACE='^(TestRealTraces|TestPublishedFigures|TestClassifyRealNames|TestEvidence
 mod=$(go list -m)
 slow="$mod/cmd/autocapture $mod/runner $mod/e2e $mod/capture $mod/deploy"
 pkgs="$slow $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$slow"))"
+# A failure's own lines are printed again at the end: CI keeps only the tail
+# of a long output, and a failed system test's component logs (Prometheus',
+# the replicas') fill it, hiding which test failed and why.
+out=$(mktemp)
+summarise() {
+  echo "== what failed (its lines from the output above; t+ schedule lines left out)"
+  grep -E -- '^\s*--- FAIL|^(FAIL|panic:)|^\s+[a-z_0-9]+_test\.go:[0-9]+: ' "$out" | grep -vE 't\+ *[0-9.]+s \(' | head -n 300
+  rm -f "$out"
+  exit 1
+}
 # shellcheck disable=SC2086 # word splitting of the package list is meant
-go test -race -count=1 -p 2 -timeout 25m -skip "$NORACE" "$@" $pkgs
-go test -count=1 -p 2 -timeout 10m -run "$NORACE" "$@" ./torchtrace ./capture
+go test -race -count=1 -p 2 -timeout 25m -skip "$NORACE" "$@" $pkgs 2>&1 | tee "$out" || summarise
+go test -count=1 -p 2 -timeout 10m -run "$NORACE" "$@" ./torchtrace ./capture 2>&1 | tee "$out" || summarise
+rm -f "$out"
 
 echo "== go fuzz (15s per target)"
 # Every Fuzz function of the repo, each for a bounded time. A crasher is written
