@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -108,4 +110,24 @@ func logRunLines(t *testing.T, replicas []*chaosReplica, id string) {
 			t.Logf("replica %s, process %d: %d lines of run %s:\n%s", r.name, i+1, len(lines), id, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// keepChaosLogs copies every replica process's whole log into the folder
+// AUTOCAPTURE_KEEP_LOGS names, when it is set, as <replica>-<n>.log: the
+// failure's own lines (logRunLines) name one run, and a thread's delay is
+// often another process's doing.
+func keepChaosLogs(t *testing.T, replicas []*chaosReplica) {
+	dir := os.Getenv("AUTOCAPTURE_KEEP_LOGS")
+	if dir == "" {
+		return
+	}
+	for _, r := range replicas {
+		for i, p := range r.procs {
+			dst := filepath.Join(dir, fmt.Sprintf("%s-%d.log", r.name, i+1))
+			if err := os.WriteFile(dst, []byte(p.Logs()), 0o644); err != nil {
+				t.Errorf("AUTOCAPTURE_KEEP_LOGS: %v", err)
+			}
+		}
+	}
+	t.Logf("replica logs kept in %s", dir)
 }

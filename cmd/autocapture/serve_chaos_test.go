@@ -39,6 +39,7 @@ import (
 // the run's manifest says, none pending.
 //
 // AUTOCAPTURE_CHAOS_SEED=<n> replays a schedule (the seed is logged).
+// AUTOCAPTURE_KEEP_LOGS=<folder> keeps every replica process's whole log there.
 
 const (
 	chaosAlerts   = 200
@@ -243,6 +244,7 @@ func TestServeChaos(t *testing.T) {
 	t.Logf("chaos seed %d (AUTOCAPTURE_CHAOS_SEED=%d replays this schedule)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	e := startChaosEnv(t)
+	t.Cleanup(func() { keepChaosLogs(t, e.replicas) })
 
 	// The schedule: each component down once for 2–5 s, replicas killed
 	// chaosKills times, each back 1–4 s later, all inside the window.
