@@ -53,6 +53,41 @@ func openDB(databaseURL, sqlitePath string) (*sql.DB, dialect, riverdriver.Drive
 	return db, dialectPostgres, riverdatabasesql.New(db), nil
 }
 
+// openBeat opens the heartbeat's own pool on the run store (see
+// Service.beat): a few connections the renewals of leases (runs, threads,
+// profiles) use and nothing else, so they never queue behind the work the
+// leases protect. On the main pool, in the chaos test (3 replicas, 200 runs,
+// 2 cores), renewals waited for one of its 20 connections, busy with steps'
+// writes, deliveries and River, past their timeout: 74 healthy runs on live
+// replicas were stopped by their watchdogs and resumed elsewhere, and their
+// threads' deliverers with them. On SQLite it is a second connection to the
+// file, which takes the write lock between the main connection's
+// transactions (busy_timeout), instead of waiting for that connection among
+// every goroutine that wants it.
+func openBeat(databaseURL, sqlitePath string) (*sql.DB, error) {
+	if databaseURL == "" {
+		db, err := sql.Open("sqlite", sqliteDSN(sqlitePath))
+		if err != nil {
+			return nil, fmt.Errorf("runner: open sqlite %s: %w", sqlitePath, err)
+		}
+		db.SetMaxOpenConns(1)
+		return db, nil
+	}
+	cfg, err := pgx.ParseConfig(databaseURL) // openDB parsed it already
+	if err != nil {
+		return nil, fmt.Errorf("runner: database url: %w", err)
+	}
+	if _, chosen := cfg.RuntimeParams["synchronous_commit"]; !chosen {
+		cfg.RuntimeParams["synchronous_commit"] = "on"
+	}
+	db := stdlib.OpenDB(*cfg)
+	// The renewer's runs and its threads renew side by side; a profile
+	// lease's renewal has its own timer.
+	db.SetMaxOpenConns(3)
+	db.SetMaxIdleConns(3)
+	return db, nil
+}
+
 // openSQLite opens the embedded store in WAL mode with synchronous=FULL: every
 // commit is fsynced before Accept answers 200, so accepted runs survive a power
 // loss, not only a crash of the process (NORMAL's guarantee). River's SQLite
@@ -66,14 +101,18 @@ func openSQLite(path string) (*sql.DB, dialect, riverdriver.Driver[*sql.Tx], err
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, "", nil, fmt.Errorf("runner: sqlite %s: %w", path, err)
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)" +
-		"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", sqliteDSN(path))
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("runner: open sqlite %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
 	return db, dialectSQLite, riversqlite.New(db), nil
+}
+
+// sqliteDSN is the embedded store's connection string (see openSQLite).
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(FULL)&_pragma=foreign_keys(ON)&_txlock=immediate"
 }
 
 func schemeOf(raw string) string {

@@ -170,7 +170,7 @@ func (s *Service) renewPumps(ctx context.Context) {
 
 // renewedPumps runs the renewal and returns the owners whose rows it renewed.
 func (s *Service) renewedPumps(ctx context.Context, q string, args []any) (map[string]bool, error) {
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(q), args...)
+	rows, err := s.beat.QueryContext(ctx, s.dialect.sql(q), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -159,7 +159,7 @@ func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 	var stopBy string
 	// A recording's lease never reaches past its deadline + stopGrace
 	// (see Recording): renewing cannot keep a recording alive past it.
-	err := l.s.db.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until =
+	err := l.s.beat.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until =
 		CASE WHEN state = $4 AND deadline IS NOT NULL AND deadline + $5 < {now} + $1 THEN deadline + $5 ELSE {now} + $1 END
 		WHERE target = $2 AND token = $3 RETURNING stop_requested_at, stop_requested_by`),
 		hold.Milliseconds(), l.target, l.token, capture.LeaseRecording, stopGrace.Milliseconds()).Scan(&stopAt, &stopBy)

@@ -21,7 +21,8 @@ import (
 )
 
 // TestHungRenewalStopsTheRun: when the lease cannot be renewed because the store
-// hangs (here: SQLite's one connection held by someone else), the run's steps are
+// hangs (here: SQLite's write lock held by a transaction that does not end, so
+// the heartbeat's own connection waits on busy_timeout), the run's steps are
 // interrupted before the lease can lapse, so no other process can take the run
 // over while this one still works on it.
 func TestHungRenewalStopsTheRun(t *testing.T) {
@@ -40,7 +41,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
 
-	conn, err := rawDB(s).Conn(context.Background()) // the heartbeat now waits for a connection
+	tx, err := rawDB(s).BeginTx(context.Background(), nil) // BEGIN IMMEDIATE: the heartbeat now waits for the lock
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 	case <-time.After(10 * s.cfg.LeaseTimeout):
 		t.Fatal("the run kept working although its lease could not be renewed")
 	}
-	conn.Close()
+	tx.Rollback()
 }
 
 // TestUnreadableRunFailsOnce: a run row that cannot be decoded fails with the

@@ -7,6 +7,7 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -86,9 +87,12 @@ type Options struct {
 
 // Service accepts alerts into runs and executes them.
 type Service struct {
-	o       Options
-	cfg     config.Runs
-	db      store // *sql.DB; tests wrap it (see store)
+	o   Options
+	cfg config.Runs
+	db  store // *sql.DB; tests wrap it (see store)
+	// beat is the heartbeat's own pool on the same database: lease renewals
+	// only (openBeat). Tests wrap it with db.
+	beat    store
 	dialect dialect
 	client  *river.Client[*sql.Tx]
 	startup *startup // the start's retries of PostgreSQL (dbwait.go)
@@ -149,22 +153,25 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Service{o: o, cfg: o.Config, db: db, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
+	beat, err := openBeat(o.DatabaseURL, o.SQLitePath)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
+	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
 		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
-		db.Close()
-		return nil, err
+		return nil, closeBoth(err)
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {
-		db.Close()
-		return nil, err
+		return nil, closeBoth(err)
 	}
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
-		db.Close()
-		return nil, err
+		return nil, closeBoth(err)
 	}
 	if s.up != nil {
 		o.Spool.OnSpool(s.spooled)
@@ -216,8 +223,9 @@ func (s *Service) Start(ctx context.Context) error {
 	s.stopRenew = stopRenew
 	s.renewDone.Add(1)
 	go s.renewer(renewCtx)
-	s.bgDone.Add(2)
+	s.bgDone.Add(3)
 	go s.reaper()
+	go s.outboxSweeper()
 	go s.profileSweeper()
 	if s.up != nil {
 		s.bgDone.Add(1)
@@ -273,7 +281,7 @@ func (s *Service) Close() error {
 		s.renewDone.Wait()
 	}
 	s.prof.closeStops()
-	return s.db.Close()
+	return errors.Join(s.db.Close(), s.beat.Close())
 }
 
 // Ping says whether the run store answers (for /-/ready).

@@ -158,7 +158,8 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 	if err != nil {
 		t.Fatalf("open runner: %v", err)
 	}
-	s.db = &cutStore{store: s.db}
+	cut := &cutStore{store: s.db}
+	s.db, s.beat = cut, &cutStore{store: s.beat, of: cut}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -182,11 +183,17 @@ type cutStore struct {
 	store
 	cut  atomic.Bool
 	hold func(ctx context.Context, query string, args []any)
+	// of is the Service's db seam when this one wraps its heartbeat pool:
+	// cut and hold are that one's, so a crashed process renews nothing.
+	of *cutStore
 }
 
 var errCut = errors.New("test: the process crashed, its store is cut off")
 
 func (c *cutStore) before(ctx context.Context, query string, args []any) error {
+	if c.of != nil {
+		return c.of.before(ctx, query, args)
+	}
 	if c.hold != nil {
 		c.hold(ctx, query, args)
 	}
