@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +31,24 @@ func (s *Service) reaper() {
 		} else if n > 0 {
 			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
 		}
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// outboxSweeper gives waiting thread operations and manifests whose writer
+// died a new job, every heartbeat_interval, on its own loop: behind the
+// reaper's, a tick that resumed a dead replica's runs (a transaction each,
+// seconds on a loaded database) held back the threads that replica was
+// delivering, and their runs' ends reached the thread seconds late.
+func (s *Service) outboxSweeper() {
+	defer s.bgDone.Done()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
 		if n, err := s.sweepOutbox(s.bg); err != nil && s.bg.Err() == nil {
 			s.log.Warn("Could not sweep the notification outbox.", zap.Error(err))
 		} else if n > 0 {
@@ -93,6 +112,8 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		// Each replica in its own order: they take different runs at once.
+		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 		for _, c := range cands {
 			won, err := s.resume(ctx, k, c)
 			if err != nil {
@@ -159,13 +180,17 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	// own record (recordResumed, then a no-op repeat), or a job lost before it
 	// claims the run, must not leave the counter ahead of the thread.
 	var resumed int
-	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
+	// A run another replica's reaper is taking (its row locked) is skipped,
+	// not waited for: every replica scans the same candidates, and waiting,
+	// they took a dead replica's runs one at a time behind each other's
+	// transactions (the chaos test under load: its 16 runs resumed over 12 s).
+	err = tx.QueryRowContext(ctx, s.dialect.sql(s.dialect.skipLocked(`UPDATE autocapture_runs SET generation = generation + 1,
 		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
-		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond+`
+		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond, "autocapture_runs")+`
 		RETURNING resumed`), append([]any{StatusQueued, id, gen, c.owner}, args...)...).Scan(&resumed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil // another process won, the owner renewed, or the job started it
+		return false, nil // another process won or is taking it, the owner renewed, or the job started it
 	case err != nil:
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
