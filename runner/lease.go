@@ -120,9 +120,11 @@ func (s *Service) watch(h *handle) {
 // renewal that had to open a connection (the pool busy with the steps'
 // writes) was cancelled mid-connect every tick, never got one, and healthy
 // runs on an idle machine lost their leases within 2 s and were resumed
-// (TestTwoReplicasOneThread: 5 of 15 runs; the chaos test: 186 of 200). A
-// renewal may outlast a tick: the loop waits for it, and the next tick
-// renews whatever it missed.
+// (TestTwoReplicasOneThread: 5 of 15 runs; the chaos test: 186 of 200).
+// Renewals now have connections of their own (Service.beat), but a fresh
+// one must still be opened after the database restarts. A renewal may
+// outlast a tick: the loop waits for it, and the next tick renews whatever
+// it missed.
 func (s *Service) renewTimeout() time.Duration {
 	return max(s.cfg.HeartbeatInterval, (s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)/3)
 }
