@@ -171,15 +171,28 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 	ids := strings.Join(marks, ", ")
 	renewed, err := s.renewRows(rctx, s.dialect.skipLocked(`UPDATE autocapture_runs SET lease_until = {now} + $1
 		WHERE owner = $2 AND id IN (`+ids+`)`, `autocapture_runs`)+` RETURNING id, cancel_requested_at, resolved_at`, args)
-	var busy map[string]bool
-	if err == nil && len(renewed) < len(hs) {
-		busy, err = s.stillOwned(rctx, hs, renewed)
-	}
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the leases of this process's runs.", zap.Int("runs", len(hs)), zap.Error(err))
 		}
 		return // each run's watchdog decides when it is too late
+	}
+	var busy map[string]bool
+	if len(renewed) < len(hs) && s.dialect == dialectPostgres { // SQLite skips nothing: not renewed is lost
+		if busy, err = s.stillOwned(rctx, hs, renewed); err != nil {
+			// Unknown whether the rest were skipped or lost: leave them to
+			// their watchdogs, and keep the renewals that were made.
+			if ctx.Err() == nil {
+				s.log.Warn("Could not read whether the runs whose leases were not renewed are still this process's.",
+					zap.Int("runs", len(hs)-len(renewed)), zap.Error(err))
+			}
+			busy = map[string]bool{}
+			for _, h := range hs {
+				if _, ok := renewed[h.id]; !ok {
+					busy[h.id] = true
+				}
+			}
+		}
 	}
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
 	for _, h := range hs {
