@@ -33,19 +33,9 @@ func openDB(databaseURL, sqlitePath string) (*sql.DB, dialect, riverdriver.Drive
 	if databaseURL == "" {
 		return openSQLite(sqlitePath)
 	}
-	u, err := url.Parse(databaseURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, "", nil, fmt.Errorf("runner: database url: want postgres://…, got a %q URL", schemeOf(databaseURL))
-	}
-	cfg, err := pgx.ParseConfig(databaseURL)
-	if err != nil { // pgx redacts the password in its errors
-		return nil, "", nil, fmt.Errorf("runner: database url: %w", err)
-	}
-	// Accept answers 200 only once runs and jobs are durable: commit
-	// synchronously even on a server (or database) whose default is off. A
-	// level named in the URL (?synchronous_commit=…) is the operator's choice.
-	if _, chosen := cfg.RuntimeParams["synchronous_commit"]; !chosen {
-		cfg.RuntimeParams["synchronous_commit"] = "on"
+	cfg, err := pgConfig(databaseURL)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(20)
@@ -53,17 +43,35 @@ func openDB(databaseURL, sqlitePath string) (*sql.DB, dialect, riverdriver.Drive
 	return db, dialectPostgres, riverdatabasesql.New(db), nil
 }
 
+// pgConfig parses a PostgreSQL URL into the connection settings both pools
+// (openDB's and openBeat's) use.
+func pgConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	u, err := url.Parse(databaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("runner: database url: want postgres://…, got a %q URL", schemeOf(databaseURL))
+	}
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil { // pgx redacts the password in its errors
+		return nil, fmt.Errorf("runner: database url: %w", err)
+	}
+	// Accept answers 200 only once runs and jobs are durable: commit
+	// synchronously even on a server (or database) whose default is off. A
+	// level named in the URL (?synchronous_commit=…) is the operator's choice.
+	if _, chosen := cfg.RuntimeParams["synchronous_commit"]; !chosen {
+		cfg.RuntimeParams["synchronous_commit"] = "on"
+	}
+	return cfg, nil
+}
+
 // openBeat opens the heartbeat's own pool on the run store (see
 // Service.beat): a few connections the renewals of leases (runs, threads,
-// profiles) use and nothing else, so they never queue behind the work the
-// leases protect. On the main pool, in the chaos test (3 replicas, 200 runs,
-// 2 cores), renewals waited for one of its 20 connections, busy with steps'
-// writes, deliveries and River, past their timeout: 74 healthy runs on live
-// replicas were stopped by their watchdogs and resumed elsewhere, and their
-// threads' deliverers with them. On SQLite it is a second connection to the
-// file, which takes the write lock between the main connection's
-// transactions (busy_timeout), instead of waiting for that connection among
-// every goroutine that wants it.
+// profiles) use and nothing else, so a pool exhausted by the steps' writes,
+// the deliveries and River never costs a live replica its leases
+// (TestRenewalsDoNotWaitForABusyPool: on the main pool, a run whose pool
+// was taken for three leases was stopped and resumed). On SQLite it is a
+// second connection to the file, which takes the write lock between the main
+// connection's transactions (busy_timeout), instead of waiting for that
+// connection among every goroutine that wants it.
 func openBeat(databaseURL, sqlitePath string) (*sql.DB, error) {
 	if databaseURL == "" {
 		db, err := sql.Open("sqlite", sqliteDSN(sqlitePath))
@@ -73,12 +81,9 @@ func openBeat(databaseURL, sqlitePath string) (*sql.DB, error) {
 		db.SetMaxOpenConns(1)
 		return db, nil
 	}
-	cfg, err := pgx.ParseConfig(databaseURL) // openDB parsed it already
+	cfg, err := pgConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("runner: database url: %w", err)
-	}
-	if _, chosen := cfg.RuntimeParams["synchronous_commit"]; !chosen {
-		cfg.RuntimeParams["synchronous_commit"] = "on"
+		return nil, err
 	}
 	db := stdlib.OpenDB(*cfg)
 	// The renewer's runs and its threads renew side by side; a profile

@@ -145,7 +145,7 @@ func (s *Service) renewPumps(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
 	// By the primary key's run_id; pump_owner names one thread (a job's).
-	renewed, err := s.renewedPumps(rctx, `UPDATE autocapture_threads SET pump_until = {now} + $1
+	renewed, err := s.beatIDs(rctx, `UPDATE autocapture_threads SET pump_until = {now} + $1
 		WHERE run_id IN (`+strings.Join(runs, ", ")+`) AND pump_owner IN (`+strings.Join(owners, ", ")+`)
 		RETURNING pump_owner`, args)
 	if err != nil {
@@ -166,24 +166,6 @@ func (s *Service) renewPumps(ctx context.Context) {
 			h.cancel(fmt.Errorf("%w: another deliverer holds it", errThreadLeaseLost))
 		}
 	}
-}
-
-// renewedPumps runs the renewal and returns the owners whose rows it renewed.
-func (s *Service) renewedPumps(ctx context.Context, q string, args []any) (map[string]bool, error) {
-	rows, err := s.beat.QueryContext(ctx, s.dialect.sql(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var owner string
-		if err := rows.Scan(&owner); err != nil {
-			return nil, err
-		}
-		out[owner] = true
-	}
-	return out, rows.Err()
 }
 
 // takePump takes the thread's delivery lease for owner, on the database's

@@ -169,8 +169,8 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
 	ids := strings.Join(marks, ", ")
-	renewed, err := s.renewRows(rctx, s.dialect.skipLocked(`UPDATE autocapture_runs SET lease_until = {now} + $1
-		WHERE owner = $2 AND id IN (`+ids+`)`, `autocapture_runs`)+` RETURNING id, cancel_requested_at, resolved_at`, args)
+	renewed, err := s.renewRows(rctx, `UPDATE autocapture_runs SET lease_until = {now} + $1
+		WHERE `+s.dialect.unlockedRuns(`owner = $2 AND id IN (`+ids+`)`)+` RETURNING id, cancel_requested_at, resolved_at`, args)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the leases of this process's runs.", zap.Int("runs", len(hs)), zap.Error(err))
@@ -226,7 +226,7 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 // stillOwned reads, without waiting for locks, which of hs that the
 // renewal did not renew this process still owns: their rows were locked (a
 // step being recorded, a delivery's sequence number), not taken. The
-// renewal skips locked rows (skipLocked) rather than wait for them: waiting,
+// renewal skips locked rows (unlockedRuns) rather than wait for them: waiting,
 // it held the rows it had renewed while it waited, the writes of those runs
 // queued behind it, and under load one renewal of 16 runs waited for the
 // slowest of 16 transactions past its timeout, every tick (the chaos test
@@ -241,8 +241,13 @@ func (s *Service) stillOwned(ctx context.Context, hs []*handle, renewed map[stri
 			marks = append(marks, fmt.Sprintf("$%d", len(args)))
 		}
 	}
-	rows, err := s.beat.QueryContext(ctx, `SELECT id FROM autocapture_runs WHERE owner = $1 AND id IN (`+
-		strings.Join(marks, ", ")+`)`, args...)
+	return s.beatIDs(ctx, `SELECT id FROM autocapture_runs WHERE owner = $1 AND id IN (`+strings.Join(marks, ", ")+`)`, args)
+}
+
+// beatIDs runs q (one text column) on the heartbeat's connections and
+// returns the values it read.
+func (s *Service) beatIDs(ctx context.Context, q string, args []any) (map[string]bool, error) {
+	rows, err := s.beat.QueryContext(ctx, s.dialect.sql(q), args...)
 	if err != nil {
 		return nil, err
 	}

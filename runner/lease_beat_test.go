@@ -21,13 +21,8 @@ import (
 // stopped and resumed elsewhere (the chaos test: 74 in one run).
 func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		c := fakestep.NewCounter()
-		started, release := make(chan string, 1), make(chan struct{})
-		s := newService(t, db, planner(func() playbooks.PlannedStep {
-			return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
-		}), true)
-		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
-		fakestep.WaitFor(t, started, "the step to start")
+		s, c, release, ids := heldRuns(t, db, "fp")
+		id := ids[0]
 
 		ctx := context.Background()
 		pool := rawDB(s)
@@ -88,15 +83,8 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 // holds its one write lock).
 func TestRenewalSkipsALockedRun(t *testing.T) {
 	db := dbRef{url: testenv.StartPostgres(t)}
-	c := fakestep.NewCounter()
-	started, release := make(chan string, 2), make(chan struct{})
-	s := newService(t, db, planner(func() playbooks.PlannedStep {
-		return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
-	}), true)
-	locked := acceptOne(t, s, firing("locked", time.Now().UTC())).RunID
-	free := acceptOne(t, s, firing("free", time.Now().UTC())).RunID
-	fakestep.WaitFor(t, started, "a step to start")
-	fakestep.WaitFor(t, started, "the other step to start")
+	s, c, release, ids := heldRuns(t, db, "locked", "free")
+	locked, free := ids[0], ids[1]
 
 	ctx := context.Background()
 	tx, err := rawDB(s).BeginTx(ctx, nil)
@@ -123,4 +111,24 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	if r.Status != StatusSucceeded || r.Resumed != 1 {
 		t.Errorf("the locked run: %s, resumed %d; want succeeded after one resume (its lease could not be renewed for %v)", r.Status, r.Resumed, hold)
 	}
+}
+
+// heldRuns starts a Service on db whose one step ("hold") blocks until
+// release is closed, accepts an alert per fingerprint and waits until every
+// run's step is running; the counter counts the step's starts.
+func heldRuns(t *testing.T, db dbRef, fps ...string) (*Service, *fakestep.Counter, chan struct{}, []string) {
+	t.Helper()
+	c := fakestep.NewCounter()
+	started, release := make(chan string, 2*len(fps)), make(chan struct{})
+	s := newService(t, db, planner(func() playbooks.PlannedStep {
+		return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
+	}), true)
+	var ids []string
+	for _, fp := range fps {
+		ids = append(ids, acceptOne(t, s, firing(fp, time.Now().UTC())).RunID)
+	}
+	for range fps {
+		fakestep.WaitFor(t, started, "the runs' steps to start")
+	}
+	return s, c, release, ids
 }

@@ -184,9 +184,9 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	// not waited for: every replica scans the same candidates, and waiting,
 	// they took a dead replica's runs one at a time behind each other's
 	// transactions (the chaos test under load: its 16 runs resumed over 12 s).
-	err = tx.QueryRowContext(ctx, s.dialect.sql(s.dialect.skipLocked(`UPDATE autocapture_runs SET generation = generation + 1,
+	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET generation = generation + 1,
 		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
-		WHERE id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond, "autocapture_runs")+`
+		WHERE `+s.dialect.unlockedRuns(`id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond)+`
 		RETURNING resumed`), append([]any{StatusQueued, id, gen, c.owner}, args...)...).Scan(&resumed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -43,20 +43,16 @@ func (d dialect) nowMS() string {
 	return `CAST(unixepoch('subsec') * 1000 AS INTEGER)`
 }
 
-// skipLocked turns "UPDATE table SET … WHERE cond" into an update of the
+// unlockedRuns is an UPDATE's condition on autocapture_runs narrowed to the
 // rows matching cond that no other transaction holds locked (PostgreSQL:
-// FOR UPDATE SKIP LOCKED); the caller adds RETURNING and tells a skipped
-// row from one that did not match. SQLite has no row locks (a writer holds
-// the whole database): q as it is.
-func (d dialect) skipLocked(q, table string) string {
+// FOR UPDATE SKIP LOCKED): the caller tells a skipped row from one that did
+// not match. SQLite has no row locks (a writer holds the whole database):
+// cond as it is.
+func (d dialect) unlockedRuns(cond string) string {
 	if d != dialectPostgres {
-		return q
+		return cond
 	}
-	set, cond, ok := strings.Cut(q, "WHERE")
-	if !ok {
-		panic("runner: skipLocked: no WHERE in " + q)
-	}
-	return set + `WHERE id IN (SELECT id FROM ` + table + ` WHERE` + cond + ` FOR UPDATE SKIP LOCKED)`
+	return `id IN (SELECT id FROM autocapture_runs WHERE ` + cond + ` FOR UPDATE SKIP LOCKED)`
 }
 
 // sql returns q with each {now} replaced by the database's clock (nowMS).
