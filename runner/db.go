@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib" // database/sql over pgx for PostgreSQL
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
@@ -72,7 +74,21 @@ func pgConfig(databaseURL string) (*pgx.ConnConfig, error) {
 // second connection to the file, which takes the write lock between the main
 // connection's transactions (busy_timeout), instead of waiting for that
 // connection among every goroutine that wants it.
-func openBeat(databaseURL, sqlitePath string) (*sql.DB, error) {
+//
+// On PostgreSQL the connections are pgxpool's, kept open (MinConns) and
+// reopened in the background, never by a renewal against its deadline.
+// Through database/sql's own pool a renewal opened the connection it lacked
+// within its timeout (1.5 s with a 5 s lease), and a connect that took
+// longer was cancelled and started again at the next tick: CI's HA run,
+// whose first renewals came as 50 alerts arrived at three replicas,
+// failed to connect every tick for 4.5 s on a live replica and 9 of its
+// runs were stopped and resumed (failed to connect … timeout: context
+// deadline exceeded). pgxpool creates a connection on a context of its own
+// (puddle's initResourceValue: an acquirer that gives up does not cancel
+// the connect; the connection joins the pool for the next renewal), and a
+// renewal that times out mid-statement, which closes its connection, has it
+// replaced at once (the release triggers the pool's health check).
+func openBeat(databaseURL, sqlitePath string) (store, error) {
 	if databaseURL == "" {
 		db, err := sql.Open("sqlite", sqliteDSN(sqlitePath))
 		if err != nil {
@@ -85,12 +101,57 @@ func openBeat(databaseURL, sqlitePath string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDB(*cfg)
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("runner: database url: %w", err)
+	}
+	pc.ConnConfig = cfg
+	if cfg.ConnectTimeout == 0 { // a connect that hangs would hold a slot for good
+		pc.ConnConfig.ConnectTimeout = beatConnectTimeout
+	}
 	// The renewer's runs and its threads renew side by side; a profile
-	// lease's renewal has its own timer.
-	db.SetMaxOpenConns(3)
-	db.SetMaxIdleConns(3)
-	return db, nil
+	// lease's renewal has its own timer: three connections kept open. Up to
+	// three more while broken ones are let go: pgx closes a connection
+	// whose statement was cancelled or cut by first sending the server a
+	// cancel request on a new connection (pgconn's asyncClose), and the
+	// pool holds the closing one's place until that is done; with no room
+	// beyond three, a database slow to accept kept the renewals from a new
+	// connection for as long as three cancel requests took to connect.
+	pc.MinConns, pc.MaxConns = 3, 6
+	pc.MaxConnIdleTime = time.Minute   // the extra ones go once things are calm
+	pc.HealthCheckPeriod = time.Second // how soon a connection lost with the database is reopened
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("runner: heartbeat pool: %w", err)
+	}
+	return beatPool{DB: stdlib.OpenDBFromPool(pool), pool: pool}, nil
+}
+
+// beatConnectTimeout bounds the heartbeat pool's connects when the URL
+// names no connect_timeout.
+const beatConnectTimeout = 15 * time.Second
+
+// beatPool is database/sql over a pgxpool.Pool: closing it closes both.
+type beatPool struct {
+	*sql.DB
+	pool *pgxpool.Pool
+}
+
+// ready waits until the pool has a connection (one it holds, or one it
+// opens: the connect goes on should ctx end first) and leaves it in the pool.
+func (b beatPool) ready(ctx context.Context) error {
+	c, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	c.Release()
+	return nil
+}
+
+func (b beatPool) Close() error {
+	err := b.DB.Close()
+	b.pool.Close()
+	return err
 }
 
 // openSQLite opens the embedded store in WAL mode with synchronous=FULL: every

@@ -142,6 +142,7 @@ func (s *Service) renewPumps(ctx context.Context) {
 		args = append(args, h.a.RunID, h.owner)
 		runs[i], owners[i] = fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
 	}
+	s.beatReady(ctx)
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
 	// By the primary key's run_id; pump_owner names one thread (a job's).

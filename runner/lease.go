@@ -166,6 +166,7 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 		args = append(args, h.id)
 		marks[i] = fmt.Sprintf("$%d", i+3)
 	}
+	s.beatReady(ctx)
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
 	ids := strings.Join(marks, ", ")
@@ -242,6 +243,32 @@ func (s *Service) stillOwned(ctx context.Context, hs []*handle, renewed map[stri
 		}
 	}
 	return s.beatIDs(ctx, `SELECT id FROM autocapture_runs WHERE owner = $1 AND id IN (`+strings.Join(marks, ", ")+`)`, args)
+}
+
+// beatReadier is a heartbeat pool that can wait for a connection to be
+// ready without taking it (beatPool; the embedded store's one connection to
+// the file needs no wait).
+type beatReadier interface {
+	ready(ctx context.Context) error
+}
+
+// beatReady waits, up to the time the watchdogs leave a lease after a
+// renewal, for the heartbeat pool to have a connection, before a renewal
+// starts its statement against its own, shorter deadline: a connection the
+// database is slow to accept (forking and authenticating a backend under
+// load, or after a restart) is waited for once, instead of each renewal
+// giving up on it and the next one starting another (pgxpool makes an
+// acquirer wait for the connect it began, not for one finished meanwhile).
+// A renewal that found no connection in time fails as before, and the
+// watchdogs stop the work.
+func (s *Service) beatReady(ctx context.Context) {
+	r, ok := s.beat.(beatReadier)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)
+	defer cancel()
+	_ = r.ready(ctx) // the statement that follows reports what failed
 }
 
 // beatIDs runs q (one text column) on the heartbeat's connections and

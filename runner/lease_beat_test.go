@@ -21,7 +21,7 @@ import (
 // stopped and resumed elsewhere (the chaos test: 74 in one run).
 func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s, c, release, ids := heldRuns(t, db, "fp")
+		s, c, release, ids := heldRuns(t, db, []string{"fp"})
 		id := ids[0]
 
 		ctx := context.Background()
@@ -83,7 +83,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 // holds its one write lock).
 func TestRenewalSkipsALockedRun(t *testing.T) {
 	db := dbRef{url: testenv.StartPostgres(t)}
-	s, c, release, ids := heldRuns(t, db, "locked", "free")
+	s, c, release, ids := heldRuns(t, db, []string{"locked", "free"})
 	locked, free := ids[0], ids[1]
 
 	ctx := context.Background()
@@ -113,16 +113,52 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	}
 }
 
+// TestRenewalsSurviveSlowReconnects: the database drops every connection
+// (a failover, a restart) and then takes longer to accept a new one than a
+// renewal may wait (a loaded server forking and authenticating backends).
+// The heartbeat's connections reopen in the background and the renewals
+// after them go through: the run keeps its lease, is never stopped or
+// resumed, and its step runs once. Over database/sql's own pool each
+// renewal opened its connection against its own deadline, gave up
+// mid-connect and began again at the next tick, and the watchdog stopped
+// the healthy run (CI's HA run: 9 runs of a live replica resumed).
+// PostgreSQL only: the embedded store has no connects.
+func TestRenewalsSurviveSlowReconnects(t *testing.T) {
+	dsn := testenv.StartPostgres(t)
+	p := testenv.StartTCPProxy(t, pgTarget(t, dsn))
+	// A lease of 4 s: renewals time out at 1.3 s, the watchdog stops the
+	// run 3.9 s after the last renewal; a connect takes 2 s.
+	lease := func(o *Options) { o.Config.LeaseTimeout = 4 * time.Second }
+	s, c, release, ids := heldRuns(t, dbRef{url: viaProxy(t, dsn, p)}, []string{"fp"}, lease)
+	id := ids[0]
+	slow := 2 * time.Second
+	if margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval; s.renewTimeout() >= slow || slow >= margin-time.Second {
+		t.Fatalf("connects of %v must outlast a renewal's %v and leave the watchdog's %v a second", slow, s.renewTimeout(), margin)
+	}
+	p.SlowConnects(slow)
+	cut := p.Cut()
+	before := p.Accepted()
+	hold := 3 * s.cfg.LeaseTimeout
+	time.Sleep(hold)
+	close(release)
+	r := waitRun(t, s, id, "finished", isFinished)
+	if r.Status != StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
+		t.Errorf("after %d connections cut and %v with connects taking %v: run %s, resumed %d, attempts %d, step ran %d times; want succeeded, never resumed, once",
+			cut, hold, slow, r.Status, r.Resumed, r.Attempts, c.Count(id+"/hold"))
+	}
+	t.Logf("%d connections cut; %d connects through the proxy over the %v that followed", cut, p.Accepted()-before, hold)
+}
+
 // heldRuns starts a Service on db whose one step ("hold") blocks until
 // release is closed, accepts an alert per fingerprint and waits until every
 // run's step is running; the counter counts the step's starts.
-func heldRuns(t *testing.T, db dbRef, fps ...string) (*Service, *fakestep.Counter, chan struct{}, []string) {
+func heldRuns(t *testing.T, db dbRef, fps []string, opts ...svcOpt) (*Service, *fakestep.Counter, chan struct{}, []string) {
 	t.Helper()
 	c := fakestep.NewCounter()
 	started, release := make(chan string, 2*len(fps)), make(chan struct{})
 	s := newService(t, db, planner(func() playbooks.PlannedStep {
 		return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
-	}), true)
+	}), true, opts...)
 	var ids []string
 	for _, fp := range fps {
 		ids = append(ids, acceptOne(t, s, firing(fp, time.Now().UTC())).RunID)

@@ -25,6 +25,7 @@ type TCPProxy struct {
 	closed   bool
 	accepted atomic.Int64
 	cut      atomic.Int64
+	slow     atomic.Int64 // SlowConnects' delay, in nanoseconds
 	wg       sync.WaitGroup
 }
 
@@ -96,6 +97,12 @@ func (p *TCPProxy) Refuse(t testing.TB, d time.Duration) int {
 	return n
 }
 
+// SlowConnects makes every connection accepted from now on wait d before
+// the proxy dials the server (0: none), as a database slow to accept does
+// under load (a backend to fork, authentication); the client sees its
+// connect take d. Open connections are not slowed.
+func (p *TCPProxy) SlowConnects(d time.Duration) { p.slow.Store(int64(d)) }
+
 // serve accepts on ln until it is closed.
 func (p *TCPProxy) serve(ln net.Listener) {
 	p.mu.Lock()
@@ -123,6 +130,9 @@ func (p *TCPProxy) serve(ln net.Listener) {
 // forward dials the target for client and copies both ways until either
 // side ends or the connection is cut.
 func (p *TCPProxy) forward(client net.Conn) {
+	if d := time.Duration(p.slow.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		reset(client)

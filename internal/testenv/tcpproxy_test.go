@@ -11,7 +11,8 @@ import (
 
 // TestTCPProxyCutAndRefuse: bytes pass both ways; Cut resets every open
 // connection at once; Refuse makes connecting fail with ECONNREFUSED for its
-// duration, then the same address forwards again.
+// duration, then the same address forwards again; SlowConnects holds a new
+// connection's first answer back by its delay.
 func TestTCPProxyCutAndRefuse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,5 +91,20 @@ func TestTCPProxyCutAndRefuse(t *testing.T) {
 	}
 	if p.Accepted() != 4 || p.Open() != 1 {
 		t.Errorf("%s: open %d; want 4 accepted, 1 open", p, p.Open())
+	}
+
+	const slow = 300 * time.Millisecond
+	p.SlowConnects(slow)
+	began := time.Now()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := echo(c); err != nil {
+		t.Fatalf("through a slowed connect: %v", err)
+	}
+	if took := time.Since(began); took < slow {
+		t.Errorf("a slowed connect answered after %v, want at least %v", took, slow)
 	}
 }
