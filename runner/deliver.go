@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -134,14 +135,14 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			return err
 		}
 		{ // the first only: the order is read again after each delivery
-			o := ops[0]
-			if coalesced(ops) { // a later edit of the group's parent shows this one's change
-				if err := s.markDelivered(ctx, a, o, nil); err != nil {
+			if c := coalesced(ops); len(c) > 0 { // a later edit of the group's parent shows their change
+				if err := s.markCoalesced(ctx, a, c); err != nil {
 					return err
 				}
-				s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Inc()
+				s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Add(float64(len(c)))
 				continue
 			}
+			o := ops[0]
 			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
 			if err == nil {
 				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
@@ -396,6 +397,22 @@ func (s *Service) noteFailure(a notifyArgs, o pendingOp, err error) error {
 	_, _ = s.db.ExecContext(ctx, `UPDATE autocapture_outbox SET last_error = $1 WHERE run_id = $2 AND sink = $3 AND seq = $4`,
 		err.Error(), a.RunID, a.Sink, o.seq)
 	return err
+}
+
+// markCoalesced records edits left to a later one as delivered, in one statement.
+func (s *Service) markCoalesced(ctx context.Context, a notifyArgs, ops []pendingOp) error {
+	args := []any{a.RunID, a.Sink}
+	seqs := make([]string, len(ops))
+	for i, o := range ops {
+		args = append(args, o.seq)
+		seqs[i] = fmt.Sprintf("$%d", len(args))
+	}
+	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox
+		SET delivered_at = {now}, last_error = '' WHERE run_id = $1 AND sink = $2 AND seq IN (`+strings.Join(seqs, ", ")+`)`),
+		args...); err != nil {
+		return fmt.Errorf("mark coalesced: %w", err)
+	}
+	return nil
 }
 
 // markDelivered records the delivery, and for the parent the thread's address.
