@@ -89,9 +89,11 @@ func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
 		// the heartbeat before it), a reaper tick (heartbeat_interval) gives
 		// the thread a job; River's fetch (every heartbeat_interval here) and
 		// four deliveries on a loaded machine get the allowance: with a CPU
-		// hog beside go test -race -p 2 the move took 3.7 s (1 s allowance
-		// failed it); the bound still catches the fixed minute it replaced.
-		const allowance = 3 * time.Second
+		// hog beside go test -race -p 2 the move took 3.7 s alone and 6.3 s
+		// on SQLite in the whole suite (allowances of 1 s, then 3 s, failed
+		// it). This is a liveness bound, not a speed check (the figure is
+		// logged): it still catches the fixed minute it replaced.
+		const allowance = 10 * time.Second
 		bound := cfg.LeaseTimeout + cfg.HeartbeatInterval + allowance
 		t.Logf("deliverer died → its thread's last reply delivered by a live replica in %s (lease_timeout %s, heartbeat_interval %s)",
 			took.Round(time.Millisecond), cfg.LeaseTimeout, cfg.HeartbeatInterval)
