@@ -55,3 +55,29 @@ func TestLocalPutWhileDeletePrunes(t *testing.T) {
 		t.Fatalf("%d of %d puts and deletes failed", n, 2*rounds*writers)
 	}
 }
+
+// TestLocalPutUnderAnObjectFails: createTemp retries "file exists" (a folder
+// made by one Put and pruned by a Delete between MkdirAll's Mkdir and Lstat),
+// so an object standing where a folder must be has to fail still, every try
+// alike, and leave that object as it was.
+func TestLocalPutUnderAnObjectFails(t *testing.T) {
+	s, err := NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Put(ctx, "a/b", strings.NewReader("x"), Meta{ContentType: "text/plain"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Put(ctx, "a/b/c.json", strings.NewReader(`{}`), Meta{ContentType: "application/json"})
+	if err == nil {
+		t.Fatal("put a/b/c.json under the object a/b succeeded")
+	}
+	if !strings.Contains(err.Error(), "a/b") {
+		t.Errorf("error does not name the path in the way: %v", err)
+	}
+	obj, err := s.Stat(ctx, "a/b")
+	if err != nil || obj.OriginalSize != 1 {
+		t.Fatalf("a/b after the failed put: %+v, %v", obj, err)
+	}
+}
