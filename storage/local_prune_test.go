@@ -2,9 +2,12 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -58,8 +61,8 @@ func TestLocalPutWhileDeletePrunes(t *testing.T) {
 
 // TestLocalPutUnderAnObjectFails: createTemp retries "file exists" (a folder
 // made by one Put and pruned by a Delete between MkdirAll's Mkdir and Lstat),
-// so an object standing where a folder must be has to fail still, every try
-// alike, and leave that object as it was.
+// so an object standing where a folder must be has to fail still: at once,
+// as "not a directory" naming it, and leave that object as it was.
 func TestLocalPutUnderAnObjectFails(t *testing.T) {
 	s, err := NewLocal(t.TempDir())
 	if err != nil {
@@ -73,8 +76,9 @@ func TestLocalPutUnderAnObjectFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("put a/b/c.json under the object a/b succeeded")
 	}
-	if !strings.Contains(err.Error(), "a/b") {
-		t.Errorf("error does not name the path in the way: %v", err)
+	// The key contains "a/b" too: the folder path is what names the obstacle.
+	if !errors.Is(err, syscall.ENOTDIR) || !strings.Contains(err.Error(), filepath.Join(s.Root(), "a", "b")+":") {
+		t.Errorf("error is not \"not a directory\" naming the object in the way: %v", err)
 	}
 	obj, err := s.Stat(ctx, "a/b")
 	if err != nil || obj.OriginalSize != 1 {
