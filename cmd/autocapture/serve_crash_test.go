@@ -48,7 +48,7 @@ func TestServeResumesAfterKill9(t *testing.T) {
 			target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)}
 			srv := httptest.NewServer(target)
 			defer srv.Close()
-			o := &daemonOpts{Token: "crash", Playbooks: crashPlaybook(srv.URL)}
+			o := &daemonOpts{Token: "crash", Playbooks: crashPlaybook(srv.URL), LeaseTimeout: killLease}
 			if tt.postgres {
 				o.DatabaseURL = testenv.StartPostgres(t)
 			}

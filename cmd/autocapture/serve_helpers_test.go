@@ -19,6 +19,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// killLease is runs.lease_timeout for the tests that count exactly one
+// resume across one kill -9. With the default 2 s (renewals every 500 ms,
+// the watchdog at 1.5 s) CI's loaded machine had the restarted daemon's
+// SQLite renewal miss the watchdog once while the profile step collected:
+// the run was released and resumed a second time (correctly: the step's
+// record was kept and not repeated), which is at-least-once across a lost
+// lease, as designed, but not what these tests count. 5 s leaves renewals
+// 4.5 s, as haLease does; the resume after a kill comes ≤ 3 s later.
+const killLease = 5 * time.Second
+
 // daemonOpts shape the config of a daemon under test.
 type daemonOpts struct {
 	// Dir is the storage.path; reuse it to restart on the same SQLite store.

@@ -63,7 +63,7 @@ func haSim(t *testing.T, frame time.Duration) *profSim {
 func TestServeProfileHAKill9(t *testing.T) {
 	t.Run("resumed", func(t *testing.T) {
 		sim := haSim(t, haFrame)
-		o := &daemonOpts{Token: "ha", Playbooks: profilePlaybook("HAKill", haFrame), Profiling: haProfiling("")}
+		o := &daemonOpts{Token: "ha", Playbooks: profilePlaybook("HAKill", haFrame), Profiling: haProfiling(""), LeaseTimeout: killLease}
 		d := startDaemon(t, o)
 		id := postRun(t, d, alertsBody(profileAlert("HAKill", "a11ce00000000001", sim, time.Now().Add(-time.Minute))))
 		waitRecording(t, sim)

@@ -127,7 +127,7 @@ func TestServeSlackThreadAcrossKill9(t *testing.T) {
 	srv := httptest.NewServer(target)
 	defer srv.Close()
 	o := &daemonOpts{Token: "slack", Playbooks: slackPlaybook(srv.URL), Notify: slackNotify(stub),
-		DatabaseURL: testenv.StartPostgres(t)}
+		DatabaseURL: testenv.StartPostgres(t), LeaseTimeout: killLease}
 	id := killMidStep(t, o, target, webhookBody("E2ESlack", "5lack5lack5lack1", "firing", time.Now().Add(-time.Minute)))
 	d2 := startDaemon(t, o)
 	waitFor(t, 90*time.Second, "the thread to show the end after the restart", func() bool {
