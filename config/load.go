@@ -34,7 +34,9 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// Parse decodes YAML data named file over Default and validates it.
+// Parse decodes YAML data named file over Default and validates it. A file it
+// refuses gets every problem at once (unknown keys, values of the wrong type,
+// failed checks) as a yamlerr.List in the order of the file.
 func Parse(file string, data []byte) (*Config, error) {
 	cfg := Default()
 	f, err := parser.ParseBytes(data, 0)
@@ -44,16 +46,19 @@ func Parse(file string, data []byte) (*Config, error) {
 	if len(f.Docs) > 1 {
 		return nil, &yamlerr.Error{File: file, Msg: "one YAML document expected"}
 	}
-	if len(f.Docs) == 1 && f.Docs[0].Body != nil {
-		if err := yaml.NodeToValue(f.Docs[0].Body, &cfg, yaml.Strict()); err != nil {
-			return nil, yamlerr.FromDecodeIn(file, f, err)
-		}
-	}
+	var errs yamlerr.List
 	v := validator{file: file, f: f}
+	if len(f.Docs) == 1 && f.Docs[0].Body != nil {
+		errs, v.refused = decode(file, f, &cfg)
+	}
 	v.resolveSecrets(&cfg)
 	v.check(&cfg)
 	v.checkTLSFiles(cfg.Web.TLS)
-	if err := v.errs.Err(); err != nil {
+	// Every problem at once, in the order of the file: a value of the wrong
+	// type does not hide the rest, nor the checks of the values around it.
+	errs = append(errs, v.errs...)
+	errs.SortByPosition()
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
@@ -72,11 +77,20 @@ type validator struct {
 	f      *ast.File
 	errs   yamlerr.List
 	unread []string // secrets whose _file twin could not be read
+	// refused holds the key paths whose value decode refused (they kept
+	// their default): a check of what is at or under one is not reported,
+	// as the default is not what the file says.
+	refused []string
 }
 
 // errorf records a problem at the node of a YAML path such as "$.web.listen_address",
 // or at the file when that path is not in it (a default).
 func (v *validator) errorf(path, format string, args ...any) {
+	for _, r := range v.refused {
+		if p := strings.TrimPrefix(path, "$."); p == r || strings.HasPrefix(p, r+".") || strings.HasPrefix(p, r+"[") {
+			return
+		}
+	}
 	var node ast.Node
 	if v.f != nil {
 		if p, err := yaml.PathString(path); err == nil {

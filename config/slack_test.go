@@ -95,3 +95,45 @@ func TestRenderGrafanaURL(t *testing.T) {
 		t.Fatalf("a label moved the host: %s", u)
 	}
 }
+
+// TestSlackWithTokenAndChannelButNotEnabledWarns: a slack section holding a
+// token (or token_file) and a channel but not enabled: true loads, Slack off,
+// with a warning naming the key to set. Before, it was silently off. A
+// section that is enabled, or not filled in, warns of nothing.
+func TestSlackWithTokenAndChannelButNotEnabledWarns(t *testing.T) {
+	tok := writeFile(t, t.TempDir(), "token", "xoxb-canary\n")
+	const want = "notify.slack has a token and a channel but enabled is not true: Slack is off; set notify.slack.enabled: true to post threads."
+	for _, c := range []struct {
+		name, yaml string
+		warns      bool
+	}{
+		{"token and channel", "notify:\n  slack:\n    token: xoxb-canary\n    channel: C0AUTOCAP\n", true},
+		{"token file and channel", "notify:\n  slack:\n    token_file: " + tok + "\n    channel: '#alerts'\n", true},
+		{"enabled: false", "notify:\n  slack:\n    enabled: false\n    token: xoxb-canary\n    channel: C1\n", true},
+		{"enabled", "notify:\n  slack:\n    enabled: true\n    token: xoxb-canary\n    channel: C1\n", false},
+		{"channel only", "notify:\n  slack:\n    channel: C1\n", false},
+		{"token only", "notify:\n  slack:\n    token: xoxb-canary\n", false},
+		{"no slack", "runs:\n  max_concurrent: 2\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("c.yaml", []byte(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := cfg.Warnings()
+			switch {
+			case c.warns && (len(got) != 1 || got[0] != want):
+				t.Fatalf("warnings %q, want [%q]", got, want)
+			case !c.warns && len(got) != 0:
+				t.Fatalf("warnings %q, want none", got)
+			}
+			if strings.Contains(strings.Join(got, " "), "canary") {
+				t.Fatalf("a warning shows the token: %q", got)
+			}
+		})
+	}
+	d := Default()
+	if w := d.Warnings(); len(w) != 0 {
+		t.Fatalf("the defaults warn: %q", w)
+	}
+}

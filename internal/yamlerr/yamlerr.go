@@ -3,9 +3,11 @@
 package yamlerr
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -50,6 +52,32 @@ func (l List) Err() error {
 		return nil
 	}
 	return l
+}
+
+// SortByPosition puts the problems of each file in the order of the file,
+// by line and column; problems without a position follow their file's, and
+// files keep the order in which they first appear. Equal places keep their order.
+func (l List) SortByPosition() {
+	files := map[string]int{}
+	for _, e := range l {
+		if _, ok := files[e.File]; !ok {
+			files[e.File] = len(files)
+		}
+	}
+	slices.SortStableFunc(l, func(a, b *Error) int {
+		if c := cmp.Compare(files[a.File], files[b.File]); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(unplaced(a), unplaced(b)), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+}
+
+// unplaced is 1 for a problem without a line, which sorts after those with one.
+func unplaced(e *Error) int {
+	if e.Line == 0 {
+		return 1
+	}
+	return 0
 }
 
 // FromDecode converts a go-yaml error into an Error with the position of its token.

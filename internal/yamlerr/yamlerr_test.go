@@ -49,3 +49,23 @@ func TestListJoinsOneProblemPerLine(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestSortByPositionPutsAFileInOrder: problems gathered by different passes
+// (decoding, then validation) read top to bottom: by line, then column, those
+// without a line after; files keep their first order, equal places theirs.
+func TestSortByPositionPutsAFileInOrder(t *testing.T) {
+	l := List{
+		{File: "a.yaml", Line: 9, Col: 3, Msg: "validation, late"},
+		{File: "a.yaml", Msg: "whole file"},
+		{File: "b.yaml", Line: 1, Col: 1, Msg: "other file"},
+		{File: "a.yaml", Line: 2, Col: 7, Msg: "decode"},
+		{File: "a.yaml", Line: 2, Col: 3, Msg: "unknown key"},
+		{File: "a.yaml", Line: 9, Col: 3, Msg: "validation, same place"},
+	}
+	l.SortByPosition()
+	want := "a.yaml:2:3: unknown key\na.yaml:2:7: decode\na.yaml:9:3: validation, late\n" +
+		"a.yaml:9:3: validation, same place\na.yaml: whole file\nb.yaml:1:1: other file"
+	if got := l.Error(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
