@@ -236,7 +236,7 @@ func TestComposeConfigsAgree(t *testing.T) {
 		{ac, c.raw.Web.Auth.BearerTokenFile, "web.auth.bearer_token_file"},
 		{ac, c.raw.Storage.S3.SecretAccessKeyFile, "storage.s3.secret_access_key_file"},
 		{ac, c.raw.Profiling.AgentTokenFile, "profiling.agent_token_file"},
-		{agent, mustFlag(t, agent, "token-file"), "--token-file"},
+		{agent, mustFlag(t, agent, "web.token-file"), "--web.token-file"},
 		{minio, deref(minio.Environment["MINIO_ROOT_PASSWORD_FILE"]), "MINIO_ROOT_PASSWORD_FILE"},
 	} {
 		if _, ok := mountedFiles(t, p, f.svc)[deref(f.path)]; !ok {
@@ -278,7 +278,7 @@ func TestComposeConfigsAgree(t *testing.T) {
 		t.Errorf("alertmanager posts to %s, autocapture serves http://autocapture:%s/hooks/alertmanager", hook, acPort)
 	}
 	sameSecret("webhook token", am, credentials, ac, c.raw.Web.Auth.BearerTokenFile)
-	sameSecret("agent token", agent, mustFlag(t, agent, "token-file"), ac, c.raw.Profiling.AgentTokenFile)
+	sameSecret("agent token", agent, mustFlag(t, agent, "web.token-file"), ac, c.raw.Profiling.AgentTokenFile)
 	sameSecret("MinIO secret key", minio, deref(minio.Environment["MINIO_ROOT_PASSWORD_FILE"]), ac, c.raw.Storage.S3.SecretAccessKeyFile)
 
 	// Prometheus: alerts to Alertmanager, scrapes the sim and the daemon.
@@ -342,10 +342,10 @@ func TestComposeConfigsAgree(t *testing.T) {
 		t.Errorf("agent network_mode %q, want service:vllmsim (a sidecar)", agent.NetworkMode)
 	}
 	profDir := mustFlag(t, sim, "profiler-dir")
-	if v := namedVolumeAt(sim, profDir); v == "" || v != namedVolumeAt(agent, mustFlag(t, agent, "dir")) {
-		t.Errorf("vllmsim writes profiles to %s, the agent serves %s: not one volume", profDir, mustFlag(t, agent, "dir"))
+	if v := namedVolumeAt(sim, profDir); v == "" || v != namedVolumeAt(agent, mustFlag(t, agent, "profiler.dir")) {
+		t.Errorf("vllmsim writes profiles to %s, the agent serves %s: not one volume", profDir, mustFlag(t, agent, "profiler.dir"))
 	}
-	agentPort := port(t, mustFlag(t, agent, "listen"))
+	agentPort := port(t, mustFlag(t, agent, "web.listen-address"))
 	presets, err := vllm.FS.ReadFile("presets.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -209,7 +209,7 @@ func (tp *topology) url(t *testing.T, hostport, path string) string {
 func TestComposeTopologyOnLoopback(t *testing.T) {
 	p := loadCompose(t)
 	agent := service(t, p, "agent")
-	agentPort := port(t, mustFlag(t, agent, "listen"))
+	agentPort := port(t, mustFlag(t, agent, "web.listen-address"))
 	tp := newTopology(t, p, map[string]bool{"vllmsim:" + agentPort: true})
 	acBin := testenv.BuildBinary(t, "./cmd/autocapture")
 	simBin := testenv.BuildBinary(t, "./cmd/vllmsim")

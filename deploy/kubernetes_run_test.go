@@ -71,22 +71,22 @@ func TestKubernetesVLLMComponent(t *testing.T) {
 	if agent.Args[0] != "agent" {
 		t.Fatalf("agent args %q", agent.Args)
 	}
-	agentDir := mustFlagIn(t, agent.Args, "dir")
+	agentDir := mustFlagIn(t, agent.Args, "profiler.dir")
 	simVol, _, _ := mountedAt(pod, *sim, "/profiles")
 	agentVol, _, rest := mountedAt(pod, *agent, agentDir)
 	if simVol == nil || agentVol == nil || simVol.Name != agentVol.Name || rest != "" || simVol.EmptyDir == nil {
-		t.Errorf("vLLM's /profiles (%v) and the agent's --dir %s (%v) are not one emptyDir", simVol, agentDir, agentVol)
+		t.Errorf("vLLM's /profiles (%v) and the agent's --profiler.dir %s (%v) are not one emptyDir", simVol, agentDir, agentVol)
 	}
-	tokVol, _, key := mountedAt(pod, *agent, mustFlagIn(t, agent.Args, "token-file"))
+	tokVol, _, key := mountedAt(pod, *agent, mustFlagIn(t, agent.Args, "web.token-file"))
 	daemon := renderDaemon(t)
 	daemonVol, _, daemonKey := mountedAt(daemon.dep.Spec.Template.Spec, daemon.c, daemon.cfg.Profiling.AgentTokenFile)
 	if tokVol == nil || tokVol.Secret == nil || daemonVol == nil || daemonVol.Secret == nil ||
 		tokVol.Secret.SecretName != daemonVol.Secret.SecretName || secretKey(tokVol, key) != secretKey(daemonVol, daemonKey) {
-		t.Errorf("the agent's --token-file and the daemon's profiling.agent_token_file are not one Secret key")
+		t.Errorf("the agent's --web.token-file and the daemon's profiling.agent_token_file are not one Secret key")
 	}
-	listen := mustFlagIn(t, agent.Args, "listen")
+	listen := mustFlagIn(t, agent.Args, "web.listen-address")
 	if _, p, _ := net.SplitHostPort(listen); p != agentPortOfPreset(t) || len(agent.Ports) != 1 || fmt.Sprint(agent.Ports[0].ContainerPort) != p {
-		t.Errorf("agent --listen=%s, ports %v: want the preset's port %s", listen, agent.Ports, agentPortOfPreset(t))
+		t.Errorf("agent --web.listen-address=%s, ports %v: want the preset's port %s", listen, agent.Ports, agentPortOfPreset(t))
 	}
 	if agent.ReadinessProbe == nil || agent.ReadinessProbe.HTTPGet == nil || agent.ReadinessProbe.HTTPGet.Path != "/healthz" ||
 		agent.ReadinessProbe.HTTPGet.Port.String() != agent.Ports[0].Name {
@@ -130,12 +130,12 @@ func runAgentAsPatched(t *testing.T, agent *corev1.Container) {
 	args := slices.Clone(agent.Args)
 	for i, a := range args {
 		switch {
-		case strings.HasPrefix(a, "--dir="):
-			args[i] = "--dir=" + dir
-		case strings.HasPrefix(a, "--token-file="):
-			args[i] = "--token-file=" + tok
-		case strings.HasPrefix(a, "--listen="):
-			args[i] = "--listen=" + addr
+		case strings.HasPrefix(a, "--profiler.dir="):
+			args[i] = "--profiler.dir=" + dir
+		case strings.HasPrefix(a, "--web.token-file="):
+			args[i] = "--web.token-file=" + tok
+		case strings.HasPrefix(a, "--web.listen-address="):
+			args[i] = "--web.listen-address=" + addr
 		}
 	}
 	p := testenv.StartProcess(t, "agent", exec.Command(testenv.BuildBinary(t, "./cmd/autocapture"), args...))

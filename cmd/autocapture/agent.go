@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/agent"
@@ -36,21 +36,24 @@ type agentFlags struct {
 	stall                  time.Duration
 }
 
-// runAgent serves --dir until SIGTERM or SIGINT. The token comes from a file
+// runAgent serves --profiler.dir until SIGTERM or SIGINT. The token comes from a file
 // only (a mounted Secret): a missing, unreadable or empty file stops it, so
 // it never serves without auth.
-func runAgent(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("agent", "--profiler.dir D --web.token-file F [--web.listen-address :9101]", stdout, stderr)
 	var f agentFlags
-	fs.StringVar(&f.dir, "dir", "", "the torch profiler's output folder, shared with vLLM (required, must exist)")
-	fs.StringVar(&f.listen, "listen", ":9101", "address to listen on; let only the daemon reach it (NetworkPolicy)")
-	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token the daemon sends (required; a mounted Secret)")
+	fs.StringVar(&f.dir, "profiler.dir", "", "the torch profiler's output folder, shared with vLLM (required, must exist)")
+	fs.StringVar(&f.listen, "web.listen-address", ":9101", "address to listen on; let only the daemon reach it (NetworkPolicy)")
+	fs.StringVar(&f.tokenFile, "web.token-file", "", "file holding the bearer token the daemon sends (required; a mounted Secret)")
 	fs.StringVar(&f.log.Level, "log.level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.log.Format, "log.format", "json", "json or console")
-	fs.DurationVar(&f.stall, "stall-timeout", agent.DefaultStallTimeout, "cut a file stream that makes no progress this long")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.DurationVar(&f.stall, "web.stall-timeout", agent.DefaultStallTimeout, "cut a file stream that makes no progress this long")
+	fs.alias("dir", "profiler.dir")
+	fs.alias("listen", "web.listen-address")
+	fs.alias("token-file", "web.token-file")
+	fs.alias("stall-timeout", "web.stall-timeout")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "agent: unexpected arguments %q\n", fs.Args())
@@ -80,28 +83,28 @@ func runAgent(args []string, _, stderr io.Writer) int {
 // which flag and what to do.
 func checkAgentFlags(f agentFlags) (string, error) {
 	if f.dir == "" {
-		return "", errors.New("--dir is required: the folder vLLM's torch profiler writes into")
+		return "", errors.New("--profiler.dir is required: the folder vLLM's torch profiler writes into")
 	}
 	st, err := os.Stat(f.dir)
 	if err != nil {
-		return "", fmt.Errorf("--dir: %w", err)
+		return "", fmt.Errorf("--profiler.dir: %w", err)
 	}
 	if !st.IsDir() {
-		return "", fmt.Errorf("--dir %s is not a directory", f.dir)
+		return "", fmt.Errorf("--profiler.dir %s is not a directory", f.dir)
 	}
 	if f.tokenFile == "" {
-		return "", errors.New("--token-file is required: the agent never serves without auth (mount the token Secret as a file)")
+		return "", errors.New("--web.token-file is required: the agent never serves without auth (mount the token Secret as a file)")
 	}
 	b, err := os.ReadFile(f.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
+		return "", fmt.Errorf("--web.token-file: %w", err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("--token-file %s is empty: refusing to serve without auth", f.tokenFile)
+		return "", fmt.Errorf("--web.token-file %s is empty: refusing to serve without auth", f.tokenFile)
 	}
 	if f.stall <= 0 {
-		return "", errors.New("--stall-timeout must be positive")
+		return "", errors.New("--web.stall-timeout must be positive")
 	}
 	return token, nil
 }
@@ -110,7 +113,8 @@ func checkAgentFlags(f agentFlags) (string, error) {
 // in flight finish within agentShutdownGrace.
 func serveAgent(ctx context.Context, f agentFlags, token string, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("autocapture")) // autocapture_build_info
 	h, err := agent.NewServerWith(agent.ServerOptions{Dir: agent.Dir{Path: f.dir}, Token: token,
 		Log: log.Named("http"), Registry: reg, StallTimeout: f.stall})
 	if err != nil {

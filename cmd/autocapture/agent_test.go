@@ -31,8 +31,8 @@ func startAgent(t *testing.T, dir, token string) (*testenv.Process, string) {
 	}
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	p := testenv.StartProcess(t, "autocapture-agent", exec.Command(bin, "agent", "--dir", dir,
-		"--listen", addr, "--token-file", tokenFile, "--log.level", "debug"))
+	p := testenv.StartProcess(t, "autocapture-agent", exec.Command(bin, "agent", "--profiler.dir", dir,
+		"--web.listen-address", addr, "--web.token-file", tokenFile, "--log.level", "debug"))
 	p.WaitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 	return p, "http://" + addr
 }
@@ -194,27 +194,27 @@ func TestAgentRefusesToStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no token file flag", []string{"--dir", dir}, "--token-file is required"},
-		{"missing token file", []string{"--dir", dir, "--token-file", filepath.Join(files, "nope")}, "--token-file: open"},
-		{"empty token file", []string{"--dir", dir, "--token-file", write("empty", "")}, "is empty"},
-		{"whitespace token file", []string{"--dir", dir, "--token-file", write("blank", " \n\t\n")}, "is empty"},
-		{"no dir", []string{"--token-file", good}, "--dir is required"},
-		{"missing dir", []string{"--dir", filepath.Join(dir, "nope"), "--token-file", good}, "--dir: stat"},
-		{"dir is a file", []string{"--dir", good, "--token-file", good}, "is not a directory"},
+		{"no token file flag", []string{"--profiler.dir", dir}, "--web.token-file is required"},
+		{"missing token file", []string{"--profiler.dir", dir, "--web.token-file", filepath.Join(files, "nope")}, "--web.token-file: open"},
+		{"empty token file", []string{"--profiler.dir", dir, "--web.token-file", write("empty", "")}, "is empty"},
+		{"whitespace token file", []string{"--profiler.dir", dir, "--web.token-file", write("blank", " \n\t\n")}, "is empty"},
+		{"no dir", []string{"--web.token-file", good}, "--profiler.dir is required"},
+		{"missing dir", []string{"--profiler.dir", filepath.Join(dir, "nope"), "--web.token-file", good}, "--profiler.dir: stat"},
+		{"dir is a file", []string{"--profiler.dir", good, "--web.token-file", good}, "is not a directory"},
 	}
 	if os.Geteuid() != 0 { // root reads a mode-0 file
 		tests = append(tests, struct {
 			name string
 			args []string
 			want string
-		}{"unreadable token file", []string{"--dir", dir, "--token-file", unreadable}, "permission denied"})
+		}{"unreadable token file", []string{"--profiler.dir", dir, "--web.token-file", unreadable}, "permission denied"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			port := testenv.FreePort(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			args := append([]string{"agent", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, tt.args...)
+			args := append([]string{"agent", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port)}, tt.args...)
 			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() == 0 {

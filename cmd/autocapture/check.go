@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,17 +20,17 @@ func init() {
 // runCheck validates a config file and the playbooks it names (or the paths given,
 // or the shipped set). Exit 0 with a one-line summary, 1 on any error, 2 on usage.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("check", "[--config.file F] [playbook files or dirs…]", stdout, stderr)
 	cfgFile := fs.String("config.file", "", "daemon config file to check (its playbooks: globs too)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: autocapture check [--config.file F] [playbook files or dirs…]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	cfg, cfgErr := loadConfig(*cfgFile)
+	if cfg != nil && *cfgFile != "" {
+		for _, w := range cfg.Warnings() { // said, not refused: the config loads
+			fmt.Fprintf(stderr, "%s: warning: %s\n", *cfgFile, w)
+		}
+	}
 	failed := printErrors(stderr, cfgErr)
 	set, err := loadPlaybooks(cfg, fs.Args())
 	failed = printErrors(stderr, err) || failed

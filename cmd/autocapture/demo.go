@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -44,18 +43,19 @@ const demoModel = "meta-llama/Llama-3.1-8B-Instruct"
 // runDemo runs one alert through the daemon against an in-process vLLM
 // simulator and prints the thread; see README.md, "Try it".
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("demo", "[--scenario S] [--storage.path D] [--prometheus.url U] [--keep]", stdout, stderr)
 	var f demoFlags
 	fs.StringVar(&f.scenario, "scenario", vllmsim.ScenarioUnexplained, "the simulated cause: "+strings.Join(demoScenarios(), ", "))
-	fs.StringVar(&f.dir, "dir", "", "folder for the run store, artifacts, profiler files and logs (default: a new temporary folder)")
-	fs.StringVar(&f.prometheus, "prometheus", "", "Prometheus URL that scrapes the simulator, for the full tier 1 (default: none; triage from the instance's /metrics)")
+	fs.StringVar(&f.dir, "storage.path", "", "folder for the run store, artifacts, profiler files and logs (default: a new temporary folder)")
+	fs.StringVar(&f.prometheus, "prometheus.url", "", "Prometheus URL that scrapes the simulator, for the full tier 1 (default: none; triage from the instance's /metrics)")
 	fs.StringVar(&f.simListen, "vllm.listen-address", "", "loopback address of the simulated vLLM, for a Prometheus to scrape (default: a free port; the agent takes port 9101 of the same host)")
 	fs.BoolVar(&f.keep, "keep", false, "after the run, go on serving the API until interrupted")
 	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "traffic the simulator serves before the alert fires")
 	fs.DurationVar(&f.timeout, "timeout", 3*time.Minute, "give up when the run has not finished this long after the alert")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.alias("dir", "storage.path")
+	fs.alias("prometheus", "prometheus.url")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "demo: unexpected arguments %q\n", fs.Args())
@@ -167,7 +167,7 @@ func (s *demoSetup) printIntro(stdout io.Writer, f demoFlags) {
 	fmt.Fprintf(stdout, "  vLLM (simulated): http://%s   profile agent: %s   profiler files: %s\n", s.sim.addr, s.sim.agentURL, s.sim.profDir)
 	fmt.Fprintf(stdout, "  daemon: %s   folder: %s   log: %s\n", s.url, s.dir, s.logFile)
 	if f.prometheus == "" {
-		fmt.Fprintln(stdout, "  no Prometheus: tier 1 from the instance's own /metrics (pass --prometheus URL for the full tier 1)")
+		fmt.Fprintln(stdout, "  no Prometheus: tier 1 from the instance's own /metrics (pass --prometheus.url URL for the full tier 1)")
 		return
 	}
 	fmt.Fprintf(stdout, "  Prometheus: %s (it must scrape %s)\n", f.prometheus, s.sim.addr)
@@ -201,7 +201,7 @@ func demoDir(dir string) (string, error) {
 		return os.MkdirTemp("", "autocapture-demo-")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--dir: %w", err)
+		return "", fmt.Errorf("--storage.path: %w", err)
 	}
 	return filepath.Abs(dir)
 }

@@ -83,7 +83,7 @@ func TestDemoScenarios(t *testing.T) {
 		t.Run(sc, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			r := runDemoBinary(t, "--scenario", sc, "--dir", dir, "--warmup", "3s", "--timeout", "45s")
+			r := runDemoBinary(t, "--scenario", sc, "--storage.path", dir, "--warmup", "3s", "--timeout", "45s")
 			if r.code != 0 || r.verdict != sc {
 				t.Fatalf("exit %d, verdict %q, want 0 and %s\nstdout:\n%s\nstderr:\n%s", r.code, r.verdict, sc, r.stdout, r.stderr)
 			}
@@ -115,7 +115,7 @@ func TestDemoScenarios(t *testing.T) {
 	}
 }
 
-// checkDemoArtifacts checks the folder the demo names: under its --dir, the
+// checkDemoArtifacts checks the folder the demo names: under its --storage.path, the
 // run's own, holding the manifest (naming the run) and both scrapes; it
 // returns the files, slash-separated and relative to the folder.
 func checkDemoArtifacts(t *testing.T, r demoResult, dir string) []string {
@@ -164,8 +164,8 @@ func contains(files []string, suffix string) bool {
 func TestDemoWithPrometheus(t *testing.T) {
 	simAddr := demoSimAddress(t)
 	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: []string{simAddr}})
-	r := runDemoBinary(t, "--scenario", vllmsim.ScenarioOverload, "--dir", t.TempDir(), "--vllm.listen-address", simAddr,
-		"--prometheus", prom.URL, "--warmup", "12s", "--timeout", "40s")
+	r := runDemoBinary(t, "--scenario", vllmsim.ScenarioOverload, "--storage.path", t.TempDir(), "--vllm.listen-address", simAddr,
+		"--prometheus.url", prom.URL, "--warmup", "12s", "--timeout", "40s")
 	if r.code != 0 || r.verdict != vllmsim.ScenarioOverload {
 		t.Fatalf("exit %d, verdict %q\nstdout:\n%s\nstderr:\n%s", r.code, r.verdict, r.stdout, r.stderr)
 	}
@@ -211,7 +211,7 @@ func demoSimAddress(t *testing.T) string {
 func TestDemoKeep(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
-	cmd := exec.Command(bin, "demo", "--scenario", vllmsim.ScenarioOverload, "--dir", t.TempDir(), "--warmup", "2s", "--keep")
+	cmd := exec.Command(bin, "demo", "--scenario", vllmsim.ScenarioOverload, "--storage.path", t.TempDir(), "--warmup", "2s", "--keep")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestDemoRefuses(t *testing.T) {
 		{"run past the timeout", []string{"--scenario", "overload", "--warmup", "0s", "--timeout", "500ms"}, 1, "did not finish within --timeout 500ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runDemoBinary(t, append(tc.args, "--dir", t.TempDir())...)
+			r := runDemoBinary(t, append(tc.args, "--storage.path", t.TempDir())...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
 				t.Fatalf("exit %d, stderr %q; want %d and %q", r.code, r.stderr, tc.code, tc.says)
 			}

@@ -120,7 +120,7 @@ func missingBackend(r notify.StepReport) (backend, instead string) {
 	msg := r.Reason + " " + r.Error
 	switch {
 	case r.Reason == string(capture.ReasonBadConfig) && strings.Contains(msg, "no Prometheus"):
-		return "Prometheus", "tier 1 from the instance's own /metrics (the scrape step); pass --prometheus URL for the PromQL window, baselines and charts"
+		return "Prometheus", "tier 1 from the instance's own /metrics (the scrape step); pass --prometheus.url URL for the PromQL window, baselines and charts"
 	case strings.Contains(msg, "no trace backend"):
 		return "trace backend", "tier 2 needs Jaeger or Tempo (traces.url in a config file for `serve`)"
 	}

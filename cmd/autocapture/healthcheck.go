@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -28,8 +27,7 @@ func init() {
 // certificate in its web.tls.cert_file (what this daemon serves: no CA or
 // host name is needed on loopback); see tlsFlags for the rest.
 func runHealthcheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("healthcheck", "[--url U | --config.file F] [--timeout D] [--tls.* …]", stdout, stderr)
 	rawURL := fs.String("url", "", "URL to GET (default: /-/healthy on the daemon --config.file configures)")
 	cfgFile := fs.String("config.file", "", "daemon config whose web.listen_address to probe (default: embedded defaults, 127.0.0.1:9095)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
@@ -38,8 +36,8 @@ func runHealthcheck(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&tf.certFile, "tls.cert-file", "", "client certificate to present (a daemon with web.tls.client_ca_file needs one)")
 	fs.StringVar(&tf.keyFile, "tls.key-file", "", "key of --tls.cert-file")
 	fs.BoolVar(&tf.skipVerify, "tls.insecure-skip-verify", false, "do not verify the daemon's certificate; only for a loopback host")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "healthcheck: unexpected arguments %q\n", fs.Args())

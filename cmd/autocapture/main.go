@@ -31,11 +31,16 @@ func main() {
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	case "-v", "-version", "--version":
+		fmt.Fprintln(stdout, versionText())
 		return 0
 	}
 	c, ok := commands[args[0]]
@@ -50,11 +55,14 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: autocapture <command> [flags]\n\ncommands:")
 	names := make([]string, 0, len(commands))
+	width := 0
 	for n := range commands {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].summary)
 	}
+	fmt.Fprintln(w, "\nautocapture <command> --help shows a command's flags; autocapture --version the build.")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -53,17 +52,12 @@ type replayStep struct {
 // runReplay prints, for each alert of a saved payload, the matched playbooks and
 // their rendered plans. It sends nothing.
 func runReplay(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("replay", "--dry-run [--config.file F] [--now T] payload.json", stdout, stderr)
 	cfgFile := fs.String("config.file", "", "daemon config (playbooks: globs, runs.lookback)")
 	dry := fs.Bool("dry-run", false, "print the plans and send nothing (required for now)")
 	nowFlag := fs.String("now", "", "RFC 3339 time the window ends at (default: now)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: autocapture replay --dry-run [--config.file F] [--now T] payload.json")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

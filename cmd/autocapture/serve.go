@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -39,18 +39,21 @@ type serveFlags struct {
 	configFile    string
 	listenAddress string
 	storagePath   string
+	logLevel      string
+	logFormat     string
 }
 
 // runServe runs the daemon until SIGTERM or SIGINT; SIGHUP reloads the playbooks.
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve", "[--config.file F] [--web.listen-address A] [--storage.path D] [--log.level L] [--log.format F]", stdout, stderr)
 	var f serveFlags
 	fs.StringVar(&f.configFile, "config.file", "", "daemon config file (default: embedded defaults)")
 	fs.StringVar(&f.listenAddress, "web.listen-address", "", "address to listen on (overrides web.listen_address; default 127.0.0.1:9095)")
 	fs.StringVar(&f.storagePath, "storage.path", "", "folder of the SQLite run store and local artifacts (overrides storage.path; default ./data)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.StringVar(&f.logLevel, "log.level", "", "debug, info, warn or error (overrides log.level; default info)")
+	fs.StringVar(&f.logFormat, "log.format", "", "json or console (overrides log.format; default json)")
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
@@ -67,6 +70,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync() //nolint:errcheck // stderr may not support sync
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, log, stdout); err != nil {
@@ -83,7 +89,7 @@ func serveConfig(f serveFlags) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.listenAddress == "" && f.storagePath == "" {
+	if f.listenAddress == "" && f.storagePath == "" && f.logLevel == "" && f.logFormat == "" {
 		return cfg, nil
 	}
 	if f.listenAddress != "" {
@@ -91,6 +97,12 @@ func serveConfig(f serveFlags) (*config.Config, error) {
 	}
 	if f.storagePath != "" {
 		cfg.Storage.Path = f.storagePath
+	}
+	if f.logLevel != "" {
+		cfg.Log.Level = f.logLevel
+	}
+	if f.logFormat != "" {
+		cfg.Log.Format = f.logFormat
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("with the command-line flags applied: %w", err)
@@ -150,7 +162,8 @@ type serving struct {
 // and the playbook reloads (on SIGHUP and file changes) until ctx ends.
 func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w serveWiring) (*serving, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector("autocapture")) // autocapture_build_info
 	planner, reload, err := newPlanner(ctx, cfg, log, reg)
 	if err != nil {
 		return nil, fmt.Errorf("playbooks: %w", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +70,15 @@ func TestServeAlertmanagerFiringThenResolved(t *testing.T) {
 	}
 	if v := d.metric(t, `autocapture_webhooks_total{code="200"}`); v < 2 {
 		t.Errorf("webhooks 200 = %v, want at least 2", v)
+	}
+	// The build the daemon runs, as every Prometheus-ecosystem binary says it:
+	// a plain go build has no linker flags, so the version and revision come
+	// from the toolchain's build info (never empty).
+	buildInfo := regexp.MustCompile(`(?m)^autocapture_build_info\{branch="unknown",goarch="` + runtime.GOARCH + `",goos="` + runtime.GOOS +
+		`",goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",tags="[^"]*",version="[^"]+"\} 1$`)
+	req, _ := http.NewRequest("GET", d.URL+"/metrics", nil)
+	if _, b := d.do(t, req); !buildInfo.Match(b) {
+		t.Errorf("/metrics has no line matching %s", buildInfo)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,17 +21,12 @@ func init() {
 // runTest runs every test case of the playbooks given (or the config's, or the
 // shipped ones) and reports each with its file and line. Exit 1 if any fails.
 func runTest(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("test", "[--config.file F] [--run RE] [-v] [playbook files or dirs…]", stdout, stderr)
 	cfgFile := fs.String("config.file", "", "daemon config whose playbooks: globs to test (default: the shipped set)")
 	run := fs.String("run", "", "only cases whose name matches this regular expression")
 	verbose := fs.Bool("v", false, "print each step's status")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: autocapture test [--config.file F] [--run RE] [-v] [playbook files or dirs…]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := fs.parse(args); done {
+		return code
 	}
 	re, err := regexp.Compile(*run)
 	if err != nil {
