@@ -83,8 +83,17 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 	return nil
 }
 
-// Close prints the run's outcome.
+// Close prints the run's outcome. The verdict's edits (preliminary and
+// refined) print nothing: in Slack they edit the parent and add no reply,
+// and they are delivered ahead of the step replies waiting (deliver.go's
+// pendingOps), so a console, which cannot edit what it printed, showed the
+// whole outcome block before the replies and again at the end. The
+// triage step's own reply says the verdict where it comes, and the end's
+// block has it whole: parent, replies as steps finish, verdict, end.
 func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
+	if s.Key == KeyCloseVerdict || s.Key == KeyCloseVerdictPreliminary {
+		return nil
+	}
 	var b strings.Builder
 	if s.Group != nil {
 		groupBlock(&b, t.TS, *s.Group)

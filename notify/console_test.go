@@ -18,7 +18,8 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestConsoleThread renders one run's whole thread: opened (resumed), a step
 // that succeeded with a link, one that failed, the run's resume (a notice, not
-// a step), late uploads landing, and the close with a verdict and resolution.
+// a step), late uploads landing, and the close with a verdict and resolution;
+// the verdict's parent edits before the replies print nothing.
 // The golden file is what an operator reads on stdout.
 func TestConsoleThread(t *testing.T) {
 	var out bytes.Buffer
@@ -46,13 +47,22 @@ func TestConsoleThread(t *testing.T) {
 			Notice: "late uploads done: 1 artifact kept in the local spool while the artifact store was unavailable is now in the store",
 			Links:  []Link{{Name: "scrape.txt", URL: "https://bucket.s3.example/r1/scrape.txt?X-Amz-Expires=3600", Valid: time.Hour}}},
 	}
+	// The verdict's edits, delivered ahead of the replies as the runner
+	// does, edit the parent in Slack; here they print nothing (the golden
+	// has one outcome block, at the end).
+	for _, key := range []string{KeyCloseVerdictPreliminary, KeyCloseVerdict} {
+		if err := c.Close(ctx, th, Summary{RunID: "r1", Key: key, Status: "running",
+			Verdict: &capture.Verdict{ID: "overload", Evidence: []string{"queue 42 waiting (threshold 10)"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, r := range steps {
 		if err := c.Reply(ctx, th, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	resolved := at.Add(14 * time.Minute)
-	if err := c.Close(ctx, th, Summary{RunID: "r1", Status: "partial", Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (refused)",
+	if err := c.Close(ctx, th, Summary{RunID: "r1", Key: KeyCloseFinished, Status: "partial", Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (refused)",
 		Duration: 6 * time.Second, ResolvedAt: &resolved, Verdict: &capture.Verdict{ID: "overload", Contributing: []string{"client-aborts"},
 			Evidence: []string{"queue 42 waiting (threshold 10)"}, Advice: []string{"add an instance or route traffic away"}}}); err != nil {
 		t.Fatal(err)

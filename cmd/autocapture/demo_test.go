@@ -91,6 +91,14 @@ func TestDemoScenarios(t *testing.T) {
 				regexp.MustCompile(`step snapshot \(prometheus, tier 1\) failed`).MatchString(r.stdout) {
 				t.Errorf("the thread does not say plainly that no Prometheus runs:\n%s", r.stdout)
 			}
+			// One order: parent, step replies as they finish, then the
+			// outcome once (the verdict's parent edits printed it first,
+			// before the replies, and again at the end).
+			ends := regexp.MustCompile(`(?m)^── run \S+ (succeeded|partial|failed)`).FindAllStringIndex(r.stdout, -1)
+			lastStep := strings.LastIndex(r.stdout, " · step ")
+			if len(ends) != 1 || lastStep < 0 || lastStep > ends[0][0] {
+				t.Errorf("want every step reply, then one outcome block; %d outcome blocks, the last step reply at %d:\n%s", len(ends), lastStep, r.stdout)
+			}
 			if strings.Contains(r.stdout, "(bad-config)") {
 				t.Errorf("the partial run's reason still lists the Prometheus steps as failures:\n%s", r.stdout)
 			}
