@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -57,22 +59,66 @@ func (s *Service) claimCooldown(ctx context.Context, q querier, scope cooldownSc
 	return holder, fromMS(ms), nil
 }
 
-// cooldown returns why plan p must not run now: another run took its cooldown
-// key inside the cooldown. Otherwise the key is now this run's, in q's
-// transaction (rolled back with it if the plans are not stored).
-func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *playbooks.Plan) (string, error) {
+// cooldown returns why plan p must not run now, and the run that holds the
+// evidence: another run took its cooldown key inside the cooldown. Otherwise
+// the key is now this run's, in q's transaction (rolled back with it if the
+// plans are not stored).
+func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *playbooks.Plan) (why, holder string, err error) {
 	if p.Cooldown <= 0 || p.CooldownKey == "" {
-		return "", nil
+		return "", "", nil
 	}
 	other, at, err := s.claimCooldown(ctx, q, scopePlaybook, p.CooldownKey, runID, p.Cooldown)
 	if err != nil {
-		return "", fmt.Errorf("runner: cooldown of %s: %w", p.Playbook, err)
+		return "", "", fmt.Errorf("runner: cooldown of %s: %w", p.Playbook, err)
 	}
 	if other == "" {
-		return "", nil
+		return "", "", nil
 	}
 	return fmt.Sprintf("cooldown: playbook %s ran for run %s at %s (cooldown %s)",
-		p.Playbook, other, at.Format(time.RFC3339), p.Cooldown), nil
+		p.Playbook, other, at.Format(time.RFC3339), p.Cooldown), other, nil
+}
+
+// A repeat inside a playbook's cooldown is said in the thread that holds the
+// evidence: one short reply in the holder's thread ("fired again at 03:12:05
+// UTC (run …); within vllm-queue-deep's 10m cooldown — evidence above"),
+// recorded in the transaction that skips the plan, so a kill -9 leaves both
+// or neither, and keyed by the repeating run, so a retried or resumed skip
+// says it once. Before, the webhook said accepted and no surface said more.
+func cooldownKey(repeat string) string { return "run/cooldown/" + repeat }
+
+const cooldownRefPrefix = "cooldown:"
+
+// cooldownRef is the ref of a repeat's reply: the repeating run, the
+// playbook, its cooldown and when the alert fired again (ms).
+func cooldownRef(repeat, playbook string, d time.Duration, fired time.Time) string {
+	return fmt.Sprintf("%s%s\x1f%s\x1f%d\x1f%d", cooldownRefPrefix, repeat, playbook, d.Milliseconds(), toMS(fired))
+}
+
+// cooldownNotice reads a cooldownRef as the on-call reads it.
+func cooldownNotice(ref string) (string, bool) {
+	rest, ok := strings.CutPrefix(ref, cooldownRefPrefix)
+	if !ok {
+		return "", false
+	}
+	f := strings.Split(rest, "\x1f")
+	if len(f) != 4 {
+		return "", false
+	}
+	d, _ := strconv.ParseInt(f[2], 10, 64)
+	fired, _ := strconv.ParseInt(f[3], 10, 64)
+	return fmt.Sprintf("fired again at %s (run %s); within %s's %s cooldown — evidence above",
+		fromMS(fired).UTC().Format("15:04:05 UTC"), f[0], f[1], shortDuration(time.Duration(d)*time.Millisecond)), true
+}
+
+// shortDuration writes whole hours and minutes as 1h and 10m.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d >= time.Minute && d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	}
+	return d.Round(time.Second).String()
 }
 
 // stepCooldown returns why a step with a cooldown must be skipped: another run

@@ -40,7 +40,8 @@ func parentInfo(r *runRow) notify.RunInfo {
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
-// replyFor is a reply's content: a step's record, or the run resumed.
+// replyFor is a reply's content: a step's record, the run resumed, or a
+// repeat of its alert inside a cooldown.
 func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
 	if times, from, on, ok := splitResumedRef(o.ref); ok {
 		if on == "" && from != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
@@ -60,6 +61,10 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 		}
 		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
 			Notice: resumedNotice(times, from, on)}, nil
+	}
+	if note, ok := cooldownNotice(o.ref); ok {
+		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusSkipped, Key: o.key, Retry: retry,
+			Notice: note}, nil
 	}
 	if strings.HasPrefix(o.ref, verdictRefPrefix) {
 		return s.changeReply(ctx, runID, o, retry)

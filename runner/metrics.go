@@ -35,6 +35,9 @@ type metrics struct {
 	// run's verdict history).
 	verdicts *prometheus.CounterVec
 	changed  *prometheus.CounterVec
+	// cooldownRepeats counts alerts skipped inside a playbook's cooldown
+	// (each said in the thread that holds the evidence), by playbook.
+	cooldownRepeats *prometheus.CounterVec
 
 	retention retentionMetrics
 }
@@ -74,6 +77,9 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
+		cooldownRepeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_cooldown_repeats_total",
+			Help: "Alerts that fired again inside a playbook's cooldown, by playbook: skipped, and said in the thread of the run that holds the evidence."},
+			[]string{"playbook"}),
 		retention: newRetentionMetrics(),
 	}
 	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
@@ -103,7 +109,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback, m.verdicts, m.changed,
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
 		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.pm.collectors(s)...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

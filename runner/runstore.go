@@ -88,17 +88,21 @@ func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Pl
 	}
 	defer tx.Rollback()
 	var plans []*playbooks.Plan
-	var skipped []string
+	var skipped, repeated []string
 	for _, p := range all {
 		if err := s.lockPlaybook(ctx, tx, p); err != nil {
 			return nil, nil, storeError{err}
 		}
-		why, err := s.cooldown(ctx, tx, r.ID, p)
+		why, holder, err := s.cooldown(ctx, tx, r.ID, p)
 		if err != nil {
 			return nil, nil, storeError{err}
 		}
 		if why != "" {
 			skipped = append(skipped, why)
+			if err := s.recordRepeat(ctx, tx, r, holder, p); err != nil {
+				return nil, nil, storeError{err}
+			}
+			repeated = append(repeated, p.Playbook)
 			continue
 		}
 		if err := s.playbookSlot(ctx, tx, r.ID, p); err != nil {
@@ -109,16 +113,34 @@ func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Pl
 		}
 		plans = append(plans, p)
 	}
-	if len(plans) == 0 {
-		return nil, skipped, nil
+	if len(plans) > 0 {
+		if err := s.insertPlans(ctx, tx, r, plans, w); err != nil {
+			return nil, nil, storeError{err}
+		}
 	}
-	if err := s.insertPlans(ctx, tx, r, plans, w); err != nil {
-		return nil, nil, storeError{err}
+	if len(plans) > 0 || len(repeated) > 0 { // else nothing to keep: the claims of a run that holds none
+		if err := tx.Commit(); err != nil {
+			return nil, nil, storeError{fmt.Errorf("runner: store plans of %s: %w", r.ID, err)}
+		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, nil, storeError{fmt.Errorf("runner: store plans of %s: %w", r.ID, err)}
+	for _, pb := range repeated {
+		s.m.cooldownRepeats.WithLabelValues(pb).Inc()
 	}
 	return plans, skipped, nil
+}
+
+// recordRepeat records, in tx, the reply that says in holder's thread that
+// run r's alert fired again inside plan p's cooldown (cooldownKey).
+func (s *Service) recordRepeat(ctx context.Context, tx *sql.Tx, r *runRow, holder string, p *playbooks.Plan) error {
+	fired := r.alert.StartsAt
+	if fired.IsZero() {
+		fired = r.CreatedAt
+	}
+	if err := s.recordOps(ctx, tx, holder, op{kind: opReply, key: cooldownKey(r.ID),
+		ref: cooldownRef(r.ID, p.Playbook, p.Cooldown, fired)}); err != nil {
+		return fmt.Errorf("runner: say %s's repeat in %s's thread: %w", r.ID, holder, err)
+	}
+	return nil
 }
 
 func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w capture.Window) error {
