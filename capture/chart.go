@@ -77,8 +77,11 @@ func buildChart(c any) (Step, error) {
 
 // Run queries the window and renders and stores the PNG.
 func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
-	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" || in.Env.Store == nil {
-		return nil, Errorf(ReasonBadConfig, "chart: no Prometheus or artifact store configured")
+	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
+		return nil, NotConfigured("no Prometheus (set prometheus.url)")
+	}
+	if in.Env.Store == nil { // the daemon always has one (local by default): wiring, not the user's config
+		return nil, Errorf(ReasonInternal, "chart: no artifact store")
 	}
 	m, err := c.query(ctx, in)
 	if err != nil {

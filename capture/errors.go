@@ -130,6 +130,33 @@ func Skipf(format string, args ...any) error {
 	return &SkipError{Why: fmt.Sprintf(format, args...)}
 }
 
+// NotConfiguredError says a step cannot run because something it needs is
+// not configured (no Prometheus, no trace backend, no agent token): neither a
+// failure of the step nor of the system it reads. The runner records the
+// step as not-configured (grey on every surface, counted for no status of
+// the run), with What as its reason: exactly what is missing and the key
+// that sets it.
+type NotConfiguredError struct {
+	What string
+}
+
+func (e *NotConfiguredError) Error() string { return "not configured: " + e.What }
+
+// NotConfigured makes a NotConfiguredError: capture.NotConfigured("no
+// Prometheus (set prometheus.url)").
+func NotConfigured(format string, args ...any) error {
+	return &NotConfiguredError{What: fmt.Sprintf(format, args...)}
+}
+
+// IsNotConfigured returns what is missing when err says so.
+func IsNotConfigured(err error) (string, bool) {
+	var nc *NotConfiguredError
+	if errors.As(err, &nc) {
+		return nc.What, true
+	}
+	return "", false
+}
+
 // IsSkip returns the reason when err says the step had nothing to do.
 func IsSkip(err error) (string, bool) {
 	var se *SkipError

@@ -32,7 +32,7 @@ func (p *Profile) source(in *Input) (profileSource, error) {
 		return agent.Dir{Path: c.Dir}, nil
 	case c.Agent != "":
 		if in.Env.Profiling.AgentToken == "" {
-			return nil, Errorf(ReasonBadConfig, "profile: collect agent %s needs the daemon's profiling.agent_token", c.Agent)
+			return nil, NotConfigured("no agent token (set profiling.agent_token_file: the token the agent at %s takes)", c.Agent)
 		}
 		return &agent.Client{URL: baseURL(c.Agent), Token: in.Env.Profiling.AgentToken, HTTP: in.Env.Targets}, nil
 	}

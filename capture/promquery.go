@@ -171,7 +171,7 @@ func (in *Input) promAPI(kind string) (*Endpoint, v1.API, error) {
 		ep = in.Env.Prometheus
 	}
 	if ep == nil || ep.URL == "" {
-		return nil, nil, Errorf(ReasonBadConfig, "%s: no Prometheus configured", kind)
+		return nil, nil, NotConfigured("no Prometheus (set prometheus.url)")
 	}
 	papi, err := ep.promAPI()
 	if err != nil {

@@ -38,8 +38,12 @@ type Input struct {
 	// Prior holds the results of steps that finished earlier in this run, by step id.
 	// Read-only: steps of one tier run in parallel and share it.
 	Prior map[string]*Result
-	Env   *Env
-	Log   *zap.Logger
+	// Missed says, of the earlier steps that finished with no evidence
+	// (failed, not configured), what happened, by step id: the triage
+	// names them when nothing was measured.
+	Missed map[string]string
+	Env    *Env
+	Log    *zap.Logger
 }
 
 // Window is the stretch of time an alert is about: from its start minus a lookback
@@ -152,11 +156,16 @@ const (
 	VerdictClientAborts = "client-aborts"
 	VerdictUnexplained  = "unexplained"
 	VerdictGPUDegraded  = "gpu-degraded"
+	// VerdictNoEvidence: nothing measured the instance (every tier-1 step
+	// failed or was not configured), so nothing is explained or ruled out.
+	// Unlike unexplained, it does not call for traces and a profile: the
+	// first thing to fix is what kept the metrics from being read.
+	VerdictNoEvidence = "no-evidence"
 )
 
 // Verdicts lists every verdict id.
 var Verdicts = []string{VerdictHealthy, VerdictOverload, VerdictKVPressure, VerdictPrefillBound,
-	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained, VerdictGPUDegraded}
+	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained, VerdictGPUDegraded, VerdictNoEvidence}
 
 // Now returns the env's clock reading.
 func (e *Env) now() time.Time {

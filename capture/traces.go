@@ -201,7 +201,7 @@ type traceBackend interface {
 // newTraceBackend picks the backend configured in env.
 func newTraceBackend(env *Env) (traceBackend, string, error) {
 	if env == nil || env.Traces == nil || env.Traces.URL == "" {
-		return nil, "", Skipf("tier 2 is off: no trace backend configured (traces.url)")
+		return nil, "", NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")
 	}
 	tr := env.Traces
 	switch tr.Backend {

@@ -169,16 +169,16 @@ func TestTracesBuildRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// TestTracesWithoutBackendIsSkipped: tier 2 with no traces.url configured is not a
-// failure of the run; the step says it had nothing to do.
-func TestTracesWithoutBackendIsSkipped(t *testing.T) {
+// TestTracesWithoutBackendIsNotConfigured: tier 2 with no traces.url
+// configured is not a failure of the run; the step says what is missing.
+func TestTracesWithoutBackendIsNotConfigured(t *testing.T) {
 	env, _ := testEnv(t)
 	env.Traces = nil
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
 	_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env})
-	why, ok := capture.IsSkip(err)
-	if !ok || !strings.Contains(why, "traces.url") {
-		t.Fatalf("err = %v, want a skip naming traces.url", err)
+	what, ok := capture.IsNotConfigured(err)
+	if !ok || what != "no trace backend (set traces.url to Jaeger or Tempo)" {
+		t.Fatalf("err = %v, want not configured naming traces.url", err)
 	}
 }
 

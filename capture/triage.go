@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"time"
 )
@@ -204,7 +205,7 @@ func init() {
 	Register(Kind{
 		Name:   "triage",
 		Tier:   TierTriage,
-		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained) from tier-1 signals, with contributing factors, evidence and advice.",
+		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained, or no-evidence when nothing was measured) from tier-1 signals, with contributing factors, evidence and advice.",
 		Config: func() any { return &TriageConfig{} },
 		Build:  func(cfg any) (Step, error) { return NewTriage(*cfg.(*TriageConfig)) },
 	})
@@ -228,6 +229,9 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
 	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines, viewsOf(in.Prior))
+	if v.ID == VerdictNoEvidence {
+		v.Evidence = append(v.Evidence[:1], append(missedEvidence(in.Missed), v.Evidence[1:]...)...)
+	}
 	for k, x := range derived {
 		sig[k] = x
 		org[k] = Origin{Step: "triage", Window: -1, Age: -1}
@@ -251,6 +255,21 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 		}
 	}
 	return &Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
+}
+
+// missedEvidence names, by step id, what kept each step from measuring:
+// "snapshot: not configured: no Prometheus (set prometheus.url)".
+func missedEvidence(missed map[string]string) []string {
+	ids := make([]string, 0, len(missed))
+	for id := range missed {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id + ": " + missed[id]
+	}
+	return out
 }
 
 // origins says, for each merged signal, the first step in used that gave it

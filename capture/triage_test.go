@@ -89,8 +89,8 @@ func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
 			VerdictClientAborts, nil, []string{"55% of finished requests aborted by clients (threshold 5%)"}},
 		{"a missing signal is unknown, not abnormal", Signals{SigTTFTP99: 3},
 			VerdictUnexplained, nil, []string{"TTFT p99 3 s", "not measured: queue_depth, running, kv_usage"}},
-		{"no signals at all: the metrics are blind", Signals{},
-			VerdictUnexplained, nil, []string{"no tier-1 signals"}},
+		{"no signals at all: no evidence, not unexplained (which would escalate)", Signals{},
+			VerdictNoEvidence, nil, []string{"nothing measured: no tier-1 reading came through"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -356,6 +356,9 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 		}
 	}
 	walk(0, Signals{SigTTFTP50: 0.2})
+	// The grid starts from one signal; no signal at all is no-evidence.
+	v, _ := diagnose(Signals{}, nil, DefaultThresholds, false, views{})
+	seen[v.ID]++
 	for _, id := range Verdicts {
 		if seen[id] == 0 {
 			t.Errorf("no combination reached %s: the grid does not cover every rule outcome (%v)", id, seen)
@@ -422,4 +425,37 @@ func checkVerdict(t *testing.T, v *Verdict, want string, contributing, evidence 
 		}
 	}
 	return all
+}
+
+// TestTriageWithNothingMeasuredNamesWhy: when every tier-1 step failed or
+// was not configured, the verdict is no-evidence (not unexplained, which the
+// shipped playbooks escalate to traces and a profile), its evidence names
+// what kept each step from measuring, and its advice says what to check.
+func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
+	step, _ := NewTriage(TriageConfig{})
+	res, err := step.Run(context.Background(), &Input{Prior: map[string]*Result{}, Missed: map[string]string{
+		"snapshot": "not configured: no Prometheus (set prometheus.url)",
+		"scrape":   "refused: dial 10.0.0.7:8000: not in targets.allow",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := res.Verdict
+	if v == nil || v.ID != VerdictNoEvidence {
+		t.Fatalf("verdict %+v, want no-evidence", v)
+	}
+	want := []string{
+		"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out",
+		"scrape: refused: dial 10.0.0.7:8000: not in targets.allow",
+		"snapshot: not configured: no Prometheus (set prometheus.url)",
+	}
+	if len(v.Evidence) < len(want) || strings.Join(v.Evidence[:len(want)], "\n") != strings.Join(want, "\n") {
+		t.Errorf("evidence:\n%s\nwant first:\n%s", strings.Join(v.Evidence, "\n"), strings.Join(want, "\n"))
+	}
+	if advice := strings.Join(AllAdvice(v), " "); !strings.Contains(advice, "prometheus.url") || strings.Contains(advice, "escalate to traces") {
+		t.Errorf("advice %q: want what to check, not an escalation", advice)
+	}
+	if !strings.HasPrefix(res.Summary, "no-evidence: nothing measured") {
+		t.Errorf("summary %q", res.Summary)
+	}
 }

@@ -217,8 +217,8 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines, vw: vw}
 	v := &Verdict{}
 	if len(sig) == 0 {
-		v.ID = VerdictUnexplained
-		v.Evidence = append([]string{"no tier-1 signals: every metrics step failed or none ran, so the metrics cannot rule anything out"}, gpuContext(r)...)
+		v.ID = VerdictNoEvidence
+		v.Evidence = append([]string{"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out"}, gpuContext(r)...)
 		v.Advice = advice[v.ID]
 		return v, nil
 	}
@@ -340,6 +340,11 @@ var advice = map[string][]string{
 	},
 	VerdictHealthy: {
 		"nothing in tier 1 explains the alert now: it may be flapping or mis-tuned; check its threshold and `for:`",
+	},
+	VerdictNoEvidence: {
+		"fix what the evidence names first: a Prometheus the daemon can reach (prometheus.url), the instance's /metrics reachable from the daemon (targets.allow)",
+		"then fire the alert again (or replay it with `autocapture replay`): a verdict needs at least one tier-1 reading",
+		"traces and a profile would not tell the cause without the metrics to place them",
 	},
 }
 

@@ -81,3 +81,19 @@ func TestConsoleThread(t *testing.T) {
 		t.Fatalf("console thread differs from %s (rerun with -update if intended):\n%s", golden, out.String())
 	}
 }
+
+// TestConsoleNotConfigured: a step that could not run because something is
+// not configured is one line naming what is missing, never "failed" or a
+// "why" of a failure.
+func TestConsoleNotConfigured(t *testing.T) {
+	var out bytes.Buffer
+	c := NewConsole(&out)
+	err := c.Reply(context.Background(), Thread{TS: "r1"}, StepReport{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics,
+		Status: StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "── run r1 · step snapshot (prometheus, tier 1) not configured: no Prometheus (set prometheus.url)\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+}

@@ -46,6 +46,12 @@ type RunInfo struct {
 	Group *Group
 }
 
+// StatusNotConfigured is a step's status when it could not run because
+// something it needs is not configured (executor.NotConfigured): every
+// surface shows it grey, as "not configured: <what is missing>", never as a
+// failure.
+const StatusNotConfigured = "not-configured"
+
 // Thread identifies a posted parent message; it is persisted on the run row so a
 // restarted daemon replies into the same thread.
 type Thread struct {

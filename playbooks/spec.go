@@ -123,11 +123,14 @@ func (MockError) JSONSchemaExtend(s *jsonschema.Schema) {
 type ExpectSpec struct {
 	// Playbooks, when set, are exactly the matched playbooks in order.
 	Playbooks []string `yaml:"playbooks,omitempty" json:"playbooks,omitempty"`
-	// Ran, Skipped and Failed list step ids (or playbook/step) that must have
-	// run (succeeded), been skipped by when or cooldown, or failed.
-	Ran     []string `yaml:"ran,omitempty" json:"ran,omitempty"`
-	Skipped []string `yaml:"skipped,omitempty" json:"skipped,omitempty"`
-	Failed  []string `yaml:"failed,omitempty" json:"failed,omitempty"`
+	// Ran, Skipped, Failed and NotConfigured list step ids (or
+	// playbook/step) that must have run (succeeded), been skipped by when or
+	// cooldown, failed, or not run because what they need is not configured
+	// (a test runs with no Prometheus and no trace backend).
+	Ran           []string `yaml:"ran,omitempty" json:"ran,omitempty"`
+	Skipped       []string `yaml:"skipped,omitempty" json:"skipped,omitempty"`
+	Failed        []string `yaml:"failed,omitempty" json:"failed,omitempty"`
+	NotConfigured []string `yaml:"not_configured,omitempty" json:"not_configured,omitempty"`
 	// Verdict is the triage verdict id ("" leaves it unchecked).
 	Verdict string `yaml:"verdict,omitempty" json:"verdict,omitempty"`
 	// SummaryContains maps a step id to text its summary must contain.

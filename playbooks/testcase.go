@@ -68,7 +68,7 @@ func (p *fileParser) checkExpect(n ast.Node, spec *TestSpec, ids map[string]bool
 	for _, list := range []struct {
 		key string
 		ids []string
-	}{{"ran", spec.Expect.Ran}, {"skipped", spec.Expect.Skipped}, {"failed", spec.Expect.Failed}} {
+	}{{"ran", spec.Expect.Ran}, {"skipped", spec.Expect.Skipped}, {"failed", spec.Expect.Failed}, {"not_configured", spec.Expect.NotConfigured}} {
 		for i, id := range list.ids {
 			if !ids[id] {
 				p.errorf(orNode(item(child(en, list.key), i), n), "test %q: expect.%s: unknown step %q", spec.Name, list.key, id)

@@ -87,7 +87,7 @@ func TestDemoScenarios(t *testing.T) {
 			if r.code != 0 || r.verdict != sc {
 				t.Fatalf("exit %d, verdict %q, want 0 and %s\nstdout:\n%s\nstderr:\n%s", r.code, r.verdict, sc, r.stdout, r.stderr)
 			}
-			if !strings.Contains(r.stdout, "not run: no Prometheus; tier 1 from the instance's own /metrics") ||
+			if !strings.Contains(r.stdout, "not configured: no Prometheus (set prometheus.url); tier 1 from the instance's own /metrics") ||
 				regexp.MustCompile(`step snapshot \(prometheus, tier 1\) failed`).MatchString(r.stdout) {
 				t.Errorf("the thread does not say plainly that no Prometheus runs:\n%s", r.stdout)
 			}

@@ -21,7 +21,11 @@ const maxWhy = 300
 // its files to upload. Text past Slack's limits is cut, and the whole of it
 // attached as <step>-full.txt.
 func RenderReply(r notify.StepReport) Message {
-	raw := fmt.Sprintf("%s (%s, tier %s) %s", r.StepID, r.Kind, r.Tier, r.Status)
+	status := r.Status
+	if status == notify.StatusNotConfigured {
+		status = "not configured" // in words, as on every surface
+	}
+	raw := fmt.Sprintf("%s (%s, tier %s) %s", r.StepID, r.Kind, r.Tier, status)
 	if r.Status == "succeeded" || r.Status == "failed" {
 		raw += " in " + fmtDur(r.Duration)
 	}

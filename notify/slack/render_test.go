@@ -215,3 +215,23 @@ func TestFmtDur(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderNotConfigured: a step whose backend is not configured is grey
+// and says in words what is missing, in the blocks and the fallback text.
+func TestRenderNotConfigured(t *testing.T) {
+	m := RenderReply(notify.StepReport{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics,
+		Status: notify.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
+	b, err := json.Marshal(m.Blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := string(b)
+	for _, want := range []string{":white_circle: *snapshot* (prometheus, tier 1) not configured: no Prometheus (set prometheus.url)"} {
+		if !strings.Contains(blocks, want) {
+			t.Errorf("blocks %s lack %q", blocks, want)
+		}
+	}
+	if strings.Contains(blocks, "why") || strings.Contains(blocks, ":x:") || !strings.Contains(m.Text, "not configured") {
+		t.Errorf("a not-configured step reads as a failure: %s / %q", blocks, m.Text)
+	}
+}

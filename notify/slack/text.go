@@ -63,6 +63,8 @@ func statusEmoji(status string) string {
 		return ":x:"
 	case "skipped":
 		return ":fast_forward:"
+	case "not-configured": // notify.StatusNotConfigured
+		return ":white_circle:"
 	case "cancelled":
 		return ":no_entry_sign:"
 	case "partial":

@@ -110,7 +110,8 @@ func check(tc *playbooks.TestCase, matched []string, recs []executor.StepRecord,
 	for _, e := range []struct {
 		what       string
 		want, have []string
-	}{{"ran", ex.Ran, got["ran"]}, {"skipped", ex.Skipped, got[executor.Skipped]}, {"failed", ex.Failed, got[executor.Failed]}} {
+	}{{"ran", ex.Ran, got["ran"]}, {"skipped", ex.Skipped, got[executor.Skipped]}, {"failed", ex.Failed, got[executor.Failed]},
+		{"not_configured", ex.NotConfigured, got[executor.NotConfigured]}} {
 		if e.want != nil && !sameSet(e.want, e.have) {
 			fails = append(fails, fmt.Sprintf("%s %v, want %v%s", e.what, sorted(e.have), sorted(e.want), why(e.want, status)))
 		}

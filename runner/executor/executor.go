@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
@@ -128,6 +129,31 @@ func (r StepRecord) evidence() bool {
 	return r.Status == Succeeded || (r.Status == Failed && r.Partial)
 }
 
+// missedText is what a step that gave no evidence says of itself, short:
+// "not configured: no Prometheus (set prometheus.url)", "unreachable:
+// dial tcp …: connection refused".
+func (r StepRecord) missedText() string {
+	if r.Status == NotConfigured {
+		return "not configured: " + r.Reason
+	}
+	text := r.Reason
+	if r.Error != "" {
+		text += ": " + clip.Line(r.Error, 200)
+	}
+	return text
+}
+
+// missedView copies missed for a step's Input.
+func (ex *planExec) missedView() map[string]string {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	out := make(map[string]string, len(ex.missed))
+	for k, v := range ex.missed {
+		out[k] = v
+	}
+	return out
+}
+
 // Outcome is how a plan ended.
 type Outcome struct {
 	Plan string
@@ -169,7 +195,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outco
 		defer cancelT()
 	}
 	ex := &planExec{plan: plan, in: in, hooks: hooks, stop: cancel,
-		prior: map[string]*capture.Result{}, succeeded: map[string]bool{}}
+		prior: map[string]*capture.Result{}, succeeded: map[string]bool{}, missed: map[string]string{}}
 	for _, rec := range in.Done {
 		ex.keep(rec)
 	}
@@ -231,6 +257,10 @@ type planExec struct {
 	// `when` sees. Both are guarded by mu.
 	prior     map[string]*capture.Result
 	succeeded map[string]bool
+	// missed says, of the steps that finished with no evidence (failed,
+	// not configured), what happened: the triage says it when nothing was
+	// measured (capture.Input.Missed).
+	missed map[string]string
 }
 
 // keep adds a finished record to what later tiers see. The caller holds mu
@@ -238,6 +268,8 @@ type planExec struct {
 func (ex *planExec) keep(rec StepRecord) {
 	if rec.evidence() {
 		ex.prior[rec.ID] = rec.Result()
+	} else if rec.Status == Failed || rec.Status == NotConfigured {
+		ex.missed[rec.ID] = rec.missedText()
 	}
 	if rec.Status == Succeeded {
 		ex.succeeded[rec.ID] = true

@@ -69,13 +69,13 @@ func TestRunPlanStatuses(t *testing.T) {
 			reasonH: "bad (refused)",
 		},
 		{
-			name: "a step with nothing to do is skipped, not a failure",
+			name: "a step whose backend is not configured is not-configured, not a failure",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				off := fakestep.Step("traces", capture.TierTraces, fakestep.Fail(c, capture.Skipf("tier 2 is off: no trace backend configured (traces.url)")))
+				off := fakestep.Step("traces", capture.TierTraces, fakestep.Fail(c, capture.NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")))
 				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), off}
 			},
 			plan: "succeeded",
-			want: map[string]want{"a": {Succeeded, ""}, "traces": {Skipped, "tier 2 is off: no trace backend configured (traces.url)"}},
+			want: map[string]want{"a": {Succeeded, ""}, "traces": {NotConfigured, "no trace backend (set traces.url to Jaeger or Tempo)"}},
 		},
 		{
 			name: "continue_on_error keeps going",
@@ -234,6 +234,42 @@ func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
 	}
 	if !strings.Contains(r.get("later").Error, "not started") || out.Status != "failed" {
 		t.Fatalf("plan %s (%s); later: %q", out.Status, out.Reason, r.get("later").Error)
+	}
+}
+
+// TestLaterStepsReadWhatMissed: a step of a later tier reads, in
+// Input.Missed, what kept each earlier step without evidence from measuring
+// (its failure's reason and error, or what is not configured); a step that
+// succeeded, or failed with what it gathered, is evidence, not missed; and a
+// not-configured step stops no later tier.
+func TestLaterStepsReadWhatMissed(t *testing.T) {
+	c := fakestep.NewCounter()
+	var got map[string]string
+	refused := capture.Errorf(capture.ReasonRefused, "dial 10.0.0.7:8000: not in targets.allow")
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
+		fakestep.Step("snapshot", capture.TierMetrics, fakestep.Fail(c, capture.NotConfigured("no Prometheus (set prometheus.url)"))),
+		fakestep.Step("scrape", capture.TierMetrics, fakestep.Fail(c, refused)),
+		fakestep.Step("ok", capture.TierMetrics, fakestep.OK(c, nil)),
+		fakestep.Step("triage", capture.TierTriage, fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+			got = in.Missed
+			return &capture.Result{}, nil
+		})),
+	}}
+	plan.Steps[1].ContinueOnError = true
+	var r recorder
+	out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
+	want := map[string]string{
+		"snapshot": "not configured: no Prometheus (set prometheus.url)",
+		"scrape":   "refused: dial 10.0.0.7:8000: not in targets.allow",
+	}
+	if len(got) != len(want) || got["snapshot"] != want["snapshot"] || got["scrape"] != want["scrape"] {
+		t.Errorf("triage read Missed %q, want %q", got, want)
+	}
+	if st := r.get("snapshot"); st.Status != NotConfigured || st.Reason != "no Prometheus (set prometheus.url)" {
+		t.Errorf("snapshot %s/%q, want not-configured naming what is missing", st.Status, st.Reason)
+	}
+	if out.Status != Partial || !strings.Contains(out.Reason, "scrape (refused)") || strings.Contains(out.Reason, "snapshot") {
+		t.Errorf("plan %s (%s): want partial for the refused scrape alone", out.Status, out.Reason)
 	}
 }
 

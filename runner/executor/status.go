@@ -14,11 +14,16 @@ const (
 	Failed    = "failed"
 	Skipped   = "skipped"
 	Cancelled = "cancelled"
+	// NotConfigured is a step that could not run because something it
+	// needs is not configured (capture.NotConfigured: no Prometheus, no
+	// trace backend): not a failure. Its reason says what is missing.
+	NotConfigured = "not-configured"
 )
 
 // Summarize folds step records into one status and the reason it is not
 // succeeded: succeeded when nothing failed or was cancelled, partial when
-// something else succeeded, failed otherwise. Skipped steps count for neither.
+// something else succeeded, failed otherwise. Skipped and not-configured
+// steps count for neither.
 // The same rule sums up a plan and, over all its plans' steps, a run.
 func Summarize(recs []StepRecord) (status, reason string) {
 	var ok, failed, cancelled int

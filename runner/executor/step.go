@@ -68,8 +68,11 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 	if err == nil {
 		return finish(Succeeded, "", "")
 	}
-	if why, ok := capture.IsSkip(err); ok { // nothing to do here (an optional backend is off)
+	if why, ok := capture.IsSkip(err); ok { // nothing to do here (opted out, refused by policy)
 		return finish(Skipped, why, "")
+	}
+	if what, ok := capture.IsNotConfigured(err); ok { // something it needs is not configured
+		return finish(NotConfigured, what, "")
 	}
 	rec.Partial = res != nil
 	if stepCtx.Err() != nil {
@@ -207,7 +210,7 @@ func (ex *planExec) invoke(stepCtx context.Context, st *playbooks.PlannedStep, p
 	log := ex.in.Log.With(zap.String("run", ex.in.RunID), zap.String("plan", ex.plan.Playbook), zap.String("step", st.ID))
 	in := &capture.Input{RunID: ex.in.RunID, Plan: ex.plan.Playbook, StepID: st.ID, Attempt: ex.in.Attempt, RunCreated: ex.in.Created,
 		Alert: ex.in.Alert, Window: ex.in.Window,
-		Prior: prior, Env: ex.in.Env, Log: log}
+		Prior: prior, Missed: ex.missedView(), Env: ex.in.Env, Log: log}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("Step panicked.", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
