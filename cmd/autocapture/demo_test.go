@@ -110,6 +110,7 @@ func TestDemoScenarios(t *testing.T) {
 				}
 			}
 			if sc == vllmsim.ScenarioUnexplained {
+				checkReadmeDemo(t, r.stdout) // the README shows this run
 				if traces == 0 || !contains(files, "/profile/profile-report.json") {
 					t.Errorf("unexplained: no trace files or profile report among the artifacts: %v", files)
 				}

@@ -28,6 +28,10 @@ type Method struct {
 	Token        bool     // the description lists a token argument
 	Args         map[string]slackstub.ArgRule
 	Doc          string // Slack's documentation of the method
+	// Scopes are the OAuth scopes any one of which lets a token call it
+	// ("none": no scope needed). The description predates granular bot
+	// scopes: its chat:write:bot is today's bot scope chat:write.
+	Scopes []string
 }
 
 // JSON says whether the method reads application/json bodies.
@@ -59,6 +63,7 @@ func Load(t testing.TB) *Spec {
 				Name, In, Type, Description string
 				Required                    bool
 			} `json:"parameters"`
+			Security []map[string][]string `json:"security"`
 		} `json:"paths"`
 	}
 	if err := json.Unmarshal(fixtures.Read(t, File), &doc); err != nil {
@@ -73,6 +78,14 @@ func Load(t testing.TB) *Spec {
 		for verb, op := range ops {
 			m := Method{Name: name, Verb: strings.ToUpper(verb), ContentTypes: op.Consumes, Doc: op.ExternalDocs.URL,
 				Args: map[string]slackstub.ArgRule{}}
+			for _, sec := range op.Security {
+				for _, sc := range sec["slackAuth"] {
+					if sc == "chat:write:bot" {
+						sc = "chat:write" // the granular bot scope that replaced it (2020)
+					}
+					m.Scopes = append(m.Scopes, sc)
+				}
+			}
 			for _, p := range op.Parameters {
 				if p.Name == "token" {
 					m.Token = true
@@ -163,11 +176,11 @@ var Later = []Addition{
 			arg("ts", slackstub.TypeNumber, true)}},
 	// The external upload flow (2024; files.upload was shut down 2025-11-12).
 	{Method: "files.getUploadURLExternal", Doc: "https://docs.slack.dev/reference/methods/files.getUploadURLExternal",
-		New: &Method{Verb: http.MethodPost, ContentTypes: postForms},
+		New: &Method{Verb: http.MethodPost, ContentTypes: postForms, Scopes: []string{"files:write"}},
 		Args: []slackstub.ArgRule{arg("filename", slackstub.TypeString, true), arg("length", slackstub.TypeInteger, true),
 			arg("alt_txt", slackstub.TypeString, false), arg("snippet_type", slackstub.TypeString, false)}},
 	{Method: "files.completeUploadExternal", Doc: "https://docs.slack.dev/reference/methods/files.completeUploadExternal",
-		New: &Method{Verb: http.MethodPost, ContentTypes: postForms},
+		New: &Method{Verb: http.MethodPost, ContentTypes: postForms, Scopes: []string{"files:write"}},
 		Args: []slackstub.ArgRule{arg("files", slackstub.TypeArray, true), arg("blocks", slackstub.TypeArray, false),
 			arg("channel_id", slackstub.TypeString, false), arg("channels", slackstub.TypeString, false),
 			arg("initial_comment", slackstub.TypeString, false), arg("thread_ts", slackstub.TypeString, false)}},

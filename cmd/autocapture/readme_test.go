@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The README shows what `autocapture demo` prints, between these markers.
+// TestDemoScenarios/unexplained holds that sample to the real run it just
+// made (readmeSample below); -update-readme rewrites it from that run.
+const (
+	readmeFile        = "../../README.md"
+	readmeDemoBegin   = "<!-- demo output: written by go test ./cmd/autocapture -run TestDemoScenarios/unexplained -update-readme -->"
+	readmeDemoEnd     = "<!-- end of demo output -->"
+	readmeSampleWidth = 110
+)
+
+var updateReadme = flag.Bool("update-readme", false, "rewrite the README's demo sample from the test's real run")
+
+// readmeSample is the part of a demo's output the README shows: the
+// parent's first line, the replies of the steps whose order is fixed (the
+// tier-1 steps that are not configured finish in any order and are left
+// out), each with its first line of detail, the outcome block's head and
+// verdict, and the demo's last lines, URLs left out, run ids shortened and
+// long lines cut.
+func readmeSample(stdout string) (full, cut []string) {
+	var out []string
+	lines := strings.Split(stdout, "\n")
+	keepNext := false
+	for _, l := range lines {
+		switch {
+		case keepNext && strings.HasPrefix(l, "   ") && !strings.Contains(l, "http://"):
+			out = append(out, l)
+			keepNext = false
+			continue
+		case strings.HasPrefix(l, "── run ") && strings.Contains(l, " not configured: ") && strings.Contains(l, "tier 1)"):
+			keepNext = false
+			continue
+		case strings.HasPrefix(l, "── run ") || strings.HasPrefix(l, "══ "):
+			out = append(out, l)
+			keepNext = true
+			continue
+		case strings.HasPrefix(l, "   artifacts: "):
+			out = append(out, l)
+		}
+		keepNext = false
+	}
+	cut = make([]string, len(out))
+	for i, l := range out {
+		l = runIDs.ReplaceAllString(l, "${1}-…")
+		out[i] = l
+		if r := []rune(l); len(r) > readmeSampleWidth {
+			l = string(r[:readmeSampleWidth-2]) + " …"
+		}
+		cut[i] = l
+	}
+	return out, cut
+}
+
+var (
+	runIDs = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	// varying is what differs between two runs of the same demo: ids,
+	// addresses, numbers and durations, dates and temporary folders.
+	varying = regexp.MustCompile(`01[0-9a-f]{6}-…|/tmp/\S+|\d+\.\d+\.\d+\.\d+:\d+|\d+(\.\d+)?`)
+)
+
+// sameShape says whether a README sample line is this run's line with what
+// varies between runs left out; a line the README cut (" …") need only
+// begin the same.
+func sameShape(readme, run string) bool {
+	r := varying.ReplaceAllString(run, "#")
+	if short, cut := strings.CutSuffix(readme, " …"); cut {
+		return strings.HasPrefix(r, strings.TrimSuffix(varying.ReplaceAllString(short, "#"), "#"))
+	}
+	return varying.ReplaceAllString(readme, "#") == r
+}
+
+// checkReadmeDemo holds the README's demo sample to this run's output, or
+// rewrites it with -update-readme.
+func checkReadmeDemo(t *testing.T, stdout string) {
+	t.Helper()
+	raw, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := bytes.Index(raw, []byte(readmeDemoBegin)), bytes.Index(raw, []byte(readmeDemoEnd))
+	if begin < 0 || end < begin {
+		t.Fatalf("%s has no demo sample between %q and %q", readmeFile, readmeDemoBegin, readmeDemoEnd)
+	}
+	got, cut := readmeSample(stdout)
+	if *updateReadme {
+		block := readmeDemoBegin + "\n```\n" + strings.Join(cut, "\n") + "\n```\n"
+		out := append(append(append([]byte{}, raw[:begin]...), block...), raw[end:]...)
+		if err := os.WriteFile(readmeFile, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	body := strings.TrimSpace(string(raw[begin+len(readmeDemoBegin) : end]))
+	body = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(body, "```"), "```"))
+	want := strings.Split(body, "\n")
+	ok := len(want) == len(got)
+	for i := 0; ok && i < len(want); i++ {
+		ok = sameShape(want[i], got[i])
+	}
+	if !ok {
+		t.Errorf("the README's demo sample is stale (rerun with -update-readme):\nREADME:\n%s\nthis run:\n%s",
+			strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestReadmeContents: the README's table of contents lists every section, in
+// order, with links GitHub resolves.
+func TestReadmeContents(t *testing.T) {
+	raw, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var headings, listed []string
+	inFence := false
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, "```") {
+			inFence = !inFence
+		}
+		if inFence {
+			continue
+		}
+		if h, ok := strings.CutPrefix(l, "## "); ok && h != "Contents" {
+			headings = append(headings, "["+h+"](#"+anchor(h)+")")
+		}
+		if m := tocEntry.FindStringSubmatch(l); m != nil {
+			listed = append(listed, m[1])
+		}
+	}
+	if strings.Join(listed, "\n") != strings.Join(headings, "\n") {
+		t.Errorf("the contents list\n%s\nwant, from the sections\n%s", strings.Join(listed, "\n"), strings.Join(headings, "\n"))
+	}
+}
+
+var tocEntry = regexp.MustCompile(`^- (\[[^\]]+\]\(#[^)]+\))$`)
+
+// anchor is the id GitHub gives a heading: lower case, punctuation but '-'
+// and '_' dropped, spaces made '-'.
+func anchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
