@@ -51,15 +51,21 @@ type Web struct {
 func (w Web) ClientCertAuth() bool { return w.TLS.Enabled() && w.TLS.ClientCertAuthenticates }
 
 // Auth is what Alertmanager's http_config sends: a bearer token or basic auth.
+// TrustedProxy adds a way for people, not Alertmanager: see its type.
 type Auth struct {
 	BearerToken     Secret     `yaml:"bearer_token" json:"bearer_token"`
 	BearerTokenFile string     `yaml:"bearer_token_file" json:"bearer_token_file"`
 	BasicAuth       *BasicAuth `yaml:"basic_auth" json:"basic_auth,omitempty"`
+	// TrustedProxy lets a single sign-on proxy in front of the daemon
+	// authenticate readers of the run pages; nil: off.
+	TrustedProxy *TrustedProxy `yaml:"trusted_proxy" json:"trusted_proxy,omitempty"`
 }
 
 // Enabled says whether webhook auth holds a credential to compare: a token, or
 // a username and password. A _file twin that was never read, or read empty, is
 // not auth (the validator says so); a listener beyond loopback needs Enabled.
+// TrustedProxy does not count: it authenticates readers of the run pages,
+// never the webhook.
 func (a Auth) Enabled() bool {
 	if !a.BearerToken.Blank() {
 		return true

@@ -163,6 +163,7 @@ func (v *validator) check(c *Config) {
 	}
 	v.checkSecrets(c)
 	v.checkWeb(c)
+	v.checkTrustedProxy(c.Web.Auth.TrustedProxy)
 	v.checkStorage(c.Storage)
 	if u := c.Database.URL.Reveal(); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		v.errorf("$.database.url", "want postgres://… (leave empty for the embedded SQLite)")
