@@ -56,8 +56,10 @@ type ArtifactOptions struct {
 // artifact serves GET and HEAD /artifacts/:run/*key.
 //
 // Who may: a request carrying a link token (sig) must carry a valid one for
-// exactly this run and key (403 with why otherwise: expired or not matching);
-// one without a token is held to the API's auth (401). Then the key must be
+// exactly this run and key (403 with why otherwise: expired or not matching;
+// counted in autocapture_link_refusals_total{route="artifact"}); one without
+// a token is held to the pages' sign-in (401): web.auth or its trusted
+// proxy, as the artifacts are what the pages show. Then the key must be
 // one the run recorded, else 404, so neither a token nor API credentials
 // reach other keys of the store.
 func (s *Server) artifact(c *gin.Context) {
@@ -72,11 +74,12 @@ func (s *Server) artifact(c *gin.Context) {
 	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
 	if q.Has(links.ParamSignature) || qerr != nil {
 		if err := a.Links.Verify(runID, key, q, s.opts.Now()); err != nil {
+			s.metrics.linkRefusals.WithLabelValues("artifact", linkReason(err)).Inc()
 			s.log.Info("Artifact link refused.", zap.String("run", runID), zap.String("remote", c.ClientIP()), zap.String("why", err.Error()))
 			fail(c, http.StatusForbidden, "forbidden", linkRefusal(err))
 			return
 		}
-	} else if s.requireAuth(c); c.IsAborted() {
+	} else if s.requireReader(c); c.IsAborted() {
 		return
 	}
 	ok, err := a.Runs.RunArtifact(c.Request.Context(), runID, key)
@@ -94,6 +97,24 @@ func (s *Server) artifact(c *gin.Context) {
 		return
 	}
 	s.streamArtifact(c, key)
+}
+
+// The reasons a link token is refused, as autocapture_link_refusals_total
+// counts them.
+const (
+	reasonExpired      = "expired"
+	reasonBadSignature = "bad_signature"
+	reasonMalformed    = "malformed"
+)
+
+func linkReason(err error) string {
+	switch {
+	case errors.Is(err, links.ErrExpired):
+		return reasonExpired
+	case errors.Is(err, links.ErrBadSignature):
+		return reasonBadSignature
+	}
+	return reasonMalformed
 }
 
 // linkRefusal is the 403's reason: what is wrong with the token, never the

@@ -107,6 +107,7 @@ func equalDigest(want *[32]byte, got string) bool {
 
 // requireAuth answers 401 unless the request is authenticated; with no auth
 // configured it lets everything through (config refuses that beyond loopback).
+// The trusted proxy's header is not enough here: it reaches only the pages.
 func (s *Server) requireAuth(c *gin.Context) {
 	if !s.auth.enabled {
 		return
@@ -115,9 +116,27 @@ func (s *Server) requireAuth(c *gin.Context) {
 	if ok {
 		return
 	}
+	if s.proxy != nil {
+		if user, _ := s.proxy.user(c.Request); user != "" {
+			why += "; the trusted proxy's " + s.proxy.header + " authenticates only the run pages"
+		}
+	}
+	s.unauthorized(c, why)
+}
+
+// requireReader is requireAuth for what the pages show (the artifact route
+// without a token): web.auth or its trusted proxy.
+func (s *Server) requireReader(c *gin.Context) {
+	if ok, why := s.signedIn(c.Request); !ok {
+		s.unauthorized(c, why)
+	}
+}
+
+// unauthorized logs why and answers 401 with a challenge.
+func (s *Server) unauthorized(c *gin.Context, why string) {
 	s.log.Warn("Request refused: not authenticated.", zap.String("path", c.Request.URL.Path),
 		zap.String("remote", c.ClientIP()), zap.String("why", why))
-	if s.auth.token != nil {
+	if s.auth.token != nil || s.auth.user == nil {
 		c.Header("WWW-Authenticate", `Bearer realm="autocapture"`)
 	} else {
 		c.Header("WWW-Authenticate", `Basic realm="autocapture"`)

@@ -77,6 +77,11 @@ type Options struct {
 	// Artifacts, when set, serves GET/HEAD /artifacts/:run/*key (the links in
 	// threads); nil leaves the route unregistered.
 	Artifacts *ArtifactOptions
+	// PageLinks verifies the tokens of run-page links (the Slack parent's
+	// "Run page" button): a valid one opens GET/HEAD /runs/{that id}, and
+	// nothing else, without the API's credentials. nil: the pages take only
+	// web.auth (and its trusted proxy).
+	PageLinks PageLinkVerifier
 	// Now is the clock Slack's request timestamps (and link tokens) are held
 	// to; nil means time.Now.
 	Now func() time.Time
@@ -89,6 +94,7 @@ type Server struct {
 	metrics *Metrics
 	engine  *gin.Engine
 	auth    *authenticator
+	proxy   *trustedProxy  // nil: no web.auth.trusted_proxy
 	slack   *slackVerifier // nil: no interactivity
 	log     *zap.Logger
 }
@@ -117,7 +123,8 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
-	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth, o.ClientCertAuth), log: o.Log}
+	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth, o.ClientCertAuth),
+		proxy: newTrustedProxy(o.Auth.TrustedProxy), log: o.Log}
 	if !o.SlackSigningSecret.Blank() {
 		s.slack = newSlackVerifier(strings.TrimSpace(o.SlackSigningSecret.Reveal()), o.Now)
 	}
@@ -155,7 +162,7 @@ func (s *Server) routes() *gin.Engine {
 		s.profilingRoutes(api)
 	}
 
-	s.runPageRoutes(e) // GET /runs, /runs/:id: HTML, the API's auth
+	s.runPageRoutes(e) // GET/HEAD /runs, /runs/:id: HTML; web.auth, its trusted proxy, or a page link
 
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
 		e.GET("/artifacts/:run/*key", s.artifact)

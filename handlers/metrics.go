@@ -20,6 +20,8 @@ type Metrics struct {
 	alerts     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
 	slack      *prometheus.CounterVec
+	// linkRefusals counts link tokens refused, by route and reason.
+	linkRefusals *prometheus.CounterVec
 }
 
 // NewMetrics creates the webhook and reload metrics and registers them on reg.
@@ -47,8 +49,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autocapture_slack_interactions_total",
 			Help: "Slack interactivity requests (verdict buttons) answered, by HTTP status code (401: not signed by Slack).",
 		}, []string{"code"}),
+		linkRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "autocapture_link_refusals_total",
+			Help: "Link tokens refused, by route (page: a run page's link, artifact: an artifact's) and reason (expired, bad_signature: altered, for another run, key or scope, or another link key; malformed).",
+		}, []string{"route", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.slack} {
+	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.slack, m.linkRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -58,6 +64,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
+	}
+	for _, route := range []string{"page", "artifact"} {
+		for _, r := range []string{reasonExpired, reasonBadSignature, reasonMalformed} {
+			m.linkRefusals.WithLabelValues(route, r)
+		}
 	}
 	return m, nil
 }

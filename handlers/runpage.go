@@ -23,7 +23,9 @@ import (
 // The run pages: GET /runs (a list, paged and filtered like GET /api/v1/runs)
 // and GET /runs/{id} (one run: its verdict and history, charts, slowest
 // traces, profile, artifacts and step timings), server-rendered with
-// html/template from the templates embedded here, behind the API's auth.
+// html/template from the templates embedded here. Who may read them is
+// pageAuth's (pageauth.go): web.auth, its trusted proxy, or for one run's
+// page a link signed for it.
 // Every label, annotation and finding is untrusted: html/template escapes it
 // for where it lands (text, attribute, URL), and the page's
 // Content-Security-Policy allows no script at all.
@@ -61,8 +63,10 @@ type LinkSigner interface {
 }
 
 func (s *Server) runPageRoutes(e *gin.Engine) {
-	e.GET("/runs", s.requireAuth, s.runsPage)
-	e.GET("/runs/:id", s.requireAuth, s.runPage)
+	e.GET("/runs", s.pageAuth, s.runsPage)
+	e.HEAD("/runs", s.pageAuth, s.runsPage)
+	e.GET("/runs/:id", s.pageAuth, s.runPage)
+	e.HEAD("/runs/:id", s.pageAuth, s.runPage)
 }
 
 // runsPage serves GET /runs?alertname=&status=&limit=&cursor=.
@@ -116,7 +120,15 @@ func (s *Server) runPage(c *gin.Context) {
 			v.ProfileError = "the profile's lease events cannot be read now: " + clip.Line(err.Error(), maxReason)
 		}
 	}
-	s.renderPage(c, http.StatusOK, "run.html", v)
+	s.renderPage(c, http.StatusOK, "run.html", runPageData{runView: v, Home: homeOf(c)})
+}
+
+// runPageData is run.html's data: the run's view, and the list's address
+// for the page's header, "" for a reader who came with a page link (the
+// list needs a sign-in the link does not give, so it is not shown).
+type runPageData struct {
+	runView
+	Home string
 }
 
 // renderPage renders into a buffer first, so a template error answers 500
@@ -214,8 +226,13 @@ func whenPtr(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// homeOf is the list's address relative to the page answering c.
+// homeOf is the list's address relative to the page answering c; "" (no
+// link) for a reader let in by a page link, or refused, whom the list would
+// refuse.
 func homeOf(c *gin.Context) string {
+	if readerOf(c) != readerSignedIn {
+		return ""
+	}
 	if c.Param("id") != "" {
 		return "../runs"
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,11 @@ func pageRunFixture(png []byte) *runs.Run {
 	kv := &capture.Verdict{ID: capture.VerdictKVPressure, Scope: capture.ScopeSingle,
 		Evidence:     []string{"KV cache 98% full (threshold 95%)", "only this instance: KV usage 98% vs peers' median 40% (3 peers)"},
 		Contributing: []string{"overload", capture.FactorSingleInstance}, Advice: []string{"raise gpu_memory_utilization"},
-		Untrusted: []string{"prompt_len: window too short"}, Basis: map[string]string{"prefill_s": "baseline-1d"}}
+		Untrusted: []string{"prompt_len: window too short"},
+		Basis:     map[string]string{capture.SigPrefillMean: capture.BasisAbsolute, capture.SigPromptTokensNow: capture.BasisBefore, "queue_shape": "novel-basis"}}
 	pre := &capture.Verdict{ID: capture.VerdictOverload, Preliminary: true}
 	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: runner.StatusSucceeded,
-		Labels:      map[string]string{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000", "team": hostile},
+		Labels:      map[string]string{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "team": hostile},
 		Annotations: map[string]string{"summary": `p99 TTFT "4.2s" & <b>rising</b>`},
 		StartsAt:    at, CreatedAt: at, StartedAt: &at, FinishedAt: &fin, Verdict: kv, Manifest: pageMan,
 		Verdicts: []runs.VerdictEntry{
@@ -67,9 +69,11 @@ func pageRunFixture(png []byte) *runs.Run {
 		},
 		Steps: []executor.StepRecord{
 			{Plan: "vllm", ID: "kv_chart", Kind: "chart", Tier: capture.TierMetrics, Status: "succeeded", DurationMS: 1234,
+				StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(3234 * time.Millisecond),
 				Summary:   "KV cache usage: 1 series",
 				Artifacts: []capture.Artifact{{Name: "chart.png", Key: pageChart, ContentType: "image/png", Size: int64(len(png))}}},
 			{Plan: "vllm", ID: "traces", Kind: "traces", Tier: capture.TierMetrics, Status: "succeeded", DurationMS: 800,
+				StartedAt: at.Add(61 * time.Second), FinishedAt: at.Add(61800 * time.Millisecond),
 				Findings: map[string]any{"slowest": []any{
 					map[string]any{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "ttft": 4.25, "queue": 3.5, "prefill": 0.5,
 						"decode": 1.0, "e2e": 5.25, "prompt_tokens": 8000, "output_tokens": 120, "link": "http://jaeger:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"},
@@ -77,12 +81,14 @@ func pageRunFixture(png []byte) *runs.Run {
 				}},
 				Artifacts: []capture.Artifact{{Name: "spans.json", Key: pageSpans, ContentType: "application/json", Size: 2048}}},
 			{Plan: "vllm", ID: "profile", Kind: "profile", Tier: capture.TierProfile, Status: "succeeded", DurationMS: 31000,
+				StartedAt: at.Add(62 * time.Second), FinishedAt: at.Add(93 * time.Second),
 				Findings: map[string]any{"top_family": "attention", "idle_share": 0.125,
 					"families":      map[string]any{"attention": 0.61, "gemm": 0.3, "comm": 0.0},
 					"top_kernels":   []any{map[string]any{"name": "flash_fwd_kernel<" + hostile + ">", "family": "attention", "share": 0.55, "gpu_us": 123456.0}},
-					"compared_with": map[string]any{"run_id": "0197-old", "taken_at": "2026-04-30T10:00:00Z", "baseline": "previous"},
+					"compared_with": map[string]any{"run_id": "0197-old", "taken_at": "2026-04-30T10:00:00Z", "baseline": true},
 					"deltas":        []any{"attention 61% (baseline 20%)"}}},
-			{Plan: "vllm", ID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "failed", Reason: "timeout", DurationMS: 15000},
+			{Plan: "vllm", ID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "failed", Reason: "timeout", DurationMS: 15000,
+				StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(17 * time.Second)},
 		},
 		Feedback: []runs.Feedback{{Verdict: capture.VerdictKVPressure, Correct: true, User: runs.User{ID: "U1", Name: "ana"}, At: fin}},
 	}
@@ -197,11 +203,31 @@ func text(n *html.Node) string {
 
 func elements(doc *html.Node, tag string) []*html.Node {
 	var out []*html.Node
+	if doc == nil {
+		return nil
+	}
 	walk(doc, func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == tag {
 			out = append(out, n)
 		}
 	})
+	return out
+}
+
+// cells is the text of each table cell under n as a browser reads it: its
+// text nodes joined as they are (a key or a name split into parts to wrap
+// between them, <wbr> or span.seg, reads whole).
+func cells(n *html.Node) []string {
+	var out []string
+	for _, td := range elements(n, "td") {
+		var b strings.Builder
+		walk(td, func(c *html.Node) {
+			if c.Type == html.TextNode {
+				b.WriteString(c.Data)
+			}
+		})
+		out = append(out, strings.TrimSpace(b.String()))
+	}
 	return out
 }
 
@@ -238,7 +264,7 @@ func TestRunPageShowsTheRun(t *testing.T) {
 	doc := parse(t, body)
 	verdict := text(byID(doc, "verdict"))
 	for _, want := range []string{"kv-pressure", "KV cache 98% full (threshold 95%)", "overload", "raise gpu_memory_utilization",
-		"prompt_len: window too short", "prefill_s baseline-1d"} {
+		"prompt_len: window too short", "mean prefill time: absolute threshold (no baseline)"} {
 		if !strings.Contains(verdict, want) {
 			t.Errorf("verdict section lacks %q: %q", want, verdict)
 		}
@@ -278,8 +304,8 @@ func TestRunPageShowsTheRun(t *testing.T) {
 			t.Errorf("artifact %s: %d %s", h, res.StatusCode, b)
 		}
 	}
-	if a := text(byID(doc, "artifacts")); !strings.Contains(a, "2.0 KiB") || !strings.Contains(a, pageSpans) {
-		t.Errorf("artifacts table lacks the size or key: %q", a)
+	if a := cells(byID(doc, "artifacts")); !slices.Contains(a, "2.0 KiB") || !slices.Contains(a, pageSpans) || !slices.Contains(a, "spans.json") {
+		t.Errorf("artifacts table lacks the size, key or name: %q", a)
 	}
 
 	traces := byID(doc, "traces")
@@ -292,8 +318,9 @@ func TestRunPageShowsTheRun(t *testing.T) {
 	}
 
 	prof := text(doc)
-	for _, want := range []string{"top family attention", "GPU idle 12.5%", "attention 61.0% gemm 30.0% comm 0.0%",
-		"flash_fwd_kernel<" + hostile + ">", "55.0%", "123456", "Compared with run 0197-old", "attention 61% (baseline 20%)", "recording"} {
+	for _, want := range []string{"top family attention", "GPU idle 12.5%",
+		"attention 61.0% 20% +41 points abnormal GEMM 30.0% ≈ 30% about the same comm 0.0% ≈ 0% about the same",
+		"flash_fwd_kernel<" + hostile + ">", "55.0%", "123456", "Compared with the healthy baseline: run 0197-old", "recording"} {
 		if !strings.Contains(prof, want) {
 			t.Errorf("page lacks %q", want)
 		}

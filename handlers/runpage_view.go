@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"html/template"
 	"net/url"
 	"sort"
 	"strings"
@@ -56,12 +57,14 @@ func newListRow(r runs.Run) listRow {
 
 type runView struct {
 	Run         *runs.Run
+	Head        headline
+	Timeline    timeline
 	Labels      []kv
 	Annotations []kv
 	Verdict     *capture.Verdict
 	Scope       string   // capture.ScopeText: "scope: single-instance — …"
 	Advice      []string // the verdict's advice and its contributing factors'
-	Basis       []kv
+	Basis       []kv     // in words: "mean prefill time", "absolute threshold (no baseline)"
 	History     []historyEntry
 	Charts      []artifactView
 	Traces      []traceView
@@ -76,6 +79,15 @@ type runView struct {
 	ProfileError  string
 }
 
+// Title is the page's title: the answer, the alert, the run.
+func (v runView) Title() string {
+	t := v.Head.Verdict
+	if v.Run.Alertname != "" {
+		t += " · " + v.Run.Alertname
+	}
+	return t + " · " + v.Run.ID
+}
+
 type historyEntry struct {
 	runs.VerdictEntry
 	ID string
@@ -88,9 +100,16 @@ type artifactView struct {
 	Href                         string
 }
 
+// KeyParts is the storage key, wrapping between its parts (keySegments).
+func (a artifactView) KeyParts() template.HTML { return keySegments(a.Key) }
+
+// NameParts is the file name, wrapping after its dots and underscores.
+func (a artifactView) NameParts() template.HTML { return nameBreaks(a.Name) }
+
 type stepView struct {
 	executor.StepRecord
-	Took string
+	Took       string
+	StatusText string // the status in words: "not configured"
 }
 
 // traceView is one of the traces step's slowest spans (findings "slowest").
@@ -108,37 +127,6 @@ type traceView struct {
 	Link         string  `json:"link"`
 }
 
-// profileView is one profile step's analysis (its findings).
-type profileView struct {
-	Step         string
-	Summary      string
-	TopFamily    string `json:"top_family"`
-	Families     []familyShare
-	IdleShare    *float64           `json:"idle_share"`
-	TopKernels   []kernelView       `json:"top_kernels"`
-	ComparedWith *comparedWith      `json:"compared_with"`
-	Deltas       []string           `json:"deltas"`
-	RawFamilies  map[string]float64 `json:"families"`
-}
-
-type familyShare struct {
-	Family string
-	Share  float64
-}
-
-type kernelView struct {
-	Name   string  `json:"name"`
-	Family string  `json:"family"`
-	Share  float64 `json:"share"`
-	GPUus  float64 `json:"gpu_us"`
-}
-
-type comparedWith struct {
-	RunID    string    `json:"run_id"`
-	TakenAt  time.Time `json:"taken_at"`
-	Baseline string    `json:"baseline"`
-}
-
 // decodeFindings reads findings into dst through JSON: they are JSON as
 // stored (float64s, []any), Go values as a step made them; either decodes.
 // A finding of an unexpected shape is left out, never an error of the page.
@@ -154,9 +142,10 @@ func decodeFindings(f map[string]any, dst any) bool {
 }
 
 func (s *Server) newRunView(r *runs.Run) runView {
-	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict}
+	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict,
+		Timeline: newTimeline(r, s.opts.Now())}
 	if r.Verdict != nil {
-		v.Basis = sortedKV(r.Verdict.Basis)
+		v.Basis = basisInWords(r.Verdict.Basis)
 		v.Scope, v.Advice = capture.ScopeText(r.Verdict), capture.AllAdvice(r.Verdict)
 	}
 	if r.StartedAt != nil && r.FinishedAt != nil {
@@ -170,7 +159,8 @@ func (s *Server) newRunView(r *runs.Run) runView {
 		v.History = append(v.History, h)
 	}
 	for _, st := range r.Steps {
-		v.Steps = append(v.Steps, stepView{StepRecord: st, Took: humanDuration(time.Duration(st.DurationMS) * time.Millisecond)})
+		v.Steps = append(v.Steps, stepView{StepRecord: st, Took: humanDuration(time.Duration(st.DurationMS) * time.Millisecond),
+			StatusText: stepStatusText(st.Status)})
 		for _, a := range st.Artifacts {
 			av := artifactView{Step: st.Plan + "/" + st.ID, Name: a.Name, Key: a.Key, ContentType: a.ContentType,
 				Size: a.Size, Pending: a.Pending, Href: s.artifactHref(r.ID, a.Key)}
@@ -194,21 +184,12 @@ func (s *Server) newRunView(r *runs.Run) runView {
 				}
 			}
 		case "profile":
-			p := profileView{Step: st.Plan + "/" + st.ID, Summary: st.Summary}
-			if decodeFindings(st.Findings, &p) && (len(p.RawFamilies) > 0 || len(p.TopKernels) > 0) {
-				for fam, sh := range p.RawFamilies {
-					p.Families = append(p.Families, familyShare{fam, sh})
-				}
-				sort.Slice(p.Families, func(i, j int) bool {
-					if p.Families[i].Share != p.Families[j].Share {
-						return p.Families[i].Share > p.Families[j].Share
-					}
-					return p.Families[i].Family < p.Families[j].Family
-				})
+			if p, ok := newProfileView(st.Plan+"/"+st.ID, st.Summary, st.Findings); ok {
 				v.Profiles = append(v.Profiles, p)
 			}
 		}
 	}
+	v.Head = newHeadline(r, v.Profiles, len(r.Steps))
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
 			Href: s.artifactHref(r.ID, r.Manifest)}

@@ -172,7 +172,8 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	if err != nil {
 		return nil, err
 	}
-	notifiers, err := newNotifiers(cfg, env, log, w.stdout)
+	pages := &pageLinks{}
+	notifiers, err := newNotifiers(cfg, env, log, w.stdout, pages)
 	if err != nil {
 		return nil, err
 	}
@@ -200,9 +201,10 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 		return nil, fmt.Errorf("run store: %w", err)
 	}
 	env.Profiles = svc.Profiles() // the fleet-wide lease and budget over framed profiles
+	pages.set(svc.Signer())       // before svc.Start: no thread is delivered before
 	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
-		Artifacts: artifactRoute(cfg, env, svc)})
+		Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
 	if err != nil {
 		svc.Close()
 		return nil, err
@@ -395,7 +397,7 @@ func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg promet
 
 // newNotifiers returns where threads go, by the name each thread operation is
 // delivered under: the console, Slack, or both.
-func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout io.Writer) (map[string]notify.Notifier, error) {
+func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout io.Writer, pages slacknotify.PageSigner) (map[string]notify.Notifier, error) {
 	out := map[string]notify.Notifier{}
 	if cfg.Notify.Console.Enabled {
 		out["console"] = notify.NewConsole(stdout)
@@ -405,7 +407,8 @@ func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout 
 		if env != nil && env.Store != nil {
 			store = env.Store
 		}
-		n, err := slacknotify.New(cfg.Notify.Slack, store, log.Named("slack"), slacknotify.WithExternalURL(cfg.Web.ExternalURL))
+		n, err := slacknotify.New(cfg.Notify.Slack, store, log.Named("slack"), slacknotify.WithExternalURL(cfg.Web.ExternalURL),
+			slacknotify.WithRunPageLinks(pages, cfg.Web.LinkTTL))
 		if err != nil {
 			return nil, fmt.Errorf("notify.slack: %w", err)
 		}

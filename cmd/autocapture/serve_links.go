@@ -3,13 +3,17 @@ package main
 import (
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
+	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
 )
 
@@ -47,6 +51,24 @@ func listenURL(listen string) string {
 		return ""
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// pageLinks signs the Slack parent's "Run page" links with the run
+// service's link key (web.link_secret, else the key kept in the database),
+// which runner.Open reads after the notifiers it takes are built; it is set
+// before the service starts, so before any thread is delivered. Unset, it
+// signs nothing and the link goes without a token (the page then asks for
+// a sign-in).
+type pageLinks struct{ s atomic.Pointer[links.Signer] }
+
+func (p *pageLinks) set(s *links.Signer) { p.s.Store(s) }
+
+// SignPage signs a link to run runID's page valid until exp.
+func (p *pageLinks) SignPage(runID string, exp time.Time) url.Values {
+	if s := p.s.Load(); s != nil {
+		return s.SignPage(runID, exp)
+	}
+	return nil
 }
 
 // artifactRoute is the /artifacts route's wiring: the run service knows

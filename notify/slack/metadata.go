@@ -58,7 +58,11 @@ func parentPayload(p Parent) map[string]any {
 		m["resolved_after"] = p.ResolvedAfter.String()
 	}
 	for i, l := range p.Links {
-		m["link"+strconv.Itoa(i)] = l.Name + "\n" + l.URL
+		u := l.URL
+		if l.Name == RunPageLink { // its token stays out: metadata holds no secret (Close signs afresh)
+			u, _, _ = strings.Cut(u, "?")
+		}
+		m["link"+strconv.Itoa(i)] = l.Name + "\n" + u
 	}
 	for k, v := range m {
 		if v == "" {

@@ -54,6 +54,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		if !ok {
 			log.Warn("The parent's metadata could not be read back; it is re-rendered from the outcome alone.", zap.String("ts", t.TS))
 		}
+		p.Links = n.freshLinks(s.RunID, p.Links)
 	}
 	p = p.Apply(s)
 	p.AskFeedback = n.feedback

@@ -42,6 +42,8 @@ type Notifier struct {
 	feedback    bool
 	grafana     *template.Template
 	externalURL string
+	pages       PageSigner    // nil: the "Run page" link carries no token
+	pageTTL     time.Duration // a page link's lifetime from each delivery
 	store       ArtifactReader
 	log         *zap.Logger
 	pace        *pacer
@@ -61,6 +63,23 @@ type Option func(*Notifier, *[]slack.Option)
 // (+ /api/v1/runs/<id>, "Run"); empty adds no link.
 func WithExternalURL(u string) Option {
 	return func(n *Notifier, _ *[]slack.Option) { n.externalURL = strings.TrimSuffix(u, "/") }
+}
+
+// PageSigner signs a link that opens one run's page, and nothing else,
+// without the API's credentials (*links.Signer).
+type PageSigner interface {
+	SignPage(runID string, exp time.Time) url.Values
+}
+
+// WithRunPageLinks signs the parent's "Run page" link with s, valid ttl
+// (web.link_ttl) from each delivery: a reader's browser cannot send the
+// API's bearer token, so an unsigned link answers 401. The token is made
+// when the parent is posted and again at each edit (every edit re-renders
+// the parent, so the button always carries a link as fresh as the thread's
+// last update); it is never stored, in the database or in the message's
+// metadata.
+func WithRunPageLinks(s PageSigner, ttl time.Duration) Option {
+	return func(n *Notifier, _ *[]slack.Option) { n.pages, n.pageTTL = s, ttl }
 }
 
 // New returns a notifier for cfg; store reads the files replies attach.
@@ -152,11 +171,36 @@ func (n *Notifier) links(run notify.RunInfo, log *zap.Logger) []notify.Link {
 		}
 	}
 	if n.externalURL != "" {
-		id := url.PathEscape(run.ID)
-		out = append(out, notify.Link{Name: "Run page", URL: n.externalURL + "/runs/" + id},
-			notify.Link{Name: "Run", URL: n.externalURL + "/api/v1/runs/" + id})
+		out = append(out, notify.Link{Name: RunPageLink, URL: n.runPageURL(run.ID)},
+			notify.Link{Name: "Run", URL: n.externalURL + "/api/v1/runs/" + url.PathEscape(run.ID)})
 	}
 	return out
+}
+
+// RunPageLink names the parent's button to the run's page.
+const RunPageLink = "Run page"
+
+// runPageURL is the run's page under web.external_url, with a page token
+// made now when the notifier signs them.
+func (n *Notifier) runPageURL(runID string) string {
+	u := n.externalURL + "/runs/" + url.PathEscape(runID)
+	if n.pages != nil {
+		if q := n.pages.SignPage(runID, n.now().Add(n.pageTTL)); len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+	}
+	return u
+}
+
+// freshLinks re-signs the "Run page" link of a parent read back from its
+// metadata, which keeps it without its token.
+func (n *Notifier) freshLinks(runID string, links []notify.Link) []notify.Link {
+	for i, l := range links {
+		if l.Name == RunPageLink && n.externalURL != "" {
+			links[i].URL = n.runPageURL(runID)
+		}
+	}
+	return links
 }
 
 // msgOptions are a message's blocks, fallback text and metadata, as

@@ -1,0 +1,265 @@
+package handlers
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/links"
+)
+
+// Who may read the run pages (GET/HEAD /runs and /runs/{id}), in order:
+//
+//  1. a signed-in reader: web.auth's token, password or client certificate
+//     (or anyone, when web.auth is not configured at all), or the trusted
+//     proxy's header from one of its addresses. Such a reader sees every page,
+//     with its link to the list; a page-link token it also carries is ignored
+//     (an expired link still opens the page for someone signed in).
+//  2. a reader with a page link: exp and sig made by SignPage for exactly this
+//     run open GET/HEAD /runs/{that id} and nothing else — not another run,
+//     not the list, not the API, no POST. The page they get hides the list's
+//     link (it would refuse them). A token that is expired, altered, made for
+//     another run or for an artifact is refused with a 403 page saying which
+//     and how to read the run instead; refusals are logged and counted in
+//     autocapture_link_refusals_total{route="page",reason}.
+//  3. anyone else: a 401 page saying how to sign in.
+//
+// The answers are HTML (a browser opened the link), never JSON. The page's
+// Referrer-Policy (no-referrer) and Cache-Control (no-store) keep the token
+// out of other sites' logs and out of caches.
+
+// PageLinkVerifier checks a run-page link token for exactly one run (*links.Signer).
+type PageLinkVerifier interface {
+	VerifyPage(runID string, q url.Values, now time.Time) error
+}
+
+var _ PageLinkVerifier = (*links.Signer)(nil)
+
+// reader is how a request to a page was let in.
+type reader int
+
+const (
+	readerSignedIn reader = iota // web.auth, its trusted proxy, or no auth configured
+	readerLink                   // a page link: that run's page only
+	readerNone                   // refused: the answer links no page
+)
+
+const readerKey = "autocapture.reader"
+
+func readerOf(c *gin.Context) reader {
+	if r, ok := c.Get(readerKey); ok {
+		return r.(reader)
+	}
+	return readerSignedIn
+}
+
+// pagesGuarded says whether the pages need a reader: web.auth holds a method,
+// or a trusted proxy is configured (then the pages need its header even
+// where web.allow_unauthenticated leaves the API open).
+func (s *Server) pagesGuarded() bool { return s.auth.enabled || s.proxy != nil }
+
+// signedIn says whether r is a signed-in reader (1. above), else why not,
+// for the log: never what was sent.
+func (s *Server) signedIn(r *http.Request) (bool, string) {
+	if !s.pagesGuarded() {
+		return true, ""
+	}
+	var why []string
+	if s.proxy != nil {
+		user, w := s.proxy.user(r)
+		if user != "" {
+			return true, ""
+		}
+		why = append(why, w)
+	}
+	if s.auth.enabled {
+		ok, w := s.auth.check(r)
+		if ok {
+			return true, ""
+		}
+		why = append(why, w)
+	}
+	return false, strings.Join(strings.Fields(strings.Join(why, "; ")), " ")
+}
+
+// pageAuth lets a reader through to a page, or answers for it (401 or 403, HTML).
+func (s *Server) pageAuth(c *gin.Context) {
+	ok, why := s.signedIn(c.Request)
+	if ok {
+		c.Set(readerKey, readerSignedIn)
+		return
+	}
+	// A query that does not parse is taken as a (malformed) token, as on the
+	// artifact route.
+	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
+	id := c.Param("id")
+	if id != "" && s.opts.PageLinks != nil && (q.Has(links.ParamSignature) || q.Has(links.ParamExpires) || qerr != nil) {
+		err := s.opts.PageLinks.VerifyPage(id, q, s.opts.Now())
+		if err == nil {
+			c.Set(readerKey, readerLink)
+			return
+		}
+		s.refusePageLink(c, id, q, err)
+		return
+	}
+	s.log.Warn("Request refused: not authenticated.", zap.String("path", c.Request.URL.Path),
+		zap.String("remote", c.ClientIP()), zap.String("why", why))
+	c.Set(readerKey, readerNone)
+	c.Header("WWW-Authenticate", s.pageChallenge())
+	v := refusedView{Title: "Sign-in needed", WaysTitle: "To read it",
+		Lines: []string{"Run pages show alert labels and findings, so this daemon serves them only to readers it can authenticate, or who hold a link made for one run."}}
+	if id == "" {
+		v.Lines = append(v.Lines, "A link from a Slack thread opens only its own run's page; the list of runs needs a sign-in.")
+	}
+	v.Ways = s.readWays(id, id != "")
+	s.renderPage(c, http.StatusUnauthorized, "refused.html", v)
+	c.Abort()
+}
+
+// pageChallenge is the 401's WWW-Authenticate: Basic when a password is
+// configured (a browser can answer it), else Bearer.
+func (s *Server) pageChallenge() string {
+	if s.auth.user != nil {
+		return `Basic realm="autocapture"`
+	}
+	return `Bearer realm="autocapture"`
+}
+
+// refusePageLink answers a page-link token that does not open this page:
+// 403 with a page saying why and how to read the run instead.
+func (s *Server) refusePageLink(c *gin.Context, id string, q url.Values, err error) {
+	reason := linkReason(err)
+	s.metrics.linkRefusals.WithLabelValues("page", reason).Inc()
+	s.log.Info("Run page link refused.", zap.String("run", id), zap.String("remote", c.ClientIP()), zap.String("why", err.Error()))
+	c.Set(readerKey, readerNone)
+	v := refusedView{WaysTitle: "To read this run"}
+	switch reason {
+	case reasonExpired:
+		v.Title = "This link has expired"
+		until := "its expiry"
+		if exp, ok := links.Expires(q); ok { // authentic: the signature matched
+			until = exp.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		v.Lines = []string{"This link to run " + clip.String(id, 80) + " worked until " + until + ".",
+			"Links in Slack messages work for a limited time (web.link_ttl, 30 days by default)."}
+		v.Ways = append([]way{{Text: "Open the run from a newer message about it: each update of the Slack thread's first message carries a fresh link."}},
+			s.readWays(id, false)...)
+	case reasonBadSignature:
+		v.Title = "This link does not open this run"
+		v.Lines = []string{"Its signature does not match this run's page: the link was altered, made for another run or for a file, or made before this daemon's link key changed."}
+		v.Ways = append([]way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
+	default:
+		v.Title = "This link does not open this run"
+		v.Lines = []string{"Its token is malformed: the link may have been cut short when it was copied."}
+		v.Ways = append([]way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
+	}
+	s.renderPage(c, http.StatusForbidden, "refused.html", v)
+	c.Abort()
+}
+
+// refusedView is refused.html's data: what happened and how to read the
+// page instead.
+type refusedView struct {
+	Title     string
+	Lines     []string
+	WaysTitle string
+	Ways      []way
+	Home      string // always "": these answers link no page that would refuse the reader
+}
+
+// way is one way to read a page: a sentence, and when following it is a
+// click, the link's address and text.
+type way struct{ Text, Href, Label string }
+
+// readWays lists how a reader can sign in for run id's page ("" for the
+// list), from what this daemon accepts; slack says the Slack thread's link
+// is one way (for a reader who came without one).
+func (s *Server) readWays(id string, slack bool) []way {
+	var out []way
+	if slack && s.opts.PageLinks != nil {
+		out = append(out, way{Text: `Open the run from its Slack thread: the "Run page" button carries a link made for this page.`})
+	}
+	page, label := "../runs", "the list of runs" // relative to /runs/{id} and to /runs alike
+	if id != "" {
+		page, label = url.PathEscape(id), "this run's page"
+	}
+	if s.proxy != nil {
+		out = append(out, way{Text: "Sign in through the single sign-on proxy in front of this daemon and open the page through it."})
+	}
+	if s.auth.user != nil {
+		out = append(out, way{Text: "Sign in with this daemon's user name and password: your browser asks for them when you open", Href: page, Label: label})
+	}
+	if s.auth.certs {
+		out = append(out, way{Text: "Open the page with a client certificate this daemon trusts."})
+	}
+	if s.auth.token != nil {
+		api := "GET /api/v1/runs"
+		if id != "" {
+			api += "/" + url.PathEscape(id)
+		}
+		out = append(out, way{Text: "With the API's bearer token (a browser cannot send it): " + api + " with the header Authorization: Bearer <token>."})
+	}
+	return out
+}
+
+// trustedProxy is web.auth.trusted_proxy, parsed: the header that names the
+// signed-in user, honoured only from the proxy's addresses.
+type trustedProxy struct {
+	header string
+	from   []netip.Prefix
+}
+
+// newTrustedProxy is nil without a config. Addresses that do not parse
+// (config.Load refuses them; a config built in code may hold them) trust
+// nobody: the header then never authenticates, and the pages stay guarded.
+func newTrustedProxy(p *config.TrustedProxy) *trustedProxy {
+	if p == nil {
+		return nil
+	}
+	from, err := p.Prefixes()
+	if err != nil {
+		from = nil
+	}
+	return &trustedProxy{header: http.CanonicalHeaderKey(strings.TrimSpace(p.Header)), from: from}
+}
+
+// user is the signed-in user the proxy names in r, or "" and why not (""
+// when r carries no such header). The peer is the TCP connection's, never
+// a forwarded-for header's.
+func (p *trustedProxy) user(r *http.Request) (string, string) {
+	if p.header == "" {
+		return "", "the trusted proxy has no header configured"
+	}
+	vals := r.Header.Values(p.header)
+	if len(vals) == 0 {
+		return "", "no " + p.header + " header"
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || !p.trusts(peer.Addr().Unmap()) {
+		return "", p.header + " from " + r.RemoteAddr + ", not an address in web.auth.trusted_proxy.from: ignored"
+	}
+	if len(vals) > 1 {
+		return "", "more than one " + p.header + " header: ignored"
+	}
+	u := strings.TrimSpace(vals[0])
+	if u == "" {
+		return "", "an empty " + p.header + " header from the trusted proxy"
+	}
+	return u, ""
+}
+
+func (p *trustedProxy) trusts(a netip.Addr) bool {
+	for _, pf := range p.from {
+		if pf.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,186 @@
+package handlers
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/runs"
+)
+
+// The run page's headline: the answer before the evidence. One sentence,
+// the verdict in words and the one line that explains it ("unexplained —
+// profile: GEMM 93% of GPU time vs 49% in the healthy baseline: a GEMM
+// kernel regression"), where the cause sits, then which server and model
+// the alert was about. A run without a verdict says so, and why.
+
+// headline is what the top of the run page shows.
+type headline struct {
+	// Verdict is the verdict in words ("KV cache pressure"), or "No verdict
+	// yet" / "No verdict".
+	Verdict string
+	// Line explains it: the strongest evidence, or why there is no verdict.
+	Line string
+	// Preliminary: the verdict was reached over part of tier 1.
+	Preliminary bool
+	// Scope is where the cause sits in words ("this server", "the whole
+	// fleet", "this server's GPU", "not measured"); ScopeWhy is the
+	// evidence line that says so. Both "" when triage said nothing of it.
+	Scope, ScopeWhy string
+	// Class is the block's CSS class: ok, cause, unexplained, live, bad or other.
+	Class           string
+	Instance, Model string // the alert's instance and model_name labels
+	Origin          string // the alert's startsAt, formatted; "" when it carried none
+}
+
+// The run statuses before a run ends (runner.StatusQueued and
+// StatusRunning; handlers takes the list in Options, not from runner).
+const (
+	runQueued  = "queued"
+	runRunning = "running"
+)
+
+// verdictWords are the verdict ids as a reader says them.
+var verdictWords = map[string]string{
+	capture.VerdictHealthy:      "healthy",
+	capture.VerdictOverload:     "overload",
+	capture.VerdictKVPressure:   "KV cache pressure",
+	capture.VerdictPrefillBound: "prefill-bound",
+	capture.VerdictDecodeBound:  "decode-bound",
+	capture.VerdictClientAborts: "client aborts",
+	capture.VerdictUnexplained:  "unexplained",
+	capture.VerdictGPUDegraded:  "GPU degraded",
+}
+
+// verdictInWords is id in words; an id not listed reads with spaces for dashes.
+func verdictInWords(id string) string {
+	if w, ok := verdictWords[id]; ok {
+		return w
+	}
+	return strings.ReplaceAll(id, "-", " ")
+}
+
+// scopeWords are the verdict's scopes as a reader says them.
+var scopeWords = map[string]string{
+	capture.ScopeSingle:  "this server",
+	capture.ScopeSeveral: "several servers",
+	capture.ScopeFleet:   "the whole fleet",
+}
+
+// scopeGPUWords are the scopes of a gpu-degraded verdict: the cause is the
+// GPU, this server's whether or not its peers were measured.
+var scopeGPUWords = map[string]string{
+	"":                   "this server's GPU",
+	capture.ScopeSingle:  "this server's GPU",
+	capture.ScopeSeveral: "the GPUs of several servers",
+	capture.ScopeFleet:   "the GPUs of the whole fleet",
+}
+
+// scopeOf is where v's cause sits, in words, and the line that says so,
+// from what capture.ScopeText reads.
+func scopeOf(v *capture.Verdict) (scope, why string) {
+	text, line := capture.ScopeText(v), capture.ScopeLine(v)
+	if w, ok := scopeGPUWords[v.Scope]; ok && v.ID == capture.VerdictGPUDegraded {
+		return w, line
+	}
+	switch {
+	case text == "":
+		return "", ""
+	case v.Scope == "":
+		return "not measured", strings.TrimPrefix(line, "scope not measured: ")
+	}
+	if w, ok := scopeWords[v.Scope]; ok {
+		return w, line
+	}
+	return strings.ReplaceAll(v.Scope, "-", " "), line
+}
+
+// newHeadline says the run's answer: its verdict and the line that explains
+// it, or why it has none.
+func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
+	h := headline{Instance: r.Labels["instance"], Model: r.Labels["model_name"]}
+	if !r.StartsAt.IsZero() {
+		h.Origin = whenPtr(&r.StartsAt)
+	}
+	v := r.Verdict
+	if v == nil {
+		h.Verdict, h.Line, h.Class = noVerdict(r, stepsDone)
+		return h
+	}
+	h.Verdict, h.Line, h.Preliminary = verdictInWords(v.ID), explainLine(v, profiles), v.Preliminary
+	h.Scope, h.ScopeWhy = scopeOf(v)
+	switch v.ID {
+	case capture.VerdictHealthy:
+		h.Class = "ok"
+	case capture.VerdictUnexplained:
+		h.Class = "unexplained"
+	default:
+		h.Class = "cause"
+	}
+	return h
+}
+
+// explainLine is the one line that explains v: for an unexplained verdict
+// the profile's finding against its baseline, when a profile was compared
+// with one (the metrics found no cause; the kernels did); else the first
+// line of the verdict's own evidence, which its deciding rule writes.
+func explainLine(v *capture.Verdict, profiles []profileView) string {
+	if v.ID == capture.VerdictUnexplained {
+		for _, p := range profiles {
+			if l := p.Finding(); l != "" {
+				return "profile: " + l
+			}
+		}
+	}
+	scope := capture.ScopeLine(v)
+	for _, l := range v.Evidence {
+		if l != scope {
+			return l
+		}
+	}
+	return ""
+}
+
+// noVerdict is the headline of a run without a verdict: not yet (queued,
+// running) or none, with the run's reason.
+func noVerdict(r *runs.Run, stepsDone int) (verdict, line, class string) {
+	why := ""
+	if r.Reason != "" {
+		why = ": " + clip.Line(r.Reason, 200)
+	}
+	switch r.Status {
+	case runQueued:
+		return "No verdict yet", "the run is queued" + why, "live"
+	case runRunning:
+		done := "no step has finished yet"
+		switch {
+		case stepsDone == 1:
+			done = "1 step has finished"
+		case stepsDone > 1:
+			done = strconv.Itoa(stepsDone) + " steps have finished"
+		}
+		return "No verdict yet", "the run is running; " + done, "live"
+	case executor.Succeeded:
+		return "No verdict", "the run succeeded, but its playbooks have no triage step" + why, "other"
+	case executor.Skipped:
+		return "No verdict", "the run was skipped" + why, "other"
+	case executor.Cancelled:
+		return "No verdict", "the run was cancelled" + why, "bad"
+	}
+	return "No verdict", "the run " + statusInWords(r.Status) + why, "bad"
+}
+
+// statusInWords is a run's final status as the end of "the run …".
+func statusInWords(status string) string {
+	switch status {
+	case executor.Failed:
+		return "failed"
+	case executor.Partial:
+		return "ended partial"
+	case "":
+		return "has no status"
+	}
+	return "ended " + strings.ReplaceAll(status, "-", " ")
+}
