@@ -173,7 +173,7 @@ func gpuFleet(tb testing.TB) (prom *testenv.Prometheus, exporters []string) {
 // preset's default mapping.
 func gpuStepFor(tb testing.TB, host string) capture.Step {
 	tb.Helper()
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func fleetUnderPrometheus(tb testing.TB, fleet []simInstance) (insts []string, p
 // queueDeepPlan plans the shipped queue-deep playbook for inst of model.
 func queueDeepPlan(tb testing.TB, inst, model string) (*playbooks.Plan, template.Alert) {
 	tb.Helper()
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		tb.Fatal(err)
 	}

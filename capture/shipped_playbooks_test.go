@@ -38,7 +38,7 @@ var alertFor = map[string]string{
 // parse and answer, every chart render, and the verdict name the injected cause.
 func TestShippedPlaybooksTier1AgainstRealPrometheus(t *testing.T) {
 	t.Parallel() // waits on real time and a Prometheus of its own
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert templa
 // minutes and none of the requests stuck in the queue.
 func TestShippedPlaybookOverloadAtOnset(t *testing.T) {
 	t.Parallel() // waits on real time and a Prometheus of its own
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,18 +10,22 @@ import (
 
 // Config is the daemon's whole configuration. config.example.yaml documents every field.
 type Config struct {
-	Web        Web        `yaml:"web" json:"web"`
-	Storage    Storage    `yaml:"storage" json:"storage"`
-	Database   Database   `yaml:"database" json:"database"`
-	Runs       Runs       `yaml:"runs" json:"runs"`
-	Retention  Retention  `yaml:"retention" json:"retention"`
-	Profiling  Profiling  `yaml:"profiling" json:"profiling"`
-	Playbooks  []string   `yaml:"playbooks" json:"playbooks"`
-	Prometheus Prometheus `yaml:"prometheus" json:"prometheus"`
-	Traces     Traces     `yaml:"traces" json:"traces"`
-	Targets    Targets    `yaml:"targets" json:"targets"`
-	Notify     Notify     `yaml:"notify" json:"notify"`
-	Log        Log        `yaml:"log" json:"log"`
+	Web       Web       `yaml:"web" json:"web"`
+	Storage   Storage   `yaml:"storage" json:"storage"`
+	Database  Database  `yaml:"database" json:"database"`
+	Runs      Runs      `yaml:"runs" json:"runs"`
+	Retention Retention `yaml:"retention" json:"retention"`
+	Profiling Profiling `yaml:"profiling" json:"profiling"`
+	Playbooks []string  `yaml:"playbooks" json:"playbooks"`
+	// ShippedPlaybooks keeps the shipped vLLM playbooks under the files
+	// Playbooks names (playbooks.Sources: a file's playbook of the same name
+	// replaces a shipped one); false loads the files alone.
+	ShippedPlaybooks bool       `yaml:"shipped_playbooks" json:"shipped_playbooks"`
+	Prometheus       Prometheus `yaml:"prometheus" json:"prometheus"`
+	Traces           Traces     `yaml:"traces" json:"traces"`
+	Targets          Targets    `yaml:"targets" json:"targets"`
+	Notify           Notify     `yaml:"notify" json:"notify"`
+	Log              Log        `yaml:"log" json:"log"`
 }
 
 // Web is the HTTP listener and the webhook's guard.
@@ -170,7 +174,8 @@ type Log struct {
 // Default is the one source of defaults: what `serve` runs on with no config file.
 func Default() Config {
 	return Config{
-		Database: Database{StartupWait: time.Minute},
+		ShippedPlaybooks: true,
+		Database:         Database{StartupWait: time.Minute},
 		Web: Web{
 			ListenAddress: "127.0.0.1:9095",
 			MaxBodyBytes:  1 << 20,

@@ -180,6 +180,9 @@ func (v *validator) check(c *Config) {
 			v.errorf("$.playbooks", "bad glob %q: %v", g, err)
 		}
 	}
+	if !c.ShippedPlaybooks && len(c.Playbooks) == 0 {
+		v.errorf("$.shipped_playbooks", "false with no playbooks: files: no playbook would run; name your files in playbooks: or keep the shipped set")
+	}
 	if c.Prometheus.URL != "" {
 		v.checkURL("$.prometheus.url", c.Prometheus.URL)
 	}

@@ -175,7 +175,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	scenarios := []string{vllmsim.ScenarioOverload}
-	s := startStack(t, stackOptions{Scenarios: scenarios, DaemonConfig: "playbooks: [" + pb + "]\n"})
+	s := startStack(t, stackOptions{Scenarios: scenarios, DaemonConfig: "playbooks: [" + pb + "]\nshipped_playbooks: false\n"})
 	var r *runs.Run
 	for _, x := range s.finishedRunsBySim(t, scenarios, 4*time.Minute)[vllmsim.ScenarioOverload] {
 		if x.Alertname == "VLLMQueueDeep" {

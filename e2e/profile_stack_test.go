@@ -92,7 +92,9 @@ func startProfileStack(t testing.TB, o profileStackOptions) *profileStack {
 		extra = o.Playbooks(ps.Dirs)
 	}
 	writePlaybooks(t, pbDir, o.Shipped, extra)
-	cfg := fmt.Sprintf("profiling:\n  agent_token_file: %s\n  sweep_interval: 1s\n%splaybooks: [%s]\n%s", tokenFile, o.Profiling, pbDir, o.DaemonConfig)
+	// The test's playbooks alone: a shipped one answering another alert the
+	// sims trip would frame profiles of its own on them.
+	cfg := fmt.Sprintf("profiling:\n  agent_token_file: %s\n  sweep_interval: 1s\n%splaybooks: [%s]\nshipped_playbooks: false\n%s", tokenFile, o.Profiling, pbDir, o.DaemonConfig)
 	ps.stack = startStack(t, stackOptions{Scenarios: o.Scenarios, S3: o.S3, SimHost: hosts, SimArgs: args, DaemonConfig: cfg})
 	return ps
 }

@@ -156,7 +156,7 @@ func checkTier2(t *testing.T, s *stack, r *runs.Run, sm *sim) {
 // results the run recorded for the steps before it.
 func whenHolds(t *testing.T, r *runs.Run, st *executor.StepRecord) bool {
 	t.Helper()
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func BenchmarkWebhookToVerdict(b *testing.B) {
 	// the outbox, the deliverer and the channel's pacing: what the on-call sees.
 	stub := slackstub.New(b, slackstub.WithChannel(benchChannel, "alerts"))
 	notify := fmt.Sprintf("notify:\n  slack:\n    enabled: true\n    token: xoxb-test\n    api_url: %q\n    channel: %s\n", stub.URL(), benchChannel)
-	s := startStack(b, stackOptions{Scenarios: []string{vllmsim.ScenarioOverload}, DaemonConfig: "playbooks: [" + pb + "]\n" + notify})
+	s := startStack(b, stackOptions{Scenarios: []string{vllmsim.ScenarioOverload}, DaemonConfig: "playbooks: [" + pb + "]\nshipped_playbooks: false\n" + notify})
 	inst := s.Sims[vllmsim.ScenarioOverload].Addr
 	waitFiring(b, s, "VLLMQueueDeep", inst, 2*time.Minute)
 	b.ResetTimer()

@@ -265,7 +265,7 @@ func TestReloadKeepsLastGoodSetWhenAPresetBreaks(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "s.yaml"), sharedFile)
 	writeFile(t, filepath.Join(dir, "u.yaml"), userFile)
-	r, err := NewReloader([]string{filepath.Join(dir, "*.yaml")}, zap.NewNop(), prometheus.NewRegistry())
+	r, err := NewReloader(Sources{Globs: []string{filepath.Join(dir, "*.yaml")}}, zap.NewNop(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,10 @@ type Reloader struct {
 	// into one reload; set it before Watch. NewReloader sets 250ms.
 	Debounce time.Duration
 
-	globs []string
-	log   *zap.Logger
-	cur   atomic.Pointer[Set]
-	mu    sync.Mutex // serialises reloads
+	src Sources
+	log *zap.Logger
+	cur atomic.Pointer[Set]
+	mu  sync.Mutex // serialises reloads
 
 	success   prometheus.Gauge
 	timestamp prometheus.Gauge
@@ -38,8 +38,8 @@ type Reloader struct {
 // NewReloader loads the set once (an error here is fatal to the caller) and
 // registers autocapture_config_last_reload_successful and
 // autocapture_config_last_reload_success_timestamp_seconds on reg (nil: none).
-func NewReloader(globs []string, log *zap.Logger, reg prometheus.Registerer) (*Reloader, error) {
-	r := &Reloader{Debounce: 250 * time.Millisecond, globs: globs, log: log,
+func NewReloader(src Sources, log *zap.Logger, reg prometheus.Registerer) (*Reloader, error) {
+	r := &Reloader{Debounce: 250 * time.Millisecond, src: src, log: log,
 		success: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_successful",
 			Help: "Whether the last playbook reload succeeded (1) or kept the previous set (0)."}),
 		timestamp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_config_last_reload_success_timestamp_seconds",
@@ -61,12 +61,12 @@ func NewReloader(globs []string, log *zap.Logger, reg prometheus.Registerer) (*R
 // Current returns the active set.
 func (r *Reloader) Current() *Set { return r.cur.Load() }
 
-// Reload loads the globs again. On success the new set becomes active; on error
+// Reload loads the sources again. On success the new set becomes active; on error
 // the previous set stays, the error (file:line:col) is logged and returned.
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, err := Load(r.globs, r.log)
+	s, err := Load(r.src, r.log)
 	if err != nil {
 		r.success.Set(0)
 		r.log.Error("Playbook reload failed; keeping the previous set.", zap.Error(err))
@@ -75,7 +75,9 @@ func (r *Reloader) Reload() error {
 	r.cur.Store(s)
 	r.success.Set(1)
 	r.timestamp.SetToCurrentTime()
-	r.log.Info("Playbooks loaded.", zap.Int("playbooks", len(s.Playbooks)), zap.Strings("files", s.Files))
+	shipped, files := s.Origins()
+	r.log.Info("Playbooks loaded.", zap.Int("playbooks", len(s.Playbooks)), zap.Int("shipped", shipped),
+		zap.Int("from_files", files), zap.Strings("replaced", s.Replaced), zap.Strings("files", s.Files))
 	return nil
 }
 
@@ -93,12 +95,12 @@ func (r *Reloader) Rebuild(p StoredPlan, alert template.Alert, w capture.Window)
 // Bursts of events are coalesced (Debounce). With no globs (the embedded set)
 // there is nothing to watch and it waits for ctx.
 func (r *Reloader) Watch(ctx context.Context) error {
-	if len(r.globs) == 0 {
+	if len(r.src.Globs) == 0 {
 		<-ctx.Done()
 		return nil
 	}
 	var dirs []string
-	for _, g := range r.globs {
+	for _, g := range r.src.Globs {
 		d := filepath.Dir(g)
 		if isDir(g) { // a folder of playbooks: watch the folder itself
 			d = g
@@ -112,7 +114,7 @@ func (r *Reloader) Watch(ctx context.Context) error {
 // relevant says whether a changed path is one of the globs' files, or a YAML
 // file inside a folder given as a glob.
 func (r *Reloader) relevant(name string) bool {
-	for _, g := range r.globs {
+	for _, g := range r.src.Globs {
 		if isDir(g) && filepath.Clean(filepath.Dir(name)) == filepath.Clean(g) && strings.HasSuffix(name, ".yaml") {
 			return true
 		}

@@ -43,7 +43,7 @@ func TestReloaderKeepsLastGoodSet(t *testing.T) {
 	path := filepath.Join(dir, "a.yaml")
 	writeFile(t, path, playbookFile("1"))
 	reg := prometheus.NewRegistry()
-	r, err := NewReloader([]string{filepath.Join(dir, "*.yaml")}, zap.NewNop(), reg)
+	r, err := NewReloader(Sources{Globs: []string{filepath.Join(dir, "*.yaml")}}, zap.NewNop(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestReloadUnderConcurrentPlans(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	writeFile(t, path, playbookFile("1"))
-	r, err := NewReloader([]string{filepath.Join(dir, "*.yaml")}, zap.NewNop(), nil)
+	r, err := NewReloader(Sources{Globs: []string{filepath.Join(dir, "*.yaml")}}, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestReloadUnderConcurrentPlans(t *testing.T) {
 func TestWatchAFolderOfPlaybooks(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a.yaml"), playbookFile("1"))
-	r, err := NewReloader([]string{dir}, zap.NewNop(), prometheus.NewRegistry())
+	r, err := NewReloader(Sources{Globs: []string{dir}}, zap.NewNop(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

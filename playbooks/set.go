@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,24 +24,72 @@ type Set struct {
 	Playbooks []*Playbook
 	Tests     []*TestCase
 	Files     []string
+	// Replaced names the shipped playbooks and presets a file's of the same
+	// name replaced (Sources: layered over the shipped set).
+	Replaced []string
 }
+
+// Sources says where a set comes from: the files Globs match, in lexical
+// order of their paths, layered over the shipped vLLM playbooks embedded in
+// the binary unless Shipped is false.
+//
+// Layered: the files' playbooks come first in matching order (an alert that
+// one of them matches is routed there, as Alertmanager routes, and reaches a
+// shipped playbook only after a continue: true), then the shipped ones. A
+// file's playbook or preset named as a shipped one replaces it, so a copy of
+// a shipped file edited in place takes its place instead of clashing with
+// it. The shipped files' test cases test the shipped set alone: they are
+// left out of a layered set (`autocapture test` with no config runs them).
+type Sources struct {
+	Globs   []string
+	Shipped bool
+}
+
+// Origins counts the set's playbooks by where they come from: the shipped
+// set, and files.
+func (s *Set) Origins() (shipped, files int) {
+	for _, pb := range s.Playbooks {
+		if strings.HasPrefix(pb.File, EmbeddedPrefix) {
+			shipped++
+		} else {
+			files++
+		}
+	}
+	return shipped, files
+}
+
+// Summary says what a set holds and from where, in one line:
+// "6 playbooks: 1 from files, 5 shipped (replaced by a file's: vllm-high-itl)".
+func (s *Set) Summary() string {
+	shipped, files := s.Origins()
+	var from []string
+	if files > 0 {
+		from = append(from, fmt.Sprintf("%d from files", files))
+	}
+	if shipped > 0 {
+		from = append(from, fmt.Sprintf("%d shipped", shipped))
+	}
+	out := fmt.Sprintf("%d playbooks: %s", len(s.Playbooks), strings.Join(from, ", "))
+	if len(s.Replaced) > 0 {
+		out += " (replaced by a file's: " + strings.Join(s.Replaced, ", ") + ")"
+	}
+	return out
+}
+
+// Shipped is the shipped set alone.
+var Shipped = Sources{Shipped: true}
 
 // EmbeddedPrefix names the shipped playbook files in positions and plans.
 const EmbeddedPrefix = "embedded:vllm/"
 
-// Load loads the playbook files the globs match, in lexical order of their paths.
-// Empty globs load the shipped vLLM playbooks embedded in the binary.
-func Load(globs []string, log *zap.Logger) (*Set, error) {
-	if len(globs) == 0 {
-		s, err := LoadFS(vllm.FS, EmbeddedPrefix)
-		if err == nil {
-			log.Debug("Loaded the shipped playbooks.", zap.Int("playbooks", len(s.Playbooks)))
-		}
-		return s, err
+// Load loads the set src names; see Sources.
+func Load(src Sources, log *zap.Logger) (*Set, error) {
+	if len(src.Globs) == 0 && !src.Shipped {
+		return nil, fmt.Errorf("playbooks: none to load: the shipped set is off (shipped_playbooks: false) and playbooks: names no file")
 	}
 	var files []string
 	seen := map[string]bool{}
-	for _, g := range globs {
+	for _, g := range src.Globs {
 		m, err := filepath.Glob(g)
 		if err != nil {
 			return nil, fmt.Errorf("playbooks: glob %q: %w", g, err)
@@ -56,9 +105,30 @@ func Load(globs []string, log *zap.Logger) (*Set, error) {
 		}
 	}
 	sort.Strings(files)
-	s, err := LoadFiles(files)
+	files, err := expand(files)
+	if err != nil {
+		return nil, err
+	}
+	var shipped []string
+	if src.Shipped {
+		names, err := fs.Glob(vllm.FS, "*.yaml")
+		if err != nil {
+			return nil, fmt.Errorf("playbooks: %w", err)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			shipped = append(shipped, EmbeddedPrefix+n)
+		}
+	}
+	s, err := build(files, shipped, func(name string) ([]byte, error) {
+		if n, ok := strings.CutPrefix(name, EmbeddedPrefix); ok {
+			return fs.ReadFile(vllm.FS, n)
+		}
+		return os.ReadFile(name)
+	})
 	if err == nil {
-		log.Debug("Loaded playbooks.", zap.Strings("files", files), zap.Int("playbooks", len(s.Playbooks)))
+		log.Debug("Loaded playbooks.", zap.Strings("files", files), zap.Bool("shipped", src.Shipped),
+			zap.Strings("replaced", s.Replaced), zap.Int("playbooks", len(s.Playbooks)))
 	}
 	return s, err
 }
@@ -66,6 +136,16 @@ func Load(globs []string, log *zap.Logger) (*Set, error) {
 // LoadFiles loads playbook files in the order given; a directory stands for its
 // *.yaml and *.yml files in lexical order. Every problem of every file is reported.
 func LoadFiles(paths []string) (*Set, error) {
+	files, err := expand(paths)
+	if err != nil {
+		return nil, err
+	}
+	return build(files, nil, func(name string) ([]byte, error) { return os.ReadFile(name) })
+}
+
+// expand replaces each directory of paths by its *.yaml and *.yml files, in
+// lexical order.
+func expand(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -84,7 +164,7 @@ func LoadFiles(paths []string) (*Set, error) {
 		sort.Strings(in)
 		files = append(files, in...)
 	}
-	return build(files, func(name string) ([]byte, error) { return os.ReadFile(name) })
+	return files, nil
 }
 
 // LoadFS loads every *.yaml file at the root of fsys, in lexical order; names in
@@ -99,19 +179,23 @@ func LoadFS(fsys fs.FS, prefix string) (*Set, error) {
 	for i, n := range names {
 		files[i] = prefix + n
 	}
-	return build(files, func(name string) ([]byte, error) {
+	return build(files, nil, func(name string) ([]byte, error) {
 		return fs.ReadFile(fsys, strings.TrimPrefix(name, prefix))
 	})
 }
 
 // build parses each file and checks names are unique across the set. Presets
 // are read from every file first: a use: may name a preset of any file.
-func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
-	s := &Set{Files: files}
+// shipped are files layered under files (Sources): their presets and
+// playbooks that a file's of the same name replaces are left out, and so
+// are their tests when files is not empty.
+func build(files, shipped []string, read func(string) ([]byte, error)) (*Set, error) {
+	s := &Set{Files: append(append([]string{}, files...), shipped...)}
 	var errs yamlerr.List
 	var units []*fileParser
 	reg, complete := presets{}, true
-	for _, f := range files {
+	under := map[*fileParser]bool{}
+	for _, f := range s.Files {
 		data, err := read(f)
 		if err != nil {
 			errs = append(errs, &yamlerr.Error{File: f, Msg: err.Error()})
@@ -124,7 +208,19 @@ func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
 			complete = false
 			continue
 		}
-		errs = append(errs, reg.add(u.presets)...)
+		ps := u.presets
+		if slices.Contains(shipped, f) {
+			under[u] = true
+			ps = nil
+			for _, p := range u.presets {
+				if _, taken := reg[p.Name]; taken {
+					s.Replaced = append(s.Replaced, "preset "+p.Name)
+					continue
+				}
+				ps = append(ps, p)
+			}
+		}
+		errs = append(errs, reg.add(ps)...)
 		units = append(units, u)
 	}
 	byName := map[string]*Playbook{}
@@ -136,6 +232,10 @@ func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
 		}
 		for _, pb := range p.playbooks {
 			if prev, dup := byName[pb.Name]; dup {
+				if under[u] {
+					s.Replaced = append(s.Replaced, pb.Name)
+					continue
+				}
 				errs = append(errs, &yamlerr.Error{File: u.file, Line: pb.Line, Col: pb.Col,
 					Msg: fmt.Sprintf("duplicate playbook name %q (first at %s:%d)", pb.Name, prev.File, prev.Line)})
 				continue
@@ -143,7 +243,9 @@ func build(files []string, read func(string) ([]byte, error)) (*Set, error) {
 			byName[pb.Name] = pb
 			s.Playbooks = append(s.Playbooks, pb)
 		}
-		s.Tests = append(s.Tests, p.tests...)
+		if !under[u] || len(files) == 0 {
+			s.Tests = append(s.Tests, p.tests...)
+		}
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err

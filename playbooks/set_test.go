@@ -1,6 +1,8 @@
 package playbooks
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ var testWindow = capture.Window{
 
 func loadGood(t *testing.T) *Set {
 	t.Helper()
-	s, err := Load([]string{"testdata/good.yaml"}, zap.NewNop())
+	s, err := Load(Sources{Globs: []string{"testdata/good.yaml"}}, zap.NewNop())
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -185,7 +187,7 @@ func TestRebuildFromStoredSource(t *testing.T) {
 }
 
 func TestEmbeddedSetLoads(t *testing.T) {
-	s, err := Load(nil, zap.NewNop())
+	s, err := Load(Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatalf("embedded set: %v", err)
 	}
@@ -198,7 +200,7 @@ func TestEmbeddedSetLoads(t *testing.T) {
 
 // BenchmarkPlan measures matching, rendering and building for one alert (two plans).
 func BenchmarkPlan(b *testing.B) {
-	s, err := Load([]string{"testdata/good.yaml"}, zap.NewNop())
+	s, err := Load(Sources{Globs: []string{"testdata/good.yaml"}}, zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -216,5 +218,84 @@ func BenchmarkLoad(b *testing.B) {
 		if _, err := LoadFiles([]string{"testdata/good.yaml"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFilesLayeredOverTheShippedSet: a config's playbook files come before
+// the shipped set, which stays: an alert only the shipped set knows runs a
+// shipped playbook; one the file matches runs the file's; a file's playbook
+// named as a shipped one replaces it (its shipped twin is gone, not a
+// duplicate), and so does a preset; a file may use a shipped preset; the
+// shipped files' tests are left out; with the shipped set off, the file alone.
+func TestFilesLayeredOverTheShippedSet(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("mine.yaml", `playbooks:
+  - name: team-queue
+    match: ['alertname="VLLMQueueDeep"', 'team="search"']
+    steps:
+      - use: vllm-triage
+  - name: vllm-high-itl
+    match: ['alertname="VLLMHighITL"']
+    steps:
+      - id: v
+        http: {path: /version}
+presets:
+  - name: vllm-profile
+    steps:
+      - id: profile
+        http: {path: /version}
+`)
+	s, err := Load(Sources{Globs: []string{filepath.Join(dir, "*.yaml")}, Shipped: true}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, pb := range s.Playbooks {
+		if prev, dup := names[pb.Name]; dup {
+			t.Fatalf("%s twice (%s, %s)", pb.Name, prev, pb.File)
+		}
+		names[pb.Name] = pb.File
+	}
+	if s.Playbooks[0].Name != "team-queue" || !strings.HasSuffix(names["vllm-high-itl"], "mine.yaml") ||
+		!strings.HasPrefix(names["vllm-queue-deep"], EmbeddedPrefix) {
+		t.Errorf("playbooks %v: want the file's first, its vllm-high-itl for the shipped one, the shipped rest", names)
+	}
+	if strings.Join(s.Replaced, ",") != "preset vllm-profile,vllm-high-itl" {
+		t.Errorf("replaced %v", s.Replaced)
+	}
+	for _, tc := range s.Tests {
+		if strings.HasPrefix(tc.File, EmbeddedPrefix) {
+			t.Errorf("a shipped test case in a layered set: %s:%d", tc.File, tc.Line)
+		}
+	}
+	route := func(labels ...string) string {
+		got := Match(s.Playbooks, alert(labels...).Labels)
+		if len(got) == 0 {
+			return ""
+		}
+		return got[0].Name
+	}
+	if r := route("alertname", "VLLMQueueDeep", "team", "search"); r != "team-queue" {
+		t.Errorf("the file's alert routed to %q", r)
+	}
+	if r := route("alertname", "VLLMQueueDeep", "team", "chat"); r != "vllm-queue-deep" {
+		t.Errorf("an alert only the shipped set matches routed to %q", r)
+	}
+
+	alone, err := Load(Sources{Globs: []string{filepath.Join(dir, "*.yaml")}}, zap.NewNop())
+	if err == nil || !strings.Contains(err.Error(), `vllm-triage`) {
+		// Alone, the file's use of the shipped preset has nothing to name.
+		t.Fatalf("the file alone: %v, want its use of vllm-triage refused", err)
+	}
+	_ = alone
+	if _, err := Load(Sources{}, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "none to load") {
+		t.Errorf("nothing to load: %v", err)
 	}
 }

@@ -41,16 +41,20 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	for _, pb := range set.Playbooks {
 		steps += len(pb.Steps)
 	}
-	what := "shipped playbooks"
-	if len(fs.Args()) > 0 || (cfg != nil && len(cfg.Playbooks) > 0) {
-		what = "playbooks"
+	// What was loaded from where: the shipped set, files, or files over it.
+	what := fmt.Sprintf("%d playbooks", len(set.Playbooks))
+	switch shipped, files := set.Origins(); {
+	case files == 0:
+		what = fmt.Sprintf("%d shipped playbooks", len(set.Playbooks))
+	case shipped > 0 || len(set.Replaced) > 0:
+		what = set.Summary()
 	}
 	cfgNote := ""
 	if *cfgFile != "" {
 		cfgNote = ", config " + *cfgFile + " ok"
 	}
-	fmt.Fprintf(stdout, "ok: %d %s (%d steps, %d tests) in %d files%s\n",
-		len(set.Playbooks), what, steps, len(set.Tests), len(set.Files), cfgNote)
+	fmt.Fprintf(stdout, "ok: %s (%d steps, %d tests) in %d files%s\n",
+		what, steps, len(set.Tests), len(set.Files), cfgNote)
 	return 0
 }
 
@@ -68,11 +72,11 @@ func loadPlaybooks(cfg *config.Config, paths []string) (*playbooks.Set, error) {
 	if len(paths) > 0 {
 		return playbooks.LoadFiles(paths)
 	}
-	var globs []string
+	src := playbooks.Shipped
 	if cfg != nil {
-		globs = cfg.Playbooks
+		src = playbooks.Sources{Globs: cfg.Playbooks, Shipped: cfg.ShippedPlaybooks}
 	}
-	return playbooks.Load(globs, zap.NewNop())
+	return playbooks.Load(src, zap.NewNop())
 }
 
 // printErrors prints one line per problem and reports whether there was any.

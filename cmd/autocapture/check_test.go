@@ -53,7 +53,7 @@ func cli(args ...string) (code int, stdout, stderr string) {
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	goodCfg := filepath.Join(dir, "good.yaml")
-	os.WriteFile(goodCfg, []byte(fmt.Sprintf("playbooks: [%q]\n", cliData+"a-*.yaml")), 0o644)
+	os.WriteFile(goodCfg, []byte(fmt.Sprintf("playbooks: [%q]\nshipped_playbooks: false\n", cliData+"a-*.yaml")), 0o644)
 	badCfg := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(badCfg, []byte("runs:\n  max_concurent: 3\n"), 0o644)
 	// Alert labels must not pick an http step's host, path or query shape.
@@ -97,5 +97,29 @@ func TestCheck(t *testing.T) {
 				t.Errorf("stderr has %d lines, want %d:\n%s", lines, tc.stderrNo, errOut)
 			}
 		})
+	}
+}
+
+// TestCheckSaysWhereThePlaybooksCameFrom: a config's playbook files keep the
+// shipped set under them, and check says how many came from each; a file's
+// playbook named as a shipped one is said to replace it.
+func TestCheckSaysWhereThePlaybooksCameFrom(t *testing.T) {
+	dir := t.TempDir()
+	pb := filepath.Join(dir, "itl.yaml")
+	os.WriteFile(pb, []byte("playbooks:\n  - name: vllm-high-itl\n    match: ['alertname=\"VLLMHighITL\"']\n    steps:\n"+
+		"      - id: v\n        http: {path: /version}\n"), 0o644)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("playbooks: [%q]\n", pb)), 0o644)
+	code, out, errOut := cli("check", "--config.file", cfg)
+	if want := "ok: 5 playbooks: 1 from files, 4 shipped (replaced by a file's: vllm-high-itl) ("; code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("check: exit %d, stdout %q, stderr %q; want 0 and %q…", code, out, errOut, want)
+	}
+	code, out, _ = cli("check")
+	if code != 0 || !strings.HasPrefix(out, "ok: 5 shipped playbooks (") {
+		t.Errorf("check with no config: exit %d, %q", code, out)
+	}
+	os.WriteFile(cfg, []byte("shipped_playbooks: false\n"), 0o644)
+	if code, _, errOut := cli("check", "--config.file", cfg); code != 1 || !strings.Contains(errOut, cfg+":1:20: shipped_playbooks: false with no playbooks: files") {
+		t.Errorf("the shipped set off and no files: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -278,7 +278,7 @@ func shutdown(srv *http.Server, svc *runner.Service, grace time.Duration, log *z
 // broken edit keeps the last good set). A file error here stops the daemon with
 // file:line:col.
 func newPlanner(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (runner.Planner, func() error, error) {
-	r, err := playbooks.NewReloader(cfg.Playbooks, log.Named("playbooks"), reg)
+	r, err := playbooks.NewReloader(playbooks.Sources{Globs: cfg.Playbooks, Shipped: cfg.ShippedPlaybooks}, log.Named("playbooks"), reg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,5 +1,6 @@
-// Package vllm holds the shipped vLLM playbooks, embedded in the binary: with no
-// playbooks: globs in the config they are the active set (playbooks.Load).
+// Package vllm holds the shipped vLLM playbooks, embedded in the binary: the
+// config's playbook files are layered over them unless shipped_playbooks is
+// false (playbooks.Sources).
 package vllm
 
 import "embed"

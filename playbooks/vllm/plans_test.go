@@ -50,7 +50,7 @@ type goldenPlan struct {
 // the rewrite kept what each playbook does: same steps, order, tiers, timeouts,
 // conditions, rendered configs and render failures.
 func TestShippedPlansMatchGolden(t *testing.T) {
-	set, err := playbooks.Load(nil, zap.NewNop())
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
