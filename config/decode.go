@@ -489,8 +489,10 @@ func wantMapping(fields fieldList) string {
 	return "want a mapping (keys " + strings.Join(names, ", ") + ")"
 }
 
-// got says what the file holds instead: a scalar quoted as written (never a
-// secret's), or the kind of collection.
+// got says what the file holds instead: the kind of collection, or a scalar
+// quoted as written only where a scalar belongs and is no secret. A scalar
+// written where a block belongs is not quoted: the block may hold secrets
+// (database: postgres://u:pass@…, basic_auth: user:pass, notify.slack: xoxb-…).
 func got(n ast.Node, t reflect.Type) string {
 	if tn, ok := n.(*ast.TagNode); ok && tn.Value != nil && tn.Start != nil {
 		return got(tn.Value, t) + " tagged " + tn.Start.Value
@@ -502,7 +504,7 @@ func got(n ast.Node, t reflect.Type) string {
 		return "a list"
 	}
 	switch {
-	case t == secretType || n.GetToken() == nil:
+	case t == secretType || n.GetToken() == nil || !scalarKind(t):
 		return "a " + strings.ToLower(n.Type().String())
 	case n.Type() == ast.StringType:
 		return fmt.Sprintf("%q", n.GetToken().Value)
@@ -510,4 +512,16 @@ func got(n ast.Node, t reflect.Type) string {
 		return n.GetToken().Value + " (a number without a unit)"
 	}
 	return n.GetToken().Value
+}
+
+// scalarKind says whether t (through pointers) holds one plain value.
+func scalarKind(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array, reflect.Interface:
+		return false
+	}
+	return true
 }

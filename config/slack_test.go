@@ -137,3 +137,27 @@ func TestSlackWithTokenAndChannelButNotEnabledWarns(t *testing.T) {
 		t.Fatalf("the defaults warn: %q", w)
 	}
 }
+
+// TestWideTrustedProxyRangeWarns: a trusted proxy's from wider than a /24
+// (a /64 for IPv6) loads, with a warning naming the range; the proxy's own
+// addresses say nothing.
+func TestWideTrustedProxyRangeWarns(t *testing.T) {
+	for _, tc := range []struct {
+		from string
+		warn string
+	}{
+		{"[10.42.3.17]", ""},
+		{"[10.42.3.0/24, 'fd00::7']", ""},
+		{"[10.42.0.0/16]", "web.auth.trusted_proxy.from has 10.42.0.0/16"},
+		{"['fd00::/8']", "web.auth.trusted_proxy.from has fd00::/8"},
+	} {
+		cfg, err := Parse("c.yaml", []byte("web:\n  auth:\n    bearer_token: t0k3n-long-enough\n    trusted_proxy:\n      header: X-Forwarded-Email\n      from: "+tc.from+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.from, err)
+		}
+		got := strings.Join(cfg.Warnings(), "\n")
+		if tc.warn == "" && got != "" || tc.warn != "" && !strings.Contains(got, tc.warn) {
+			t.Errorf("from %s: warnings %q, want %q", tc.from, got, tc.warn)
+		}
+	}
+}
