@@ -82,9 +82,10 @@ func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *play
 // evidence: one short reply in the holder's thread ("fired again at 03:12:05
 // UTC (run …); within vllm-queue-deep's 10m cooldown — evidence above"),
 // recorded in the transaction that skips the plan, so a kill -9 leaves both
-// or neither, and keyed by the repeating run, so a retried or resumed skip
-// says it once. Before, the webhook said accepted and no surface said more.
-func cooldownKey(repeat string) string { return "run/cooldown/" + repeat }
+// or neither, and keyed by the repeating run and the playbook, so a retried
+// or resumed skip says it once and two playbooks held by one run say it
+// twice. Before, the webhook said accepted and no surface said more.
+func cooldownKey(repeat, playbook string) string { return "run/cooldown/" + repeat + "/" + playbook }
 
 const cooldownRefPrefix = "cooldown:"
 

@@ -10,7 +10,9 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // TestCooldownRepeatIsSaidInTheHoldersThread: an alert that fires again
@@ -22,10 +24,15 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		n := &recNotifier{}
+		// Two playbooks, each with its cooldown, both held by the first run.
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-			pl := plan("pb", fakestep.Step("snap", capture.TierMetrics, fakestep.OK(c, nil)))
-			pl.Cooldown, pl.CooldownKey = 10*time.Minute, "pb/127.0.0.1:8000"
-			return []*playbooks.Plan{pl}
+			var out []*playbooks.Plan
+			for _, name := range []string{"pb", "pb2"} {
+				pl := plan(name, fakestep.Step("snap", capture.TierMetrics, fakestep.OK(c, nil)))
+				pl.Cooldown, pl.CooldownKey = 10*time.Minute, name+"/127.0.0.1:8000"
+				out = append(out, pl)
+			}
+			return out
 		}}
 		s := newService(t, db, p, true, notifyTo(n))
 		first := acceptOne(t, s, firing("x", time.Now().UTC())).RunID
@@ -38,13 +45,14 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 			t.Fatalf("second run %s (%s), want skipped by the cooldown", r.Status, r.Reason)
 		}
 		want := "fired again at 03:12:05 UTC (run " + second + "); within pb's 10m cooldown — evidence above"
-		n.eventually(t, "the repeat's reply", func() bool {
+		want2 := "fired again at 03:12:05 UTC (run " + second + "); within pb2's 10m cooldown — evidence above"
+		n.eventually(t, "the repeat's replies, one per playbook", func() bool {
+			var one, two bool
 			for _, rep := range n.replies {
-				if rep.Notice == want && rep.RunID == first && rep.Key == cooldownKey(second) {
-					return true
-				}
+				one = one || rep.Notice == want && rep.RunID == first && rep.Key == cooldownKey(second, "pb")
+				two = two || rep.Notice == want2 && rep.RunID == first && rep.Key == cooldownKey(second, "pb2")
 			}
-			return false
+			return one && two
 		})
 
 		// The skip recorded again (a resumed run plans again): one reply still.
@@ -55,23 +63,36 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		if _, _, err := s.storePlans(context.Background(), r, p.plans(r.alert), capture.Window{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(500 * time.Millisecond) // a doubled reply would arrive by now
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		said := 0
-		for _, rep := range n.replies {
-			if rep.Notice == want {
-				said++
-			}
+		// What the thread will show is what the outbox holds: one operation
+		// per playbook, in the first run's thread, none for the replay.
+		var ops, elsewhere int
+		if err := s.db.QueryRowContext(context.Background(), `SELECT
+			COUNT(*) FILTER (WHERE run_id = $2), COUNT(*) FILTER (WHERE run_id <> $2)
+			FROM autocapture_outbox WHERE op_key LIKE $1`, "run/cooldown/"+second+"/%", first).Scan(&ops, &elsewhere); err != nil {
+			t.Fatal(err)
 		}
-		if said != 1 || len(n.opens) != 1 {
-			t.Errorf("the repeat said %d times in %d threads, want once in the first run's", said, len(n.opens))
+		if ops != 2 || elsewhere != 0 {
+			t.Errorf("outbox: %d repeat replies in the first run's thread and %d elsewhere, want 2 (one per playbook) and 0", ops, elsewhere)
+		}
+		n.mu.Lock()
+		opens := len(n.opens)
+		n.mu.Unlock()
+		if opens != 1 {
+			t.Errorf("%d threads opened, want the first run's alone (a skipped run posts no thread)", opens)
 		}
 		if got := testutil.ToFloat64(s.m.cooldownRepeats.WithLabelValues("pb")); got != 2 {
-			t.Errorf("autocapture_cooldown_repeats_total{playbook=\"pb\"} = %v, want 2 (the skip and its replay)", got)
+			t.Errorf("autocapture_cooldown_repeats_total{playbook=\"pb\"} = %v, want 2 (the skip and its replay count, as the help says)", got)
 		}
-		if c.Count(second+"/snap") != 0 {
-			t.Errorf("the repeat ran its step %d times, want 0", c.Count(second+"/snap"))
+		if c.Count(second+"/snap") != 0 || c.Count(first+"/snap") != 2 {
+			t.Errorf("steps ran: first run %d, the repeat %d; want 2 (one per playbook) and 0", c.Count(first+"/snap"), c.Count(second+"/snap"))
 		}
 	})
+}
+
+// TestNotConfiguredIsOneWord: the step status the executor records is the
+// one the notifiers (which do not import it) render grey.
+func TestNotConfiguredIsOneWord(t *testing.T) {
+	if executor.NotConfigured != notify.StatusNotConfigured {
+		t.Fatalf("executor.NotConfigured %q, notify.StatusNotConfigured %q: one status, two spellings", executor.NotConfigured, notify.StatusNotConfigured)
+	}
 }

@@ -27,7 +27,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 				return err // the executor stops the run: the step runs again on resume
 			}
 			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
-			if rec.Status != executor.Skipped {
+			if rec.Status != executor.Skipped && rec.Status != executor.NotConfigured { // ran: its time counts
 				s.m.stepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
 			}
 			s.pm.countProfileStep(rec)

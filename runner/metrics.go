@@ -78,7 +78,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
 		cooldownRepeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_cooldown_repeats_total",
-			Help: "Alerts that fired again inside a playbook's cooldown, by playbook: skipped, and said in the thread of the run that holds the evidence."},
+			Help: "Skips of a playbook inside its cooldown, by playbook: each said in the thread of the run that holds the evidence (a resumed run that plans again counts again, and says nothing twice)."},
 			[]string{"playbook"}),
 		retention: newRetentionMetrics(),
 	}

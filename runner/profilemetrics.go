@@ -41,11 +41,12 @@ var profileRefusals = []string{capture.RefusedBusy, capture.RefusedPaused, captu
 
 // profileStepResult is what a finished profile step's record says happened,
 // "" for a step that never ran (its `when` was false, the alert resolved
-// first, the run stopped): those are autocapture_steps_total's alone.
+// first, the run stopped, something it needs is not configured): those are
+// autocapture_steps_total's alone.
 func profileStepResult(rec executor.StepRecord) string {
 	f := rec.Findings
-	if f == nil && rec.Status == executor.Skipped {
-		return ""
+	if f == nil && rec.Status == executor.Skipped || rec.Status == executor.NotConfigured {
+		return "" // never framed: no agent token is not a failed capture
 	}
 	if kind, ok := f["refused"].(string); ok {
 		if !slices.Contains(profileRefusals, kind) {

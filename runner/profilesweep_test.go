@@ -427,7 +427,8 @@ func TestProfileStepResults(t *testing.T) {
 		{rec(executor.Skipped, map[string]any{"refused": "new-kind"}), "refused_other"},
 		{rec(executor.Skipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
 		{rec(executor.Failed, nil), "failed"},
-		{rec(executor.Skipped, nil), ""}, // `when` false: never ran
+		{rec(executor.Skipped, nil), ""},       // `when` false: never ran
+		{rec(executor.NotConfigured, nil), ""}, // no agent token: never framed, no failure
 	} {
 		if got := profileStepResult(tc.rec); got != tc.want {
 			t.Errorf("%s %v: result %q, want %q", tc.rec.Status, tc.rec.Findings, got, tc.want)

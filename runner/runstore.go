@@ -136,7 +136,7 @@ func (s *Service) recordRepeat(ctx context.Context, tx *sql.Tx, r *runRow, holde
 	if fired.IsZero() {
 		fired = r.CreatedAt
 	}
-	if err := s.recordOps(ctx, tx, holder, op{kind: opReply, key: cooldownKey(r.ID),
+	if err := s.recordOps(ctx, tx, holder, op{kind: opReply, key: cooldownKey(r.ID, p.Playbook),
 		ref: cooldownRef(r.ID, p.Playbook, p.Cooldown, fired)}); err != nil {
 		return fmt.Errorf("runner: say %s's repeat in %s's thread: %w", r.ID, holder, err)
 	}
