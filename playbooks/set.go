@@ -90,6 +90,11 @@ func Load(src Sources, log *zap.Logger) (*Set, error) {
 	var files []string
 	seen := map[string]bool{}
 	for _, g := range src.Globs {
+		if !hasMeta(g) { // a path: say what is wrong with it, not "matches no file"
+			if _, err := os.Stat(g); err != nil {
+				return nil, fmt.Errorf("playbooks: %w", err)
+			}
+		}
 		m, err := filepath.Glob(g)
 		if err != nil {
 			return nil, fmt.Errorf("playbooks: glob %q: %w", g, err)
@@ -142,6 +147,9 @@ func LoadFiles(paths []string) (*Set, error) {
 	}
 	return build(files, nil, func(name string) ([]byte, error) { return os.ReadFile(name) })
 }
+
+// hasMeta says whether a glob has any of filepath.Match's special characters.
+func hasMeta(g string) bool { return strings.ContainsAny(g, `*?[\\`) }
 
 // expand replaces each directory of paths by its *.yaml and *.yml files, in
 // lexical order.
@@ -213,11 +221,11 @@ func build(files, shipped []string, read func(string) ([]byte, error)) (*Set, er
 			under[u] = true
 			ps = nil
 			for _, p := range u.presets {
-				if _, taken := reg[p.Name]; taken {
+				if prev, taken := reg[p.Name]; taken && !slices.Contains(shipped, prev.File) {
 					s.Replaced = append(s.Replaced, "preset "+p.Name)
 					continue
 				}
-				ps = append(ps, p)
+				ps = append(ps, p) // a name twice in the shipped set is reg.add's error
 			}
 		}
 		errs = append(errs, reg.add(ps)...)
@@ -232,7 +240,7 @@ func build(files, shipped []string, read func(string) ([]byte, error)) (*Set, er
 		}
 		for _, pb := range p.playbooks {
 			if prev, dup := byName[pb.Name]; dup {
-				if under[u] {
+				if under[u] && !slices.Contains(shipped, prev.File) {
 					s.Replaced = append(s.Replaced, pb.Name)
 					continue
 				}

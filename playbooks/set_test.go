@@ -299,3 +299,19 @@ presets:
 		t.Errorf("nothing to load: %v", err)
 	}
 }
+
+// TestShippedDuplicatesStayErrors: layering lets a file replace a shipped
+// playbook or preset, never a shipped file another shipped file's: a name
+// twice under the files is the error it always was.
+func TestShippedDuplicatesStayErrors(t *testing.T) {
+	pb := "playbooks:\n  - name: twice\n    match: ['alertname=\"X\"']\n    steps:\n      - id: v\n        http: {path: /version}\n"
+	read := func(name string) ([]byte, error) { return []byte(pb), nil }
+	_, err := build(nil, []string{EmbeddedPrefix + "a.yaml", EmbeddedPrefix + "b.yaml"}, read)
+	if err == nil || !strings.Contains(err.Error(), `duplicate playbook name "twice"`) {
+		t.Errorf("a name twice in the shipped set: %v, want the duplicate refused", err)
+	}
+	s, err := build([]string{"mine.yaml"}, []string{EmbeddedPrefix + "a.yaml"}, read)
+	if err != nil || len(s.Playbooks) != 1 || s.Playbooks[0].File != "mine.yaml" || strings.Join(s.Replaced, ",") != "twice" {
+		t.Errorf("a file over the shipped set: %v, %+v", err, s)
+	}
+}

@@ -67,14 +67,16 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// loadPlaybooks loads the paths given, else the config's globs, else the shipped set.
+// loadPlaybooks loads the paths given, else the config's globs, over the
+// shipped set as serve would (unless the config turns it off), else the
+// shipped set alone: a file that uses a shipped preset checks as it runs.
 func loadPlaybooks(cfg *config.Config, paths []string) (*playbooks.Set, error) {
-	if len(paths) > 0 {
-		return playbooks.LoadFiles(paths)
-	}
 	src := playbooks.Shipped
 	if cfg != nil {
 		src = playbooks.Sources{Globs: cfg.Playbooks, Shipped: cfg.ShippedPlaybooks}
+	}
+	if len(paths) > 0 {
+		src.Globs = paths
 	}
 	return playbooks.Load(src, zap.NewNop())
 }

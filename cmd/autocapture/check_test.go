@@ -68,8 +68,9 @@ func TestCheck(t *testing.T) {
 		stderr   []string
 		stderrNo int
 	}{
+		// A file given is checked over the shipped set, as serve runs it.
 		{"good file", []string{"check", cliData + "a-good.yaml"}, 0,
-			"ok: 1 playbooks (3 steps, 2 tests) in 1 files\n", nil, 0},
+			"ok: 6 playbooks: 1 from files, 5 shipped (48 steps, 2 tests) in 7 files\n", nil, 0},
 		{"config globs", []string{"check", "--config.file", goodCfg}, 0,
 			"ok: 1 playbooks (3 steps, 2 tests) in 1 files, config " + goodCfg + " ok\n", nil, 0},
 		{"bad file lists every error with its position", []string{"check", cliData + "b-bad.yaml"}, 1, "", []string{
@@ -113,6 +114,12 @@ func TestCheckSaysWhereThePlaybooksCameFrom(t *testing.T) {
 	code, out, errOut := cli("check", "--config.file", cfg)
 	if want := "ok: 5 playbooks: 1 from files, 4 shipped (replaced by a file's: vllm-high-itl) ("; code != 0 || !strings.HasPrefix(out, want) {
 		t.Errorf("check: exit %d, stdout %q, stderr %q; want 0 and %q…", code, out, errOut, want)
+	}
+	// A file that uses a shipped preset checks by its path as it runs.
+	uses := filepath.Join(dir, "uses.yaml")
+	os.WriteFile(uses, []byte("playbooks:\n  - name: mine\n    match: ['alertname=\"Mine\"']\n    steps:\n      - use: vllm-triage\n"), 0o644)
+	if code, out, errOut := cli("check", uses); code != 0 || !strings.HasPrefix(out, "ok: 6 playbooks: 1 from files, 5 shipped") {
+		t.Errorf("check %s: exit %d, stdout %q, stderr %q", uses, code, out, errOut)
 	}
 	code, out, _ = cli("check")
 	if code != 0 || !strings.HasPrefix(out, "ok: 5 shipped playbooks (") {

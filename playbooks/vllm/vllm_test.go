@@ -49,6 +49,9 @@ func TestShippedPlaybooksLoadAndPassTheirTests(t *testing.T) {
 			t.Errorf("embedded file %q", f)
 		}
 	}
+	if len(set.Tests) < 30 { // 35 when written: a loader leaving them out must not pass with none
+		t.Fatalf("the shipped set holds %d test cases", len(set.Tests))
+	}
 	for _, tc := range set.Tests {
 		t.Run(tc.Name, func(t *testing.T) {
 			o := playtest.Run(context.Background(), tc, nil, zap.NewNop())
