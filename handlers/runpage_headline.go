@@ -52,6 +52,7 @@ var verdictWords = map[string]string{
 	capture.VerdictClientAborts: "client aborts",
 	capture.VerdictUnexplained:  "unexplained",
 	capture.VerdictGPUDegraded:  "GPU degraded",
+	capture.VerdictNoEvidence:   "no evidence",
 }
 
 // verdictInWords is id in words; an id not listed reads with spaces for dashes.
@@ -116,6 +117,8 @@ func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
 		h.Class = "ok"
 	case capture.VerdictUnexplained:
 		h.Class = "unexplained"
+	case capture.VerdictNoEvidence: // nothing measured: no cause found, and none ruled out
+		h.Class = "other"
 	default:
 		h.Class = "cause"
 	}

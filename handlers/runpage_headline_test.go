@@ -93,6 +93,10 @@ func TestRunPageHeadline(t *testing.T) {
 			Evidence: []string{"GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)", "only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"}}, triage),
 			"GPU degraded — GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)",
 			"scope: this server's GPU — only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"},
+		{"nothing measured", hlRun("hl-none", runner.StatusSucceeded, "", &capture.Verdict{ID: capture.VerdictNoEvidence, Evidence: []string{
+			"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out",
+			"snapshot: not configured: no Prometheus (set prometheus.url)"}}, triage),
+			"no evidence — nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out", ""},
 		{"running, no verdict yet", hlRun("hl-running", runner.StatusRunning, "", nil, triage),
 			"No verdict yet — the run is running; 1 step has finished", ""},
 		{"failed, no verdict", hlRun("hl-failed", runner.StatusFailed, "no step succeeded: scrape (timeout), snapshot (refused)", nil),
@@ -248,5 +252,15 @@ func TestRunPagesTablesLabelled(t *testing.T) {
 				t.Errorf("%s: table %q is not in a scrolling box", p, attr(tb, "id")+attr(tb, "class"))
 			}
 		}
+	}
+}
+
+// TestNoEvidenceIsNoCause: a run where nothing was measured is headed grey,
+// not in a found cause's red.
+func TestNoEvidenceIsNoCause(t *testing.T) {
+	h := newHeadline(hlRun("hl-none", runner.StatusSucceeded, "", &capture.Verdict{ID: capture.VerdictNoEvidence,
+		Evidence: []string{"nothing measured: …"}}), nil, 1)
+	if h.Class != "other" || h.Verdict != "no evidence" {
+		t.Errorf("headline class %q, verdict %q: want other (grey) and no evidence", h.Class, h.Verdict)
 	}
 }

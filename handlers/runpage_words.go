@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // Identifiers the run page shows in words: a verdict's basis (which
@@ -13,9 +14,8 @@ import (
 // file names that wrap only between their parts.
 
 // stepNotConfigured is a step that could not run because something it
-// needs is not configured (no Prometheus, no trace backend): not a failure
-// (executor.NotConfigured, being added beside this page).
-const stepNotConfigured = "not-configured"
+// needs is not configured (no Prometheus, no trace backend): not a failure.
+const stepNotConfigured = executor.NotConfigured
 
 // stepStatusText is a step's status as the page says it; a status the page
 // does not know reads as it is (and its badge is grey: stateClass).

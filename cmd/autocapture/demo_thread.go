@@ -81,7 +81,7 @@ func (d *demoThread) Close(ctx context.Context, t notify.Thread, s notify.Summar
 // missingBackend names the backend a not-configured step lacked and what the
 // demo uses instead; "" for any other step.
 func missingBackend(r notify.StepReport) (backend, instead string) {
-	if r.Status != "not-configured" {
+	if r.Status != notify.StatusNotConfigured {
 		return "", ""
 	}
 	switch {

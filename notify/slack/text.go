@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/notify"
 )
 
 // Slack's limits (docs.slack.dev, Block Kit reference), with room to spare
@@ -63,7 +64,7 @@ func statusEmoji(status string) string {
 		return ":x:"
 	case "skipped":
 		return ":fast_forward:"
-	case "not-configured": // notify.StatusNotConfigured
+	case notify.StatusNotConfigured:
 		return ":white_circle:"
 	case "cancelled":
 		return ":no_entry_sign:"
