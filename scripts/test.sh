@@ -28,8 +28,8 @@ go vet ./...
 echo "== go test"
 # The browser tests keep their screenshots here (the run page at 1280 and 390
 # px, the page opened from a Slack link), for CI to keep with the run.
-export AUTOCAPTURE_SCREENSHOTS="${AUTOCAPTURE_SCREENSHOTS:-$PWD/.ci-artifacts/screenshots}"
-mkdir -p "$AUTOCAPTURE_SCREENSHOTS"
+export AUTOCAPTURE_TEST_ARTIFACTS="${AUTOCAPTURE_TEST_ARTIFACTS:-$PWD/.ci-artifacts}"
+mkdir -p "$AUTOCAPTURE_TEST_ARTIFACTS"
 # -p 2: these machines have 2 cores; integration tests start real servers.
 # The tests named in NORACE read real third-party data (torchtrace's Kineto
 # traces) or walk a large table of signals through pure functions: one

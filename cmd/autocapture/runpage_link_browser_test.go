@@ -33,7 +33,7 @@ import (
 // and status — and load its artifact links without credentials. The same
 // link altered, or put on another run's page, on the run list or on the API,
 // is refused in the browser. A screenshot of the page opened from the link
-// is kept in $AUTOCAPTURE_SCREENSHOTS (else a temp dir) and its path logged.
+// is kept in $AUTOCAPTURE_TEST_ARTIFACTS (else a temp dir) and its path logged.
 func TestRunPageLinkFromSlackInBrowser(t *testing.T) {
 	chromium := testenv.Tool(t, "chromium")
 	stub := newSlack(t)
@@ -234,16 +234,11 @@ func (b *browser) open(t *testing.T, u string) (int, string) {
 	return int(res.Status), text
 }
 
-// screenshot saves the page shown now as name in $AUTOCAPTURE_SCREENSHOTS
+// screenshot saves the page shown now as name in $AUTOCAPTURE_TEST_ARTIFACTS
 // (else a temp dir) and logs its path.
 func (b *browser) screenshot(t *testing.T, name string) {
 	t.Helper()
-	dir := os.Getenv("AUTOCAPTURE_SCREENSHOTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := artifactDir(t)
 	shot, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("chromium: screenshot: %v", err)

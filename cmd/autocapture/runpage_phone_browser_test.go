@@ -26,7 +26,7 @@ import (
 // whose GEMM kernels are 8× slower (vllmsim's unexplained scenario) with a
 // scrape, triage and a profile compared with the baseline. At each width the
 // browser says where the headline sits and how wide the document is, and a
-// full-page PNG is kept for a person to look at: in $AUTOCAPTURE_SCREENSHOTS
+// full-page PNG is kept for a person to look at: in $AUTOCAPTURE_TEST_ARTIFACTS
 // when set, else in the test's temporary folder (the paths are logged).
 
 // phoneModel is the model both simulated instances serve (the profile
@@ -138,7 +138,7 @@ func TestRunPagePhoneInBrowser(t *testing.T) {
 	t.Logf("alert run %s: %s, verdict %s", run.ID, run.Status, verdict)
 
 	page := strings.Replace(base, "http://", "http://"+pageUser+":"+pagePass+"@", 1) + "/runs/" + url.PathEscape(run.ID)
-	dir := screenshotDir(t)
+	dir := artifactDir(t)
 	for _, w := range []struct {
 		name          string
 		width, height int64
@@ -247,18 +247,4 @@ func readPage(t *testing.T, bin, u string, width, height int64, mobile bool) (pa
 		t.Fatalf("chromium (DevTools) at %d px: screenshot: %v", width, err)
 	}
 	return facts, png
-}
-
-// screenshotDir is where the screenshots go: $AUTOCAPTURE_SCREENSHOTS when
-// set (created), else the test's temporary folder.
-func screenshotDir(t *testing.T) string {
-	t.Helper()
-	d := os.Getenv("AUTOCAPTURE_SCREENSHOTS")
-	if d == "" {
-		return t.TempDir()
-	}
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
