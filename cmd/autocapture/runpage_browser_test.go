@@ -267,17 +267,7 @@ func runChromium(t *testing.T, bin string, args ...string) string {
 // (0: not loaded or not decodable).
 func chromeImageWidths(t *testing.T, bin, u string) map[string]int {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true)}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	ctx := headlessChrome(t, bin, 90*time.Second)
 	type img struct {
 		Src      string `json:"src"`
 		Width    int    `json:"w"`
@@ -385,4 +375,23 @@ func domText(n *html.Node) string {
 		}
 	})
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// headlessChrome starts the Chromium at bin, headless, in its own profile,
+// with nothing it would fetch on its own (no QUIC, updates, sync or
+// background requests: only loopback traffic), and returns a tab's context
+// bounded by timeout (a bound on a hang, not a speed check). The browser
+// ends with the test. extra adds options (a window size, hidden scrollbars).
+func headlessChrome(t *testing.T, bin string, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append([]chromedp.ExecAllocatorOption{chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true)}, extra...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+	return ctx
 }

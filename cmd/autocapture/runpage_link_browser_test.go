@@ -207,16 +207,7 @@ type browser struct{ ctx context.Context }
 
 func newBrowser(t *testing.T, bin string) *browser {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true)}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 3*time.Minute) // a bound on a hang, not a speed check
-	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
-	return &browser{ctx: ctx}
+	return &browser{ctx: headlessChrome(t, bin, 3*time.Minute, chromedp.WindowSize(1280, 1000))}
 }
 
 // open navigates to u and returns the document's status and the text the
