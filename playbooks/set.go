@@ -116,13 +116,8 @@ func Load(src Sources, log *zap.Logger) (*Set, error) {
 	}
 	var shipped []string
 	if src.Shipped {
-		names, err := fs.Glob(vllm.FS, "*.yaml")
-		if err != nil {
-			return nil, fmt.Errorf("playbooks: %w", err)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			shipped = append(shipped, EmbeddedPrefix+n)
+		if shipped, err = fsFiles(vllm.FS, EmbeddedPrefix); err != nil {
+			return nil, err
 		}
 	}
 	s, err := build(files, shipped, func(name string) ([]byte, error) {
@@ -178,6 +173,18 @@ func expand(paths []string) ([]string, error) {
 // LoadFS loads every *.yaml file at the root of fsys, in lexical order; names in
 // errors and plans are prefix + file name.
 func LoadFS(fsys fs.FS, prefix string) (*Set, error) {
+	files, err := fsFiles(fsys, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return build(files, nil, func(name string) ([]byte, error) {
+		return fs.ReadFile(fsys, strings.TrimPrefix(name, prefix))
+	})
+}
+
+// fsFiles names the *.yaml files at the root of fsys, in lexical order,
+// each as prefix + its name.
+func fsFiles(fsys fs.FS, prefix string) ([]string, error) {
 	names, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("playbooks: %w", err)
@@ -187,9 +194,7 @@ func LoadFS(fsys fs.FS, prefix string) (*Set, error) {
 	for i, n := range names {
 		files[i] = prefix + n
 	}
-	return build(files, nil, func(name string) ([]byte, error) {
-		return fs.ReadFile(fsys, strings.TrimPrefix(name, prefix))
-	})
+	return files, nil
 }
 
 // build parses each file and checks names are unique across the set. Presets

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -147,11 +148,7 @@ func (r StepRecord) missedText() string {
 func (ex *planExec) missedView() map[string]string {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	out := make(map[string]string, len(ex.missed))
-	for k, v := range ex.missed {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(ex.missed)
 }
 
 // Outcome is how a plan ended.
