@@ -422,6 +422,7 @@ func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 // the step says so and ends its lease (stopped, released) instead of leaving
 // the target stop_failed for the sweeper to retry for ever.
 func TestProfileStopOnAServerThatLostItsProfiler(t *testing.T) {
+	t.Parallel()
 	f := newProfileFixture(t)
 	srv := httptest.NewServer(logged(f.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stop_profile" {
@@ -492,6 +493,7 @@ func profileDirSource(dir string) profileSource {
 }
 
 func TestProfileLoad(t *testing.T) {
+	t.Parallel()
 	load := &ProfileLoad{Requests: 6, PromptTokens: 32, MaxTokens: 4}
 	t.Run("never sent when requests are waiting", func(t *testing.T) {
 		f := newProfileFixture(t)
@@ -636,6 +638,7 @@ func TestProfileWithoutGuardIsBadConfig(t *testing.T) {
 // kept as the baseline, then the unexplained scenario's GEMM regression;
 // the second report's top family is GEMM and it is compared with the first.
 func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
+	t.Parallel()
 	f := newProfileFixture(t)
 	capture := func(scenario string, baseline bool) *Result {
 		dir := t.TempDir()

@@ -47,6 +47,7 @@ func noWait(context.Context, time.Duration) error { return nil }
 // -seeds N runs seeds 1..N instead of seed 7 alone (the README's 280/280 is
 // -seeds 20: 20 seeds × 7 causes × 2 generations).
 func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
+	t.Parallel()
 	seeds := []uint64{7}
 	if *scrapeSeeds > 1 {
 		seeds = nil

@@ -92,6 +92,7 @@ func startCounting(t *testing.T, addr string) *countingServer {
 // address and the rule, and the listener behind the refused loopback address
 // saw no connection, while the allowed address's listener did.
 func TestAllowListRefusesBeforeConnecting(t *testing.T) {
+	t.Parallel()
 	outside := startCounting(t, "127.0.0.1:0")
 	inside := startCounting(t, "127.0.0.2:0")
 	_, port, _ := net.SplitHostPort(outside.Addr)

@@ -132,6 +132,7 @@ type fleetCase struct {
 // reports tier 1's PromQL wall time with the peers and GPU steps against the
 // snapshot's alone.
 func TestFleetScopeAndGPU(t *testing.T) {
+	t.Parallel()
 	fleets := []fleetSpec{
 		{Name: "one", N: 4, DCGM: true, Args: []string{"--instance-scenario=1=overload"}},
 		{Name: "all", N: 4, DCGM: true, Args: []string{"--scenario=overload"}},

@@ -35,6 +35,7 @@ const (
 // nothing, and no instance fires before its shift. It reports how often the
 // preliminary verdict (the PromQL snapshot alone) already was the refined one.
 func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
+	t.Parallel()
 	causes := []string{
 		vllmsim.ScenarioOverload, vllmsim.ScenarioKVPressure, vllmsim.ScenarioPrefillBound,
 		vllmsim.ScenarioDecodeBound, vllmsim.ScenarioClientAborts, vllmsim.ScenarioUnexplained,

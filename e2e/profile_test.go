@@ -62,6 +62,7 @@ func baselinePlaybook(dir string) string {
 // and parsed again here; the sims' profilers saw one start and one stop each,
 // no protocol violation; no lease is left held.
 func TestProfileUnexplainedEndToEnd(t *testing.T) {
+	t.Parallel()
 	bucket := testenv.StartMinIO(t)
 	ps := startProfileStack(t, profileStackOptions{
 		Scenarios: []string{vllmsim.ScenarioHealthy, vllmsim.ScenarioUnexplained}, Shipped: true, S3: bucket,
@@ -161,6 +162,7 @@ func TestProfileUnexplainedEndToEnd(t *testing.T) {
 // "not armed" and how to arm it, the run keeps its tier-1/2 evidence
 // (partial, not failed), and no lease is left.
 func TestProfileUnarmedIsOneFinding(t *testing.T) {
+	t.Parallel()
 	ps := startProfileStack(t, profileStackOptions{Scenarios: []string{vllmsim.ScenarioUnexplained}, Shipped: true, Unarmed: true})
 	sm := ps.Sims[vllmsim.ScenarioUnexplained]
 	r, st := waitProfileRan(t, ps.stack, sm, 5*time.Minute)

@@ -28,6 +28,7 @@ import (
 // tier 2 runs exactly when the verdict is unexplained, and returns the truly
 // slowest requests of the window.
 func TestVerdictPerInjectedCause(t *testing.T) {
+	t.Parallel()
 	scenarios := []string{
 		vllmsim.ScenarioHealthy, vllmsim.ScenarioOverload, vllmsim.ScenarioKVPressure,
 		vllmsim.ScenarioPrefillBound, vllmsim.ScenarioDecodeBound, vllmsim.ScenarioClientAborts,

@@ -23,6 +23,7 @@ func shortLease(o *Options) { o.Config.LeaseTimeout = time.Second }
 // the lease window whichever clock is off; the resumed run finishes its steps
 // (its playbook timeout, counted from the first start, is not an hour gone).
 func TestLeasesUseTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name         string
 		owner, other time.Duration
@@ -68,6 +69,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 // an hour ahead, whose job then gave up, is stranded once lease_timeout has
 // passed on the database's clock; another replica's reaper takes it.
 func TestStrandedRunsUseTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		ahead := newService(t, db, planner(), false, skewed(time.Hour))
 		other := newService(t, db, planner(), false)

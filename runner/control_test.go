@@ -103,6 +103,7 @@ func TestResolutionDuringRun(t *testing.T) {
 }
 
 func TestMaxConcurrentQueues(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 3)
@@ -208,6 +209,7 @@ func TestSkippedRuns(t *testing.T) {
 }
 
 func TestPlaybookMaxConcurrentWaits(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 2)

@@ -38,6 +38,7 @@ func pgTarget(t *testing.T, dsn string) string {
 // up with a clear error past it, and does not wait on a server that answers
 // with an error (no such database).
 func TestOpenWaitsForPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.StartPostgres(t)
 	open := func(url string, wait time.Duration) (*Service, error) {
 		return Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: url, DatabaseWait: wait,

@@ -61,6 +61,7 @@ func (s *Service) kill() {
 // heartbeat_interval of the death, each once, in order — not after the
 // fixed minute the delivery lease used to be (issue 22).
 func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		hang := &hangingReply{farSide: f, key: stepKey("pb", "a"), hung: make(chan struct{})}

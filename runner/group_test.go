@@ -120,6 +120,7 @@ func stormLease(o *Options) { o.Config.LeaseTimeout = 6 * time.Second }
 // run); the grouping under test is the same code on both stores, and a
 // 200-alert storm on SQLite at Slack's own pace is BenchmarkStormToLastReply's.
 func TestStormOneThread(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		n := 200
 		if db.url == "" {
@@ -197,6 +198,7 @@ func TestStormOneThread(t *testing.T) {
 // within the window share the first one's thread, whose parent lists all six
 // with their verdicts; a seventh after the window opens a new thread.
 func TestFleetOneThread(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		stub := newGroupStub(t)
 		// The window is long enough for six Accepts on a loaded machine (CI's
@@ -300,6 +302,7 @@ func TestFleetAcrossReplicas(t *testing.T) {
 // it (the write pair: Slack's message, then delivered_at); the next deliverer
 // retries it as uncertain, finds it by its metadata and posts it once.
 func TestGroupThreadSurvivesItsDelivererDying(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		stub := newGroupStub(t)
 		n, err := notifyslack.New(config.Slack{Enabled: true, Token: "xoxb-test", Channel: groupChannel, APIURL: stub.URL(),

@@ -20,6 +20,7 @@ import (
 // connection past their timeout and healthy runs on live replicas were
 // stopped and resumed elsewhere (the chaos test: 74 in one run).
 func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		s, c, release, ids := heldRuns(t, db, []string{"fp"})
 		id := ids[0]
@@ -82,6 +83,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 // PostgreSQL only: SQLite has no row locks (TestHungRenewalStopsTheRun
 // holds its one write lock).
 func TestRenewalSkipsALockedRun(t *testing.T) {
+	t.Parallel()
 	db := dbRef{url: testenv.StartPostgres(t)}
 	s, c, release, ids := heldRuns(t, db, []string{"locked", "free"})
 	locked, free := ids[0], ids[1]
@@ -124,6 +126,7 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 // the healthy run (CI's HA run: 9 runs of a live replica resumed).
 // PostgreSQL only: the embedded store has no connects.
 func TestRenewalsSurviveSlowReconnects(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.StartPostgres(t)
 	p := testenv.StartTCPProxy(t, pgTarget(t, dsn))
 	// A lease of 4 s: renewals time out at 1.3 s, the watchdog stops the

@@ -245,6 +245,7 @@ func (p pacedReplies) Reply(ctx context.Context, t notify.Thread, r notify.StepR
 // the verdict; its edit of the parent is delivered beside that reply, before
 // it lands, not after it and the other queued one.
 func TestVerdictGoesBesideAPacedReply(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		slowVerdict := fakestep.Func(func(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
@@ -279,6 +280,7 @@ func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 // effect and then fails (a dropped connection): the retry looks it up and
 // posts nothing twice; the thread stays in order.
 func TestThreadSurvivesUncertainFailures(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		f.fail = func(_ string, call int) string {
@@ -314,6 +316,7 @@ func TestThreadSurvivesUncertainFailures(t *testing.T) {
 // TestRateLimitIsWaitedOut: a 429 on a reply holds the thread for its
 // Retry-After; nothing is lost or doubled, and the retry comes no sooner.
 func TestRateLimitIsWaitedOut(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		limited := stepKey("pb", "a")
@@ -367,6 +370,7 @@ func TestResolutionAfterTheRunFinished(t *testing.T) {
 // delivering (its lease on the thread held) is replaced once the lease ends;
 // the operation it was sending is retried as uncertain and not doubled.
 func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		f.fail = func(key string, call int) string {
@@ -436,6 +440,7 @@ func (g *gatedNotifier) waitBlocked(t *testing.T) {
 // run: that is the design, and its thread then holds exactly one resume reply
 // per resume the run's record counts, never more, never a doubled step.
 func TestTwoReplicasOneThread(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))

@@ -45,6 +45,7 @@ var fullScan = regexp.MustCompile(`(?i)^SCAN (autocapture_\w+|river_job|r|rp|j)\
 // without ANALYZE, as in production) and on PostgreSQL with sequential scans
 // priced out, no hot query scans a whole table, and each reads what it should.
 func TestHotQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		s := newService(t, db, planner(), false)
 		n, explain := 100_000, "EXPLAIN QUERY PLAN "

@@ -75,6 +75,7 @@ func profilerStatus(t *testing.T, base string) vllmsim.ProfilerStatus {
 // releases; then the target is free. (Before: released at once, and the
 // resumed attempt took a fresh lease and started a second frame.)
 func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		const frame, sweep = time.Second, 200 * time.Millisecond
 		const slack = 3 * time.Second // a loaded test machine
@@ -185,6 +186,7 @@ func runEvents(t *testing.T, s *Service, runID string) string {
 // the target cannot be profiled; once the server answers, a retried stop
 // leaves it stopped for the collect window (300 ms here), then it is released.
 func TestProfileSweeperHangingStop(t *testing.T) {
+	t.Parallel()
 	var hang atomic.Bool
 	var stops atomic.Int32
 	hang.Store(true)
@@ -246,6 +248,7 @@ autocapture_profile_recordings_past_deadline 0
 // capture held by another (its poll sees the flag), with who asked; a run
 // without a capture is ErrNoCapture, an unknown one ErrNotFound.
 func TestProfileStopRequest(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		api := newService(t, db, planner(), false)
 		holder := newService(t, db, planner(), false)
@@ -451,6 +454,7 @@ func TestProfileStepResults(t *testing.T) {
 // is released with one stop, not held as stop_failed and retried for ever
 // (a target, and a slot of max_concurrent, held until an operator came).
 func TestProfileSweeperReleasesAnUnarmedServer(t *testing.T) {
+	t.Parallel()
 	var stops atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stop_profile" {

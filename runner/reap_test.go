@@ -62,6 +62,7 @@ func liveJobs(t *testing.T, s *Service, id string, gen int) int {
 // way such a crash (or a job that gave up) leaves them: the reaper must resume
 // those runs, and only those, and they then complete.
 func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
@@ -148,6 +149,7 @@ func isClaim(s *Service, query string) bool { return query == s.dialect.sql(qCla
 // claims the run, as a process dying there would. The run still completes,
 // once, through a fresh job.
 func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		unblock := make(chan struct{})

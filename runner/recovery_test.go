@@ -29,6 +29,7 @@ func threeTierPlanner(c *fakestep.Counter, middle capture.Step) fakePlanner {
 }
 
 func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		first, second := fakestep.NewCounter(), fakestep.NewCounter()
 		started := make(chan string, 1)
@@ -142,6 +143,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 }
 
 func TestAttemptsExhausted(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 1)

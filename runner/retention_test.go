@@ -138,6 +138,7 @@ func (f *retentionFixture) rowsOf(t *testing.T, id string) int {
 // (its artifact and its manifest) go; the young run and the old unfinished
 // one keep theirs.
 func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
@@ -188,6 +189,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 // TestRetentionWithBucketLifecycleKeepsObjects: artifacts: bucket deletes
 // rows only; the objects are the lifecycle rule's.
 func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsBucket)
@@ -208,6 +210,7 @@ func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 // objects went but before its rows did leaves the rows; the next tick
 // deletes the (now missing) objects again without error, then the rows.
 func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
@@ -238,6 +241,7 @@ func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 // TestRetentionRunsOnTheLeader: with retention on, River's leader inserts
 // the periodic job at start and it deletes an old run without a direct call.
 func TestRetentionRunsOnTheLeader(t *testing.T) {
+	t.Parallel()
 	db := dbRef{path: t.TempDir() + "/autocapture.db"}
 	st, _ := storage.NewLocal(t.TempDir())
 	f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)

@@ -61,6 +61,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 // TestUnreadableRunFailsOnce: a run row that cannot be decoded fails with the
 // reason, instead of being released and resumed over and over.
 func TestUnreadableRunFailsOnce(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)

@@ -51,6 +51,7 @@ func labelled(t *testing.T, reg *prometheus.Registry, name string, labels map[st
 // the notifier answers, both drop to zero. The failure and final-status
 // counters exist at zero before anything fails, so rate() sees the first one.
 func TestOutboxBacklogMetrics(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		reg := prometheus.NewRegistry()
 		f := newFarSide()

@@ -50,6 +50,7 @@ const (
 // move it out of its step. A start that ended before the stop is counted
 // apart: it shows the running replica survives, not the start.
 func TestStartupSurvivesPostgresRestart(t *testing.T) {
+	t.Parallel()
 	pg := testenv.StartOwnPostgres(t)
 	migrated := pg.CreateDatabase(t, "migrated")
 	c := fakestep.NewCounter()

@@ -70,6 +70,7 @@ func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 // sha256 is the one the step recorded, the spool is empty, the row is
 // uploaded and the thread says so.
 func TestUploadAfterOutage(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		ctx := context.Background()
 		srv := testenv.StartVersityGW(t)

@@ -147,6 +147,7 @@ func checkHistory(t *testing.T, r *runs.Run, th *verdictThread) {
 }
 
 func TestPreliminaryVerdictRefined(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		release := make(chan struct{})
 		th := newVerdictThread()
@@ -215,6 +216,7 @@ func TestSameVerdictRefinedSaysNothing(t *testing.T) {
 // the parent's edit) are removed, as a transaction that never committed
 // leaves none of them, while the snapshot's step stays recorded.
 func TestVerdictsAcrossACrash(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name           string
 		uncommitPrelim bool

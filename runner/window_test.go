@@ -17,6 +17,7 @@ import (
 // runs.max_concurrent) still asks about the moment its alert arrived: its
 // window ends at its acceptance, not when it started.
 func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		type seen struct {
 			w       capture.Window

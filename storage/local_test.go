@@ -108,6 +108,7 @@ func TestLocalPutLeavesNothingOnFailure(t *testing.T) {
 }
 
 func TestLocalBehaviour(t *testing.T) {
+	t.Parallel()
 	testStoreBehaviour(t, func(t *testing.T, c Compression) Store {
 		s, err := NewLocal(t.TempDir(), WithLocalCompression(c))
 		if err != nil {

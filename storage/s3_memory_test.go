@@ -22,6 +22,7 @@ import (
 // 5 MiB parts × 4 in flight takes about a third of it. The object must be a
 // real multipart upload and its bytes must hash to what Put reported.
 func TestS3PutMemoryIsBounded(t *testing.T) {
+	t.Parallel()
 	testPutMemoryIsBounded(t, false)
 }
 
@@ -29,6 +30,7 @@ func TestS3PutMemoryIsBounded(t *testing.T) {
 // written to the spool folder, then uploaded from that file (PutStored),
 // the path a late upload takes; memory stays as bounded.
 func TestSpoolPutMemoryIsBounded(t *testing.T) {
+	t.Parallel()
 	testPutMemoryIsBounded(t, true)
 }
 

@@ -50,6 +50,7 @@ func newS3(t *testing.T, o S3Options) *S3 {
 }
 
 func TestS3Behaviour(t *testing.T) {
+	t.Parallel()
 	for _, srv := range s3Servers(t) {
 		t.Run(srv.Name, func(t *testing.T) {
 			testStoreBehaviour(t, func(t *testing.T, c Compression) Store {
@@ -66,6 +67,7 @@ func TestS3Behaviour(t *testing.T) {
 }
 
 func TestS3ObjectsAsOthersSeeThem(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, srv := range s3Servers(t) {
 		t.Run(srv.Name, func(t *testing.T) {
@@ -210,6 +212,7 @@ func TestS3CheckSaysWhatIsWrong(t *testing.T) {
 // two writers race past the HeadObject: both servers answer 412 to
 // If-None-Match: * on an existing key, single-part and multipart alike.
 func TestS3ServersRefuseAnOverwrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, srv := range s3Servers(t) {
 		t.Run(srv.Name, func(t *testing.T) {

@@ -80,6 +80,7 @@ func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 // server on the same port and uploads it: the stored object is byte for byte
 // what a direct Put stores, and the spool is empty.
 func TestSpoolKeepsWhatAnOutageWouldLose(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, srv := range s3Servers(t) {
 		t.Run(srv.Name, func(t *testing.T) {

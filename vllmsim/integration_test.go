@@ -64,6 +64,7 @@ func startLive(t *testing.T, ctx context.Context, opts vllmsim.Options) *liveSim
 // verdict expects (healthy none, well inside), and the spans in Jaeger must
 // match /admin/requests.
 func TestRealTimeAlertsAndTraces(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	jaeger := testenv.StartJaeger(t)
@@ -258,6 +259,7 @@ func checkSlowestSearch(t *testing.T, j *testenv.Jaeger, ls *liveSim) {
 // bare-integer le at all; the sim started healthy and shifted to overload
 // on its own (--shift-after), which the queue shows.
 func TestPrometheusSelectsPythonLabels(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ls := startLive(t, ctx, vllmsim.Options{Scenario: vllmsim.ScenarioOverload, ShiftAfter: 3 * time.Second, Seed: 12})

@@ -41,6 +41,7 @@ func TestProfilerUnarmedAnswers404(t *testing.T) {
 // TestProfilerProtocol drives the armed profiler through every violation
 // and a normal frame, and checks what GET /admin/profiler reports.
 func TestProfilerProtocol(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := New(Options{ProfilerDir: dir, ProfilerFlushDelay: 300 * time.Millisecond,
 		ProfilerMaxRecording: 5 * time.Second, TensorParallel: 2, ProfilerLayers: 4, Seed: 1})

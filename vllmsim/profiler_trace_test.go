@@ -127,6 +127,7 @@ func TestProfileSizeFollowsFrameAndLoad(t *testing.T) {
 
 // TestProfileMixIndependentOfLayers: fewer layers written, same shares.
 func TestProfileMixIndependentOfLayers(t *testing.T) {
+	t.Parallel()
 	mix := func(layers int) *torchtrace.Report {
 		files, w := frame(t, Options{TensorParallel: 2, ProfilerLayers: layers, Seed: 5}, 10*time.Second, 2*time.Second)
 		return analyzeFiles(t, files, w)

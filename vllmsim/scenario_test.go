@@ -198,6 +198,7 @@ var alertThreshold = map[string]float64{"ttft": alertTTFT, "itl": alertITL, "que
 // its verdict expects within 20 s and never fires the ones that would
 // confuse it with another verdict, over 80 s.
 func TestAlertsAcrossSeeds(t *testing.T) {
+	t.Parallel()
 	expect := map[string]struct{ fire, quiet []string }{
 		ScenarioHealthy:      {nil, []string{"ttft", "itl", "queue", "kv", "abort"}},
 		ScenarioOverload:     {[]string{"ttft", "queue"}, []string{"itl", "kv"}},

@@ -42,6 +42,7 @@ func startAgent(t *testing.T, dir, token string) (*testenv.Process, string) {
 // before the start (not the older file), streams each byte-for-byte, removes
 // one, and a wrong token is refused with a clear error.
 func TestAgentServesAProfile(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -171,6 +171,7 @@ func contains(files []string, suffix string) bool {
 // says Prometheus is missing) and the verdict is still the cause. Not
 // parallel: the address it picks must stay free until the demo listens.
 func TestDemoWithPrometheus(t *testing.T) {
+	t.Parallel()
 	simAddr := demoSimAddress(t)
 	prom := testenv.StartPrometheus(t, testenv.PrometheusOptions{ScrapeTargets: []string{simAddr}})
 	r := runDemoBinary(t, "--scenario", vllmsim.ScenarioOverload, "--storage.path", t.TempDir(), "--vllm.listen-address", simAddr,

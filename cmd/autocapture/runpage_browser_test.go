@@ -47,6 +47,7 @@ const (
 )
 
 func TestRunPageInBrowser(t *testing.T) {
+	t.Parallel()
 	chromium := testenv.Tool(t, "chromium")
 
 	var scrapes atomic.Int64

@@ -35,6 +35,7 @@ import (
 // is refused in the browser. A screenshot of the page opened from the link
 // is kept in $AUTOCAPTURE_TEST_ARTIFACTS (else a temp dir) and its path logged.
 func TestRunPageLinkFromSlackInBrowser(t *testing.T) {
+	t.Parallel()
 	chromium := testenv.Tool(t, "chromium")
 	stub := newSlack(t)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -118,6 +118,7 @@ const pageFactsJS = `Promise.all(Array.from(document.images).map(i => i.complete
 })`
 
 func TestRunPagePhoneInBrowser(t *testing.T) {
+	t.Parallel()
 	chromium := testenv.Tool(t, "chromium")
 	history := time.Now().Add(-30 * time.Second) // traffic already served when the alerts fire
 	healthy := startProfSim(t, vllmsim.Options{Model: phoneModel, Seed: 1, ProfilerLayers: 4,

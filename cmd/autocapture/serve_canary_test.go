@@ -197,6 +197,7 @@ func canaryAlert(alertname, fingerprint, status, instance string, startsAt time.
 // TestServeSecretsNeverLeak is the canary test (see the top of the file), on
 // PostgreSQL with S3 and on SQLite with the local store.
 func TestServeSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	t.Run("postgres+s3", func(t *testing.T) { canaryRun(t, true) })
 	t.Run("sqlite+local", func(t *testing.T) { canaryRun(t, false) })
 }
@@ -582,6 +583,7 @@ func canaryRun(t *testing.T, remote bool) {
 // the bad value: a database.url whose port does not parse or refuses, a
 // link_secret too short.
 func TestServeSecretsStayOutOfStartupErrors(t *testing.T) {
+	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	short := "C-" + hex.EncodeToString([]byte(newCanary(t, "s")[len("CANARY-s-"):][:4])) // 10 bytes: under link_secret's 16
 	tests := []struct {

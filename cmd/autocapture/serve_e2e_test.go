@@ -86,6 +86,7 @@ func TestServeAlertmanagerFiringThenResolved(t *testing.T) {
 // identical POSTs → one run; a later startsAt for the same unresolved
 // fingerprint → the same run.
 func TestServeOneRunPerFiring(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, &daemonOpts{Token: "dedup"})
 	am := testenv.StartAlertmanager(t, amConfig(d, 3))
 	am.PostAlerts(t, testenv.PostableAlert{Labels: map[string]string{"alertname": "E2EThree", "instance": "127.0.0.1:8001"},

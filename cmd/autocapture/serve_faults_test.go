@@ -74,6 +74,7 @@ func startRefusingS3(t *testing.T, srv *testenv.S3Server) (*refusingS3, testenv.
 // artifact is uploaded (the spool empties, no upload left pending) and each
 // run's manifest in the bucket is true of the run and of the stored bytes.
 func TestServeFaultS3RefusesWrites(t *testing.T) {
+	t.Parallel()
 	const prefix, alerts = "faults", 3
 	srv := testenv.StartVersityGW(t)
 	proxy, via := startRefusingS3(t, srv)
@@ -190,6 +191,7 @@ func spoolFileCount(t *testing.T, dir string) int {
 // arrive whole once it answers again: one parent each, every step's reply
 // and the end exactly once, in order, nothing lost and nothing doubled.
 func TestServeFaultSlack5xx(t *testing.T) {
+	t.Parallel()
 	const alerts, outage = 4, 8 * time.Second
 	stub := newSlack(t)
 	stub.Fail("*", slackstub.ServerError(503).Fraction(0.5, 11).For(outage))

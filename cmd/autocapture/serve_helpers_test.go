@@ -19,6 +19,15 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// Which tests run in parallel (t.Parallel, two at a time under go test's
+// default -parallel on these 2-core machines): the ones that mostly wait on
+// real time (frames, scrapes, Slack's pacing, browsers) and own every process
+// they start. The tests that kill a replica and reason about when the
+// survivor takes its work over (the HA, kill -9, chaos and failover tests)
+// stay sequential: their leases leave seconds of margin, and with a parallel
+// sibling loading the machine one of them (TestServeProfileHAKill9/swept)
+// saw the run resumed inside the window it models as the sweeper's alone.
+
 // killLease is runs.lease_timeout for the tests that count exactly one
 // resume across one kill -9. With the default 2 s (renewals every 500 ms,
 // the watchdog at 1.5 s) CI's loaded machine had the restarted daemon's

@@ -23,6 +23,7 @@ import (
 // cancelled, the run ends, the lease is released and the sim saw no
 // protocol violation.
 func TestServeProfileFaultResolvedMidFrame(t *testing.T) {
+	t.Parallel()
 	const frame = 30 * time.Second
 	sim := startPFSim(t, pfSimOpts{})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: frame, StopTimeout: 30 * time.Second}), time.Second, 10*time.Second)
@@ -88,6 +89,7 @@ func TestServeProfileFaultResolvedMidFrame(t *testing.T) {
 // counts it stop_while_idle); vLLM's engine core serves one profile call at a
 // time, so the harness makes stops wait for the hung one (SerialStops).
 func TestServeProfileFaultHangingStop(t *testing.T) {
+	t.Parallel()
 	const frame, stopTimeout, hang = 2 * time.Second, 3 * time.Second, 12 * time.Second
 	sim := startPFSim(t, pfSimOpts{Faults: vllmsim.ProfilerFaults{StopHang: hang}, SerialStops: true})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: frame, StopTimeout: stopTimeout, ContinueOnError: true}),
@@ -155,6 +157,7 @@ func TestServeProfileFaultHangingStop(t *testing.T) {
 // operator's DELETE /api/v1/profiling/leases?target= releases it, audited
 // with who asked.
 func TestServeProfileFaultStuckLeaseCleared(t *testing.T) {
+	t.Parallel()
 	sim := startPFSim(t, pfSimOpts{Faults: vllmsim.ProfilerFaults{StopHang: 10 * time.Minute}, SerialStops: true})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: time.Second, StopTimeout: 2 * time.Second, ContinueOnError: true}),
 		time.Second, time.Second)
@@ -219,6 +222,7 @@ func TestServeProfileFaultUnarmed(t *testing.T) {
 // passes: it would send stop_profile, get 404 and retry for ever, holding
 // the target and a slot of profiling.max_concurrent).
 func TestServeProfileFaultUnarmedLeaseReleased(t *testing.T) {
+	t.Parallel()
 	sim := startPFSim(t, pfSimOpts{Unarmed: true})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: t.TempDir(), Duration: 2 * time.Second, StopTimeout: 5 * time.Second, ContinueOnError: true}),
 		time.Second, time.Second)
@@ -240,6 +244,7 @@ func TestServeProfileFaultUnarmedLeaseReleased(t *testing.T) {
 // skipped "paused by <operator> at …: deploy" and nothing starts; resumed →
 // the next alert (another fingerprint) captures.
 func TestServeProfileFaultPaused(t *testing.T) {
+	t.Parallel()
 	sim := startPFSim(t, pfSimOpts{})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: time.Second, StopTimeout: 10 * time.Second}), time.Second, time.Second)
 	if code, b := pfAPI(t, d, "POST", "/api/v1/profiling/pause", `{"reason":"deploy"}`); code != 200 {
@@ -275,6 +280,7 @@ func TestServeProfileFaultPaused(t *testing.T) {
 // the step's cooldown → skipped with the cooldown and when it ends (the first
 // start + cooldown), no second start.
 func TestServeProfileFaultCooldown(t *testing.T) {
+	t.Parallel()
 	const cooldown = 10 * time.Minute
 	sim := startPFSim(t, pfSimOpts{})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: time.Second, StopTimeout: 10 * time.Second, Cooldown: cooldown}), time.Second, time.Second)
@@ -312,6 +318,7 @@ func TestServeProfileFaultCooldown(t *testing.T) {
 // name) asked, and the files are collected. Clearing the live lease instead
 // is refused (409).
 func TestServeProfileFaultOperatorStop(t *testing.T) {
+	t.Parallel()
 	const frame = 30 * time.Second
 	sim := startPFSim(t, pfSimOpts{})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: frame, StopTimeout: 30 * time.Second}), time.Second, 10*time.Second)

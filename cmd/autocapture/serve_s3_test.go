@@ -60,6 +60,7 @@ func waitFinished(t *testing.T, d *daemon, id string) runs.Run {
 // not the default gzip); the local store compresses with the default gzip
 // under storage.path/artifacts.
 func TestServeStoresEveryArtifact(t *testing.T) {
+	t.Parallel()
 	const prefix = "prod/autocapture"
 	tests := []struct {
 		name string

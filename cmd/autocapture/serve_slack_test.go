@@ -75,6 +75,7 @@ func checkOnce(t *testing.T, keys []string, want ...string) {
 // and drops the connection before answering (the deliverer finds the message
 // by its metadata instead of posting it again), and answers 429 for a while.
 func TestServeSlackThread(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	stub.Fail("chat.postMessage", slackstub.DropAfterApply().Times(2))
 	stub.Fail("chat.postMessage", slackstub.RateLimited(1).Skip(2).Times(2))
@@ -149,6 +150,7 @@ func TestServeSlackThreadAcrossKill9(t *testing.T) {
 // is answered 429 (Retry-After 1 s); five runs' threads still arrive whole:
 // every step's reply and the end once each, in order, nothing lost.
 func TestServeSlackThroughRateLimits(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	stub.Fail("*", slackstub.RateLimited(1).Fraction(0.3, 7).For(20*time.Second))
 	target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 8)}
@@ -195,6 +197,7 @@ func TestServeSlackThroughRateLimits(t *testing.T) {
 // receive the same alert (as from an HA pair of Alertmanagers): one run, one
 // thread, each reply once.
 func TestServeSlackTwoReplicasOneThread(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 8)}
 	srv := httptest.NewServer(target)

@@ -24,6 +24,7 @@ func stormBody(alertname string, n int, startsAt time.Time) []byte {
 // the default notify.storm.threshold of 10), Slack at its default pace: one
 // parent listing all 15, one compact reply per run, no reply per step.
 func TestServeSlackStorm(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)}
 	srv := httptest.NewServer(target)
