@@ -44,7 +44,7 @@ func noWait(context.Context, time.Duration) error { return nil }
 // cause the stand-in vLLM injects, two scrapes over the gap (in simulated time)
 // and triage name that cause, on both metric generations.
 //
-// -seeds N runs seeds 1..N instead of seed 7 alone (the README's 280/280 is
+// -seeds N runs seeds 1..N instead of seed 7 alone (the capture README's 280/280 is
 // -seeds 20: 20 seeds × 7 causes × 2 generations).
 func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
 	t.Parallel()

@@ -14,27 +14,37 @@ import (
 // and the token for `autocapture agent` sidecars.
 type Profiling struct {
 	// MaxConcurrent is how many captures may hold a target at once, over all
-	// replicas (a target whose stop failed counts until it is released).
+	// replicas (a target whose stop failed counts until a later stop is
+	// answered or an operator clears it). Use POST /api/v1/profiling/pause,
+	// not 0, to stop profiling.
 	MaxConcurrent int `yaml:"max_concurrent" json:"max_concurrent"`
 	// MaxPerHour is how many captures may start in any hour, over all replicas.
 	MaxPerHour int `yaml:"max_per_hour" json:"max_per_hour"`
-	// MaxDuration caps a profile step's duration: a longer one is cut to it.
+	// MaxDuration caps a profile step's duration (at most 5m): a longer one
+	// is cut to it.
 	MaxDuration time.Duration `yaml:"max_duration" json:"max_duration"`
-	// SweepInterval is how often a sweeper (on one replica at a time) stops
-	// recordings past their deadline whose owner is gone.
+	// SweepInterval is how often a sweeper (on every replica, on its own
+	// ticker; its claims never stop one target twice) stops recordings past
+	// their deadline whose owner is gone (kill -9, a lost replica): the
+	// target gets its stop within deadline + 1.5 s + one interval. 100ms to
+	// 1m.
 	SweepInterval time.Duration `yaml:"sweep_interval" json:"sweep_interval"`
 	// StopTimeout bounds one stop_profile the sweeper sends (a stop flushes
-	// the trace and can take minutes).
+	// the trace and can take minutes); a stop that fails or passes it is
+	// retried with a doubling backoff (at most 5m), the target leased as
+	// stop_failed.
 	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout"`
 	// CollectWindow is how long a recording the sweeper stopped (its owner
 	// died) stays leased as stopped, its files still on the server, for a
 	// resumed attempt of the same run's step to collect them without a new
 	// start. Meanwhile another run's capture of that target is refused as
-	// busy; once it passes, or the run ends, the target is released.
+	// busy; once it passes, or the run ends, the target is released, the
+	// files left on the server. 1s to 1h.
 	CollectWindow time.Duration `yaml:"collect_window" json:"collect_window"`
 	// OptOut names targets and alerts that are never profiled.
 	OptOut ProfilingOptOut `yaml:"opt_out" json:"opt_out"`
-	// AgentToken authenticates the daemon to `autocapture agent` sidecars.
+	// AgentToken authenticates the daemon to `autocapture agent` sidecars
+	// (never printed); without it a profile step is not configured.
 	AgentToken Secret `yaml:"agent_token" json:"agent_token"`
 	// AgentTokenFile is the _file twin of AgentToken.
 	AgentTokenFile string `yaml:"agent_token_file" json:"agent_token_file"`
@@ -43,10 +53,11 @@ type Profiling struct {
 // ProfilingOptOut: targets listed here, and alerts carrying the label, are
 // never profiled; the step says so.
 type ProfilingOptOut struct {
-	// Targets are host:port or base URLs (scheme://host:port).
+	// Targets lists the targets never profiled: host:port or base URLs
+	// (http(s)://host:port).
 	Targets []string `yaml:"targets" json:"targets"`
-	// Label is name=value: an alert with that label set to that value is
-	// not profiled. Empty: no label opts out.
+	// Label opts out the alerts that carry it: name=value, an alert with
+	// that label set to that value is not profiled. Empty: no label opts out.
 	Label string `yaml:"label" json:"label"`
 }
 

@@ -9,19 +9,26 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Retention is how long finished runs are kept. One replica (River's
-// elected leader) deletes, every Interval, the runs that finished more than
-// Runs ago on the database's clock: their objects (unless Artifacts is
-// bucket), then their rows.
+// Retention is how long finished runs are kept. Runs are kept for ever
+// unless retention.runs says otherwise. One replica (River's elected leader)
+// deletes, every retention.interval, in batches, the finished runs whose end
+// is older than retention.runs on the database's clock: first their objects
+// (their folder and every key their steps recorded; unless
+// retention.artifacts is bucket), then all their rows in one transaction; a
+// crash in between is finished by the next tick. Unfinished runs are never
+// touched. autocapture_retention_deleted_total{kind="runs"|"objects"} and
+// autocapture_retention_errors_total count it.
 type Retention struct {
-	// Runs is the age, since it finished, past which a run is deleted; 0 keeps
-	// runs for ever (the default). Prometheus-style: 30d, 2w, 720h.
+	// Runs is the age, since it finished, past which a run is deleted with
+	// its objects; 0 keeps runs for ever (the default), else at least 1h.
+	// Prometheus-style: 30d, 2w, 720h.
 	Runs Age `yaml:"runs" json:"runs"`
 	// Artifacts is what happens to a deleted run's objects: delete (the daemon
-	// lists the run's folder and deletes them) or bucket (a bucket lifecycle
-	// rule expires them; the daemon deletes only rows).
+	// lists the run's folder and deletes each object, then the rows) or
+	// bucket (a bucket lifecycle rule expires them, see storage/README.md;
+	// the daemon deletes only rows).
 	Artifacts string `yaml:"artifacts" json:"artifacts"`
-	// Interval is how often the deleting job runs.
+	// Interval is how often the deleting job runs (at least 1m).
 	Interval time.Duration `yaml:"interval" json:"interval"`
 }
 

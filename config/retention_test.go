@@ -43,11 +43,11 @@ func TestRetentionValidationNamesLines(t *testing.T) {
 	}, nil)
 }
 
-// TestDocumentedRetentionExamplesParse: the retention: examples of the
-// READMEs load (docs that drift fail here).
+// TestDocumentedRetentionExamplesParse: the retention: examples of
+// docs/storage.md and storage/README.md load (docs that drift fail here).
 func TestDocumentedRetentionExamplesParse(t *testing.T) {
 	n := 0
-	for _, doc := range []string{"../README.md", "../storage/README.md"} {
+	for _, doc := range []string{"../docs/storage.md", "../storage/README.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +64,6 @@ func TestDocumentedRetentionExamplesParse(t *testing.T) {
 		}
 	}
 	if n < 2 {
-		t.Errorf("%d retention examples in the READMEs, want one in each", n)
+		t.Errorf("%d retention examples in docs/storage.md and storage/README.md, want one in each", n)
 	}
 }

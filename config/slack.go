@@ -14,23 +14,36 @@ import (
 // Slack is the Slack notifier: one thread per run in a channel, posted with a
 // bot token (chat:write, files:write, channels:history for retries).
 type Slack struct {
+	// Enabled turns the Slack notifier on: one thread per run, the parent
+	// (alert, status, then the verdict), one reply per finished step, charts
+	// uploaded into the thread. A block with a token and a channel but not
+	// enabled is off, and check and serve say so.
 	Enabled bool `yaml:"enabled" json:"enabled"`
-	// Token is the bot token (xoxb-…).
+	// Token is the bot token (xoxb-…) with chat:write, files:write and
+	// channels:history (groups:history for a private channel); prints as
+	// <secret>.
 	Token Secret `yaml:"token" json:"token"`
 	// TokenFile is the _file twin of Token.
 	TokenFile string `yaml:"token_file" json:"token_file"`
 	// APIURL is the Web API's base, ending in a slash (a stand-in's in tests).
 	APIURL string `yaml:"api_url" json:"api_url"`
-	// Channel is where threads go unless a run names another: a channel id
-	// (C…) is best; a name (#alerts) costs a conversations.list on a retry.
+	// Channel is where threads go unless a routing label or the playbook
+	// names another: a channel id (C0123456789) is best; a name (#alerts)
+	// must first be resolved with conversations.list (channels:read).
 	Channel string `yaml:"channel" json:"channel"`
-	// SigningSecret verifies Slack's interactivity requests (buttons).
+	// SigningSecret verifies Slack's interactivity requests: it turns on the
+	// verdict's right/wrong buttons and POST /hooks/slack/interactions (the
+	// Slack app's Interactivity Request URL); empty: the parent has no
+	// buttons.
 	SigningSecret Secret `yaml:"signing_secret" json:"signing_secret"`
 	// SigningSecretFile is the _file twin of SigningSecret.
 	SigningSecretFile string `yaml:"signing_secret_file" json:"signing_secret_file"`
 	// GrafanaURL is a Go template over the alert (.Labels, .Annotations,
-	// .StartsAt, .FromMs, .ToMs) for a dashboard link on the parent. Its
-	// scheme and host are written out; labels fill only what follows.
+	// .StartsAt, .FromMs and .ToMs for Grafana's from= and to=) for a
+	// dashboard link on the parent, e.g.
+	// https://grafana.example/d/vllm?var-instance={{ .Labels.instance | urlquery }}&from={{ .FromMs }}&to={{ .ToMs }}.
+	// Its scheme and host are written out; labels fill only what follows
+	// (use urlquery).
 	GrafanaURL string `yaml:"grafana_url" json:"grafana_url"`
 	// ChannelLabel names the alert label that routes a run's thread to
 	// another channel (it wins over the playbook's notify.channel, which wins
@@ -39,14 +52,18 @@ type Slack struct {
 	// PostSkipped also posts a reply for skipped steps (default: only the
 	// steps that ran, failed or were cancelled).
 	PostSkipped bool `yaml:"post_skipped" json:"post_skipped"`
-	// Pace spaces posts per channel (Slack allows about one a second).
+	// Pace spaces posts per channel per process: Slack allows about one a
+	// second with short bursts, and a storm of runs queues behind it (N
+	// replicas may post N times the pace; a 429 is waited out).
 	Pace Pace `yaml:"pace" json:"pace"`
 }
 
-// Pace is a token bucket: PerSecond posts a second on average, Burst at once.
+// Pace is a token bucket: per_second posts a second on average, burst at once.
 type Pace struct {
+	// PerSecond is the posts a second per channel, on average.
 	PerSecond float64 `yaml:"per_second" json:"per_second"`
-	Burst     int     `yaml:"burst" json:"burst"`
+	// Burst is how many posts may go at once.
+	Burst int `yaml:"burst" json:"burst"`
 }
 
 // DefaultSlackAPIURL is Slack's Web API.

@@ -8,18 +8,38 @@ import (
 )
 
 // Storage is where the embedded database and the artifacts live.
+//
+// Artifacts go to a local folder (backend: local, the default:
+// storage.path/artifacts) or to an S3 or S3-compatible bucket (backend: s3);
+// text artifacts are compressed on the way in for either. A key is written
+// once, so a resumed step never overwrites what a run recorded. Each finished
+// run also gets a manifest.json in its folder
+// (yyyy/mm/dd/<alertname>/<run>/manifest.json: the alert, the playbooks with
+// digests, every step with its rendered config, outcome, findings and
+// artifacts with sizes and sha256, the verdict and its history, the versions
+// of autocapture and of vLLM when a step read it); the run API shows its key
+// as manifest. It is the only object ever rewritten, when a late upload
+// lands.
 type Storage struct {
-	// Path holds autocapture.db (SQLite) and, with the local backend, artifacts/.
+	// Path holds autocapture.db (the embedded SQLite run store), with the
+	// local backend artifacts/, and with s3 the upload spool (spool/);
+	// --storage.path overrides it.
 	Path string `yaml:"path" json:"path"`
-	// Backend is where artifacts go: BackendLocal (under Path) or BackendS3.
+	// Backend is where artifacts go: local (under path/artifacts) or s3 (the
+	// bucket of storage.s3: AWS S3, MinIO, versitygw, Ceph RGW, …).
 	Backend string `yaml:"backend" json:"backend"`
-	// Compression is how text artifacts are compressed on the way in, for
-	// either backend: none, gzip (the default) or zstd.
+	// Compression is how text artifacts (JSON, text, YAML, …) are
+	// compressed on the way in, for either backend: none, gzip (every
+	// browser decodes it) or zstd (~10 % smaller). Already-compressed and
+	// binary files are stored as they are.
 	Compression storage.Compression `yaml:"compression" json:"compression"`
-	// Links is how threads link artifacts: LinksRoute (the default) or
-	// LinksPresigned.
+	// Links is how a thread links an artifact: route (a signed link to this
+	// daemon's /artifacts route under web.external_url, valid web.link_ttl)
+	// or presigned (the store's own link, valid storage.s3.link_expiry at
+	// most, its lifetime said in the link's text).
 	Links string `yaml:"links" json:"links"`
-	// S3 is the bucket of the s3 backend; it is checked only when Backend is s3.
+	// S3 is the bucket of the s3 backend; it is read only with backend: s3
+	// (a bucket with backend: local is an error).
 	S3 S3 `yaml:"s3" json:"s3"`
 }
 
@@ -31,32 +51,54 @@ const (
 
 // S3 is an S3 or S3-compatible bucket (AWS, MinIO, versitygw, Ceph RGW).
 // storage/README.md explains each field and the IAM policy the daemon needs.
+//
+// The bucket is checked at startup and every minute: a failing check (wrong
+// keys, missing bucket, endpoint down) is one error line naming bucket and
+// endpoint, never a secret, and sets autocapture_storage_up{backend="s3"} to
+// 0, but the daemon keeps running and /-/ready does not depend on the bucket.
+// While the bucket is unavailable (refused, reset, timeout, DNS, 5xx,
+// SlowDown) artifacts are kept in storage.path/spool (fsynced) and the step
+// records them pending; they are uploaded, same key and sha256, when it
+// answers (see runs.replica). Wrong credentials are not an outage: the put
+// fails naming bucket and endpoint.
 type S3 struct {
-	// Bucket must exist; the daemon checks it at startup and every minute.
+	// Bucket must exist; objects go to
+	// s3://bucket/prefix/yyyy/mm/dd/alertname/run/… The daemon checks it at
+	// startup and every minute.
 	Bucket string `yaml:"bucket" json:"bucket"`
 	// Prefix is put before every key (prefix/2026/…).
 	Prefix string `yaml:"prefix" json:"prefix"`
-	// Region is the bucket's; empty: the SDK's (AWS_REGION, profile), else us-east-1.
+	// Region is the bucket's region; empty: the SDK's (AWS_REGION, profile), else us-east-1.
 	Region string `yaml:"region" json:"region"`
-	// Endpoint is the base URL of an S3-compatible store; empty: AWS.
+	// Endpoint is the base URL of an S3-compatible store, e.g.
+	// http://minio.observability:9000; empty: AWS S3.
 	Endpoint string `yaml:"endpoint" json:"endpoint"`
-	// PathStyle addresses ENDPOINT/BUCKET/KEY (MinIO, versitygw).
+	// PathStyle addresses ENDPOINT/BUCKET/KEY (MinIO, versitygw, most
+	// self-hosted stores).
 	PathStyle bool `yaml:"path_style" json:"path_style"`
 	// AccessKeyID and SecretAccessKey are static keys, both or neither;
-	// neither: the SDK's default chain (AWS_* variables, profile, IRSA, roles).
-	AccessKeyID     string `yaml:"access_key_id" json:"access_key_id"`
+	// neither: the SDK's default chain (AWS_* variables, shared config and
+	// profiles, IRSA web identity, ECS/EC2 roles).
+	AccessKeyID string `yaml:"access_key_id" json:"access_key_id"`
+	// SecretAccessKey is the static key's secret, with AccessKeyID.
 	SecretAccessKey Secret `yaml:"secret_access_key" json:"secret_access_key"`
 	// SecretAccessKeyFile is the _file twin of SecretAccessKey.
 	SecretAccessKeyFile string `yaml:"secret_access_key_file" json:"secret_access_key_file"`
-	// SSE is "" (the bucket's default), AES256 or aws:kms.
+	// SSE is the server-side encryption asked for on every put: "" (the
+	// bucket's default), AES256 (SSE-S3) or aws:kms (SSE-KMS, with
+	// kms_key_id).
 	SSE string `yaml:"sse" json:"sse"`
 	// KMSKeyID is the key for sse: aws:kms (empty: the AWS managed key).
 	KMSKeyID string `yaml:"kms_key_id" json:"kms_key_id"`
 	// PartSize is the multipart part size in bytes, at least 5 MiB.
 	PartSize int64 `yaml:"part_size" json:"part_size"`
-	// Concurrency is how many parts of one upload are in flight.
+	// Concurrency is how many parts of one upload are in flight: an upload
+	// holds about part_size x (concurrency + 2) bytes in memory.
 	Concurrency int `yaml:"concurrency" json:"concurrency"`
-	// LinkExpiry is a presigned link's lifetime, at most 7 days (SigV4's limit).
+	// LinkExpiry is a presigned link's lifetime, at most 7 days (SigV4's
+	// limit), and never longer than what is left of temporary signing
+	// credentials (an IRSA or assumed-role session), which the URL cannot
+	// outlive.
 	LinkExpiry time.Duration `yaml:"link_expiry" json:"link_expiry"`
 }
 

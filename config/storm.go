@@ -2,14 +2,17 @@ package config
 
 import "time"
 
-// Storm shares one thread among many runs instead of a thread each.
+// Storm shares one thread among many runs instead of a thread each. A
+// playbook's notify.channel still picks the channel: each channel gets its
+// own group.
 type Storm struct {
 	// Threshold: an Alertmanager group (one webhook) bringing more than this
-	// many new firing alerts gets one thread for all of them, a table.
+	// many new firing alerts gets one thread for all of them: the parent a
+	// table of them, one compact reply per run when it ends.
 	Threshold int `yaml:"threshold" json:"threshold"`
 	// Window: alerts of one alertname and model_name firing on several
 	// instances within this long of the first, over any webhooks, share the
-	// first one's thread (a fleet). 0 turns fleets off.
+	// first one's thread (a fleet). 0 turns fleets off; at most 1h.
 	Window time.Duration `yaml:"window" json:"window"`
 }
 

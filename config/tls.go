@@ -16,21 +16,35 @@ import (
 // and is required in addition to web.auth unless ClientCertAuthenticates
 // says it is enough.
 type TLS struct {
-	// CertFile is the server certificate chain (PEM); setting it turns TLS on.
+	// CertFile is the server certificate chain (PEM); setting it (with
+	// key_file) turns TLS on. Both are read at startup (missing, unreadable
+	// or mismatched: a startup error naming the key; a cert without a key
+	// too) and again on SIGHUP and when a file in their folders changes
+	// (cert-manager's rotation: no restart, each new connection gets the new
+	// certificate, a broken pair is logged and the old one stays).
 	CertFile string `yaml:"cert_file" json:"cert_file"`
-	// KeyFile is CertFile's private key (PEM).
+	// KeyFile is CertFile's private key (PEM). A key file every user may read
+	// is a startup warning, not an error (Kubernetes mounts Secrets 0644 by
+	// default).
 	KeyFile string `yaml:"key_file" json:"key_file"`
-	// ClientCAFile holds the CA certificates client certificates must chain to.
+	// ClientCAFile holds the CA certificates client certificates must chain
+	// to. The subject CN of a verified client certificate is the "by" of
+	// profiling pauses, resumes and stops in the API (without one: the
+	// basic-auth user, else the remote address).
 	ClientCAFile string `yaml:"client_ca_file" json:"client_ca_file"`
-	// ClientAuth is none, request (a certificate is asked for and verified
-	// when one is given) or require_and_verify (the default when
-	// ClientCAFile is set: a connection without a valid one is refused).
+	// ClientAuth says what is asked of a client: none, request (a
+	// certificate is asked for and verified when one is given, never trusted
+	// unverified) or require_and_verify (the default when ClientCAFile is
+	// set: a connection without a valid one fails its handshake).
 	ClientAuth string `yaml:"client_auth" json:"client_auth"`
-	// MinVersion is the lowest TLS version accepted: TLS1.2 (default) or TLS1.3.
+	// MinVersion is the lowest TLS version accepted: TLS1.2 (default) or
+	// TLS1.3; TLS 1.0 and 1.1 are refused.
 	MinVersion string `yaml:"min_version" json:"min_version"`
 	// ClientCertAuthenticates lets a verified client certificate stand in
-	// for web.auth's token or password. Off: a client certificate is asked
-	// for in addition to them.
+	// for web.auth's token or password, and satisfy the guard on listening
+	// beyond loopback without auth. Off (the default): a client certificate
+	// is required in addition to them (a certificate proves the caller holds
+	// a key the CA signed; the token still says it may start captures).
 	ClientCertAuthenticates bool `yaml:"client_cert_authenticates" json:"client_cert_authenticates"`
 }
 

@@ -16,7 +16,7 @@ import (
 // signed-in user in a header, such as oauth2-proxy's X-Forwarded-Email.
 //
 // The header authenticates a request only when the request's TCP peer is one
-// of From: the header from any other address is ignored (it never
+// of from: the header from any other address is ignored (it never
 // authenticates, and the request is held to the rest of web.auth), so a
 // client that reaches the daemon directly cannot name itself. It is never
 // read from X-Forwarded-For or any other header a client can set.

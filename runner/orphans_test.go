@@ -19,7 +19,7 @@ import (
 // moments ago (the worker has yet to claim the run, River to complete the
 // job), nor one waiting in the queue. Each row puts the job and its run in
 // that state, on both stores, and reads the gauge through a scrape; on
-// PostgreSQL the query README.md gives operators must find the same.
+// PostgreSQL the query docs/deploy.md gives operators must find the same.
 func TestOrphanedRunJobsMetric(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		reg := prometheus.NewRegistry()
@@ -63,7 +63,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 			if readme != "" {
 				rows, err := s.db.QueryContext(context.Background(), readme)
 				if err != nil {
-					t.Fatalf("README.md's query for orphaned jobs: %v", err)
+					t.Fatalf("docs/deploy.md's query for orphaned jobs: %v", err)
 				}
 				n := 0
 				for rows.Next() {
@@ -71,7 +71,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 				}
 				rows.Close()
 				if float64(n) != tc.want {
-					t.Errorf("%s: README.md's query for orphaned jobs answers %d rows, want %v", tc.name, n, tc.want)
+					t.Errorf("%s: docs/deploy.md's query for orphaned jobs answers %d rows, want %v", tc.name, n, tc.want)
 				}
 			}
 			if _, err := s.db.ExecContext(context.Background(), `UPDATE river_job SET state = 'completed', finalized_at = `+
@@ -82,11 +82,11 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 	})
 }
 
-// readmeOrphanQuery is the query README.md gives operators to see orphaned
+// readmeOrphanQuery is the query docs/deploy.md gives operators to see orphaned
 // jobs, its runs.lease_timeout (the default, 20 s) made lease.
 func readmeOrphanQuery(t *testing.T, lease time.Duration) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func readmeOrphanQuery(t *testing.T, lease time.Duration) string {
 	_, rest, ok2 := strings.Cut(rest, "```sql\n")
 	q, _, ok3 := strings.Cut(rest, "```")
 	if !ok || !ok2 || !ok3 || !strings.Contains(q, "'20 seconds'") || !strings.Contains(q, "20000") {
-		t.Fatalf("README.md: no query for orphaned jobs after \"autocapture_river_jobs_orphaned counts them\" with 20 s as the lease")
+		t.Fatalf("docs/deploy.md: no query for orphaned jobs after \"autocapture_river_jobs_orphaned counts them\" with 20 s as the lease")
 	}
 	q = strings.ReplaceAll(q, "'20 seconds'", fmt.Sprintf("'%d milliseconds'", lease.Milliseconds()))
 	return strings.ReplaceAll(q, "20000", strconv.FormatInt(lease.Milliseconds(), 10))

@@ -63,7 +63,7 @@ func runEndToThread(t *testing.T, all []runs.Run, threads map[string][]slackstub
 
 // maxEndToThreadP99 guards run end → the thread saying so, with replicas
 // killed and every dependency down once. It is a regression guard, not the
-// figure: the figures are measured and logged (README's performance table),
+// figure: the figures are measured and logged (docs/performance.md's table),
 // since a timed bound on a loaded CI machine measures the machine. What it
 // must catch: a dead deliverer's threads waiting out a fixed lease (the 60 s
 // pump lease issue 22 replaced: p99 68 s) and renewals starving on live
