@@ -122,7 +122,7 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 // query runs the range query over the window.
 func (c *Chart) query(ctx context.Context, in *Input) (model.Matrix, error) {
 	pe := in.Env.Prometheus
-	papi, err := pe.promAPI()
+	papi, err := promAPIOf(pe)
 	if err != nil {
 		return nil, err
 	}

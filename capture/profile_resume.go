@@ -32,7 +32,7 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 		res.Findings["armed"] = true
 	case LeaseStopped:
 		res.Findings["armed"] = true
-		fr.window.End = in.Env.now()
+		fr.window.End = envNow(in.Env)
 		if rec.StoppedBy != "" {
 			p.recoveredSwept(fr, rec)
 		}
@@ -42,7 +42,7 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 			httpTarget(fr.target), rec.State)
 		return res, Errorf(ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
 	}
-	fr.window.End = in.Env.now()
+	fr.window.End = envNow(in.Env)
 	return p.finish(ctx, in, res, fr, nil)
 }
 

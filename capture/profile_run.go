@@ -153,7 +153,7 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), Classify(err))
 		return res, err
 	}
-	fr.window.Start = in.Env.now()
+	fr.window.Start = envNow(in.Env)
 	if err != nil { // it may have reached the server: the stop is owed all the same
 		fr.window.End = fr.window.Start
 		if stopErr := p.stop(ctx, in, fr); stopErr == nil {
@@ -168,7 +168,7 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 	// start shortens the frame instead of running past "stop by D", where
 	// the sweeper would take the lease (runner: stopGrace).
 	cutErr := p.frame(ctx, in, res, fr, frame-time.Since(recorded), lp)
-	fr.window.End = in.Env.now()
+	fr.window.End = envNow(in.Env)
 	return p.finish(ctx, in, res, fr, cutErr)
 }
 

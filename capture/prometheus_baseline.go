@@ -60,6 +60,10 @@ const (
 	baselineLabel  = "baseline"
 	baselineBefore = "before"
 	baselineDay    = "day"
+)
+
+// The baseline signals' suffixes.
+const (
 	// SuffixBaseline names a signal's value over the window before startsAt.
 	SuffixBaseline = "_baseline"
 	// SuffixBaselineDay names its value over the same window a day earlier.

@@ -146,26 +146,26 @@ func promErrReason(err error) Reason {
 	return ReasonUpstream5xx
 }
 
-// httpClient is the endpoint's client, or one bounded by its Timeout.
-func (e *Endpoint) httpClient() *http.Client {
+// httpClientOf is the endpoint's client, or one bounded by its Timeout.
+func httpClientOf(e *Endpoint) *http.Client {
 	if e.Client != nil {
 		return e.Client
 	}
 	return &http.Client{Timeout: e.Timeout}
 }
 
-// promAPI is the Prometheus HTTP API of a configured Prometheus.
-func (e *Endpoint) promAPI() (v1.API, error) {
-	c, err := api.NewClient(api.Config{Address: e.URL, Client: e.httpClient()})
+// promAPIOf is the Prometheus HTTP API of a configured Prometheus.
+func promAPIOf(e *Endpoint) (v1.API, error) {
+	c, err := api.NewClient(api.Config{Address: e.URL, Client: httpClientOf(e)})
 	if err != nil {
 		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
 	}
 	return v1.NewAPI(c), nil
 }
 
-// promAPI is the configured Prometheus and its API, for a step of kind
+// inputPromAPI is the configured Prometheus and its API, for a step of kind
 // (named in the error when none is configured).
-func (in *Input) promAPI(kind string) (*Endpoint, v1.API, error) {
+func inputPromAPI(in *Input, kind string) (*Endpoint, v1.API, error) {
 	var ep *Endpoint
 	if in.Env != nil {
 		ep = in.Env.Prometheus
@@ -173,15 +173,15 @@ func (in *Input) promAPI(kind string) (*Endpoint, v1.API, error) {
 	if ep == nil || ep.URL == "" {
 		return nil, nil, NotConfigured("no Prometheus (set prometheus.url)")
 	}
-	papi, err := ep.promAPI()
+	papi, err := promAPIOf(ep)
 	if err != nil {
 		return nil, nil, err
 	}
 	return ep, papi, nil
 }
 
-// queryTimeout bounds one query: the endpoint's timeout, else 10 s.
-func (e *Endpoint) queryTimeout() time.Duration {
+// queryTimeoutOf bounds one query: the endpoint's timeout, else 10 s.
+func queryTimeoutOf(e *Endpoint) time.Duration {
 	if e.Timeout > 0 {
 		return e.Timeout
 	}
@@ -233,13 +233,13 @@ type promTarget struct {
 // window ends at its end (else now) and starts at its start (else an hour
 // earlier); a query's deadline is the endpoint's timeout, else 10 s.
 func promTargetOf(in *Input, kind string) (*promTarget, error) {
-	ep, papi, err := in.promAPI(kind)
+	ep, papi, err := inputPromAPI(in, kind)
 	if err != nil {
 		return nil, err
 	}
-	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: ep.queryTimeout()}
+	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: queryTimeoutOf(ep)}
 	if pt.end.IsZero() {
-		pt.end = in.Env.now()
+		pt.end = envNow(in.Env)
 	}
 	if pt.start.IsZero() || !pt.start.Before(pt.end) {
 		pt.start = pt.end.Add(-time.Hour)

@@ -268,7 +268,7 @@ func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, firs
 	deadline := first.at.Add(s.cfg.Gap)
 	var waited time.Duration
 	for {
-		wait := min(s.cfg.Gap-waited, deadline.Sub(in.Env.now()))
+		wait := min(s.cfg.Gap-waited, deadline.Sub(envNow(in.Env)))
 		if early && wait > s.poll {
 			wait = s.poll
 		}
@@ -320,7 +320,7 @@ func (s *ScrapeStep) fetch(ctx context.Context, in *Input, u string) ([]byte, ti
 	if len(body) > maxScrapeBytes {
 		return nil, time.Time{}, Errorf(ReasonUpstream5xx, "scrape %s: more than %d bytes", u, maxScrapeBytes)
 	}
-	return body, in.Env.now(), nil
+	return body, envNow(in.Env), nil
 }
 
 // sleepCtx waits d or until ctx ends, whichever is first.

@@ -167,8 +167,8 @@ const (
 var Verdicts = []string{VerdictHealthy, VerdictOverload, VerdictKVPressure, VerdictPrefillBound,
 	VerdictDecodeBound, VerdictClientAborts, VerdictUnexplained, VerdictGPUDegraded, VerdictNoEvidence}
 
-// Now returns the env's clock reading.
-func (e *Env) now() time.Time {
+// envNow is the env's clock reading: Env.Now, else time.Now.
+func envNow(e *Env) time.Time {
 	if e == nil || e.Now == nil {
 		return time.Now()
 	}

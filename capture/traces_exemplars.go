@@ -97,7 +97,7 @@ func addExemplarTraces(ctx context.Context, in *Input, be traceBackend, rank str
 	if inst := in.Alert.Labels["instance"]; inst != "" {
 		sel += "{instance=" + strconv.Quote(inst) + "}"
 	}
-	papi, err := in.Env.Prometheus.promAPI()
+	papi, err := promAPIOf(in.Env.Prometheus)
 	if err != nil {
 		log.Warn("Could not build a Prometheus client for exemplars.", zap.Error(err))
 		return 0

@@ -25,7 +25,7 @@ type jaeger struct {
 }
 
 func newJaeger(tr *TracesEndpoint) *jaeger {
-	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: tr.httpClient()}
+	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
 }
 
 // Link is the trace's page in the Jaeger UI.

@@ -22,7 +22,7 @@ type tempo struct {
 }
 
 func newTempo(tr *TracesEndpoint) *tempo {
-	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: tr.httpClient()}
+	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
 }
 
 // Link is the trace as Tempo serves it (Grafana's explore URL depends on the

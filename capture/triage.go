@@ -225,7 +225,7 @@ func NewTriage(cfg TriageConfig) (*TriageStep, error) {
 // how old it was (Origin); its signals add the current wait it derived.
 func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	sig, used := mergedSignals(in.Prior, t.cfg.From)
-	now := in.Env.now()
+	now := envNow(in.Env)
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
 	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines, viewsOf(in.Prior))
