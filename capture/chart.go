@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"gonum.org/v1/plot"
@@ -45,19 +46,19 @@ type Chart struct {
 	cfg ChartConfig
 }
 
-var _ Step = (*Chart)(nil)
+var _ vocab.Step = (*Chart)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "chart",
-		Tier:   TierMetrics,
+		Tier:   vocab.TierMetrics,
 		Doc:    "A PNG line chart of a PromQL range query over the alert's window, with the alert's start and threshold marked.",
 		Config: func() any { return &ChartConfig{} },
 		Build:  buildChart,
 	})
 }
 
-func buildChart(c any) (Step, error) {
+func buildChart(c any) (vocab.Step, error) {
 	cfg, ok := c.(*ChartConfig)
 	if !ok {
 		return nil, fmt.Errorf("chart: config is %T, want *ChartConfig", c)
@@ -76,12 +77,12 @@ func buildChart(c any) (Step, error) {
 }
 
 // Run queries the window and renders and stores the PNG.
-func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
+func (c *Chart) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
-		return nil, NotConfigured("no Prometheus (set prometheus.url)")
+		return nil, vocab.NotConfigured("no Prometheus (set prometheus.url)")
 	}
 	if in.Env.Store == nil { // the daemon always has one (local by default): wiring, not the user's config
-		return nil, Errorf(ReasonInternal, "chart: no artifact store")
+		return nil, vocab.Errorf(vocab.ReasonInternal, "chart: no artifact store")
 	}
 	m, err := c.query(ctx, in)
 	if err != nil {
@@ -89,7 +90,7 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	png, shown, err := c.render(m, in.Alert.StartsAt, in.Window)
 	if err != nil {
-		return nil, Errorf(ReasonInternal, "chart %q: render: %w", c.cfg.Title, err)
+		return nil, vocab.Errorf(vocab.ReasonInternal, "chart %q: render: %w", c.cfg.Title, err)
 	}
 	art, err := putArtifact(ctx, in, "chart.png", "image/png", bytes.NewReader(png))
 	if err != nil {
@@ -116,11 +117,11 @@ func (c *Chart) Run(ctx context.Context, in *Input) (*Result, error) {
 			f["above_threshold"] = maxV > *c.cfg.Threshold
 		}
 	}
-	return &Result{Summary: strings.TrimSpace(summary), Findings: f, Artifacts: []Artifact{art}}, nil
+	return &vocab.Result{Summary: strings.TrimSpace(summary), Findings: f, Artifacts: []vocab.Artifact{art}}, nil
 }
 
 // query runs the range query over the window.
-func (c *Chart) query(ctx context.Context, in *Input) (model.Matrix, error) {
+func (c *Chart) query(ctx context.Context, in *vocab.Input) (model.Matrix, error) {
 	pe := in.Env.Prometheus
 	papi, err := promAPIOf(pe)
 	if err != nil {
@@ -136,20 +137,20 @@ func (c *Chart) query(ctx context.Context, in *Input) (model.Matrix, error) {
 		// One line for the thread: the chart by its title; the query only when
 		// it is the query that is wrong.
 		reason := promErrReason(err)
-		if reason == ReasonBadConfig {
-			return nil, &Error{Reason: reason, Err: fmt.Errorf("chart %q: query %q: %w", c.cfg.Title, c.cfg.Query, err)}
+		if reason == vocab.ReasonBadConfig {
+			return nil, &vocab.Error{Reason: reason, Err: fmt.Errorf("chart %q: query %q: %w", c.cfg.Title, c.cfg.Query, err)}
 		}
-		return nil, &Error{Reason: reason, Err: fmt.Errorf("chart %q: Prometheus %s: %w", c.cfg.Title, pe.URL, err)}
+		return nil, &vocab.Error{Reason: reason, Err: fmt.Errorf("chart %q: Prometheus %s: %w", c.cfg.Title, pe.URL, err)}
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {
-		return nil, Errorf(ReasonBadConfig, "chart: query %q gave a %s, want a range vector", c.cfg.Query, v.Type())
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "chart: query %q gave a %s, want a range vector", c.cfg.Query, v.Type())
 	}
 	return m, nil
 }
 
 // render draws the matrix; it returns the PNG and how many series it shows.
-func (c *Chart) render(m model.Matrix, startsAt time.Time, w Window) ([]byte, int, error) {
+func (c *Chart) render(m model.Matrix, startsAt time.Time, w vocab.Window) ([]byte, int, error) {
 	p := plot.New()
 	p.Title.Text = c.cfg.Title
 	p.Title.TextStyle.Font.Size = vg.Points(15)

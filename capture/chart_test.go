@@ -19,6 +19,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestChartAgainstRealPrometheus scrapes a target whose queue depth climbs by
@@ -42,7 +43,7 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 		}
 	}
 	env, st := testEnv(t)
-	env.Prometheus = &capture.Endpoint{URL: prom.URL}
+	env.Prometheus = &vocab.Endpoint{URL: prom.URL}
 	now := time.Now()
 	threshold := 3.0
 	cases := []struct {
@@ -50,11 +51,11 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 		query      string
 		series     int
 		above      any
-		wantReason capture.Reason
+		wantReason vocab.Reason
 	}{
 		{"two engines", `vllm:num_requests_waiting{instance="` + inst + `"}`, 2, true, ""},
 		{"no data", `vllm:num_requests_waiting{instance="elsewhere:1"}`, 0, nil, ""},
-		{"bad promql", `sum(`, 0, nil, capture.ReasonBadConfig},
+		{"bad promql", `sum(`, 0, nil, vocab.ReasonBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,12 +65,12 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 			// One store for every case: each case is its own run (a key is
 			// never overwritten).
 			run := strings.ReplaceAll(c.name, " ", "-")
-			in := &capture.Input{RunID: run, StepID: "queue-chart", Env: env,
-				Window: capture.Window{Start: now.Add(-40 * time.Second), End: now},
+			in := &vocab.Input{RunID: run, StepID: "queue-chart", Env: env,
+				Window: vocab.Window{Start: now.Add(-40 * time.Second), End: now},
 				Alert:  template.Alert{StartsAt: now.Add(-4 * time.Second), Labels: template.KV{"instance": inst}}}
 			res, err := step.Run(context.Background(), in)
-			if capture.Classify(err) != c.wantReason {
-				t.Fatalf("reason %q (%v), want %q", capture.Classify(err), err, c.wantReason)
+			if vocab.Classify(err) != c.wantReason {
+				t.Fatalf("reason %q (%v), want %q", vocab.Classify(err), err, c.wantReason)
 			}
 			if err != nil {
 				return
@@ -118,18 +119,18 @@ func TestChartFailureIsOneReadableLine(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env, _ := testEnv(t)
-			env.Prometheus = &capture.Endpoint{URL: c.url, Timeout: 5 * time.Second}
+			env.Prometheus = &vocab.Endpoint{URL: c.url, Timeout: 5 * time.Second}
 			step := buildStep(t, "chart", func(cfg *capture.ChartConfig) {
 				cfg.Title, cfg.Query = "p99 time to first token", "histogram_quantile(0.99, sum by (le) (rate(x_bucket[1m])))"
 			})
 			now := time.Now()
-			_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "c", Env: env,
-				Window: capture.Window{Start: now.Add(-time.Minute), End: now}})
+			_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "c", Env: env,
+				Window: vocab.Window{Start: now.Add(-time.Minute), End: now}})
 			if err == nil {
 				t.Fatal("chart succeeded")
 			}
 			msg := err.Error()
-			if got := string(capture.Classify(err)); got != c.reason {
+			if got := string(vocab.Classify(err)); got != c.reason {
 				t.Errorf("reason %s, want %s (%s)", got, c.reason, msg)
 			}
 			if !strings.Contains(msg, `chart "p99 time to first token"`) || strings.Contains(msg, "\n") {
@@ -152,11 +153,11 @@ func TestChartSkipsNaNPoints(t *testing.T) {
 	}))
 	defer prom.Close()
 	env, _ := testEnv(t)
-	env.Prometheus = &capture.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
+	env.Prometheus = &vocab.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
 	step := buildStep(t, "chart", func(cfg *capture.ChartConfig) { cfg.Title, cfg.Query = "p99 TTFT", "q" })
 	start := time.Unix(1800000000, 0)
-	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "c", Env: env,
-		Window: capture.Window{Start: start, End: start.Add(time.Minute)}})
+	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "c", Env: env,
+		Window: vocab.Window{Start: start, End: start.Add(time.Minute)}})
 	if err != nil {
 		t.Fatal(err)
 	}

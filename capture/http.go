@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
@@ -45,19 +46,19 @@ type HTTP struct {
 	cfg HTTPConfig
 }
 
-var _ Step = (*HTTP)(nil)
+var _ vocab.Step = (*HTTP)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "http",
-		Tier:   TierMetrics,
+		Tier:   vocab.TierMetrics,
 		Doc:    "GET a diagnostic endpoint of the alert's instance (allow-listed) and keep the body as an artifact.",
 		Config: func() any { return &HTTPConfig{} },
 		Build:  buildHTTP,
 	})
 }
 
-func buildHTTP(c any) (Step, error) {
+func buildHTTP(c any) (vocab.Step, error) {
 	cfg, ok := c.(*HTTPConfig)
 	if !ok {
 		return nil, fmt.Errorf("http: config is %T, want *HTTPConfig", c)
@@ -93,23 +94,23 @@ func buildHTTP(c any) (Step, error) {
 
 // target is the URL this run GETs: the fixed url, or the instance label (exactly
 // host:port) with the checked path; then the encoded query.
-func (h *HTTP) target(in *Input) (*url.URL, error) {
+func (h *HTTP) target(in *vocab.Input) (*url.URL, error) {
 	var u *url.URL
 	if h.cfg.URL != "" {
 		fixed, err := checkFixedURL(string(h.cfg.URL))
 		if err != nil {
-			return nil, Errorf(ReasonBadConfig, "http: %w", err)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: %w", err)
 		}
 		u = fixed
 	} else {
 		inst := in.Alert.Labels["instance"]
 		if inst == "" {
-			return nil, Errorf(ReasonBadConfig, "http: path %q needs the alert's instance label, which is missing", h.cfg.Path)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: path %q needs the alert's instance label, which is missing", h.cfg.Path)
 		}
 		// The label is untrusted: it must be exactly host:port, so it cannot add
 		// a path, query or userinfo of its own.
 		if !validHostPort(inst) {
-			return nil, Errorf(ReasonBadConfig, "http: instance label %q: want host:port", inst)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: instance label %q: want host:port", inst)
 		}
 		u = &url.URL{Scheme: "http", Host: inst, Path: "/" + strings.TrimPrefix(string(h.cfg.Path), "/")}
 	}
@@ -119,9 +120,9 @@ func (h *HTTP) target(in *Input) (*url.URL, error) {
 
 // Run GETs the endpoint through the allow-listed client and stores the body.
 // A refusal by the allow-list comes back as the error and as a `refused` finding.
-func (h *HTTP) Run(ctx context.Context, in *Input) (*Result, error) {
+func (h *HTTP) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	if in.Env == nil || in.Env.Targets == nil || in.Env.Store == nil {
-		return nil, Errorf(ReasonBadConfig, "http: no target client or artifact store configured")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: no target client or artifact store configured")
 	}
 	u, err := h.target(in)
 	if err != nil {
@@ -129,28 +130,28 @@ func (h *HTTP) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "http: GET %s: %w", u.Redacted(), err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: GET %s: %w", u.Redacted(), err)
 	}
 	req.Header.Set("Accept", "application/json, text/plain;q=0.9, */*;q=0.5")
 	resp, err := in.Env.Targets.Do(req)
 	if err != nil {
-		r := Classify(err)
-		res := &Result{Summary: fmt.Sprintf("GET %s: %s", u.Redacted(), r), Findings: map[string]any{"url": u.Redacted()}}
-		if r == ReasonRefused {
+		r := vocab.Classify(err)
+		res := &vocab.Result{Summary: fmt.Sprintf("GET %s: %s", u.Redacted(), r), Findings: map[string]any{"url": u.Redacted()}}
+		if r == vocab.ReasonRefused {
 			res.Findings["refused"] = err.Error()
 		}
-		return res, &Error{Reason: r, Err: fmt.Errorf("http: GET %s: %w", u.Redacted(), err)}
+		return res, &vocab.Error{Reason: r, Err: fmt.Errorf("http: GET %s: %w", u.Redacted(), err)}
 	}
 	defer resp.Body.Close()
 	body, truncated, err := readCapped(resp.Body, h.cfg.MaxBytes)
 	if err != nil {
-		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("http: GET %s: read body: %w", u.Redacted(), err)}
+		return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("http: GET %s: read body: %w", u.Redacted(), err)}
 	}
 	ctype := resp.Header.Get("Content-Type")
 	findings := map[string]any{"url": u.Redacted(), "status": resp.StatusCode, "content_type": ctype,
 		"size": len(body), "truncated": truncated}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &Result{Summary: fmt.Sprintf("GET %s: HTTP %d", u.Path, resp.StatusCode), Findings: findings},
+		return &vocab.Result{Summary: fmt.Sprintf("GET %s: HTTP %d", u.Path, resp.StatusCode), Findings: findings},
 			HTTPStatusError("http: GET "+u.Redacted(), resp.StatusCode, string(body))
 	}
 	addJSONFindings(findings, ctype, body, truncated)
@@ -159,10 +160,10 @@ func (h *HTTP) Run(ctx context.Context, in *Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{
+	return &vocab.Result{
 		Summary:   fmt.Sprintf("GET %s: %d, %d bytes of %s", u.Path, resp.StatusCode, len(body), mediaType(ctype)),
 		Findings:  findings,
-		Artifacts: []Artifact{art},
+		Artifacts: []vocab.Artifact{art},
 	}, nil
 }
 

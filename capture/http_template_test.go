@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // httpPlaybook is one playbook with one http step whose config is cfg.
@@ -74,7 +74,7 @@ func TestHTTPLabelsCannotReshapeTheURL(t *testing.T) {
 	run := func(model string) error {
 		t.Helper()
 		plans, err := set.Plan(template.Alert{Labels: template.KV{"alertname": "A", "instance": inst, "model_name": model}},
-			capture.Window{Start: time.Now().Add(-time.Minute), End: time.Now()})
+			vocab.Window{Start: time.Now().Add(-time.Minute), End: time.Now()})
 		if err != nil || len(plans) != 1 || len(plans[0].Steps) != 1 {
 			t.Fatalf("plan: %v %+v", err, plans)
 		}
@@ -83,13 +83,13 @@ func TestHTTPLabelsCannotReshapeTheURL(t *testing.T) {
 			return ps.RenderErr
 		}
 		env, _ := testEnv(t)
-		_, err = ps.Step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "info", Env: env,
+		_, err = ps.Step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "info", Env: env,
 			Alert: template.Alert{Labels: template.KV{"instance": inst}}})
 		return err
 	}
 	for _, bad := range []string{"../../admin", "a/../../admin", "..", "a/./b", "x?admin=1", "x#frag", "u@h", "a%2fb",
 		"a\r\nX-Injected: 1", "a b", "a//b", `a\b`, "{{x}}"} {
-		if err := run(bad); capture.Classify(err) != capture.ReasonBadConfig || !strings.Contains(err.Error(), "path") {
+		if err := run(bad); vocab.Classify(err) != vocab.ReasonBadConfig || !strings.Contains(err.Error(), "path") {
 			t.Errorf("model_name %q: err %v, want bad-config about the path", bad, err)
 		}
 	}

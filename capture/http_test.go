@@ -18,10 +18,11 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/targets"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // testEnv is an Env with a local store and the default (loopback-only) allow-list.
-func testEnv(t *testing.T) (*capture.Env, *storage.Local) {
+func testEnv(t *testing.T) (*vocab.Env, *storage.Local) {
 	t.Helper()
 	st, err := storage.NewLocal(t.TempDir())
 	if err != nil {
@@ -36,11 +37,11 @@ func testEnv(t *testing.T) (*capture.Env, *storage.Local) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &capture.Env{Store: st, Targets: pol.Client(5 * time.Second)}, st
+	return &vocab.Env{Store: st, Targets: pol.Client(5 * time.Second)}, st
 }
 
 // buildStep builds a registered kind from a config filled by fill.
-func buildStep[C any](t *testing.T, kind string, fill func(*C)) capture.Step {
+func buildStep[C any](t *testing.T, kind string, fill func(*C)) vocab.Step {
 	t.Helper()
 	k, ok := capture.Lookup(kind)
 	if !ok {
@@ -87,7 +88,7 @@ func TestHTTPStep(t *testing.T) {
 		name       string
 		cfg        capture.HTTPConfig
 		instance   string
-		reason     capture.Reason
+		reason     vocab.Reason
 		body       string
 		findings   map[string]any
 		noArtifact bool
@@ -96,14 +97,14 @@ func TestHTTPStep(t *testing.T) {
 			map[string]any{"status": 200, "content_type": "application/json", "truncated": false}, false},
 		{"truncated body", capture.HTTPConfig{URL: capture.FixedURL(srv.URL + "/big"), MaxBytes: 10}, "", "", "aaaaaaaaaa",
 			map[string]any{"size": 10, "truncated": true}, false},
-		{"not found is upstream-4xx", capture.HTTPConfig{Path: "server_info"}, inst, capture.ReasonUpstream4xx, "",
+		{"not found is upstream-4xx", capture.HTTPConfig{Path: "server_info"}, inst, vocab.ReasonUpstream4xx, "",
 			map[string]any{"status": 404}, true},
-		{"label pointing at another host", capture.HTTPConfig{Path: "/version"}, "10.20.30.40:8000", capture.ReasonRefused, "",
+		{"label pointing at another host", capture.HTTPConfig{Path: "/version"}, "10.20.30.40:8000", vocab.ReasonRefused, "",
 			nil, true},
-		{"metadata address", capture.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", capture.ReasonRefused, "",
+		{"metadata address", capture.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", vocab.ReasonRefused, "",
 			nil, true},
-		{"missing instance label", capture.HTTPConfig{Path: "/version"}, "", capture.ReasonBadConfig, "", nil, true},
-		{"server down is unreachable, not refused", capture.HTTPConfig{Path: "/version"}, deadAddr(t), capture.ReasonUnreachable, "",
+		{"missing instance label", capture.HTTPConfig{Path: "/version"}, "", vocab.ReasonBadConfig, "", nil, true},
+		{"server down is unreachable, not refused", capture.HTTPConfig{Path: "/version"}, deadAddr(t), vocab.ReasonUnreachable, "",
 			nil, true},
 	}
 	for _, c := range cases {
@@ -114,15 +115,15 @@ func TestHTTPStep(t *testing.T) {
 			if c.instance != "" {
 				labels["instance"] = c.instance
 			}
-			in := &capture.Input{RunID: "r1", StepID: "version", Alert: template.Alert{Labels: labels}, Env: env}
+			in := &vocab.Input{RunID: "r1", StepID: "version", Alert: template.Alert{Labels: labels}, Env: env}
 			res, err := step.Run(context.Background(), in)
-			if got := capture.Classify(err); got != c.reason {
+			if got := vocab.Classify(err); got != c.reason {
 				t.Fatalf("reason = %q (err %v), want %q", got, err, c.reason)
 			}
-			if c.reason == capture.ReasonRefused && (res == nil || res.Findings["refused"] == nil) {
+			if c.reason == vocab.ReasonRefused && (res == nil || res.Findings["refused"] == nil) {
 				t.Fatalf("refusal not reported as a finding: %+v", res)
 			}
-			if c.reason != capture.ReasonRefused && res != nil && res.Findings["refused"] != nil {
+			if c.reason != vocab.ReasonRefused && res != nil && res.Findings["refused"] != nil {
 				t.Fatalf("a %q failure reported as an allow-list refusal: %v", c.reason, res.Findings["refused"])
 			}
 			for k, want := range c.findings {
@@ -162,7 +163,7 @@ func TestHTTPStepJSONFindings(t *testing.T) {
 	defer srv.Close()
 	env, _ := testEnv(t)
 	step := buildStep(t, "http", func(h *capture.HTTPConfig) { h.URL = capture.FixedURL(srv.URL + "/version") })
-	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env})
+	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "v", Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +204,9 @@ func TestHTTPInstanceLabelCannotChangeThePath(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	for _, inst := range []string{host + "/admin/secret?x=", "user@" + host, host + "#frag"} {
 		step := buildStep(t, "http", func(cfg *capture.HTTPConfig) { cfg.Path = "/version" })
-		_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "v", Env: env,
+		_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "v", Env: env,
 			Alert: template.Alert{Labels: template.KV{"instance": inst}}})
-		if capture.Classify(err) != capture.ReasonBadConfig {
+		if vocab.Classify(err) != vocab.ReasonBadConfig {
 			t.Errorf("instance %q: err %v, want bad-config", inst, err)
 		}
 	}

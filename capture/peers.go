@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
 
@@ -33,7 +34,7 @@ type PeersConfig struct {
 
 // PeerQuery is one signal's query over the whole fleet.
 type PeerQuery struct {
-	// Signal is the canonical signal (capture/signals.go) the query reads.
+	// Signal is the canonical signal (vocab/signals.go) the query reads.
 	Signal string `yaml:"signal" json:"signal"`
 	// Query is PromQL with `$peers` for the selector, grouped by the instance label.
 	Query string `yaml:"query" json:"query"`
@@ -46,7 +47,7 @@ type PeersStep struct {
 	cfg PeersConfig
 }
 
-var _ Step = (*PeersStep)(nil)
+var _ vocab.Step = (*PeersStep)(nil)
 
 // peersPlaceholder is where a peers query takes the selector.
 const peersPlaceholder = "$peers"
@@ -56,11 +57,11 @@ var labelNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func init() {
 	Register(Kind{
 		Name: "peers",
-		Tier: TierMetrics,
+		Tier: vocab.TierMetrics,
 		Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
 			"so triage can say whether the cause is this instance, several or the whole fleet.",
 		Config: func() any { return &PeersConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
 	})
 }
 
@@ -70,23 +71,23 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 		cfg.Label = "instance"
 	}
 	if !labelNameRE.MatchString(cfg.Label) {
-		return nil, Errorf(ReasonBadConfig, "peers: label %q is not a label name", cfg.Label)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "peers: label %q is not a label name", cfg.Label)
 	}
 	if len(cfg.Queries) == 0 {
-		return nil, Errorf(ReasonBadConfig, "peers: no queries")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "peers: no queries")
 	}
 	seen := map[string]bool{}
 	for i, q := range cfg.Queries {
 		where := fmt.Sprintf("peers: queries[%d] %q", i, q.Signal)
 		switch {
-		case !KnownSignal(q.Signal):
-			return nil, Errorf(ReasonBadConfig, "%s: unknown signal (known: %s)", where, strings.Join(SignalNames, ", "))
+		case !vocab.KnownSignal(q.Signal):
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: unknown signal (known: %s)", where, strings.Join(vocab.SignalNames, ", "))
 		case seen[q.Signal]:
-			return nil, Errorf(ReasonBadConfig, "%s: duplicate signal", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: duplicate signal", where)
 		case !strings.Contains(q.Query, peersPlaceholder):
-			return nil, Errorf(ReasonBadConfig, "%s: the query has no %s: it would not read the peers", where, peersPlaceholder)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: the query has no %s: it would not read the peers", where, peersPlaceholder)
 		case q.Timeout < 0:
-			return nil, Errorf(ReasonBadConfig, "%s: negative timeout", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: negative timeout", where)
 		}
 		seen[q.Signal] = true
 	}
@@ -96,13 +97,13 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 // Run runs every signal's query in parallel, each under its own deadline. A
 // missing selector or instance is a finding; the step fails only when every
 // query failed.
-func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
+func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	view := &PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
 		Instances: []string{}, Signals: map[string]map[string]float64{}}
 	if view.Self == "" {
 		view.Self = in.Alert.Labels[p.cfg.Label]
 	}
-	res := &Result{Findings: map[string]any{"source": SourcePromQL, FindingPeers: view}}
+	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL, FindingPeers: view}}
 	if view.Selector == "" || view.Self == "" {
 		res.Summary = "peers not measured: " + p.unmeasured(view)
 		res.Findings["not_measured"] = res.Summary
@@ -115,7 +116,7 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	queries := make([]PromQuery, len(p.cfg.Queries))
 	for i, q := range p.cfg.Queries {
 		queries[i] = PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
-		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == SigArrivalRate || q.Signal == SigRequestRate {
+		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == vocab.SigArrivalRate || q.Signal == vocab.SigRequestRate {
 			view.Window = max(view.Window, w.Seconds())
 		}
 	}
@@ -133,7 +134,7 @@ func (p *PeersStep) unmeasured(v *PeerView) string {
 }
 
 // report fills the view from the outcomes, stores the artifact and sums up.
-func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *PeerView, res *Result, outs []queryOutcome, wall time.Duration) (*Result, error) {
+func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *PeerView, res *vocab.Result, outs []queryOutcome, wall time.Duration) (*vocab.Result, error) {
 	seen := map[string]bool{}
 	var firstErr *queryOutcome
 	view.Failed, firstErr = queryFailures(outs)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // ProfileConfig is the config of a `profile` step (tier 3): a framed profile
@@ -96,7 +98,7 @@ type profileTuning struct {
 var defaultProfileTuning = profileTuning{renewEvery: 2 * time.Second, hold: 15 * time.Second, poll: 500 * time.Millisecond,
 	settle: 30 * time.Second, collect: 10 * time.Minute, health: 5 * time.Second, leaseWrite: 10 * time.Second}
 
-var _ Step = (*Profile)(nil)
+var _ vocab.Step = (*Profile)(nil)
 
 // WindDown is how long the step may still run once its context ended: the
 // stop (stop_timeout), the files settling and their upload, and the lease
@@ -108,14 +110,14 @@ func (p *Profile) WindDown() time.Duration {
 func init() {
 	Register(Kind{
 		Name:   "profile",
-		Tier:   TierProfile,
+		Tier:   vocab.TierProfile,
 		Doc:    "A framed torch (or cuda) profile of one vLLM server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
 		Config: func() any { return &ProfileConfig{} },
 		Build:  buildProfile,
 	})
 }
 
-func buildProfile(c any) (Step, error) {
+func buildProfile(c any) (vocab.Step, error) {
 	cfg, ok := c.(*ProfileConfig)
 	if !ok {
 		return nil, fmt.Errorf("profile: config is %T, want *ProfileConfig", c)
@@ -197,8 +199,8 @@ func checkBaseURL(s string) error {
 func baseURL(s string) string { return strings.TrimRight(s, "/") }
 
 // profilePolicy is the daemon's tier-3 policy with its defaults applied.
-func profilePolicy(env *Env) Profiling {
-	var p Profiling
+func profilePolicy(env *vocab.Env) vocab.Profiling {
+	var p vocab.Profiling
 	if env != nil {
 		p = env.Profiling
 	}
@@ -212,7 +214,7 @@ func profilePolicy(env *Env) Profiling {
 }
 
 // optedOut says why target or the alert must never be profiled, or "".
-func optedOut(pol Profiling, target string, labels map[string]string) string {
+func optedOut(pol vocab.Profiling, target string, labels map[string]string) string {
 	if v, ok := labels[pol.OptOutLabel]; ok && v == pol.OptOutValue {
 		return fmt.Sprintf("the alert carries %s=%q", pol.OptOutLabel, pol.OptOutValue)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/autocapture/autocapture/agent"
 	"github.com/autocapture/autocapture/torchtrace"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // profileSource is where the profiler's files are read from: a local folder
@@ -26,13 +27,13 @@ type profileSource interface {
 }
 
 // source is the step's collect source, or nil when none is configured.
-func (p *Profile) source(in *Input) (profileSource, error) {
+func (p *Profile) source(in *vocab.Input) (profileSource, error) {
 	switch c := p.cfg.Collect; {
 	case c.Dir != "":
 		return agent.Dir{Path: c.Dir}, nil
 	case c.Agent != "":
 		if in.Env.Profiling.AgentToken == "" {
-			return nil, NotConfigured("no agent token (set profiling.agent_token_file: the token the agent at %s takes)", c.Agent)
+			return nil, vocab.NotConfigured("no agent token (set profiling.agent_token_file: the token the agent at %s takes)", c.Agent)
 		}
 		return &agent.Client{URL: baseURL(c.Agent), Token: in.Env.Profiling.AgentToken, HTTP: in.Env.Targets}, nil
 	}
@@ -129,7 +130,7 @@ func sameFiles(a, b []agent.File) bool {
 type collected struct {
 	Name     string             `json:"name"`
 	Bytes    int64              `json:"bytes"`
-	Artifact *Artifact          `json:"-"`
+	Artifact *vocab.Artifact    `json:"-"`
 	Report   *torchtrace.Report `json:"-"`
 	// Analysis says why a trace was not read (not a trace, a parse error).
 	Analysis string `json:"analysis,omitempty"`
@@ -162,7 +163,7 @@ func profileContentType(name string) string {
 // trace on the way (one pass: the bytes are teed into torchtrace.Analyze,
 // never read twice or held whole), and removes it from the source when asked.
 // frame bounds the recording as measured here (see frameRun.bound).
-func (p *Profile) collect(ctx context.Context, in *Input, src profileSource, files []agent.File, frame time.Duration) []collected {
+func (p *Profile) collect(ctx context.Context, in *vocab.Input, src profileSource, files []agent.File, frame time.Duration) []collected {
 	out := make([]collected, 0, len(files))
 	for _, f := range files {
 		c := p.collectOne(ctx, in, src, f, frame)
@@ -174,7 +175,7 @@ func (p *Profile) collect(ctx context.Context, in *Input, src profileSource, fil
 	return out
 }
 
-func (p *Profile) collectOne(ctx context.Context, in *Input, src profileSource, f agent.File, frame time.Duration) (c collected) {
+func (p *Profile) collectOne(ctx context.Context, in *vocab.Input, src profileSource, f agent.File, frame time.Duration) (c collected) {
 	c.Name = f.Name
 	rc, err := src.Open(ctx, f.Name)
 	if err != nil {
@@ -264,7 +265,7 @@ func (s savedListing) marshal() json.RawMessage {
 // takeover, and a stopped lease that lapses is the sweeper's to release,
 // freeing the target for another capture while this one still reads its
 // folder. A lost lease ends the renewals (the release then says so).
-func (p *Profile) keepLease(ctx context.Context, in *Input, fr *frameRun) (stop func()) {
+func (p *Profile) keepLease(ctx context.Context, in *vocab.Input, fr *frameRun) (stop func()) {
 	l := fr.lease
 	if l == nil {
 		return func() {}
@@ -283,7 +284,7 @@ func (p *Profile) keepLease(ctx context.Context, in *Input, fr *frameRun) (stop 
 			}
 			err := p.leaseWrite(ctx, func(c context.Context) error { return l.Renew(c, p.tune.hold) })
 			switch {
-			case errors.Is(err, ErrLeaseLost):
+			case errors.Is(err, vocab.ErrLeaseLost):
 				logger(in).Warn("The profile lease was lost while its files were collected.", zap.Error(err))
 				return
 			case err != nil && ctx.Err() == nil:

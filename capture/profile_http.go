@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // ErrNotArmed is a profiler route's 404: the server runs without
@@ -32,11 +34,11 @@ func (p *Profile) preflight(ctx context.Context, client *http.Client, target str
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/health", nil)
 	if err != nil {
-		return Errorf(ReasonBadConfig, "profile %s: health: %v", target, err)
+		return vocab.Errorf(vocab.ReasonBadConfig, "profile %s: health: %v", target, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: preflight GET /health: %w", target, err)}
+		return &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: preflight GET /health: %w", target, err)}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
@@ -52,18 +54,18 @@ func (p *Profile) preflight(ctx context.Context, client *http.Client, target str
 func startProfile(ctx context.Context, client *http.Client, target string) (notSent bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/start_profile", nil)
 	if err != nil {
-		return true, Errorf(ReasonBadConfig, "profile %s: start_profile: %v", target, err)
+		return true, vocab.Errorf(vocab.ReasonBadConfig, "profile %s: start_profile: %v", target, err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		refused := errors.Is(err, syscall.ECONNREFUSED) || Classify(err) == ReasonRefused
-		return refused, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: start_profile: %w", target, err)}
+		refused := errors.Is(err, syscall.ECONNREFUSED) || vocab.Classify(err) == vocab.ReasonRefused
+		return refused, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: start_profile: %w", target, err)}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return true, &Error{Reason: ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
+		return true, &vocab.Error{Reason: vocab.ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
 	case resp.StatusCode/100 != 2:
 		return false, HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(body))
 	}

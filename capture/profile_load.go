@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // profileLoadConcurrency bounds the load's requests in flight: a few at a
@@ -28,7 +30,7 @@ type loadPlan struct {
 // requests are already waiting. The waiting count comes from a fresh read of
 // the target's /metrics and from every earlier step's queue_depth signal;
 // either one above zero, or neither known, keeps the load off.
-func (p *Profile) planLoad(ctx context.Context, in *Input, client *http.Client, target string) loadPlan {
+func (p *Profile) planLoad(ctx context.Context, in *vocab.Input, client *http.Client, target string) loadPlan {
 	if p.cfg.Load == nil {
 		return loadPlan{}
 	}
@@ -43,7 +45,7 @@ func (p *Profile) planLoad(ctx context.Context, in *Input, client *http.Client, 
 		if r == nil {
 			continue
 		}
-		if v, ok := r.Signals[SigQueueDepth]; ok {
+		if v, ok := r.Signals[vocab.SigQueueDepth]; ok {
 			known = true
 			if v > 0 {
 				return loadPlan{why: fmt.Sprintf("not sent: step %s saw %g requests waiting", id, v)}
@@ -71,7 +73,7 @@ type loadOutcome struct {
 // runLoad sends the load's requests to target's /v1/completions, a few at a
 // time, until all are sent or ctx (the frame) ends; it returns when every
 // request it sent has returned.
-func (p *Profile) runLoad(ctx context.Context, in *Input, client *http.Client, target string, out *loadOutcome) {
+func (p *Profile) runLoad(ctx context.Context, in *vocab.Input, client *http.Client, target string, out *loadOutcome) {
 	l := p.cfg.Load
 	model := l.Model
 	if model == "" {

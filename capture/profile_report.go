@@ -11,6 +11,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/torchtrace"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // profileReportName is the report artifact, beside the stored files.
@@ -35,20 +36,13 @@ type ProfileReport struct {
 	Files       []collected        `json:"files"`
 	Bytes       int64              `json:"bytes"`
 	Analysis    *torchtrace.Report `json:"analysis,omitempty"`
-	Baseline    *BaselineRef       `json:"baseline,omitempty"`
+	Baseline    *vocab.BaselineRef `json:"baseline,omitempty"`
 	Deltas      []torchtrace.Delta `json:"deltas,omitempty"`
 	Summary     string             `json:"summary"`
 }
 
-// BaselineRef names the kept capture a report was compared with.
-type BaselineRef struct {
-	RunID    string    `json:"run_id"`
-	TakenAt  time.Time `json:"taken_at"`
-	Baseline bool      `json:"baseline"` // kept with baseline: true (else the previous capture)
-}
-
 // reportKey is what captures are compared by: the model, else the target.
-func reportKey(in *Input, target string) string {
+func reportKey(in *vocab.Input, target string) string {
 	if m := in.Alert.Labels["model_name"]; m != "" {
 		return m
 	}
@@ -58,7 +52,7 @@ func reportKey(in *Input, target string) string {
 // report merges the traces' analyses, compares them with the kept baseline,
 // keeps this one for later comparisons (when it is whole), stores
 // profile-report.json and fills res.
-func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameRun, files []collected) {
+func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, files []collected) {
 	rep := ProfileReport{Target: fr.target, RunID: in.RunID, Key: reportKey(in, fr.target), Window: fr.window,
 		CutShort: fr.cut, Recovered: fr.recovered, StopSeconds: fr.stopTook.Seconds(), Files: files}
 	var reports []*torchtrace.Report
@@ -117,7 +111,7 @@ func (p *Profile) report(ctx context.Context, in *Input, res *Result, fr *frameR
 
 // compare looks up the baseline (before keeping this capture, so a capture
 // is never compared with itself), then keeps this one when its frame ran whole.
-func (p *Profile) compare(ctx context.Context, in *Input, rep *ProfileReport) {
+func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *ProfileReport) {
 	guard := in.Env.Profiles
 	kept, err := guard.Baseline(ctx, rep.Key)
 	if err != nil {
@@ -126,7 +120,7 @@ func (p *Profile) compare(ctx context.Context, in *Input, rep *ProfileReport) {
 	if kept != nil && kept.RunID != in.RunID {
 		var base torchtrace.Report
 		if err := json.Unmarshal(kept.Report, &base); err == nil {
-			rep.Baseline = &BaselineRef{RunID: kept.RunID, TakenAt: kept.TakenAt, Baseline: kept.Baseline}
+			rep.Baseline = &vocab.BaselineRef{RunID: kept.RunID, TakenAt: kept.TakenAt, Baseline: kept.Baseline}
 			rep.Deltas = torchtrace.Compare(rep.Analysis, &base)
 		}
 	}
@@ -137,7 +131,7 @@ func (p *Profile) compare(ctx context.Context, in *Input, rep *ProfileReport) {
 	if err != nil {
 		return
 	}
-	if err := guard.KeepReport(ctx, rep.Key, KeptReport{RunID: in.RunID, Target: rep.Target, Baseline: p.cfg.Baseline,
+	if err := guard.KeepReport(ctx, rep.Key, vocab.KeptReport{RunID: in.RunID, Target: rep.Target, Baseline: p.cfg.Baseline,
 		TakenAt: rep.Window.End, Report: b}); err != nil {
 		logger(in).Warn("The profile report could not be kept for comparisons.", zap.String("key", rep.Key), zap.Error(err))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"go.uber.org/zap"
 )
 
@@ -16,7 +17,7 @@ import (
 // resume picks up an earlier attempt of this step from what its lease made
 // durable: a recording (or a stop that was under way) is stopped first, then
 // collected against the listing saved before its start. No new start.
-func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameRun, rec *Recording) (*Result, error) {
+func (p *Profile) resume(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, rec *vocab.Recording) (*vocab.Result, error) {
 	res.Findings["resumed"] = rec.State
 	var saved savedListing
 	if len(rec.Saved) > 0 {
@@ -28,9 +29,9 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 	fr.window.Start = rec.Since
 	fr.cut = "resumed after an interruption (state " + rec.State + ")"
 	switch rec.State {
-	case LeaseRecording, LeaseStopping:
+	case vocab.LeaseRecording, vocab.LeaseStopping:
 		res.Findings["armed"] = true
-	case LeaseStopped:
+	case vocab.LeaseStopped:
 		res.Findings["armed"] = true
 		fr.window.End = envNow(in.Env)
 		if rec.StoppedBy != "" {
@@ -40,7 +41,7 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 	default: // stop_failed and anything unknown: not ours to stop or release
 		res.Summary = fmt.Sprintf("profile %s: an earlier attempt left the lease %s: no new start until a stop is answered or an operator clears it",
 			httpTarget(fr.target), rec.State)
-		return res, Errorf(ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
+		return res, vocab.Errorf(vocab.ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
 	}
 	fr.window.End = envNow(in.Env)
 	return p.finish(ctx, in, res, fr, nil)
@@ -50,7 +51,7 @@ func (p *Profile) resume(ctx context.Context, in *Input, res *Result, fr *frameR
 // attempt's daemon died (typically a restart later than the recording's
 // deadline): it ran whole and then some, until the sweeper's stop, and this
 // attempt collects it with no second start.
-func (p *Profile) recoveredSwept(fr *frameRun, rec *Recording) {
+func (p *Profile) recoveredSwept(fr *frameRun, rec *vocab.Recording) {
 	fr.cut = ""
 	stopped := "when its stop was answered"
 	if !rec.StoppedAt.IsZero() {
@@ -67,7 +68,7 @@ func (p *Profile) recoveredSwept(fr *frameRun, rec *Recording) {
 // lost reports a refusal whose earlier frame was recorded and stopped but
 // whose files were left on the server uncollected: a failure saying where
 // they are, so the run does not end succeeded without the frame it recorded.
-func (p *Profile) lost(res *Result, target string, r *ProfileRefusal) (*Result, error) {
+func (p *Profile) lost(res *vocab.Result, target string, r *vocab.ProfileRefusal) (*vocab.Result, error) {
 	where := "in its profiler folder (torch_profiler_dir)"
 	switch c := p.cfg.Collect; {
 	case c.Dir != "":
@@ -78,5 +79,5 @@ func (p *Profile) lost(res *Result, target string, r *ProfileRefusal) (*Result, 
 	res.Findings["files_left"] = where
 	res.Summary = fmt.Sprintf("profile %s: the frame was recorded but not collected: %s; its files were left on the server %s",
 		httpTarget(target), r.Detail, where)
-	return res, Errorf(ReasonRefused, "%s: %s; its files were left on the server %s", r.Reason, r.Detail, where)
+	return res, vocab.Errorf(vocab.ReasonRefused, "%s: %s; its files were left on the server %s", r.Reason, r.Detail, where)
 }

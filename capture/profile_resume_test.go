@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestProfileResumedSweptRecordingIsRecovered: the resumed attempt gets back
@@ -35,7 +36,7 @@ func TestProfileResumedSweptRecordingIsRecovered(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	tgt.sim.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/stop_profile", nil))
 	stopped := time.Now()
-	f.guard.resume = &Recording{Target: "http://" + tgt.host, State: LeaseStopped, Since: since,
+	f.guard.resume = &vocab.Recording{Target: "http://" + tgt.host, State: vocab.LeaseStopped, Since: since,
 		Deadline: since.Add(100 * time.Millisecond), Saved: savedListing{Files: before}.marshal(),
 		StoppedBy: "sweeper host/1/abc", StoppedAt: stopped}
 	p := buildTestProfile(t, ProfileConfig{Duration: 5 * time.Second, Collect: ProfileCollect{Dir: dir}})
@@ -47,7 +48,7 @@ func TestProfileResumedSweptRecordingIsRecovered(t *testing.T) {
 		t.Errorf("the resumed step sent %d starts or stops, want none", n)
 	}
 	rec, _ := res.Findings["recovered"].(string)
-	if res.Findings["resumed"] != LeaseStopped || !strings.HasPrefix(rec, "recovered after a restart") ||
+	if res.Findings["resumed"] != vocab.LeaseStopped || !strings.HasPrefix(rec, "recovered after a restart") ||
 		!strings.Contains(rec, "past its deadline") || !strings.Contains(res.Summary, rec) || res.Findings["cut_short"] != nil {
 		t.Errorf("findings %v, summary %q: want resumed=stopped and recovered after a restart, not cut short", res.Findings, res.Summary)
 	}
@@ -93,17 +94,17 @@ func TestProfileLostFrameFails(t *testing.T) {
 	f := newProfileFixture(t)
 	dir := t.TempDir()
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir})
-	f.guard.refuse = &ProfileRefusal{Reason: RefusedRecorded, Lost: true, Detail: "an earlier attempt of run r-1's step profile " +
+	f.guard.refuse = &vocab.ProfileRefusal{Reason: vocab.RefusedRecorded, Lost: true, Detail: "an earlier attempt of run r-1's step profile " +
 		"started a frame on http://x:1 at 14:00; the sweeper stopped that frame after its owner died, and its files were left on the server (not collected): no second start"}
 	p := buildTestProfile(t, ProfileConfig{Duration: time.Second, Collect: ProfileCollect{Dir: dir}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
-	if _, skip := IsSkip(err); err == nil || skip || Classify(err) != ReasonRefused {
+	if _, skip := vocab.IsSkip(err); err == nil || skip || vocab.Classify(err) != vocab.ReasonRefused {
 		t.Fatalf("err %v: want a failure (refused), not a skip", err)
 	}
 	if !strings.HasPrefix(err.Error(), "recorded: ") || !strings.HasSuffix(err.Error(), "its files were left on the server at "+dir) {
 		t.Errorf("err %q: want the kind first and where the files were left", err)
 	}
-	if res == nil || res.Findings["refused"] != RefusedRecorded || res.Findings["files_left"] != "at "+dir ||
+	if res == nil || res.Findings["refused"] != vocab.RefusedRecorded || res.Findings["files_left"] != "at "+dir ||
 		!strings.Contains(res.Summary, "recorded but not collected") {
 		t.Fatalf("result %+v: want refused=recorded, files_left and a summary saying the frame was not collected", res)
 	}

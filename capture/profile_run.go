@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/vocab"
 
 	"github.com/autocapture/autocapture/torchtrace"
 )
@@ -18,7 +19,7 @@ import (
 type frameRun struct {
 	target string
 	client *http.Client
-	lease  ProfileLease
+	lease  vocab.ProfileLease
 	src    profileSource
 	before listing
 	window torchtrace.Window
@@ -47,9 +48,9 @@ func (fr *frameRun) bound() time.Duration {
 // stop_profile on every path once start may have been sent, on a context
 // detached from the step's; the lease released only after a stop the server
 // answered (a failed stop leaves it held, for the sweeper or an operator).
-func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
+func (p *Profile) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	if in.Env == nil || in.Env.Targets == nil {
-		return nil, Errorf(ReasonBadConfig, "profile: no targets client configured")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "profile: no targets client configured")
 	}
 	target, err := p.target(in)
 	if err != nil {
@@ -57,29 +58,29 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	pol := profilePolicy(in.Env)
 	if why := optedOut(pol, target, in.Alert.Labels); why != "" {
-		return &Result{Findings: map[string]any{"target": target, "opted_out": why}},
-			Skipf("profile %s: opted out: %s", httpTarget(target), why)
+		return &vocab.Result{Findings: map[string]any{"target": target, "opted_out": why}},
+			vocab.Skipf("profile %s: opted out: %s", httpTarget(target), why)
 	}
 	if in.Env.Profiles == nil {
-		return nil, Errorf(ReasonBadConfig, "profile %s: tier 3 is not available (no profile guard: profiling needs the shared database)", httpTarget(target))
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "profile %s: tier 3 is not available (no profile guard: profiling needs the shared database)", httpTarget(target))
 	}
 	src, err := p.source(in)
 	if err != nil {
 		return nil, err
 	}
 	frame := min(p.cfg.Duration, pol.MaxDuration)
-	res := &Result{Findings: map[string]any{"target": target, "expect": p.cfg.Expect, "duration": frame.String()}}
+	res := &vocab.Result{Findings: map[string]any{"target": target, "expect": p.cfg.Expect, "duration": frame.String()}}
 	if frame < p.cfg.Duration {
 		res.Findings["duration_capped"] = fmt.Sprintf("%s capped to profiling.max_duration %s", p.cfg.Duration, pol.MaxDuration)
 	}
 	fr := &frameRun{target: target, client: in.Env.Targets, src: src}
 	if err := p.preflight(ctx, fr.client, target); err != nil {
-		res.Summary = fmt.Sprintf("profile %s: the server does not answer: %s", httpTarget(target), Classify(err))
+		res.Summary = fmt.Sprintf("profile %s: the server does not answer: %s", httpTarget(target), vocab.Classify(err))
 		return res, err
 	}
-	lease, err := in.Env.Profiles.Acquire(ctx, LeaseRequest{Target: target, RunID: in.RunID, Plan: in.Plan, StepID: in.StepID,
+	lease, err := in.Env.Profiles.Acquire(ctx, vocab.LeaseRequest{Target: target, RunID: in.RunID, Plan: in.Plan, StepID: in.StepID,
 		Hold: p.tune.hold, Cooldown: p.cfg.Cooldown})
-	var refusal *ProfileRefusal
+	var refusal *vocab.ProfileRefusal
 	if errors.As(err, &refusal) {
 		// The reason leads with the kind (busy, paused, budget, cooldown,
 		// recorded) and the finding `refused` carries it, so `when`, the
@@ -89,40 +90,40 @@ func (p *Profile) Run(ctx context.Context, in *Input) (*Result, error) {
 			return p.lost(res, target, refusal)
 		}
 		res.Summary = fmt.Sprintf("profile %s refused (%s): %s", httpTarget(target), refusal.Reason, refusal.Detail)
-		return res, Skipf("%s: %s", refusal.Reason, refusal.Detail)
+		return res, vocab.Skipf("%s: %s", refusal.Reason, refusal.Detail)
 	}
 	if err != nil {
-		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: lease: %w", httpTarget(target), err)}
+		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: lease: %w", httpTarget(target), err)}
 	}
 	fr.lease = lease
-	if rec := lease.Resumed(); rec != nil && rec.State != LeaseHeld {
+	if rec := lease.Resumed(); rec != nil && rec.State != vocab.LeaseHeld {
 		return p.resume(ctx, in, res, fr, rec)
 	}
 	return p.fresh(ctx, in, res, fr, frame)
 }
 
 // target is the configured base URL, else http://<instance label>.
-func (p *Profile) target(in *Input) (string, error) {
+func (p *Profile) target(in *vocab.Input) (string, error) {
 	if p.cfg.Target != "" {
 		if err := checkBaseURL(p.cfg.Target); err != nil {
-			return "", Errorf(ReasonBadConfig, "profile: target %q: %v", p.cfg.Target, err)
+			return "", vocab.Errorf(vocab.ReasonBadConfig, "profile: target %q: %v", p.cfg.Target, err)
 		}
 		return baseURL(p.cfg.Target), nil
 	}
 	inst := in.Alert.Labels["instance"]
 	if !validHostPort(inst) {
-		return "", Errorf(ReasonBadConfig, "profile: no target and the alert's instance label %q is not host:port", inst)
+		return "", vocab.Errorf(vocab.ReasonBadConfig, "profile: no target and the alert's instance label %q is not host:port", inst)
 	}
 	return "http://" + inst, nil
 }
 
 // fresh is a first attempt: list, make the recording durable, start, frame,
 // stop, collect.
-func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRun, frame time.Duration) (*Result, error) {
+func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration) (*vocab.Result, error) {
 	before, err := listSource(ctx, fr.src)
 	if err != nil {
 		p.release(ctx, in, fr)
-		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), err)}
+		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), err)}
 	}
 	fr.before = before
 	lp := p.planLoad(ctx, in, fr.client, fr.target)
@@ -132,7 +133,7 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 	recorded := time.Now()
 	if _, err := fr.lease.Recording(ctx, frame, savedListing{Files: before}.marshal()); err != nil {
 		p.release(ctx, in, fr) // start_profile was never sent
-		return res, &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
+		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
 	}
 	if ctx.Err() != nil { // cancelled before the start: nothing to stop
 		p.notStarted(ctx, in, fr, "cancelled before start_profile was sent")
@@ -150,7 +151,7 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 	}
 	if err != nil && notSent {
 		p.notStarted(ctx, in, fr, "start_profile never reached the server: "+err.Error())
-		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), Classify(err))
+		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), vocab.Classify(err))
 		return res, err
 	}
 	fr.window.Start = envNow(in.Env)
@@ -159,7 +160,7 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 		if stopErr := p.stop(ctx, in, fr); stopErr == nil {
 			p.release(ctx, in, fr)
 		}
-		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s (stop sent)", httpTarget(fr.target), Classify(err))
+		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s (stop sent)", httpTarget(fr.target), vocab.Classify(err))
 		return res, err
 	}
 	res.Findings["armed"] = true
@@ -173,10 +174,10 @@ func (p *Profile) fresh(ctx context.Context, in *Input, res *Result, fr *frameRu
 }
 
 // finish stops the recording and, once the server answered, collects.
-func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
+func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, cutErr error) (*vocab.Result, error) {
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
-		if errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, vocab.ErrLeaseLost) {
 			res.Findings["lease_lost"] = true
 			res.Summary = fmt.Sprintf("profile %s: the lease was taken over before the stop (the sweeper stops the server past the deadline); nothing collected",
 				httpTarget(fr.target))
@@ -193,7 +194,7 @@ func (p *Profile) finish(ctx context.Context, in *Input, res *Result, fr *frameR
 // collectAndReport gathers the files, reports and releases the lease. It
 // runs on a context detached from the step's (bounded): a resolved alert's
 // partial profile is kept, and the lease ends only after collection.
-func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, fr *frameRun, cutErr error) (*Result, error) {
+func (p *Profile) collectAndReport(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, cutErr error) (*vocab.Result, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.tune.collect)
 	defer cancel()
 	defer p.release(cctx, in, fr)
@@ -228,7 +229,7 @@ func (p *Profile) collectAndReport(ctx context.Context, in *Input, res *Result, 
 // it ends early on an operator's stop, a failed renewal or the step's context
 // (run cancelled, alert resolved, shutdown, timeout): then it returns that
 // context's error, classified.
-func (p *Profile) frame(ctx context.Context, in *Input, res *Result, fr *frameRun, frame time.Duration, lp loadPlan) error {
+func (p *Profile) frame(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration, lp loadPlan) error {
 	fctx, cancel := context.WithCancel(ctx)
 	var load loadOutcome
 	loadDone := make(chan struct{})
@@ -280,24 +281,24 @@ func (p *Profile) frame(ctx context.Context, in *Input, res *Result, fr *frameRu
 func (p *Profile) cutByContext(ctx context.Context, fr *frameRun, after time.Duration) error {
 	cause := context.Cause(ctx)
 	fr.cut = cause.Error()
-	reason := ReasonCancelled
+	reason := vocab.ReasonCancelled
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		reason = ReasonTimeout
+		reason = vocab.ReasonTimeout
 	}
-	return &Error{Reason: reason, Err: fmt.Errorf("profile %s: frame cut short after %s: %w", httpTarget(fr.target), after.Round(time.Millisecond), cause)}
+	return &vocab.Error{Reason: reason, Err: fmt.Errorf("profile %s: frame cut short after %s: %w", httpTarget(fr.target), after.Round(time.Millisecond), cause)}
 }
 
 // stop sends stop_profile, bounded by stop_timeout alone: it runs on a
 // context detached from the step's (Background by intent: a cancelled run, a
 // resolved alert or a shutdown still owe the server its stop). The lease
 // records stopping before and stopped or stop_failed after.
-func (p *Profile) stop(ctx context.Context, in *Input, fr *frameRun) error {
+func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error {
 	base := context.WithoutCancel(ctx)
 	if err := p.leaseWrite(base, func(c context.Context) error { return fr.lease.Stopping(c, p.cfg.StopTimeout) }); err != nil {
-		if errors.Is(err, ErrLeaseLost) { // the sweeper (or an operator) has it: the stop is theirs
+		if errors.Is(err, vocab.ErrLeaseLost) { // the sweeper (or an operator) has it: the stop is theirs
 			logger(in).Warn("The profile lease was taken over before the stop; its new holder stops the server.", zap.Error(err))
 			fr.lease = nil
-			return &Error{Reason: ReasonCancelled, Err: fmt.Errorf("profile %s: %w: the stop was left to its new holder", httpTarget(fr.target), err)}
+			return &vocab.Error{Reason: vocab.ReasonCancelled, Err: fmt.Errorf("profile %s: %w: the stop was left to its new holder", httpTarget(fr.target), err)}
 		}
 		logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
 	}
@@ -320,9 +321,9 @@ func (p *Profile) stop(ctx context.Context, in *Input, fr *frameRun) error {
 	}
 	if err != nil {
 		if sctx.Err() != nil {
-			err = &Error{Reason: ReasonTimeout, Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), context.Cause(sctx))}
+			err = &vocab.Error{Reason: vocab.ReasonTimeout, Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), context.Cause(sctx))}
 		} else {
-			err = &Error{Reason: Classify(err), Err: fmt.Errorf("profile %s: stop_profile: %w", httpTarget(fr.target), err)}
+			err = &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: stop_profile: %w", httpTarget(fr.target), err)}
 		}
 		if lerr := p.leaseWrite(base, func(c context.Context) error { return fr.lease.StopFailed(c, err.Error()) }); lerr != nil {
 			logger(in).Error("The lease could not record the failed stop.", zap.Error(lerr))
@@ -346,7 +347,7 @@ func (p *Profile) leaseWrite(base context.Context, f func(context.Context) error
 
 // notStarted ends a lease whose recording was made durable but never began
 // (ProfileLease.NotStarted): nothing is owed a stop.
-func (p *Profile) notStarted(ctx context.Context, in *Input, fr *frameRun, why string) {
+func (p *Profile) notStarted(ctx context.Context, in *vocab.Input, fr *frameRun, why string) {
 	if fr.lease == nil {
 		return
 	}
@@ -359,7 +360,7 @@ func (p *Profile) notStarted(ctx context.Context, in *Input, fr *frameRun, why s
 
 // release ends the lease, once: after a stopped capture was collected, or
 // when start_profile was never sent.
-func (p *Profile) release(ctx context.Context, in *Input, fr *frameRun) {
+func (p *Profile) release(ctx context.Context, in *vocab.Input, fr *frameRun) {
 	if fr.lease == nil {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fastTuning keeps the step's clocks short for tests.
@@ -84,7 +85,7 @@ type profileFixture struct {
 	log   *eventLog
 	guard *fakeGuard
 	store storage.Store
-	env   *Env
+	env   *vocab.Env
 }
 
 func newProfileFixture(t *testing.T) *profileFixture {
@@ -95,15 +96,15 @@ func newProfileFixture(t *testing.T) *profileFixture {
 		t.Fatal(err)
 	}
 	g := newFakeGuard(log)
-	return &profileFixture{log: log, guard: g, store: store, env: &Env{Store: store, Targets: &http.Client{}, Profiles: g}}
+	return &profileFixture{log: log, guard: g, store: store, env: &vocab.Env{Store: store, Targets: &http.Client{}, Profiles: g}}
 }
 
-func (f *profileFixture) input(t *testing.T, host string, labels map[string]string) *Input {
+func (f *profileFixture) input(t *testing.T, host string, labels map[string]string) *vocab.Input {
 	kv := template.KV{"alertname": "VLLMHighITL", "instance": host, "model_name": "m", "severity": "page"}
 	for k, v := range labels {
 		kv[k] = v
 	}
-	return &Input{RunID: "run-1", Plan: "vllm-high-itl", StepID: "profile", Attempt: 1, RunCreated: time.Now(),
+	return &vocab.Input{RunID: "run-1", Plan: "vllm-high-itl", StepID: "profile", Attempt: 1, RunCreated: time.Now(),
 		Alert: template.Alert{Labels: kv}, Env: f.env, Log: zaptest.NewLogger(t)}
 }
 
@@ -134,13 +135,13 @@ func checkSimClean(t *testing.T, sim *vllmsim.Sim, starts, stops int) {
 
 // checkStored wants every profiler file of dir stored under its own name,
 // byte for byte (gzip passed through, not recompressed).
-func checkStored(t *testing.T, store storage.Store, res *Result, dir string) {
+func checkStored(t *testing.T, store storage.Store, res *vocab.Result, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]Artifact{}
+	byName := map[string]vocab.Artifact{}
 	for _, a := range res.Artifacts {
 		byName[a.Name] = a
 	}
@@ -179,7 +180,7 @@ func checkStored(t *testing.T, store storage.Store, res *Result, dir string) {
 	}
 }
 
-func names(as []Artifact) []string {
+func names(as []vocab.Artifact) []string {
 	var out []string
 	for _, a := range as {
 		out = append(out, a.Name)
@@ -229,8 +230,8 @@ func TestProfileUnarmedIsOneFindingAndOneStart(t *testing.T) {
 	tgt := startSim(t, f.log, vllmsim.Options{}) // no ProfilerDir: the routes do not exist
 	p := buildTestProfile(t, ProfileConfig{Duration: time.Second, Collect: ProfileCollect{Dir: t.TempDir()}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
-	if err == nil || Classify(err).Retryable() || !errors.Is(err, errNotArmed) {
-		t.Fatalf("err %v (reason %s): want profiler not armed, not retryable", err, Classify(err))
+	if err == nil || vocab.Classify(err).Retryable() || !errors.Is(err, errNotArmed) {
+		t.Fatalf("err %v (reason %s): want profiler not armed, not retryable", err, vocab.Classify(err))
 	}
 	if res == nil || res.Findings["armed"] != false {
 		t.Fatalf("result %+v: want armed=false", res)
@@ -254,12 +255,12 @@ func TestProfileUnarmedIsOneFindingAndOneStart(t *testing.T) {
 // reason starts with the kind and carries the detail, with the finding
 // `refused: <kind>` (for `when`, the thread and the API); nothing is sent.
 func TestProfileRefusalSkipsWithKind(t *testing.T) {
-	for _, r := range []ProfileRefusal{
-		{Reason: RefusedPaused, Detail: "paused by 10.0.0.5 at 14:02: bad deploy"},
-		{Reason: RefusedBusy, Detail: "run r-1 is recording on http://x:1 since 14:00, stop by 14:01"},
-		{Reason: RefusedBudget, Detail: "1 of profiling.max_concurrent 1 captures hold a target"},
-		{Reason: RefusedCooldown, Detail: "http://x:1 was profiled at 14:00, cooldown 30m0s: next from 14:30"},
-		{Reason: RefusedRecorded, Detail: "an earlier attempt of run r-1's step profile started a frame on http://x:1 at 14:00"},
+	for _, r := range []vocab.ProfileRefusal{
+		{Reason: vocab.RefusedPaused, Detail: "paused by 10.0.0.5 at 14:02: bad deploy"},
+		{Reason: vocab.RefusedBusy, Detail: "run r-1 is recording on http://x:1 since 14:00, stop by 14:01"},
+		{Reason: vocab.RefusedBudget, Detail: "1 of profiling.max_concurrent 1 captures hold a target"},
+		{Reason: vocab.RefusedCooldown, Detail: "http://x:1 was profiled at 14:00, cooldown 30m0s: next from 14:30"},
+		{Reason: vocab.RefusedRecorded, Detail: "an earlier attempt of run r-1's step profile started a frame on http://x:1 at 14:00"},
 	} {
 		t.Run(r.Reason, func(t *testing.T) {
 			f := newProfileFixture(t)
@@ -267,7 +268,7 @@ func TestProfileRefusalSkipsWithKind(t *testing.T) {
 			f.guard.refuse = &r
 			p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
 			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
-			why, ok := IsSkip(err)
+			why, ok := vocab.IsSkip(err)
 			if !ok || why != r.Reason+": "+r.Detail {
 				t.Fatalf("err %v: want a skip %q", err, r.Reason+": "+r.Detail)
 			}
@@ -285,14 +286,14 @@ func TestProfileOptOutSkips(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
-		env    func(*Env, string)
+		env    func(*vocab.Env, string)
 		want   string
 	}{
-		{"label", map[string]string{"autocapture_profile": "off"}, func(*Env, string) {}, `autocapture_profile="off"`},
-		{"configured label", map[string]string{"team_profile": "no"}, func(e *Env, _ string) {
+		{"label", map[string]string{"autocapture_profile": "off"}, func(*vocab.Env, string) {}, `autocapture_profile="off"`},
+		{"configured label", map[string]string{"team_profile": "no"}, func(e *vocab.Env, _ string) {
 			e.Profiling.OptOutLabel, e.Profiling.OptOutValue = "team_profile", "no"
 		}, `team_profile="no"`},
-		{"target", nil, func(e *Env, host string) { e.Profiling.OptOutTargets = []string{host} }, "opt_out.targets"},
+		{"target", nil, func(e *vocab.Env, host string) { e.Profiling.OptOutTargets = []string{host} }, "opt_out.targets"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newProfileFixture(t)
@@ -300,7 +301,7 @@ func TestProfileOptOutSkips(t *testing.T) {
 			tc.env(f.env, tgt.host)
 			p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
 			_, err := p.Run(context.Background(), f.input(t, tgt.host, tc.labels))
-			if why, ok := IsSkip(err); !ok || !strings.Contains(why, tc.want) {
+			if why, ok := vocab.IsSkip(err); !ok || !strings.Contains(why, tc.want) {
 				t.Fatalf("err %v: want a skip saying %q", err, tc.want)
 			}
 			if ev := f.log.all(); len(ev) != 0 {
@@ -325,8 +326,8 @@ func TestProfileCancelledMidFrameStopsAtOnceAndKeepsThePartialProfile(t *testing
 		cancel(resolved)
 	}()
 	res, err := p.Run(ctx, f.input(t, tgt.host, nil))
-	if !errors.Is(err, resolved) || Classify(err) != ReasonCancelled {
-		t.Fatalf("err %v (reason %s): want the cancellation's cause, cancelled", err, Classify(err))
+	if !errors.Is(err, resolved) || vocab.Classify(err) != vocab.ReasonCancelled {
+		t.Fatalf("err %v (reason %s): want the cancellation's cause, cancelled", err, vocab.Classify(err))
 	}
 	if res == nil {
 		t.Fatal("no partial result")
@@ -391,8 +392,8 @@ func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 	p := buildTestProfile(t, ProfileConfig{Duration: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
 		Collect: ProfileCollect{Dir: t.TempDir()}})
 	res, err := p.Run(context.Background(), f.input(t, host, nil))
-	if err == nil || Classify(err) != ReasonTimeout || !strings.Contains(err.Error(), "stop_timeout") {
-		t.Fatalf("err %v (reason %s): want a stop_timeout", err, Classify(err))
+	if err == nil || vocab.Classify(err) != vocab.ReasonTimeout || !strings.Contains(err.Error(), "stop_timeout") {
+		t.Fatalf("err %v (reason %s): want a stop_timeout", err, vocab.Classify(err))
 	}
 	if res == nil || !strings.Contains(res.Summary, "stays leased") {
 		t.Errorf("summary %q: want the target said to stay leased", res.Summary)
@@ -401,12 +402,12 @@ func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 	if l == nil {
 		t.Fatal("the lease was released after a failed stop")
 	}
-	if state, released, why := l.snapshot(); state != LeaseStopFailed || released || !strings.Contains(why, "stop_timeout") {
+	if state, released, why := l.snapshot(); state != vocab.LeaseStopFailed || released || !strings.Contains(why, "stop_timeout") {
 		t.Errorf("lease %s (released %v, reason %q): want stop_failed, held, with the reason", state, released, why)
 	}
 	// A second firing gets no second start while the stop is unanswered.
 	_, err = p.Run(context.Background(), f.input(t, host, nil))
-	if why, ok := IsSkip(err); !ok || !strings.HasPrefix(why, "busy: ") {
+	if why, ok := vocab.IsSkip(err); !ok || !strings.HasPrefix(why, "busy: ") {
 		t.Errorf("second run: %v, want a busy skip", err)
 	}
 	if n := f.log.count("http:start_profile"); n != 1 {
@@ -461,7 +462,7 @@ func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 	}
 	// Straight to the sim, not through the log: the log is what the resumed step does.
 	tgt.sim.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/start_profile", nil))
-	f.guard.resume = &Recording{Target: "http://" + tgt.host, State: LeaseRecording, Since: time.Now(),
+	f.guard.resume = &vocab.Recording{Target: "http://" + tgt.host, State: vocab.LeaseRecording, Since: time.Now(),
 		Deadline: time.Now().Add(time.Minute), Saved: savedListing{Files: before}.marshal()}
 	time.Sleep(200 * time.Millisecond)
 	p := buildTestProfile(t, ProfileConfig{Duration: 5 * time.Second, Collect: ProfileCollect{Dir: dir}})
@@ -475,7 +476,7 @@ func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 	if n := f.log.count("http:stop_profile"); n != 1 {
 		t.Errorf("stop sent %d times, want 1", n)
 	}
-	if res.Findings["resumed"] != LeaseRecording {
+	if res.Findings["resumed"] != vocab.LeaseRecording {
 		t.Errorf("findings resumed %v", res.Findings["resumed"])
 	}
 	checkSimClean(t, tgt.sim, 1, 1)
@@ -487,7 +488,7 @@ func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 
 func profileDirSource(dir string) profileSource {
 	p := &Profile{cfg: ProfileConfig{Collect: ProfileCollect{Dir: dir}}}
-	src, _ := p.source(&Input{Env: &Env{}})
+	src, _ := p.source(&vocab.Input{Env: &vocab.Env{}})
 	return src
 }
 
@@ -498,7 +499,7 @@ func TestProfileLoad(t *testing.T) {
 		tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir(), ProfilerFlushDelay: 10 * time.Millisecond, Load: vllmsim.NoLoad})
 		p := buildTestProfile(t, ProfileConfig{Duration: 500 * time.Millisecond, Load: load})
 		in := f.input(t, tgt.host, nil)
-		in.Prior = map[string]*Result{"snapshot": {Signals: Signals{SigQueueDepth: 7}}, "scrape": {Signals: Signals{SigQueueDepth: 0}}}
+		in.Prior = map[string]*vocab.Result{"snapshot": {Signals: vocab.Signals{vocab.SigQueueDepth: 7}}, "scrape": {Signals: vocab.Signals{vocab.SigQueueDepth: 0}}}
 		res, err := p.Run(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
@@ -625,9 +626,9 @@ func TestProfileDurationIsCapped(t *testing.T) {
 
 func TestProfileWithoutGuardIsBadConfig(t *testing.T) {
 	p := buildTestProfile(t, ProfileConfig{})
-	_, err := p.Run(context.Background(), &Input{Alert: template.Alert{Labels: template.KV{"instance": "127.0.0.1:1"}},
-		Env: &Env{Targets: &http.Client{}}})
-	if Classify(err) != ReasonBadConfig {
+	_, err := p.Run(context.Background(), &vocab.Input{Alert: template.Alert{Labels: template.KV{"instance": "127.0.0.1:1"}},
+		Env: &vocab.Env{Targets: &http.Client{}}})
+	if vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Errorf("err %v: want bad-config", err)
 	}
 }
@@ -637,7 +638,7 @@ func TestProfileWithoutGuardIsBadConfig(t *testing.T) {
 // the second report's top family is GEMM and it is compared with the first.
 func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
 	f := newProfileFixture(t)
-	capture := func(scenario string, baseline bool) *Result {
+	capture := func(scenario string, baseline bool) *vocab.Result {
 		dir := t.TempDir()
 		tgt := startSim(t, f.log, vllmsim.Options{Model: "m", Scenario: scenario, ProfilerDir: dir,
 			ProfilerFlushDelay: 50 * time.Millisecond, Seed: 3})
@@ -694,10 +695,10 @@ func TestProfileReportComparesBeforeKeeping(t *testing.T) {
 			Families:   map[torchtrace.Family]float64{torchtrace.FamilyGEMM: gemm, torchtrace.FamilyOther: 1 - gemm},
 			TopKernels: []torchtrace.Entry{{Name: "sm90_xmma_gemm", Family: torchtrace.FamilyGEMM, GPUus: 1000 * gemm, Share: gemm}}}
 	}
-	run := func(runID string, r *torchtrace.Report, cut string) *Result {
+	run := func(runID string, r *torchtrace.Report, cut string) *vocab.Result {
 		in := f.input(t, "127.0.0.1:1", nil)
 		in.RunID = runID
-		res := &Result{Findings: map[string]any{}}
+		res := &vocab.Result{Findings: map[string]any{}}
 		fr := &frameRun{target: "http://127.0.0.1:1", cut: cut, window: torchtrace.Window{Start: time.Now(), End: time.Now().Add(time.Second)}}
 		p.report(context.Background(), in, res, fr, []collected{{Name: "rank0.pt.trace.json.gz", Bytes: 10, Report: r}})
 		return res

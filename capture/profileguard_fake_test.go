@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // eventLog is one ordered record of what the lease and the target saw, so a
@@ -59,11 +61,11 @@ type fakeGuard struct {
 
 	mu sync.Mutex
 	// refuse, when set, is every Acquire's answer.
-	refuse *ProfileRefusal
+	refuse *vocab.ProfileRefusal
 	// resume, when set, is given back by the next Acquire as Resumed.
-	resume *Recording
+	resume *vocab.Recording
 	leases map[string]*fakeLease
-	kept   map[string][]KeptReport
+	kept   map[string][]vocab.KeptReport
 	// violations lists contract breaches by the step.
 	violations []string
 	// collectRenewals counts renewals of stopped leases (while collecting).
@@ -71,7 +73,7 @@ type fakeGuard struct {
 }
 
 func newFakeGuard(log *eventLog) *fakeGuard {
-	return &fakeGuard{log: log, leases: map[string]*fakeLease{}, kept: map[string][]KeptReport{}}
+	return &fakeGuard{log: log, leases: map[string]*fakeLease{}, kept: map[string][]vocab.KeptReport{}}
 }
 
 func (g *fakeGuard) violate(format string, args ...any) error {
@@ -82,7 +84,7 @@ func (g *fakeGuard) violate(format string, args ...any) error {
 	return err
 }
 
-func (g *fakeGuard) Acquire(ctx context.Context, req LeaseRequest) (ProfileLease, error) {
+func (g *fakeGuard) Acquire(ctx context.Context, req vocab.LeaseRequest) (vocab.ProfileLease, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.log.add("lease:acquire")
@@ -90,12 +92,12 @@ func (g *fakeGuard) Acquire(ctx context.Context, req LeaseRequest) (ProfileLease
 		return nil, g.refuse
 	}
 	if l, ok := g.leases[req.Target]; ok && (g.resume == nil || l.req.RunID != req.RunID) {
-		return nil, &ProfileRefusal{Reason: RefusedBusy, Detail: fmt.Sprintf("busy: run %s holds it (%s)", l.req.RunID, l.state)}
+		return nil, &vocab.ProfileRefusal{Reason: vocab.RefusedBusy, Detail: fmt.Sprintf("busy: run %s holds it (%s)", l.req.RunID, l.state)}
 	}
 	if req.Hold <= 0 {
 		return nil, fmt.Errorf("fake guard: hold %v", req.Hold)
 	}
-	l := &fakeLease{g: g, req: req, state: LeaseHeld, stopReq: make(chan struct{})}
+	l := &fakeLease{g: g, req: req, state: vocab.LeaseHeld, stopReq: make(chan struct{})}
 	if g.resume != nil {
 		r := *g.resume
 		l.resumed, l.state = &r, r.State
@@ -105,7 +107,7 @@ func (g *fakeGuard) Acquire(ctx context.Context, req LeaseRequest) (ProfileLease
 	return l, nil
 }
 
-func (g *fakeGuard) Baseline(ctx context.Context, key string) (*KeptReport, error) {
+func (g *fakeGuard) Baseline(ctx context.Context, key string) (*vocab.KeptReport, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ks := g.kept[key]
@@ -120,7 +122,7 @@ func (g *fakeGuard) Baseline(ctx context.Context, key string) (*KeptReport, erro
 	return nil, nil
 }
 
-func (g *fakeGuard) KeepReport(ctx context.Context, key string, r KeptReport) error {
+func (g *fakeGuard) KeepReport(ctx context.Context, key string, r vocab.KeptReport) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.kept[key] = append(g.kept[key], r)
@@ -142,8 +144,8 @@ func (g *fakeGuard) contractViolations() []string {
 
 type fakeLease struct {
 	g       *fakeGuard
-	req     LeaseRequest
-	resumed *Recording
+	req     vocab.LeaseRequest
+	resumed *vocab.Recording
 	stopReq chan struct{}
 	once    sync.Once
 
@@ -155,7 +157,7 @@ type fakeLease struct {
 	renewals   int
 }
 
-func (l *fakeLease) Resumed() *Recording { return l.resumed }
+func (l *fakeLease) Resumed() *vocab.Recording { return l.resumed }
 
 // move changes state from one of from to to, or records a violation.
 func (l *fakeLease) move(event, to string, from ...string) error {
@@ -174,30 +176,30 @@ func (l *fakeLease) move(event, to string, from ...string) error {
 	return l.g.violate("%s in state %s (want one of %v)", event, l.state, from)
 }
 
-func (l *fakeLease) Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (Recording, error) {
-	if err := l.move("recording", LeaseRecording, LeaseHeld); err != nil {
-		return Recording{}, err
+func (l *fakeLease) Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (vocab.Recording, error) {
+	if err := l.move("recording", vocab.LeaseRecording, vocab.LeaseHeld); err != nil {
+		return vocab.Recording{}, err
 	}
 	l.mu.Lock()
 	l.saved = saved
 	l.mu.Unlock()
 	now := time.Now()
-	return Recording{Target: l.req.Target, State: LeaseRecording, Since: now, Deadline: now.Add(frame), Saved: saved}, nil
+	return vocab.Recording{Target: l.req.Target, State: vocab.LeaseRecording, Since: now, Deadline: now.Add(frame), Saved: saved}, nil
 }
 
 func (l *fakeLease) Stopping(ctx context.Context, stopTimeout time.Duration) error {
 	if stopTimeout <= 0 {
 		return l.g.violate("stopping with stop timeout %v", stopTimeout)
 	}
-	return l.move("stopping", LeaseStopping, LeaseRecording, LeaseStopping)
+	return l.move("stopping", vocab.LeaseStopping, vocab.LeaseRecording, vocab.LeaseStopping)
 }
 
 func (l *fakeLease) Stopped(ctx context.Context) error {
-	return l.move("stopped", LeaseStopped, LeaseStopping)
+	return l.move("stopped", vocab.LeaseStopped, vocab.LeaseStopping)
 }
 
 func (l *fakeLease) StopFailed(ctx context.Context, reason string) error {
-	if err := l.move("stop_failed", LeaseStopFailed, LeaseStopping); err != nil {
+	if err := l.move("stop_failed", vocab.LeaseStopFailed, vocab.LeaseStopping); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -212,11 +214,11 @@ func (l *fakeLease) Renew(ctx context.Context, hold time.Duration) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released || (l.state != LeaseHeld && l.state != LeaseRecording && l.state != LeaseStopped) {
+	if l.released || (l.state != vocab.LeaseHeld && l.state != vocab.LeaseRecording && l.state != vocab.LeaseStopped) {
 		return l.g.violate("renew in state %s (released %v)", l.state, l.released)
 	}
 	l.renewals++
-	if l.state == LeaseStopped {
+	if l.state == vocab.LeaseStopped {
 		l.g.collectRenewals.Add(1)
 	}
 	return nil
@@ -228,7 +230,7 @@ func (l *fakeLease) NotStarted(ctx context.Context, why string) error {
 	if l.released {
 		return l.g.violate("not started after release")
 	}
-	if l.state != LeaseRecording || !l.noStart() {
+	if l.state != vocab.LeaseRecording || !l.noStart() {
 		return l.g.violate("not started in state %s or after a start reached the server", l.state)
 	}
 	l.released = true
@@ -245,7 +247,7 @@ func (l *fakeLease) Release(ctx context.Context) error {
 	if l.released {
 		return l.g.violate("release twice")
 	}
-	if l.state != LeaseHeld && l.state != LeaseStopped && !(l.state == LeaseRecording && l.noStart()) {
+	if l.state != vocab.LeaseHeld && l.state != vocab.LeaseStopped && !(l.state == vocab.LeaseRecording && l.noStart()) {
 		return l.g.violate("release in state %s: only after an answered stop or when start was never sent", l.state)
 	}
 	l.released = true

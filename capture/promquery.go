@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
@@ -118,36 +119,36 @@ func labelMap(m model.Metric) map[string]string {
 // promErrReason gives a Prometheus API error its reason. Prometheus answers a
 // query that ran out of time with 503 and errorType "timeout" in the body, and a
 // bad query with 400 bad_data: that one is the playbook's fault.
-func promErrReason(err error) Reason {
+func promErrReason(err error) vocab.Reason {
 	var ae *v1.Error
 	if !errors.As(err, &ae) {
-		return Classify(err)
+		return vocab.Classify(err)
 	}
 	switch ae.Type {
 	case v1.ErrBadData:
-		return ReasonBadConfig
+		return vocab.ReasonBadConfig
 	case v1.ErrTimeout:
-		return ReasonTimeout
+		return vocab.ReasonTimeout
 	case v1.ErrCanceled:
-		return ReasonCancelled
+		return vocab.ReasonCancelled
 	case v1.ErrClient:
-		return ReasonUpstream4xx
+		return vocab.ReasonUpstream4xx
 	case v1.ErrServer:
 		if strings.Contains(ae.Detail, `"timeout"`) {
-			return ReasonTimeout
+			return vocab.ReasonTimeout
 		}
 		if strings.Contains(ae.Msg, "503") || strings.Contains(ae.Msg, "502") || strings.Contains(ae.Msg, "504") {
-			return ReasonUnavailable
+			return vocab.ReasonUnavailable
 		}
-		return ReasonUpstream5xx
+		return vocab.ReasonUpstream5xx
 	case v1.ErrExec:
-		return ReasonUpstream4xx
+		return vocab.ReasonUpstream4xx
 	}
-	return ReasonUpstream5xx
+	return vocab.ReasonUpstream5xx
 }
 
 // httpClientOf is the endpoint's client, or one bounded by its Timeout.
-func httpClientOf(e *Endpoint) *http.Client {
+func httpClientOf(e *vocab.Endpoint) *http.Client {
 	if e.Client != nil {
 		return e.Client
 	}
@@ -155,23 +156,23 @@ func httpClientOf(e *Endpoint) *http.Client {
 }
 
 // promAPIOf is the Prometheus HTTP API of a configured Prometheus.
-func promAPIOf(e *Endpoint) (v1.API, error) {
+func promAPIOf(e *vocab.Endpoint) (v1.API, error) {
 	c, err := api.NewClient(api.Config{Address: e.URL, Client: httpClientOf(e)})
 	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
 	}
 	return v1.NewAPI(c), nil
 }
 
 // inputPromAPI is the configured Prometheus and its API, for a step of kind
 // (named in the error when none is configured).
-func inputPromAPI(in *Input, kind string) (*Endpoint, v1.API, error) {
-	var ep *Endpoint
+func inputPromAPI(in *vocab.Input, kind string) (*vocab.Endpoint, v1.API, error) {
+	var ep *vocab.Endpoint
 	if in.Env != nil {
 		ep = in.Env.Prometheus
 	}
 	if ep == nil || ep.URL == "" {
-		return nil, nil, NotConfigured("no Prometheus (set prometheus.url)")
+		return nil, nil, vocab.NotConfigured("no Prometheus (set prometheus.url)")
 	}
 	papi, err := promAPIOf(ep)
 	if err != nil {
@@ -181,7 +182,7 @@ func inputPromAPI(in *Input, kind string) (*Endpoint, v1.API, error) {
 }
 
 // queryTimeoutOf bounds one query: the endpoint's timeout, else 10 s.
-func queryTimeoutOf(e *Endpoint) time.Duration {
+func queryTimeoutOf(e *vocab.Endpoint) time.Duration {
 	if e.Timeout > 0 {
 		return e.Timeout
 	}
@@ -223,7 +224,7 @@ func promWindow(query string, end time.Time) (window, lag time.Duration) {
 // promTarget is what a step querying Prometheus needs from its input: the
 // endpoint, its API, the window's bounds and the per-query deadline.
 type promTarget struct {
-	ep         *Endpoint
+	ep         *vocab.Endpoint
 	api        v1.API
 	start, end time.Time
 	timeout    time.Duration
@@ -232,7 +233,7 @@ type promTarget struct {
 // promTargetOf reads the configured Prometheus and the window from in: the
 // window ends at its end (else now) and starts at its start (else an hour
 // earlier); a query's deadline is the endpoint's timeout, else 10 s.
-func promTargetOf(in *Input, kind string) (*promTarget, error) {
+func promTargetOf(in *vocab.Input, kind string) (*promTarget, error) {
 	ep, papi, err := inputPromAPI(in, kind)
 	if err != nil {
 		return nil, err
@@ -287,7 +288,7 @@ func allFailedErr(what string, outs []queryOutcome, failed map[string]string, fi
 	if first == nil || len(failed) < len(outs) {
 		return nil
 	}
-	return &Error{Reason: first.Reason, Err: fmt.Errorf("%s: all %d queries failed; %s: %w", what, len(outs), first.Name, first.err)}
+	return &vocab.Error{Reason: first.Reason, Err: fmt.Errorf("%s: all %d queries failed; %s: %w", what, len(outs), first.Name, first.err)}
 }
 
 // failedNames lists failed queries for a summary: "name reason", sorted.

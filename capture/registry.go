@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Kind describes one step kind: its name in playbooks, its default tier, the config
@@ -11,14 +13,14 @@ import (
 type Kind struct {
 	Name string
 	// Tier is where steps of this kind run unless the playbook says otherwise.
-	Tier Tier
+	Tier vocab.Tier
 	// Doc is one sentence for `check`, the JSON schema and the README.
 	Doc string
 	// Config returns a pointer to a zero config; playbooks decode the step's YAML
 	// (templates already rendered) into it strictly. It also drives the JSON schema.
 	Config func() any
 	// Build validates a decoded config and returns the step. It must not do I/O.
-	Build func(cfg any) (Step, error)
+	Build func(cfg any) (vocab.Step, error)
 	// Cooldown says the kind accepts a step-level `cooldown`.
 	Cooldown bool
 }

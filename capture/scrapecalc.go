@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -69,7 +70,7 @@ const minObservationsP99 = 20
 // the gap (p99 at least minObservationsP99): a gap in which no request finished
 // says nothing about latency, and the lifetime histogram would be a misleading
 // stand-in.
-func (d scrapeDelta) signals() Signals {
+func (d scrapeDelta) signals() vocab.Signals {
 	s := d.gaugesOnly()
 	for _, hs := range histogramSignals {
 		h, ok := d.hist(hs.metric)
@@ -82,27 +83,27 @@ func (d scrapeDelta) signals() Signals {
 		}
 		setIf(s, hs.p50, func() (float64, bool) { return h.quantile(0.5) })
 	}
-	setIf(s, SigPromptTokensNow, d.promptTokensPerStart)
-	if _, ok := s[SigPromptTokens]; !ok {
-		setIf(s, SigPromptTokens, d.promptTokensPerStart)
+	setIf(s, vocab.SigPromptTokensNow, d.promptTokensPerStart)
+	if _, ok := s[vocab.SigPromptTokens]; !ok {
+		setIf(s, vocab.SigPromptTokens, d.promptTokensPerStart)
 	}
 	if v, ok := d.rate(vmPreemptions, nil); ok {
-		s[SigPreemptionsRate] = v
+		s[vocab.SigPreemptionsRate] = v
 	}
 	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == finishedReasonAbort }
 	all, okAll := d.counterDelta(vmFinished, nil)
 	aborted, okAbort := d.counterDelta(vmFinished, isAbort)
 	if okAll && okAbort && all > 0 {
-		s[SigAbortRatio] = aborted / all
+		s[vocab.SigAbortRatio] = aborted / all
 	}
 	if v, ok := d.rate(vmFinished, nil); ok {
-		s[SigRequestRate] = v
+		s[vocab.SigRequestRate] = v
 	}
 	d.queueNow(s)
 	q, okQ := d.counterDelta(vmPrefixQuery, nil)
 	h, okH := d.counterDelta(vmPrefixHits, nil)
 	if okQ && okH && q > 0 {
-		s[SigPrefixHitRatio] = h / q
+		s[vocab.SigPrefixHitRatio] = h / q
 	}
 	return s
 }
@@ -113,26 +114,26 @@ func (d scrapeDelta) signals() Signals {
 // queue drains at; TTFT is observed at the first token, so it does not lag
 // like the lifecycle histograms), and how many requests the queue-time
 // histogram covers, so triage can weigh it. Only with two scrapes.
-func (d scrapeDelta) queueNow(s Signals) {
+func (d scrapeDelta) queueNow(s vocab.Signals) {
 	if d.prev == nil || d.gap <= 0 {
 		return
 	}
 	now, okNow := d.cur.value(vmWaiting, aggSum, nil)
 	before, okBefore := d.prev.value(vmWaiting, aggSum, nil)
 	if okNow && okBefore {
-		s[SigQueueGrowth] = (now - before) / d.gap.Seconds()
+		s[vocab.SigQueueGrowth] = (now - before) / d.gap.Seconds()
 	}
 	if h, ok := d.hist(vmTTFT); ok {
-		s[SigAdmitRate] = h.count / d.gap.Seconds()
+		s[vocab.SigAdmitRate] = h.count / d.gap.Seconds()
 	}
 	if h, ok := d.hist(vmQueueTime); ok {
-		s[SigQueueTimeN] = h.count
+		s[vocab.SigQueueTimeN] = h.count
 	}
 }
 
 // windows says how many seconds each signal summarises: the gap for two
 // scrapes (gauges are the higher of two readings), 0 for one scrape's gauges.
-func (d scrapeDelta) windows(s Signals) map[string]float64 {
+func (d scrapeDelta) windows(s vocab.Signals) map[string]float64 {
 	out := make(map[string]float64, len(s))
 	for k := range s {
 		out[k] = d.gap.Seconds()
@@ -141,8 +142,8 @@ func (d scrapeDelta) windows(s Signals) map[string]float64 {
 }
 
 // gaugesOnly is the signals one moment can tell: queue, batch, KV.
-func (d scrapeDelta) gaugesOnly() Signals {
-	s := Signals{}
+func (d scrapeDelta) gaugesOnly() vocab.Signals {
+	s := vocab.Signals{}
 	for _, g := range gaugeSignals {
 		if v, ok := d.gauge(g.metric, g.agg); ok {
 			s[g.signal] = v
@@ -182,7 +183,7 @@ func (d scrapeDelta) promptTokensPerStart() (float64, bool) {
 }
 
 // setIf stores f's value under name when name is wanted and f has one.
-func setIf(s Signals, name string, f func() (float64, bool)) {
+func setIf(s vocab.Signals, name string, f func() (float64, bool)) {
 	if name == "" {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // readFixture is a real vLLM /metrics scrape recorded by another project
@@ -130,14 +131,14 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 		`hits_total{engine="0"} 100`, `hits_total{engine="0"} 600`).Replace(first)
 	p, c := mustParse(t, first, nil), mustParse(t, second, nil)
 	got := scrapeDelta{prev: &p, cur: c, gap: 5 * time.Second}.signals()
-	want := Signals{
-		SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
-		SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
-		SigKVUsage:         0.97, // the fullest pool, at either reading
-		SigPreemptionsRate: 2,    // 10 in 5 s
-		SigAbortRatio:      0.1,  // 10 of 100 finished in the gap
-		SigRequestRate:     20,
-		SigPrefixHitRatio:  0.5,
+	want := vocab.Signals{
+		vocab.SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
+		vocab.SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
+		vocab.SigKVUsage:         0.97, // the fullest pool, at either reading
+		vocab.SigPreemptionsRate: 2,    // 10 in 5 s
+		vocab.SigAbortRatio:      0.1,  // 10 of 100 finished in the gap
+		vocab.SigRequestRate:     20,
+		vocab.SigPrefixHitRatio:  0.5,
 	}
 	for k, v := range want {
 		if math.Abs(got[k]-v) > 1e-9 {
@@ -145,10 +146,10 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 		}
 	}
 	one := scrapeDelta{cur: c}.signals()
-	if _, ok := one[SigPreemptionsRate]; ok {
+	if _, ok := one[vocab.SigPreemptionsRate]; ok {
 		t.Error("a single scrape cannot give a rate")
 	}
-	if one[SigAbortRatio] != 20.0/210 {
-		t.Errorf("single-scrape abort ratio = %v, want the lifetime 20/210", one[SigAbortRatio])
+	if one[vocab.SigAbortRatio] != 20.0/210 {
+		t.Errorf("single-scrape abort ratio = %v, want the lifetime 20/210", one[vocab.SigAbortRatio])
 	}
 }

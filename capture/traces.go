@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TracesConfig is the config of a `traces` step: the slowest llm_request spans of
@@ -55,19 +57,19 @@ type Traces struct {
 	cfg TracesConfig
 }
 
-var _ Step = (*Traces)(nil)
+var _ vocab.Step = (*Traces)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "traces",
-		Tier:   TierTraces,
+		Tier:   vocab.TierTraces,
 		Doc:    "The slowest llm_request spans of the alert's window from Jaeger or Tempo, ranked by TTFT, queue, prefill, decode or e2e time.",
 		Config: func() any { return &TracesConfig{} },
 		Build:  buildTraces,
 	})
 }
 
-func buildTraces(c any) (Step, error) {
+func buildTraces(c any) (vocab.Step, error) {
 	cfg, ok := c.(*TracesConfig)
 	if !ok {
 		return nil, fmt.Errorf("traces: config is %T, want *TracesConfig", c)
@@ -199,9 +201,9 @@ type traceBackend interface {
 }
 
 // newTraceBackend picks the backend configured in env.
-func newTraceBackend(env *Env) (traceBackend, string, error) {
+func newTraceBackend(env *vocab.Env) (traceBackend, string, error) {
 	if env == nil || env.Traces == nil || env.Traces.URL == "" {
-		return nil, "", NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")
+		return nil, "", vocab.NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")
 	}
 	tr := env.Traces
 	switch tr.Backend {
@@ -210,12 +212,12 @@ func newTraceBackend(env *Env) (traceBackend, string, error) {
 	case "tempo":
 		return newTempo(tr), tr.Service, nil
 	}
-	return nil, "", Errorf(ReasonBadConfig, "traces: backend %q: want jaeger or tempo", tr.Backend)
+	return nil, "", vocab.Errorf(vocab.ReasonBadConfig, "traces: backend %q: want jaeger or tempo", tr.Backend)
 }
 
 // Run searches the window, raising the minimum duration while answers come back
 // full, adds exemplar traces, and reports the top spans by rank.
-func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
+func (t *Traces) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	be, service, err := newTraceBackend(in.Env)
 	if err != nil {
 		return nil, err
@@ -227,7 +229,7 @@ func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
 	set := spanSet{}
 	rounds, complete, err := t.searchAll(ctx, be, q, value, set)
 	if err != nil {
-		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+		return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
 	}
 	matchNote := ""
 	if len(q.Match) > 0 && len(set) == 0 {
@@ -236,14 +238,14 @@ func (t *Traces) Run(ctx context.Context, in *Input) (*Result, error) {
 		// Only the second falls back to the service-wide ranking.
 		carried, err := anyCarries(ctx, be, q)
 		if err != nil {
-			return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+			return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
 		}
 		if !carried {
 			matchNote = fmt.Sprintf("no span carries %s: ranked across service %s (set OTEL_RESOURCE_ATTRIBUTES on the servers to narrow to one instance)", matchKeys(q.Match), service)
 			q.Match = nil
 			more, c, err := t.searchAll(ctx, be, q, value, set)
 			if err != nil {
-				return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
+				return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("traces: search %s: %w", service, err)}
 			}
 			rounds, complete = rounds+more, c
 		}
@@ -346,10 +348,10 @@ func (t *Traces) searchAll(ctx context.Context, be traceBackend, q SpanQuery, va
 }
 
 // result stores the ranked spans and builds the findings.
-func (t *Traces) result(ctx context.Context, in *Input, be traceBackend, rank string, ranked, top []Span, f map[string]any) (*Result, error) {
+func (t *Traces) result(ctx context.Context, in *vocab.Input, be traceBackend, rank string, ranked, top []Span, f map[string]any) (*vocab.Result, error) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(ranked); err != nil {
-		return nil, Errorf(ReasonInternal, "traces: encode spans: %w", err)
+		return nil, vocab.Errorf(vocab.ReasonInternal, "traces: encode spans: %w", err)
 	}
 	art, err := putArtifact(ctx, in, "spans.json", "application/json", &buf)
 	if err != nil {
@@ -371,7 +373,7 @@ func (t *Traces) result(ctx context.Context, in *Input, be traceBackend, rank st
 		summary = fmt.Sprintf("slowest %d of %d llm_request spans by %s: %.2fs..%.2fs; worst %s (queue %.2fs, prefill %.2fs, decode %.2fs)",
 			len(top), len(ranked), rank, v(s), v(top[len(top)-1]), shortID(s.TraceID), s.Queue, s.Prefill, s.Decode)
 	}
-	return &Result{Summary: summary, Findings: f, Artifacts: []Artifact{art}}, nil
+	return &vocab.Result{Summary: summary, Findings: f, Artifacts: []vocab.Artifact{art}}, nil
 }
 
 func shortID(id string) string {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
 )
@@ -88,7 +89,7 @@ var exemplarTraceLabels = []string{"trace_id", "traceID", "traceId"}
 // window (the alert's instance only, when it has one), fetches the traces of the
 // highest ones that the search missed, and returns how many exemplars it saw.
 // Exemplars are a bonus: any failure is logged and ignored.
-func addExemplarTraces(ctx context.Context, in *Input, be traceBackend, rank string, limit int, set spanSet) int {
+func addExemplarTraces(ctx context.Context, in *vocab.Input, be traceBackend, rank string, limit int, set spanSet) int {
 	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
 		return 0
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestTracesUsesPrometheusExemplars: when the alert's histogram carries
@@ -48,12 +49,12 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	waitForExemplar(t, prom.URL, hidden[0].traceID)
 
 	env, _ := testEnv(t)
-	env.Prometheus = &capture.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
-	env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
+	env.Prometheus = &vocab.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
+	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.RankBy = 3, "ttft" })
-	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env,
-		Window: capture.Window{Start: base.Add(-time.Minute), End: time.Now()},
+	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
+		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
 	if err != nil {
 		t.Fatal(err)
@@ -67,8 +68,8 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	// Without exemplars the search alone cannot see it.
 	off := false
 	step = buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.RankBy, cfg.Exemplars = 3, "ttft", &off })
-	res, err = step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow2", Env: env,
-		Window: capture.Window{Start: base.Add(-time.Minute), End: time.Now()},
+	res, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow2", Env: env,
+		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
 	if err != nil {
 		t.Fatal(err)

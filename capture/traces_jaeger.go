@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // maxTraceAnswer caps a backend answer read into memory (fetch=200 spans is ~1 MB).
@@ -24,7 +26,7 @@ type jaeger struct {
 	client *http.Client
 }
 
-func newJaeger(tr *TracesEndpoint) *jaeger {
+func newJaeger(tr *vocab.TracesEndpoint) *jaeger {
 	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
 }
 
@@ -115,7 +117,7 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, Errorf(ReasonUpstream5xx, "jaeger %s/api/traces: decode: %w", j.base, err)
+		return nil, vocab.Errorf(vocab.ReasonUpstream5xx, "jaeger %s/api/traces: decode: %w", j.base, err)
 	}
 	var out []Span
 	for _, tr := range ans.Data {
@@ -141,16 +143,16 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 func (j *jaeger) get(ctx context.Context, pathQuery string) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.base+pathQuery, nil)
 	if err != nil {
-		return nil, 0, Errorf(ReasonBadConfig, "jaeger %s: %w", j.base, err)
+		return nil, 0, vocab.Errorf(vocab.ReasonBadConfig, "jaeger %s: %w", j.base, err)
 	}
 	resp, err := j.client.Do(req)
 	if err != nil {
-		return nil, 0, &Error{Reason: Classify(err), Err: fmt.Errorf("jaeger %s: %w", j.base, err)}
+		return nil, 0, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("jaeger %s: %w", j.base, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTraceAnswer))
 	if err != nil {
-		return nil, 0, &Error{Reason: Classify(err), Err: fmt.Errorf("jaeger %s: read answer: %w", j.base, err)}
+		return nil, 0, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("jaeger %s: read answer: %w", j.base, err)}
 	}
 	return body, resp.StatusCode, nil
 }
@@ -231,7 +233,7 @@ func parseOTLPAnswer(body []byte, operation string) ([]Span, error) {
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, Errorf(ReasonUpstream5xx, "jaeger /api/v3: decode: %w", err)
+		return nil, vocab.Errorf(vocab.ReasonUpstream5xx, "jaeger /api/v3: decode: %w", err)
 	}
 	var out []Span
 	for _, rs := range ans.Result.ResourceSpans {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fakeRequest is one llm_request span this test sends, with known attributes.
@@ -92,7 +93,7 @@ func topBy(reqs []fakeRequest, n int, v func(fakeRequest) float64) []string {
 	return ids
 }
 
-func slowestIDs(t *testing.T, res *capture.Result) []string {
+func slowestIDs(t *testing.T, res *vocab.Result) []string {
 	t.Helper()
 	sl, _ := res.Findings["slowest"].([]any)
 	ids := make([]string, 0, len(sl))
@@ -114,9 +115,9 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 	waitForTraces(t, j, len(reqs))
 
 	env, _ := testEnv(t)
-	env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
+	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
-	window := capture.Window{Start: base.Add(-time.Minute), End: time.Now()}
+	window := vocab.Window{Start: base.Add(-time.Minute), End: time.Now()}
 	cases := []struct {
 		name, alertname, rank string
 		value                 func(fakeRequest) float64
@@ -131,7 +132,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 			step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {
 				cfg.Limit, cfg.Fetch, cfg.RankBy = 5, 20, c.rank
 			})
-			in := &capture.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
+			in := &vocab.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
 				Alert: template.Alert{Labels: template.KV{"alertname": c.alertname}}}
 			res, err := step.Run(context.Background(), in)
 			if err != nil {
@@ -181,12 +182,12 @@ func TestTracesBackendDownIsOneLineReason(t *testing.T) {
 	url := "http://" + l.Addr().String()
 	l.Close() // nothing listens there now
 	env, _ := testEnv(t)
-	env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: url, Timeout: 2 * time.Second}, Backend: "jaeger", Service: "vllm-server"}
+	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: url, Timeout: 2 * time.Second}, Backend: "jaeger", Service: "vllm-server"}
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
-	_, err = step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "s", Env: env,
-		Window: capture.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
-	if capture.Classify(err) != capture.ReasonUnreachable {
-		t.Fatalf("reason = %q (%v), want unreachable", capture.Classify(err), err)
+	_, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "s", Env: env,
+		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
+	if vocab.Classify(err) != vocab.ReasonUnreachable {
+		t.Fatalf("reason = %q (%v), want unreachable", vocab.Classify(err), err)
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, url) {
 		t.Fatalf("error %q is not one line naming %s", msg, url)

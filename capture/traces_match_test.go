@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestTracesMatchKeepsTheAlertingInstance: two instances share one service.name,
@@ -41,16 +42,16 @@ func TestTracesMatchKeepsTheAlertingInstance(t *testing.T) {
 	waitForTraces(t, j, len(mine)+len(other))
 
 	env, _ := testEnv(t)
-	window := capture.Window{Start: base.Add(-time.Minute), End: time.Now()}
-	run := func(t *testing.T, service, instance string) *capture.Result {
+	window := vocab.Window{Start: base.Add(-time.Minute), End: time.Now()}
+	run := func(t *testing.T, service, instance string) *vocab.Result {
 		t.Helper()
-		env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
+		env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 			Backend: "jaeger", Service: service}
 		step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {
 			cfg.Limit, cfg.Fetch = 5, 20
 			cfg.Match = map[string]string{"service.instance.id": instance}
 		})
-		res, err := step.Run(context.Background(), &capture.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
+		res, err := step.Run(context.Background(), &vocab.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
 			Alert: template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
 		if err != nil {
 			t.Fatal(err)

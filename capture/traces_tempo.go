@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // tempo searches Grafana Tempo with TraceQL (GET /api/search). No Tempo runs in
@@ -21,7 +23,7 @@ type tempo struct {
 	client *http.Client
 }
 
-func newTempo(tr *TracesEndpoint) *tempo {
+func newTempo(tr *vocab.TracesEndpoint) *tempo {
 	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
 }
 
@@ -73,16 +75,16 @@ func (t *tempo) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 	u := t.base + "/api/search?" + v.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "tempo %s: %w", t.base, err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "tempo %s: %w", t.base, err)
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
-		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("tempo %s: %w", t.base, err)}
+		return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("tempo %s: %w", t.base, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTraceAnswer))
 	if err != nil {
-		return nil, &Error{Reason: Classify(err), Err: fmt.Errorf("tempo %s: read answer: %w", t.base, err)}
+		return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("tempo %s: read answer: %w", t.base, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, HTTPStatusError("tempo "+t.base+"/api/search", resp.StatusCode, string(body))
@@ -112,7 +114,7 @@ func parseTempoSearch(body []byte, operation string) ([]Span, error) {
 		} `json:"traces"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return nil, Errorf(ReasonUpstream5xx, "tempo /api/search: decode: %w", err)
+		return nil, vocab.Errorf(vocab.ReasonUpstream5xx, "tempo /api/search: decode: %w", err)
 	}
 	var out []Span
 	for _, tr := range ans.Traces {

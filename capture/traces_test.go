@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fakeTraceServer answers like Tempo (/api/search) or like a Jaeger without the
@@ -119,10 +120,10 @@ func TestTracesOverTruncatingBackends(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv, queries := fakeTraceServer(t, reqs, c.tempo)
 			env, _ := testEnv(t)
-			env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: srv.URL}, Backend: c.backend, Service: "vllm-server"}
+			env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL}, Backend: c.backend, Service: "vllm-server"}
 			step := buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.Fetch = 7, 25 })
-			res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env,
-				Window: capture.Window{Start: base.Add(-time.Second), End: time.Now()},
+			res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
+				Window: vocab.Window{Start: base.Add(-time.Second), End: time.Now()},
 				Alert:  template.Alert{Labels: template.KV{"alertname": c.alertname}}})
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +149,7 @@ func TestTracesOverTruncatingBackends(t *testing.T) {
 
 func TestTracesBuildRejectsBadConfig(t *testing.T) {
 	k, _ := capture.Lookup("traces")
-	if k.Tier != capture.TierTraces {
+	if k.Tier != vocab.TierTraces {
 		t.Errorf("tier = %v", k.Tier)
 	}
 	bad := map[string]*capture.TracesConfig{
@@ -175,8 +176,8 @@ func TestTracesWithoutBackendIsNotConfigured(t *testing.T) {
 	env, _ := testEnv(t)
 	env.Traces = nil
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
-	_, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env})
-	what, ok := capture.IsNotConfigured(err)
+	_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env})
+	what, ok := vocab.IsNotConfigured(err)
 	if !ok || what != "no trace backend (set traces.url to Jaeger or Tempo)" {
 		t.Fatalf("err = %v, want not configured naming traces.url", err)
 	}
@@ -188,11 +189,11 @@ func TestTracesEmptyAnswerNamesTheService(t *testing.T) {
 	srv, _ := fakeTraceServer(t, nil, false)
 	defer srv.Close()
 	env, _ := testEnv(t)
-	env.Traces = &capture.TracesEndpoint{Endpoint: capture.Endpoint{URL: srv.URL, Timeout: 5 * time.Second},
+	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL, Timeout: 5 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
 	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
-	res, err := step.Run(context.Background(), &capture.Input{RunID: "r", StepID: "slow", Env: env,
-		Window: capture.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
+	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
+		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // onsetAlert is each cause's shipped alert condition, evaluated as the rules
@@ -85,7 +86,7 @@ func TestTriageAtOnset(t *testing.T) {
 					}
 					withPast, noPast := h.snapshot(120, since), h.snapshot(0, 0)
 					scraped := h.scrape()
-					for _, snap := range []*Result{withPast, noPast} {
+					for _, snap := range []*vocab.Result{withPast, noPast} {
 						v, sig := h.triage(snap, scraped, TriageConfig{})
 						t.Logf("fired %d s after the shift: %s %v basis %v\n%q", since, v.ID, v.Contributing, v.Basis, v.Evidence)
 						if v.ID != cause {

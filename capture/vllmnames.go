@@ -1,5 +1,7 @@
 package capture
 
+import "github.com/autocapture/autocapture/vocab"
+
 // vLLM's metric names, both generations. vLLM renamed a few series in late 2025
 // and early 2026 (VLLM.md); an instance of either generation must triage the
 // same way, so every quantity lists its current name first and the older one
@@ -51,9 +53,9 @@ var gaugeSignals = []struct {
 	metric vllmMetric
 	agg    aggregation
 }{
-	{SigQueueDepth, vmWaiting, aggSum},
-	{SigRunning, vmRunning, aggMax}, // batch width is per engine (max-num-seqs applies to each)
-	{SigKVUsage, vmKVUsage, aggMax},
+	{vocab.SigQueueDepth, vmWaiting, aggSum},
+	{vocab.SigRunning, vmRunning, aggMax}, // batch width is per engine (max-num-seqs applies to each)
+	{vocab.SigKVUsage, vmKVUsage, aggMax},
 }
 
 // histogramSignals are the signals read from a histogram over the scrape gap:
@@ -64,14 +66,14 @@ var histogramSignals = []struct {
 	p50    string
 	mean   string
 }{
-	{vmTTFT, SigTTFTP99, SigTTFTP50, ""},
-	{vmITL, SigITLP99, SigITLP50, ""},
-	{vmQueueTime, "", "", SigQueueTimeMean},
-	{vmPrefillTime, "", "", SigPrefillMean},
-	{vmDecodeTime, "", "", SigDecodeMean},
-	{vmE2E, "", "", SigE2EMean},
-	{vmPromptToks, "", "", SigPromptTokens},
-	{vmOutputToks, "", "", SigOutputTokens},
+	{vmTTFT, vocab.SigTTFTP99, vocab.SigTTFTP50, ""},
+	{vmITL, vocab.SigITLP99, vocab.SigITLP50, ""},
+	{vmQueueTime, "", "", vocab.SigQueueTimeMean},
+	{vmPrefillTime, "", "", vocab.SigPrefillMean},
+	{vmDecodeTime, "", "", vocab.SigDecodeMean},
+	{vmE2E, "", "", vocab.SigE2EMean},
+	{vmPromptToks, "", "", vocab.SigPromptTokens},
+	{vmOutputToks, "", "", vocab.SigOutputTokens},
 }
 
 // generationOf says which metric generation an exposition is.

@@ -23,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // baselineAlert is the test's own alert for the healthy capture kept as the
@@ -164,7 +165,7 @@ func TestProfileUnarmedIsOneFinding(t *testing.T) {
 	ps := startProfileStack(t, profileStackOptions{Scenarios: []string{vllmsim.ScenarioUnexplained}, Shipped: true, Unarmed: true})
 	sm := ps.Sims[vllmsim.ScenarioUnexplained]
 	r, st := waitProfileRan(t, ps.stack, sm, 5*time.Minute)
-	if st.Status != executor.Failed || st.Reason != string(capture.ReasonUpstream4xx) || st.Findings["armed"] != false ||
+	if st.Status != executor.Failed || st.Reason != string(vocab.ReasonUpstream4xx) || st.Findings["armed"] != false ||
 		!strings.Contains(fmt.Sprint(st.Findings["how_to_arm"]), "--profiler-config") {
 		t.Errorf("unarmed: want the profile step failed upstream-4xx with armed false and how to arm: %s\n%v", describe(r), st.Findings)
 	}

@@ -1,4 +1,4 @@
-package capture
+package vocab
 
 import "strings"
 
@@ -39,11 +39,11 @@ const (
 	// SigArrivalRate is requests arriving per second: admitted (first
 	// tokens) plus the queue's growth. Finishes (request_rate) and
 	// admissions cap at an instance's capacity; arrivals do not, so an
-	// instance sent 3× its share reads 3×, not its capacity (triagescope.go).
+	// instance sent 3× its share reads 3×, not its capacity (capture/triagescope.go).
 	SigArrivalRate = "arrival_rate"
 
 	// Baselines: the same quantity over the instance's own past (a query
-	// marked `baseline`, prometheus_baseline.go, gives <signal>_baseline
+	// marked `baseline`, capture/prometheus_baseline.go, gives <signal>_baseline
 	// and <signal>_baseline_1d for any signal; these are the common ones).
 	// Triage judges the workload's change by them, and works without them.
 	SigTTFTP99Baseline     = "ttft_p99_baseline"
@@ -109,4 +109,28 @@ const (
 	FindingSignalLags = "signal_lags"
 	// FindingSignalsAt is the RFC 3339 time the step's signals are as of.
 	FindingSignalsAt = "signals_at"
+)
+
+// The baseline signals' suffixes.
+const (
+	// SuffixBaseline names a signal's value over the window before startsAt.
+	SuffixBaseline = "_baseline"
+	// SuffixBaselineDay names its value over the same window a day earlier.
+	SuffixBaselineDay = "_baseline_1d"
+)
+
+// BaselineOf is the name of sig's baseline signal: SuffixBaseline or
+// SuffixBaselineDay appended.
+func BaselineOf(sig string, dayAgo bool) string {
+	if dayAgo {
+		return sig + SuffixBaselineDay
+	}
+	return sig + SuffixBaseline
+}
+
+// Where a result's signals came from, as its findings["source"] says. Triage
+// merges PromQL's first: its window history beats two local samples.
+const (
+	SourcePromQL = "promql"
+	SourceScrape = "scrape"
 )

@@ -1,4 +1,4 @@
-package capture
+package vocab
 
 import (
 	"encoding/json"
