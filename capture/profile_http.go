@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -93,11 +94,11 @@ func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, targ
 	if err != nil {
 		return 0, false
 	}
-	e, err := parseExposition(body, nil)
+	e, err := vllmexpo.ParseExposition(body, nil)
 	if err != nil {
 		return 0, false
 	}
-	return e.value(vmWaiting, aggSum, nil)
+	return e.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
 }
 
 // httpTarget is the target's host:port for messages.

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -199,12 +200,12 @@ func noteViewLag(res *vocab.Result, in *vocab.Input, first, last time.Time) {
 type sample struct {
 	body []byte
 	at   time.Time
-	exp  exposition
+	exp  vllmexpo.Exposition
 	err  error // why the text did not parse
 }
 
 func (s *ScrapeStep) sampleOf(body []byte, at time.Time) *sample {
-	exp, err := parseExposition(body, s.cfg.Labels)
+	exp, err := vllmexpo.ParseExposition(body, s.cfg.Labels)
 	return &sample{body: body, at: at, exp: exp, err: err}
 }
 
@@ -234,10 +235,10 @@ func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 	res.Findings[vocab.FindingSignalWindows] = d.windows(res.Signals)
 	res.Findings[vocab.FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
 	res.Findings["source"] = vocab.SourceScrape
-	res.Findings["generation"] = generationOf(cur)
+	res.Findings["generation"] = vllmexpo.GenerationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()
 	res.Findings["metrics"] = d.metricFindings(s.cfg.Match)
-	if len(cur.familyNames([]string{"vllm:*"})) == 0 {
+	if len(cur.FamilyNames([]string{"vllm:*"})) == 0 {
 		res.Summary = fmt.Sprintf("scrape of %s: no vLLM series found", res.Findings["target"])
 		return nil
 	}
@@ -287,7 +288,7 @@ func (s *ScrapeStep) secondScrape(ctx context.Context, in *vocab.Input, u string
 		if !early || cur.err != nil || waited >= s.cfg.Gap || !at.Before(deadline) {
 			return cur, nil
 		}
-		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vmFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vllmexpo.VMFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
 			return cur, nil
 		}
 	}
