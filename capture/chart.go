@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
@@ -92,7 +93,7 @@ func (c *Chart) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error)
 	if err != nil {
 		return nil, vocab.Errorf(vocab.ReasonInternal, "chart %q: render: %w", c.cfg.Title, err)
 	}
-	art, err := putArtifact(ctx, in, "chart.png", "image/png", bytes.NewReader(png))
+	art, err := stepkit.PutArtifact(ctx, in, "chart.png", "image/png", bytes.NewReader(png))
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func (c *Chart) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error)
 // query runs the range query over the window.
 func (c *Chart) query(ctx context.Context, in *vocab.Input) (model.Matrix, error) {
 	pe := in.Env.Prometheus
-	papi, err := promAPIOf(pe)
+	papi, err := stepkit.PromAPIOf(pe)
 	if err != nil {
 		return nil, err
 	}

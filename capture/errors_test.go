@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -50,7 +51,7 @@ func TestClassifySeparatesPolicyFromNetwork(t *testing.T) {
 		{"NXDOMAIN", &net.DNSError{Err: "no such host", Name: "vllm-0.test", IsNotFound: true}, vocab.ReasonUnreachable},
 		{"wrapped DNS failure", fmt.Errorf("scrape: %w", &net.DNSError{Err: "server misbehaving", Name: "x.test"}), vocab.ReasonUnreachable},
 		{"connection reset", opErr(syscall.ECONNRESET), vocab.ReasonUnavailable},
-		{"503", HTTPStatusError("GET /metrics", 503, ""), vocab.ReasonUnavailable},
+		{"503", stepkit.HTTPStatusError("GET /metrics", 503, ""), vocab.ReasonUnavailable},
 		{"allow-list refusal", vocab.Errorf(vocab.ReasonRefused, "target 10.0.0.1:80: not on the allow-list"), vocab.ReasonRefused},
 		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), vocab.ReasonTimeout},
 		{"plain", errors.New("boom"), vocab.ReasonInternal},

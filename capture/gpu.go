@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -166,10 +167,10 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	if view.Failed != nil {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": redactURL(pt.ep.URL), "selector": g.cfg.Selector,
+	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": stepkit.RedactURL(pt.ep.URL), "selector": g.cfg.Selector,
 		"wall_s": wall.Seconds(), "queries": outs, "view": view})
 	res.Summary = gpuSummary(view) + fmt.Sprintf(" (%d PromQL queries in %.2fs)", len(outs), wall.Seconds())
-	return res, allFailedErr("gpu: prometheus "+redactURL(pt.ep.URL), outs, view.Failed, firstErr)
+	return res, allFailedErr("gpu: prometheus "+stepkit.RedactURL(pt.ep.URL), outs, view.Failed, firstErr)
 }
 
 // gpuSummary is the step's line: "2 GPUs on node-a: GPU 1 sw_thermal, SM

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -109,7 +110,7 @@ func (h *HTTP) target(in *vocab.Input) (*url.URL, error) {
 		}
 		// The label is untrusted: it must be exactly host:port, so it cannot add
 		// a path, query or userinfo of its own.
-		if !validHostPort(inst) {
+		if !stepkit.ValidHostPort(inst) {
 			return nil, vocab.Errorf(vocab.ReasonBadConfig, "http: instance label %q: want host:port", inst)
 		}
 		u = &url.URL{Scheme: "http", Host: inst, Path: "/" + strings.TrimPrefix(string(h.cfg.Path), "/")}
@@ -152,11 +153,11 @@ func (h *HTTP) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) 
 		"size": len(body), "truncated": truncated}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &vocab.Result{Summary: fmt.Sprintf("GET %s: HTTP %d", u.Path, resp.StatusCode), Findings: findings},
-			HTTPStatusError("http: GET "+u.Redacted(), resp.StatusCode, string(body))
+			stepkit.HTTPStatusError("http: GET "+u.Redacted(), resp.StatusCode, string(body))
 	}
 	addJSONFindings(findings, ctype, body, truncated)
 	name := "response" + extensionFor(ctype)
-	art, err := putArtifact(ctx, in, name, ctype, bytes.NewReader(body))
+	art, err := stepkit.PutArtifact(ctx, in, name, ctype, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
@@ -162,10 +163,10 @@ func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpo
 	if len(view.Failed) > 0 {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
+	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(),
 		"selector": view.Selector, "queries": outs})
 	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
-	return res, allFailedErr("peers "+redactURL(ep.URL), outs, view.Failed, firstErr)
+	return res, allFailedErr("peers "+stepkit.RedactURL(ep.URL), outs, view.Failed, firstErr)
 }
 
 // peersSummary is the step's line: "6 instances of {model_name="m"}; this

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/agent"
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -108,7 +109,7 @@ func (p *Profile) settle(ctx context.Context, src profileSource, before listing)
 		if time.Now().After(deadline) {
 			return last, false, nil
 		}
-		if err := sleepCtx(ctx, p.tune.poll); err != nil {
+		if err := stepkit.SleepCtx(ctx, p.tune.poll); err != nil {
 			return last, false, err
 		}
 	}
@@ -168,7 +169,7 @@ func (p *Profile) collect(ctx context.Context, in *vocab.Input, src profileSourc
 	for _, f := range files {
 		c := p.collectOne(ctx, in, src, f, frame)
 		if c.Error != "" {
-			logger(in).Warn("A profile file could not be stored.", zap.String("file", f.Name), zap.String("error", c.Error))
+			stepkit.Logger(in).Warn("A profile file could not be stored.", zap.String("file", f.Name), zap.String("error", c.Error))
 		}
 		out = append(out, c)
 	}
@@ -209,7 +210,7 @@ func (p *Profile) collectOne(ctx context.Context, in *vocab.Input, src profileSo
 		}()
 	}
 	name := path.Clean(f.Name)
-	art, err := putArtifact(ctx, in, name, profileContentType(name), r)
+	art, err := stepkit.PutArtifact(ctx, in, name, profileContentType(name), r)
 	if err != nil {
 		c.Error = err.Error()
 		return c
@@ -217,7 +218,7 @@ func (p *Profile) collectOne(ctx context.Context, in *vocab.Input, src profileSo
 	c.Artifact, c.Bytes = &art, art.Size
 	if p.cfg.Collect.RemoveAfterUpload {
 		if err := src.Remove(ctx, f.Name); err != nil {
-			logger(in).Warn("A stored profile file could not be removed from the server.", zap.String("file", f.Name), zap.Error(err))
+			stepkit.Logger(in).Warn("A stored profile file could not be removed from the server.", zap.String("file", f.Name), zap.Error(err))
 		} else {
 			c.Removed = true
 		}
@@ -285,10 +286,10 @@ func (p *Profile) keepLease(ctx context.Context, in *vocab.Input, fr *frameRun) 
 			err := p.leaseWrite(ctx, func(c context.Context) error { return l.Renew(c, p.tune.hold) })
 			switch {
 			case errors.Is(err, vocab.ErrLeaseLost):
-				logger(in).Warn("The profile lease was lost while its files were collected.", zap.Error(err))
+				stepkit.Logger(in).Warn("The profile lease was lost while its files were collected.", zap.Error(err))
 				return
 			case err != nil && ctx.Err() == nil:
-				logger(in).Warn("The profile lease could not be renewed while its files were collected; trying again.", zap.Error(err))
+				stepkit.Logger(in).Warn("The profile lease could not be renewed while its files were collected; trying again.", zap.Error(err))
 			}
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -44,7 +45,7 @@ func (p *Profile) preflight(ctx context.Context, client *http.Client, target str
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
 	if resp.StatusCode/100 != 2 {
-		return HTTPStatusError(fmt.Sprintf("profile %s: preflight GET /health", target), resp.StatusCode, string(body))
+		return stepkit.HTTPStatusError(fmt.Sprintf("profile %s: preflight GET /health", target), resp.StatusCode, string(body))
 	}
 	return nil
 }
@@ -68,7 +69,7 @@ func startProfile(ctx context.Context, client *http.Client, target string) (notS
 	case resp.StatusCode == http.StatusNotFound:
 		return true, &vocab.Error{Reason: vocab.ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
 	case resp.StatusCode/100 != 2:
-		return false, HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(body))
+		return false, stepkit.HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(body))
 	}
 	return false, nil
 }
@@ -90,7 +91,7 @@ func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, targ
 	if resp.StatusCode/100 != 2 {
 		return 0, false
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBytes))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, stepkit.MaxScrapeBytes))
 	if err != nil {
 		return 0, false
 	}

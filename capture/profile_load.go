@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -132,7 +133,7 @@ func completion(ctx context.Context, client *http.Client, target string, payload
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return HTTPStatusError("POST /v1/completions", resp.StatusCode, string(b))
+		return stepkit.HTTPStatusError("POST /v1/completions", resp.StatusCode, string(b))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vocab"
@@ -94,10 +95,10 @@ func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result
 		}
 	}
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
-		if art, err := putArtifact(ctx, in, profileReportName, "application/json", bytes.NewReader(b)); err == nil {
+		if art, err := stepkit.PutArtifact(ctx, in, profileReportName, "application/json", bytes.NewReader(b)); err == nil {
 			res.Artifacts = append(res.Artifacts, art)
 		} else {
-			logger(in).Warn("The profile report could not be stored.", zap.Error(err))
+			stepkit.Logger(in).Warn("The profile report could not be stored.", zap.Error(err))
 		}
 	}
 	res.Summary = fmt.Sprintf("profile %s %s: %s", httpTarget(fr.target), fr.window.End.Sub(fr.window.Start).Round(time.Millisecond), rep.Summary)
@@ -115,7 +116,7 @@ func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *ProfileRepo
 	guard := in.Env.Profiles
 	kept, err := guard.Baseline(ctx, rep.Key)
 	if err != nil {
-		logger(in).Warn("The baseline profile could not be read.", zap.String("key", rep.Key), zap.Error(err))
+		stepkit.Logger(in).Warn("The baseline profile could not be read.", zap.String("key", rep.Key), zap.Error(err))
 	}
 	if kept != nil && kept.RunID != in.RunID {
 		var base torchtrace.Report
@@ -133,7 +134,7 @@ func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *ProfileRepo
 	}
 	if err := guard.KeepReport(ctx, rep.Key, vocab.KeptReport{RunID: in.RunID, Target: rep.Target, Baseline: p.cfg.Baseline,
 		TakenAt: rep.Window.End, Report: b}); err != nil {
-		logger(in).Warn("The profile report could not be kept for comparisons.", zap.String("key", rep.Key), zap.Error(err))
+		stepkit.Logger(in).Warn("The profile report could not be kept for comparisons.", zap.String("key", rep.Key), zap.Error(err))
 	}
 }
 

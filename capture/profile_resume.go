@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"go.uber.org/zap"
 )
@@ -22,7 +23,7 @@ func (p *Profile) resume(ctx context.Context, in *vocab.Input, res *vocab.Result
 	var saved savedListing
 	if len(rec.Saved) > 0 {
 		if err := json.Unmarshal(rec.Saved, &saved); err != nil {
-			logger(in).Warn("The saved pre-start listing could not be read; collecting every file.", zap.Error(err))
+			stepkit.Logger(in).Warn("The saved pre-start listing could not be read; collecting every file.", zap.Error(err))
 		}
 	}
 	fr.before = saved.Files
@@ -33,7 +34,7 @@ func (p *Profile) resume(ctx context.Context, in *vocab.Input, res *vocab.Result
 		res.Findings["armed"] = true
 	case vocab.LeaseStopped:
 		res.Findings["armed"] = true
-		fr.window.End = envNow(in.Env)
+		fr.window.End = stepkit.EnvNow(in.Env)
 		if rec.StoppedBy != "" {
 			p.recoveredSwept(fr, rec)
 		}
@@ -43,7 +44,7 @@ func (p *Profile) resume(ctx context.Context, in *vocab.Input, res *vocab.Result
 			httpTarget(fr.target), rec.State)
 		return res, vocab.Errorf(vocab.ReasonRefused, "profile %s: lease is %s from an earlier attempt", httpTarget(fr.target), rec.State)
 	}
-	fr.window.End = envNow(in.Env)
+	fr.window.End = stepkit.EnvNow(in.Env)
 	return p.finish(ctx, in, res, fr, nil)
 }
 

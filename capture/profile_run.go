@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 
@@ -111,7 +112,7 @@ func (p *Profile) target(in *vocab.Input) (string, error) {
 		return baseURL(p.cfg.Target), nil
 	}
 	inst := in.Alert.Labels["instance"]
-	if !validHostPort(inst) {
+	if !stepkit.ValidHostPort(inst) {
 		return "", vocab.Errorf(vocab.ReasonBadConfig, "profile: no target and the alert's instance label %q is not host:port", inst)
 	}
 	return "http://" + inst, nil
@@ -154,7 +155,7 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 		res.Summary = fmt.Sprintf("profile %s: start_profile failed: %s", httpTarget(fr.target), vocab.Classify(err))
 		return res, err
 	}
-	fr.window.Start = envNow(in.Env)
+	fr.window.Start = stepkit.EnvNow(in.Env)
 	if err != nil { // it may have reached the server: the stop is owed all the same
 		fr.window.End = fr.window.Start
 		if stopErr := p.stop(ctx, in, fr); stopErr == nil {
@@ -169,7 +170,7 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	// start shortens the frame instead of running past "stop by D", where
 	// the sweeper would take the lease (runner: stopGrace).
 	cutErr := p.frame(ctx, in, res, fr, frame-time.Since(recorded), lp)
-	fr.window.End = envNow(in.Env)
+	fr.window.End = stepkit.EnvNow(in.Env)
 	return p.finish(ctx, in, res, fr, cutErr)
 }
 
@@ -244,7 +245,7 @@ func (p *Profile) frame(ctx context.Context, in *vocab.Input, res *vocab.Result,
 		if lp.send {
 			res.Findings["load"] = map[string]int64{"sent": load.sent.Load(), "ok": load.ok.Load(), "failed": load.failed.Load()}
 			if e := load.firstErr.Load(); e != nil {
-				res.Findings["load_error"] = clip.Line(*e, maxErrorText)
+				res.Findings["load_error"] = clip.Line(*e, stepkit.MaxErrorText)
 			}
 		}
 	}()
@@ -271,7 +272,7 @@ func (p *Profile) frame(ctx context.Context, in *vocab.Input, res *vocab.Result,
 					return p.cutByContext(ctx, fr, time.Since(begun))
 				}
 				fr.cut = "the lease could not be renewed: " + err.Error()
-				logger(in).Warn("The profile lease could not be renewed; stopping now.", zap.Error(err))
+				stepkit.Logger(in).Warn("The profile lease could not be renewed; stopping now.", zap.Error(err))
 				return nil
 			}
 		}
@@ -296,11 +297,11 @@ func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error
 	base := context.WithoutCancel(ctx)
 	if err := p.leaseWrite(base, func(c context.Context) error { return fr.lease.Stopping(c, p.cfg.StopTimeout) }); err != nil {
 		if errors.Is(err, vocab.ErrLeaseLost) { // the sweeper (or an operator) has it: the stop is theirs
-			logger(in).Warn("The profile lease was taken over before the stop; its new holder stops the server.", zap.Error(err))
+			stepkit.Logger(in).Warn("The profile lease was taken over before the stop; its new holder stops the server.", zap.Error(err))
 			fr.lease = nil
 			return &vocab.Error{Reason: vocab.ReasonCancelled, Err: fmt.Errorf("profile %s: %w: the stop was left to its new holder", httpTarget(fr.target), err)}
 		}
-		logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
+		stepkit.Logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
 	}
 	sctx, cancel := context.WithTimeoutCause(base, p.cfg.StopTimeout,
 		fmt.Errorf("stop_profile did not answer within stop_timeout %s", p.cfg.StopTimeout))
@@ -312,7 +313,7 @@ func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error
 		// No profiler there now (the server restarted unarmed mid-frame):
 		// nothing records, so nothing is owed; what it wrote before is
 		// still collected.
-		logger(in).Warn("stop_profile answered 404: the server has no profiler now; nothing records there.", zap.String("target", fr.target))
+		stepkit.Logger(in).Warn("stop_profile answered 404: the server has no profiler now; nothing records there.", zap.String("target", fr.target))
 		why := "stop_profile answered 404: the server has no profiler now (restarted?)"
 		if fr.cut != "" {
 			why = fr.cut + "; " + why
@@ -326,14 +327,14 @@ func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error
 			err = &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: stop_profile: %w", httpTarget(fr.target), err)}
 		}
 		if lerr := p.leaseWrite(base, func(c context.Context) error { return fr.lease.StopFailed(c, err.Error()) }); lerr != nil {
-			logger(in).Error("The lease could not record the failed stop.", zap.Error(lerr))
+			stepkit.Logger(in).Error("The lease could not record the failed stop.", zap.Error(lerr))
 		}
-		logger(in).Error("stop_profile failed; the target stays leased.", zap.String("target", fr.target), zap.Error(err))
+		stepkit.Logger(in).Error("stop_profile failed; the target stays leased.", zap.String("target", fr.target), zap.Error(err))
 		fr.lease = nil // no longer this step's to release
 		return err
 	}
 	if lerr := p.leaseWrite(base, fr.lease.Stopped); lerr != nil {
-		logger(in).Warn("The lease could not record the answered stop.", zap.Error(lerr))
+		stepkit.Logger(in).Warn("The lease could not record the answered stop.", zap.Error(lerr))
 	}
 	return nil
 }
@@ -354,7 +355,7 @@ func (p *Profile) notStarted(ctx context.Context, in *vocab.Input, fr *frameRun,
 	l := fr.lease
 	fr.lease = nil
 	if err := p.leaseWrite(context.WithoutCancel(ctx), func(c context.Context) error { return l.NotStarted(c, why) }); err != nil {
-		logger(in).Warn("The profile lease of a recording that never began could not be ended; the sweeper will send it a stop.", zap.Error(err))
+		stepkit.Logger(in).Warn("The profile lease of a recording that never began could not be ended; the sweeper will send it a stop.", zap.Error(err))
 	}
 }
 
@@ -367,7 +368,7 @@ func (p *Profile) release(ctx context.Context, in *vocab.Input, fr *frameRun) {
 	l := fr.lease
 	fr.lease = nil
 	if err := p.leaseWrite(context.WithoutCancel(ctx), l.Release); err != nil {
-		logger(in).Warn("The profile lease could not be released; it expires on its own.", zap.Error(err))
+		stepkit.Logger(in).Warn("The profile lease could not be released; it expires on its own.", zap.Error(err))
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -267,7 +267,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Duration = time.Since(t0).Seconds()
 	o.Warnings = warnings
 	if err != nil {
-		o.err, o.Reason, o.Error = err, promErrReason(err), clip.Line(promErrText(err), maxErrorText)
+		o.err, o.Reason, o.Error = err, promErrReason(err), clip.Line(promErrText(err), stepkit.MaxErrorText)
 		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
 			cause := context.Cause(ctx)
 			wrapped := err
@@ -315,9 +315,9 @@ func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.
 	if len(noData) > 0 {
 		res.Findings["no_data"] = noData
 	}
-	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
+	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
-	return res, allFailedErr("prometheus "+redactURL(ep.URL), outs, failed, firstErr)
+	return res, allFailedErr("prometheus "+stepkit.RedactURL(ep.URL), outs, failed, firstErr)
 }
 
 // promSummary is the step's one line: counts, failures with their reasons, the signals.
@@ -360,25 +360,13 @@ func apiErrDetail(err error) string {
 	return ae.Detail
 }
 
-// maxErrorText bounds an error kept in a finding: it stays readable in a thread.
-const maxErrorText = 300
-
-// redactURL hides credentials in a configured URL before it reaches a message.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	return u.Redacted()
-}
-
 // putJSONArtifact stores v as an indented JSON artifact of res, or records
 // why it could not under findings.artifact_error.
 func putJSONArtifact(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
 	if err == nil {
 		var a vocab.Artifact
-		if a, err = putArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
+		if a, err = stepkit.PutArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
 			res.Artifacts = append(res.Artifacts, a)
 		}
 	}

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
-	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
@@ -147,23 +146,6 @@ func promErrReason(err error) vocab.Reason {
 	return vocab.ReasonUpstream5xx
 }
 
-// httpClientOf is the endpoint's client, or one bounded by its Timeout.
-func httpClientOf(e *vocab.Endpoint) *http.Client {
-	if e.Client != nil {
-		return e.Client
-	}
-	return &http.Client{Timeout: e.Timeout}
-}
-
-// promAPIOf is the Prometheus HTTP API of a configured Prometheus.
-func promAPIOf(e *vocab.Endpoint) (v1.API, error) {
-	c, err := api.NewClient(api.Config{Address: e.URL, Client: httpClientOf(e)})
-	if err != nil {
-		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
-	}
-	return v1.NewAPI(c), nil
-}
-
 // inputPromAPI is the configured Prometheus and its API, for a step of kind
 // (named in the error when none is configured).
 func inputPromAPI(in *vocab.Input, kind string) (*vocab.Endpoint, v1.API, error) {
@@ -174,7 +156,7 @@ func inputPromAPI(in *vocab.Input, kind string) (*vocab.Endpoint, v1.API, error)
 	if ep == nil || ep.URL == "" {
 		return nil, nil, vocab.NotConfigured("no Prometheus (set prometheus.url)")
 	}
-	papi, err := promAPIOf(ep)
+	papi, err := stepkit.PromAPIOf(ep)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,7 +222,7 @@ func promTargetOf(in *vocab.Input, kind string) (*promTarget, error) {
 	}
 	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: queryTimeoutOf(ep)}
 	if pt.end.IsZero() {
-		pt.end = envNow(in.Env)
+		pt.end = stepkit.EnvNow(in.Env)
 	}
 	if pt.start.IsZero() || !pt.start.Before(pt.end) {
 		pt.start = pt.end.Add(-time.Hour)

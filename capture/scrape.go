@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -14,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
@@ -48,9 +48,6 @@ type ScrapeConfig struct {
 	// {model_name: '{{ .Labels.model_name }}'}; default every series.
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
-
-// maxScrapeBytes caps one scrape; vLLM's exposition is tens of kilobytes.
-const maxScrapeBytes = 16 << 20
 
 // ScrapeStep is a built scrape step.
 type ScrapeStep struct {
@@ -104,7 +101,7 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: min_requests %d: want a count, or -1 to always wait the whole gap", cfg.MinRequests)
 	case cfg.Timeout < 0:
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: negative timeout %v", cfg.Timeout)
-	case cfg.Target != "" && !validHostPort(cfg.Target):
+	case cfg.Target != "" && !stepkit.ValidHostPort(cfg.Target):
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: target %q: want host:port", cfg.Target)
 	}
 	for _, p := range cfg.Match {
@@ -112,13 +109,7 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 			return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: match %q: %w", p, err)
 		}
 	}
-	return &ScrapeStep{cfg: cfg, sleep: sleepCtx, poll: time.Second}, nil
-}
-
-// validHostPort accepts host:port with a non-empty host and a numeric port.
-func validHostPort(s string) bool {
-	h, p, err := net.SplitHostPort(s)
-	return err == nil && h != "" && p != "" && !strings.ContainsAny(s, "/?#@")
+	return &ScrapeStep{cfg: cfg, sleep: stepkit.SleepCtx, poll: time.Second}, nil
 }
 
 // Run scrapes twice and reports the signals. A failed first scrape fails the
@@ -133,7 +124,7 @@ func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, e
 	if in.Env == nil || in.Env.Targets == nil {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape %s: no targets client configured", target)
 	}
-	if !validHostPort(target) {
+	if !stepkit.ValidHostPort(target) {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: target %q (from the alert's instance label): want host:port", target)
 	}
 	u := (&url.URL{Scheme: s.cfg.Scheme, Host: target, Path: s.cfg.Path}).String()
@@ -143,7 +134,7 @@ func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, e
 		r := vocab.Classify(err)
 		res.Summary = fmt.Sprintf("scrape %s: %s", target, r)
 		if r == vocab.ReasonRefused {
-			res.Findings["refused"] = clip.Line(err.Error(), maxErrorText)
+			res.Findings["refused"] = clip.Line(err.Error(), stepkit.MaxErrorText)
 		}
 		return res, err
 	}
@@ -152,8 +143,8 @@ func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, e
 	prev, cur := one, (*sample)(nil)
 	var stopped error // the step's own deadline or cancellation ended the wait
 	if cur, err = s.secondScrape(ctx, in, u, one); err != nil {
-		res.Findings["second_scrape_error"] = clip.Line(err.Error(), maxErrorText)
-		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
+		res.Findings["second_scrape_error"] = clip.Line(err.Error(), stepkit.MaxErrorText)
+		stepkit.Logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
 		prev, cur = nil, one
 		if ctx.Err() != nil {
 			stopped = &vocab.Error{Reason: vocab.Classify(ctx.Err()), Err: fmt.Errorf("scrape %s: stopped after the first scrape: %w", u, err)}
@@ -253,7 +244,7 @@ func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 // keep stores one raw scrape; a store failure is noted, never fatal: the
 // signals are the evidence, the raw text a convenience.
 func (s *ScrapeStep) keep(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, body []byte) {
-	a, err := putArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
+	a, err := stepkit.PutArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
 	if err != nil {
 		res.Findings["artifact_error"] = err.Error()
 		return
@@ -270,7 +261,7 @@ func (s *ScrapeStep) secondScrape(ctx context.Context, in *vocab.Input, u string
 	deadline := first.at.Add(s.cfg.Gap)
 	var waited time.Duration
 	for {
-		wait := min(s.cfg.Gap-waited, deadline.Sub(envNow(in.Env)))
+		wait := min(s.cfg.Gap-waited, deadline.Sub(stepkit.EnvNow(in.Env)))
 		if early && wait > s.poll {
 			wait = s.poll
 		}
@@ -312,27 +303,15 @@ func (s *ScrapeStep) fetch(ctx context.Context, in *vocab.Input, u string) ([]by
 		return nil, time.Time{}, &vocab.Error{Reason: reason, Err: fmt.Errorf("scrape %s: %w", u, err)}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, stepkit.MaxScrapeBytes+1))
 	if err != nil {
 		return nil, time.Time{}, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("scrape %s: read: %w", u, err)}
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, time.Time{}, HTTPStatusError("scrape "+u, resp.StatusCode, string(body))
+		return nil, time.Time{}, stepkit.HTTPStatusError("scrape "+u, resp.StatusCode, string(body))
 	}
-	if len(body) > maxScrapeBytes {
-		return nil, time.Time{}, vocab.Errorf(vocab.ReasonUpstream5xx, "scrape %s: more than %d bytes", u, maxScrapeBytes)
+	if len(body) > stepkit.MaxScrapeBytes {
+		return nil, time.Time{}, vocab.Errorf(vocab.ReasonUpstream5xx, "scrape %s: more than %d bytes", u, stepkit.MaxScrapeBytes)
 	}
-	return body, envNow(in.Env), nil
-}
-
-// sleepCtx waits d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+	return body, stepkit.EnvNow(in.Env), nil
 }

@@ -1,15 +1,10 @@
 package capture
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
-	"go.uber.org/zap"
-
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -73,29 +68,4 @@ func mergedSignals(prior map[string]*vocab.Result, from []string) (vocab.Signals
 		}
 	}
 	return out, used
-}
-
-// logger returns the input's logger, or a no-op one.
-func logger(in *vocab.Input) *zap.Logger {
-	if in == nil || in.Log == nil {
-		return zap.NewNop()
-	}
-	return in.Log
-}
-
-// putArtifact stores body as the step's artifact called name, under the
-// browsable layout of storage.ArtifactKey (…/<step>/attempt-<n>/<name> on a
-// resumed attempt: a store never overwrites a key, and a step re-run after a
-// crash gathers new bytes). A run without a store keeps no artifact and says so.
-func putArtifact(ctx context.Context, in *vocab.Input, name, contentType string, r io.Reader) (vocab.Artifact, error) {
-	if in.Env == nil || in.Env.Store == nil {
-		return vocab.Artifact{}, vocab.Errorf(vocab.ReasonBadConfig, "artifact %s: no store configured", name)
-	}
-	key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
-		RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: contentType})
-	if err != nil {
-		return vocab.Artifact{}, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
-	}
-	return vocab.Artifact{Name: name, Key: obj.Key, ContentType: contentType, Size: obj.Size, SHA256: obj.SHA256, Pending: obj.Pending}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/alertmanager/template"
@@ -31,7 +32,7 @@ func TestArtifactKeysKeepPlansAndAttemptsApart(t *testing.T) {
 		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 2, RunCreated: created, Alert: alert, Env: env},
 	} {
 		body := in.Plan + "/" + in.StepID + " attempt " + string(rune('0'+in.Attempt))
-		a, err := putArtifact(context.Background(), in, "snapshot.json", "application/json", strings.NewReader(body))
+		a, err := stepkit.PutArtifact(context.Background(), in, "snapshot.json", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("%s attempt %d: %v", in.Plan, in.Attempt, err)
 		}

@@ -5,17 +5,3 @@
 // lease) are in package vocab; outside capture, import capture only for its
 // registry and a kind's own API (see vocab's package doc).
 package capture
-
-import (
-	"time"
-
-	"github.com/autocapture/autocapture/vocab"
-)
-
-// envNow is the env's clock reading: Env.Now, else time.Now.
-func envNow(e *vocab.Env) time.Time {
-	if e == nil || e.Now == nil {
-		return time.Now()
-	}
-	return e.Now()
-}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -353,7 +354,7 @@ func (t *Traces) result(ctx context.Context, in *vocab.Input, be traceBackend, r
 	if err := json.NewEncoder(&buf).Encode(ranked); err != nil {
 		return nil, vocab.Errorf(vocab.ReasonInternal, "traces: encode spans: %w", err)
 	}
-	art, err := putArtifact(ctx, in, "spans.json", "application/json", &buf)
+	art, err := stepkit.PutArtifact(ctx, in, "spans.json", "application/json", &buf)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
@@ -93,12 +94,12 @@ func addExemplarTraces(ctx context.Context, in *vocab.Input, be traceBackend, ra
 	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
 		return 0
 	}
-	log := logger(in)
+	log := stepkit.Logger(in)
 	sel := exemplarMetric[rank]
 	if inst := in.Alert.Labels["instance"]; inst != "" {
 		sel += "{instance=" + strconv.Quote(inst) + "}"
 	}
-	papi, err := promAPIOf(in.Env.Prometheus)
+	papi, err := stepkit.PromAPIOf(in.Env.Prometheus)
 	if err != nil {
 		log.Warn("Could not build a Prometheus client for exemplars.", zap.Error(err))
 		return 0

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -27,7 +28,7 @@ type jaeger struct {
 }
 
 func newJaeger(tr *vocab.TracesEndpoint) *jaeger {
-	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
+	return &jaeger{base: strings.TrimSuffix(tr.URL, "/"), client: stepkit.HTTPClientOf(&tr.Endpoint)}
 }
 
 // Link is the trace's page in the Jaeger UI.
@@ -60,7 +61,7 @@ func (j *jaeger) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 	case status == http.StatusNotFound:
 		return j.searchV1(ctx, q)
 	}
-	return nil, HTTPStatusError("jaeger "+j.base+"/api/v3/traces", status, string(body))
+	return nil, stepkit.HTTPStatusError("jaeger "+j.base+"/api/v3/traces", status, string(body))
 }
 
 // Get reads one trace by id.
@@ -73,7 +74,7 @@ func (j *jaeger) Get(ctx context.Context, traceID string) ([]Span, error) {
 		return nil, nil
 	}
 	if status != http.StatusOK {
-		return nil, HTTPStatusError("jaeger "+j.base+"/api/v3/traces/"+traceID, status, string(body))
+		return nil, stepkit.HTTPStatusError("jaeger "+j.base+"/api/v3/traces/"+traceID, status, string(body))
 	}
 	return parseOTLPAnswer(body, "")
 }
@@ -97,7 +98,7 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 		return nil, nil
 	}
 	if status != http.StatusOK {
-		return nil, HTTPStatusError("jaeger "+j.base+"/api/traces", status, string(body))
+		return nil, stepkit.HTTPStatusError("jaeger "+j.base+"/api/traces", status, string(body))
 	}
 	var ans struct {
 		Data []struct {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -24,7 +25,7 @@ type tempo struct {
 }
 
 func newTempo(tr *vocab.TracesEndpoint) *tempo {
-	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: httpClientOf(&tr.Endpoint)}
+	return &tempo{base: strings.TrimSuffix(tr.URL, "/"), client: stepkit.HTTPClientOf(&tr.Endpoint)}
 }
 
 // Link is the trace as Tempo serves it (Grafana's explore URL depends on the
@@ -87,7 +88,7 @@ func (t *tempo) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 		return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("tempo %s: read answer: %w", t.base, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, HTTPStatusError("tempo "+t.base+"/api/search", resp.StatusCode, string(body))
+		return nil, stepkit.HTTPStatusError("tempo "+t.base+"/api/search", resp.StatusCode, string(body))
 	}
 	return parseTempoSearch(body, q.Operation)
 }

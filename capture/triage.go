@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -227,7 +228,7 @@ func NewTriage(cfg TriageConfig) (*TriageStep, error) {
 // how old it was (Origin); its signals add the current wait it derived.
 func (t *TriageStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 	sig, used := mergedSignals(in.Prior, t.cfg.From)
-	now := envNow(in.Env)
+	now := stepkit.EnvNow(in.Env)
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
 	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines, viewsOf(in.Prior))
