@@ -6,39 +6,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/capture/internal/steptest"
 	"github.com/autocapture/autocapture/storage"
-	"github.com/autocapture/autocapture/targets"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // testEnv is an Env with a local store and the default (loopback-only) allow-list.
-func testEnv(t *testing.T) (*vocab.Env, *storage.Local) {
-	t.Helper()
-	st, err := storage.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := targets.New(config.Default().Targets, targets.Options{
-		LookupIP: func(_ context.Context, host string) ([]netip.Addr, error) {
-			t.Errorf("unexpected DNS lookup of %q", host)
-			return nil, io.EOF
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &vocab.Env{Store: st, Targets: pol.Client(5 * time.Second)}, st
-}
+func testEnv(t *testing.T) (*vocab.Env, *storage.Local) { return steptest.Env(t) }
 
 // buildStep builds a registered kind from a config filled by fill.
 func buildStep[C any](t *testing.T, kind string, fill func(*C)) vocab.Step {
@@ -47,16 +28,7 @@ func buildStep[C any](t *testing.T, kind string, fill func(*C)) vocab.Step {
 	if !ok {
 		t.Fatalf("kind %q not registered", kind)
 	}
-	cfg, ok := k.Config().(*C)
-	if !ok {
-		t.Fatalf("kind %q config is %T", kind, k.Config())
-	}
-	fill(cfg)
-	s, err := k.Build(cfg)
-	if err != nil {
-		t.Fatalf("build %s: %v", kind, err)
-	}
-	return s
+	return steptest.Build(t, k, fill)
 }
 
 func readArtifact(t *testing.T, st *storage.Local, key string) string {

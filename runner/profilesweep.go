@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -22,7 +22,7 @@ import (
 //   - stopped: the server answered the stop, nobody collects; released.
 //   - recording or stopping, past its deadline or with an operator's stop
 //     request: claimed (owner "sweeper <id>", a new token, held for
-//     stop_timeout) and stopped with capture.StopProfile through Env.Targets,
+//     stop_timeout) and stopped with profile.StopProfile through Env.Targets,
 //     bounded by profiling.stop_timeout. Answered: the row stays, stopped with
 //     no owner, for profiling.collect_window (sweepStopped), so the run's
 //     resumed attempt collects the files with no new start; released when the
@@ -192,7 +192,7 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 	if s.o.Env == nil || s.o.Env.Targets == nil {
 		err = errors.New("no targets client (Env.Targets) to send the stop through")
 	} else {
-		err = capture.StopProfile(ctx, s.o.Env.Targets, r.target)
+		err = profile.StopProfile(ctx, s.o.Env.Targets, r.target)
 	}
 	if err != nil && s.bg.Err() != nil { // shutdown, not the server's answer
 		s.handBack(r.target, token)
@@ -207,7 +207,7 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 		s.sweepStopped(wctx, r, token)
 		return
 	}
-	if errors.Is(err, capture.ErrNotArmed) {
+	if errors.Is(err, profile.ErrNotArmed) {
 		s.sweepNothingRecords(wctx, r, token, err)
 		return
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -173,7 +173,7 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 		if err := l.Stopping(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if err := capture.StopProfile(ctx, http.DefaultClient, srv.URL); err != nil {
+		if err := profile.StopProfile(ctx, http.DefaultClient, srv.URL); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Stopped(ctx); err != nil {

@@ -1,6 +1,6 @@
 package vocab
 
-// CONTRACT (lead, 2026-12-01): the profile step (capture/profile*.go) uses
+// CONTRACT (lead, 2026-12-01): the profile step (capture/profile/) uses
 // these; the runner implements ProfileGuard on its database (one migration),
 // on the database's clock. Signatures are fixed; see the brief of each owner.
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
@@ -133,7 +133,7 @@ func checkRecoveredReport(t *testing.T, o *daemonOpts, sim *profSim, step execut
 		t.Fatalf("open %s: %v", key, err)
 	}
 	defer rc.Close()
-	var rep capture.ProfileReport
+	var rep profile.ProfileReport
 	if err := json.NewDecoder(rc).Decode(&rep); err != nil {
 		t.Fatalf("%s: %v", key, err)
 	}

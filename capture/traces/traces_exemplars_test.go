@@ -1,4 +1,4 @@
-package capture_test
+package traces_test
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/capture/traces"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -48,11 +49,11 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	prom.WaitUp(t, instance, 30*time.Second)
 	waitForExemplar(t, prom.URL, hidden[0].traceID)
 
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	env.Prometheus = &vocab.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.RankBy = 3, "ttft" })
+	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.RankBy = 3, "ttft" })
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
@@ -67,7 +68,7 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	}
 	// Without exemplars the search alone cannot see it.
 	off := false
-	step = buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.RankBy, cfg.Exemplars = 3, "ttft", &off })
+	step = buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.RankBy, cfg.Exemplars = 3, "ttft", &off })
 	res, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow2", Env: env,
 		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})

@@ -1,4 +1,4 @@
-package capture
+package profile
 
 import (
 	"fmt"
@@ -107,14 +107,13 @@ func (p *Profile) WindDown() time.Duration {
 	return p.cfg.StopTimeout + p.tune.settle + p.tune.collect + 2*p.tune.leaseWrite
 }
 
-func init() {
-	Register(Kind{
-		Name:   "profile",
-		Tier:   vocab.TierProfile,
-		Doc:    "A framed torch (or cuda) profile of one vLLM server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
-		Config: func() any { return &ProfileConfig{} },
-		Build:  buildProfile,
-	})
+// Kind is the profile step kind; capture's registry takes it.
+var Kind = vocab.Kind{
+	Name:   "profile",
+	Tier:   vocab.TierProfile,
+	Doc:    "A framed torch (or cuda) profile of one vLLM server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
+	Config: func() any { return &ProfileConfig{} },
+	Build:  buildProfile,
 }
 
 func buildProfile(c any) (vocab.Step, error) {

@@ -1,4 +1,4 @@
-package capture_test
+package traces_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/capture/traces"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -41,13 +42,13 @@ func TestTracesMatchKeepsTheAlertingInstance(t *testing.T) {
 	sendSpansFrom(t, j.OTLPHTTP, resource.NewSchemaless(attribute.String("service.name", "vllm-bare")), bare)
 	waitForTraces(t, j, len(mine)+len(other))
 
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	window := vocab.Window{Start: base.Add(-time.Minute), End: time.Now()}
 	run := func(t *testing.T, service, instance string) *vocab.Result {
 		t.Helper()
 		env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 			Backend: "jaeger", Service: service}
-		step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {
+		step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {
 			cfg.Limit, cfg.Fetch = 5, 20
 			cfg.Match = map[string]string{"service.instance.id": instance}
 		})

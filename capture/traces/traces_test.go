@@ -1,4 +1,4 @@
-package capture_test
+package traces_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/capture/traces"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -119,9 +121,9 @@ func TestTracesOverTruncatingBackends(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv, queries := fakeTraceServer(t, reqs, c.tempo)
-			env, _ := testEnv(t)
+			env, _ := steptest.Env(t)
 			env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL}, Backend: c.backend, Service: "vllm-server"}
-			step := buildStep(t, "traces", func(cfg *capture.TracesConfig) { cfg.Limit, cfg.Fetch = 7, 25 })
+			step := buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.Fetch = 7, 25 })
 			res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 				Window: vocab.Window{Start: base.Add(-time.Second), End: time.Now()},
 				Alert:  template.Alert{Labels: template.KV{"alertname": c.alertname}}})
@@ -152,7 +154,7 @@ func TestTracesBuildRejectsBadConfig(t *testing.T) {
 	if k.Tier != vocab.TierTraces {
 		t.Errorf("tier = %v", k.Tier)
 	}
-	bad := map[string]*capture.TracesConfig{
+	bad := map[string]*traces.TracesConfig{
 		"unknown rank":        {RankBy: "tpot"},
 		"fetch below limit":   {Limit: 50, Fetch: 10},
 		"negative min_dur":    {MinDuration: -time.Second},
@@ -173,9 +175,9 @@ func TestTracesBuildRejectsBadConfig(t *testing.T) {
 // TestTracesWithoutBackendIsNotConfigured: tier 2 with no traces.url
 // configured is not a failure of the run; the step says what is missing.
 func TestTracesWithoutBackendIsNotConfigured(t *testing.T) {
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	env.Traces = nil
-	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
 	_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env})
 	what, ok := vocab.IsNotConfigured(err)
 	if !ok || what != "no trace backend (set traces.url to Jaeger or Tempo)" {
@@ -188,10 +190,10 @@ func TestTracesWithoutBackendIsNotConfigured(t *testing.T) {
 func TestTracesEmptyAnswerNamesTheService(t *testing.T) {
 	srv, _ := fakeTraceServer(t, nil, false)
 	defer srv.Close()
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL, Timeout: 5 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
 	if err != nil {

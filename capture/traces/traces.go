@@ -1,4 +1,4 @@
-package capture
+package traces
 
 import (
 	"bytes"
@@ -60,14 +60,13 @@ type Traces struct {
 
 var _ vocab.Step = (*Traces)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "traces",
-		Tier:   vocab.TierTraces,
-		Doc:    "The slowest llm_request spans of the alert's window from Jaeger or Tempo, ranked by TTFT, queue, prefill, decode or e2e time.",
-		Config: func() any { return &TracesConfig{} },
-		Build:  buildTraces,
-	})
+// Kind is the traces step kind; capture's registry takes it.
+var Kind = vocab.Kind{
+	Name:   "traces",
+	Tier:   vocab.TierTraces,
+	Doc:    "The slowest llm_request spans of the alert's window from Jaeger or Tempo, ranked by TTFT, queue, prefill, decode or e2e time.",
+	Config: func() any { return &TracesConfig{} },
+	Build:  buildTraces,
 }
 
 func buildTraces(c any) (vocab.Step, error) {

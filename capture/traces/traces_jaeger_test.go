@@ -1,4 +1,4 @@
-package capture_test
+package traces_test
 
 import (
 	"context"
@@ -18,7 +18,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/capture/traces"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -114,7 +115,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 	sendSpans(t, j.OTLPHTTP, "vllm-server", reqs)
 	waitForTraces(t, j, len(reqs))
 
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
 	window := vocab.Window{Start: base.Add(-time.Minute), End: time.Now()}
@@ -129,7 +130,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {
+			step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {
 				cfg.Limit, cfg.Fetch, cfg.RankBy = 5, 20, c.rank
 			})
 			in := &vocab.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
@@ -181,9 +182,9 @@ func TestTracesBackendDownIsOneLineReason(t *testing.T) {
 	}
 	url := "http://" + l.Addr().String()
 	l.Close() // nothing listens there now
-	env, _ := testEnv(t)
+	env, _ := steptest.Env(t)
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: url, Timeout: 2 * time.Second}, Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *capture.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
 	_, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "s", Env: env,
 		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
 	if vocab.Classify(err) != vocab.ReasonUnreachable {

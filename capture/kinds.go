@@ -1,0 +1,14 @@
+package capture
+
+import (
+	"github.com/autocapture/autocapture/capture/profile"
+	"github.com/autocapture/autocapture/capture/traces"
+)
+
+// The step families that are packages of their own declare their Kind;
+// they are registered here, beside the kinds of this package, which
+// register from their own files.
+func init() {
+	Register(traces.Kind)
+	Register(profile.Kind)
+}
