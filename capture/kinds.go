@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"github.com/autocapture/autocapture/capture/httpstep"
 	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/capture/traces"
 )
@@ -9,6 +10,7 @@ import (
 // they are registered here, beside the kinds of this package, which
 // register from their own files.
 func init() {
+	Register(httpstep.Kind)
 	Register(traces.Kind)
 	Register(profile.Kind)
 }

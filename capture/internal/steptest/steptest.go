@@ -47,3 +47,15 @@ func Build[C any](t *testing.T, k vocab.Kind, fill func(*C)) vocab.Step {
 	}
 	return s
 }
+
+// ReadArtifact reads a stored object back whole.
+func ReadArtifact(t *testing.T, st *storage.Local, key string) string {
+	t.Helper()
+	rc, err := st.Open(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
+}

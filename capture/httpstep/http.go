@@ -1,4 +1,4 @@
-package capture
+package httpstep
 
 import (
 	"bytes"
@@ -49,14 +49,13 @@ type HTTP struct {
 
 var _ vocab.Step = (*HTTP)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "http",
-		Tier:   vocab.TierMetrics,
-		Doc:    "GET a diagnostic endpoint of the alert's instance (allow-listed) and keep the body as an artifact.",
-		Config: func() any { return &HTTPConfig{} },
-		Build:  buildHTTP,
-	})
+// Kind is the http step kind; capture's registry takes it.
+var Kind = vocab.Kind{
+	Name:   "http",
+	Tier:   vocab.TierMetrics,
+	Doc:    "GET a diagnostic endpoint of the alert's instance (allow-listed) and keep the body as an artifact.",
+	Config: func() any { return &HTTPConfig{} },
+	Build:  buildHTTP,
 }
 
 func buildHTTP(c any) (vocab.Step, error) {

@@ -1,4 +1,4 @@
-package capture_test
+package httpstep_test
 
 import (
 	"context"
