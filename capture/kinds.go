@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"github.com/autocapture/autocapture/capture/chart"
 	"github.com/autocapture/autocapture/capture/httpstep"
 	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/capture/traces"
@@ -10,6 +11,7 @@ import (
 // they are registered here, beside the kinds of this package, which
 // register from their own files.
 func init() {
+	Register(chart.Kind)
 	Register(httpstep.Kind)
 	Register(traces.Kind)
 	Register(profile.Kind)

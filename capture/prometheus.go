@@ -256,7 +256,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	if q.Range {
 		step := q.Step
 		if step == 0 {
-			step = rangeStep(start, end)
+			step = stepkit.RangeStep(start, end)
 		}
 		o.Type, o.Start, o.End, o.Step = "range", start, end, step.String()
 		o.Result, warnings, _, err = papi.QueryRange(ctx, q.Query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(timeout))
@@ -267,7 +267,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Duration = time.Since(t0).Seconds()
 	o.Warnings = warnings
 	if err != nil {
-		o.err, o.Reason, o.Error = err, promErrReason(err), clip.Line(promErrText(err), stepkit.MaxErrorText)
+		o.err, o.Reason, o.Error = err, stepkit.PromErrReason(err), clip.Line(promErrText(err), stepkit.MaxErrorText)
 		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
 			cause := context.Cause(ctx)
 			wrapped := err

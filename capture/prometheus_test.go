@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -244,8 +245,8 @@ func TestNewPrometheusValidates(t *testing.T) {
 func TestRangeStepKeepsPointsBounded(t *testing.T) {
 	t0 := time.Unix(promTS, 0)
 	for _, span := range []time.Duration{time.Minute, 15 * time.Minute, time.Hour, 6*time.Hour + 7*time.Second, 24 * time.Hour} {
-		step := rangeStep(t0, t0.Add(span))
-		if step < time.Second || step%time.Second != 0 || int(span/step) > maxRangePoints {
+		step := stepkit.RangeStep(t0, t0.Add(span))
+		if step < time.Second || step%time.Second != 0 || int(span/step) > stepkit.MaxRangePoints {
 			t.Errorf("span %v: step %v gives %d points", span, step, int(span/step))
 		}
 	}

@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -17,25 +16,6 @@ import (
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
 )
-
-// maxRangePoints bounds the points a range query asks for: enough for a chart,
-// cheap for Prometheus.
-const maxRangePoints = 250
-
-// rangeStep picks the resolution of a range query over [start, end]: whole
-// seconds, at least 1 s, at most maxRangePoints points.
-func rangeStep(start, end time.Time) time.Duration {
-	span := end.Sub(start)
-	step := (span + maxRangePoints - 1) / maxRangePoints
-	step = step.Round(time.Second)
-	if step*maxRangePoints < span {
-		step += time.Second
-	}
-	if step < time.Second {
-		step = time.Second
-	}
-	return step
-}
 
 // vectorElem is one labelled number in a finding.
 type vectorElem struct {
@@ -113,37 +93,6 @@ func labelMap(m model.Metric) map[string]string {
 		out[string(k)] = string(v)
 	}
 	return out
-}
-
-// promErrReason gives a Prometheus API error its reason. Prometheus answers a
-// query that ran out of time with 503 and errorType "timeout" in the body, and a
-// bad query with 400 bad_data: that one is the playbook's fault.
-func promErrReason(err error) vocab.Reason {
-	var ae *v1.Error
-	if !errors.As(err, &ae) {
-		return vocab.Classify(err)
-	}
-	switch ae.Type {
-	case v1.ErrBadData:
-		return vocab.ReasonBadConfig
-	case v1.ErrTimeout:
-		return vocab.ReasonTimeout
-	case v1.ErrCanceled:
-		return vocab.ReasonCancelled
-	case v1.ErrClient:
-		return vocab.ReasonUpstream4xx
-	case v1.ErrServer:
-		if strings.Contains(ae.Detail, `"timeout"`) {
-			return vocab.ReasonTimeout
-		}
-		if strings.Contains(ae.Msg, "503") || strings.Contains(ae.Msg, "502") || strings.Contains(ae.Msg, "504") {
-			return vocab.ReasonUnavailable
-		}
-		return vocab.ReasonUpstream5xx
-	case v1.ErrExec:
-		return vocab.ReasonUpstream4xx
-	}
-	return vocab.ReasonUpstream5xx
 }
 
 // inputPromAPI is the configured Prometheus and its API, for a step of kind

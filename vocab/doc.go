@@ -27,11 +27,12 @@
 //   - the artifact store's contract (Store, ObjectMeta, Object, ListEntry),
 //     which package storage implements and names under its own names.
 //
-// What does not: how a step kind works. Package capture holds the one
-// registry of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind)
-// and the kinds, some in their own family's package (capture/profile,
-// capture/traces, capture/httpstep) that declares its Kind for the registry,
-// some still in capture itself. Outside capture/, a package imports capture only for
+// What does not: how a step kind works. Package capture holds the one registry
+// of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind) and the
+// kinds, some in their own family's package (capture/profile, capture/traces,
+// capture/httpstep, capture/chart) that declares its Kind for the registry,
+// some still in capture itself. Outside capture/, a package imports capture
+// only for
 //
 //   - the registry: Kind, Register, Lookup, Kinds;
 //   - a kind's own API: its config type (…Config) or constructor (New…) when

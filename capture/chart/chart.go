@@ -1,4 +1,4 @@
-package capture
+package chart
 
 import (
 	"bytes"
@@ -49,14 +49,13 @@ type Chart struct {
 
 var _ vocab.Step = (*Chart)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "chart",
-		Tier:   vocab.TierMetrics,
-		Doc:    "A PNG line chart of a PromQL range query over the alert's window, with the alert's start and threshold marked.",
-		Config: func() any { return &ChartConfig{} },
-		Build:  buildChart,
-	})
+// Kind is the chart step kind; capture's registry takes it.
+var Kind = vocab.Kind{
+	Name:   "chart",
+	Tier:   vocab.TierMetrics,
+	Doc:    "A PNG line chart of a PromQL range query over the alert's window, with the alert's start and threshold marked.",
+	Config: func() any { return &ChartConfig{} },
+	Build:  buildChart,
 }
 
 func buildChart(c any) (vocab.Step, error) {
@@ -130,14 +129,14 @@ func (c *Chart) query(ctx context.Context, in *vocab.Input) (model.Matrix, error
 	}
 	step := c.cfg.Step
 	if step == 0 {
-		step = rangeStep(in.Window.Start, in.Window.End)
+		step = stepkit.RangeStep(in.Window.Start, in.Window.End)
 	}
 	r := promv1.Range{Start: in.Window.Start, End: in.Window.End, Step: step}
 	v, _, _, err := papi.QueryRange(ctx, c.cfg.Query, r)
 	if err != nil {
 		// One line for the thread: the chart by its title; the query only when
 		// it is the query that is wrong.
-		reason := promErrReason(err)
+		reason := stepkit.PromErrReason(err)
 		if reason == vocab.ReasonBadConfig {
 			return nil, &vocab.Error{Reason: reason, Err: fmt.Errorf("chart %q: query %q: %w", c.cfg.Title, c.cfg.Query, err)}
 		}

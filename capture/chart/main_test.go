@@ -1,16 +1,17 @@
-package capture_test
+package chart_test
 
 import (
 	"testing"
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The helpers the step tests of this package share (the families in their own
-// packages have theirs in capture/internal/steptest).
+// TestMain runs the package's tests through testenv, as capture's.
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // testEnv is an Env with a local store and the default (loopback-only) allow-list.
 func testEnv(t *testing.T) (*vocab.Env, *storage.Local) { return steptest.Env(t) }
