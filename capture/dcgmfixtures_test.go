@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/fixtures"
 )
 
@@ -40,11 +41,11 @@ var dcgmScrapes = []dcgmScrape{
 
 func readDCGMScrape(t *testing.T, file string) map[string]*dto.MetricFamily {
 	t.Helper()
-	e, err := parseExposition(fixtures.Read(t, path.Join("dcgm-metrics", file)), nil)
+	e, err := vllmexpo.ParseExposition(fixtures.Read(t, path.Join("dcgm-metrics", file)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.fams
+	return e.Fams
 }
 
 // TestDCGMTableKnowsRealExporterNames: every DCGM_FI_ family of a real

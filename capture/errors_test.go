@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestClassifySeparatesPolicyFromNetwork: `refused` is only ever a policy
@@ -36,51 +38,29 @@ func TestClassifySeparatesPolicyFromNetwork(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
-		want Reason
+		want vocab.Reason
 	}{
-		{"down server (real dial)", dialErr, ReasonUnreachable},
-		{"artifact store: access denied", fmt.Errorf("store runs/r/x: s3 bucket b at e: put: %w", storage.ErrS3AccessDenied), ReasonBadConfig},
-		{"artifact store: no bucket", fmt.Errorf("put: %w", storage.ErrS3NoBucket), ReasonBadConfig},
-		{"artifact store: unreachable", fmt.Errorf("put: %w", storage.ErrS3Unreachable), ReasonUnreachable},
-		{"down server (real GET)", getErr, ReasonUnreachable},
-		{"no route to host", opErr(syscall.EHOSTUNREACH), ReasonUnreachable},
-		{"network unreachable", opErr(syscall.ENETUNREACH), ReasonUnreachable},
-		{"host down", opErr(syscall.EHOSTDOWN), ReasonUnreachable},
-		{"NXDOMAIN", &net.DNSError{Err: "no such host", Name: "vllm-0.test", IsNotFound: true}, ReasonUnreachable},
-		{"wrapped DNS failure", fmt.Errorf("scrape: %w", &net.DNSError{Err: "server misbehaving", Name: "x.test"}), ReasonUnreachable},
-		{"connection reset", opErr(syscall.ECONNRESET), ReasonUnavailable},
-		{"503", HTTPStatusError("GET /metrics", 503, ""), ReasonUnavailable},
-		{"allow-list refusal", Errorf(ReasonRefused, "target 10.0.0.1:80: not on the allow-list"), ReasonRefused},
-		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), ReasonTimeout},
-		{"plain", errors.New("boom"), ReasonInternal},
+		{"down server (real dial)", dialErr, vocab.ReasonUnreachable},
+		{"artifact store: access denied", fmt.Errorf("store runs/r/x: s3 bucket b at e: put: %w", storage.ErrS3AccessDenied), vocab.ReasonBadConfig},
+		{"artifact store: no bucket", fmt.Errorf("put: %w", storage.ErrS3NoBucket), vocab.ReasonBadConfig},
+		{"artifact store: unreachable", fmt.Errorf("put: %w", storage.ErrS3Unreachable), vocab.ReasonUnreachable},
+		{"down server (real GET)", getErr, vocab.ReasonUnreachable},
+		{"no route to host", opErr(syscall.EHOSTUNREACH), vocab.ReasonUnreachable},
+		{"network unreachable", opErr(syscall.ENETUNREACH), vocab.ReasonUnreachable},
+		{"host down", opErr(syscall.EHOSTDOWN), vocab.ReasonUnreachable},
+		{"NXDOMAIN", &net.DNSError{Err: "no such host", Name: "vllm-0.test", IsNotFound: true}, vocab.ReasonUnreachable},
+		{"wrapped DNS failure", fmt.Errorf("scrape: %w", &net.DNSError{Err: "server misbehaving", Name: "x.test"}), vocab.ReasonUnreachable},
+		{"connection reset", opErr(syscall.ECONNRESET), vocab.ReasonUnavailable},
+		{"503", stepkit.HTTPStatusError("GET /metrics", 503, ""), vocab.ReasonUnavailable},
+		{"allow-list refusal", vocab.Errorf(vocab.ReasonRefused, "target 10.0.0.1:80: not on the allow-list"), vocab.ReasonRefused},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), vocab.ReasonTimeout},
+		{"plain", errors.New("boom"), vocab.ReasonInternal},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Classify(c.err); got != c.want {
+			if got := vocab.Classify(c.err); got != c.want {
 				t.Fatalf("Classify(%v) = %q, want %q", c.err, got, c.want)
 			}
 		})
-	}
-}
-
-// TestRetryableByReason: a policy refusal will refuse again, so it is not
-// retried; a network failure may heal.
-func TestRetryableByReason(t *testing.T) {
-	want := map[Reason]bool{ReasonRefused: false, ReasonUnreachable: true, ReasonUnavailable: true,
-		ReasonTimeout: true, ReasonUpstream5xx: true, ReasonBadConfig: false, ReasonUpstream4xx: false,
-		ReasonCancelled: false, ReasonTooLarge: false, ReasonInternal: false}
-	for _, r := range Reasons {
-		w, ok := want[r]
-		if !ok {
-			t.Errorf("reason %q has no expectation here", r)
-			continue
-		}
-		if r.Retryable() != w {
-			t.Errorf("%s.Retryable() = %v, want %v", r, r.Retryable(), w)
-		}
-		delete(want, r)
-	}
-	for r := range want {
-		t.Errorf("reason %q missing from capture.Reasons (validation and the schema read that list)", r)
 	}
 }

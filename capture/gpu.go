@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -45,15 +47,15 @@ type GPUStep struct {
 	cfg GPUConfig
 }
 
-var _ Step = (*GPUStep)(nil)
+var _ vocab.Step = (*GPUStep)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "gpu",
-		Tier:   TierMetrics,
+		Tier:   vocab.TierMetrics,
 		Doc:    "Reads the NVIDIA DCGM exporter's series for the instance's GPUs from Prometheus (clock event reasons, SM clock vs max, temperature, power, util, XID, ECC, row remap, NVLink; both DCGM generations) in a constant number of parallel queries; a GPUView for the gpu-degraded verdict, a JSON artifact.",
 		Config: func() any { return &GPUConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewGPU(*cfg.(*GPUConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewGPU(*cfg.(*GPUConfig)) },
 	})
 }
 
@@ -61,13 +63,13 @@ func init() {
 func NewGPU(cfg GPUConfig) (*GPUStep, error) {
 	sel := strings.TrimSpace(cfg.Selector)
 	if sel == "" {
-		return nil, Errorf(ReasonBadConfig, "gpu: selector is required (label matchers for the instance's DCGM series)")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "gpu: selector is required (label matchers for the instance's DCGM series)")
 	}
 	if _, err := parser.NewParser(parser.Options{}).ParseMetricSelector("{" + sel + "}"); err != nil {
-		return nil, Errorf(ReasonBadConfig, "gpu: selector %q: %w", sel, err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "gpu: selector %q: %w", sel, err)
 	}
 	if cfg.MaxClockLookback < 0 || cfg.Timeout < 0 {
-		return nil, Errorf(ReasonBadConfig, "gpu: negative max_clock_lookback or timeout")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "gpu: negative max_clock_lookback or timeout")
 	}
 	if cfg.MaxClockLookback == 0 {
 		cfg.MaxClockLookback = 24 * time.Hour
@@ -139,7 +141,7 @@ func promSpan(d time.Duration) string {
 
 // Run runs the queries in parallel and builds the GPUView. It fails only
 // when every query failed.
-func (g *GPUStep) Run(ctx context.Context, in *Input) (*Result, error) {
+func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	pt, err := promTargetOf(in, "gpu")
 	if err != nil {
 		return nil, err
@@ -161,14 +163,14 @@ func (g *GPUStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	}
 	view.GPUs = acc.states()
 	view.Measured = len(view.GPUs) > 0
-	res := &Result{Findings: map[string]any{FindingGPU: view, "source": SourcePromQL, "queries": len(outs)}}
+	res := &vocab.Result{Findings: map[string]any{FindingGPU: view, "source": vocab.SourcePromQL, "queries": len(outs)}}
 	if view.Failed != nil {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": redactURL(pt.ep.URL), "selector": g.cfg.Selector,
+	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": stepkit.RedactURL(pt.ep.URL), "selector": g.cfg.Selector,
 		"wall_s": wall.Seconds(), "queries": outs, "view": view})
 	res.Summary = gpuSummary(view) + fmt.Sprintf(" (%d PromQL queries in %.2fs)", len(outs), wall.Seconds())
-	return res, allFailedErr("gpu: prometheus "+redactURL(pt.ep.URL), outs, view.Failed, firstErr)
+	return res, allFailedErr("gpu: prometheus "+stepkit.RedactURL(pt.ep.URL), outs, view.Failed, firstErr)
 }
 
 // gpuSummary is the step's line: "2 GPUs on node-a: GPU 1 sw_thermal, SM

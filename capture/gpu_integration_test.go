@@ -20,6 +20,7 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fakeGPU is one GPU as a DCGM exporter shows it; its numbers may move with
@@ -171,7 +172,7 @@ func gpuFleet(tb testing.TB) (prom *testenv.Prometheus, exporters []string) {
 // gpuStepFor plans the shipped vllm-high-itl playbook for an alert on a vLLM
 // instance of host and returns its gpu step, its selector rendered from the
 // preset's default mapping.
-func gpuStepFor(tb testing.TB, host string) capture.Step {
+func gpuStepFor(tb testing.TB, host string) vocab.Step {
 	tb.Helper()
 	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
@@ -180,7 +181,7 @@ func gpuStepFor(tb testing.TB, host string) capture.Step {
 	now := time.Now()
 	alert := template.Alert{Status: "firing", StartsAt: now,
 		Labels: template.KV{"alertname": "VLLMHighITL", "instance": host + ":8000", "model_name": "m", "severity": "page"}}
-	plans, err := set.Plan(alert, capture.Window{Start: now.Add(-10 * time.Minute), End: now})
+	plans, err := set.Plan(alert, vocab.Window{Start: now.Add(-10 * time.Minute), End: now})
 	if err != nil || len(plans) != 1 {
 		tb.Fatalf("plans %v, %v", plans, err)
 	}
@@ -196,14 +197,14 @@ func gpuStepFor(tb testing.TB, host string) capture.Step {
 	return nil
 }
 
-func gpuEnv(tb testing.TB, promURL string) (*capture.Env, *countingTransport) {
+func gpuEnv(tb testing.TB, promURL string) (*vocab.Env, *countingTransport) {
 	tb.Helper()
 	store, err := storage.NewLocal(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ct := &countingTransport{}
-	return &capture.Env{Store: store, Prometheus: &capture.Endpoint{URL: promURL, Timeout: 10 * time.Second,
+	return &vocab.Env{Store: store, Prometheus: &vocab.Endpoint{URL: promURL, Timeout: 10 * time.Second,
 		Client: &http.Client{Transport: ct, Timeout: 10 * time.Second}}}, ct
 }
 
@@ -216,8 +217,8 @@ func gpuEnv(tb testing.TB, promURL string) (*capture.Env, *countingTransport) {
 func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 	t.Parallel() // waits on real time and a Prometheus of its own
 	prom, _ := gpuFleet(t)
-	slow := capture.Signals{capture.SigQueueDepth: 0, capture.SigRunning: 24, capture.SigKVUsage: 0.2,
-		capture.SigPromptTokens: 300, capture.SigITLP99: 0.45, capture.SigTTFTP99: 0.4}
+	slow := vocab.Signals{vocab.SigQueueDepth: 0, vocab.SigRunning: 24, vocab.SigKVUsage: 0.2,
+		vocab.SigPromptTokens: 300, vocab.SigITLP99: 0.45, vocab.SigTTFTP99: 0.4}
 	for _, c := range []struct {
 		host      string
 		gpus      int
@@ -231,15 +232,15 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 		together  [][]string // more evidence: each group in one line
 		ecc       bool       // the exporter reports an uncorrectable-error counter (else only a sentinel)
 	}{
-		{"127.0.0.1", 2, "node-a", `instance=~"127\\.0\\.0\\.1:[0-9]+"`, capture.VerdictGPUDegraded,
+		{"127.0.0.1", 2, "node-a", `instance=~"127\\.0\\.0\\.1:[0-9]+"`, vocab.VerdictGPUDegraded,
 			"GPU 1 on node-a (NVIDIA H100 80GB HBM3): power_cap: software power cap: the GPU draws its power limit and lowers its clocks to stay under it; sw_thermal: software thermal slowdown, the GPU is too hot; SM 1089/1980 MHz (55%), 88 °C, 610 W",
 			[]string{"XID", "GPU 0 on", "node-b"}, true, "2 GPUs on node-a: GPU 1 power_cap, sw_thermal, SM 1089/1980 MHz (55%), 88 °C", nil, false},
-		{"127.0.0.2", 4, "node-b", `instance=~"127\\.0\\.0\\.2:[0-9]+"`, capture.VerdictGPUDegraded,
+		{"127.0.0.2", 4, "node-b", `instance=~"127\\.0\\.0\\.2:[0-9]+"`, vocab.VerdictGPUDegraded,
 			"GPU 2 on node-b (NVIDIA H100 80GB HBM3): XID 79 in the window: the GPU has fallen off the bus",
 			[]string{"sw_thermal", "node-a", "GPU 0 on", "GPU 1 on", "GPU 3 on"}, true, "4 GPUs on node-b: GPU 2 XID 79", nil, false},
-		{"127.0.0.3", 0, "", `instance=~"127\\.0\\.0\\.3:[0-9]+"`, capture.VerdictUnexplained,
+		{"127.0.0.3", 0, "", `instance=~"127\\.0\\.0\\.3:[0-9]+"`, vocab.VerdictUnexplained,
 			`GPU not measured: no DCGM series matched {instance=~"127\\.0\\.0\\.3:[0-9]+"}`, []string{"node-"}, false, "GPU not measured", nil, false},
-		{"127.0.0.4", 2, "node-c", `instance=~"127\\.0\\.0\\.4:[0-9]+"`, capture.VerdictGPUDegraded,
+		{"127.0.0.4", 2, "node-c", `instance=~"127\\.0\\.0\\.4:[0-9]+"`, vocab.VerdictGPUDegraded,
 			"GPU 1 on node-c (NVIDIA H100 80GB HBM3): row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILED): the memory cannot be repaired, an RMA candidate",
 			[]string{"GPU 0 on", "node-a", "node-b", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_POWER_USAGE"}, true,
 			"2 GPUs on node-c: GPU 1 1 uncorrectable ECC, row remap failure",
@@ -251,7 +252,7 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 		t.Run(c.host, func(t *testing.T) {
 			env, ct := gpuEnv(t, prom.URL)
 			now := time.Now()
-			in := &capture.Input{RunID: "gpu-" + c.host, StepID: "gpu", Env: env, Window: capture.Window{Start: now.Add(-10 * time.Minute), End: now}}
+			in := &vocab.Input{RunID: "gpu-" + c.host, StepID: "gpu", Env: env, Window: vocab.Window{Start: now.Add(-10 * time.Minute), End: now}}
 			res, err := gpuStepFor(t, c.host).Run(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
@@ -272,8 +273,8 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 				t.Errorf("summary %q, want it to start %q", res.Summary, c.summaryOf)
 			}
 			tri, _ := capture.NewTriage(capture.TriageConfig{})
-			out, err := tri.Run(context.Background(), &capture.Input{Env: &capture.Env{}, Prior: map[string]*capture.Result{
-				"snapshot": {Signals: slow, Findings: map[string]any{"source": capture.SourcePromQL}}, "gpu": res}})
+			out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{
+				"snapshot": {Signals: slow, Findings: map[string]any{"source": vocab.SourcePromQL}}, "gpu": res}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,7 +312,7 @@ func BenchmarkGPU(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		now := time.Now()
-		in := &capture.Input{RunID: fmt.Sprintf("bench-%d", n), StepID: "gpu", Env: env, Window: capture.Window{Start: now.Add(-10 * time.Minute), End: now}}
+		in := &vocab.Input{RunID: fmt.Sprintf("bench-%d", n), StepID: "gpu", Env: env, Window: vocab.Window{Start: now.Add(-10 * time.Minute), End: now}}
 		t0 := time.Now()
 		res, err := step.Run(context.Background(), in)
 		wall += time.Since(t0)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -201,7 +202,7 @@ func TestGPUStepQueriesAreConstantAndNameBothGenerations(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "  ", `instance=`, `{instance="a"}`, `instance="a"}) or vector(1`} {
-		if _, err := NewGPU(GPUConfig{Selector: bad}); Classify(err) != ReasonBadConfig {
+		if _, err := NewGPU(GPUConfig{Selector: bad}); vocab.Classify(err) != vocab.ReasonBadConfig {
 			t.Errorf("selector %q: %v", bad, err)
 		}
 	}

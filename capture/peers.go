@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
 
@@ -33,7 +35,7 @@ type PeersConfig struct {
 
 // PeerQuery is one signal's query over the whole fleet.
 type PeerQuery struct {
-	// Signal is the canonical signal (capture/signals.go) the query reads.
+	// Signal is the canonical signal (vocab/signals.go) the query reads.
 	Signal string `yaml:"signal" json:"signal"`
 	// Query is PromQL with `$peers` for the selector, grouped by the instance label.
 	Query string `yaml:"query" json:"query"`
@@ -46,7 +48,7 @@ type PeersStep struct {
 	cfg PeersConfig
 }
 
-var _ Step = (*PeersStep)(nil)
+var _ vocab.Step = (*PeersStep)(nil)
 
 // peersPlaceholder is where a peers query takes the selector.
 const peersPlaceholder = "$peers"
@@ -56,11 +58,11 @@ var labelNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func init() {
 	Register(Kind{
 		Name: "peers",
-		Tier: TierMetrics,
+		Tier: vocab.TierMetrics,
 		Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
 			"so triage can say whether the cause is this instance, several or the whole fleet.",
 		Config: func() any { return &PeersConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
 	})
 }
 
@@ -70,23 +72,23 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 		cfg.Label = "instance"
 	}
 	if !labelNameRE.MatchString(cfg.Label) {
-		return nil, Errorf(ReasonBadConfig, "peers: label %q is not a label name", cfg.Label)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "peers: label %q is not a label name", cfg.Label)
 	}
 	if len(cfg.Queries) == 0 {
-		return nil, Errorf(ReasonBadConfig, "peers: no queries")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "peers: no queries")
 	}
 	seen := map[string]bool{}
 	for i, q := range cfg.Queries {
 		where := fmt.Sprintf("peers: queries[%d] %q", i, q.Signal)
 		switch {
-		case !KnownSignal(q.Signal):
-			return nil, Errorf(ReasonBadConfig, "%s: unknown signal (known: %s)", where, strings.Join(SignalNames, ", "))
+		case !vocab.KnownSignal(q.Signal):
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: unknown signal (known: %s)", where, strings.Join(vocab.SignalNames, ", "))
 		case seen[q.Signal]:
-			return nil, Errorf(ReasonBadConfig, "%s: duplicate signal", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: duplicate signal", where)
 		case !strings.Contains(q.Query, peersPlaceholder):
-			return nil, Errorf(ReasonBadConfig, "%s: the query has no %s: it would not read the peers", where, peersPlaceholder)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: the query has no %s: it would not read the peers", where, peersPlaceholder)
 		case q.Timeout < 0:
-			return nil, Errorf(ReasonBadConfig, "%s: negative timeout", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: negative timeout", where)
 		}
 		seen[q.Signal] = true
 	}
@@ -96,13 +98,13 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 // Run runs every signal's query in parallel, each under its own deadline. A
 // missing selector or instance is a finding; the step fails only when every
 // query failed.
-func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
+func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	view := &PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
 		Instances: []string{}, Signals: map[string]map[string]float64{}}
 	if view.Self == "" {
 		view.Self = in.Alert.Labels[p.cfg.Label]
 	}
-	res := &Result{Findings: map[string]any{"source": SourcePromQL, FindingPeers: view}}
+	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL, FindingPeers: view}}
 	if view.Selector == "" || view.Self == "" {
 		res.Summary = "peers not measured: " + p.unmeasured(view)
 		res.Findings["not_measured"] = res.Summary
@@ -115,7 +117,7 @@ func (p *PeersStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	queries := make([]PromQuery, len(p.cfg.Queries))
 	for i, q := range p.cfg.Queries {
 		queries[i] = PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
-		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == SigArrivalRate || q.Signal == SigRequestRate {
+		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == vocab.SigArrivalRate || q.Signal == vocab.SigRequestRate {
 			view.Window = max(view.Window, w.Seconds())
 		}
 	}
@@ -133,7 +135,7 @@ func (p *PeersStep) unmeasured(v *PeerView) string {
 }
 
 // report fills the view from the outcomes, stores the artifact and sums up.
-func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *PeerView, res *Result, outs []queryOutcome, wall time.Duration) (*Result, error) {
+func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *PeerView, res *vocab.Result, outs []queryOutcome, wall time.Duration) (*vocab.Result, error) {
 	seen := map[string]bool{}
 	var firstErr *queryOutcome
 	view.Failed, firstErr = queryFailures(outs)
@@ -161,10 +163,10 @@ func (p *PeersStep) report(ctx context.Context, in *Input, ep *Endpoint, view *P
 	if len(view.Failed) > 0 {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(),
+	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(),
 		"selector": view.Selector, "queries": outs})
 	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
-	return res, allFailedErr("peers "+redactURL(ep.URL), outs, view.Failed, firstErr)
+	return res, allFailedErr("peers "+stepkit.RedactURL(ep.URL), outs, view.Failed, firstErr)
 }
 
 // peersSummary is the step's line: "6 instances of {model_name="m"}; this

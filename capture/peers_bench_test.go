@@ -10,6 +10,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // BenchmarkPeers runs the shipped snapshot alone, then the snapshot and the
@@ -30,7 +31,7 @@ func BenchmarkPeers(b *testing.B) {
 			insts, promURL, peerQueries := fleetUnderPrometheus(b, fleet)
 			env := promEnv(b, promURL)
 			plan, alert := queueDeepPlan(b, insts[0], "m")
-			steps := map[string]capture.Step{}
+			steps := map[string]vocab.Step{}
 			for _, ps := range plan.Steps {
 				if ps.ID == "snapshot" || ps.ID == "peers" {
 					steps[ps.ID] = ps.Step
@@ -38,8 +39,8 @@ func BenchmarkPeers(b *testing.B) {
 			}
 			var seq atomic.Int64 // a run id per step run: artifacts are written once per key
 			run := func(id string) time.Duration {
-				in := &capture.Input{RunID: fmt.Sprintf("bench-%d", seq.Add(1)), StepID: id, Alert: alert, Env: env,
-					Window: capture.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}}
+				in := &vocab.Input{RunID: fmt.Sprintf("bench-%d", seq.Add(1)), StepID: id, Alert: alert, Env: env,
+					Window: vocab.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}}
 				t0 := time.Now()
 				res, err := steps[id].Run(context.Background(), in)
 				took := time.Since(t0)

@@ -21,6 +21,7 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // simInstance is one stand-in vLLM of a fleet: its model, scenario and seed
@@ -70,19 +71,19 @@ func queueDeepPlan(tb testing.TB, inst, model string) (*playbooks.Plan, template
 	now := time.Now()
 	alert := template.Alert{Status: "firing", StartsAt: now.Add(-time.Minute), Fingerprint: "peers-" + inst,
 		Labels: template.KV{"alertname": "VLLMQueueDeep", "instance": inst, "model_name": model, "severity": "page"}}
-	plans, err := set.Plan(alert, capture.Window{Start: now.Add(-10 * time.Minute), End: now})
+	plans, err := set.Plan(alert, vocab.Window{Start: now.Add(-10 * time.Minute), End: now})
 	if err != nil || len(plans) != 1 {
 		tb.Fatalf("plans %v, %v", plans, err)
 	}
 	return plans[0], alert
 }
 
-func promEnv(tb testing.TB, promURL string) *capture.Env {
+func promEnv(tb testing.TB, promURL string) *vocab.Env {
 	store, err := storage.NewLocal(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &capture.Env{Store: store, Targets: &http.Client{}, Prometheus: &capture.Endpoint{URL: promURL, Timeout: 10 * time.Second}}
+	return &vocab.Env{Store: store, Targets: &http.Client{}, Prometheus: &vocab.Endpoint{URL: promURL, Timeout: 10 * time.Second}}
 }
 
 // TestPeersAgainstRealPrometheus runs the shipped peers step and triage over
@@ -103,14 +104,14 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 	cases := []struct {
 		name, inst, model, scope, line, factor string
 	}{
-		{"one of four", insts[0], "m", capture.ScopeSingle, "only this instance: queue ", capture.FactorSingleInstance},
-		{"all four", insts[4], "f", capture.ScopeFleet, "fleet-wide: 4 of 4 instances have queue >= 10", capture.FactorFleetWide},
+		{"one of four", insts[0], "m", vocab.ScopeSingle, "only this instance: queue ", vocab.FactorSingleInstance},
+		{"all four", insts[4], "f", vocab.ScopeFleet, "fleet-wide: 4 of 4 instances have queue >= 10", vocab.FactorFleetWide},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			plan, alert := queueDeepPlan(t, c.inst, c.model)
 			before := peerQueries.Load()
-			prior := runTier(t, plan, capture.TierMetrics, alert, env, nil)
+			prior := runTier(t, plan, vocab.TierMetrics, alert, env, nil)
 			sent := peerQueries.Load() - before
 			pv, _ := prior["peers"].Findings[capture.FindingPeers].(*capture.PeerView)
 			if pv == nil {
@@ -119,24 +120,24 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 			if len(pv.Instances) != 4 || pv.Self != c.inst || len(pv.Failed) != 0 {
 				t.Fatalf("view: self %s, instances %v, failed %v", pv.Self, pv.Instances, pv.Failed)
 			}
-			for _, sig := range []string{capture.SigQueueDepth, capture.SigArrivalRate, capture.SigKVUsage, capture.SigRequestRate,
-				capture.SigAbortRatio, capture.SigPromptTokens, capture.SigOutputTokens, capture.SigTTFTP99} {
+			for _, sig := range []string{vocab.SigQueueDepth, vocab.SigArrivalRate, vocab.SigKVUsage, vocab.SigRequestRate,
+				vocab.SigAbortRatio, vocab.SigPromptTokens, vocab.SigOutputTokens, vocab.SigTTFTP99} {
 				if len(pv.Signals[sig]) != 4 {
 					t.Errorf("%s for %d instances, want 4: %v", sig, len(pv.Signals[sig]), pv.Signals[sig])
 				}
 			}
-			if want := int64(len(pv.Signals) + len(pv.Failed)); sent < 9 || sent > int64(len(capture.SignalNames)) || sent < want {
+			if want := int64(len(pv.Signals) + len(pv.Failed)); sent < 9 || sent > int64(len(vocab.SignalNames)) || sent < want {
 				t.Errorf("%d peers queries for %d signals", sent, want)
 			}
-			v := runTier(t, plan, capture.TierTriage, alert, env, prior)["triage"].Verdict
-			if v.ID != capture.VerdictOverload || v.Scope != c.scope || !strings.HasPrefix(capture.ScopeLine(v), c.line) {
+			v := runTier(t, plan, vocab.TierTriage, alert, env, prior)["triage"].Verdict
+			if v.ID != vocab.VerdictOverload || v.Scope != c.scope || !strings.HasPrefix(vocab.ScopeLine(v), c.line) {
 				t.Fatalf("verdict %s %v scope %q line %q, want overload %s %q\nevidence %q\nqueue %v", v.ID, v.Contributing,
-					v.Scope, capture.ScopeLine(v), c.scope, c.line, v.Evidence, pv.Signals[capture.SigQueueDepth])
+					v.Scope, vocab.ScopeLine(v), c.scope, c.line, v.Evidence, pv.Signals[vocab.SigQueueDepth])
 			}
 			if !contains(v.Contributing, c.factor) {
 				t.Errorf("contributing %v, want %s", v.Contributing, c.factor)
 			}
-			t.Logf("%s: %s; %s", c.name, prior["peers"].Summary, capture.ScopeLine(v))
+			t.Logf("%s: %s; %s", c.name, prior["peers"].Summary, vocab.ScopeLine(v))
 		})
 	}
 	t.Run("queries constant in the fleet's size", func(t *testing.T) {
@@ -145,8 +146,8 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 			plan, alert := queueDeepPlan(t, insts[0], "m")
 			step := peersStepOf(t, plan, sel)
 			before := peerQueries.Load()
-			res, err := step.Run(context.Background(), &capture.Input{RunID: "count", StepID: "peers", Alert: alert, Env: env,
-				Window: capture.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}})
+			res, err := step.Run(context.Background(), &vocab.Input{RunID: "count", StepID: "peers", Alert: alert, Env: env,
+				Window: vocab.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +161,7 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 }
 
 // peersStepOf rebuilds the plan's peers step with another selector.
-func peersStepOf(tb testing.TB, plan *playbooks.Plan, selector string) capture.Step {
+func peersStepOf(tb testing.TB, plan *playbooks.Plan, selector string) vocab.Step {
 	tb.Helper()
 	for _, ps := range plan.Steps {
 		if cfg, ok := ps.Config.(*capture.PeersConfig); ok {

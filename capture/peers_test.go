@@ -8,14 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/alertmanager/template"
 )
 
 // peersQueries are a fleet's queries in the fake's vocabulary.
 var peersQueries = []PeerQuery{
-	{Signal: SigQueueDepth, Query: "sum by (instance) (waiting{$peers})"},
-	{Signal: SigKVUsage, Query: "max by (instance) (kv{$peers})"},
-	{Signal: SigITLP99, Query: "itl{$peers}"},
+	{Signal: vocab.SigQueueDepth, Query: "sum by (instance) (waiting{$peers})"},
+	{Signal: vocab.SigKVUsage, Query: "max by (instance) (kv{$peers})"},
+	{Signal: vocab.SigITLP99, Query: "itl{$peers}"},
 }
 
 // fakeFleet answers the peers' queries: queue per instance (one NaN, one
@@ -53,7 +54,7 @@ func badData(w http.ResponseWriter) {
 	_, _ = w.Write([]byte(`{"status":"error","errorType":"bad_data","error":"parse error"}`))
 }
 
-func peersInput(t *testing.T, url string, labels template.KV) *Input {
+func peersInput(t *testing.T, url string, labels template.KV) *vocab.Input {
 	in := promInput(t, url)
 	in.StepID = "peers"
 	in.Alert = template.Alert{Labels: labels}
@@ -78,10 +79,10 @@ func TestPeersStepBuildsTheView(t *testing.T) {
 	if v.Self != "a" || v.Label != "instance" || strings.Join(v.Instances, ",") != "a,b,c,e" {
 		t.Errorf("self %q label %q instances %q", v.Self, v.Label, v.Instances)
 	}
-	if q := v.Signals[SigQueueDepth]; len(q) != 3 || q["a"] != 48 || q["c"] != 1 {
+	if q := v.Signals[vocab.SigQueueDepth]; len(q) != 3 || q["a"] != 48 || q["c"] != 1 {
 		t.Errorf("queue per instance %v, want a 48, b 0, c 1 (NaN and unlabelled dropped)", q)
 	}
-	if f := v.Failed[SigITLP99]; !strings.HasPrefix(f, string(ReasonBadConfig)) {
+	if f := v.Failed[vocab.SigITLP99]; !strings.HasPrefix(f, string(vocab.ReasonBadConfig)) {
 		t.Errorf("failed %v, want itl_p99 bad-config", v.Failed)
 	}
 	if len(res.Signals) != 0 {
@@ -131,7 +132,7 @@ func TestPeersStepFailsOnlyWhenEveryQueryFailed(t *testing.T) {
 	srv := fakeFleet(t, &n)
 	step, _ := NewPeers(PeersConfig{Selector: `model_name="other"`, Queries: peersQueries})
 	res, err := step.Run(context.Background(), peersInput(t, srv.URL, template.KV{"instance": "a"}))
-	if err == nil || Classify(err) != ReasonBadConfig || !strings.Contains(err.Error(), "all 3 queries failed") {
+	if err == nil || vocab.Classify(err) != vocab.ReasonBadConfig || !strings.Contains(err.Error(), "all 3 queries failed") {
 		t.Fatalf("err %v, want bad-config: all 3 queries failed", err)
 	}
 	if v, _ := res.Findings[FindingPeers].(*PeerView); v == nil || len(v.Failed) != 3 {
@@ -143,12 +144,12 @@ func TestNewPeersRejects(t *testing.T) {
 	cases := map[string]PeersConfig{
 		"no queries":       {Selector: "x"},
 		"unknown signal":   {Queries: []PeerQuery{{Signal: "nope", Query: "a{$peers}"}}},
-		"duplicate signal": {Queries: []PeerQuery{{Signal: SigQueueDepth, Query: "a{$peers}"}, {Signal: SigQueueDepth, Query: "b{$peers}"}}},
-		"no placeholder":   {Queries: []PeerQuery{{Signal: SigQueueDepth, Query: "sum by (instance) (a)"}}},
-		"bad label":        {Label: "in-stance", Queries: []PeerQuery{{Signal: SigQueueDepth, Query: "a{$peers}"}}},
+		"duplicate signal": {Queries: []PeerQuery{{Signal: vocab.SigQueueDepth, Query: "a{$peers}"}, {Signal: vocab.SigQueueDepth, Query: "b{$peers}"}}},
+		"no placeholder":   {Queries: []PeerQuery{{Signal: vocab.SigQueueDepth, Query: "sum by (instance) (a)"}}},
+		"bad label":        {Label: "in-stance", Queries: []PeerQuery{{Signal: vocab.SigQueueDepth, Query: "a{$peers}"}}},
 	}
 	for name, cfg := range cases {
-		if _, err := NewPeers(cfg); err == nil || Classify(err) != ReasonBadConfig {
+		if _, err := NewPeers(cfg); err == nil || vocab.Classify(err) != vocab.ReasonBadConfig {
 			t.Errorf("%s: err %v, want bad-config", name, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -14,7 +13,9 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // PrometheusConfig is the prometheus step's config: PromQL queries against the
@@ -35,7 +36,7 @@ type PromQuery struct {
 	// Query is the PromQL expression.
 	Query string `yaml:"query" json:"query"`
 	// Signal, for an instant query, maps its result to a canonical signal
-	// (capture/signals.go); a vector gives its largest sample.
+	// (vocab/signals.go); a vector gives its largest sample.
 	Signal string `yaml:"signal,omitempty" json:"signal,omitempty"`
 	// Range runs the query over the alert's window instead of at its end.
 	Range bool `yaml:"range,omitempty" json:"range,omitempty"`
@@ -56,7 +57,7 @@ type PrometheusStep struct {
 	cfg PrometheusConfig
 }
 
-var _ Step = (*PrometheusStep)(nil)
+var _ vocab.Step = (*PrometheusStep)(nil)
 
 // queryNameRE is what a query name must look like to be usable in `when`.
 var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -64,7 +65,7 @@ var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // reservedFindings are finding keys the step writes itself.
 var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data": true,
 	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true,
-	FindingSignalWindows: true, FindingSignalLags: true, FindingSignalsAt: true, "baseline": true}
+	vocab.FindingSignalWindows: true, vocab.FindingSignalLags: true, vocab.FindingSignalsAt: true, "baseline": true}
 
 // maxParallelQueries bounds the queries one step has in flight.
 const maxParallelQueries = 16
@@ -72,55 +73,55 @@ const maxParallelQueries = 16
 func init() {
 	Register(Kind{
 		Name:   "prometheus",
-		Tier:   TierMetrics,
+		Tier:   vocab.TierMetrics,
 		Doc:    "Runs PromQL instant and range queries against the configured Prometheus in parallel, each under its own deadline; findings per query, signals for triage, a JSON artifact.",
 		Config: func() any { return &PrometheusConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
 	})
 }
 
 // NewPrometheus validates cfg and returns the step.
 func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
 	if len(cfg.Queries) == 0 {
-		return nil, Errorf(ReasonBadConfig, "prometheus: no queries")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: no queries")
 	}
 	seen := map[string]bool{}
 	for i, q := range cfg.Queries {
 		where := fmt.Sprintf("prometheus: queries[%d] %q", i, q.Name)
 		switch {
 		case !queryNameRE.MatchString(q.Name):
-			return nil, Errorf(ReasonBadConfig, "%s: name must be letters, digits and _", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: name must be letters, digits and _", where)
 		case reservedFindings[q.Name]:
-			return nil, Errorf(ReasonBadConfig, "%s: name is reserved", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: name is reserved", where)
 		case seen[q.Name]:
-			return nil, Errorf(ReasonBadConfig, "%s: duplicate name", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: duplicate name", where)
 		case strings.TrimSpace(q.Query) == "":
-			return nil, Errorf(ReasonBadConfig, "%s: empty query", where)
-		case q.Signal != "" && !KnownSignal(q.Signal):
-			return nil, Errorf(ReasonBadConfig, "%s: unknown signal %q (known: %s)", where, q.Signal, strings.Join(SignalNames, ", "))
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: empty query", where)
+		case q.Signal != "" && !vocab.KnownSignal(q.Signal):
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: unknown signal %q (known: %s)", where, q.Signal, strings.Join(vocab.SignalNames, ", "))
 		case q.Signal != "" && q.Range:
-			return nil, Errorf(ReasonBadConfig, "%s: signal needs an instant query, not range", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: signal needs an instant query, not range", where)
 		case q.Step < 0 || q.Timeout < 0:
-			return nil, Errorf(ReasonBadConfig, "%s: negative step or timeout", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: negative step or timeout", where)
 		case q.Step > 0 && !q.Range:
-			return nil, Errorf(ReasonBadConfig, "%s: step is for range queries", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: step is for range queries", where)
 		case q.Baseline && q.Signal == "":
-			return nil, Errorf(ReasonBadConfig, "%s: baseline needs a signal", where)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: baseline needs a signal", where)
 		}
 		if q.Baseline {
 			if _, err := baselineExpr(q.Query, time.Minute, time.Unix(0, 0)); err != nil {
-				return nil, Errorf(ReasonBadConfig, "%s: %w", where, err)
+				return nil, vocab.Errorf(vocab.ReasonBadConfig, "%s: %w", where, err)
 			}
 		}
 		seen[q.Name] = true
 	}
 	for _, q := range cfg.Queries {
-		if q.Baseline && seen[q.Name+SuffixBaseline] {
-			return nil, Errorf(ReasonBadConfig, "prometheus: query %q: its baseline is named %q, as another query is", q.Name, q.Name+SuffixBaseline)
+		if q.Baseline && seen[q.Name+vocab.SuffixBaseline] {
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: query %q: its baseline is named %q, as another query is", q.Name, q.Name+vocab.SuffixBaseline)
 		}
 	}
 	if err := cfg.Baseline.validate(); err != nil {
-		return nil, Errorf(ReasonBadConfig, "prometheus: %w", err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: %w", err)
 	}
 	cfg.Baseline = cfg.Baseline.withDefaults()
 	return &PrometheusStep{cfg: cfg}, nil
@@ -128,26 +129,26 @@ func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
 
 // queryOutcome is one query's record in the JSON artifact.
 type queryOutcome struct {
-	Name       string      `json:"name"`
-	Query      string      `json:"query"`
-	Type       string      `json:"type"` // instant | range
-	Time       time.Time   `json:"time,omitzero"`
-	Start      time.Time   `json:"start,omitzero"`
-	End        time.Time   `json:"end,omitzero"`
-	Step       string      `json:"step,omitempty"`
-	ResultType string      `json:"result_type,omitempty"`
-	Result     model.Value `json:"result,omitempty"`
-	Warnings   []string    `json:"warnings,omitempty"`
-	Error      string      `json:"error,omitempty"`
-	Reason     Reason      `json:"reason,omitempty"`
-	Duration   float64     `json:"duration_s"`
+	Name       string       `json:"name"`
+	Query      string       `json:"query"`
+	Type       string       `json:"type"` // instant | range
+	Time       time.Time    `json:"time,omitzero"`
+	Start      time.Time    `json:"start,omitzero"`
+	End        time.Time    `json:"end,omitzero"`
+	Step       string       `json:"step,omitempty"`
+	ResultType string       `json:"result_type,omitempty"`
+	Result     model.Value  `json:"result,omitempty"`
+	Warnings   []string     `json:"warnings,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	Reason     vocab.Reason `json:"reason,omitempty"`
+	Duration   float64      `json:"duration_s"`
 	err        error
 }
 
 // Run runs every query in parallel. A failed query is reported in the findings
 // and the summary while the others keep their results; the step fails only when
 // every query failed.
-func (p *PrometheusStep) Run(ctx context.Context, in *Input) (*Result, error) {
+func (p *PrometheusStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	pt, err := promTargetOf(in, "prometheus")
 	if err != nil {
 		return nil, err
@@ -180,9 +181,9 @@ func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
 		}
 		bq, err := baselineQuery(q, p.cfg.Baseline, startsAt)
 		if err != nil {
-			return nil, Errorf(ReasonBadConfig, "prometheus: query %q: %w", q.Name, err)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: query %q: %w", q.Name, err)
 		}
-		out = append(out, PromQuery{Name: q.Name + SuffixBaseline, Query: bq, Timeout: q.Timeout, baselineOf: q.Signal})
+		out = append(out, PromQuery{Name: q.Name + vocab.SuffixBaseline, Query: bq, Timeout: q.Timeout, baselineOf: q.Signal})
 	}
 	return out, nil
 }
@@ -190,18 +191,18 @@ func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
 // describeBaselines records the window and lag of each baseline signal: the
 // step's baseline window, ending its gap before startsAt (a day more for the
 // day-ago one), and the windows themselves in findings.baseline.
-func (p *PrometheusStep) describeBaselines(res *Result, startsAt, end time.Time) {
+func (p *PrometheusStep) describeBaselines(res *vocab.Result, startsAt, end time.Time) {
 	b := p.cfg.Baseline
-	windows, _ := res.Findings[FindingSignalWindows].(map[string]float64)
-	lags, _ := res.Findings[FindingSignalLags].(map[string]float64)
+	windows, _ := res.Findings[vocab.FindingSignalWindows].(map[string]float64)
+	lags, _ := res.Findings[vocab.FindingSignalLags].(map[string]float64)
 	if lags == nil {
 		lags = map[string]float64{}
 	}
 	lag := end.Sub(startsAt.Add(-b.Gap)).Seconds()
 	found := false
 	for name := range res.Signals {
-		day := strings.HasSuffix(name, SuffixBaselineDay)
-		if !day && !strings.HasSuffix(name, SuffixBaseline) {
+		day := strings.HasSuffix(name, vocab.SuffixBaselineDay)
+		if !day && !strings.HasSuffix(name, vocab.SuffixBaseline) {
 			continue
 		}
 		found = true
@@ -214,7 +215,7 @@ func (p *PrometheusStep) describeBaselines(res *Result, startsAt, end time.Time)
 	if !found {
 		return
 	}
-	res.Findings[FindingSignalLags] = lags
+	res.Findings[vocab.FindingSignalLags] = lags
 	res.Findings["baseline"] = map[string]any{"window_s": b.Window.Seconds(), "gap_s": b.Gap.Seconds(),
 		"day_ago": *b.DayAgo, "ends": startsAt.Add(-b.Gap).UTC().Format(time.RFC3339)}
 }
@@ -222,7 +223,7 @@ func (p *PrometheusStep) describeBaselines(res *Result, startsAt, end time.Time)
 // describeSignals records, for each signal, the span of data its query
 // summarises and how far before the window's end that data ends, read from
 // the query's range selectors, `offset` and `@` (promWindow).
-func describeSignals(res *Result, queries []PromQuery, end time.Time) {
+func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
 	windows, lags := map[string]float64{}, map[string]float64{}
 	for _, q := range queries {
 		if _, ok := res.Signals[q.Signal]; !ok || q.Signal == "" {
@@ -234,11 +235,11 @@ func describeSignals(res *Result, queries []PromQuery, end time.Time) {
 			lags[q.Signal] = lag.Seconds()
 		}
 	}
-	res.Findings[FindingSignalWindows] = windows
+	res.Findings[vocab.FindingSignalWindows] = windows
 	if len(lags) > 0 {
-		res.Findings[FindingSignalLags] = lags
+		res.Findings[vocab.FindingSignalLags] = lags
 	}
-	res.Findings[FindingSignalsAt] = end.UTC().Format(time.RFC3339Nano)
+	res.Findings[vocab.FindingSignalsAt] = end.UTC().Format(time.RFC3339Nano)
 }
 
 // runQuery runs one query under its own deadline.
@@ -255,7 +256,7 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	if q.Range {
 		step := q.Step
 		if step == 0 {
-			step = rangeStep(start, end)
+			step = stepkit.RangeStep(start, end)
 		}
 		o.Type, o.Start, o.End, o.Step = "range", start, end, step.String()
 		o.Result, warnings, _, err = papi.QueryRange(ctx, q.Query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(timeout))
@@ -266,15 +267,15 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 	o.Duration = time.Since(t0).Seconds()
 	o.Warnings = warnings
 	if err != nil {
-		o.err, o.Reason, o.Error = err, promErrReason(err), clip.Line(promErrText(err), maxErrorText)
+		o.err, o.Reason, o.Error = err, stepkit.PromErrReason(err), clip.Line(promErrText(err), stepkit.MaxErrorText)
 		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
 			cause := context.Cause(ctx)
 			wrapped := err
 			if !strings.Contains(err.Error(), cause.Error()) {
 				wrapped = fmt.Errorf("%w: %w", cause, err)
 			}
-			o.err = &Error{Reason: Classify(ctx.Err()), Err: wrapped}
-			o.Reason, o.Error = Classify(ctx.Err()), cause.Error()
+			o.err = &vocab.Error{Reason: vocab.Classify(ctx.Err()), Err: wrapped}
+			o.Reason, o.Error = vocab.Classify(ctx.Err()), cause.Error()
 		}
 		o.Result = nil
 		return o
@@ -286,8 +287,8 @@ func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Tim
 }
 
 // report turns the outcomes into the step's result and stores the artifact.
-func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, queries []PromQuery, outs []queryOutcome, wall time.Duration) (*Result, error) {
-	res := &Result{Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{}}
+func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []queryOutcome, wall time.Duration) (*vocab.Result, error) {
+	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{}}
 	failed, firstErr := queryFailures(outs)
 	var noData []string
 	slowest := 0.0
@@ -314,13 +315,13 @@ func (p *PrometheusStep) report(ctx context.Context, in *Input, ep *Endpoint, qu
 	if len(noData) > 0 {
 		res.Findings["no_data"] = noData
 	}
-	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": redactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
+	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
-	return res, allFailedErr("prometheus "+redactURL(ep.URL), outs, failed, firstErr)
+	return res, allFailedErr("prometheus "+stepkit.RedactURL(ep.URL), outs, failed, firstErr)
 }
 
 // promSummary is the step's one line: counts, failures with their reasons, the signals.
-func promSummary(outs []queryOutcome, failed map[string]string, noData []string, sig Signals, wall time.Duration, slowest float64) string {
+func promSummary(outs []queryOutcome, failed map[string]string, noData []string, sig vocab.Signals, wall time.Duration, slowest float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d PromQL queries in %.2fs (slowest %.2fs)", len(outs), wall.Seconds(), slowest)
 	if len(failed) > 0 {
@@ -359,25 +360,13 @@ func apiErrDetail(err error) string {
 	return ae.Detail
 }
 
-// maxErrorText bounds an error kept in a finding: it stays readable in a thread.
-const maxErrorText = 300
-
-// redactURL hides credentials in a configured URL before it reaches a message.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	return u.Redacted()
-}
-
 // putJSONArtifact stores v as an indented JSON artifact of res, or records
 // why it could not under findings.artifact_error.
-func putJSONArtifact(ctx context.Context, in *Input, res *Result, name string, v any) {
+func putJSONArtifact(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, v any) {
 	body, err := json.MarshalIndent(v, "", "  ")
 	if err == nil {
-		var a Artifact
-		if a, err = putArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
+		var a vocab.Artifact
+		if a, err = stepkit.PutArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
 			res.Artifacts = append(res.Artifacts, a)
 		}
 	}

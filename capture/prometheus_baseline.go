@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -60,20 +61,7 @@ const (
 	baselineLabel  = "baseline"
 	baselineBefore = "before"
 	baselineDay    = "day"
-	// SuffixBaseline names a signal's value over the window before startsAt.
-	SuffixBaseline = "_baseline"
-	// SuffixBaselineDay names its value over the same window a day earlier.
-	SuffixBaselineDay = "_baseline_1d"
 )
-
-// BaselineOf is the name of sig's baseline signal: SuffixBaseline or
-// SuffixBaselineDay appended.
-func BaselineOf(sig string, dayAgo bool) string {
-	if dayAgo {
-		return sig + SuffixBaselineDay
-	}
-	return sig + SuffixBaseline
-}
 
 // baselineExpr parses query and returns it as it would read over window
 // ending at the instant at: every range selector and subquery takes window as
@@ -146,12 +134,12 @@ func baselineQuery(q PromQuery, b BaselineConfig, startsAt time.Time) (string, e
 
 // baselineSignals reads a baseline query's result: per label value, its
 // largest finite sample (as queryFinding does for a signal).
-func baselineSignals(sig string, v model.Value) Signals {
+func baselineSignals(sig string, v model.Value) vocab.Signals {
 	vec, ok := v.(model.Vector)
 	if !ok {
 		return nil
 	}
-	out := Signals{}
+	out := vocab.Signals{}
 	for _, s := range vec {
 		x := float64(s.Value)
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -160,9 +148,9 @@ func baselineSignals(sig string, v model.Value) Signals {
 		var name string
 		switch string(s.Metric[baselineLabel]) {
 		case baselineBefore:
-			name = BaselineOf(sig, false)
+			name = vocab.BaselineOf(sig, false)
 		case baselineDay:
-			name = BaselineOf(sig, true)
+			name = vocab.BaselineOf(sig, true)
 		default:
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestBaselineQueryMovesEveryRangeAndSelector: the baseline query reads the
@@ -60,18 +61,18 @@ func TestBaselineConfigErrors(t *testing.T) {
 		cfg  PrometheusConfig
 		want string
 	}{
-		{"own offset", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
-		{"own @", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
-		{"scalar", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
-		{"unparsable", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
+		{"own offset", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
+		{"own @", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
+		{"scalar", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
+		{"unparsable", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
 		{"no signal", PrometheusConfig{Queries: []PromQuery{{Name: "a", Baseline: true, Query: `x`}}}, "baseline needs a signal"},
-		{"name clash", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
+		{"name clash", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
 		{"negative window", PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: `x`}}, Baseline: BaselineConfig{Window: -time.Minute}}, "negative"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := NewPrometheus(c.cfg)
-			if err == nil || !strings.Contains(err.Error(), c.want) || Classify(err) != ReasonBadConfig {
+			if err == nil || !strings.Contains(err.Error(), c.want) || vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err %v, want bad-config containing %q", err, c.want)
 			}
 		})
@@ -107,8 +108,8 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 		defer srv.Close()
 		step, err := NewPrometheus(PrometheusConfig{
 			Queries: []PromQuery{
-				{Name: "prompt_tokens", Signal: SigPromptTokens, Baseline: true, Query: `sum(rate(p_sum[2m])) / sum(rate(p_count[2m]))`},
-				{Name: "queue", Signal: SigQueueDepth, Query: `max(w)`},
+				{Name: "prompt_tokens", Signal: vocab.SigPromptTokens, Baseline: true, Query: `sum(rate(p_sum[2m])) / sum(rate(p_count[2m]))`},
+				{Name: "queue", Signal: vocab.SigQueueDepth, Query: `max(w)`},
 			},
 			Baseline: BaselineConfig{Window: 10 * time.Minute, Gap: time.Minute},
 		})
@@ -118,9 +119,9 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 		startsAt := time.Unix(1_800_000_000, 0)
 		end := startsAt.Add(2 * time.Minute)
 		st, _ := storage.NewLocal(t.TempDir())
-		in := &Input{RunID: "r", StepID: "snapshot", Alert: template.Alert{StartsAt: startsAt, Labels: template.KV{"alertname": "A"}},
-			Window: Window{Start: startsAt.Add(-10 * time.Minute), End: end},
-			Env:    &Env{Prometheus: &Endpoint{URL: srv.URL}, Store: st}}
+		in := &vocab.Input{RunID: "r", StepID: "snapshot", Alert: template.Alert{StartsAt: startsAt, Labels: template.KV{"alertname": "A"}},
+			Window: vocab.Window{Start: startsAt.Add(-10 * time.Minute), End: end},
+			Env:    &vocab.Env{Prometheus: &vocab.Endpoint{URL: srv.URL}, Store: st}}
 		res, err := step.Run(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
@@ -128,22 +129,22 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 		if len(queries) != 3 {
 			t.Fatalf("%d queries, want 3 (two and one baseline): %q", len(queries), queries)
 		}
-		if res.Signals[BaselineOf(SigPromptTokens, false)] != 312 {
+		if res.Signals[vocab.BaselineOf(vocab.SigPromptTokens, false)] != 312 {
 			t.Errorf("signals %v: want prompt_tokens_mean_baseline 312", res.Signals)
 		}
-		day, ok := res.Signals[BaselineOf(SigPromptTokens, true)]
+		day, ok := res.Signals[vocab.BaselineOf(vocab.SigPromptTokens, true)]
 		if withDay != ok || (ok && day != 290) {
 			t.Errorf("day-ago %v: signals %v", withDay, res.Signals)
 		}
-		if _, ok := res.Signals[BaselineOf(SigQueueDepth, false)]; ok {
+		if _, ok := res.Signals[vocab.BaselineOf(vocab.SigQueueDepth, false)]; ok {
 			t.Errorf("a query not marked baseline got one: %v", res.Signals)
 		}
-		windows := floatMap(res.Findings[FindingSignalWindows])
-		lags := floatMap(res.Findings[FindingSignalLags])
-		if windows[BaselineOf(SigPromptTokens, false)] != 600 || lags[BaselineOf(SigPromptTokens, false)] != 180 {
+		windows := floatMap(res.Findings[vocab.FindingSignalWindows])
+		lags := floatMap(res.Findings[vocab.FindingSignalLags])
+		if windows[vocab.BaselineOf(vocab.SigPromptTokens, false)] != 600 || lags[vocab.BaselineOf(vocab.SigPromptTokens, false)] != 180 {
 			t.Errorf("baseline window %v lag %v: want 600 s ending 180 s before the window's end", windows, lags)
 		}
-		if withDay && lags[BaselineOf(SigPromptTokens, true)] != 180+86400 {
+		if withDay && lags[vocab.BaselineOf(vocab.SigPromptTokens, true)] != 180+86400 {
 			t.Errorf("day-ago lag %v", lags)
 		}
 	}

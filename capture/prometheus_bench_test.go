@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // BenchmarkTier1 runs the tier-1 PromQL snapshot (8 queries, one step) against a
@@ -28,7 +29,7 @@ func BenchmarkTier1(b *testing.B) {
 	var wall, slowest, sum float64
 	n := 0
 	for b.Loop() {
-		in.Window = Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}
+		in.Window = vocab.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}
 		in.RunID = fmt.Sprintf("bench-tier1-%d", n) // artifacts are written once per key
 		res, err := step.Run(context.Background(), in)
 		if err != nil || res.Findings["failed"] != nil {
@@ -45,7 +46,7 @@ func BenchmarkTier1(b *testing.B) {
 
 // stepTimings reads the step's wall time and its queries' durations back from
 // its JSON artifact.
-func stepTimings(tb testing.TB, in *Input, res *Result) (wall, slowest, sum float64) {
+func stepTimings(tb testing.TB, in *vocab.Input, res *vocab.Result) (wall, slowest, sum float64) {
 	tb.Helper()
 	rc, err := in.Env.Store.Open(context.Background(), res.Artifacts[0].Key)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // simUnderPrometheus runs a stand-in vLLM in real time (three simulated minutes
@@ -72,16 +73,16 @@ func snapshotQueries(inst string) []PromQuery {
 	}
 	q := func(name, sig, expr string) PromQuery { return PromQuery{Name: name, Signal: sig, Query: expr} }
 	return []PromQuery{
-		q("queue", SigQueueDepth, "sum(vllm:num_requests_waiting"+sel+")"),
-		q("running", SigRunning, "sum(vllm:num_requests_running"+sel+")"),
-		q("kv", SigKVUsage, fmt.Sprintf("max(max_over_time(vllm:kv_cache_usage_perc%s[2m]) or max_over_time(vllm:gpu_cache_usage_perc%s[2m]))", sel, sel)),
-		q("preemptions", SigPreemptionsRate, "sum(rate(vllm:num_preemptions_total"+sel+"[5m]))"),
-		q("ttft_p99", SigTTFTP99, "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"+sel+"[5m])))"),
-		q("itl_p99", SigITLP99, fmt.Sprintf("histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket%s[5m]) or rate(vllm:time_per_output_token_seconds_bucket%s[5m])))", sel, sel)),
-		q("queue_time", SigQueueTimeMean, mean("vllm:request_queue_time_seconds")),
-		q("prefill_time", SigPrefillMean, mean("vllm:request_prefill_time_seconds")),
-		q("prompt_tokens", SigPromptTokens, mean("vllm:request_prompt_tokens")),
-		q("abort_ratio", SigAbortRatio, fmt.Sprintf(`sum(rate(vllm:request_success_total{instance=%q,finished_reason="abort"}[5m])) / sum(rate(vllm:request_success_total%s[5m]))`, inst, sel)),
+		q("queue", vocab.SigQueueDepth, "sum(vllm:num_requests_waiting"+sel+")"),
+		q("running", vocab.SigRunning, "sum(vllm:num_requests_running"+sel+")"),
+		q("kv", vocab.SigKVUsage, fmt.Sprintf("max(max_over_time(vllm:kv_cache_usage_perc%s[2m]) or max_over_time(vllm:gpu_cache_usage_perc%s[2m]))", sel, sel)),
+		q("preemptions", vocab.SigPreemptionsRate, "sum(rate(vllm:num_preemptions_total"+sel+"[5m]))"),
+		q("ttft_p99", vocab.SigTTFTP99, "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"+sel+"[5m])))"),
+		q("itl_p99", vocab.SigITLP99, fmt.Sprintf("histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket%s[5m]) or rate(vllm:time_per_output_token_seconds_bucket%s[5m])))", sel, sel)),
+		q("queue_time", vocab.SigQueueTimeMean, mean("vllm:request_queue_time_seconds")),
+		q("prefill_time", vocab.SigPrefillMean, mean("vllm:request_prefill_time_seconds")),
+		q("prompt_tokens", vocab.SigPromptTokens, mean("vllm:request_prompt_tokens")),
+		q("abort_ratio", vocab.SigAbortRatio, fmt.Sprintf(`sum(rate(vllm:request_success_total{instance=%q,finished_reason="abort"}[5m])) / sum(rate(vllm:request_success_total%s[5m]))`, inst, sel)),
 		{Name: "queue_history", Query: "sum(vllm:num_requests_waiting" + sel + ")", Range: true},
 	}
 }
@@ -97,7 +98,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := promInput(t, prom.URL)
-			in.Window = Window{Start: time.Now().Add(-time.Minute), End: time.Now()}
+			in.Window = vocab.Window{Start: time.Now().Add(-time.Minute), End: time.Now()}
 			res, err := step.Run(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +106,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 			if f := res.Findings["failed"].(map[string]string); len(f) != 1 || !strings.HasPrefix(f["cut_short"], "timeout: query cut_short: no answer within 1ns") {
 				t.Fatalf("failed = %v", f)
 			}
-			for _, s := range []string{SigQueueDepth, SigRunning, SigKVUsage, SigTTFTP99, SigITLP99, SigPrefillMean, SigPromptTokens} {
+			for _, s := range []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigKVUsage, vocab.SigTTFTP99, vocab.SigITLP99, vocab.SigPrefillMean, vocab.SigPromptTokens} {
 				if _, ok := res.Signals[s]; !ok {
 					t.Errorf("signal %s missing (both generations must be read): %v", s, res.Signals)
 				}
@@ -114,7 +115,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 				t.Fatalf("queue history %+v", h)
 			}
 			v := Diagnose(res.Signals, DefaultThresholds)
-			if v.ID != VerdictOverload {
+			if v.ID != vocab.VerdictOverload {
 				t.Fatalf("PromQL alone: verdict %s, want overload; signals %v; evidence %q", v.ID, res.Signals, v.Evidence)
 			}
 		})
@@ -136,16 +137,16 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	down.Close()
 	store, _ := storage.NewLocal(t.TempDir())
 	u, _ := url.Parse(target.URL)
-	env := &Env{Store: store, Targets: target.Client(), Now: sim.Now,
-		Prometheus: &Endpoint{URL: down.URL, Timeout: time.Second}}
+	env := &vocab.Env{Store: store, Targets: target.Client(), Now: sim.Now,
+		Prometheus: &vocab.Endpoint{URL: down.URL, Timeout: time.Second}}
 	alert := template.Alert{Labels: template.KV{"alertname": "VLLMKVCachePressure", "instance": u.Host}}
-	in := func(id string) *Input {
-		return &Input{RunID: "r", StepID: id, Alert: alert, Env: env, Window: Window{Start: sim.Now().Add(-time.Hour), End: sim.Now()}}
+	in := func(id string) *vocab.Input {
+		return &vocab.Input{RunID: "r", StepID: id, Alert: alert, Env: env, Window: vocab.Window{Start: sim.Now().Add(-time.Hour), End: sim.Now()}}
 	}
 	prom, _ := NewPrometheus(PrometheusConfig{Queries: snapshotQueries(u.Host)})
 	_, perr := prom.Run(context.Background(), in("snapshot"))
-	if Classify(perr) != ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
-		t.Fatalf("prometheus down: %v (%s)", perr, Classify(perr))
+	if vocab.Classify(perr) != vocab.ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
+		t.Fatalf("prometheus down: %v (%s)", perr, vocab.Classify(perr))
 	}
 	scrape, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
 	scrape.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
@@ -154,8 +155,8 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	tri, _ := NewTriage(TriageConfig{})
-	out, _ := tri.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": sres}}) // the failed step left no result
-	if out.Verdict.ID != VerdictKVPressure || out.Findings["sources"].([]string)[0] != "scrape" {
+	out, _ := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": sres}}) // the failed step left no result
+	if out.Verdict.ID != vocab.VerdictKVPressure || out.Findings["sources"].([]string)[0] != "scrape" {
 		t.Fatalf("verdict %+v from %v", out.Verdict, out.Findings["sources"])
 	}
 }
@@ -180,9 +181,9 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 	rag := dist(6000, 5000, 7000)
 	cases := []*incident{
 		{name: "prompts 5x longer", before: vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(300, 64, 1500)},
-			after: vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(1500, 600, 3000)}, want: VerdictPrefillBound},
+			after: vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(1500, 600, 3000)}, want: vocab.VerdictPrefillBound},
 		{name: "always-long prompts, then overload", before: vllmsim.Shape{RPS: new(0.4), PromptTokens: rag},
-			after: vllmsim.Shape{RPS: new(1.6), PromptTokens: rag}, want: VerdictOverload},
+			after: vllmsim.Shape{RPS: new(1.6), PromptTokens: rag}, want: vocab.VerdictOverload},
 	}
 	var targets []string
 	for i, c := range cases {
@@ -225,13 +226,13 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			step, err := NewPrometheus(PrometheusConfig{
 				Baseline: BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
 				Queries: []PromQuery{
-					q("queue", SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
-					q("running", SigRunning, "max(vllm:num_requests_running"+sel+")", false),
-					q("kv", SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),
-					q("admit_rate", SigAdmitRate, rate("vllm:time_to_first_token_seconds_count"), false),
-					q("ttft_p50", SigTTFTP50, "histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"+sel+"[15s])))", false),
-					q("prefill_time", SigPrefillMean, rate("vllm:request_prefill_time_seconds_sum")+" / "+rate("vllm:request_prefill_time_seconds_count"), true),
-					q("prompt_tokens_now", SigPromptTokensNow, rate("vllm:prompt_tokens_total")+" / "+rate("vllm:time_to_first_token_seconds_count"), true),
+					q("queue", vocab.SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
+					q("running", vocab.SigRunning, "max(vllm:num_requests_running"+sel+")", false),
+					q("kv", vocab.SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),
+					q("admit_rate", vocab.SigAdmitRate, rate("vllm:time_to_first_token_seconds_count"), false),
+					q("ttft_p50", vocab.SigTTFTP50, "histogram_quantile(0.5, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket"+sel+"[15s])))", false),
+					q("prefill_time", vocab.SigPrefillMean, rate("vllm:request_prefill_time_seconds_sum")+" / "+rate("vllm:request_prefill_time_seconds_count"), true),
+					q("prompt_tokens_now", vocab.SigPromptTokensNow, rate("vllm:prompt_tokens_total")+" / "+rate("vllm:time_to_first_token_seconds_count"), true),
 				},
 			})
 			if err != nil {
@@ -239,23 +240,23 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			}
 			in := promInput(t, prom.URL)
 			in.Alert = template.Alert{StartsAt: startsAt, Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": c.inst}}
-			in.Window = Window{Start: startsAt.Add(-time.Minute), End: time.Now()}
+			in.Window = vocab.Window{Start: startsAt.Add(-time.Minute), End: time.Now()}
 			res, err := step.Run(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			base, ok := res.Signals[BaselineOf(SigPromptTokensNow, false)]
-			if _, day := res.Signals[BaselineOf(SigPromptTokensNow, true)]; !ok || day {
+			base, ok := res.Signals[vocab.BaselineOf(vocab.SigPromptTokensNow, false)]
+			if _, day := res.Signals[vocab.BaselineOf(vocab.SigPromptTokensNow, true)]; !ok || day {
 				t.Fatalf("baselines %v: want the window before and no day-ago one (Prometheus has no day of data)", res.Signals)
 			}
-			if lo, hi := map[bool]float64{true: 4000, false: 150}[c.want == VerdictOverload], map[bool]float64{true: 8000, false: 600}[c.want == VerdictOverload]; base < lo || base > hi {
+			if lo, hi := map[bool]float64{true: 4000, false: 150}[c.want == vocab.VerdictOverload], map[bool]float64{true: 8000, false: 600}[c.want == vocab.VerdictOverload]; base < lo || base > hi {
 				t.Errorf("prompt baseline %.0f tokens, want the before traffic's (%.0f..%.0f)", base, lo, hi)
 			}
 			tri, _ := NewTriage(TriageConfig{})
-			out, _ := tri.Run(context.Background(), &Input{Env: &Env{}, Prior: map[string]*Result{"snapshot": res}})
+			out, _ := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{"snapshot": res}})
 			v := out.Verdict
 			t.Logf("%s: %s basis %v\n%q", c.name, v.ID, v.Basis, v.Evidence)
-			if v.ID != c.want || v.Basis[SigPromptTokensNow] != BasisBefore {
+			if v.ID != c.want || v.Basis[vocab.SigPromptTokensNow] != vocab.BasisBefore {
 				t.Fatalf("verdict %s basis %v, want %s judged against the window before\nsignals %v\nevidence %q", v.ID, v.Basis, c.want, res.Signals, v.Evidence)
 			}
 		})

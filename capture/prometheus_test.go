@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fakeProm answers /api/v1/query and /api/v1/query_range from a table keyed by
@@ -80,15 +82,15 @@ func ok(w http.ResponseWriter, data string) {
 }
 
 // promInput is an Input against url with a local store and a one-hour window.
-func promInput(t testing.TB, url string) *Input {
+func promInput(t testing.TB, url string) *vocab.Input {
 	t.Helper()
 	store, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := time.Unix(promTS, 0)
-	return &Input{RunID: "r1", StepID: "snapshot", Window: Window{Start: end.Add(-time.Hour), End: end},
-		Env: &Env{Store: store, Prometheus: &Endpoint{URL: url, Client: http.DefaultClient, Timeout: 5 * time.Second}}}
+	return &vocab.Input{RunID: "r1", StepID: "snapshot", Window: vocab.Window{Start: end.Add(-time.Hour), End: end},
+		Env: &vocab.Env{Store: store, Prometheus: &vocab.Endpoint{URL: url, Client: http.DefaultClient, Timeout: 5 * time.Second}}}
 }
 
 func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
@@ -96,11 +98,11 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	step, err := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
-		{Name: "queue", Query: "max(queue)", Signal: SigQueueDepth},
-		{Name: "kv", Query: "kv", Signal: SigKVUsage},
+		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
+		{Name: "kv", Query: "kv", Signal: vocab.SigKVUsage},
 		{Name: "s", Query: "scalar"},
-		{Name: "gone", Query: "empty", Signal: SigRunning},
-		{Name: "nan", Query: "nan", Signal: SigTTFTP99},
+		{Name: "gone", Query: "empty", Signal: vocab.SigRunning},
+		{Name: "nan", Query: "nan", Signal: vocab.SigTTFTP99},
 		{Name: "hist", Query: "rate(x[1m])", Range: true},
 	}})
 	if err != nil {
@@ -117,7 +119,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	if kv, okKV := res.Findings["kv"].([]vectorElem); !okKV || len(kv) != 2 || kv[1].Labels["engine"] != "1" {
 		t.Fatalf("labelled vector finding: %#v", res.Findings["kv"])
 	}
-	want := Signals{SigQueueDepth: 42, SigKVUsage: 0.97}
+	want := vocab.Signals{vocab.SigQueueDepth: 42, vocab.SigKVUsage: 0.97}
 	if fmt.Sprint(res.Signals) != fmt.Sprint(want) {
 		t.Fatalf("signals %v, want %v (vector → its largest sample; NaN and empty → none)", res.Signals, want)
 	}
@@ -151,7 +153,7 @@ func TestPrometheusKeepsResultsWhenSomeQueriesFail(t *testing.T) {
 	srv := httptest.NewServer(&fakeProm{})
 	defer srv.Close()
 	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
-		{Name: "queue", Query: "max(queue)", Signal: SigQueueDepth},
+		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
 		{Name: "typo", Query: "bad("},
 		{Name: "heavy", Query: "heavy"},
 		{Name: "stuck", Query: "slow", Timeout: 100 * time.Millisecond},
@@ -170,7 +172,7 @@ func TestPrometheusKeepsResultsWhenSomeQueriesFail(t *testing.T) {
 			t.Errorf("failed[%s] = %q, want prefix %q", name, failed[name], want)
 		}
 	}
-	if res.Signals[SigQueueDepth] != 42 {
+	if res.Signals[vocab.SigQueueDepth] != 42 {
 		t.Fatalf("the working query's signal is kept: %v", res.Signals)
 	}
 	if !strings.Contains(res.Summary, "3 failed (heavy timeout, stuck timeout, typo bad-config)") {
@@ -202,8 +204,8 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 	srv.Close()
 	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
 	res, err := step.Run(context.Background(), promInput(t, url))
-	if Classify(err) != ReasonUnreachable || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err = %v (%s)", err, Classify(err))
+	if vocab.Classify(err) != vocab.ReasonUnreachable || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v (%s)", err, vocab.Classify(err))
 	}
 	if res == nil || len(res.Findings["failed"].(map[string]string)) != 2 || len(res.Artifacts) != 1 {
 		t.Fatalf("the failures are evidence too: %+v", res)
@@ -224,12 +226,12 @@ func TestNewPrometheusValidates(t *testing.T) {
 		"reserved name":      {Name: "failed", Query: "up"},
 		"empty query":        {Name: "a", Query: " "},
 		"unknown signal":     {Name: "a", Query: "up", Signal: "queue"},
-		"signal on a range":  {Name: "a", Query: "up", Signal: SigKVUsage, Range: true},
+		"signal on a range":  {Name: "a", Query: "up", Signal: vocab.SigKVUsage, Range: true},
 		"step on an instant": {Name: "a", Query: "up", Step: time.Second},
 		"negative timeout":   {Name: "a", Query: "up", Timeout: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := NewPrometheus(PrometheusConfig{Queries: []PromQuery{q}}); Classify(err) != ReasonBadConfig {
+			if _, err := NewPrometheus(PrometheusConfig{Queries: []PromQuery{q}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v", err)
 			}
 		})
@@ -243,8 +245,8 @@ func TestNewPrometheusValidates(t *testing.T) {
 func TestRangeStepKeepsPointsBounded(t *testing.T) {
 	t0 := time.Unix(promTS, 0)
 	for _, span := range []time.Duration{time.Minute, 15 * time.Minute, time.Hour, 6*time.Hour + 7*time.Second, 24 * time.Hour} {
-		step := rangeStep(t0, t0.Add(span))
-		if step < time.Second || step%time.Second != 0 || int(span/step) > maxRangePoints {
+		step := stepkit.RangeStep(t0, t0.Add(span))
+		if step < time.Second || step%time.Second != 0 || int(span/step) > stepkit.MaxRangePoints {
 			t.Errorf("span %v: step %v gives %d points", span, step, int(span/step))
 		}
 	}
@@ -259,7 +261,7 @@ func TestPrometheusTimeoutSaysItsCauseOnce(t *testing.T) {
 		{Name: "stuck", Query: "slow", Timeout: 100 * time.Millisecond},
 	}})
 	_, err := step.Run(context.Background(), promInput(t, srv.URL))
-	if Classify(err) != ReasonTimeout {
+	if vocab.Classify(err) != vocab.ReasonTimeout {
 		t.Fatalf("err %v, want a timeout", err)
 	}
 	if n := strings.Count(err.Error(), "no answer within 100ms"); n != 1 || strings.Contains(err.Error(), "\n") {

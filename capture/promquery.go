@@ -2,40 +2,20 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/vocab"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"golang.org/x/sync/errgroup"
 )
-
-// maxRangePoints bounds the points a range query asks for: enough for a chart,
-// cheap for Prometheus.
-const maxRangePoints = 250
-
-// rangeStep picks the resolution of a range query over [start, end]: whole
-// seconds, at least 1 s, at most maxRangePoints points.
-func rangeStep(start, end time.Time) time.Duration {
-	span := end.Sub(start)
-	step := (span + maxRangePoints - 1) / maxRangePoints
-	step = step.Round(time.Second)
-	if step*maxRangePoints < span {
-		step += time.Second
-	}
-	if step < time.Second {
-		step = time.Second
-	}
-	return step
-}
 
 // vectorElem is one labelled number in a finding.
 type vectorElem struct {
@@ -115,73 +95,25 @@ func labelMap(m model.Metric) map[string]string {
 	return out
 }
 
-// promErrReason gives a Prometheus API error its reason. Prometheus answers a
-// query that ran out of time with 503 and errorType "timeout" in the body, and a
-// bad query with 400 bad_data: that one is the playbook's fault.
-func promErrReason(err error) Reason {
-	var ae *v1.Error
-	if !errors.As(err, &ae) {
-		return Classify(err)
-	}
-	switch ae.Type {
-	case v1.ErrBadData:
-		return ReasonBadConfig
-	case v1.ErrTimeout:
-		return ReasonTimeout
-	case v1.ErrCanceled:
-		return ReasonCancelled
-	case v1.ErrClient:
-		return ReasonUpstream4xx
-	case v1.ErrServer:
-		if strings.Contains(ae.Detail, `"timeout"`) {
-			return ReasonTimeout
-		}
-		if strings.Contains(ae.Msg, "503") || strings.Contains(ae.Msg, "502") || strings.Contains(ae.Msg, "504") {
-			return ReasonUnavailable
-		}
-		return ReasonUpstream5xx
-	case v1.ErrExec:
-		return ReasonUpstream4xx
-	}
-	return ReasonUpstream5xx
-}
-
-// httpClient is the endpoint's client, or one bounded by its Timeout.
-func (e *Endpoint) httpClient() *http.Client {
-	if e.Client != nil {
-		return e.Client
-	}
-	return &http.Client{Timeout: e.Timeout}
-}
-
-// promAPI is the Prometheus HTTP API of a configured Prometheus.
-func (e *Endpoint) promAPI() (v1.API, error) {
-	c, err := api.NewClient(api.Config{Address: e.URL, Client: e.httpClient()})
-	if err != nil {
-		return nil, Errorf(ReasonBadConfig, "prometheus %s: %w", redactURL(e.URL), err)
-	}
-	return v1.NewAPI(c), nil
-}
-
-// promAPI is the configured Prometheus and its API, for a step of kind
+// inputPromAPI is the configured Prometheus and its API, for a step of kind
 // (named in the error when none is configured).
-func (in *Input) promAPI(kind string) (*Endpoint, v1.API, error) {
-	var ep *Endpoint
+func inputPromAPI(in *vocab.Input, kind string) (*vocab.Endpoint, v1.API, error) {
+	var ep *vocab.Endpoint
 	if in.Env != nil {
 		ep = in.Env.Prometheus
 	}
 	if ep == nil || ep.URL == "" {
-		return nil, nil, NotConfigured("no Prometheus (set prometheus.url)")
+		return nil, nil, vocab.NotConfigured("no Prometheus (set prometheus.url)")
 	}
-	papi, err := ep.promAPI()
+	papi, err := stepkit.PromAPIOf(ep)
 	if err != nil {
 		return nil, nil, err
 	}
 	return ep, papi, nil
 }
 
-// queryTimeout bounds one query: the endpoint's timeout, else 10 s.
-func (e *Endpoint) queryTimeout() time.Duration {
+// queryTimeoutOf bounds one query: the endpoint's timeout, else 10 s.
+func queryTimeoutOf(e *vocab.Endpoint) time.Duration {
 	if e.Timeout > 0 {
 		return e.Timeout
 	}
@@ -223,7 +155,7 @@ func promWindow(query string, end time.Time) (window, lag time.Duration) {
 // promTarget is what a step querying Prometheus needs from its input: the
 // endpoint, its API, the window's bounds and the per-query deadline.
 type promTarget struct {
-	ep         *Endpoint
+	ep         *vocab.Endpoint
 	api        v1.API
 	start, end time.Time
 	timeout    time.Duration
@@ -232,14 +164,14 @@ type promTarget struct {
 // promTargetOf reads the configured Prometheus and the window from in: the
 // window ends at its end (else now) and starts at its start (else an hour
 // earlier); a query's deadline is the endpoint's timeout, else 10 s.
-func promTargetOf(in *Input, kind string) (*promTarget, error) {
-	ep, papi, err := in.promAPI(kind)
+func promTargetOf(in *vocab.Input, kind string) (*promTarget, error) {
+	ep, papi, err := inputPromAPI(in, kind)
 	if err != nil {
 		return nil, err
 	}
-	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: ep.queryTimeout()}
+	pt := &promTarget{ep: ep, api: papi, end: in.Window.End, start: in.Window.Start, timeout: queryTimeoutOf(ep)}
 	if pt.end.IsZero() {
-		pt.end = in.Env.now()
+		pt.end = stepkit.EnvNow(in.Env)
 	}
 	if pt.start.IsZero() || !pt.start.Before(pt.end) {
 		pt.start = pt.end.Add(-time.Hour)
@@ -287,7 +219,7 @@ func allFailedErr(what string, outs []queryOutcome, failed map[string]string, fi
 	if first == nil || len(failed) < len(outs) {
 		return nil
 	}
-	return &Error{Reason: first.Reason, Err: fmt.Errorf("%s: all %d queries failed; %s: %w", what, len(outs), first.Name, first.err)}
+	return &vocab.Error{Reason: first.Reason, Err: fmt.Errorf("%s: all %d queries failed; %s: %w", what, len(outs), first.Name, first.err)}
 }
 
 // failedNames lists failed queries for a summary: "name reason", sorted.

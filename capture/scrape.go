@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -14,7 +13,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // ScrapeConfig is the scrape step's config: the alerting instance's own /metrics,
@@ -47,9 +49,6 @@ type ScrapeConfig struct {
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
 
-// maxScrapeBytes caps one scrape; vLLM's exposition is tens of kilobytes.
-const maxScrapeBytes = 16 << 20
-
 // ScrapeStep is a built scrape step.
 type ScrapeStep struct {
 	cfg ScrapeConfig
@@ -59,15 +58,15 @@ type ScrapeStep struct {
 	poll time.Duration
 }
 
-var _ Step = (*ScrapeStep)(nil)
+var _ vocab.Step = (*ScrapeStep)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "scrape",
-		Tier:   TierMetrics,
+		Tier:   vocab.TierMetrics,
 		Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (both vLLM metric generations).",
 		Config: func() any { return &ScrapeConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewScrape(*cfg.(*ScrapeConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewScrape(*cfg.(*ScrapeConfig)) },
 	})
 }
 
@@ -93,55 +92,49 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 	}
 	switch {
 	case cfg.Scheme != "http" && cfg.Scheme != "https":
-		return nil, Errorf(ReasonBadConfig, "scrape: scheme %q: want http or https", cfg.Scheme)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: scheme %q: want http or https", cfg.Scheme)
 	case !strings.HasPrefix(cfg.Path, "/"):
-		return nil, Errorf(ReasonBadConfig, "scrape: path %q must start with /", cfg.Path)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: path %q must start with /", cfg.Path)
 	case cfg.Gap < 0 || cfg.Gap > 5*time.Minute:
-		return nil, Errorf(ReasonBadConfig, "scrape: gap %v: want 0 < gap <= 5m", cfg.Gap)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: gap %v: want 0 < gap <= 5m", cfg.Gap)
 	case cfg.MinRequests < -1:
-		return nil, Errorf(ReasonBadConfig, "scrape: min_requests %d: want a count, or -1 to always wait the whole gap", cfg.MinRequests)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: min_requests %d: want a count, or -1 to always wait the whole gap", cfg.MinRequests)
 	case cfg.Timeout < 0:
-		return nil, Errorf(ReasonBadConfig, "scrape: negative timeout %v", cfg.Timeout)
-	case cfg.Target != "" && !validHostPort(cfg.Target):
-		return nil, Errorf(ReasonBadConfig, "scrape: target %q: want host:port", cfg.Target)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: negative timeout %v", cfg.Timeout)
+	case cfg.Target != "" && !stepkit.ValidHostPort(cfg.Target):
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: target %q: want host:port", cfg.Target)
 	}
 	for _, p := range cfg.Match {
 		if _, err := path.Match(p, ""); err != nil {
-			return nil, Errorf(ReasonBadConfig, "scrape: match %q: %w", p, err)
+			return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: match %q: %w", p, err)
 		}
 	}
-	return &ScrapeStep{cfg: cfg, sleep: sleepCtx, poll: time.Second}, nil
-}
-
-// validHostPort accepts host:port with a non-empty host and a numeric port.
-func validHostPort(s string) bool {
-	h, p, err := net.SplitHostPort(s)
-	return err == nil && h != "" && p != "" && !strings.ContainsAny(s, "/?#@")
+	return &ScrapeStep{cfg: cfg, sleep: stepkit.SleepCtx, poll: time.Second}, nil
 }
 
 // Run scrapes twice and reports the signals. A failed first scrape fails the
 // step; a failed second one leaves the first scrape's gauges and lifetime
 // ratios, with the failure noted in the findings. When the step's context ends
 // during the gap, that partial result comes back with the context's error.
-func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
+func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	target := s.cfg.Target
 	if target == "" {
 		target = in.Alert.Labels["instance"]
 	}
 	if in.Env == nil || in.Env.Targets == nil {
-		return nil, Errorf(ReasonBadConfig, "scrape %s: no targets client configured", target)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape %s: no targets client configured", target)
 	}
-	if !validHostPort(target) {
-		return nil, Errorf(ReasonBadConfig, "scrape: target %q (from the alert's instance label): want host:port", target)
+	if !stepkit.ValidHostPort(target) {
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: target %q (from the alert's instance label): want host:port", target)
 	}
 	u := (&url.URL{Scheme: s.cfg.Scheme, Host: target, Path: s.cfg.Path}).String()
-	res := &Result{Findings: map[string]any{"target": target, "url": u}}
+	res := &vocab.Result{Findings: map[string]any{"target": target, "url": u}}
 	first, t1, err := s.fetch(ctx, in, u)
 	if err != nil {
-		r := Classify(err)
+		r := vocab.Classify(err)
 		res.Summary = fmt.Sprintf("scrape %s: %s", target, r)
-		if r == ReasonRefused {
-			res.Findings["refused"] = clip.Line(err.Error(), maxErrorText)
+		if r == vocab.ReasonRefused {
+			res.Findings["refused"] = clip.Line(err.Error(), stepkit.MaxErrorText)
 		}
 		return res, err
 	}
@@ -150,17 +143,17 @@ func (s *ScrapeStep) Run(ctx context.Context, in *Input) (*Result, error) {
 	prev, cur := one, (*sample)(nil)
 	var stopped error // the step's own deadline or cancellation ended the wait
 	if cur, err = s.secondScrape(ctx, in, u, one); err != nil {
-		res.Findings["second_scrape_error"] = clip.Line(err.Error(), maxErrorText)
-		logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
+		res.Findings["second_scrape_error"] = clip.Line(err.Error(), stepkit.MaxErrorText)
+		stepkit.Logger(in).Warn("The second scrape failed; reporting the first alone.", zap.String("url", u), zap.Error(err))
 		prev, cur = nil, one
 		if ctx.Err() != nil {
-			stopped = &Error{Reason: Classify(ctx.Err()), Err: fmt.Errorf("scrape %s: stopped after the first scrape: %w", u, err)}
+			stopped = &vocab.Error{Reason: vocab.Classify(ctx.Err()), Err: fmt.Errorf("scrape %s: stopped after the first scrape: %w", u, err)}
 		}
 	} else {
 		s.keep(ctx, in, res, "scrape-2.txt", cur.body)
 	}
 	if err := s.analyse(res, prev, cur); err != nil {
-		return res, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
+		return res, vocab.Errorf(vocab.ReasonBadConfig, "scrape %s: %w", u, err)
 	}
 	noteViewLag(res, in, one.at, cur.at)
 	return res, stopped
@@ -177,7 +170,7 @@ const (
 // noteViewLag records how long after the alert arrived the scrape saw the
 // instance (it can only see now; a run that waited for a worker sees later)
 // and says so in the summary: "seen 0.1–4.2 s after the alert arrived".
-func noteViewLag(res *Result, in *Input, first, last time.Time) {
+func noteViewLag(res *vocab.Result, in *vocab.Input, first, last time.Time) {
 	arrived := in.RunCreated
 	if arrived.IsZero() {
 		arrived = in.Window.End
@@ -198,18 +191,18 @@ func noteViewLag(res *Result, in *Input, first, last time.Time) {
 type sample struct {
 	body []byte
 	at   time.Time
-	exp  exposition
+	exp  vllmexpo.Exposition
 	err  error // why the text did not parse
 }
 
 func (s *ScrapeStep) sampleOf(body []byte, at time.Time) *sample {
-	exp, err := parseExposition(body, s.cfg.Labels)
+	exp, err := vllmexpo.ParseExposition(body, s.cfg.Labels)
 	return &sample{body: body, at: at, exp: exp, err: err}
 }
 
 // analyse fills the result's signals, findings and summary from the scrapes
 // (prev is nil when only one worked).
-func (s *ScrapeStep) analyse(res *Result, prev, last *sample) error {
+func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 	if last.err != nil {
 		return last.err
 	}
@@ -230,13 +223,13 @@ func (s *ScrapeStep) analyse(res *Result, prev, last *sample) error {
 		res.Findings["lifetime_signals"] = res.Signals
 		res.Signals = d.gaugesOnly()
 	}
-	res.Findings[FindingSignalWindows] = d.windows(res.Signals)
-	res.Findings[FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
-	res.Findings["source"] = SourceScrape
-	res.Findings["generation"] = generationOf(cur)
+	res.Findings[vocab.FindingSignalWindows] = d.windows(res.Signals)
+	res.Findings[vocab.FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
+	res.Findings["source"] = vocab.SourceScrape
+	res.Findings["generation"] = vllmexpo.GenerationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()
 	res.Findings["metrics"] = d.metricFindings(s.cfg.Match)
-	if len(cur.familyNames([]string{"vllm:*"})) == 0 {
+	if len(cur.FamilyNames([]string{"vllm:*"})) == 0 {
 		res.Summary = fmt.Sprintf("scrape of %s: no vLLM series found", res.Findings["target"])
 		return nil
 	}
@@ -250,8 +243,8 @@ func (s *ScrapeStep) analyse(res *Result, prev, last *sample) error {
 
 // keep stores one raw scrape; a store failure is noted, never fatal: the
 // signals are the evidence, the raw text a convenience.
-func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name string, body []byte) {
-	a, err := putArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
+func (s *ScrapeStep) keep(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, body []byte) {
+	a, err := stepkit.PutArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
 	if err != nil {
 		res.Findings["artifact_error"] = err.Error()
 		return
@@ -263,12 +256,12 @@ func (s *ScrapeStep) keep(ctx context.Context, in *Input, res *Result, name stri
 // every s.poll, by which MinRequests requests have finished since the first
 // scrape, or the one at Gap, whichever comes first. The gap ends by the clock
 // (a slow /metrics does not stretch it) or by the time slept, whichever is first.
-func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, first *sample) (*sample, error) {
+func (s *ScrapeStep) secondScrape(ctx context.Context, in *vocab.Input, u string, first *sample) (*sample, error) {
 	early := first.err == nil && s.cfg.MinRequests > 0 && s.poll > 0
 	deadline := first.at.Add(s.cfg.Gap)
 	var waited time.Duration
 	for {
-		wait := min(s.cfg.Gap-waited, deadline.Sub(in.Env.now()))
+		wait := min(s.cfg.Gap-waited, deadline.Sub(stepkit.EnvNow(in.Env)))
 		if early && wait > s.poll {
 			wait = s.poll
 		}
@@ -286,51 +279,39 @@ func (s *ScrapeStep) secondScrape(ctx context.Context, in *Input, u string, firs
 		if !early || cur.err != nil || waited >= s.cfg.Gap || !at.Before(deadline) {
 			return cur, nil
 		}
-		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vmFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vllmexpo.VMFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
 			return cur, nil
 		}
 	}
 }
 
 // fetch GETs the exposition under the per-request timeout and notes when it arrived.
-func (s *ScrapeStep) fetch(ctx context.Context, in *Input, u string) ([]byte, time.Time, error) {
+func (s *ScrapeStep) fetch(ctx context.Context, in *vocab.Input, u string) ([]byte, time.Time, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, fmt.Errorf("scrape %s: no answer within %v", u, s.cfg.Timeout))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, time.Time{}, Errorf(ReasonBadConfig, "scrape %s: %w", u, err)
+		return nil, time.Time{}, vocab.Errorf(vocab.ReasonBadConfig, "scrape %s: %w", u, err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
 	resp, err := in.Env.Targets.Do(req)
 	if err != nil {
-		reason := Classify(err)
+		reason := vocab.Classify(err)
 		if ctx.Err() != nil { // the request's deadline or the step's
-			reason = Classify(ctx.Err())
+			reason = vocab.Classify(ctx.Err())
 		}
-		return nil, time.Time{}, &Error{Reason: reason, Err: fmt.Errorf("scrape %s: %w", u, err)}
+		return nil, time.Time{}, &vocab.Error{Reason: reason, Err: fmt.Errorf("scrape %s: %w", u, err)}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxScrapeBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, stepkit.MaxScrapeBytes+1))
 	if err != nil {
-		return nil, time.Time{}, &Error{Reason: Classify(err), Err: fmt.Errorf("scrape %s: read: %w", u, err)}
+		return nil, time.Time{}, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("scrape %s: read: %w", u, err)}
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, time.Time{}, HTTPStatusError("scrape "+u, resp.StatusCode, string(body))
+		return nil, time.Time{}, stepkit.HTTPStatusError("scrape "+u, resp.StatusCode, string(body))
 	}
-	if len(body) > maxScrapeBytes {
-		return nil, time.Time{}, Errorf(ReasonUpstream5xx, "scrape %s: more than %d bytes", u, maxScrapeBytes)
+	if len(body) > stepkit.MaxScrapeBytes {
+		return nil, time.Time{}, vocab.Errorf(vocab.ReasonUpstream5xx, "scrape %s: more than %d bytes", u, stepkit.MaxScrapeBytes)
 	}
-	return body, in.Env.now(), nil
-}
-
-// sleepCtx waits d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+	return body, stepkit.EnvNow(in.Env), nil
 }

@@ -18,22 +18,24 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // scrapeInput is an Input for a scrape of srv, storing into a temporary folder.
-func scrapeInput(t *testing.T, srv *httptest.Server) (*Input, *storage.Local) {
+func scrapeInput(t *testing.T, srv *httptest.Server) (*vocab.Input, *storage.Local) {
 	t.Helper()
 	store, err := storage.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(srv.URL)
-	return &Input{
+	return &vocab.Input{
 		RunID: "run1", StepID: "scrape",
 		Alert: template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": u.Host}},
-		Env:   &Env{Targets: srv.Client(), Store: store},
+		Env:   &vocab.Env{Targets: srv.Client(), Store: store},
 	}, store
 }
 
@@ -81,13 +83,13 @@ func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
 					if err != nil {
 						t.Fatalf("scrape: %v", err)
 					}
-					wantGen := map[bool]string{false: generationCurrent, true: generationLegacy}[legacy]
+					wantGen := map[bool]string{false: vllmexpo.GenerationCurrent, true: vllmexpo.GenerationLegacy}[legacy]
 					gap, _ := res.Findings["gap_s"].(float64)
 					if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
 						t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
 					}
 					tri, _ := NewTriage(TriageConfig{})
-					out, err := tri.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": res}})
+					out, err := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": res}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -131,8 +133,8 @@ func TestScrapeStoresBothScrapesAndReportsTheGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slept != 5*time.Second || res.Signals[SigPreemptionsRate] != 4 {
-		t.Fatalf("default gap %v, preemptions %v/s; want 5s and 20 in 5 s = 4/s", slept, res.Signals[SigPreemptionsRate])
+	if slept != 5*time.Second || res.Signals[vocab.SigPreemptionsRate] != 4 {
+		t.Fatalf("default gap %v, preemptions %v/s; want 5s and 20 in 5 s = 4/s", slept, res.Signals[vocab.SigPreemptionsRate])
 	}
 	metrics := res.Findings["metrics"].(map[string]any)
 	if _, ok := metrics["process_cpu_seconds_total"]; ok || metrics["vllm:kv_cache_usage_perc"] != 0.5 {
@@ -163,15 +165,15 @@ func TestScrapeFailuresSayWhy(t *testing.T) {
 		handler http.HandlerFunc // nil: nothing listens
 		labels  template.KV
 		noEnv   bool
-		reason  Reason
+		reason  vocab.Reason
 		text    string
 	}{
-		{"nothing listens", nil, nil, false, ReasonUnreachable, "scrape http://"},
-		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }, nil, false, ReasonUpstream5xx, "HTTP 500"},
-		{"not an exposition", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>hello</html>\n")) }, nil, false, ReasonBadConfig, "parse exposition"},
-		{"alert without instance", func(http.ResponseWriter, *http.Request) {}, template.KV{"alertname": "x"}, false, ReasonBadConfig, "instance label"},
-		{"instance with a path", func(http.ResponseWriter, *http.Request) {}, template.KV{"instance": "10.0.0.1:80/x"}, false, ReasonBadConfig, "want host:port"},
-		{"no targets client", func(http.ResponseWriter, *http.Request) {}, nil, true, ReasonBadConfig, "no targets client"},
+		{"nothing listens", nil, nil, false, vocab.ReasonUnreachable, "scrape http://"},
+		{"server error", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", 500) }, nil, false, vocab.ReasonUpstream5xx, "HTTP 500"},
+		{"not an exposition", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>hello</html>\n")) }, nil, false, vocab.ReasonBadConfig, "parse exposition"},
+		{"alert without instance", func(http.ResponseWriter, *http.Request) {}, template.KV{"alertname": "x"}, false, vocab.ReasonBadConfig, "instance label"},
+		{"instance with a path", func(http.ResponseWriter, *http.Request) {}, template.KV{"instance": "10.0.0.1:80/x"}, false, vocab.ReasonBadConfig, "want host:port"},
+		{"no targets client", func(http.ResponseWriter, *http.Request) {}, nil, true, vocab.ReasonBadConfig, "no targets client"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -191,8 +193,8 @@ func TestScrapeFailuresSayWhy(t *testing.T) {
 			step, _ := NewScrape(ScrapeConfig{})
 			step.sleep = noWait
 			_, err := step.Run(context.Background(), in)
-			if Classify(err) != c.reason || !strings.Contains(err.Error(), c.text) {
-				t.Fatalf("err = %v (%s), want %s containing %q", err, Classify(err), c.reason, c.text)
+			if vocab.Classify(err) != c.reason || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("err = %v (%s), want %s containing %q", err, vocab.Classify(err), c.reason, c.text)
 			}
 		})
 	}
@@ -215,7 +217,7 @@ func TestScrapeKeepsTheFirstWhenTheSecondFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Signals[SigQueueDepth] != 42 || !strings.Contains(res.Findings["second_scrape_error"].(string), "HTTP 503") {
+	if res.Signals[vocab.SigQueueDepth] != 42 || !strings.Contains(res.Findings["second_scrape_error"].(string), "HTTP 503") {
 		t.Fatalf("signals %v findings %v", res.Signals, res.Findings)
 	}
 	if !strings.Contains(res.Summary, "one scrape") {
@@ -233,10 +235,10 @@ func TestScrapeHonoursItsDeadlineDuringTheGap(t *testing.T) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 50*time.Millisecond, errors.New("step scrape: 50ms deadline"))
 	defer cancel()
 	res, err := step.Run(ctx, in)
-	if Classify(err) != ReasonTimeout || !strings.Contains(err.Error(), "stopped after the first scrape") {
-		t.Fatalf("err = %v (%s)", err, Classify(err))
+	if vocab.Classify(err) != vocab.ReasonTimeout || !strings.Contains(err.Error(), "stopped after the first scrape") {
+		t.Fatalf("err = %v (%s)", err, vocab.Classify(err))
 	}
-	if res == nil || res.Signals[SigQueueDepth] != 3 || len(res.Artifacts) != 1 {
+	if res == nil || res.Signals[vocab.SigQueueDepth] != 3 || len(res.Artifacts) != 1 {
 		t.Fatalf("the first scrape's evidence must be kept: %+v", res)
 	}
 }
@@ -252,7 +254,7 @@ func TestNewScrapeValidates(t *testing.T) {
 		"glob":         {Match: []string{"["}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := NewScrape(cfg); Classify(err) != ReasonBadConfig {
+			if _, err := NewScrape(cfg); vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v", err)
 			}
 		})
@@ -267,34 +269,34 @@ func TestRecordedScrapes(t *testing.T) {
 		labels map[string]string
 		gen    string
 		want   string
-		check  func(t *testing.T, s Signals)
+		check  func(t *testing.T, s vocab.Signals)
 	}{
-		{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", nil, generationCurrent, VerdictHealthy, func(t *testing.T, s Signals) {
+		{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", nil, vllmexpo.GenerationCurrent, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
 			// An idle server: 10 requests in its life, nothing queued or running;
 			// its one slow first token (a warm-up) is too few to call a p99.
-			if _, ok := s[SigTTFTP99]; ok {
+			if _, ok := s[vocab.SigTTFTP99]; ok {
 				t.Error("a p99 from 10 observations")
 			}
-			near(t, s, SigPrefixHitRatio, 432.0/530)
-			near(t, s, SigQueueDepth, 0)
+			near(t, s, vocab.SigPrefixHitRatio, 432.0/530)
+			near(t, s, vocab.SigQueueDepth, 0)
 		}},
-		{"v1-2026-08-blackbox-rca-cpu.prom", nil, generationCurrent, VerdictUnexplained, func(t *testing.T, s Signals) {
+		{"v1-2026-08-blackbox-rca-cpu.prom", nil, vllmexpo.GenerationCurrent, vocab.VerdictUnexplained, func(t *testing.T, s vocab.Signals) {
 			// Qwen3-0.6B on a CPU image: ~0.1 s per token with nothing queued, an
 			// empty batch and 6-token prompts: slow for no load reason.
-			near(t, s, SigITLP99, 0.455)
-			near(t, s, SigRunning, 0)
+			near(t, s, vocab.SigITLP99, 0.455)
+			near(t, s, vocab.SigRunning, 0)
 		}},
-		{"v0.5.x-2024-08-kubeai.prom", map[string]string{"model_name": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}, generationLegacy, VerdictHealthy, func(t *testing.T, s Signals) {
-			near(t, s, SigKVUsage, 0.0026235242675994863) // gpu_cache_usage_perc
-			near(t, s, SigQueueDepth, 2)                  // the injected other/OTHER series filtered out
-			near(t, s, SigITLP50, 0.0376)                 // time_per_output_token_seconds
+		{"v0.5.x-2024-08-kubeai.prom", map[string]string{"model_name": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}, vllmexpo.GenerationLegacy, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
+			near(t, s, vocab.SigKVUsage, 0.0026235242675994863) // gpu_cache_usage_perc
+			near(t, s, vocab.SigQueueDepth, 2)                  // the injected other/OTHER series filtered out
+			near(t, s, vocab.SigITLP50, 0.0376)                 // time_per_output_token_seconds
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			body := readFixture(t, c.file)
 			step, _ := NewScrape(ScrapeConfig{Labels: c.labels})
-			res := &Result{Findings: map[string]any{"target": "fixture"}}
+			res := &vocab.Result{Findings: map[string]any{"target": "fixture"}}
 			t0 := time.Unix(1.8e9, 0)
 			if err := step.analyse(res, nil, step.sampleOf(body, t0)); err != nil {
 				t.Fatal(err)
@@ -304,12 +306,12 @@ func TestRecordedScrapes(t *testing.T) {
 			}
 			// One scrape: triage gets gauges only; the fixture's lifetime figures
 			// (all a recorded file holds) are kept, labelled, and read here.
-			for _, sig := range []string{SigTTFTP99, SigITLP99, SigITLP50, SigAbortRatio, SigPrefillMean} {
+			for _, sig := range []string{vocab.SigTTFTP99, vocab.SigITLP99, vocab.SigITLP50, vocab.SigAbortRatio, vocab.SigPrefillMean} {
 				if _, ok := res.Signals[sig]; ok {
 					t.Errorf("one scrape gave triage the lifetime %s", sig)
 				}
 			}
-			life, ok := res.Findings["lifetime_signals"].(Signals)
+			life, ok := res.Findings["lifetime_signals"].(vocab.Signals)
 			if !ok {
 				t.Fatalf("no lifetime signals in findings: %v", res.Findings)
 			}
@@ -318,18 +320,18 @@ func TestRecordedScrapes(t *testing.T) {
 				t.Fatalf("verdict %s, want %s: %q", v.ID, c.want, v.Evidence)
 			}
 			// The same file twice: a gap in which nothing happened.
-			twice := &Result{Findings: map[string]any{"target": "fixture"}}
+			twice := &vocab.Result{Findings: map[string]any{"target": "fixture"}}
 			if err := step.analyse(twice, step.sampleOf(body, t0), step.sampleOf(body, t0.Add(5*time.Second))); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := twice.Signals[SigITLP50]; ok || twice.Signals[SigRequestRate] != 0 {
+			if _, ok := twice.Signals[vocab.SigITLP50]; ok || twice.Signals[vocab.SigRequestRate] != 0 {
 				t.Fatalf("an idle gap gave latency or traffic: %v", twice.Signals)
 			}
 		})
 	}
 }
 
-func near(t *testing.T, s Signals, name string, want float64) {
+func near(t *testing.T, s vocab.Signals, name string, want float64) {
 	t.Helper()
 	got, ok := s[name]
 	if !ok || math.Abs(got-want) > 0.001*math.Max(1, math.Abs(want)) {
@@ -365,12 +367,12 @@ func TestScrapeGapEndsOnceEnoughRequestsFinished(t *testing.T) {
 // result, not only in the error.
 func TestScrapeRefusalIsAFinding(t *testing.T) {
 	refusing := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
-		return nil, Errorf(ReasonRefused, "target 10.1.2.3:8000: not on the allow-list")
+		return nil, vocab.Errorf(vocab.ReasonRefused, "target 10.1.2.3:8000: not on the allow-list")
 	})}
 	step, _ := NewScrape(ScrapeConfig{})
-	res, err := step.Run(context.Background(), &Input{RunID: "r", StepID: "scrape",
-		Alert: template.Alert{Labels: template.KV{"instance": "10.1.2.3:8000"}}, Env: &Env{Targets: refusing}})
-	if Classify(err) != ReasonRefused || res == nil {
+	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "scrape",
+		Alert: template.Alert{Labels: template.KV{"instance": "10.1.2.3:8000"}}, Env: &vocab.Env{Targets: refusing}})
+	if vocab.Classify(err) != vocab.ReasonRefused || res == nil {
 		t.Fatalf("res %v, err %v", res, err)
 	}
 	if got, _ := res.Findings["refused"].(string); !strings.Contains(got, "not on the allow-list") {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/vocab"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -12,22 +14,22 @@ import (
 // life of the process and no rate can be computed; gauges are always the
 // latest reading.
 type scrapeDelta struct {
-	prev *exposition
-	cur  exposition
+	prev *vllmexpo.Exposition
+	cur  vllmexpo.Exposition
 	gap  time.Duration
 }
 
 // counterDelta is cur − prev of a counter summed over its series (filtered by
 // keep); a reset (cur < prev) counts everything cur has.
-func (d scrapeDelta) counterDelta(m vllmMetric, keep func(map[string]string) bool) (float64, bool) {
-	now, ok := d.cur.value(m, aggSum, keep)
+func (d scrapeDelta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+	now, ok := d.cur.Value(m, vllmexpo.AggSum, keep)
 	if !ok {
 		return 0, false
 	}
 	if d.prev == nil {
 		return now, true
 	}
-	before, ok := d.prev.value(m, aggSum, keep)
+	before, ok := d.prev.Value(m, vllmexpo.AggSum, keep)
 	if !ok || now < before {
 		return now, true
 	}
@@ -35,7 +37,7 @@ func (d scrapeDelta) counterDelta(m vllmMetric, keep func(map[string]string) boo
 }
 
 // rate is counterDelta per second of gap; only with two scrapes.
-func (d scrapeDelta) rate(m vllmMetric, keep func(map[string]string) bool) (float64, bool) {
+func (d scrapeDelta) rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
 	if d.prev == nil || d.gap <= 0 {
 		return 0, false
 	}
@@ -47,14 +49,14 @@ func (d scrapeDelta) rate(m vllmMetric, keep func(map[string]string) bool) (floa
 }
 
 // hist returns a histogram's observations over the gap.
-func (d scrapeDelta) hist(m vllmMetric) (histogram, bool) {
-	h, ok := d.cur.histogram(m)
+func (d scrapeDelta) hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
+	h, ok := d.cur.Histogram(m)
 	if !ok {
-		return histogram{}, false
+		return vllmexpo.Histogram{}, false
 	}
 	if d.prev != nil {
-		if before, ok := d.prev.histogram(m); ok {
-			h = h.since(before)
+		if before, ok := d.prev.Histogram(m); ok {
+			h = h.Since(before)
 		}
 	}
 	return h, true
@@ -69,40 +71,40 @@ const minObservationsP99 = 20
 // the gap (p99 at least minObservationsP99): a gap in which no request finished
 // says nothing about latency, and the lifetime histogram would be a misleading
 // stand-in.
-func (d scrapeDelta) signals() Signals {
+func (d scrapeDelta) signals() vocab.Signals {
 	s := d.gaugesOnly()
-	for _, hs := range histogramSignals {
-		h, ok := d.hist(hs.metric)
-		if !ok || h.count <= 0 {
+	for _, hs := range vllmexpo.HistogramSignals {
+		h, ok := d.hist(hs.Metric)
+		if !ok || h.Count <= 0 {
 			continue
 		}
-		setIf(s, hs.mean, h.mean)
-		if h.count >= minObservationsP99 {
-			setIf(s, hs.p99, func() (float64, bool) { return h.quantile(0.99) })
+		setIf(s, hs.Mean, h.Mean)
+		if h.Count >= minObservationsP99 {
+			setIf(s, hs.P99, func() (float64, bool) { return h.Quantile(0.99) })
 		}
-		setIf(s, hs.p50, func() (float64, bool) { return h.quantile(0.5) })
+		setIf(s, hs.P50, func() (float64, bool) { return h.Quantile(0.5) })
 	}
-	setIf(s, SigPromptTokensNow, d.promptTokensPerStart)
-	if _, ok := s[SigPromptTokens]; !ok {
-		setIf(s, SigPromptTokens, d.promptTokensPerStart)
+	setIf(s, vocab.SigPromptTokensNow, d.promptTokensPerStart)
+	if _, ok := s[vocab.SigPromptTokens]; !ok {
+		setIf(s, vocab.SigPromptTokens, d.promptTokensPerStart)
 	}
-	if v, ok := d.rate(vmPreemptions, nil); ok {
-		s[SigPreemptionsRate] = v
+	if v, ok := d.rate(vllmexpo.VMPreemptions, nil); ok {
+		s[vocab.SigPreemptionsRate] = v
 	}
-	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == finishedReasonAbort }
-	all, okAll := d.counterDelta(vmFinished, nil)
-	aborted, okAbort := d.counterDelta(vmFinished, isAbort)
+	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort }
+	all, okAll := d.counterDelta(vllmexpo.VMFinished, nil)
+	aborted, okAbort := d.counterDelta(vllmexpo.VMFinished, isAbort)
 	if okAll && okAbort && all > 0 {
-		s[SigAbortRatio] = aborted / all
+		s[vocab.SigAbortRatio] = aborted / all
 	}
-	if v, ok := d.rate(vmFinished, nil); ok {
-		s[SigRequestRate] = v
+	if v, ok := d.rate(vllmexpo.VMFinished, nil); ok {
+		s[vocab.SigRequestRate] = v
 	}
 	d.queueNow(s)
-	q, okQ := d.counterDelta(vmPrefixQuery, nil)
-	h, okH := d.counterDelta(vmPrefixHits, nil)
+	q, okQ := d.counterDelta(vllmexpo.VMPrefixQuery, nil)
+	h, okH := d.counterDelta(vllmexpo.VMPrefixHits, nil)
 	if okQ && okH && q > 0 {
-		s[SigPrefixHitRatio] = h / q
+		s[vocab.SigPrefixHitRatio] = h / q
 	}
 	return s
 }
@@ -113,26 +115,26 @@ func (d scrapeDelta) signals() Signals {
 // queue drains at; TTFT is observed at the first token, so it does not lag
 // like the lifecycle histograms), and how many requests the queue-time
 // histogram covers, so triage can weigh it. Only with two scrapes.
-func (d scrapeDelta) queueNow(s Signals) {
+func (d scrapeDelta) queueNow(s vocab.Signals) {
 	if d.prev == nil || d.gap <= 0 {
 		return
 	}
-	now, okNow := d.cur.value(vmWaiting, aggSum, nil)
-	before, okBefore := d.prev.value(vmWaiting, aggSum, nil)
+	now, okNow := d.cur.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	before, okBefore := d.prev.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
 	if okNow && okBefore {
-		s[SigQueueGrowth] = (now - before) / d.gap.Seconds()
+		s[vocab.SigQueueGrowth] = (now - before) / d.gap.Seconds()
 	}
-	if h, ok := d.hist(vmTTFT); ok {
-		s[SigAdmitRate] = h.count / d.gap.Seconds()
+	if h, ok := d.hist(vllmexpo.VMTTFT); ok {
+		s[vocab.SigAdmitRate] = h.Count / d.gap.Seconds()
 	}
-	if h, ok := d.hist(vmQueueTime); ok {
-		s[SigQueueTimeN] = h.count
+	if h, ok := d.hist(vllmexpo.VMQueueTime); ok {
+		s[vocab.SigQueueTimeN] = h.Count
 	}
 }
 
 // windows says how many seconds each signal summarises: the gap for two
 // scrapes (gauges are the higher of two readings), 0 for one scrape's gauges.
-func (d scrapeDelta) windows(s Signals) map[string]float64 {
+func (d scrapeDelta) windows(s vocab.Signals) map[string]float64 {
 	out := make(map[string]float64, len(s))
 	for k := range s {
 		out[k] = d.gap.Seconds()
@@ -141,11 +143,11 @@ func (d scrapeDelta) windows(s Signals) map[string]float64 {
 }
 
 // gaugesOnly is the signals one moment can tell: queue, batch, KV.
-func (d scrapeDelta) gaugesOnly() Signals {
-	s := Signals{}
-	for _, g := range gaugeSignals {
-		if v, ok := d.gauge(g.metric, g.agg); ok {
-			s[g.signal] = v
+func (d scrapeDelta) gaugesOnly() vocab.Signals {
+	s := vocab.Signals{}
+	for _, g := range vllmexpo.GaugeSignals {
+		if v, ok := d.gauge(g.Metric, g.Agg); ok {
+			s[g.Signal] = v
 		}
 	}
 	return s
@@ -154,10 +156,10 @@ func (d scrapeDelta) gaugesOnly() Signals {
 // gauge is the higher of the two readings of a gauge: a queue that was deep or
 // a KV pool that was full at either moment was so (KV usage drops for a moment
 // each time a preemption frees blocks).
-func (d scrapeDelta) gauge(m vllmMetric, agg aggregation) (float64, bool) {
-	v, ok := d.cur.value(m, agg, nil)
+func (d scrapeDelta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool) {
+	v, ok := d.cur.Value(m, agg, nil)
 	if d.prev != nil {
-		if w, okPrev := d.prev.value(m, agg, nil); okPrev && (!ok || w > v) {
+		if w, okPrev := d.prev.Value(m, agg, nil); okPrev && (!ok || w > v) {
 			return w, true
 		}
 	}
@@ -170,19 +172,19 @@ func (d scrapeDelta) gauge(m vllmMetric, agg aggregation) (float64, bool) {
 // the finish and lags at the onset of longer prompts. It also stands in for
 // prompt_tokens_mean when no request finished in the gap.
 func (d scrapeDelta) promptTokensPerStart() (float64, bool) {
-	tokens, ok := d.counterDelta(vmPromptTokensTotal, nil)
+	tokens, ok := d.counterDelta(vllmexpo.VMPromptTokensTotal, nil)
 	if !ok {
 		return 0, false
 	}
-	ttft, ok := d.hist(vmTTFT)
-	if !ok || ttft.count <= 0 {
+	ttft, ok := d.hist(vllmexpo.VMTTFT)
+	if !ok || ttft.Count <= 0 {
 		return 0, false
 	}
-	return tokens / ttft.count, true
+	return tokens / ttft.Count, true
 }
 
 // setIf stores f's value under name when name is wanted and f has one.
-func setIf(s Signals, name string, f func() (float64, bool)) {
+func setIf(s vocab.Signals, name string, f func() (float64, bool)) {
 	if name == "" {
 		return
 	}
@@ -196,17 +198,17 @@ func setIf(s Signals, name string, f func() (float64, bool)) {
 // their total with one scrape), histograms as count, mean and p50/p99 over the gap.
 func (d scrapeDelta) metricFindings(patterns []string) map[string]any {
 	out := map[string]any{}
-	for _, name := range d.cur.familyNames(patterns) {
-		m := vllmMetric{name}
-		switch d.cur.typeOf(name) {
+	for _, name := range d.cur.FamilyNames(patterns) {
+		m := vllmexpo.Metric{name}
+		switch d.cur.TypeOf(name) {
 		case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
-			if v, ok := d.cur.value(m, aggSum, nil); ok {
+			if v, ok := d.cur.Value(m, vllmexpo.AggSum, nil); ok {
 				out[name] = finite(v)
 			}
 		case dto.MetricType_COUNTER:
 			if v, ok := d.rate(m, nil); ok {
 				out[name] = map[string]any{"rate": finite(v)}
-			} else if v, ok := d.cur.value(m, aggSum, nil); ok {
+			} else if v, ok := d.cur.Value(m, vllmexpo.AggSum, nil); ok {
 				out[name] = map[string]any{"total": finite(v)}
 			}
 		case dto.MetricType_HISTOGRAM:
@@ -219,15 +221,15 @@ func (d scrapeDelta) metricFindings(patterns []string) map[string]any {
 }
 
 // histogramFinding is a histogram's count, mean and quantiles as JSON values.
-func histogramFinding(h histogram) map[string]any {
-	f := map[string]any{"count": h.count}
-	if v, ok := h.mean(); ok {
+func histogramFinding(h vllmexpo.Histogram) map[string]any {
+	f := map[string]any{"count": h.Count}
+	if v, ok := h.Mean(); ok {
 		f["mean"] = finite(v)
 	}
-	if v, ok := h.quantile(0.5); ok {
+	if v, ok := h.Quantile(0.5); ok {
 		f["p50"] = finite(v)
 	}
-	if v, ok := h.quantile(0.99); ok {
+	if v, ok := h.Quantile(0.99); ok {
 		f["p99"] = finite(v)
 	}
 	return f

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // readFixture is a real vLLM /metrics scrape recorded by another project
@@ -19,9 +21,9 @@ func readFixture(t *testing.T, name string) []byte {
 	return fixtures.Read(t, filepath.Join("vllm-metrics", name))
 }
 
-func mustParse(t *testing.T, body string, where map[string]string) exposition {
+func mustParse(t *testing.T, body string, where map[string]string) vllmexpo.Exposition {
 	t.Helper()
-	e, err := parseExposition([]byte(body), where)
+	e, err := vllmexpo.ParseExposition([]byte(body), where)
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -51,7 +53,7 @@ func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 	// 100 observations: 50 below 0.1, 40 in (0.1,1], 9 in (1,10], 1 above 10.
-	h := histogram{upper: []float64{0.1, 1, 10, math.Inf(1)}, cum: []float64{50, 90, 99, 100}, count: 100, sum: 80}
+	h := vllmexpo.Histogram{Upper: []float64{0.1, 1, 10, math.Inf(1)}, Cum: []float64{50, 90, 99, 100}, Count: 100, Sum: 80}
 	cases := []struct {
 		name string
 		q    float64
@@ -66,13 +68,13 @@ func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok := h.quantile(c.q)
+			got, ok := h.Quantile(c.q)
 			if !ok || math.Abs(got-c.want) > 1e-9 {
 				t.Fatalf("quantile(%v) = %v, %v; want %v", c.q, got, ok, c.want)
 			}
 		})
 	}
-	if _, ok := (histogram{upper: []float64{1, math.Inf(1)}, cum: []float64{0, 0}}).quantile(0.5); ok {
+	if _, ok := (vllmexpo.Histogram{Upper: []float64{1, math.Inf(1)}, Cum: []float64{0, 0}}).Quantile(0.5); ok {
 		t.Fatal("an empty histogram gave a quantile")
 	}
 }
@@ -80,25 +82,25 @@ func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 func TestHistogramSinceMergesEnginesAndHandlesReset(t *testing.T) {
 	before := mustParse(t, ttftExposition(10, 20, 20, 20, 4), nil)
 	after := mustParse(t, ttftExposition(10, 20, 60, 60, 104), nil)
-	h0, _ := before.histogram(vmTTFT)
-	h1, ok := after.histogram(vmTTFT)
-	if !ok || h1.count != 60 {
-		t.Fatalf("merged count = %v, want 60 (two engines of 30)", h1.count)
+	h0, _ := before.Histogram(vllmexpo.VMTTFT)
+	h1, ok := after.Histogram(vllmexpo.VMTTFT)
+	if !ok || h1.Count != 60 {
+		t.Fatalf("merged count = %v, want 60 (two engines of 30)", h1.Count)
 	}
-	d := h1.since(h0)
-	if d.count != 40 || d.sum != 100 {
-		t.Fatalf("delta count/sum = %v/%v, want 40/100", d.count, d.sum)
+	d := h1.Since(h0)
+	if d.Count != 40 || d.Sum != 100 {
+		t.Fatalf("delta count/sum = %v/%v, want 40/100", d.Count, d.Sum)
 	}
-	if p50, _ := d.quantile(0.5); p50 <= 1 || p50 > 10 {
+	if p50, _ := d.Quantile(0.5); p50 <= 1 || p50 > 10 {
 		t.Fatalf("every new observation is in (1,10], p50 = %v", p50)
 	}
-	if m, _ := d.mean(); m != 2.5 {
+	if m, _ := d.Mean(); m != 2.5 {
 		t.Fatalf("mean over the gap = %v, want 2.5", m)
 	}
 	restarted := mustParse(t, ttftExposition(2, 4, 4, 4, 1), nil)
-	h2, _ := restarted.histogram(vmTTFT)
-	if r := h2.since(h1); r.count != 4 {
-		t.Fatalf("after a restart the delta is what the new process has: %v, want 4", r.count)
+	h2, _ := restarted.Histogram(vllmexpo.VMTTFT)
+	if r := h2.Since(h1); r.Count != 4 {
+		t.Fatalf("after a restart the delta is what the new process has: %v, want 4", r.Count)
 	}
 }
 
@@ -130,14 +132,14 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 		`hits_total{engine="0"} 100`, `hits_total{engine="0"} 600`).Replace(first)
 	p, c := mustParse(t, first, nil), mustParse(t, second, nil)
 	got := scrapeDelta{prev: &p, cur: c, gap: 5 * time.Second}.signals()
-	want := Signals{
-		SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
-		SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
-		SigKVUsage:         0.97, // the fullest pool, at either reading
-		SigPreemptionsRate: 2,    // 10 in 5 s
-		SigAbortRatio:      0.1,  // 10 of 100 finished in the gap
-		SigRequestRate:     20,
-		SigPrefixHitRatio:  0.5,
+	want := vocab.Signals{
+		vocab.SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
+		vocab.SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
+		vocab.SigKVUsage:         0.97, // the fullest pool, at either reading
+		vocab.SigPreemptionsRate: 2,    // 10 in 5 s
+		vocab.SigAbortRatio:      0.1,  // 10 of 100 finished in the gap
+		vocab.SigRequestRate:     20,
+		vocab.SigPrefixHitRatio:  0.5,
 	}
 	for k, v := range want {
 		if math.Abs(got[k]-v) > 1e-9 {
@@ -145,10 +147,10 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 		}
 	}
 	one := scrapeDelta{cur: c}.signals()
-	if _, ok := one[SigPreemptionsRate]; ok {
+	if _, ok := one[vocab.SigPreemptionsRate]; ok {
 		t.Error("a single scrape cannot give a rate")
 	}
-	if one[SigAbortRatio] != 20.0/210 {
-		t.Errorf("single-scrape abort ratio = %v, want the lifetime 20/210", one[SigAbortRatio])
+	if one[vocab.SigAbortRatio] != 20.0/210 {
+		t.Errorf("single-scrape abort ratio = %v, want the lifetime 20/210", one[vocab.SigAbortRatio])
 	}
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // alertFor is the shipped alert each simulated cause typically raises.
@@ -58,15 +58,15 @@ func TestShippedPlaybooksTier1AgainstRealPrometheus(t *testing.T) {
 			now := time.Now()
 			alert := template.Alert{Status: "firing", StartsAt: now.Add(-time.Minute), Fingerprint: scenario,
 				Labels: template.KV{"alertname": alertname, "instance": instances[scenario], "model_name": "m", "severity": "page"}}
-			plans, err := set.Plan(alert, capture.Window{Start: now.Add(-10 * time.Minute), End: now})
+			plans, err := set.Plan(alert, vocab.Window{Start: now.Add(-10 * time.Minute), End: now})
 			if err != nil || len(plans) != 1 {
 				t.Fatalf("plans %v, %v", plans, err)
 			}
-			prior := runTier(t, plans[0], capture.TierMetrics, alert, env, nil)
+			prior := runTier(t, plans[0], vocab.TierMetrics, alert, env, nil)
 			if f := prior["snapshot"].Findings["failed"]; f != nil {
 				t.Fatalf("shipped queries failed: %v", f)
 			}
-			out := runTier(t, plans[0], capture.TierTriage, alert, env, prior)["triage"]
+			out := runTier(t, plans[0], vocab.TierTriage, alert, env, prior)["triage"]
 			if out.Verdict.ID != scenario {
 				t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing,
 					scenario, out.Signals, out.Verdict.Evidence)
@@ -77,9 +77,9 @@ func TestShippedPlaybooksTier1AgainstRealPrometheus(t *testing.T) {
 
 // runTier runs a plan's steps of one tier in parallel, as the runner does, each
 // under its own timeout, and fails the test on any step error.
-func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert template.Alert, env *capture.Env, prior map[string]*capture.Result) map[string]*capture.Result {
+func runTier(t *testing.T, plan *playbooks.Plan, tier vocab.Tier, alert template.Alert, env *vocab.Env, prior map[string]*vocab.Result) map[string]*vocab.Result {
 	t.Helper()
-	out := map[string]*capture.Result{}
+	out := map[string]*vocab.Result{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, ps := range plan.Steps {
@@ -92,8 +92,8 @@ func runTier(t *testing.T, plan *playbooks.Plan, tier capture.Tier, alert templa
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), ps.Timeout)
 			defer cancel()
-			in := &capture.Input{RunID: "e2e-" + alert.Fingerprint, StepID: ps.ID, Alert: alert, Prior: prior, Env: env,
-				Window: capture.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}, Log: zap.NewNop()}
+			in := &vocab.Input{RunID: "e2e-" + alert.Fingerprint, StepID: ps.ID, Alert: alert, Prior: prior, Env: env,
+				Window: vocab.Window{Start: time.Now().Add(-10 * time.Minute), End: time.Now()}, Log: zap.NewNop()}
 			res, err := ps.Step.Run(ctx, in)
 			mu.Lock()
 			defer mu.Unlock()
@@ -161,24 +161,24 @@ func TestShippedPlaybookOverloadAtOnset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &capture.Env{Store: store, Targets: &http.Client{}, Prometheus: &capture.Endpoint{URL: prom.URL, Timeout: 10 * time.Second}}
+	env := &vocab.Env{Store: store, Targets: &http.Client{}, Prometheus: &vocab.Endpoint{URL: prom.URL, Timeout: 10 * time.Second}}
 	now := time.Now()
 	alert := template.Alert{Status: "firing", StartsAt: now, Fingerprint: "onset",
 		Labels: template.KV{"alertname": "VLLMQueueDeep", "instance": inst, "model_name": "m", "severity": "page"}}
-	plans, err := set.Plan(alert, capture.Window{Start: now.Add(-10 * time.Minute), End: now})
+	plans, err := set.Plan(alert, vocab.Window{Start: now.Add(-10 * time.Minute), End: now})
 	if err != nil || len(plans) != 1 {
 		t.Fatalf("plans %v, %v", plans, err)
 	}
-	prior := runTier(t, plans[0], capture.TierMetrics, alert, env, nil)
+	prior := runTier(t, plans[0], vocab.TierMetrics, alert, env, nil)
 	if f := prior["snapshot"].Findings["failed"]; f != nil {
 		t.Fatalf("shipped queries failed: %v", f)
 	}
-	out := runTier(t, plans[0], capture.TierTriage, alert, env, prior)["triage"]
+	out := runTier(t, plans[0], vocab.TierTriage, alert, env, prior)["triage"]
 	snap := prior["snapshot"].Signals
 	t.Logf("snapshot findings queue=%v running=%v; scrape %v", prior["snapshot"].Findings["queue"], prior["snapshot"].Findings["running"], prior["scrape"].Summary)
-	t.Logf("snapshot: queue %v, queue time %v vs prefill %v, admitted %v/s; verdict %s %v\n%q", snap[capture.SigQueueDepth],
-		snap[capture.SigQueueTimeMean], snap[capture.SigPrefillMean], snap[capture.SigAdmitRate], out.Verdict.ID, out.Verdict.Contributing, out.Verdict.Evidence)
-	if out.Verdict.ID != capture.VerdictOverload {
+	t.Logf("snapshot: queue %v, queue time %v vs prefill %v, admitted %v/s; verdict %s %v\n%q", snap[vocab.SigQueueDepth],
+		snap[vocab.SigQueueTimeMean], snap[vocab.SigPrefillMean], snap[vocab.SigAdmitRate], out.Verdict.ID, out.Verdict.Contributing, out.Verdict.Evidence)
+	if out.Verdict.ID != vocab.VerdictOverload {
 		t.Fatalf("verdict %s %v, want overload\nsignals %v\nevidence %q", out.Verdict.ID, out.Verdict.Contributing, out.Signals, out.Verdict.Evidence)
 	}
 	for _, line := range out.Verdict.Evidence {
@@ -186,11 +186,11 @@ func TestShippedPlaybookOverloadAtOnset(t *testing.T) {
 			t.Errorf("evidence calls something normal beside a deep queue: %q", line)
 		}
 	}
-	if _, ok := out.Signals[capture.SigQueueWait]; !ok {
+	if _, ok := out.Signals[vocab.SigQueueWait]; !ok {
 		t.Errorf("no current wait derived: %v", out.Signals)
 	}
-	org, _ := out.Findings["origins"].(map[string]capture.Origin)
-	if o := org[capture.SigAdmitRate]; o.Source == "" || o.Window <= 0 {
+	org, _ := out.Findings["origins"].(map[string]vocab.Origin)
+	if o := org[vocab.SigAdmitRate]; o.Source == "" || o.Window <= 0 {
 		t.Errorf("admit_rate's origin %+v: want its source and window", o)
 	}
 }

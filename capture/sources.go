@@ -1,31 +1,20 @@
 package capture
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
-	"go.uber.org/zap"
-
-	"github.com/autocapture/autocapture/storage"
-)
-
-// Where a result's signals came from, as its findings["source"] says. Triage
-// merges PromQL's first: its window history beats two local samples.
-const (
-	SourcePromQL = "promql"
-	SourceScrape = "scrape"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // signalOrder is how summary lines list signals: the load picture first.
-var signalOrder = []string{SigQueueDepth, SigRunning, SigKVUsage, SigPreemptionsRate,
-	SigTTFTP99, SigITLP99, SigQueueTimeMean, SigPrefillMean, SigDecodeMean,
-	SigPromptTokens, SigAbortRatio}
+var signalOrder = []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigKVUsage, vocab.SigPreemptionsRate,
+	vocab.SigTTFTP99, vocab.SigITLP99, vocab.SigQueueTimeMean, vocab.SigPrefillMean, vocab.SigDecodeMean,
+	vocab.SigPromptTokens, vocab.SigAbortRatio}
 
 // signalLine renders the main signals compactly for a summary line.
-func signalLine(s Signals) string {
+func signalLine(s vocab.Signals) string {
 	var parts []string
 	for _, name := range signalOrder {
 		if v, ok := s[name]; ok {
@@ -49,7 +38,7 @@ func formatNumber(v float64) string {
 // mergedSignals merges the signals of the named prior results in order (earlier
 // wins). With no names it takes every prior result with signals, PromQL
 // sources first, then the rest, each group by step id. It returns the ids used.
-func mergedSignals(prior map[string]*Result, from []string) (Signals, []string) {
+func mergedSignals(prior map[string]*vocab.Result, from []string) (vocab.Signals, []string) {
 	ids := from
 	if len(ids) == 0 {
 		for id, r := range prior {
@@ -58,7 +47,7 @@ func mergedSignals(prior map[string]*Result, from []string) (Signals, []string) 
 			}
 		}
 		rank := func(id string) int {
-			if prior[id].Findings["source"] == SourcePromQL {
+			if prior[id].Findings["source"] == vocab.SourcePromQL {
 				return 0
 			}
 			return 1
@@ -70,7 +59,7 @@ func mergedSignals(prior map[string]*Result, from []string) (Signals, []string) 
 			return ids[i] < ids[j]
 		})
 	}
-	out := Signals{}
+	out := vocab.Signals{}
 	var used []string
 	for _, id := range ids {
 		if r := prior[id]; r != nil && len(r.Signals) > 0 {
@@ -79,29 +68,4 @@ func mergedSignals(prior map[string]*Result, from []string) (Signals, []string) 
 		}
 	}
 	return out, used
-}
-
-// logger returns the input's logger, or a no-op one.
-func logger(in *Input) *zap.Logger {
-	if in == nil || in.Log == nil {
-		return zap.NewNop()
-	}
-	return in.Log
-}
-
-// putArtifact stores body as the step's artifact called name, under the
-// browsable layout of storage.ArtifactKey (…/<step>/attempt-<n>/<name> on a
-// resumed attempt: a store never overwrites a key, and a step re-run after a
-// crash gathers new bytes). A run without a store keeps no artifact and says so.
-func putArtifact(ctx context.Context, in *Input, name, contentType string, r io.Reader) (Artifact, error) {
-	if in.Env == nil || in.Env.Store == nil {
-		return Artifact{}, Errorf(ReasonBadConfig, "artifact %s: no store configured", name)
-	}
-	key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
-		RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: contentType})
-	if err != nil {
-		return Artifact{}, &Error{Reason: Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
-	}
-	return Artifact{Name: name, Key: obj.Key, ContentType: contentType, Size: obj.Size, SHA256: obj.SHA256, Pending: obj.Pending}, nil
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/alertmanager/template"
 )
 
@@ -20,17 +22,17 @@ func TestArtifactKeysKeepPlansAndAttemptsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &Env{Store: store}
+	env := &vocab.Env{Store: store}
 	keys := map[string]string{}
 	created := time.Date(2026, 12, 1, 23, 30, 0, 0, time.FixedZone("EST", -5*3600)) // Dec 2 UTC
 	alert := template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT"}}
-	for _, in := range []*Input{
+	for _, in := range []*vocab.Input{
 		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 1, RunCreated: created, Alert: alert, Env: env},
 		{RunID: "r1", Plan: "queue-deep", StepID: "snapshot", Attempt: 1, RunCreated: created, Alert: alert, Env: env},
 		{RunID: "r1", Plan: "high-ttft", StepID: "snapshot", Attempt: 2, RunCreated: created, Alert: alert, Env: env},
 	} {
 		body := in.Plan + "/" + in.StepID + " attempt " + string(rune('0'+in.Attempt))
-		a, err := putArtifact(context.Background(), in, "snapshot.json", "application/json", strings.NewReader(body))
+		a, err := stepkit.PutArtifact(context.Background(), in, "snapshot.json", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("%s attempt %d: %v", in.Plan, in.Attempt, err)
 		}

@@ -7,12 +7,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Triage turns tier-1 signals into one verdict, following the seed's rules: read
 // the queue, the KV pool and the prefill/decode split before anything else.
 //
-// It reads only canonical signals (signals.go) from earlier steps, PromQL's
+// It reads only canonical signals (vocab/signals.go) from earlier steps, PromQL's
 // before the scrape's, so it answers from the instance scrape alone when
 // Prometheus is down. Each rule needs only absolute values and stage shares from
 // one moment; PromQL baselines (…_baseline) add "versus before" evidence.
@@ -199,22 +202,22 @@ type TriageStep struct {
 	cfg TriageConfig
 }
 
-var _ Step = (*TriageStep)(nil)
+var _ vocab.Step = (*TriageStep)(nil)
 
 func init() {
 	Register(Kind{
 		Name:   "triage",
-		Tier:   TierTriage,
+		Tier:   vocab.TierTriage,
 		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained, or no-evidence when nothing was measured) from tier-1 signals, with contributing factors, evidence and advice.",
 		Config: func() any { return &TriageConfig{} },
-		Build:  func(cfg any) (Step, error) { return NewTriage(*cfg.(*TriageConfig)) },
+		Build:  func(cfg any) (vocab.Step, error) { return NewTriage(*cfg.(*TriageConfig)) },
 	})
 }
 
 // NewTriage validates cfg, fills default thresholds and returns the step.
 func NewTriage(cfg TriageConfig) (*TriageStep, error) {
 	if err := cfg.Thresholds.validate(); err != nil {
-		return nil, Errorf(ReasonBadConfig, "triage: %w", err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "triage: %w", err)
 	}
 	cfg.Thresholds = cfg.Thresholds.withDefaults()
 	return &TriageStep{cfg: cfg}, nil
@@ -223,18 +226,18 @@ func NewTriage(cfg TriageConfig) (*TriageStep, error) {
 // Run merges the earlier steps' signals and diagnoses them. It does no I/O.
 // Its findings name the steps read and, per signal, where it came from and
 // how old it was (Origin); its signals add the current wait it derived.
-func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
+func (t *TriageStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 	sig, used := mergedSignals(in.Prior, t.cfg.From)
-	now := in.Env.now()
+	now := stepkit.EnvNow(in.Env)
 	org := origins(in.Prior, used, sig, now)
 	preferFresh(in.Prior, used, sig, org, now)
 	v, derived := diagnose(sig, org, t.cfg.Thresholds, t.cfg.IgnoreBaselines, viewsOf(in.Prior))
-	if v.ID == VerdictNoEvidence {
+	if v.ID == vocab.VerdictNoEvidence {
 		v.Evidence = append(v.Evidence[:1], append(missedEvidence(in.Missed), v.Evidence[1:]...)...)
 	}
 	for k, x := range derived {
 		sig[k] = x
-		org[k] = Origin{Step: "triage", Window: -1, Age: -1}
+		org[k] = vocab.Origin{Step: "triage", Window: -1, Age: -1}
 	}
 	findings := map[string]any{"sources": used, "origins": org}
 	if used == nil {
@@ -247,14 +250,14 @@ func (t *TriageStep) Run(_ context.Context, in *Input) (*Result, error) {
 	if len(v.Evidence) > 0 {
 		summary += ": " + v.Evidence[0]
 	}
-	if v.ID == VerdictUnexplained || v.ID == VerdictHealthy {
+	if v.ID == vocab.VerdictUnexplained || v.ID == vocab.VerdictHealthy {
 		for _, l := range v.Evidence[min(1, len(v.Evidence)):] { // nothing found: say the GPU was not looked at
 			if strings.HasPrefix(l, "GPU not measured") {
 				summary += "; GPU not measured"
 			}
 		}
 	}
-	return &Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
+	return &vocab.Result{Summary: summary, Findings: findings, Signals: sig, Verdict: v}, nil
 }
 
 // missedEvidence names, by step id, what kept each step from measuring:
@@ -274,8 +277,8 @@ func missedEvidence(missed map[string]string) []string {
 
 // origins says, for each merged signal, the first step in used that gave it
 // (the one mergedSignals kept) and the window and age that step recorded.
-func origins(prior map[string]*Result, used []string, sig Signals, now time.Time) map[string]Origin {
-	out := make(map[string]Origin, len(sig))
+func origins(prior map[string]*vocab.Result, used []string, sig vocab.Signals, now time.Time) map[string]vocab.Origin {
+	out := make(map[string]vocab.Origin, len(sig))
 	for _, id := range used {
 		for name := range prior[id].Signals {
 			if _, seen := out[name]; !seen {
@@ -287,15 +290,15 @@ func origins(prior map[string]*Result, used []string, sig Signals, now time.Time
 }
 
 // originOf is where step id's signal name came from, as its findings say.
-func originOf(r *Result, id, name string, now time.Time) Origin {
+func originOf(r *vocab.Result, id, name string, now time.Time) vocab.Origin {
 	src, _ := r.Findings["source"].(string)
-	o := Origin{Step: id, Source: src, Window: -1, Age: -1}
-	if w, ok := floatMap(r.Findings[FindingSignalWindows])[name]; ok {
+	o := vocab.Origin{Step: id, Source: src, Window: -1, Age: -1}
+	if w, ok := floatMap(r.Findings[vocab.FindingSignalWindows])[name]; ok {
 		o.Window = w
 	}
-	if at, ok := r.Findings[FindingSignalsAt].(string); ok {
+	if at, ok := r.Findings[vocab.FindingSignalsAt].(string); ok {
 		if ts, err := time.Parse(time.RFC3339Nano, at); err == nil {
-			o.Age = max(0, now.Sub(ts).Seconds()) + floatMap(r.Findings[FindingSignalLags])[name]
+			o.Age = max(0, now.Sub(ts).Seconds()) + floatMap(r.Findings[vocab.FindingSignalLags])[name]
 		}
 	}
 	return o
@@ -307,12 +310,12 @@ func originOf(r *Result, id, name string, now time.Time) Origin {
 // readings, the sources' readings combine by the highest: a queue deep or a
 // pool full by either source was so. baselines only PromQL gives; for them
 // (and for a source's own oldest-wait) the order of `from` decides alone.
-var gauges = map[string]bool{SigQueueDepth: true, SigRunning: true, SigKVUsage: true}
+var gauges = map[string]bool{vocab.SigQueueDepth: true, vocab.SigRunning: true, vocab.SigKVUsage: true}
 
 // fromOrder says whether the order of `from` alone decides a signal: a
 // baseline, or a source's own oldest-wait.
 func fromOrder(name string) bool {
-	return name == SigQueueOldest || IsBaseline(name)
+	return name == vocab.SigQueueOldest || vocab.IsBaseline(name)
 }
 
 // preferFresh replaces each signal that summarises a window (a rate, a
@@ -322,7 +325,7 @@ func fromOrder(name string) bool {
 // cause itself; in a steady state the two agree, and the scrape alone already
 // names every simulated cause. Sources whose windows are unknown keep the
 // order of `from`. Gauges take the highest reading of any source.
-func preferFresh(prior map[string]*Result, used []string, sig Signals, org map[string]Origin, now time.Time) {
+func preferFresh(prior map[string]*vocab.Result, used []string, sig vocab.Signals, org map[string]vocab.Origin, now time.Time) {
 	for name, best := range org {
 		if fromOrder(name) || (best.Window < 0 && !gauges[name]) {
 			continue

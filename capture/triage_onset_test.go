@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // onsetAlert is each cause's shipped alert condition, evaluated as the rules
@@ -13,32 +15,32 @@ import (
 // window, from the instance's own metrics. It says whether the alert can fire.
 var onsetAlert = map[string]func(w scrapeDelta) bool{
 	vllmsim.ScenarioOverload: func(w scrapeDelta) bool {
-		v, ok := w.cur.value(vmWaiting, aggMax, nil)
+		v, ok := w.cur.Value(vllmexpo.VMWaiting, vllmexpo.AggMax, nil)
 		return ok && v > 10
 	},
 	vllmsim.ScenarioKVPressure: func(w scrapeDelta) bool {
-		v, ok := w.cur.value(vmKVUsage, aggMax, nil)
+		v, ok := w.cur.Value(vllmexpo.VMKVUsage, vllmexpo.AggMax, nil)
 		return ok && v > 0.95
 	},
-	vllmsim.ScenarioPrefillBound: func(w scrapeDelta) bool { return ruleQuantile(w, vmTTFT) > 2 },
-	vllmsim.ScenarioDecodeBound:  func(w scrapeDelta) bool { return ruleQuantile(w, vmITL) > 0.2 },
-	vllmsim.ScenarioUnexplained:  func(w scrapeDelta) bool { return ruleQuantile(w, vmITL) > 0.2 },
+	vllmsim.ScenarioPrefillBound: func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMTTFT) > 2 },
+	vllmsim.ScenarioDecodeBound:  func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
+	vllmsim.ScenarioUnexplained:  func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
 	vllmsim.ScenarioClientAborts: func(w scrapeDelta) bool {
-		all, _ := w.rate(vmFinished, nil)
-		ab, _ := w.rate(vmFinished, func(ls map[string]string) bool { return ls["finished_reason"] == finishedReasonAbort })
+		all, _ := w.rate(vllmexpo.VMFinished, nil)
+		ab, _ := w.rate(vllmexpo.VMFinished, func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort })
 		return all > 0.05 && ab/all > 0.05
 	},
 }
 
 // ruleQuantile is the p99 the latency alerts compute (histogram_quantile over
 // the window, no minimum count), 0 when the window has too little traffic.
-func ruleQuantile(w scrapeDelta, m vllmMetric) float64 {
-	all, _ := w.rate(vmFinished, nil)
+func ruleQuantile(w scrapeDelta, m vllmexpo.Metric) float64 {
+	all, _ := w.rate(vllmexpo.VMFinished, nil)
 	h, ok := w.hist(m)
-	if !ok || h.count == 0 || all <= 0.05 {
+	if !ok || h.Count == 0 || all <= 0.05 {
 		return 0
 	}
-	v, _ := h.quantile(0.99)
+	v, _ := h.Quantile(0.99)
 	return v
 }
 
@@ -85,7 +87,7 @@ func TestTriageAtOnset(t *testing.T) {
 					}
 					withPast, noPast := h.snapshot(120, since), h.snapshot(0, 0)
 					scraped := h.scrape()
-					for _, snap := range []*Result{withPast, noPast} {
+					for _, snap := range []*vocab.Result{withPast, noPast} {
 						v, sig := h.triage(snap, scraped, TriageConfig{})
 						t.Logf("fired %d s after the shift: %s %v basis %v\n%q", since, v.ID, v.Contributing, v.Basis, v.Evidence)
 						if v.ID != cause {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // simHistory drives a stand-in vLLM in simulated time and keeps one scrape of
@@ -66,22 +67,22 @@ func (h *simHistory) over(window, ago int) scrapeDelta {
 // the last 2 minutes and, when baseline > 0, every signal again over the
 // baseline window ending gap seconds before the alert (ago), as
 // <signal>_baseline.
-func (h *simHistory) snapshot(baseline, gap int) *Result {
+func (h *simHistory) snapshot(baseline, gap int) *vocab.Result {
 	d := h.over(120, 0)
 	sig := d.signals()
 	windows := d.windows(sig)
 	if baseline > 0 {
 		for k, v := range h.over(baseline, gap).signals() {
-			sig[BaselineOf(k, false)] = v
-			windows[BaselineOf(k, false)] = float64(baseline)
+			sig[vocab.BaselineOf(k, false)] = v
+			windows[vocab.BaselineOf(k, false)] = float64(baseline)
 		}
 	}
-	return &Result{Signals: sig, Findings: map[string]any{"source": SourcePromQL,
-		FindingSignalWindows: windows, FindingSignalsAt: h.sim.Now().UTC().Format(time.RFC3339Nano)}}
+	return &vocab.Result{Signals: sig, Findings: map[string]any{"source": vocab.SourcePromQL,
+		vocab.FindingSignalWindows: windows, vocab.FindingSignalsAt: h.sim.Now().UTC().Format(time.RFC3339Nano)}}
 }
 
 // scrape runs the scrape step now, over its gap in simulated time.
-func (h *simHistory) scrape() *Result {
+func (h *simHistory) scrape() *vocab.Result {
 	h.t.Helper()
 	in, _ := scrapeInput(h.t, h.srv)
 	in.Env.Now = h.sim.Now
@@ -95,15 +96,15 @@ func (h *simHistory) scrape() *Result {
 
 // triage runs triage over the snapshot and the scrape, as the shipped
 // playbooks do.
-func (h *simHistory) triage(snapshot, scraped *Result, cfg TriageConfig) (*Verdict, Signals) {
+func (h *simHistory) triage(snapshot, scraped *vocab.Result, cfg TriageConfig) (*vocab.Verdict, vocab.Signals) {
 	h.t.Helper()
 	cfg.From = []string{"snapshot", "scrape"}
 	tri, err := NewTriage(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	out, err := tri.Run(context.Background(), &Input{Env: &Env{Now: h.sim.Now},
-		Prior: map[string]*Result{"snapshot": snapshot, "scrape": scraped}})
+	out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{Now: h.sim.Now},
+		Prior: map[string]*vocab.Result{"snapshot": snapshot, "scrape": scraped}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -141,18 +142,18 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 	}{
 		{"prompts 5x longer, no threshold crossed", vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(300, 64, 1500)},
 			vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(1500, 600, 3000)}, 60,
-			VerdictPrefillBound, VerdictHealthy, "longer than the 5m before the alert"},
+			vocab.VerdictPrefillBound, vocab.VerdictHealthy, "longer than the 5m before the alert"},
 		{"always-long prompts, then overload", vllmsim.Shape{RPS: new(0.4), PromptTokens: dist(6000, 5000, 7000)},
 			vllmsim.Shape{RPS: new(1.6), PromptTokens: dist(6000, 5000, 7000)}, 90,
-			VerdictOverload, VerdictPrefillBound, "queue"},
+			vocab.VerdictOverload, vocab.VerdictPrefillBound, "queue"},
 		// At onset: the alert the moment the change shows (the scrape's gap
 		// is all after the shift, the snapshot's 2 minutes mostly before).
 		{"prompts 5x longer, at onset", vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(300, 64, 1500)},
 			vllmsim.Shape{RPS: new(0.8), PromptTokens: dist(1500, 600, 3000)}, 5,
-			VerdictPrefillBound, VerdictHealthy, "longer than the 5m before the alert"},
+			vocab.VerdictPrefillBound, vocab.VerdictHealthy, "longer than the 5m before the alert"},
 		{"always-long prompts, then overload, at onset", vllmsim.Shape{RPS: new(0.4), PromptTokens: dist(6000, 5000, 7000)},
 			vllmsim.Shape{RPS: new(1.6), PromptTokens: dist(6000, 5000, 7000)}, 30,
-			VerdictOverload, VerdictPrefillBound, "queue"},
+			vocab.VerdictOverload, vocab.VerdictPrefillBound, "queue"},
 	}
 	seeds := []uint64{7}
 	for s := 1; s < *scrapeSeeds; s++ {
@@ -182,7 +183,7 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 					if v.ID != c.want {
 						t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", v.ID, v.Contributing, c.want, sig, v.Evidence)
 					}
-					if v.Basis[SigPromptTokensNow] != BasisBefore {
+					if v.Basis[vocab.SigPromptTokensNow] != vocab.BasisBefore {
 						t.Errorf("basis %v: want prompt length judged against the window before", v.Basis)
 					}
 					if !containsLine(v.Evidence, c.line) {
@@ -193,7 +194,7 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 					// The same moment without the instance's past: the
 					// thresholds alone misjudge it, which is the point.
 					va, _ := h.triage(abs, scraped, TriageConfig{})
-					if va.ID == c.want || va.Basis[SigPromptTokensNow] != BasisAbsolute {
+					if va.ID == c.want || va.Basis[vocab.SigPromptTokensNow] != vocab.BasisAbsolute {
 						t.Errorf("without baselines: verdict %s basis %v: the absolute thresholds alone should misjudge it (typically %s)\n%q", va.ID, va.Basis, c.wantAbs, va.Evidence)
 					}
 				})

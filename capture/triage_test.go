@@ -9,21 +9,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // queueNumRE finds the queue depth an evidence line quotes.
 var queueNumRE = regexp.MustCompile(`\bqueue (\d+)\b`)
 
 // normal is an instance doing fine: chat traffic, no queue, KV mostly free.
-var normal = Signals{
-	SigQueueDepth: 0, SigRunning: 12, SigKVUsage: 0.05, SigPreemptionsRate: 0,
-	SigTTFTP99: 0.3, SigTTFTP50: 0.07, SigITLP99: 0.06, SigQueueTimeMean: 0.02,
-	SigPrefillMean: 0.05, SigDecodeMean: 4, SigPromptTokens: 320, SigAbortRatio: 0,
+var normal = vocab.Signals{
+	vocab.SigQueueDepth: 0, vocab.SigRunning: 12, vocab.SigKVUsage: 0.05, vocab.SigPreemptionsRate: 0,
+	vocab.SigTTFTP99: 0.3, vocab.SigTTFTP50: 0.07, vocab.SigITLP99: 0.06, vocab.SigQueueTimeMean: 0.02,
+	vocab.SigPrefillMean: 0.05, vocab.SigDecodeMean: 4, vocab.SigPromptTokens: 320, vocab.SigAbortRatio: 0,
 }
 
 // with returns normal overridden by kv pairs (NaN-free); a negative value deletes.
-func with(kv map[string]float64) Signals {
-	s := Signals{}
+func with(kv map[string]float64) vocab.Signals {
+	s := vocab.Signals{}
 	for k, v := range normal {
 		s[k] = v
 	}
@@ -40,57 +42,57 @@ func with(kv map[string]float64) Signals {
 func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
 	cases := []struct {
 		name         string
-		sig          Signals
+		sig          vocab.Signals
 		want         string
 		contributing []string
 		evidence     []string // substrings, in any line
 	}{
-		{"everything normal is healthy", normal, VerdictHealthy, nil, []string{"within its threshold", "queue 0"}},
-		{"full pool with preemptions", with(map[string]float64{SigKVUsage: 0.98, SigPreemptionsRate: 2.2}),
-			VerdictKVPressure, nil, []string{"KV cache 0.98 full (threshold 0.95)", "2.2 preemptions/s"}},
-		{"preemptions prove a full pool even when the gauge just dropped", with(map[string]float64{SigKVUsage: 0.91, SigPreemptionsRate: 0.6}),
-			VerdictKVPressure, nil, []string{"0.6 preemptions/s"}},
-		{"a pool at its ceiling before the first preemption", with(map[string]float64{SigKVUsage: 0.97}),
-			VerdictKVPressure, nil, []string{"preemption is next"}},
-		{"deep queue, full batch, flat prefill is overload", with(map[string]float64{SigQueueDepth: 42, SigRunning: 32,
-			SigQueueTimeMean: 30, SigPrefillMean: 0.1, SigTTFTP99: 40}),
-			VerdictOverload, nil, []string{"queue 42 waiting (threshold 10); batch 32 running", "99.7% of the time to first token"}},
-		{"a rare preemption under overload is not kv-pressure", with(map[string]float64{SigQueueDepth: 42, SigRunning: 32,
-			SigQueueTimeMean: 30, SigPrefillMean: 0.1, SigTTFTP99: 40, SigKVUsage: 0.7, SigPreemptionsRate: 0.01}),
-			VerdictOverload, nil, []string{"queue 42 waiting"}},
-		{"overload that fills the pool is kv-pressure first", with(map[string]float64{SigQueueDepth: 42, SigQueueTimeMean: 30,
-			SigKVUsage: 0.99, SigPreemptionsRate: 3}),
-			VerdictKVPressure, []string{VerdictOverload}, []string{"KV cache 0.99", "queue 42 waiting"}},
-		{"overload makes clients abort: aborts contribute", with(map[string]float64{SigQueueDepth: 1600, SigQueueTimeMean: 110,
-			SigAbortRatio: 0.8, SigTTFTP99: 159}),
-			VerdictOverload, []string{VerdictClientAborts}, []string{"80% of finished requests aborted"}},
-		{"deep queue while long prompts prefill slowly is prefill-bound", with(map[string]float64{SigQueueDepth: 14,
-			SigQueueTimeMean: 3, SigPrefillMean: 1.1, SigPromptTokens: 6000, SigTTFTP99: 5}),
-			VerdictPrefillBound, nil, []string{"prompts 6,000 tokens", "prefill 1.1 s per request", "~5455 prompt tokens/s"}},
-		{"long prompts with slow prefill", with(map[string]float64{SigPrefillMean: 0.9, SigPromptTokens: 5200, SigTTFTP99: 2.5,
-			SigTTFTP99Baseline: 0.4}),
-			VerdictPrefillBound, nil, []string{"TTFT p99 2.5 s (threshold 2 s) (before: 0.4 s)"}},
-		{"no request finished: TTFT with an empty queue stands in for prefill", with(map[string]float64{SigPrefillMean: -1,
-			SigPromptTokens: 6500, SigTTFTP50: 1.38, SigTTFTP99: 2.48}),
-			VerdictPrefillBound, nil, []string{"TTFT p50 1.38 s with the queue short"}},
-		{"long prompts served fast are no symptom", with(map[string]float64{SigPromptTokens: 5000, SigPrefillMean: 0.3}),
-			VerdictHealthy, nil, nil},
-		{"slow tokens in a wide batch is decode-bound", with(map[string]float64{SigITLP99: 0.3, SigRunning: 240}),
-			VerdictDecodeBound, nil, []string{"ITL p99 0.3 s (threshold 0.2 s) with 240 requests in the batch (wide from 64)"}},
-		{"slow tokens in a narrow batch is unexplained", with(map[string]float64{SigITLP99: 0.3, SigRunning: 9}),
-			VerdictUnexplained, nil, []string{"ITL p99 0.3 s", "load normal: queue 0, batch 9 running, prompts 320 tokens, KV 0.05"}},
-		{"slow prefill of short prompts under a queue is unexplained, not overload", with(map[string]float64{SigQueueDepth: 20,
-			SigQueueTimeMean: 2, SigPrefillMean: 0.8, SigTTFTP99: 3}),
-			VerdictUnexplained, nil, []string{"prefill 0.8 s per request", "~400 prompt tokens/s"}},
-		{"unexplained slowness with aborting clients: the slowness is primary", with(map[string]float64{SigITLP99: 0.45,
-			SigAbortRatio: 0.2}),
-			VerdictUnexplained, []string{VerdictClientAborts}, []string{"20% of finished requests aborted"}},
-		{"aborts with normal latency are the clients' own timeouts", with(map[string]float64{SigAbortRatio: 0.55}),
-			VerdictClientAborts, nil, []string{"55% of finished requests aborted by clients (threshold 5%)"}},
-		{"a missing signal is unknown, not abnormal", Signals{SigTTFTP99: 3},
-			VerdictUnexplained, nil, []string{"TTFT p99 3 s", "not measured: queue_depth, running, kv_usage"}},
-		{"no signals at all: no evidence, not unexplained (which would escalate)", Signals{},
-			VerdictNoEvidence, nil, []string{"nothing measured: no tier-1 reading came through"}},
+		{"everything normal is healthy", normal, vocab.VerdictHealthy, nil, []string{"within its threshold", "queue 0"}},
+		{"full pool with preemptions", with(map[string]float64{vocab.SigKVUsage: 0.98, vocab.SigPreemptionsRate: 2.2}),
+			vocab.VerdictKVPressure, nil, []string{"KV cache 0.98 full (threshold 0.95)", "2.2 preemptions/s"}},
+		{"preemptions prove a full pool even when the gauge just dropped", with(map[string]float64{vocab.SigKVUsage: 0.91, vocab.SigPreemptionsRate: 0.6}),
+			vocab.VerdictKVPressure, nil, []string{"0.6 preemptions/s"}},
+		{"a pool at its ceiling before the first preemption", with(map[string]float64{vocab.SigKVUsage: 0.97}),
+			vocab.VerdictKVPressure, nil, []string{"preemption is next"}},
+		{"deep queue, full batch, flat prefill is overload", with(map[string]float64{vocab.SigQueueDepth: 42, vocab.SigRunning: 32,
+			vocab.SigQueueTimeMean: 30, vocab.SigPrefillMean: 0.1, vocab.SigTTFTP99: 40}),
+			vocab.VerdictOverload, nil, []string{"queue 42 waiting (threshold 10); batch 32 running", "99.7% of the time to first token"}},
+		{"a rare preemption under overload is not kv-pressure", with(map[string]float64{vocab.SigQueueDepth: 42, vocab.SigRunning: 32,
+			vocab.SigQueueTimeMean: 30, vocab.SigPrefillMean: 0.1, vocab.SigTTFTP99: 40, vocab.SigKVUsage: 0.7, vocab.SigPreemptionsRate: 0.01}),
+			vocab.VerdictOverload, nil, []string{"queue 42 waiting"}},
+		{"overload that fills the pool is kv-pressure first", with(map[string]float64{vocab.SigQueueDepth: 42, vocab.SigQueueTimeMean: 30,
+			vocab.SigKVUsage: 0.99, vocab.SigPreemptionsRate: 3}),
+			vocab.VerdictKVPressure, []string{vocab.VerdictOverload}, []string{"KV cache 0.99", "queue 42 waiting"}},
+		{"overload makes clients abort: aborts contribute", with(map[string]float64{vocab.SigQueueDepth: 1600, vocab.SigQueueTimeMean: 110,
+			vocab.SigAbortRatio: 0.8, vocab.SigTTFTP99: 159}),
+			vocab.VerdictOverload, []string{vocab.VerdictClientAborts}, []string{"80% of finished requests aborted"}},
+		{"deep queue while long prompts prefill slowly is prefill-bound", with(map[string]float64{vocab.SigQueueDepth: 14,
+			vocab.SigQueueTimeMean: 3, vocab.SigPrefillMean: 1.1, vocab.SigPromptTokens: 6000, vocab.SigTTFTP99: 5}),
+			vocab.VerdictPrefillBound, nil, []string{"prompts 6,000 tokens", "prefill 1.1 s per request", "~5455 prompt tokens/s"}},
+		{"long prompts with slow prefill", with(map[string]float64{vocab.SigPrefillMean: 0.9, vocab.SigPromptTokens: 5200, vocab.SigTTFTP99: 2.5,
+			vocab.SigTTFTP99Baseline: 0.4}),
+			vocab.VerdictPrefillBound, nil, []string{"TTFT p99 2.5 s (threshold 2 s) (before: 0.4 s)"}},
+		{"no request finished: TTFT with an empty queue stands in for prefill", with(map[string]float64{vocab.SigPrefillMean: -1,
+			vocab.SigPromptTokens: 6500, vocab.SigTTFTP50: 1.38, vocab.SigTTFTP99: 2.48}),
+			vocab.VerdictPrefillBound, nil, []string{"TTFT p50 1.38 s with the queue short"}},
+		{"long prompts served fast are no symptom", with(map[string]float64{vocab.SigPromptTokens: 5000, vocab.SigPrefillMean: 0.3}),
+			vocab.VerdictHealthy, nil, nil},
+		{"slow tokens in a wide batch is decode-bound", with(map[string]float64{vocab.SigITLP99: 0.3, vocab.SigRunning: 240}),
+			vocab.VerdictDecodeBound, nil, []string{"ITL p99 0.3 s (threshold 0.2 s) with 240 requests in the batch (wide from 64)"}},
+		{"slow tokens in a narrow batch is unexplained", with(map[string]float64{vocab.SigITLP99: 0.3, vocab.SigRunning: 9}),
+			vocab.VerdictUnexplained, nil, []string{"ITL p99 0.3 s", "load normal: queue 0, batch 9 running, prompts 320 tokens, KV 0.05"}},
+		{"slow prefill of short prompts under a queue is unexplained, not overload", with(map[string]float64{vocab.SigQueueDepth: 20,
+			vocab.SigQueueTimeMean: 2, vocab.SigPrefillMean: 0.8, vocab.SigTTFTP99: 3}),
+			vocab.VerdictUnexplained, nil, []string{"prefill 0.8 s per request", "~400 prompt tokens/s"}},
+		{"unexplained slowness with aborting clients: the slowness is primary", with(map[string]float64{vocab.SigITLP99: 0.45,
+			vocab.SigAbortRatio: 0.2}),
+			vocab.VerdictUnexplained, []string{vocab.VerdictClientAborts}, []string{"20% of finished requests aborted"}},
+		{"aborts with normal latency are the clients' own timeouts", with(map[string]float64{vocab.SigAbortRatio: 0.55}),
+			vocab.VerdictClientAborts, nil, []string{"55% of finished requests aborted by clients (threshold 5%)"}},
+		{"a missing signal is unknown, not abnormal", vocab.Signals{vocab.SigTTFTP99: 3},
+			vocab.VerdictUnexplained, nil, []string{"TTFT p99 3 s", "not measured: queue_depth, running, kv_usage"}},
+		{"no signals at all: no evidence, not unexplained (which would escalate)", vocab.Signals{},
+			vocab.VerdictNoEvidence, nil, []string{"nothing measured: no tier-1 reading came through"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,14 +106,14 @@ func TestDiagnoseVerdictsAndOverlaps(t *testing.T) {
 }
 
 func TestDiagnoseAdviceSpeaksTheSeedsTerms(t *testing.T) {
-	v := Diagnose(with(map[string]float64{SigKVUsage: 0.99, SigPreemptionsRate: 1}), DefaultThresholds)
+	v := Diagnose(with(map[string]float64{vocab.SigKVUsage: 0.99, vocab.SigPreemptionsRate: 1}), DefaultThresholds)
 	all := strings.Join(v.Advice, " ")
 	for _, w := range []string{"--gpu-memory-utilization", "--max-num-seqs", "prefix caching", "add an instance"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("kv-pressure advice lacks %q", w)
 		}
 	}
-	for _, id := range Verdicts {
+	for _, id := range vocab.Verdicts {
 		if len(advice[id]) == 0 {
 			t.Errorf("verdict %s has no advice", id)
 		}
@@ -119,15 +121,15 @@ func TestDiagnoseAdviceSpeaksTheSeedsTerms(t *testing.T) {
 }
 
 func TestThresholdsAreConfigurable(t *testing.T) {
-	deepish := with(map[string]float64{SigQueueDepth: 15, SigQueueTimeMean: 2})
+	deepish := with(map[string]float64{vocab.SigQueueDepth: 15, vocab.SigQueueTimeMean: 2})
 	cases := []struct {
 		name string
 		th   Thresholds
 		want string
 	}{
-		{"defaults: 15 waiting is deep", Thresholds{}, VerdictOverload},
-		{"a queue threshold of 50", Thresholds{QueueDepth: 50}, VerdictHealthy},
-		{"a KV threshold of 0.04 calls 0.05 pressure", Thresholds{KVUsage: 0.04}, VerdictKVPressure},
+		{"defaults: 15 waiting is deep", Thresholds{}, vocab.VerdictOverload},
+		{"a queue threshold of 50", Thresholds{QueueDepth: 50}, vocab.VerdictHealthy},
+		{"a KV threshold of 0.04 calls 0.05 pressure", Thresholds{KVUsage: 0.04}, vocab.VerdictKVPressure},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,7 +137,7 @@ func TestThresholdsAreConfigurable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := step.Run(context.Background(), &Input{Prior: map[string]*Result{"scrape": {Signals: deepish}}})
+			res, err := step.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": {Signals: deepish}}})
 			if err != nil || res.Verdict.ID != c.want {
 				t.Fatalf("verdict %v, %v; want %s", res.Verdict, err, c.want)
 			}
@@ -152,7 +154,7 @@ func TestNewTriageRejectsBadThresholds(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := NewTriage(TriageConfig{Thresholds: th})
-			if Classify(err) != ReasonBadConfig {
+			if vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v, want bad-config", err)
 			}
 		})
@@ -160,33 +162,33 @@ func TestNewTriageRejectsBadThresholds(t *testing.T) {
 }
 
 func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
-	prior := map[string]*Result{
-		"scrape":   {Findings: map[string]any{"source": SourceScrape}, Signals: Signals{SigKVUsage: 0.99, SigQueueDepth: 3, SigAbortRatio: 0.3}},
-		"snapshot": {Findings: map[string]any{"source": SourcePromQL}, Signals: Signals{SigKVUsage: 0.5, SigAbortRatio: 0.01}},
+	prior := map[string]*vocab.Result{
+		"scrape":   {Findings: map[string]any{"source": vocab.SourceScrape}, Signals: vocab.Signals{vocab.SigKVUsage: 0.99, vocab.SigQueueDepth: 3, vocab.SigAbortRatio: 0.3}},
+		"snapshot": {Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{vocab.SigKVUsage: 0.5, vocab.SigAbortRatio: 0.01}},
 		"chart":    {Summary: "a chart, no signals"},
 	}
 	step, _ := NewTriage(TriageConfig{})
-	res, err := step.Run(context.Background(), &Input{Prior: prior})
+	res, err := step.Run(context.Background(), &vocab.Input{Prior: prior})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Signals[SigAbortRatio] != 0.01 || res.Signals[SigQueueDepth] != 3 || res.Signals[SigKVUsage] != 0.99 {
+	if res.Signals[vocab.SigAbortRatio] != 0.01 || res.Signals[vocab.SigQueueDepth] != 3 || res.Signals[vocab.SigKVUsage] != 0.99 {
 		t.Fatalf("merged %v: with windows unknown PromQL's abort ratio must win, the scrape must fill the queue, and the fuller KV reading count", res.Signals)
 	}
 	if got := res.Findings["sources"]; !slices.Equal(got.([]string), []string{"snapshot", "scrape"}) {
 		t.Fatalf("sources = %v", got)
 	}
 	step, _ = NewTriage(TriageConfig{From: []string{"scrape", "snapshot"}})
-	res, _ = step.Run(context.Background(), &Input{Prior: prior})
-	if res.Verdict.ID != VerdictKVPressure || res.Signals[SigAbortRatio] != 0.3 {
+	res, _ = step.Run(context.Background(), &vocab.Input{Prior: prior})
+	if res.Verdict.ID != vocab.VerdictKVPressure || res.Signals[vocab.SigAbortRatio] != 0.3 {
 		t.Fatalf("with from: [scrape, snapshot] the scrape's abort ratio wins: %v %v", res.Verdict, res.Signals)
 	}
 	// With windows known, the shorter one wins whatever the order.
-	prior["scrape"].Findings[FindingSignalWindows] = map[string]any{SigAbortRatio: 2.0}
-	prior["snapshot"].Findings[FindingSignalWindows] = map[string]float64{SigAbortRatio: 120}
+	prior["scrape"].Findings[vocab.FindingSignalWindows] = map[string]any{vocab.SigAbortRatio: 2.0}
+	prior["snapshot"].Findings[vocab.FindingSignalWindows] = map[string]float64{vocab.SigAbortRatio: 120}
 	step, _ = NewTriage(TriageConfig{From: []string{"snapshot", "scrape"}})
-	res, _ = step.Run(context.Background(), &Input{Prior: prior})
-	if o := res.Findings["origins"].(map[string]Origin)[SigAbortRatio]; res.Signals[SigAbortRatio] != 0.3 || o.Step != "scrape" || o.Window != 2 {
+	res, _ = step.Run(context.Background(), &vocab.Input{Prior: prior})
+	if o := res.Findings["origins"].(map[string]vocab.Origin)[vocab.SigAbortRatio]; res.Signals[vocab.SigAbortRatio] != 0.3 || o.Step != "scrape" || o.Window != 2 {
 		t.Fatalf("the scrape's 2 s abort ratio must beat the snapshot's 2m: %v, origin %+v", res.Signals, o)
 	}
 	if !strings.HasPrefix(res.Summary, "kv-pressure (also client-aborts): KV cache 0.99") {
@@ -201,21 +203,21 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 // checkEvidenceAgainstSignals fails when an evidence line contradicts the
 // signals: a line calling the load normal (or every signal within its
 // threshold) while a signal it speaks for is past its threshold.
-func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Verdict) {
+func checkEvidenceAgainstSignals(t *testing.T, sig vocab.Signals, th Thresholds, v *vocab.Verdict) {
 	t.Helper()
 	th = th.withDefaults()
 	load := map[string]bool{ // what "load normal" speaks for
-		"queue": sig[SigQueueDepth] >= th.QueueDepth,
-		"batch": sig[SigRunning] >= th.Running,
+		"queue": sig[vocab.SigQueueDepth] >= th.QueueDepth,
+		"batch": sig[vocab.SigRunning] >= th.Running,
 		// long against the instance's own past where a baseline exists
 		"prompts":     reading{s: sig, th: th}.longPrompts(),
-		"KV":          sig[SigKVUsage] >= th.KVUsage,
-		"preemptions": sig[SigPreemptionsRate] > th.PreemptionsPerS,
+		"KV":          sig[vocab.SigKVUsage] >= th.KVUsage,
+		"preemptions": sig[vocab.SigPreemptionsRate] > th.PreemptionsPerS,
 	}
 	all := map[string]bool{ // what "every tier-1 signal is within its threshold" speaks for
-		"TTFT":   sig[SigTTFTP99] >= th.TTFTP99,
-		"ITL":    sig[SigITLP99] >= th.ITLP99,
-		"aborts": sig[SigAbortRatio] >= th.AbortRatio,
+		"TTFT":   sig[vocab.SigTTFTP99] >= th.TTFTP99,
+		"ITL":    sig[vocab.SigITLP99] >= th.ITLP99,
+		"aborts": sig[vocab.SigAbortRatio] >= th.AbortRatio,
 	}
 	maps.Copy(all, load)
 	for _, line := range v.Evidence {
@@ -233,8 +235,8 @@ func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Ve
 		}
 		// A number the line quotes for the queue is the signal's.
 		if m := queueNumRE.FindStringSubmatch(line); m != nil {
-			if q, ok := sig[SigQueueDepth]; !ok || m[1] != fmt.Sprintf("%.0f", q) {
-				t.Errorf("%s: evidence %q quotes queue %s, the signal is %v", v.ID, line, m[1], sig[SigQueueDepth])
+			if q, ok := sig[vocab.SigQueueDepth]; !ok || m[1] != fmt.Sprintf("%.0f", q) {
+				t.Errorf("%s: evidence %q quotes queue %s, the signal is %v", v.ID, line, m[1], sig[vocab.SigQueueDepth])
 			}
 		}
 	}
@@ -248,41 +250,41 @@ func checkEvidenceAgainstSignals(t *testing.T, sig Signals, th Thresholds, v *Ve
 func TestDiagnoseEachCauseAtOnsetAndSteady(t *testing.T) {
 	cases := []struct {
 		name, want string
-		sig        Signals
+		sig        vocab.Signals
 		untrusted  string // substring of Verdict.Untrusted, if any
 	}{
-		{"overload at onset: 48 waiting, the 2m histogram still calm", VerdictOverload, with(map[string]float64{
-			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 330,
-			SigAdmitRate: 3.4, SigQueueGrowth: 0.3, SigTTFTP99: 4.9, SigTTFTP50: 0.4}), "accounts for 0.1 of the 48 waiting"},
-		{"overload at onset: a scrape gap in which 3 requests finished", VerdictOverload, with(map[string]float64{
-			SigQueueDepth: 115, SigRunning: 32, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07, SigQueueTimeN: 3,
-			SigAdmitRate: 4.2, SigQueueGrowth: 9, SigTTFTP99: 6}), "3 requests finished in the window, 115 waiting"},
-		{"overload at onset, no admitted rate: the lagging histogram does not block", VerdictOverload, with(map[string]float64{
-			SigQueueDepth: 48, SigRunning: 31, SigQueueTimeMean: 0.03, SigPrefillMean: 0.06, SigQueueTimeN: 3, SigTTFTP99: 4.9}), "3 requests finished"},
-		{"overload, nothing admitted in the window: the queue is stuck", VerdictOverload, with(map[string]float64{
-			SigQueueDepth: 30, SigRunning: 32, SigAdmitRate: 0, SigQueueTimeMean: 0.02, SigPrefillMean: 0.07}), "accounts for 0 of the 30"},
-		{"overload steady: histogram and Little's law agree", VerdictOverload, with(map[string]float64{
-			SigQueueDepth: 440, SigRunning: 32, SigQueueTimeMean: 60, SigPrefillMean: 0.09, SigQueueTimeN: 520,
-			SigAdmitRate: 4.4, SigTTFTP99: 79}), ""},
-		{"kv-pressure at onset: at the ceiling, not yet preempting", VerdictKVPressure, with(map[string]float64{
-			SigKVUsage: 0.984, SigPreemptionsRate: 0, SigRunning: 14, SigQueueDepth: 2}), ""},
-		{"kv-pressure steady", VerdictKVPressure, with(map[string]float64{
-			SigKVUsage: 0.97, SigPreemptionsRate: 1.2, SigRunning: 14, SigQueueDepth: 4, SigTTFTP99: 9.5}), ""},
-		{"prefill-bound at onset: the scrape's first long prompts", VerdictPrefillBound, with(map[string]float64{
-			SigPromptTokens: 2802, SigPrefillMean: 0.66, SigTTFTP50: 2.1, SigQueueDepth: 1, SigRunning: 13}), ""},
-		{"prefill-bound at onset, no request finished: TTFT stands in", VerdictPrefillBound, with(map[string]float64{
-			SigPromptTokens: 4600, SigPrefillMean: -1, SigTTFTP50: 1.5, SigTTFTP99: 2.4, SigQueueDepth: 1, SigRunning: 3}), ""},
-		{"prefill-bound steady", VerdictPrefillBound, with(map[string]float64{
-			SigPromptTokens: 5640, SigPrefillMean: 1.28, SigTTFTP99: 4.85, SigQueueDepth: 1, SigRunning: 3}), ""},
-		{"decode-bound at onset", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.264, SigRunning: 239, SigQueueDepth: 6}), ""},
-		{"decode-bound steady", VerdictDecodeBound, with(map[string]float64{SigITLP99: 0.397, SigRunning: 240, SigKVUsage: 0.52}), ""},
-		{"client-aborts at onset", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.59, SigRunning: 18}), ""},
-		{"client-aborts steady", VerdictClientAborts, with(map[string]float64{SigAbortRatio: 0.56, SigRunning: 18}), ""},
-		{"unexplained at onset", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.299, SigRunning: 15}), ""},
-		{"unexplained steady", VerdictUnexplained, with(map[string]float64{SigITLP99: 0.45, SigTTFTP99: 2.3, SigRunning: 12}), ""},
-		{"a deep queue that drains at once is no overload, and not called normal", VerdictHealthy, with(map[string]float64{
-			SigQueueDepth: 15, SigAdmitRate: 150, SigQueueTimeMean: 0.05}), ""},
-		{"healthy", VerdictHealthy, normal, ""},
+		{"overload at onset: 48 waiting, the 2m histogram still calm", vocab.VerdictOverload, with(map[string]float64{
+			vocab.SigQueueDepth: 48, vocab.SigRunning: 31, vocab.SigQueueTimeMean: 0.03, vocab.SigPrefillMean: 0.06, vocab.SigQueueTimeN: 330,
+			vocab.SigAdmitRate: 3.4, vocab.SigQueueGrowth: 0.3, vocab.SigTTFTP99: 4.9, vocab.SigTTFTP50: 0.4}), "accounts for 0.1 of the 48 waiting"},
+		{"overload at onset: a scrape gap in which 3 requests finished", vocab.VerdictOverload, with(map[string]float64{
+			vocab.SigQueueDepth: 115, vocab.SigRunning: 32, vocab.SigQueueTimeMean: 0.02, vocab.SigPrefillMean: 0.07, vocab.SigQueueTimeN: 3,
+			vocab.SigAdmitRate: 4.2, vocab.SigQueueGrowth: 9, vocab.SigTTFTP99: 6}), "3 requests finished in the window, 115 waiting"},
+		{"overload at onset, no admitted rate: the lagging histogram does not block", vocab.VerdictOverload, with(map[string]float64{
+			vocab.SigQueueDepth: 48, vocab.SigRunning: 31, vocab.SigQueueTimeMean: 0.03, vocab.SigPrefillMean: 0.06, vocab.SigQueueTimeN: 3, vocab.SigTTFTP99: 4.9}), "3 requests finished"},
+		{"overload, nothing admitted in the window: the queue is stuck", vocab.VerdictOverload, with(map[string]float64{
+			vocab.SigQueueDepth: 30, vocab.SigRunning: 32, vocab.SigAdmitRate: 0, vocab.SigQueueTimeMean: 0.02, vocab.SigPrefillMean: 0.07}), "accounts for 0 of the 30"},
+		{"overload steady: histogram and Little's law agree", vocab.VerdictOverload, with(map[string]float64{
+			vocab.SigQueueDepth: 440, vocab.SigRunning: 32, vocab.SigQueueTimeMean: 60, vocab.SigPrefillMean: 0.09, vocab.SigQueueTimeN: 520,
+			vocab.SigAdmitRate: 4.4, vocab.SigTTFTP99: 79}), ""},
+		{"kv-pressure at onset: at the ceiling, not yet preempting", vocab.VerdictKVPressure, with(map[string]float64{
+			vocab.SigKVUsage: 0.984, vocab.SigPreemptionsRate: 0, vocab.SigRunning: 14, vocab.SigQueueDepth: 2}), ""},
+		{"kv-pressure steady", vocab.VerdictKVPressure, with(map[string]float64{
+			vocab.SigKVUsage: 0.97, vocab.SigPreemptionsRate: 1.2, vocab.SigRunning: 14, vocab.SigQueueDepth: 4, vocab.SigTTFTP99: 9.5}), ""},
+		{"prefill-bound at onset: the scrape's first long prompts", vocab.VerdictPrefillBound, with(map[string]float64{
+			vocab.SigPromptTokens: 2802, vocab.SigPrefillMean: 0.66, vocab.SigTTFTP50: 2.1, vocab.SigQueueDepth: 1, vocab.SigRunning: 13}), ""},
+		{"prefill-bound at onset, no request finished: TTFT stands in", vocab.VerdictPrefillBound, with(map[string]float64{
+			vocab.SigPromptTokens: 4600, vocab.SigPrefillMean: -1, vocab.SigTTFTP50: 1.5, vocab.SigTTFTP99: 2.4, vocab.SigQueueDepth: 1, vocab.SigRunning: 3}), ""},
+		{"prefill-bound steady", vocab.VerdictPrefillBound, with(map[string]float64{
+			vocab.SigPromptTokens: 5640, vocab.SigPrefillMean: 1.28, vocab.SigTTFTP99: 4.85, vocab.SigQueueDepth: 1, vocab.SigRunning: 3}), ""},
+		{"decode-bound at onset", vocab.VerdictDecodeBound, with(map[string]float64{vocab.SigITLP99: 0.264, vocab.SigRunning: 239, vocab.SigQueueDepth: 6}), ""},
+		{"decode-bound steady", vocab.VerdictDecodeBound, with(map[string]float64{vocab.SigITLP99: 0.397, vocab.SigRunning: 240, vocab.SigKVUsage: 0.52}), ""},
+		{"client-aborts at onset", vocab.VerdictClientAborts, with(map[string]float64{vocab.SigAbortRatio: 0.59, vocab.SigRunning: 18}), ""},
+		{"client-aborts steady", vocab.VerdictClientAborts, with(map[string]float64{vocab.SigAbortRatio: 0.56, vocab.SigRunning: 18}), ""},
+		{"unexplained at onset", vocab.VerdictUnexplained, with(map[string]float64{vocab.SigITLP99: 0.299, vocab.SigRunning: 15}), ""},
+		{"unexplained steady", vocab.VerdictUnexplained, with(map[string]float64{vocab.SigITLP99: 0.45, vocab.SigTTFTP99: 2.3, vocab.SigRunning: 12}), ""},
+		{"a deep queue that drains at once is no overload, and not called normal", vocab.VerdictHealthy, with(map[string]float64{
+			vocab.SigQueueDepth: 15, vocab.SigAdmitRate: 150, vocab.SigQueueTimeMean: 0.05}), ""},
+		{"healthy", vocab.VerdictHealthy, normal, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -313,18 +315,18 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 		vals []float64 // -1: absent
 	}
 	axes := []axis{
-		{SigQueueDepth, []float64{-1, 0, 9, 10, 48}},
-		{SigRunning, []float64{12, 64}},
-		{SigKVUsage, []float64{0.1, 0.95}},
-		{SigPreemptionsRate, []float64{0, 0.5}},
-		{SigTTFTP99, []float64{-1, 0.3, 4.9}},
-		{SigITLP99, []float64{0.05, 0.3}},
-		{SigPrefillMean, []float64{-1, 0.06, 0.9}},
-		{SigQueueTimeMean, []float64{-1, 0.03, 30}},
-		{SigAdmitRate, []float64{-1, 0, 3.4, 500}},
-		{SigQueueTimeN, []float64{-1, 3, 300}},
-		{SigPromptTokens, []float64{320, 6000}},
-		{SigAbortRatio, []float64{0, 0.2}},
+		{vocab.SigQueueDepth, []float64{-1, 0, 9, 10, 48}},
+		{vocab.SigRunning, []float64{12, 64}},
+		{vocab.SigKVUsage, []float64{0.1, 0.95}},
+		{vocab.SigPreemptionsRate, []float64{0, 0.5}},
+		{vocab.SigTTFTP99, []float64{-1, 0.3, 4.9}},
+		{vocab.SigITLP99, []float64{0.05, 0.3}},
+		{vocab.SigPrefillMean, []float64{-1, 0.06, 0.9}},
+		{vocab.SigQueueTimeMean, []float64{-1, 0.03, 30}},
+		{vocab.SigAdmitRate, []float64{-1, 0, 3.4, 500}},
+		{vocab.SigQueueTimeN, []float64{-1, 3, 300}},
+		{vocab.SigPromptTokens, []float64{320, 6000}},
+		{vocab.SigAbortRatio, []float64{0, 0.2}},
 	}
 	seen := map[string]int{}
 	// The GPU axis: not measured, or one GPU thermally throttled
@@ -334,8 +336,8 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 	util := 1.0
 	gpus := []views{{}, {gpu: &GPUView{Measured: true, GPUs: []GPUState{{GPU: "0", ClockEventsMeasured: true,
 		ClockEvents: []string{"sw_thermal"}, SMClockMHz: &hot, SMClockMaxMHz: &maxClock, Util: &util}}}}}
-	var walk func(i int, s Signals)
-	walk = func(i int, s Signals) {
+	var walk func(i int, s vocab.Signals)
+	walk = func(i int, s vocab.Signals) {
 		if i == len(axes) {
 			for _, vw := range gpus {
 				v, _ := diagnose(s, nil, DefaultThresholds, false, vw)
@@ -355,11 +357,11 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 			walk(i+1, next)
 		}
 	}
-	walk(0, Signals{SigTTFTP50: 0.2})
+	walk(0, vocab.Signals{vocab.SigTTFTP50: 0.2})
 	// The grid starts from one signal; no signal at all is no-evidence.
-	v, _ := diagnose(Signals{}, nil, DefaultThresholds, false, views{})
+	v, _ := diagnose(vocab.Signals{}, nil, DefaultThresholds, false, views{})
 	seen[v.ID]++
-	for _, id := range Verdicts {
+	for _, id := range vocab.Verdicts {
 		if seen[id] == 0 {
 			t.Errorf("no combination reached %s: the grid does not cover every rule outcome (%v)", id, seen)
 		}
@@ -367,18 +369,18 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 }
 
 func TestNewThresholdsAreValidated(t *testing.T) {
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{HistMinCoverage: 1.5}}); Classify(err) != ReasonBadConfig {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{HistMinCoverage: 1.5}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("hist_min_coverage 1.5: err = %v", err)
 	}
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{QueueWait: -1}}); Classify(err) != ReasonBadConfig {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{QueueWait: -1}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("queue_wait -1: err = %v", err)
 	}
 	// A queue_wait of 20 s calls a 14 s wait (48 waiting at 3.4/s) no overload.
-	onset := with(map[string]float64{SigQueueDepth: 48, SigAdmitRate: 3.4, SigPrefillMean: 0.06})
-	if v := Diagnose(onset, Thresholds{QueueWait: 20}); v.ID == VerdictOverload {
+	onset := with(map[string]float64{vocab.SigQueueDepth: 48, vocab.SigAdmitRate: 3.4, vocab.SigPrefillMean: 0.06})
+	if v := Diagnose(onset, Thresholds{QueueWait: 20}); v.ID == vocab.VerdictOverload {
 		t.Fatalf("queue_wait 20: %s %q", v.ID, v.Evidence)
 	}
-	if v := Diagnose(onset, Thresholds{}); v.ID != VerdictOverload {
+	if v := Diagnose(onset, Thresholds{}); v.ID != vocab.VerdictOverload {
 		t.Fatalf("default queue_wait: %s %q", v.ID, v.Evidence)
 	}
 }
@@ -392,13 +394,13 @@ func TestNewThresholdsAreValidated(t *testing.T) {
 func TestWideBatchOnset(t *testing.T) {
 	for _, c := range []struct {
 		name, want, also string
-		sig              Signals
+		sig              vocab.Signals
 	}{
-		{"the wave queues: ~2 s of waiting now", VerdictOverload, VerdictDecodeBound, with(map[string]float64{
-			SigQueueDepth: 40, SigRunning: 210, SigAdmitRate: 20, SigQueueTimeMean: 0.05, SigQueueTimeN: 4,
-			SigPrefillMean: 0.15, SigITLP99: 0.31, SigTTFTP99: 2.2})},
-		{"the wave drains: 12 waiting, 60 admitted/s", VerdictDecodeBound, "", with(map[string]float64{
-			SigQueueDepth: 12, SigRunning: 230, SigAdmitRate: 60, SigPrefillMean: 0.15, SigITLP99: 0.31})},
+		{"the wave queues: ~2 s of waiting now", vocab.VerdictOverload, vocab.VerdictDecodeBound, with(map[string]float64{
+			vocab.SigQueueDepth: 40, vocab.SigRunning: 210, vocab.SigAdmitRate: 20, vocab.SigQueueTimeMean: 0.05, vocab.SigQueueTimeN: 4,
+			vocab.SigPrefillMean: 0.15, vocab.SigITLP99: 0.31, vocab.SigTTFTP99: 2.2})},
+		{"the wave drains: 12 waiting, 60 admitted/s", vocab.VerdictDecodeBound, "", with(map[string]float64{
+			vocab.SigQueueDepth: 12, vocab.SigRunning: 230, vocab.SigAdmitRate: 60, vocab.SigPrefillMean: 0.15, vocab.SigITLP99: 0.31})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := Diagnose(c.sig, DefaultThresholds)
@@ -413,7 +415,7 @@ func TestWideBatchOnset(t *testing.T) {
 // checkVerdict fails the test unless v is want with exactly contributing and
 // its evidence holds every one of evidence; it returns the evidence joined
 // by " | " for the caller's further checks.
-func checkVerdict(t *testing.T, v *Verdict, want string, contributing, evidence []string) string {
+func checkVerdict(t *testing.T, v *vocab.Verdict, want string, contributing, evidence []string) string {
 	t.Helper()
 	if v.ID != want || !slices.Equal(v.Contributing, contributing) {
 		t.Fatalf("verdict %s %v, want %s %v; evidence %q", v.ID, v.Contributing, want, contributing, v.Evidence)
@@ -433,7 +435,7 @@ func checkVerdict(t *testing.T, v *Verdict, want string, contributing, evidence 
 // what kept each step from measuring, and its advice says what to check.
 func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
 	step, _ := NewTriage(TriageConfig{})
-	res, err := step.Run(context.Background(), &Input{Prior: map[string]*Result{}, Missed: map[string]string{
+	res, err := step.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{}, Missed: map[string]string{
 		"snapshot": "not configured: no Prometheus (set prometheus.url)",
 		"scrape":   "refused: dial 10.0.0.7:8000: not in targets.allow",
 	}})
@@ -441,7 +443,7 @@ func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := res.Verdict
-	if v == nil || v.ID != VerdictNoEvidence {
+	if v == nil || v.ID != vocab.VerdictNoEvidence {
 		t.Fatalf("verdict %+v, want no-evidence", v)
 	}
 	want := []string{
@@ -452,7 +454,7 @@ func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
 	if len(v.Evidence) < len(want) || strings.Join(v.Evidence[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Errorf("evidence:\n%s\nwant first:\n%s", strings.Join(v.Evidence, "\n"), strings.Join(want, "\n"))
 	}
-	if advice := strings.Join(AllAdvice(v), " "); !strings.Contains(advice, "prometheus.url") || strings.Contains(advice, "escalate to traces") {
+	if advice := strings.Join(vocab.AllAdvice(v), " "); !strings.Contains(advice, "prometheus.url") || strings.Contains(advice, "escalate to traces") {
 		t.Errorf("advice %q: want what to check, not an escalation", advice)
 	}
 	if !strings.HasPrefix(res.Summary, "no-evidence: nothing measured") {

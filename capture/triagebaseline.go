@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Against the instance's own past. A fleet's normal differs from instance to
@@ -23,13 +25,6 @@ import (
 // stay absolute: they are the SLO and the engine's limits, the same for every
 // instance. Verdict.Basis says, per judged signal, which comparison decided.
 
-// Basis values: how a signal was judged.
-const (
-	BasisBefore   = "baseline-before" // against the window before the alert
-	BasisDay      = "baseline-1d"     // against the same window a day earlier
-	BasisAbsolute = "absolute"        // against the threshold: no baseline
-)
-
 // baseline is a signal's baseline, the signal it was read for and which one.
 type baseline struct {
 	v     float64
@@ -46,11 +41,11 @@ func (r reading) baselineFor(sigs ...string) (baseline, bool) {
 	}
 	for _, day := range []bool{false, true} {
 		for _, s := range sigs {
-			n := BaselineOf(s, day)
+			n := vocab.BaselineOf(s, day)
 			if v, ok := r.get(n); ok && v > 0 {
-				b := baseline{v: v, name: n, basis: BasisBefore}
+				b := baseline{v: v, name: n, basis: vocab.BasisBefore}
 				if day {
-					b.basis = BasisDay
+					b.basis = vocab.BasisDay
 				}
 				return b, true
 			}
@@ -62,7 +57,7 @@ func (r reading) baselineFor(sigs ...string) (baseline, bool) {
 // promptSigs are the readings of prompt length, best first: per request
 // admitted now (prompt tokens prefilled ÷ first tokens, both counted as they
 // happen), then per request finished (the histogram, which lags at onset).
-var promptSigs = []string{SigPromptTokensNow, SigPromptTokens}
+var promptSigs = []string{vocab.SigPromptTokensNow, vocab.SigPromptTokens}
 
 // prompts is the prompt length now and the signal it came from.
 func (r reading) prompts() (float64, string, bool) {
@@ -94,7 +89,7 @@ func (r reading) prefillSlow() bool {
 	if !ok {
 		return false
 	}
-	if b, ok := r.baselineFor(SigPrefillMean); ok {
+	if b, ok := r.baselineFor(vocab.SigPrefillMean); ok {
 		return v >= r.th.PrefillGrowth*b.v
 	}
 	return v >= r.th.PrefillTimeMean
@@ -104,15 +99,15 @@ func (r reading) prefillSlow() bool {
 func (r reading) basis() map[string]string {
 	out := map[string]string{}
 	if _, s, ok := r.prompts(); ok {
-		out[s] = BasisAbsolute
+		out[s] = vocab.BasisAbsolute
 		if b, ok := r.baselineFor(promptSigs...); ok {
 			out[s] = b.basis
 		}
 	}
 	if _, _, ok := r.prefillTime(); ok {
-		out[SigPrefillMean] = BasisAbsolute
-		if b, ok := r.baselineFor(SigPrefillMean); ok {
-			out[SigPrefillMean] = b.basis
+		out[vocab.SigPrefillMean] = vocab.BasisAbsolute
+		if b, ok := r.baselineFor(vocab.SigPrefillMean); ok {
+			out[vocab.SigPrefillMean] = b.basis
 		}
 	}
 	if len(out) == 0 {
@@ -135,7 +130,7 @@ func (r reading) sinceLine(b baseline, cur float64, more, less string, f func(fl
 // whenBaseline names a baseline's window: "the 30m before the alert", "the
 // same window a day earlier".
 func (r reading) whenBaseline(b baseline) string {
-	if b.basis == BasisDay {
+	if b.basis == vocab.BasisDay {
 		return "the same time a day earlier"
 	}
 	if o, ok := r.org[b.name]; ok && o.Window > 0 {
@@ -152,7 +147,7 @@ func promptLine(r reading) string {
 		return ""
 	}
 	how := ""
-	if s == SigPromptTokensNow {
+	if s == vocab.SigPromptTokensNow {
 		how = " (prompt tokens per admitted request)"
 	}
 	if b, ok := r.baselineFor(promptSigs...); ok {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The gpu-degraded rule (issue: "the GPU"), over the gpu step's GPUView
@@ -191,7 +193,7 @@ func gpuFigures(g GPUState) []string {
 
 // running says whether the instance has requests running.
 func (r reading) running() bool {
-	v, ok := r.get(SigRunning)
+	v, ok := r.get(vocab.SigRunning)
 	return ok && v > 0
 }
 

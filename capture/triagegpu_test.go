@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
 
@@ -24,10 +25,10 @@ func gpuView(gs ...GPUState) *GPUView {
 }
 
 // slowITL is an instance whose tokens are slow at a batch that was fine (narrow).
-var slowITL = with(map[string]float64{SigITLP99: 0.45, SigRunning: 24})
+var slowITL = with(map[string]float64{vocab.SigITLP99: 0.45, vocab.SigRunning: 24})
 
 // wideSlowITL is decode-bound by itself: slow tokens in a wide batch.
-var wideSlowITL = with(map[string]float64{SigITLP99: 0.3, SigRunning: 240})
+var wideSlowITL = with(map[string]float64{vocab.SigITLP99: 0.3, vocab.SigRunning: 240})
 
 func TestGPUDegradedRule(t *testing.T) {
 	throttled := func(events []string, clock float64) GPUState {
@@ -47,39 +48,39 @@ func TestGPUDegradedRule(t *testing.T) {
 	remap.RowRemapFailure = f64(1)
 	cases := []struct {
 		name         string
-		sig          Signals
+		sig          vocab.Signals
 		gpu          *GPUView
 		want         string
 		contributing []string
 		evidence     []string
 	}{
-		{"sw_thermal slows tokens", slowITL, gpuView(h100("0"), throttled([]string{"sw_thermal"}, 1089)), VerdictGPUDegraded, nil,
+		{"sw_thermal slows tokens", slowITL, gpuView(h100("0"), throttled([]string{"sw_thermal"}, 1089)), vocab.VerdictGPUDegraded, nil,
 			[]string{"GPU 1 on node-a (NVIDIA H100 80GB HBM3): sw_thermal: software thermal slowdown, the GPU is too hot; SM 1089/1980 MHz (55%), 88 °C",
 				`a profile would only show "everything slow"`}},
-		{"hw_slowdown at full clock still counts", slowITL, gpuView(throttled([]string{"hw_slowdown"}, 1980)), VerdictGPUDegraded, nil,
+		{"hw_slowdown at full clock still counts", slowITL, gpuView(throttled([]string{"hw_slowdown"}, 1980)), vocab.VerdictGPUDegraded, nil,
 			[]string{"hw_slowdown: hardware slowdown"}},
-		{"power_cap at full load near max is routine", normal, gpuView(throttled([]string{"power_cap"}, 1755)), VerdictHealthy, nil,
+		{"power_cap at full load near max is routine", normal, gpuView(throttled([]string{"power_cap"}, 1755)), vocab.VerdictHealthy, nil,
 			[]string{"GPU: 1 measured, no abnormal throttling"}},
-		{"power_cap with the clock well below max is not", slowITL, gpuView(throttled([]string{"power_cap"}, 1300)), VerdictGPUDegraded, nil,
+		{"power_cap with the clock well below max is not", slowITL, gpuView(throttled([]string{"power_cap"}, 1300)), vocab.VerdictGPUDegraded, nil,
 			[]string{"power_cap: software power cap", "SM 1300/1980 MHz (66%)"}},
-		{"an idle GPU's low clock is not degraded", normal, gpuView(idle), VerdictHealthy, nil, nil},
-		{"a low clock under load with no reason measured", slowITL, gpuView(noReasons), VerdictGPUDegraded, nil,
+		{"an idle GPU's low clock is not degraded", normal, gpuView(idle), vocab.VerdictHealthy, nil, nil},
+		{"a low clock under load with no reason measured", slowITL, gpuView(noReasons), vocab.VerdictGPUDegraded, nil,
 			[]string{"SM clock below 80% of its max under load (clock event reasons not measured"}},
-		{"an XID is named with its meaning", normal, gpuView(xid), VerdictGPUDegraded, nil,
+		{"an XID is named with its meaning", normal, gpuView(xid), vocab.VerdictGPUDegraded, nil,
 			[]string{"GPU 1 on node-a (NVIDIA H100 80GB HBM3): XID 79 in the window: the GPU has fallen off the bus"}},
-		{"uncorrectable ECC", normal, gpuView(ecc), VerdictGPUDegraded, nil, []string{"3 uncorrectable ECC errors"}},
-		{"row-remap failure", normal, gpuView(remap), VerdictGPUDegraded, nil, []string{"row remapping failed"}},
+		{"uncorrectable ECC", normal, gpuView(ecc), vocab.VerdictGPUDegraded, nil, []string{"3 uncorrectable ECC errors"}},
+		{"row-remap failure", normal, gpuView(remap), vocab.VerdictGPUDegraded, nil, []string{"row remapping failed"}},
 		// Precedence: below the load causes, above decode-bound.
-		{"a throttled GPU under a deep queue is overload first", with(map[string]float64{SigQueueDepth: 42, SigRunning: 32,
-			SigQueueTimeMean: 30, SigPrefillMean: 0.1, SigTTFTP99: 40}), gpuView(throttled([]string{"hw_thermal"}, 990)),
-			VerdictOverload, []string{VerdictGPUDegraded}, []string{"queue 42 waiting", "hw_thermal: hardware thermal slowdown"}},
+		{"a throttled GPU under a deep queue is overload first", with(map[string]float64{vocab.SigQueueDepth: 42, vocab.SigRunning: 32,
+			vocab.SigQueueTimeMean: 30, vocab.SigPrefillMean: 0.1, vocab.SigTTFTP99: 40}), gpuView(throttled([]string{"hw_thermal"}, 990)),
+			vocab.VerdictOverload, []string{vocab.VerdictGPUDegraded}, []string{"queue 42 waiting", "hw_thermal: hardware thermal slowdown"}},
 		{"a throttled GPU in a wide batch is gpu-degraded, decode-bound contributing", wideSlowITL, gpuView(throttled([]string{"sw_thermal"}, 1089)),
-			VerdictGPUDegraded, []string{VerdictDecodeBound}, []string{"sw_thermal"}},
-		{"a healthy GPU leaves decode-bound alone", wideSlowITL, gpuView(h100("0")), VerdictDecodeBound, nil, []string{"GPU: 1 measured"}},
+			vocab.VerdictGPUDegraded, []string{vocab.VerdictDecodeBound}, []string{"sw_thermal"}},
+		{"a healthy GPU leaves decode-bound alone", wideSlowITL, gpuView(h100("0")), vocab.VerdictDecodeBound, nil, []string{"GPU: 1 measured"}},
 		// Not measured is said, never healthy.
-		{"no DCGM series: unexplained, GPU not measured", slowITL, gpuView(), VerdictUnexplained, nil,
+		{"no DCGM series: unexplained, GPU not measured", slowITL, gpuView(), vocab.VerdictUnexplained, nil,
 			[]string{`GPU not measured: no DCGM series matched {instance=~"node-a:[0-9]+"}`}},
-		{"no gpu step", slowITL, nil, VerdictUnexplained, nil, []string{"GPU not measured: no gpu step result"}},
+		{"no gpu step", slowITL, nil, vocab.VerdictUnexplained, nil, []string{"GPU not measured: no gpu step result"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestGPUDegradedRule(t *testing.T) {
 					t.Errorf("an unmeasured GPU reads as fine:\n%s", all)
 				}
 			}
-			if v.ID == VerdictGPUDegraded && !slices.Equal(v.Advice, advice[VerdictGPUDegraded]) {
+			if v.ID == vocab.VerdictGPUDegraded && !slices.Equal(v.Advice, advice[vocab.VerdictGPUDegraded]) {
 				t.Errorf("advice %q", v.Advice)
 			}
 		})
@@ -98,7 +99,7 @@ func TestGPUDegradedRule(t *testing.T) {
 }
 
 func TestGPUClockRatioThreshold(t *testing.T) {
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{GPUClockRatio: 1.2}}); Classify(err) != ReasonBadConfig {
+	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{GPUClockRatio: 1.2}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("gpu_clock_ratio 1.2: %v", err)
 	}
 	g := h100("1")
@@ -106,7 +107,7 @@ func TestGPUClockRatioThreshold(t *testing.T) {
 	for _, c := range []struct {
 		ratio float64
 		want  string
-	}{{0, VerdictHealthy}, {0.9, VerdictGPUDegraded}} {
+	}{{0, vocab.VerdictHealthy}, {0.9, vocab.VerdictGPUDegraded}} {
 		v, _ := diagnose(normal, nil, Thresholds{GPUClockRatio: c.ratio}, false, views{gpu: gpuView(g)})
 		if v.ID != c.want {
 			t.Errorf("ratio %v: %s, want %s", c.ratio, v.ID, c.want)
@@ -128,17 +129,17 @@ func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	tri, _ := NewTriage(TriageConfig{})
-	prior := map[string]*Result{
-		"snapshot": {Signals: slowITL, Findings: map[string]any{"source": SourcePromQL}},
+	prior := map[string]*vocab.Result{
+		"snapshot": {Signals: slowITL, Findings: map[string]any{"source": vocab.SourcePromQL}},
 		"gpu":      {Findings: map[string]any{FindingGPU: decoded}},
 	}
-	out, err := tri.Run(context.Background(), &Input{Env: &Env{}, Prior: prior})
+	out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: prior})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := out.Verdict
 	all := strings.Join(v.Evidence, "\n")
-	if v.ID != VerdictGPUDegraded || !strings.Contains(all, "GPU 3 on node-a") || !strings.Contains(all, "XID 48 in the window: double-bit ECC error") ||
+	if v.ID != vocab.VerdictGPUDegraded || !strings.Contains(all, "GPU 3 on node-a") || !strings.Contains(all, "XID 48 in the window: double-bit ECC error") ||
 		strings.Contains(all, "GPU 0 on") {
 		t.Fatalf("verdict %s\n%s", v.ID, all)
 	}
@@ -154,7 +155,7 @@ func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
 func TestRowRemapFailureBothGenerations(t *testing.T) {
 	start := time.Unix(1.8e9, 0)
 	type gen struct{ rows, failed, power, temp string }
-	var got []*Verdict
+	var got []*vocab.Verdict
 	for _, g := range []gen{
 		{"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"},
 		{"DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"},
@@ -172,14 +173,14 @@ func TestRowRemapFailureBothGenerations(t *testing.T) {
 					series(l(g.power, gpu), start, 401.5, 420.25), series(l(g.temp, gpu), start, 61, 62)})
 			}
 			view := &GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.states(), Measured: true}
-			v, _ := diagnose(slowITL, nil, Thresholds{}, false, views{gpu: view, peers: fleet(SigITLP99, 0.45, 0.03, 0.03, 0.04)})
-			all := checkVerdict(t, v, VerdictGPUDegraded, []string{FactorSingleInstance}, []string{
+			v, _ := diagnose(slowITL, nil, Thresholds{}, false, views{gpu: view, peers: fleet(vocab.SigITLP99, 0.45, 0.03, 0.03, 0.04)})
+			all := checkVerdict(t, v, vocab.VerdictGPUDegraded, []string{vocab.FactorSingleInstance}, []string{
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): row remapping failed (" + g.failed + "): the memory cannot be repaired",
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): 1 uncorrectable ECC error in the window (uncorrectable remapped rows +1 (" + g.rows + "))",
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): 62 °C, 420 W (" + g.temp + ", " + g.power + ")",
 				"only this instance: ITL p99",
 			})
-			if v.Scope != ScopeSingle || strings.Contains(all, "GPU 0 on") {
+			if v.Scope != vocab.ScopeSingle || strings.Contains(all, "GPU 0 on") {
 				t.Errorf("scope %q; evidence:\n%s", v.Scope, all)
 			}
 			got = append(got, v)

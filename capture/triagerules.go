@@ -3,15 +3,17 @@ package capture
 import (
 	"fmt"
 	"strings"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // reading is a set of signals seen through thresholds: the checks the rules
 // combine. A missing signal makes every check on it false: unknown is never
 // taken for abnormal. org says where each signal came from (may be empty).
 type reading struct {
-	s   Signals
+	s   vocab.Signals
 	th  Thresholds
-	org map[string]Origin
+	org map[string]vocab.Origin
 	// noBaselines judges every signal by its absolute threshold
 	// (TriageConfig.IgnoreBaselines).
 	noBaselines bool
@@ -30,14 +32,14 @@ func (r reading) atLeast(name string, thr float64) bool {
 	return ok && v >= thr
 }
 
-func (r reading) kvFull() bool    { return r.atLeast(SigKVUsage, r.th.KVUsage) }
-func (r reading) queueDeep() bool { return r.atLeast(SigQueueDepth, r.th.QueueDepth) }
-func (r reading) itlHigh() bool   { return r.atLeast(SigITLP99, r.th.ITLP99) }
-func (r reading) wideBatch() bool { return r.atLeast(SigRunning, r.th.Running) }
-func (r reading) aborting() bool  { return r.atLeast(SigAbortRatio, r.th.AbortRatio) }
+func (r reading) kvFull() bool    { return r.atLeast(vocab.SigKVUsage, r.th.KVUsage) }
+func (r reading) queueDeep() bool { return r.atLeast(vocab.SigQueueDepth, r.th.QueueDepth) }
+func (r reading) itlHigh() bool   { return r.atLeast(vocab.SigITLP99, r.th.ITLP99) }
+func (r reading) wideBatch() bool { return r.atLeast(vocab.SigRunning, r.th.Running) }
+func (r reading) aborting() bool  { return r.atLeast(vocab.SigAbortRatio, r.th.AbortRatio) }
 
 func (r reading) preempting() bool {
-	v, ok := r.get(SigPreemptionsRate)
+	v, ok := r.get(vocab.SigPreemptionsRate)
 	return ok && v > r.th.PreemptionsPerS
 }
 
@@ -48,9 +50,9 @@ func (r reading) preempting() bool {
 // prompts (it is observed at the finish); TTFT p50 does not. fromTTFT says
 // which.
 func (r reading) prefillTime() (v float64, fromTTFT, ok bool) {
-	m, okM := r.get(SigPrefillMean)
-	q, okQ := r.get(SigQueueDepth)
-	t, okT := r.get(SigTTFTP50)
+	m, okM := r.get(vocab.SigPrefillMean)
+	q, okQ := r.get(vocab.SigQueueDepth)
+	t, okT := r.get(vocab.SigTTFTP50)
 	if okQ && okT && q < r.th.QueueDepth && (!okM || t > m) {
 		return t, true, true
 	}
@@ -61,14 +63,14 @@ func (r reading) prefillTime() (v float64, fromTTFT, ok bool) {
 // bounds the p99 from below (a scrape gap with too few first tokens for a p99
 // still has a median, and at onset it is the one that is current).
 func (r reading) ttftHigh() bool {
-	return r.atLeast(SigTTFTP99, r.th.TTFTP99) || r.atLeast(SigTTFTP50, r.th.TTFTP99)
+	return r.atLeast(vocab.SigTTFTP99, r.th.TTFTP99) || r.atLeast(vocab.SigTTFTP50, r.th.TTFTP99)
 }
 
 // admitRate is the rate the queue drains at and the signal it came from:
 // first tokens per second (counted as they happen), else finishes per second
 // (with the batch full, each finish frees the slot the next admission takes).
 func (r reading) admitRate() (v float64, from string, ok bool) {
-	for _, n := range []string{SigAdmitRate, SigRequestRate} {
+	for _, n := range []string{vocab.SigAdmitRate, vocab.SigRequestRate} {
 		if v, ok := r.get(n); ok {
 			return v, n, true
 		}
@@ -88,13 +90,13 @@ type wait struct {
 // own estimate, or Little's law (waiting ÷ admitted rate). It reads gauges and
 // counters that move as requests do, never the lifecycle histograms.
 func (r reading) waitNow() wait {
-	if v, ok := r.get(SigQueueOldest); ok {
-		return wait{secs: v, how: SigQueueOldest, known: true}
+	if v, ok := r.get(vocab.SigQueueOldest); ok {
+		return wait{secs: v, how: vocab.SigQueueOldest, known: true}
 	}
-	if v, ok := r.get(SigQueueWait); ok {
-		return wait{secs: v, how: SigQueueWait, known: true}
+	if v, ok := r.get(vocab.SigQueueWait); ok {
+		return wait{secs: v, how: vocab.SigQueueWait, known: true}
 	}
-	q, okQ := r.get(SigQueueDepth)
+	q, okQ := r.get(vocab.SigQueueDepth)
 	a, from, okA := r.admitRate()
 	switch {
 	case !okQ || !okA:
@@ -115,15 +117,15 @@ func (r reading) waitNow() wait {
 // it implies; when that is a small part of the queue now, the requests it
 // counted finished before the queue built up.
 func (r reading) histogramLag() string {
-	qt, ok := r.get(SigQueueTimeMean)
+	qt, ok := r.get(vocab.SigQueueTimeMean)
 	if !ok || !r.queueDeep() { // only a deep queue consults it
 		return ""
 	}
-	q, _ := r.get(SigQueueDepth)
-	n, okN := r.get(SigQueueTimeN)
-	if okN && r.sameStep(SigQueueTimeN, SigQueueTimeMean) && n < r.th.HistMinRequests {
+	q, _ := r.get(vocab.SigQueueDepth)
+	n, okN := r.get(vocab.SigQueueTimeN)
+	if okN && r.sameStep(vocab.SigQueueTimeN, vocab.SigQueueTimeMean) && n < r.th.HistMinRequests {
 		return fmt.Sprintf("queue-time histogram lags: %.0f requests finished in the window, %.0f waiting (trusted from %.0f)%s",
-			n, q, r.th.HistMinRequests, r.from(SigQueueTimeMean))
+			n, q, r.th.HistMinRequests, r.from(vocab.SigQueueTimeMean))
 	}
 	a, from, okA := r.admitRate()
 	if !okA {
@@ -131,7 +133,7 @@ func (r reading) histogramLag() string {
 	}
 	if implied := qt * a; implied < r.th.HistMinCoverage*q {
 		return fmt.Sprintf("queue-time histogram lags: its mean wait %s × %.3g admitted/s (%s) accounts for %.2g of the %.0f waiting now; the requests it counted finished before the queue built up%s",
-			fmtSec(qt), a, from, implied, q, r.from(SigQueueTimeMean))
+			fmtSec(qt), a, from, implied, q, r.from(vocab.SigQueueTimeMean))
 	}
 	return ""
 }
@@ -157,7 +159,7 @@ func (r reading) queueDominates() bool {
 		}
 		return !okP || w.secs/(w.secs+p) >= r.th.QueueShare
 	}
-	q, okQ := r.get(SigQueueTimeMean)
+	q, okQ := r.get(vocab.SigQueueTimeMean)
 	if !okQ || !okP || q+p <= 0 || r.histogramLag() != "" {
 		return true
 	}
@@ -185,27 +187,27 @@ type rule struct {
 
 // rules in precedence order (see TriageConfig's doc for the argument).
 var rules = []rule{
-	{VerdictKVPressure, func(r reading, _ map[string]bool) bool { return r.kvFull() || r.preempting() }, kvEvidence},
-	{VerdictOverload, func(r reading, _ map[string]bool) bool {
+	{vocab.VerdictKVPressure, func(r reading, _ map[string]bool) bool { return r.kvFull() || r.preempting() }, kvEvidence},
+	{vocab.VerdictOverload, func(r reading, _ map[string]bool) bool {
 		return r.queueDeep() && r.queueDominates() && !r.prefillSlow()
 	}, overloadEvidence},
-	{VerdictPrefillBound, func(r reading, _ map[string]bool) bool {
+	{vocab.VerdictPrefillBound, func(r reading, _ map[string]bool) bool {
 		return r.longPrompts() && (r.prefillSlow() || r.ttftHigh())
 	}, prefillEvidence},
-	{VerdictGPUDegraded, func(r reading, _ map[string]bool) bool { return r.gpuDegraded() }, gpuEvidence},
-	{VerdictDecodeBound, func(r reading, _ map[string]bool) bool { return r.itlHigh() && r.wideBatch() }, decodeEvidence},
-	{VerdictUnexplained, func(r reading, held map[string]bool) bool {
-		return r.slowStage() && !held[VerdictKVPressure] && !held[VerdictOverload] &&
-			!held[VerdictPrefillBound] && !held[VerdictGPUDegraded] && !held[VerdictDecodeBound]
+	{vocab.VerdictGPUDegraded, func(r reading, _ map[string]bool) bool { return r.gpuDegraded() }, gpuEvidence},
+	{vocab.VerdictDecodeBound, func(r reading, _ map[string]bool) bool { return r.itlHigh() && r.wideBatch() }, decodeEvidence},
+	{vocab.VerdictUnexplained, func(r reading, held map[string]bool) bool {
+		return r.slowStage() && !held[vocab.VerdictKVPressure] && !held[vocab.VerdictOverload] &&
+			!held[vocab.VerdictPrefillBound] && !held[vocab.VerdictGPUDegraded] && !held[vocab.VerdictDecodeBound]
 	}, unexplainedEvidence},
-	{VerdictClientAborts, func(r reading, _ map[string]bool) bool { return r.aborting() }, abortEvidence},
+	{vocab.VerdictClientAborts, func(r reading, _ map[string]bool) bool { return r.aborting() }, abortEvidence},
 }
 
 // Diagnose applies the rules to sig: the first rule that holds is the verdict,
 // the others that hold are contributing; evidence lists the primary's lines,
 // then the contributing ones', then which signals could not be measured and
 // which were not trusted.
-func Diagnose(sig Signals, th Thresholds) *Verdict {
+func Diagnose(sig vocab.Signals, th Thresholds) *vocab.Verdict {
 	v, _ := diagnose(sig, nil, th, false, views{})
 	return v
 }
@@ -213,11 +215,11 @@ func Diagnose(sig Signals, th Thresholds) *Verdict {
 // diagnose is Diagnose with the signals' origins, and returns the signals it
 // derived (the current wait by Little's law). noBaselines judges by the
 // absolute thresholds alone.
-func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines bool, vw views) (*Verdict, Signals) {
+func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noBaselines bool, vw views) (*vocab.Verdict, vocab.Signals) {
 	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines, vw: vw}
-	v := &Verdict{}
+	v := &vocab.Verdict{}
 	if len(sig) == 0 {
-		v.ID = VerdictNoEvidence
+		v.ID = vocab.VerdictNoEvidence
 		v.Evidence = append([]string{"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out"}, gpuContext(r)...)
 		v.Advice = advice[v.ID]
 		return v, nil
@@ -237,7 +239,7 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 		lines = appendNew(lines, ru.evidence(r)...)
 	}
 	if v.ID == "" {
-		v.ID = VerdictHealthy
+		v.ID = vocab.VerdictHealthy
 		lines = healthyEvidence(r)
 	}
 	// Where the cause sits (triagescope.go): its own field, with its
@@ -260,10 +262,10 @@ func diagnose(sig Signals, org map[string]Origin, th Thresholds, noBaselines boo
 	}
 	v.Evidence = lines
 	v.Advice = advice[v.ID]
-	var derived Signals
-	if _, given := sig[SigQueueWait]; !given {
+	var derived vocab.Signals
+	if _, given := sig[vocab.SigQueueWait]; !given {
 		if w := r.waitNow(); w.known && !w.stuck {
-			derived = Signals{SigQueueWait: w.secs}
+			derived = vocab.Signals{vocab.SigQueueWait: w.secs}
 		}
 	}
 	return v, derived
@@ -286,8 +288,8 @@ func appendNew(lines []string, more ...string) []string {
 // missing names the key signals no step measured.
 func missing(r reading) string {
 	var out []string
-	for _, n := range []string{SigQueueDepth, SigRunning, SigKVUsage, SigTTFTP99, SigITLP99,
-		SigPrefillMean, SigPromptTokens, SigAbortRatio} {
+	for _, n := range []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigKVUsage, vocab.SigTTFTP99, vocab.SigITLP99,
+		vocab.SigPrefillMean, vocab.SigPromptTokens, vocab.SigAbortRatio} {
 		if _, ok := r.get(n); !ok {
 			out = append(out, n)
 		}
@@ -300,48 +302,48 @@ func missing(r reading) string {
 
 // advice per verdict, in the seed's terms.
 var advice = map[string][]string{
-	VerdictKVPressure: {
+	vocab.VerdictKVPressure: {
 		"raise --gpu-memory-utilization if the GPU has VRAM to spare (a larger KV block pool)",
 		"lower --max-num-seqs or --max-model-len to cut concurrent KV demand",
 		"check that prefix caching is on and hitting, so shared prefixes reuse KV blocks",
 		"if this is steady-state load, add an instance",
 	},
-	VerdictOverload: {
+	vocab.VerdictOverload: {
 		"past the knee: traffic exceeds this instance's capacity; a capacity problem, not a code bug",
 		"route traffic to other instances or scale out (autoscale on queue depth)",
 		"no profile needed: per-request work is flat, the time goes to waiting",
 	},
-	VerdictPrefillBound: {
+	vocab.VerdictPrefillBound: {
 		"prompts got longer: check the prompt-length distribution and which clients send long contexts",
 		"tune prefill batching: --max-num-batched-tokens (chunked prefill) trades TTFT against decode stalls",
 		"make sure prefix caching is on so shared prefixes are not prefilled again",
 		"consider separating long-context traffic (its own instances, or disaggregated prefill)",
 	},
-	VerdictDecodeBound: {
+	vocab.VerdictDecodeBound: {
 		"decode is memory-bandwidth bound at this batch width: lower --max-num-seqs to narrow the batch (less throughput, faster tokens)",
 		"or add instances to spread the concurrent sequences",
 	},
-	VerdictClientAborts: {
+	vocab.VerdictClientAborts: {
 		"clients are timing out: the SLO is already violated for them",
 		"compare client timeouts with end-to-end latency (long answers need longer timeouts or streaming)",
 		"find which clients abort, and whether the latency before the aborts grew",
 	},
-	VerdictUnexplained: {
+	vocab.VerdictUnexplained: {
 		"escalate to traces (tier 2): which stage of which requests is slow (queue, prefill or decode)",
 		"if a stage is slow for no visible reason, take a short framed profile (tier 3) and read the hot kernels",
 		"check recent changes: vLLM version, model, drivers, GPU health",
 	},
-	VerdictGPUDegraded: {
+	vocab.VerdictGPUDegraded: {
 		"the GPU itself is slow: every kernel is slower, so a profile would only show \"everything slow\"; fix the hardware first",
 		"thermal or HW slowdown: check the node's cooling (fans, inlet temperature, airflow) and the GPU's temperature history",
 		"power cap or power brake: check the power limit (nvidia-smi -q -d POWER) and the node's power supply",
 		"an XID or uncorrectable ECC error: drain the node, reset the GPU (nvidia-smi -r) and watch it; a repeated XID means RMA",
 		"route traffic away from this instance meanwhile",
 	},
-	VerdictHealthy: {
+	vocab.VerdictHealthy: {
 		"nothing in tier 1 explains the alert now: it may be flapping or mis-tuned; check its threshold and `for:`",
 	},
-	VerdictNoEvidence: {
+	vocab.VerdictNoEvidence: {
 		"fix what the evidence names first: a Prometheus the daemon can reach (prometheus.url), the instance's /metrics reachable from the daemon (targets.allow)",
 		"then fire the alert again (or replay it with `autocapture replay`): a verdict needs at least one tier-1 reading",
 		"traces and a profile would not tell the cause without the metrics to place them",
@@ -394,7 +396,7 @@ func (r reading) before(sig string, f func(float64) string) string {
 	switch {
 	case !ok:
 		return ""
-	case b.basis == BasisDay:
+	case b.basis == vocab.BasisDay:
 		return " (a day earlier: " + f(b.v) + ")"
 	}
 	return " (before: " + f(b.v) + ")"
@@ -406,10 +408,10 @@ func (r reading) before(sig string, f func(float64) string) string {
 // baseline): prefill_time_mean".
 func basisLine(basis map[string]string) string {
 	var base, abs []string
-	for _, s := range []string{SigPromptTokensNow, SigPromptTokens, SigPrefillMean} {
+	for _, s := range []string{vocab.SigPromptTokensNow, vocab.SigPromptTokens, vocab.SigPrefillMean} {
 		switch b, ok := basis[s]; {
 		case !ok:
-		case b == BasisAbsolute:
+		case b == vocab.BasisAbsolute:
 			abs = append(abs, s)
 		default:
 			base = append(base, s+" ("+b+")")

@@ -3,9 +3,9 @@ package capture
 import (
 	"fmt"
 	"math"
-	"regexp"
-	"slices"
 	"strings"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Where the cause sits (issue: "this server, the whole fleet"), over the
@@ -22,94 +22,6 @@ import (
 // Independently, an instance taking imbalance_ratio × its peers' median
 // request rate with the same per-request work (prompt and output lengths
 // within imbalance_work_tolerance of the peers') is a routing imbalance.
-
-// Contributing factors the scope adds; they are not verdicts.
-const (
-	FactorSingleInstance   = ScopeSingle
-	FactorFleetWide        = ScopeFleet
-	FactorRoutingImbalance = "routing-imbalance"
-)
-
-// factorAdvice is the advice for the contributing factors that are not
-// verdicts, in the seed's terms; FactorAdvice reads it.
-var factorAdvice = map[string][]string{
-	FactorSingleInstance: {
-		"only this instance: drain it or route traffic away from it while you look",
-		"check its node and GPU (throttling, XID or ECC errors, a noisy neighbour)",
-		"compare its request rate with its peers': a routing imbalance sends it more than its share",
-	},
-	FactorFleetWide: {
-		"every instance of the model shows it: a traffic or release problem, not one node",
-		"scale out the model's instances; check traffic growth and which clients grew",
-		"check recent releases (model, vLLM, config) and roll back if one lines up with the onset",
-	},
-	FactorRoutingImbalance: {
-		"the load balancer sends this instance more than its share: check its weights and health checks",
-		"check session affinity (sticky sessions, prefix-aware routing) pinning heavy clients to this instance",
-		"spread the traffic (least-requests routing) before adding instances: the fleet has room",
-	},
-}
-
-// FactorAdvice is the advice for a contributing factor that is not a
-// verdict (single-instance, fleet-wide, routing-imbalance); nil otherwise.
-func FactorAdvice(id string) []string { return factorAdvice[id] }
-
-// scopeLineRE recognises a scope's evidence line (ScopeLine).
-var scopeLineRE = regexp.MustCompile(`^(only this instance: |fleet-wide: |\d+ of \d+ instances have |scope not measured: )`)
-
-// ScopeLine is the verdict's evidence line that says where the cause sits
-// ("only this instance: …", "fleet-wide: …", "3 of 6 instances have …", or
-// "scope not measured: …"); "" when there is none.
-func ScopeLine(v *Verdict) string {
-	if v == nil {
-		return ""
-	}
-	for _, l := range v.Evidence {
-		if scopeLineRE.MatchString(l) {
-			return l
-		}
-	}
-	return ""
-}
-
-// ScopeText is where the verdict's cause sits, for a thread, a console or
-// the run page: "scope: single-instance — only this instance: queue 48 vs
-// peers' median 0 (5 peers)", "scope: not measured — …" when the peers were
-// not measured, "" when triage said nothing about it (healthy, an older verdict).
-func ScopeText(v *Verdict) string {
-	if v == nil {
-		return ""
-	}
-	line := ScopeLine(v)
-	if v.Scope == "" {
-		if rest, ok := strings.CutPrefix(line, "scope not measured: "); ok {
-			return "scope: not measured — " + rest
-		}
-		return ""
-	}
-	if line == "" {
-		return "scope: " + v.Scope
-	}
-	return "scope: " + v.Scope + " — " + line
-}
-
-// AllAdvice is the verdict's advice, then that of its contributing factors
-// that are not verdicts (single-instance, fleet-wide, routing-imbalance),
-// each line once.
-func AllAdvice(v *Verdict) []string {
-	if v == nil {
-		return nil
-	}
-	out := slices.Clone(v.Advice)
-	for _, c := range v.Contributing {
-		for _, a := range factorAdvice[c] {
-			if !slices.Contains(out, a) {
-				out = append(out, a)
-			}
-		}
-	}
-	return out
-}
 
 // scopeSignal is a signal that defines a verdict, with how to judge and print it.
 type scopeSignal struct {
@@ -130,35 +42,35 @@ func fmtNum(x float64) string {
 }
 
 var (
-	scopeQueue   = scopeSignal{SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, fmtNum}
-	scopeKV      = scopeSignal{SigKVUsage, "KV usage", func(r reading, x float64) bool { return x >= r.th.KVUsage }, func(r reading) float64 { return r.th.KVUsage }, fmtPct}
-	scopePreempt = scopeSignal{SigPreemptionsRate, "preemptions/s", func(r reading, x float64) bool { return x > r.th.PreemptionsPerS }, func(r reading) float64 { return r.th.PreemptionsPerS }, fmtNum}
-	scopeTTFT    = scopeSignal{SigTTFTP99, "TTFT p99", func(r reading, x float64) bool { return x >= r.th.TTFTP99 }, func(r reading) float64 { return r.th.TTFTP99 }, fmtSec}
-	scopeITL     = scopeSignal{SigITLP99, "ITL p99", func(r reading, x float64) bool { return x >= r.th.ITLP99 }, func(r reading) float64 { return r.th.ITLP99 }, fmtSec}
-	scopePrompt  = scopeSignal{SigPromptTokens, "prompt length", func(r reading, x float64) bool { return x >= r.th.PromptTokensMean }, func(r reading) float64 { return r.th.PromptTokensMean }, fmtNum}
-	scopeAborts  = scopeSignal{SigAbortRatio, "abort ratio", func(r reading, x float64) bool { return x >= r.th.AbortRatio }, func(r reading) float64 { return r.th.AbortRatio }, fmtPct}
+	scopeQueue   = scopeSignal{vocab.SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, fmtNum}
+	scopeKV      = scopeSignal{vocab.SigKVUsage, "KV usage", func(r reading, x float64) bool { return x >= r.th.KVUsage }, func(r reading) float64 { return r.th.KVUsage }, fmtPct}
+	scopePreempt = scopeSignal{vocab.SigPreemptionsRate, "preemptions/s", func(r reading, x float64) bool { return x > r.th.PreemptionsPerS }, func(r reading) float64 { return r.th.PreemptionsPerS }, fmtNum}
+	scopeTTFT    = scopeSignal{vocab.SigTTFTP99, "TTFT p99", func(r reading, x float64) bool { return x >= r.th.TTFTP99 }, func(r reading) float64 { return r.th.TTFTP99 }, fmtSec}
+	scopeITL     = scopeSignal{vocab.SigITLP99, "ITL p99", func(r reading, x float64) bool { return x >= r.th.ITLP99 }, func(r reading) float64 { return r.th.ITLP99 }, fmtSec}
+	scopePrompt  = scopeSignal{vocab.SigPromptTokens, "prompt length", func(r reading, x float64) bool { return x >= r.th.PromptTokensMean }, func(r reading) float64 { return r.th.PromptTokensMean }, fmtNum}
+	scopeAborts  = scopeSignal{vocab.SigAbortRatio, "abort ratio", func(r reading, x float64) bool { return x >= r.th.AbortRatio }, func(r reading) float64 { return r.th.AbortRatio }, fmtPct}
 )
 
 // scopeSignals are the signals that define each verdict, the most telling first.
 func (r reading) scopeSignals(id string) []scopeSignal {
 	switch id {
-	case VerdictKVPressure:
+	case vocab.VerdictKVPressure:
 		if r.kvFull() || !r.preempting() {
 			return []scopeSignal{scopeKV, scopePreempt}
 		}
 		return []scopeSignal{scopePreempt, scopeKV}
-	case VerdictOverload:
+	case vocab.VerdictOverload:
 		return []scopeSignal{scopeQueue}
-	case VerdictPrefillBound:
+	case vocab.VerdictPrefillBound:
 		return []scopeSignal{scopeTTFT, scopePrompt}
-	case VerdictDecodeBound:
+	case vocab.VerdictDecodeBound:
 		return []scopeSignal{scopeITL}
-	case VerdictUnexplained, VerdictGPUDegraded:
+	case vocab.VerdictUnexplained, vocab.VerdictGPUDegraded:
 		if r.itlHigh() && !r.ttftHigh() {
 			return []scopeSignal{scopeITL, scopeTTFT}
 		}
 		return []scopeSignal{scopeTTFT, scopeITL}
-	case VerdictClientAborts:
+	case vocab.VerdictClientAborts:
 		return []scopeSignal{scopeAborts}
 	}
 	return nil
@@ -167,7 +79,7 @@ func (r reading) scopeSignals(id string) []scopeSignal {
 // scope returns the verdict's Scope ("" when the peers were not measured)
 // and its evidence lines; it may append contributing factors to v
 // (single-instance, fleet-wide, routing-imbalance). held are the rules that held.
-func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
+func (r reading) scope(v *vocab.Verdict, _ map[string]bool) (string, []string) {
 	sigs := r.scopeSignals(v.ID)
 	if len(sigs) == 0 {
 		return "", nil
@@ -181,7 +93,7 @@ func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
 	}
 	var lines []string
 	if l := r.imbalance(p); l != "" {
-		v.Contributing = append(v.Contributing, FactorRoutingImbalance)
+		v.Contributing = append(v.Contributing, vocab.FactorRoutingImbalance)
 		lines = append(lines, l)
 	}
 	s, ok := pickScopeSignal(p, sigs)
@@ -194,10 +106,10 @@ func (r reading) scope(v *Verdict, _ map[string]bool) (string, []string) {
 	}
 	scope, line := r.judgeScope(p, s)
 	switch scope {
-	case ScopeSingle:
-		v.Contributing = append(v.Contributing, FactorSingleInstance)
-	case ScopeFleet:
-		v.Contributing = append(v.Contributing, FactorFleetWide)
+	case vocab.ScopeSingle:
+		v.Contributing = append(v.Contributing, vocab.FactorSingleInstance)
+	case vocab.ScopeFleet:
+		v.Contributing = append(v.Contributing, vocab.FactorFleetWide)
 	}
 	return scope, append([]string{line}, lines...)
 }
@@ -232,11 +144,11 @@ func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
 		} else if x, ok := r.get(s.sig); ok {
 			self = s.fmt(x)
 		}
-		return ScopeSingle, fmt.Sprintf("only this instance: %s %s vs peers' median %s (%d peers)", s.name, self, s.fmt(med), len(peers))
+		return vocab.ScopeSingle, fmt.Sprintf("only this instance: %s %s vs peers' median %s (%d peers)", s.name, self, s.fmt(med), len(peers))
 	case float64(past) > r.th.FleetShare*float64(total):
-		return ScopeFleet, fmt.Sprintf("fleet-wide: %d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
+		return vocab.ScopeFleet, fmt.Sprintf("fleet-wide: %d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
 	}
-	return ScopeSeveral, fmt.Sprintf("%d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
+	return vocab.ScopeSeveral, fmt.Sprintf("%d of %d instances have %s >= %s", past, total, s.name, s.fmt(s.thr(r)))
 }
 
 // imbalance names a routing imbalance: this instance's arrival rate (else
@@ -247,9 +159,9 @@ func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
 // finishes only what it can (vllmsim: 4.1 req/s of 7.5 sent), which would
 // read 1.6×.
 func (r reading) imbalance(p *PeerView) string {
-	sig, what := SigArrivalRate, "arrival rate"
+	sig, what := vocab.SigArrivalRate, "arrival rate"
 	if _, n := p.peerMedian(sig); n < 2 {
-		sig, what = SigRequestRate, "request rate"
+		sig, what = vocab.SigRequestRate, "request rate"
 	}
 	self, ok := p.Signals[sig][p.Self]
 	med, n := p.peerMedian(sig)
@@ -268,7 +180,7 @@ func (r reading) imbalance(p *PeerView) string {
 		}
 	}
 	var work []string
-	for _, w := range []struct{ sig, name string }{{SigPromptTokens, "prompt"}, {SigOutputTokens, "output"}} {
+	for _, w := range []struct{ sig, name string }{{vocab.SigPromptTokens, "prompt"}, {vocab.SigOutputTokens, "output"}} {
 		x, okX := p.Signals[w.sig][p.Self]
 		m, k := p.peerMedian(w.sig)
 		if !okX || k < 2 {

@@ -3,6 +3,8 @@ package capture
 import (
 	"encoding/json"
 	"sort"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Views beyond the one instance (issue: "this server, the whole fleet, or the
@@ -25,18 +27,6 @@ const (
 	FindingPeers = "peers"
 	// FindingGPU is the findings key under which a gpu step stores its GPUView.
 	FindingGPU = "gpu"
-)
-
-// Scopes: where the verdict's cause sits. The verdict id stays the cause.
-const (
-	// ScopeSingle: the instance is an outlier while its peers are fine (a
-	// node, a GPU, or a routing imbalance: drain or route away, check the node).
-	ScopeSingle = "single-instance"
-	// ScopeSeveral: more than this instance but not most of the fleet.
-	ScopeSeveral = "several-instances"
-	// ScopeFleet: most instances of the model show it (traffic or a release:
-	// scale out, roll back).
-	ScopeFleet = "fleet-wide"
 )
 
 // PeerView is what a peers step saw: every instance serving the alerting
@@ -129,7 +119,7 @@ type views struct {
 // viewsOf finds the first PeerView and GPUView among the earlier steps, by
 // step id, as written in this process or decoded from the run's record. A
 // triage step's `from` does not limit them: they are not signals.
-func viewsOf(prior map[string]*Result) views {
+func viewsOf(prior map[string]*vocab.Result) views {
 	ids := make([]string, 0, len(prior))
 	for id := range prior {
 		ids = append(ids, id)

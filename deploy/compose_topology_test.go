@@ -23,11 +23,11 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Shortened windows of the vLLM rules for the loopback topology, as e2e/
@@ -296,14 +296,14 @@ func TestComposeTopologyOnLoopback(t *testing.T) {
 	if r.Status != runner.StatusSucceeded || r.Verdict == nil || r.Verdict.ID != "unexplained" {
 		t.Errorf("run %s verdict %v: want succeeded, unexplained", r.Status, r.Verdict)
 	}
-	tiers := map[capture.Tier][]string{}
+	tiers := map[vocab.Tier][]string{}
 	for _, st := range r.Steps {
 		t.Logf("step %s (%s, tier %s): %s %s %s", st.ID, st.Kind, st.Tier, st.Status, st.Reason, st.Summary)
 		if st.Status == executor.Succeeded {
 			tiers[st.Tier] = append(tiers[st.Tier], st.Kind)
 		}
 	}
-	for tier, kind := range map[capture.Tier]string{capture.TierMetrics: "prometheus", capture.TierTraces: "traces", capture.TierProfile: "profile"} {
+	for tier, kind := range map[vocab.Tier]string{vocab.TierMetrics: "prometheus", vocab.TierTraces: "traces", vocab.TierProfile: "profile"} {
 		if !slices.Contains(tiers[tier], kind) {
 			t.Errorf("tier %s: no %s step succeeded (succeeded: %v)", tier, kind, tiers)
 		}

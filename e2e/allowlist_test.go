@@ -16,13 +16,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/targets"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // allowListPlaybook scrapes the alert's instance and GETs its /version, both
@@ -146,7 +146,7 @@ func guardNoOffHostTraffic(t *testing.T, hostports []string) {
 	}
 	for _, hp := range hostports {
 		err := p.CheckURL(context.Background(), &url.URL{Scheme: "http", Host: hp, Path: "/metrics"})
-		if capture.Classify(err) != capture.ReasonRefused {
+		if vocab.Classify(err) != vocab.ReasonRefused {
 			t.Fatalf("the allow-list does not refuse %s in-process (%v): not posting it to the daemon", hp, err)
 		}
 	}
@@ -157,7 +157,7 @@ func checkRefusedRun(t *testing.T, r *runs.Run, why string) {
 	inst := r.Labels["instance"]
 	for _, id := range []string{"scrape", "version"} {
 		st := stepByID(r, id)
-		checkOneLineFailure(t, r, st, []string{string(capture.ReasonRefused)}, why)
+		checkOneLineFailure(t, r, st, []string{string(vocab.ReasonRefused)}, why)
 		if !strings.Contains(r.Reason, id+" (refused)") {
 			t.Errorf("run reason %q does not list %s (refused)", r.Reason, id)
 		}
@@ -243,7 +243,7 @@ func TestBroadAllowListStillRefusesMetadataAndSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, row := range rows[:4] { // a regression must fail here, not send a packet off this machine
-		if err := guard.CheckURL(context.Background(), &url.URL{Scheme: "http", Host: row.instance, Path: "/metrics"}); capture.Classify(err) != capture.ReasonRefused {
+		if err := guard.CheckURL(context.Background(), &url.URL{Scheme: "http", Host: row.instance, Path: "/metrics"}); vocab.Classify(err) != vocab.ReasonRefused {
 			t.Fatalf("the allow-list does not refuse %s in-process (%v): not posting it to the daemon", row.instance, err)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // deadURL is an http URL on a loopback port nothing listens on.
@@ -25,7 +25,7 @@ func deadURL(t *testing.T) (url, hostport string) {
 
 // deadPort is the reason a connection to a dead port carries: a network fact,
 // never the allow-list's `refused`.
-var deadPort = []string{string(capture.ReasonUnreachable)}
+var deadPort = []string{string(vocab.ReasonUnreachable)}
 
 // TestFaultPrometheusDown: the daemon's Prometheus is unreachable while the real
 // Prometheus still evaluates the shipped rules and Alertmanager still delivers.
@@ -116,7 +116,7 @@ func TestFaultTracesDown(t *testing.T) {
 				s.checkArtifactsKept(t, r, st)
 			}
 		}
-		if r.Verdict == nil || r.Verdict.ID != capture.VerdictUnexplained {
+		if r.Verdict == nil || r.Verdict.ID != vocab.VerdictUnexplained {
 			t.Errorf("verdict: want unexplained kept: %s", describe(r))
 			continue
 		}
@@ -190,11 +190,11 @@ func TestFaultQueryTimeout(t *testing.T) {
 	}
 	checkSnapshotKeptTheRest(t, r)
 	peak := stepByID(r, "peak_only")
-	checkOneLineFailure(t, r, peak, []string{string(capture.ReasonTimeout)}, "ran longer than its timeout 300ms")
+	checkOneLineFailure(t, r, peak, []string{string(vocab.ReasonTimeout)}, "ran longer than its timeout 300ms")
 	if sc := stepByID(r, "scrape"); sc.Status != executor.Succeeded {
 		t.Errorf("scrape %s, want succeeded: %s", sc.Status, describe(r))
 	}
-	if r.Verdict == nil || r.Verdict.ID != capture.VerdictOverload {
+	if r.Verdict == nil || r.Verdict.ID != vocab.VerdictOverload {
 		t.Errorf("verdict: want overload: %s", describe(r))
 	}
 	t.Logf("snapshot: %s", stepByID(r, "snapshot").Summary)
@@ -223,7 +223,7 @@ func checkSnapshotKeptTheRest(t *testing.T, r *runs.Run) {
 			t.Errorf("snapshot lost query %s: findings %v", q, snap.Findings)
 		}
 	}
-	for _, sig := range []string{capture.SigQueueDepth, capture.SigRunning, capture.SigQueueTimeMean} {
+	for _, sig := range []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigQueueTimeMean} {
 		if _, ok := snap.Signals[sig]; !ok {
 			t.Errorf("snapshot lost signal %s: %v", sig, snap.Signals)
 		}

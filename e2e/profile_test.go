@@ -16,13 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/internal/manifestcheck"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // baselineAlert is the test's own alert for the healthy capture kept as the
@@ -166,7 +167,7 @@ func TestProfileUnarmedIsOneFinding(t *testing.T) {
 	ps := startProfileStack(t, profileStackOptions{Scenarios: []string{vllmsim.ScenarioUnexplained}, Shipped: true, Unarmed: true})
 	sm := ps.Sims[vllmsim.ScenarioUnexplained]
 	r, st := waitProfileRan(t, ps.stack, sm, 5*time.Minute)
-	if st.Status != executor.Failed || st.Reason != string(capture.ReasonUpstream4xx) || st.Findings["armed"] != false ||
+	if st.Status != executor.Failed || st.Reason != string(vocab.ReasonUpstream4xx) || st.Findings["armed"] != false ||
 		!strings.Contains(fmt.Sprint(st.Findings["how_to_arm"]), "--profiler-config") {
 		t.Errorf("unarmed: want the profile step failed upstream-4xx with armed false and how to arm: %s\n%v", describe(r), st.Findings)
 	}
@@ -249,16 +250,16 @@ func waitProfiled(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.
 // checkStoredProfile downloads what the step stored: every trace parses, and
 // read again over the recorded frame they give the step's own analysis; the
 // report names them; remove_after_upload emptied the agent's folder of them.
-func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string) []byte, agentDir string) *capture.ProfileReport {
+func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string) []byte, agentDir string) *profile.ProfileReport {
 	t.Helper()
-	var rep *capture.ProfileReport
+	var rep *profile.ProfileReport
 	var traces []*torchtrace.Report
 	var bytesStored int64
 	files := 0
 	for _, a := range st.Artifacts {
 		body := read(a.Key)
 		if a.Name == "profile-report.json" {
-			rep = new(capture.ProfileReport)
+			rep = new(profile.ProfileReport)
 			if err := json.Unmarshal(body, rep); err != nil {
 				t.Fatalf("%s: %v", a.Key, err)
 			}
@@ -309,7 +310,7 @@ func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string)
 // (share / (1 − share)) at least minGEMMOddsGain times the baseline's. With
 // the sim's 8x GEMM slowdown and the other kernels as they were that ratio
 // would be 8; the two sims' batches differ, hence the margin.
-func checkRegressionDelta(t *testing.T, rep *capture.ProfileReport, base *executor.StepRecord, baseRun string) {
+func checkRegressionDelta(t *testing.T, rep *profile.ProfileReport, base *executor.StepRecord, baseRun string) {
 	t.Helper()
 	if rep.Baseline == nil || rep.Baseline.RunID != baseRun || !rep.Baseline.Baseline {
 		t.Fatalf("profile-report.json baseline %+v, want the kept baseline of run %s", rep.Baseline, baseRun)

@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/manifestcheck"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestVerdictPerInjectedCause is the product's bar: for each cause vllmsim injects,
@@ -162,11 +162,11 @@ func whenHolds(t *testing.T, r *runs.Run, st *executor.StepRecord) bool {
 		t.Fatal(err)
 	}
 	alert := template.Alert{Status: "firing", Labels: r.Labels, Annotations: r.Annotations, StartsAt: r.StartsAt, Fingerprint: r.Fingerprint}
-	plans, err := set.Plan(alert, capture.Window{Start: r.StartsAt.Add(-10 * time.Minute), End: r.CreatedAt})
+	plans, err := set.Plan(alert, vocab.Window{Start: r.StartsAt.Add(-10 * time.Minute), End: r.CreatedAt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prior := map[string]*capture.Result{}
+	prior := map[string]*vocab.Result{}
 	for _, rec := range r.Steps {
 		if rec.Plan == st.Plan && rec.Tier < st.Tier && rec.Status == "succeeded" {
 			prior[rec.ID] = rec.Result()

@@ -13,19 +13,19 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // noPlans matches no playbook: the runs here are only stored, never executed.
 type noPlans struct{}
 
-func (noPlans) Plan(template.Alert, capture.Window) ([]*playbooks.Plan, error) { return nil, nil }
-func (noPlans) Rebuild(playbooks.StoredPlan, template.Alert, capture.Window) (*playbooks.Plan, error) {
+func (noPlans) Plan(template.Alert, vocab.Window) ([]*playbooks.Plan, error) { return nil, nil }
+func (noPlans) Rebuild(playbooks.StoredPlan, template.Alert, vocab.Window) (*playbooks.Plan, error) {
 	return nil, nil
 }
 
@@ -65,12 +65,12 @@ func TestSlackClickRecordedOnTheRun(t *testing.T) {
 		}
 	}
 	count := func(correct string) float64 {
-		return feedbackCounter(t, h, capture.VerdictKVPressure, correct)
+		return feedbackCounter(t, h, vocab.VerdictKVPressure, correct)
 	}
 
-	click(slacknotify.ActionVerdictRight, slacknotify.FeedbackValue(id, capture.VerdictKVPressure), clickNow.Add(-time.Minute))
-	click(slacknotify.ActionVerdictWrong, slacknotify.FeedbackValue(id, capture.VerdictKVPressure), clickNow)
-	click(slacknotify.ActionVerdictRight, slacknotify.FeedbackValue("no-such-run", capture.VerdictKVPressure), clickNow)
+	click(slacknotify.ActionVerdictRight, slacknotify.FeedbackValue(id, vocab.VerdictKVPressure), clickNow.Add(-time.Minute))
+	click(slacknotify.ActionVerdictWrong, slacknotify.FeedbackValue(id, vocab.VerdictKVPressure), clickNow)
+	click(slacknotify.ActionVerdictRight, slacknotify.FeedbackValue("no-such-run", vocab.VerdictKVPressure), clickNow)
 
 	rec := h.do("GET", "/api/v1/runs/"+id, nil, nil)
 	var got runs.Run
@@ -78,7 +78,7 @@ func TestSlackClickRecordedOnTheRun(t *testing.T) {
 		t.Fatalf("GET run: %d %s", rec.Code, rec.Body)
 	}
 	if len(got.Feedback) != 1 || got.Feedback[0].Correct || got.Feedback[0].User.ID != "U0ALICE" ||
-		got.Feedback[0].User.Name != "alice" || got.Feedback[0].Verdict != capture.VerdictKVPressure {
+		got.Feedback[0].User.Name != "alice" || got.Feedback[0].Verdict != vocab.VerdictKVPressure {
 		t.Fatalf("run shows feedback %+v, want alice's latest answer: wrong", got.Feedback)
 	}
 	if count("true") != 1 || count("false") != 1 {

@@ -12,13 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 const (
@@ -53,9 +53,9 @@ func pageLinkHarness(t *testing.T, a config.Auth) (*harness, *links.Signer) {
 		&runs.Run{ID: linkOther, Alertname: "OtherAlert", Status: runner.StatusFailed, CreatedAt: at, StartsAt: at},
 		&runs.Run{ID: linkRun, Alertname: "LinkAlert", Status: runner.StatusSucceeded, CreatedAt: at, StartsAt: at,
 			Labels:  map[string]string{"alertname": "LinkAlert"},
-			Verdict: &capture.Verdict{ID: capture.VerdictKVPressure, Evidence: []string{"KV cache 98% full"}},
+			Verdict: &vocab.Verdict{ID: vocab.VerdictKVPressure, Evidence: []string{"KV cache 98% full"}},
 			Steps: []executor.StepRecord{{Plan: "vllm", ID: "kv_chart", Kind: "chart", Status: "succeeded",
-				Artifacts: []capture.Artifact{{Name: "chart.png", Key: linkChart, ContentType: "image/png", Size: int64(len(png))}}}}})
+				Artifacts: []vocab.Artifact{{Name: "chart.png", Key: linkChart, ContentType: "image/png", Size: int64(len(png))}}}}})
 	return h, signer
 }
 

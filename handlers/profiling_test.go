@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestProfilingKillSwitches drives the profiling API against the real run
@@ -54,9 +54,9 @@ func TestProfilingKillSwitches(t *testing.T) {
 	if pause.Code != 200 || !strings.Contains(pause.Body.String(), `"paused":true`) || !strings.Contains(pause.Body.String(), `"paused_by":"alice"`) {
 		t.Fatalf("pause: %d %s", pause.Code, pause.Body)
 	}
-	_, err = svc.Profiles().Acquire(ctx, capture.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
-	var refusal *capture.ProfileRefusal
-	if !errors.As(err, &refusal) || refusal.Reason != capture.RefusedPaused ||
+	_, err = svc.Profiles().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
+	var refusal *vocab.ProfileRefusal
+	if !errors.As(err, &refusal) || refusal.Reason != vocab.RefusedPaused ||
 		!strings.HasPrefix(refusal.Detail, "paused by alice at ") || !strings.HasSuffix(refusal.Detail, ": bad deploy in progress") {
 		t.Fatalf("acquire while paused: %v", err)
 	}
@@ -66,7 +66,7 @@ func TestProfilingKillSwitches(t *testing.T) {
 	if rec := h.do("POST", "/api/v1/profiling/resume", nil, alice); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"resumed_by":"alice"`) {
 		t.Fatalf("resume: %d %s", rec.Code, rec.Body)
 	}
-	l, err := svc.Profiles().Acquire(ctx, capture.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
+	l, err := svc.Profiles().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The run page's headline: the answer before the evidence. One sentence,
@@ -44,15 +44,15 @@ const (
 
 // verdictWords are the verdict ids as a reader says them.
 var verdictWords = map[string]string{
-	capture.VerdictHealthy:      "healthy",
-	capture.VerdictOverload:     "overload",
-	capture.VerdictKVPressure:   "KV cache pressure",
-	capture.VerdictPrefillBound: "prefill-bound",
-	capture.VerdictDecodeBound:  "decode-bound",
-	capture.VerdictClientAborts: "client aborts",
-	capture.VerdictUnexplained:  "unexplained",
-	capture.VerdictGPUDegraded:  "GPU degraded",
-	capture.VerdictNoEvidence:   "no evidence",
+	vocab.VerdictHealthy:      "healthy",
+	vocab.VerdictOverload:     "overload",
+	vocab.VerdictKVPressure:   "KV cache pressure",
+	vocab.VerdictPrefillBound: "prefill-bound",
+	vocab.VerdictDecodeBound:  "decode-bound",
+	vocab.VerdictClientAborts: "client aborts",
+	vocab.VerdictUnexplained:  "unexplained",
+	vocab.VerdictGPUDegraded:  "GPU degraded",
+	vocab.VerdictNoEvidence:   "no evidence",
 }
 
 // verdictInWords is id in words; an id not listed reads with spaces for dashes.
@@ -65,25 +65,25 @@ func verdictInWords(id string) string {
 
 // scopeWords are the verdict's scopes as a reader says them.
 var scopeWords = map[string]string{
-	capture.ScopeSingle:  "this server",
-	capture.ScopeSeveral: "several servers",
-	capture.ScopeFleet:   "the whole fleet",
+	vocab.ScopeSingle:  "this server",
+	vocab.ScopeSeveral: "several servers",
+	vocab.ScopeFleet:   "the whole fleet",
 }
 
 // scopeGPUWords are the scopes of a gpu-degraded verdict: the cause is the
 // GPU, this server's whether or not its peers were measured.
 var scopeGPUWords = map[string]string{
-	"":                   "this server's GPU",
-	capture.ScopeSingle:  "this server's GPU",
-	capture.ScopeSeveral: "the GPUs of several servers",
-	capture.ScopeFleet:   "the GPUs of the whole fleet",
+	"":                 "this server's GPU",
+	vocab.ScopeSingle:  "this server's GPU",
+	vocab.ScopeSeveral: "the GPUs of several servers",
+	vocab.ScopeFleet:   "the GPUs of the whole fleet",
 }
 
 // scopeOf is where v's cause sits, in words, and the line that says so,
-// from what capture.ScopeText reads.
-func scopeOf(v *capture.Verdict) (scope, why string) {
-	text, line := capture.ScopeText(v), capture.ScopeLine(v)
-	if w, ok := scopeGPUWords[v.Scope]; ok && v.ID == capture.VerdictGPUDegraded {
+// from what vocab.ScopeText reads.
+func scopeOf(v *vocab.Verdict) (scope, why string) {
+	text, line := vocab.ScopeText(v), vocab.ScopeLine(v)
+	if w, ok := scopeGPUWords[v.Scope]; ok && v.ID == vocab.VerdictGPUDegraded {
 		return w, line
 	}
 	switch {
@@ -113,11 +113,11 @@ func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
 	h.Verdict, h.Line, h.Preliminary = verdictInWords(v.ID), explainLine(v, profiles), v.Preliminary
 	h.Scope, h.ScopeWhy = scopeOf(v)
 	switch v.ID {
-	case capture.VerdictHealthy:
+	case vocab.VerdictHealthy:
 		h.Class = "ok"
-	case capture.VerdictUnexplained:
+	case vocab.VerdictUnexplained:
 		h.Class = "unexplained"
-	case capture.VerdictNoEvidence: // nothing measured: no cause found, and none ruled out
+	case vocab.VerdictNoEvidence: // nothing measured: no cause found, and none ruled out
 		h.Class = "other"
 	default:
 		h.Class = "cause"
@@ -129,15 +129,15 @@ func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
 // the profile's finding against its baseline, when a profile was compared
 // with one (the metrics found no cause; the kernels did); else the first
 // line of the verdict's own evidence, which its deciding rule writes.
-func explainLine(v *capture.Verdict, profiles []profileView) string {
-	if v.ID == capture.VerdictUnexplained {
+func explainLine(v *vocab.Verdict, profiles []profileView) string {
+	if v.ID == vocab.VerdictUnexplained {
 		for _, p := range profiles {
 			if l := p.Finding(); l != "" {
 				return "profile: " + l
 			}
 		}
 	}
-	scope := capture.ScopeLine(v)
+	scope := vocab.ScopeLine(v)
 	for _, l := range v.Evidence {
 		if l != scope {
 			return l

@@ -9,11 +9,11 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The run page leads with its answer (runpage_headline.go), lays out what
@@ -37,7 +37,7 @@ func servePage(t *testing.T, r *runs.Run) *html.Node {
 // profileStep is a profile step whose findings (JSON-shaped, as stored)
 // compare the capture with a kept one: GEMM grew from 49% to 93%.
 func profileStep(baseline bool) executor.StepRecord {
-	return executor.StepRecord{Plan: "vllm", ID: "profile", Kind: "profile", Tier: capture.TierProfile, Status: executor.Succeeded,
+	return executor.StepRecord{Plan: "vllm", ID: "profile", Kind: "profile", Tier: vocab.TierProfile, Status: executor.Succeeded,
 		StartedAt: hlAt.Add(20 * time.Second), FinishedAt: hlAt.Add(52 * time.Second), DurationMS: 32000,
 		Summary: "profile 10.0.0.9:8000 30s: GEMM 93% of GPU time (baseline 49%) · top kernel ampere_bf16_s16816gemm… 88% · GPU idle 4%",
 		Findings: map[string]any{"top_family": "gemm", "idle_share": 0.04,
@@ -48,7 +48,7 @@ func profileStep(baseline bool) executor.StepRecord {
 }
 
 // hlRun is a run of VLLMHighITL on 10.0.0.9:8000 in status, with v and steps.
-func hlRun(id, status, reason string, v *capture.Verdict, steps ...executor.StepRecord) *runs.Run {
+func hlRun(id, status, reason string, v *vocab.Verdict, steps ...executor.StepRecord) *runs.Run {
 	started := hlAt.Add(400 * time.Millisecond)
 	r := &runs.Run{ID: id, Alertname: "VLLMHighITL", Status: status, Reason: reason, StartsAt: hlAt,
 		CreatedAt: hlAt.Add(300 * time.Millisecond), StartedAt: &started, Verdict: v, Steps: steps,
@@ -66,7 +66,7 @@ func hlRun(id, status, reason string, v *capture.Verdict, steps ...executor.Step
 // then where the cause sits, and the instance and model; a run without a
 // verdict says so and why.
 func TestRunPageHeadline(t *testing.T) {
-	unexplained := &capture.Verdict{ID: capture.VerdictUnexplained, Evidence: []string{
+	unexplained := &vocab.Verdict{ID: vocab.VerdictUnexplained, Evidence: []string{
 		"ITL p99 0.412 s (threshold 0.2 s)", "load normal: queue 0, batch 12",
 		"scope not measured: no view of the model's other instances (no peers step, or it has not answered yet)"}}
 	triage := executor.StepRecord{Plan: "vllm", ID: "triage", Kind: "triage", Status: executor.Succeeded,
@@ -89,11 +89,11 @@ func TestRunPageHeadline(t *testing.T) {
 		{"kv-pressure on this server only", kv,
 			"KV cache pressure — KV cache 98% full (threshold 95%)",
 			"scope: this server — only this instance: KV usage 98% vs peers' median 40% (3 peers)"},
-		{"gpu-degraded on this server", hlRun("hl-gpu", runner.StatusSucceeded, "", &capture.Verdict{ID: capture.VerdictGPUDegraded, Scope: capture.ScopeSingle,
+		{"gpu-degraded on this server", hlRun("hl-gpu", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictGPUDegraded, Scope: vocab.ScopeSingle,
 			Evidence: []string{"GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)", "only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"}}, triage),
 			"GPU degraded — GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)",
 			"scope: this server's GPU — only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"},
-		{"nothing measured", hlRun("hl-none", runner.StatusSucceeded, "", &capture.Verdict{ID: capture.VerdictNoEvidence, Evidence: []string{
+		{"nothing measured", hlRun("hl-none", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence, Evidence: []string{
 			"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out",
 			"snapshot: not configured: no Prometheus (set prometheus.url)"}}, triage),
 			"no evidence — nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out", ""},
@@ -258,7 +258,7 @@ func TestRunPagesTablesLabelled(t *testing.T) {
 // TestNoEvidenceIsNoCause: a run where nothing was measured is headed grey,
 // not in a found cause's red.
 func TestNoEvidenceIsNoCause(t *testing.T) {
-	h := newHeadline(hlRun("hl-none", runner.StatusSucceeded, "", &capture.Verdict{ID: capture.VerdictNoEvidence,
+	h := newHeadline(hlRun("hl-none", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence,
 		Evidence: []string{"nothing measured: …"}}), nil, 1)
 	if h.Class != "other" || h.Verdict != "no evidence" {
 		t.Errorf("headline class %q, verdict %q: want other (grey) and no evidence", h.Class, h.Verdict)

@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/torchtrace"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // A profile step's analysis as the run page reads it: each kernel family's
@@ -24,7 +24,7 @@ type profileView struct {
 	TopFamily    string                `json:"top_family"`
 	IdleShare    *float64              `json:"idle_share"`
 	TopKernels   []kernelView          `json:"top_kernels"`
-	ComparedWith *capture.BaselineRef  `json:"compared_with"`
+	ComparedWith *vocab.BaselineRef    `json:"compared_with"`
 	Deltas       []string              `json:"deltas"`
 	RawFamilies  map[string]float64    `json:"families"`
 	Families     []familyShare         `json:"-"`

@@ -17,13 +17,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/html"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 const (
@@ -53,12 +53,12 @@ func (f fakeProfile) RunProfile(_ context.Context, id string) (runs.RunProfile, 
 func pageRunFixture(png []byte) *runs.Run {
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	fin := at.Add(95 * time.Second)
-	kv := &capture.Verdict{ID: capture.VerdictKVPressure, Scope: capture.ScopeSingle,
+	kv := &vocab.Verdict{ID: vocab.VerdictKVPressure, Scope: vocab.ScopeSingle,
 		Evidence:     []string{"KV cache 98% full (threshold 95%)", "only this instance: KV usage 98% vs peers' median 40% (3 peers)"},
-		Contributing: []string{"overload", capture.FactorSingleInstance}, Advice: []string{"raise gpu_memory_utilization"},
+		Contributing: []string{"overload", vocab.FactorSingleInstance}, Advice: []string{"raise gpu_memory_utilization"},
 		Untrusted: []string{"prompt_len: window too short"},
-		Basis:     map[string]string{capture.SigPrefillMean: capture.BasisAbsolute, capture.SigPromptTokensNow: capture.BasisBefore, "queue_shape": "novel-basis"}}
-	pre := &capture.Verdict{ID: capture.VerdictOverload, Preliminary: true}
+		Basis:     map[string]string{vocab.SigPrefillMean: vocab.BasisAbsolute, vocab.SigPromptTokensNow: vocab.BasisBefore, "queue_shape": "novel-basis"}}
+	pre := &vocab.Verdict{ID: vocab.VerdictOverload, Preliminary: true}
 	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: runner.StatusSucceeded,
 		Labels:      map[string]string{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "team": hostile},
 		Annotations: map[string]string{"summary": `p99 TTFT "4.2s" & <b>rising</b>`},
@@ -68,29 +68,29 @@ func pageRunFixture(png []byte) *runs.Run {
 			{Kind: runs.VerdictRefined, Plan: "vllm", Step: "triage", At: at.Add(60 * time.Second), Verdict: kv, Was: "overload"},
 		},
 		Steps: []executor.StepRecord{
-			{Plan: "vllm", ID: "kv_chart", Kind: "chart", Tier: capture.TierMetrics, Status: "succeeded", DurationMS: 1234,
+			{Plan: "vllm", ID: "kv_chart", Kind: "chart", Tier: vocab.TierMetrics, Status: "succeeded", DurationMS: 1234,
 				StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(3234 * time.Millisecond),
 				Summary:   "KV cache usage: 1 series",
-				Artifacts: []capture.Artifact{{Name: "chart.png", Key: pageChart, ContentType: "image/png", Size: int64(len(png))}}},
-			{Plan: "vllm", ID: "traces", Kind: "traces", Tier: capture.TierMetrics, Status: "succeeded", DurationMS: 800,
+				Artifacts: []vocab.Artifact{{Name: "chart.png", Key: pageChart, ContentType: "image/png", Size: int64(len(png))}}},
+			{Plan: "vllm", ID: "traces", Kind: "traces", Tier: vocab.TierMetrics, Status: "succeeded", DurationMS: 800,
 				StartedAt: at.Add(61 * time.Second), FinishedAt: at.Add(61800 * time.Millisecond),
 				Findings: map[string]any{"slowest": []any{
 					map[string]any{"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "ttft": 4.25, "queue": 3.5, "prefill": 0.5,
 						"decode": 1.0, "e2e": 5.25, "prompt_tokens": 8000, "output_tokens": 120, "link": "http://jaeger:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736"},
 					map[string]any{"trace_id": "t2", "ttft": 3.0, "link": "javascript:alert(1)"},
 				}},
-				Artifacts: []capture.Artifact{{Name: "spans.json", Key: pageSpans, ContentType: "application/json", Size: 2048}}},
-			{Plan: "vllm", ID: "profile", Kind: "profile", Tier: capture.TierProfile, Status: "succeeded", DurationMS: 31000,
+				Artifacts: []vocab.Artifact{{Name: "spans.json", Key: pageSpans, ContentType: "application/json", Size: 2048}}},
+			{Plan: "vllm", ID: "profile", Kind: "profile", Tier: vocab.TierProfile, Status: "succeeded", DurationMS: 31000,
 				StartedAt: at.Add(62 * time.Second), FinishedAt: at.Add(93 * time.Second),
 				Findings: map[string]any{"top_family": "attention", "idle_share": 0.125,
 					"families":      map[string]any{"attention": 0.61, "gemm": 0.3, "comm": 0.0},
 					"top_kernels":   []any{map[string]any{"name": "flash_fwd_kernel<" + hostile + ">", "family": "attention", "share": 0.55, "gpu_us": 123456.0}},
 					"compared_with": map[string]any{"run_id": "0197-old", "taken_at": "2026-04-30T10:00:00Z", "baseline": true},
 					"deltas":        []any{"attention 61% (baseline 20%)"}}},
-			{Plan: "vllm", ID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "failed", Reason: "timeout", DurationMS: 15000,
+			{Plan: "vllm", ID: "scrape", Kind: "scrape", Tier: vocab.TierMetrics, Status: "failed", Reason: "timeout", DurationMS: 15000,
 				StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(17 * time.Second)},
 		},
-		Feedback: []runs.Feedback{{Verdict: capture.VerdictKVPressure, Correct: true, User: runs.User{ID: "U1", Name: "ana"}, At: fin}},
+		Feedback: []runs.Feedback{{Verdict: vocab.VerdictKVPressure, Correct: true, User: runs.User{ID: "U1", Name: "ana"}, At: fin}},
 	}
 }
 
@@ -272,7 +272,7 @@ func TestRunPageShowsTheRun(t *testing.T) {
 	if sc := text(byID(doc, "scope")); sc != "scope: single-instance — only this instance: KV usage 98% vs peers' median 40% (3 peers)" {
 		t.Errorf("scope: %q", sc)
 	}
-	if a := capture.FactorAdvice(capture.FactorSingleInstance)[0]; !strings.Contains(verdict, a) {
+	if a := vocab.FactorAdvice(vocab.FactorSingleInstance)[0]; !strings.Contains(verdict, a) {
 		t.Errorf("verdict section lacks the single-instance advice %q: %q", a, verdict)
 	}
 	if h := text(byID(doc, "history")); !strings.Contains(h, "was overload, now kv-pressure") || !strings.Contains(h, "preliminary") || !strings.Contains(h, "waiting for scrape") {

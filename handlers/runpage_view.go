@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // What the run pages' templates read: the run taken apart into what each
@@ -61,8 +61,8 @@ type runView struct {
 	Timeline    timeline
 	Labels      []kv
 	Annotations []kv
-	Verdict     *capture.Verdict
-	Scope       string   // capture.ScopeText: "scope: single-instance — …"
+	Verdict     *vocab.Verdict
+	Scope       string   // vocab.ScopeText: "scope: single-instance — …"
 	Advice      []string // the verdict's advice and its contributing factors'
 	Basis       []kv     // in words: "mean prefill time", "absolute threshold (no baseline)"
 	History     []historyEntry
@@ -146,7 +146,7 @@ func (s *Server) newRunView(r *runs.Run) runView {
 		Timeline: newTimeline(r, s.opts.Now())}
 	if r.Verdict != nil {
 		v.Basis = basisInWords(r.Verdict.Basis)
-		v.Scope, v.Advice = capture.ScopeText(r.Verdict), capture.AllAdvice(r.Verdict)
+		v.Scope, v.Advice = vocab.ScopeText(r.Verdict), vocab.AllAdvice(r.Verdict)
 	}
 	if r.StartedAt != nil && r.FinishedAt != nil {
 		v.Took = humanDuration(r.FinishedAt.Sub(*r.StartedAt))

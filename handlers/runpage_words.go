@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Identifiers the run page shows in words: a verdict's basis (which
@@ -28,21 +28,21 @@ func stepStatusText(status string) string {
 
 // signalWords are the signals a verdict's basis names, in words.
 var signalWords = map[string]string{
-	capture.SigPrefillMean:     "mean prefill time",
-	capture.SigPromptTokens:    "mean prompt length",
-	capture.SigPromptTokensNow: "prompt length now",
-	capture.SigTTFTP99:         "p99 time to first token",
-	capture.SigITLP99:          "p99 inter-token latency",
-	capture.SigDecodeMean:      "mean decode time",
-	capture.SigQueueTimeMean:   "mean queue time",
-	capture.SigOutputTokens:    "mean output length",
+	vocab.SigPrefillMean:     "mean prefill time",
+	vocab.SigPromptTokens:    "mean prompt length",
+	vocab.SigPromptTokensNow: "prompt length now",
+	vocab.SigTTFTP99:         "p99 time to first token",
+	vocab.SigITLP99:          "p99 inter-token latency",
+	vocab.SigDecodeMean:      "mean decode time",
+	vocab.SigQueueTimeMean:   "mean queue time",
+	vocab.SigOutputTokens:    "mean output length",
 }
 
-// basisWords are how a signal was judged (capture.Basis…), in words.
+// basisWords are how a signal was judged (vocab.Basis…), in words.
 var basisWords = map[string]string{
-	capture.BasisBefore:   "against its own window before the alert",
-	capture.BasisDay:      "against the same window a day earlier",
-	capture.BasisAbsolute: "absolute threshold (no baseline)",
+	vocab.BasisBefore:   "against its own window before the alert",
+	vocab.BasisDay:      "against the same window a day earlier",
+	vocab.BasisAbsolute: "absolute threshold (no baseline)",
 }
 
 // basisInWords is a verdict's basis, each signal and its comparison in

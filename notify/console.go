@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Console prints one clear block per run event to a writer (stdout by default).
@@ -124,13 +124,13 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 			fmt.Fprintf(&b, " (also: %s)", strings.Join(v.Contributing, ", "))
 		}
 		b.WriteString("\n")
-		if sc := capture.ScopeText(v); sc != "" {
+		if sc := vocab.ScopeText(v); sc != "" {
 			fmt.Fprintf(&b, "   %s\n", sc)
 		}
 		for _, e := range v.Evidence {
 			fmt.Fprintf(&b, "   · %s\n", e)
 		}
-		for _, a := range capture.AllAdvice(v) {
+		for _, a := range vocab.AllAdvice(v) {
 			fmt.Fprintf(&b, "   → %s\n", a)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -34,12 +34,12 @@ func TestConsoleThread(t *testing.T) {
 		t.Fatalf("open: %v %+v", err, th)
 	}
 	steps := []StepReport{
-		{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: "succeeded", Duration: 132 * time.Millisecond,
+		{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics, Status: "succeeded", Duration: 132 * time.Millisecond,
 			Summary: "20 PromQL queries in 0.13s", Links: []Link{{Name: "prometheus.json", URL: "file:///data/artifacts/runs/r1/snapshot/prometheus.json"},
 				{Name: "scrape.json", URL: "https://bucket.s3.example/r1/scrape.json?X-Amz-Expires=3600", Valid: time.Hour}}},
-		{StepID: "traces", Kind: "traces", Tier: capture.TierTraces, Status: "failed", Duration: 3 * time.Millisecond,
+		{StepID: "traces", Kind: "traces", Tier: vocab.TierTraces, Status: "failed", Duration: 3 * time.Millisecond,
 			Reason: "refused", Error: "jaeger http://127.0.0.1:16686: connection refused"},
-		{StepID: "scrape", Kind: "scrape", Tier: capture.TierMetrics, Status: "succeeded", Duration: 5 * time.Second,
+		{StepID: "scrape", Kind: "scrape", Tier: vocab.TierMetrics, Status: "succeeded", Duration: 5 * time.Second,
 			Summary: "scrape of 10.0.0.7:8000 over 5s", Links: []Link{{Name: "scrape.txt", Pending: true}}},
 		{StepID: "run", Kind: "run", Status: "running", Key: "run/resumed/2",
 			Notice: "resumed by replica r1 after r0 stopped (kill or crash) — 2nd resume"},
@@ -52,7 +52,7 @@ func TestConsoleThread(t *testing.T) {
 	// has one outcome block, at the end).
 	for _, key := range []string{KeyCloseVerdictPreliminary, KeyCloseVerdict} {
 		if err := c.Close(ctx, th, Summary{RunID: "r1", Key: key, Status: "running",
-			Verdict: &capture.Verdict{ID: "overload", Evidence: []string{"queue 42 waiting (threshold 10)"}}}); err != nil {
+			Verdict: &vocab.Verdict{ID: "overload", Evidence: []string{"queue 42 waiting (threshold 10)"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestConsoleThread(t *testing.T) {
 	}
 	resolved := at.Add(14 * time.Minute)
 	if err := c.Close(ctx, th, Summary{RunID: "r1", Key: KeyCloseFinished, Status: "partial", Reason: "vllm-high-ttft: 1 of 6 steps did not finish: traces (refused)",
-		Duration: 6 * time.Second, ResolvedAt: &resolved, Verdict: &capture.Verdict{ID: "overload", Contributing: []string{"client-aborts"},
+		Duration: 6 * time.Second, ResolvedAt: &resolved, Verdict: &vocab.Verdict{ID: "overload", Contributing: []string{"client-aborts"},
 			Evidence: []string{"queue 42 waiting (threshold 10)"}, Advice: []string{"add an instance or route traffic away"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestConsoleThread(t *testing.T) {
 func TestConsoleNotConfigured(t *testing.T) {
 	var out bytes.Buffer
 	c := NewConsole(&out)
-	err := c.Reply(context.Background(), Thread{TS: "r1"}, StepReport{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics,
+	err := c.Reply(context.Background(), Thread{TS: "r1"}, StepReport{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics,
 		Status: StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
 	if err != nil {
 		t.Fatal(err)

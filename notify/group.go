@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // A group is a thread several runs share instead of one thread each:
@@ -58,7 +58,7 @@ type MemberReport struct {
 	Member   Member
 	Reason   string
 	Duration time.Duration
-	Verdict  *capture.Verdict
+	Verdict  *vocab.Verdict
 	Steps    []StepReport // without links or files
 }
 

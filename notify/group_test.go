@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func fleet() Group {
@@ -87,7 +87,7 @@ func TestConsoleGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := MemberReport{Member: g.Members[2], Duration: 6 * time.Second, Verdict: &capture.Verdict{ID: "kv-pressure",
+	rep := MemberReport{Member: g.Members[2], Duration: 6 * time.Second, Verdict: &vocab.Verdict{ID: "kv-pressure",
 		Evidence: []string{"KV cache 98% full (threshold 95%)"}},
 		Steps: []StepReport{{StepID: "scrape", Kind: "scrape", Status: "succeeded", Summary: "kv 0.98, waiting 42"},
 			{StepID: "triage", Kind: "triage", Status: "succeeded", Summary: "kv-pressure"}}}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Notifier posts a run's thread. Every call may be a retry of one whose outcome
@@ -64,7 +64,7 @@ type StepReport struct {
 	RunID    string
 	StepID   string
 	Kind     string
-	Tier     capture.Tier
+	Tier     vocab.Tier
 	Status   string // succeeded · failed · skipped · cancelled
 	Summary  string
 	Reason   string // the classified failure reason, or why it was skipped
@@ -74,7 +74,7 @@ type StepReport struct {
 	// Plan is the playbook the step belongs to.
 	Plan string
 	// Verdict is the step's triage verdict, if it reached one.
-	Verdict *capture.Verdict
+	Verdict *vocab.Verdict
 	// Key identifies this reply within the run's thread ("step/<plan>/<id>",
 	// "run/resumed/2"): the same operation always has the same key.
 	Key string
@@ -148,7 +148,7 @@ type Summary struct {
 	RunID      string
 	Status     string
 	Reason     string
-	Verdict    *capture.Verdict
+	Verdict    *vocab.Verdict
 	ResolvedAt *time.Time
 	Duration   time.Duration
 	// Key identifies this update within the run's thread ("close/verdict",

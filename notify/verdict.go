@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // SameVerdict says whether two verdicts name the same cause and the same
@@ -12,12 +12,12 @@ import (
 // factors (single-instance, fleet-wide, routing-imbalance) say where, not
 // what: a refined verdict that only adds them, once the peers step answered,
 // is the same verdict.
-func SameVerdict(a, b *capture.Verdict) bool {
+func SameVerdict(a, b *vocab.Verdict) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	causes := func(v *capture.Verdict) []string {
-		out := slices.DeleteFunc(slices.Clone(v.Contributing), func(c string) bool { return capture.FactorAdvice(c) != nil })
+	causes := func(v *vocab.Verdict) []string {
+		out := slices.DeleteFunc(slices.Clone(v.Contributing), func(c string) bool { return vocab.FactorAdvice(c) != nil })
 		slices.Sort(out)
 		return out
 	}
@@ -27,7 +27,7 @@ func SameVerdict(a, b *capture.Verdict) bool {
 // VerdictChange says how a refined verdict differs from the preliminary one
 // a thread showed first: "was overload, now kv-pressure (also overload): KV
 // cache 99 % full".
-func VerdictChange(was, now *capture.Verdict) string {
+func VerdictChange(was, now *vocab.Verdict) string {
 	s := "was " + verdictName(was) + ", now " + verdictName(now)
 	if len(now.Evidence) > 0 {
 		s += ": " + now.Evidence[0]
@@ -36,7 +36,7 @@ func VerdictChange(was, now *capture.Verdict) string {
 }
 
 // verdictName is a verdict's id and contributing factors in one phrase.
-func verdictName(v *capture.Verdict) string {
+func verdictName(v *vocab.Verdict) string {
 	if len(v.Contributing) == 0 {
 		return v.ID
 	}

@@ -3,26 +3,26 @@ package notify
 import (
 	"testing"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestVerdictChange(t *testing.T) {
-	over := &capture.Verdict{ID: "overload", Contributing: []string{"client-aborts", "kv-pressure"}, Evidence: []string{"queue 48"}}
+	over := &vocab.Verdict{ID: "overload", Contributing: []string{"client-aborts", "kv-pressure"}, Evidence: []string{"queue 48"}}
 	cases := []struct {
 		name     string
-		was, now *capture.Verdict
+		was, now *vocab.Verdict
 		same     bool
 		change   string
 	}{
 		{name: "same cause, factors in another order", was: over,
-			now: &capture.Verdict{ID: "overload", Contributing: []string{"kv-pressure", "client-aborts"}, Evidence: []string{"other"}}, same: true},
+			now: &vocab.Verdict{ID: "overload", Contributing: []string{"kv-pressure", "client-aborts"}, Evidence: []string{"other"}}, same: true},
 		{name: "the scope arrived", was: over,
-			now: &capture.Verdict{ID: "overload", Scope: capture.ScopeSingle, Contributing: []string{"client-aborts", "kv-pressure", capture.FactorSingleInstance}}, same: true},
-		{name: "another cause", was: &capture.Verdict{ID: "overload"},
-			now: &capture.Verdict{ID: "kv-pressure", Evidence: []string{"KV 99 % full", "more"}}, change: "was overload, now kv-pressure: KV 99 % full"},
-		{name: "a factor more", was: &capture.Verdict{ID: "overload"}, now: over,
+			now: &vocab.Verdict{ID: "overload", Scope: vocab.ScopeSingle, Contributing: []string{"client-aborts", "kv-pressure", vocab.FactorSingleInstance}}, same: true},
+		{name: "another cause", was: &vocab.Verdict{ID: "overload"},
+			now: &vocab.Verdict{ID: "kv-pressure", Evidence: []string{"KV 99 % full", "more"}}, change: "was overload, now kv-pressure: KV 99 % full"},
+		{name: "a factor more", was: &vocab.Verdict{ID: "overload"}, now: over,
 			change: "was overload, now overload (also client-aborts, kv-pressure): queue 48"},
-		{name: "no evidence", was: over, now: &capture.Verdict{ID: "unexplained"},
+		{name: "no evidence", was: over, now: &vocab.Verdict{ID: "unexplained"},
 			change: "was overload (also client-aborts, kv-pressure), now unexplained"},
 	}
 	for _, tc := range cases {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Env is the environment `when` expressions see:
@@ -18,7 +18,7 @@ import (
 //	steps.<id>.summary        the step's one-line summary
 //
 // A step that has not run (skipped, failed, later tier) is absent from steps.
-func Env(alert template.Alert, prior map[string]*capture.Result) map[string]any {
+func Env(alert template.Alert, prior map[string]*vocab.Result) map[string]any {
 	steps := make(map[string]any, len(prior))
 	for id, r := range prior {
 		if r == nil {

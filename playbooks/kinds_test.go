@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Test kinds, registered under names no real kind uses. They echo their config.
@@ -31,14 +32,14 @@ type tTriageConfig struct{}
 // echoStep returns its rendered config as the summary.
 type echoStep struct{ cfg any }
 
-func (e echoStep) Run(context.Context, *capture.Input) (*capture.Result, error) {
-	return &capture.Result{Summary: fmt.Sprint(e.cfg)}, nil
+func (e echoStep) Run(context.Context, *vocab.Input) (*vocab.Result, error) {
+	return &vocab.Result{Summary: fmt.Sprint(e.cfg)}, nil
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "tprom", Tier: capture.TierMetrics, Doc: "Test PromQL kind.",
+	capture.Register(capture.Kind{Name: "tprom", Tier: vocab.TierMetrics, Doc: "Test PromQL kind.",
 		Config: func() any { return &tPromConfig{} },
-		Build: func(c any) (capture.Step, error) {
+		Build: func(c any) (vocab.Step, error) {
 			cfg := c.(*tPromConfig)
 			if len(cfg.Queries) == 0 {
 				return nil, errors.New("queries: at least one query is required")
@@ -50,12 +51,12 @@ func init() {
 			}
 			return echoStep{cfg}, nil
 		}})
-	capture.Register(capture.Kind{Name: "ttriage", Tier: capture.TierTriage, Doc: "Test triage kind.",
+	capture.Register(capture.Kind{Name: "ttriage", Tier: vocab.TierTriage, Doc: "Test triage kind.",
 		Config: func() any { return &tTriageConfig{} },
-		Build:  func(c any) (capture.Step, error) { return echoStep{c}, nil }})
-	capture.Register(capture.Kind{Name: "ttraces", Tier: capture.TierTraces, Doc: "Test traces kind.", Cooldown: true,
+		Build:  func(c any) (vocab.Step, error) { return echoStep{c}, nil }})
+	capture.Register(capture.Kind{Name: "ttraces", Tier: vocab.TierTraces, Doc: "Test traces kind.", Cooldown: true,
 		Config: func() any { return &tTracesConfig{Limit: 10} },
-		Build: func(c any) (capture.Step, error) {
+		Build: func(c any) (vocab.Step, error) {
 			if c.(*tTracesConfig).Limit < 0 {
 				return nil, errors.New("limit must not be negative")
 			}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Plan is what one matched playbook does for one alert: rendered, built, ready for
@@ -38,7 +38,7 @@ type Plan struct {
 type PlannedStep struct {
 	ID              string        `json:"id"`
 	Kind            string        `json:"kind"`
-	Tier            capture.Tier  `json:"tier"`
+	Tier            vocab.Tier    `json:"tier"`
 	Timeout         time.Duration `json:"timeout"`
 	ContinueOnError bool          `json:"continue_on_error,omitempty"`
 	// When is nil for a step that always runs.
@@ -49,7 +49,7 @@ type PlannedStep struct {
 	// Config is the rendered, decoded config (shown by replay --dry-run, kept in manifests).
 	Config any `json:"config"`
 	// Step is the built step; nil when RenderErr is set.
-	Step capture.Step `json:"-"`
+	Step vocab.Step `json:"-"`
 	// RenderErr is a template error (e.g. a label the alert lacks): the run reports it
 	// as this step's failure (reason bad-config) and never sends the half-rendered config.
 	RenderErr error `json:"-"`
@@ -67,7 +67,7 @@ func (c *Condition) MarshalJSON() ([]byte, error) { return []byte(quoteJSON(c.So
 // Eval decides whether the step runs, given the alert and the results of the steps
 // that succeeded before it in this plan (see Env: steps.<id>.<finding>, .verdict,
 // .contributing, .signals, .summary; a step that did not succeed is absent).
-func (c *Condition) Eval(alert template.Alert, prior map[string]*capture.Result) (bool, error) {
+func (c *Condition) Eval(alert template.Alert, prior map[string]*vocab.Result) (bool, error) {
 	return c.eval(Env(alert, prior))
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Matches says whether an alert with these labels matches the playbook's matchers.
@@ -19,7 +19,7 @@ func (pb *Playbook) Matches(ls template.KV) bool {
 // Plan renders and builds the playbook for one alert. It never fails as a whole:
 // a template that cannot render (a label the alert lacks) or a rendered config the
 // kind refuses becomes that step's RenderErr, which the run reports.
-func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
+func (pb *Playbook) Plan(alert template.Alert, w vocab.Window) *Plan {
 	data := NewTemplateData(alert, w)
 	varErr := pb.renderVars(data) // a var that failed is absent: only steps using it fail
 	plan := &Plan{Playbook: pb.Name, File: pb.File, Line: pb.Line, Digest: pb.Digest,
@@ -48,7 +48,7 @@ func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 		}
 		ps.Config, ps.Step, ps.RenderErr = st.plan(pb.Name, d)
 		if ps.RenderErr != nil && dErr != nil {
-			ps.RenderErr = capture.Errorf(capture.ReasonBadConfig, "%w (because %w)", ps.RenderErr, dErr)
+			ps.RenderErr = vocab.Errorf(vocab.ReasonBadConfig, "%w (because %w)", ps.RenderErr, dErr)
 		}
 		plan.Steps = append(plan.Steps, ps)
 	}
@@ -56,14 +56,14 @@ func (pb *Playbook) Plan(alert template.Alert, w capture.Window) *Plan {
 }
 
 // plan renders one step's config and builds it.
-func (st *Step) plan(playbook string, data *TemplateData) (any, capture.Step, error) {
+func (st *Step) plan(playbook string, data *TemplateData) (any, vocab.Step, error) {
 	tree, err := renderTree(st.config, st.templates, data)
 	if err != nil {
-		return nil, nil, capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
+		return nil, nil, vocab.Errorf(vocab.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
 	}
 	cfg, step, err := st.build(tree)
 	if err != nil {
-		return cfg, nil, capture.Errorf(capture.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
+		return cfg, nil, vocab.Errorf(vocab.ReasonBadConfig, "playbook %s: step %s: %s: %w", playbook, st.ID, st.Kind, err)
 	}
 	return cfg, step, nil
 }

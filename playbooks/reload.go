@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/dirwatch"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Reloader holds the active playbook set and replaces it on Reload: from a file
@@ -82,12 +82,12 @@ func (r *Reloader) Reload() error {
 }
 
 // Plan plans the alert on the current set.
-func (r *Reloader) Plan(alert template.Alert, w capture.Window) ([]*Plan, error) {
+func (r *Reloader) Plan(alert template.Alert, w vocab.Window) ([]*Plan, error) {
 	return r.Current().Plan(alert, w)
 }
 
 // Rebuild rebuilds a stored plan from its own source (the current set is not used).
-func (r *Reloader) Rebuild(p StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+func (r *Reloader) Rebuild(p StoredPlan, alert template.Alert, w vocab.Window) (*Plan, error) {
 	return Rebuild(p, alert, w)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // SchemaID is the $id of the playbook file schema.
@@ -48,7 +49,7 @@ func reflector() *jsonschema.Reflector {
 			case reflect.TypeFor[time.Duration]():
 				return &jsonschema.Schema{Type: "string", Pattern: `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`,
 					Description: "A Go duration: 500ms, 20s, 2m, 1h30m."}
-			case reflect.TypeFor[capture.Tier]():
+			case reflect.TypeFor[vocab.Tier]():
 				return tierSchema()
 			case reflect.TypeFor[time.Time]():
 				return &jsonschema.Schema{Type: "string", Format: "date-time"}

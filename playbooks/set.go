@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/yamlerr"
 	"github.com/autocapture/autocapture/playbooks/vllm"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Set is a loaded, validated set of playbooks, in matching order, with their tests.
@@ -300,7 +300,7 @@ func Match(pbs []*Playbook, ls template.KV) []*Playbook {
 }
 
 // Plan returns the plans of the playbooks the alert matches (none: empty slice).
-func (s *Set) Plan(alert template.Alert, w capture.Window) ([]*Plan, error) {
+func (s *Set) Plan(alert template.Alert, w vocab.Window) ([]*Plan, error) {
 	out := []*Plan{}
 	for _, pb := range Match(s.Playbooks, alert.Labels) {
 		out = append(out, pb.Plan(alert, w))
@@ -310,12 +310,12 @@ func (s *Set) Plan(alert template.Alert, w capture.Window) ([]*Plan, error) {
 
 // Rebuild re-parses a stored playbook's source and plans it again (a resumed run),
 // whatever the current set holds.
-func (s *Set) Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+func (s *Set) Rebuild(sp StoredPlan, alert template.Alert, w vocab.Window) (*Plan, error) {
 	return Rebuild(sp, alert, w)
 }
 
 // Rebuild re-parses a stored playbook's source and plans it for the alert.
-func Rebuild(sp StoredPlan, alert template.Alert, w capture.Window) (*Plan, error) {
+func Rebuild(sp StoredPlan, alert template.Alert, w vocab.Window) (*Plan, error) {
 	p, err := parseSelf(sp.File, sp.Source, false)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild playbook %s: %w", sp.Playbook, err)

@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
-var testWindow = capture.Window{
+var testWindow = vocab.Window{
 	Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 	End:   time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC),
 }
@@ -95,11 +95,11 @@ func TestPlanRendersConfigAndLimits(t *testing.T) {
 	if want := `max(vllm:num_requests_waiting{instance="h\"x:1"}[15m])`; q.Query != want {
 		t.Errorf("query %q, want %q", q.Query, want)
 	}
-	if q.Signal != "queue_depth" || snap.Timeout != 20*time.Second || snap.Tier != capture.TierMetrics {
+	if q.Signal != "queue_depth" || snap.Timeout != 20*time.Second || snap.Tier != vocab.TierMetrics {
 		t.Errorf("snapshot step = %+v", snap)
 	}
 	slow := p.Steps[2]
-	if slow.Tier != capture.TierTraces || !slow.ContinueOnError || slow.When == nil || slow.Cooldown != 30*time.Minute {
+	if slow.Tier != vocab.TierTraces || !slow.ContinueOnError || slow.When == nil || slow.Cooldown != 30*time.Minute {
 		t.Errorf("slow step = %+v", slow)
 	}
 	if want := `vllm-high-ttft/slow{instance="h\"x:1"}`; slow.CooldownKey != want {
@@ -131,8 +131,8 @@ func TestPlanMissingLabelIsRenderErr(t *testing.T) {
 				t.Errorf("%s/%s uses no failed var but did not build: %v", p.Playbook, st.ID, st.RenderErr)
 			case fails && (st.RenderErr == nil || st.Step != nil):
 				t.Errorf("%s/%s: RenderErr nil or step built", p.Playbook, st.ID)
-			case fails && capture.Classify(st.RenderErr) != capture.ReasonBadConfig:
-				t.Errorf("%s/%s: reason %s", p.Playbook, st.ID, capture.Classify(st.RenderErr))
+			case fails && vocab.Classify(st.RenderErr) != vocab.ReasonBadConfig:
+				t.Errorf("%s/%s: reason %s", p.Playbook, st.ID, vocab.Classify(st.RenderErr))
 			case fails && (!strings.Contains(st.RenderErr.Error(), want) || strings.Contains(st.RenderErr.Error(), "\n")):
 				t.Errorf("%s/%s: %q, want one line with %q", p.Playbook, st.ID, st.RenderErr, want)
 			}
@@ -146,12 +146,12 @@ func TestWhenEvaluation(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		severity string
-		prior    map[string]*capture.Result
+		prior    map[string]*vocab.Result
 		want     bool
 	}{
-		{"unexplained verdict", "ticket", map[string]*capture.Result{"triage": {Verdict: &capture.Verdict{ID: "unexplained"}}}, true},
-		{"explained verdict, not a page", "ticket", map[string]*capture.Result{"triage": {Verdict: &capture.Verdict{ID: "overload"}}}, false},
-		{"triage did not run, not a page", "ticket", map[string]*capture.Result{}, false},
+		{"unexplained verdict", "ticket", map[string]*vocab.Result{"triage": {Verdict: &vocab.Verdict{ID: "unexplained"}}}, true},
+		{"explained verdict, not a page", "ticket", map[string]*vocab.Result{"triage": {Verdict: &vocab.Verdict{ID: "overload"}}}, false},
+		{"triage did not run, not a page", "ticket", map[string]*vocab.Result{}, false},
 		{"triage did not run, a page", "page", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/invopop/jsonschema"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // FileSpec is a playbook file as written: a list of playbooks and, optionally,
@@ -109,11 +109,11 @@ type MockError struct {
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
 }
 
-// JSONSchemaExtend lists capture.Reasons as the reason's allowed values.
+// JSONSchemaExtend lists vocab.Reasons as the reason's allowed values.
 func (MockError) JSONSchemaExtend(s *jsonschema.Schema) {
 	if p, ok := s.Properties.Get("reason"); ok {
 		p.Enum = nil
-		for _, r := range capture.Reasons {
+		for _, r := range vocab.Reasons {
 			p.Enum = append(p.Enum, string(r))
 		}
 	}

@@ -9,13 +9,14 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Step is one parsed step of a playbook.
 type Step struct {
 	ID              string
 	Kind            string
-	Tier            capture.Tier
+	Tier            vocab.Tier
 	Timeout         time.Duration
 	Cooldown        time.Duration
 	ContinueOnError bool
@@ -74,7 +75,7 @@ func (p *fileParser) step(n ast.Node, pb *Playbook) *Step {
 	st.kind = k
 	st.Tier = k.Tier
 	if spec.Tier != nil {
-		t, err := capture.ParseTier(spec.Tier.GetToken().Value)
+		t, err := vocab.ParseTier(spec.Tier.GetToken().Value)
 		if err != nil {
 			p.errorf(spec.Tier, "step %q: %v", spec.ID, err)
 		}
@@ -156,7 +157,7 @@ func (p *fileParser) kindConfig(st *Step, n ast.Node) {
 }
 
 // build decodes a (rendered) config tree strictly into the kind's config and builds the step.
-func (st *Step) build(tree any) (any, capture.Step, error) {
+func (st *Step) build(tree any) (any, vocab.Step, error) {
 	cfg := st.kind.Config()
 	b, err := yaml.Marshal(tree)
 	if err != nil {

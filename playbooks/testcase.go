@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestCase is one case of a file's tests: block, ready to be run by playtest.
@@ -54,8 +54,8 @@ func (p *fileParser) testCase(n ast.Node, pbs []*Playbook) *TestCase {
 		if m.Error != nil && !validReason(m.Error.Reason) {
 			p.errorf(orNode(keyNode(mocks, id), n), "test %q: mock %s: unknown error reason %q", spec.Name, id, m.Error.Reason)
 		}
-		if m.Verdict != nil && !slices.Contains(capture.Verdicts, m.Verdict.ID) {
-			p.errorf(orNode(keyNode(mocks, id), n), "test %q: mock %s: unknown verdict %q (want %s)", spec.Name, id, m.Verdict.ID, strings.Join(capture.Verdicts, ", "))
+		if m.Verdict != nil && !slices.Contains(vocab.Verdicts, m.Verdict.ID) {
+			p.errorf(orNode(keyNode(mocks, id), n), "test %q: mock %s: unknown verdict %q (want %s)", spec.Name, id, m.Verdict.ID, strings.Join(vocab.Verdicts, ", "))
 		}
 	}
 	p.checkExpect(n, &spec, ids)
@@ -80,8 +80,8 @@ func (p *fileParser) checkExpect(n ast.Node, spec *TestSpec, ids map[string]bool
 			p.errorf(orNode(keyNode(child(en, "summary_contains"), id), n), "test %q: expect.summary_contains: unknown step %q", spec.Name, id)
 		}
 	}
-	if v := spec.Expect.Verdict; v != "" && !slices.Contains(capture.Verdicts, v) {
-		p.errorf(orNode(child(en, "verdict"), n), "test %q: unknown verdict %q (want %s)", spec.Name, v, strings.Join(capture.Verdicts, ", "))
+	if v := spec.Expect.Verdict; v != "" && !slices.Contains(vocab.Verdicts, v) {
+		p.errorf(orNode(child(en, "verdict"), n), "test %q: unknown verdict %q (want %s)", spec.Name, v, strings.Join(vocab.Verdicts, ", "))
 	}
 }
 
@@ -104,22 +104,22 @@ func (a AlertSpec) alert() template.Alert {
 }
 
 // Result turns a mock into the step's result, or its classified error.
-func (m MockSpec) Result() (*capture.Result, error) {
+func (m MockSpec) Result() (*vocab.Result, error) {
 	if m.Error != nil {
 		msg := m.Error.Message
 		if msg == "" {
 			msg = "mocked " + m.Error.Reason
 		}
-		return nil, &capture.Error{Reason: capture.Reason(m.Error.Reason), Err: errors.New(msg)}
+		return nil, &vocab.Error{Reason: vocab.Reason(m.Error.Reason), Err: errors.New(msg)}
 	}
-	r := &capture.Result{Summary: m.Summary, Findings: m.Findings, Signals: capture.Signals(m.Signals)}
+	r := &vocab.Result{Summary: m.Summary, Findings: m.Findings, Signals: vocab.Signals(m.Signals)}
 	if m.Verdict != nil {
-		r.Verdict = &capture.Verdict{ID: m.Verdict.ID, Contributing: m.Verdict.Contributing}
+		r.Verdict = &vocab.Verdict{ID: m.Verdict.ID, Contributing: m.Verdict.Contributing}
 	}
 	return r, nil
 }
 
-func validReason(r string) bool { return slices.Contains(capture.Reasons, capture.Reason(r)) }
+func validReason(r string) bool { return slices.Contains(vocab.Reasons, vocab.Reason(r)) }
 
 // keyNode returns the key node of key in a mapping, or nil.
 func keyNode(n ast.Node, key string) ast.Node {

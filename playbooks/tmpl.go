@@ -13,7 +13,7 @@ import (
 	amtemplate "github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // tmpl is one parsed template string of a playbook.
@@ -202,7 +202,7 @@ type WindowData struct {
 }
 
 // NewTemplateData builds the template data of one alert and window (Vars empty).
-func NewTemplateData(a amtemplate.Alert, w capture.Window) *TemplateData {
+func NewTemplateData(a amtemplate.Alert, w vocab.Window) *TemplateData {
 	labels, ann := a.Labels, a.Annotations
 	if labels == nil {
 		labels = amtemplate.KV{}

@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // ThreadLinks says how a thread links a step's artifacts (Options.Links).
@@ -113,7 +113,7 @@ func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, err
 // exactly this run and key (a click on S3 is redirected to a presigned URL
 // made then, so the link outlives a presigned URL's 7 days); presigned mode
 // uses the store's own link, its lifetime said in the text.
-func (s *Service) artifactLink(ctx context.Context, runID string, a capture.Artifact) (notify.Link, bool) {
+func (s *Service) artifactLink(ctx context.Context, runID string, a vocab.Artifact) (notify.Link, bool) {
 	l := s.o.Links
 	if l.Mode == config.LinksPresigned {
 		env := s.o.Env

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/internal/fakestep"
@@ -30,24 +29,25 @@ import (
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // storing is a step that stores body as its artifact name, the way capture's
 // steps do (ArtifactKey, errors classified).
-func storing(name string, body []byte) capture.Step {
-	return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func storing(name string, body []byte) vocab.Step {
+	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
 		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{})
 		if err != nil {
-			return nil, &capture.Error{Reason: capture.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
+			return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
 		}
-		return &capture.Result{Summary: "stored " + name, Artifacts: []capture.Artifact{{Name: name, Key: obj.Key,
+		return &vocab.Result{Summary: "stored " + name, Artifacts: []vocab.Artifact{{Name: name, Key: obj.Key,
 			ContentType: obj.ContentType, Size: obj.Size, SHA256: obj.SHA256}}}, nil
 	})
 }
 
-func withEnv(e *capture.Env) svcOpt { return func(o *Options) { o.Env = e } }
+func withEnv(e *vocab.Env) svcOpt { return func(o *Options) { o.Env = e } }
 
 func newLocalStore(t *testing.T) *storage.Local {
 	t.Helper()
@@ -124,16 +124,16 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		cfg.MaxArtifactBytes = 100_000
 		s := newService(t, db, planner(
 			func() playbooks.PlannedStep {
-				return fakestep.Step("small", capture.TierMetrics, storing("small.bin", small))
+				return fakestep.Step("small", vocab.TierMetrics, storing("small.bin", small))
 			},
 			func() playbooks.PlannedStep {
-				return fakestep.Step("big", capture.TierMetrics, storing("big.bin", big))
+				return fakestep.Step("big", vocab.TierMetrics, storing("big.bin", big))
 			},
-		), true, withEnv(&capture.Env{Store: store}), func(o *Options) { o.Config = cfg })
+		), true, withEnv(&vocab.Env{Store: store}), func(o *Options) { o.Config = cfg })
 		acc := acceptOne(t, s, firing("fp-cap", time.Now()))
 		r := waitRun(t, s, acc.RunID, "finished", isFinished)
 		bigRec, smallRec := stepByID(r, "big"), stepByID(r, "small")
-		if bigRec.Status != "failed" || bigRec.Reason != string(capture.ReasonTooLarge) ||
+		if bigRec.Status != "failed" || bigRec.Reason != string(vocab.ReasonTooLarge) ||
 			!strings.Contains(bigRec.Error, "runs.max_artifact_bytes (97.7 KiB (100000 bytes))") || !strings.Contains(bigRec.Error, "has stored") {
 			t.Fatalf("big: %s %s %q", bigRec.Status, bigRec.Reason, bigRec.Error)
 		}
@@ -173,10 +173,10 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
 	ctx := context.Background()
 	store := newLocalStore(t)
-	s := &Service{o: Options{Env: &capture.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 10_000}}
-	earlier := map[string]map[string]executor.StepRecord{"pb": {"old": {Artifacts: []capture.Artifact{{Size: 9_500}}}}}
+	s := &Service{o: Options{Env: &vocab.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 10_000}}
+	earlier := map[string]map[string]executor.StepRecord{"pb": {"old": {Artifacts: []vocab.Artifact{{Size: 9_500}}}}}
 	env := s.runEnv("run-x", earlier)
-	if _, err := env.Store.Put(ctx, "k/over.bin", bytes.NewReader(make([]byte, 600)), storage.Meta{}); capture.Classify(err) != capture.ReasonTooLarge {
+	if _, err := env.Store.Put(ctx, "k/over.bin", bytes.NewReader(make([]byte, 600)), storage.Meta{}); vocab.Classify(err) != vocab.ReasonTooLarge {
 		t.Fatalf("600 bytes over 9,500 recorded under 10,000: %v", err)
 	}
 	if _, err := env.Store.Put(ctx, "k/fits.bin", bytes.NewReader(make([]byte, 500)), storage.Meta{}); err != nil {
@@ -197,7 +197,7 @@ func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if capture.Classify(err) != capture.ReasonTooLarge {
+				if vocab.Classify(err) != vocab.ReasonTooLarge {
 					t.Errorf("%s: %v", key, err)
 				}
 				if _, serr := store.Stat(ctx, key); !errors.Is(serr, storage.ErrNotFound) {
@@ -247,7 +247,7 @@ func (r *stallingReader) Read(p []byte) (int, error) {
 func TestCappedStoreDoesNotStarveASmallPut(t *testing.T) {
 	ctx := context.Background()
 	store := newLocalStore(t)
-	s := &Service{o: Options{Env: &capture.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 100_000}}
+	s := &Service{o: Options{Env: &vocab.Env{Store: store}}, cfg: config.Runs{MaxArtifactBytes: 100_000}}
 	env := s.runEnv("run-z", nil)
 	big := &stallingReader{head: make([]byte, 99_000), tail: make([]byte, 20_000),
 		stalled: make(chan struct{}), release: make(chan struct{})}
@@ -261,7 +261,7 @@ func TestCappedStoreDoesNotStarveASmallPut(t *testing.T) {
 		t.Fatalf("a small put beside a big one in flight: %v", err)
 	}
 	close(big.release)
-	if err := <-bigErr; capture.Classify(err) != capture.ReasonTooLarge {
+	if err := <-bigErr; vocab.Classify(err) != vocab.ReasonTooLarge {
 		t.Fatalf("the big put passing the cap: %v, want too-large", err)
 	}
 	if _, err := store.Stat(ctx, "z/big.bin"); !errors.Is(err, storage.ErrNotFound) {
@@ -281,9 +281,9 @@ func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
 		n := &recNotifier{}
 		s := newService(t, db, planner(
 			func() playbooks.PlannedStep {
-				return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body))
+				return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
 			},
-		), true, withEnv(&capture.Env{Store: store}), notifyTo(n),
+		), true, withEnv(&vocab.Env{Store: store}), notifyTo(n),
 			func(o *Options) { o.Links = ThreadLinks{BaseURL: base, TTL: time.Hour} })
 		h, err := handlers.New(handlers.Options{Runs: s, Registry: prometheus.NewRegistry(), Log: zaptest.NewLogger(t),
 			Auth:      config.Auth{BearerToken: "api-token"}, // a link needs no API credentials
@@ -358,9 +358,9 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 	n := &recNotifier{}
 	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(
 		func() playbooks.PlannedStep {
-			return fakestep.Step("snapshot", capture.TierMetrics, storing("prometheus.json", body))
+			return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
 		},
-	), true, withEnv(&capture.Env{Store: spool}), notifyTo(n),
+	), true, withEnv(&vocab.Env{Store: spool}), notifyTo(n),
 		func(o *Options) { o.Links = ThreadLinks{Mode: config.LinksPresigned} })
 	acc := acceptOne(t, s, firing("fp-presigned", time.Now()))
 	waitRun(t, s, acc.RunID, "finished", isFinished)

@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestResumedRunWaitsForPlaybookSlot: run a of a max_concurrent 1 playbook is
@@ -28,7 +28,7 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		started := make(chan string, 4)
 		release := make(chan struct{})
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-			pl := plan("profile-once", fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release)))
+			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
 		}}
@@ -112,7 +112,7 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 				started := make(chan string, 2)
 				release := make(chan struct{})
 				p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-					pl := plan("pb", fakestep.Step("snap", capture.TierMetrics, fakestep.Block(c, started, release)))
+					pl := plan("pb", fakestep.Step("snap", vocab.TierMetrics, fakestep.Block(c, started, release)))
 					tc.scope(pl)
 					return []*playbooks.Plan{pl}
 				}}
@@ -165,7 +165,7 @@ func TestFailedStepGivesItsCooldownBack(t *testing.T) {
 			if fail.Load() {
 				step = fakestep.Fail(c, errors.New("scrape refused"))
 			}
-			pl := plan("pb", fakestep.Step("snap", capture.TierMetrics, step))
+			pl := plan("pb", fakestep.Step("snap", vocab.TierMetrics, step))
 			pl.Steps[0].Cooldown, pl.Steps[0].CooldownKey = time.Hour, "snap/127.0.0.1:8000"
 			return []*playbooks.Plan{pl}
 		}}

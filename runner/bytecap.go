@@ -7,17 +7,17 @@ import (
 	"io"
 	"sync"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // runEnv is the Env one attempt of a run executes with: the daemon's, its
 // store wrapped in the run's byte cap (runs.max_artifact_bytes) when there is
 // one. recorded holds the run's steps recorded so far (doneSteps): their
 // artifacts count against the cap, so it spans every attempt.
-func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.StepRecord) *capture.Env {
+func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.StepRecord) *vocab.Env {
 	env := s.o.Env
 	if env == nil || env.Store == nil || s.cfg.MaxArtifactBytes <= 0 {
 		return env
@@ -91,7 +91,7 @@ func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta sto
 	if derr != nil {
 		msg += "; removing the partial object failed: " + derr.Error()
 	}
-	return storage.Object{}, capture.Errorf(capture.ReasonTooLarge, "%s", msg)
+	return storage.Object{}, vocab.Errorf(vocab.ReasonTooLarge, "%s", msg)
 }
 
 // settle counts a stored put of size bytes; false when it no longer fits.

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestCancelRunningRun(t *testing.T) {
@@ -69,10 +69,10 @@ func TestResolutionDuringRun(t *testing.T) {
 				started := make(chan string, 1)
 				p := planner(
 					func() playbooks.PlannedStep {
-						return fakestep.Step("metrics", capture.TierMetrics, fakestep.OK(c, nil))
+						return fakestep.Step("metrics", vocab.TierMetrics, fakestep.OK(c, nil))
 					},
 					func() playbooks.PlannedStep {
-						return fakestep.Step("frame", capture.TierProfile, fakestep.Block(c, started, nil))
+						return fakestep.Step("frame", vocab.TierProfile, fakestep.Block(c, started, nil))
 					},
 				)
 				s1 := newService(t, db, p, true)
@@ -110,7 +110,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		release := make(chan struct{})
 		reg := prometheus.NewRegistry()
 		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
+			return fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release))
 		})
 		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1; o.Registerer = reg })
 		var alerts []template.Alert
@@ -174,7 +174,7 @@ func TestSkippedRuns(t *testing.T) {
 			if a.Labels["alertname"] == "Unmatched" {
 				return nil
 			}
-			p := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)))
+			p := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)))
 			p.Cooldown, p.CooldownKey = time.Hour, "pb/127.0.0.1:8000"
 			return []*playbooks.Plan{p}
 		}}
@@ -215,7 +215,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		started := make(chan string, 2)
 		release := make(chan struct{})
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-			pl := plan("profile-once", fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release)))
+			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
 		}}

@@ -8,11 +8,11 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestCooldownRepeatIsSaidInTheHoldersThread: an alert that fires again
@@ -28,7 +28,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
 			var out []*playbooks.Plan
 			for _, name := range []string{"pb", "pb2"} {
-				pl := plan(name, fakestep.Step("snap", capture.TierMetrics, fakestep.OK(c, nil)))
+				pl := plan(name, fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, nil)))
 				pl.Cooldown, pl.CooldownKey = 10*time.Minute, name+"/127.0.0.1:8000"
 				out = append(out, pl)
 			}
@@ -60,7 +60,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.storePlans(context.Background(), r, p.plans(r.alert), capture.Window{}); err != nil {
+		if _, _, err := s.storePlans(context.Background(), r, p.plans(r.alert), vocab.Window{}); err != nil {
 			t.Fatal(err)
 		}
 		// What the thread will show is what the outbox holds: one operation

@@ -237,7 +237,7 @@ func schemeOf(raw string) string {
 // 11 (profiles, profile*.go): the tier-3 guard. autocapture_profile_leases
 // has one row per target while a capture holds it (owner the replica, token
 // the lease's own, so a process that lost it can change nothing), its state
-// (capture.LeaseHeld…), since/deadline of the recording, lease_until renewed
+// (vocab.LeaseHeld…), since/deadline of the recording, lease_until renewed
 // by the owner, an operator's stop request, what the step saved, and why a
 // stop failed. autocapture_profile_starts counts starts for max_per_hour and
 // the per-target cooldown; autocapture_profile_pause is the one fleet-wide

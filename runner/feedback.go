@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Bounds of what a feedback row keeps of the user (Slack ids are ~11
@@ -26,11 +26,11 @@ const (
 // It is one statement (an upsert guarded by the run's existence), fast enough
 // for Slack's 3-second answer. Errors wrap runs.ErrNotFound for an unknown
 // run and runs.ErrBadFeedback for a verdict that is not one of
-// capture.Verdicts or an empty user id. An answer that changes nothing (the
+// vocab.Verdicts or an empty user id. An answer that changes nothing (the
 // same click again) is not counted twice.
 func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
-	if !slices.Contains(capture.Verdicts, verdict) {
-		return fmt.Errorf("%w: verdict %q is not one of capture.Verdicts", runs.ErrBadFeedback, clip.String(verdict, 80))
+	if !slices.Contains(vocab.Verdicts, verdict) {
+		return fmt.Errorf("%w: verdict %q is not one of vocab.Verdicts", runs.ErrBadFeedback, clip.String(verdict, 80))
 	}
 	if user.ID == "" || len(user.ID) > maxFeedbackUserID || !utf8.ValidString(user.ID) {
 		return fmt.Errorf("%w: user id %q", runs.ErrBadFeedback, clip.String(user.ID, 80))

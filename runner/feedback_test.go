@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestFeedbackRecordedAndOverwritten: an answer shows on the run; the same
@@ -23,11 +23,11 @@ func TestFeedbackRecordedAndOverwritten(t *testing.T) {
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		alice, bob := runs.User{ID: "U0ALICE", Name: "alice"}, runs.User{ID: "U0BOB"}
 		count := func(correct string) float64 {
-			return testutil.ToFloat64(s.m.feedback.WithLabelValues(capture.VerdictKVPressure, correct))
+			return testutil.ToFloat64(s.m.feedback.WithLabelValues(vocab.VerdictKVPressure, correct))
 		}
 		feedback := func(u runs.User, correct bool) {
 			t.Helper()
-			if err := s.Feedback(ctx, id, capture.VerdictKVPressure, correct, u); err != nil {
+			if err := s.Feedback(ctx, id, vocab.VerdictKVPressure, correct, u); err != nil {
 				t.Fatalf("feedback of %s: %v", u.ID, err)
 			}
 		}
@@ -50,26 +50,26 @@ func TestFeedbackRecordedAndOverwritten(t *testing.T) {
 
 		feedback(alice, true)
 		feedback(alice, true) // the same click again: no change
-		shown(runs.Feedback{Verdict: capture.VerdictKVPressure, Correct: true, User: alice})
+		shown(runs.Feedback{Verdict: vocab.VerdictKVPressure, Correct: true, User: alice})
 		if count("true") != 1 {
 			t.Fatalf("counted %v right answers, want 1", count("true"))
 		}
 
 		feedback(alice, false) // a change of mind overwrites
 		feedback(bob, true)
-		shown(runs.Feedback{Verdict: capture.VerdictKVPressure, Correct: false, User: alice},
-			runs.Feedback{Verdict: capture.VerdictKVPressure, Correct: true, User: bob})
+		shown(runs.Feedback{Verdict: vocab.VerdictKVPressure, Correct: false, User: alice},
+			runs.Feedback{Verdict: vocab.VerdictKVPressure, Correct: true, User: bob})
 		if count("true") != 2 || count("false") != 1 {
 			t.Fatalf("counted %v right, %v wrong; want 2 and 1", count("true"), count("false"))
 		}
 
-		if err := s.Feedback(ctx, "no-such-run", capture.VerdictKVPressure, true, alice); !errors.Is(err, runs.ErrNotFound) {
+		if err := s.Feedback(ctx, "no-such-run", vocab.VerdictKVPressure, true, alice); !errors.Is(err, runs.ErrNotFound) {
 			t.Errorf("feedback on an unknown run: %v, want runs.ErrNotFound", err)
 		}
 		for _, bad := range []struct {
 			verdict string
 			user    runs.User
-		}{{"not-a-verdict", alice}, {capture.VerdictKVPressure, runs.User{Name: "no id"}}} {
+		}{{"not-a-verdict", alice}, {vocab.VerdictKVPressure, runs.User{Name: "no id"}}} {
 			if err := s.Feedback(ctx, id, bad.verdict, true, bad.user); !errors.Is(err, runs.ErrBadFeedback) {
 				t.Errorf("feedback %+v: %v, want runs.ErrBadFeedback", bad, err)
 			}

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Groups: threads several runs share (notify/group.go says what they show).
@@ -177,7 +177,7 @@ func fleetKey(a template.Alert, channel string) string {
 // alert accepted in the same moment as the one that is about to take the
 // key still joins, and its line then says "skipped".
 func (s *Service) channelFor(ctx context.Context, q querier, a template.Alert, now time.Time) (string, bool) {
-	plans, err := s.o.Planner.Plan(a, capture.AlertWindow(a.StartsAt, s.cfg.Lookback, now.UTC()))
+	plans, err := s.o.Planner.Plan(a, vocab.AlertWindow(a.StartsAt, s.cfg.Lookback, now.UTC()))
 	if err != nil || len(plans) == 0 {
 		return "", false
 	}

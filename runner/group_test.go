@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/slackstub"
@@ -19,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	notifyslack "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 const groupChannel = "C0STORM01"
@@ -369,7 +369,7 @@ type cancellingPlanner struct {
 	once   *sync.Once
 }
 
-func (p cancellingPlanner) Plan(a template.Alert, w capture.Window) ([]*playbooks.Plan, error) {
+func (p cancellingPlanner) Plan(a template.Alert, w vocab.Window) ([]*playbooks.Plan, error) {
 	p.once.Do(p.cancel)
 	return p.fakePlanner.Plan(a, w)
 }
@@ -420,7 +420,7 @@ func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		stub := newGroupStub(t)
 		p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
-			pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
+			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}
 		}}

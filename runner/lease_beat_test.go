@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestRenewalsDoNotWaitForABusyPool: every connection of the Service's main
@@ -160,7 +160,7 @@ func heldRuns(t *testing.T, db dbRef, fps []string, opts ...svcOpt) (*Service, *
 	c := fakestep.NewCounter()
 	started, release := make(chan string, 2*len(fps)), make(chan struct{})
 	s := newService(t, db, planner(func() playbooks.PlannedStep {
-		return fakestep.Step("hold", capture.TierMetrics, fakestep.Block(c, started, release))
+		return fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release))
 	}), true, opts...)
 	var ids []string
 	for _, fp := range fps {

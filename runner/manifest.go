@@ -16,11 +16,11 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The manifest: one manifest.json per finished run, beside its plans'
@@ -184,7 +184,7 @@ type Manifest struct {
 	Run      manifestRun      `json:"run"`
 	Alert    manifestAlert    `json:"alert"`
 	Versions manifestVersions `json:"versions"`
-	Verdict  *capture.Verdict `json:"verdict"`
+	Verdict  *vocab.Verdict   `json:"verdict"`
 	// Verdicts is the run's verdict history, oldest first, as the runs API
 	// gives it: the preliminary verdict the thread showed first and the
 	// refined one, with what each read and what changed.
@@ -236,7 +236,7 @@ type manifestPlaybook struct {
 type manifestStep struct {
 	ID         string             `json:"id"`
 	Kind       string             `json:"kind"`
-	Tier       capture.Tier       `json:"tier"`
+	Tier       vocab.Tier         `json:"tier"`
 	Config     any                `json:"config,omitempty"`
 	Status     string             `json:"status"`
 	Reason     string             `json:"reason,omitempty"`
@@ -247,7 +247,7 @@ type manifestStep struct {
 	FinishedAt *time.Time         `json:"finished_at,omitempty"`
 	DurationMS int64              `json:"duration_ms"`
 	Findings   map[string]any     `json:"findings,omitempty"`
-	Signals    capture.Signals    `json:"signals,omitempty"`
+	Signals    vocab.Signals      `json:"signals,omitempty"`
 	Artifacts  []manifestArtifact `json:"artifacts"`
 }
 
@@ -330,7 +330,7 @@ func (s *Service) buildManifest(ctx context.Context, r *runRow, recs []executor.
 // rebuiltSteps are the plan's steps with their rendered configs, rebuilt from
 // the stored source the run ran; none when it cannot be rebuilt.
 func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
-	w := capture.Window{}
+	w := vocab.Window{}
 	if r.window != nil {
 		w = *r.window
 	}

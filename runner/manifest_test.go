@@ -16,12 +16,12 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -54,42 +54,42 @@ func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, 
 		Labels:       template.KV{"alertname": "VLLMSlowTTFT", "instance": "10.0.0.7:8000", "model_name": "llama"},
 		Annotations:  template.KV{"summary": "p99 TTFT above 2s"}}
 	steps := []playbooks.PlannedStep{
-		{ID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Config: map[string]any{"queries": []string{"vllm:num_requests_waiting"}}},
-		{ID: "version", Kind: "http", Tier: capture.TierMetrics, Config: map[string]any{"path": "/version"}},
-		{ID: "triage", Kind: "triage", Tier: capture.TierTriage},
-		{ID: "traces", Kind: "traces", Tier: capture.TierTraces, Config: map[string]any{"limit": 10}},
+		{ID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics, Config: map[string]any{"queries": []string{"vllm:num_requests_waiting"}}},
+		{ID: "version", Kind: "http", Tier: vocab.TierMetrics, Config: map[string]any{"path": "/version"}},
+		{ID: "triage", Kind: "triage", Tier: vocab.TierTriage},
+		{ID: "traces", Kind: "traces", Tier: vocab.TierTraces, Config: map[string]any{"limit": 10}},
 	}
 	p := &playbooks.Plan{Playbook: "vllm-latency", File: "playbooks/vllm/latency.yaml", Digest: "sha256:abc", Source: []byte("name: vllm-latency"), Steps: steps}
 	fp := fakePlanner{plans: func(template.Alert) []*playbooks.Plan { return []*playbooks.Plan{p} }}
 	r := &runRow{Run: runs.Run{ID: "0193a1b2-0000-7000-8000-000000000001", Key: "fp0123456789/1795917570000",
 		Fingerprint: alert.Fingerprint, Alertname: "VLLMSlowTTFT", Labels: alert.Labels, Annotations: alert.Annotations,
 		StartsAt: alert.StartsAt, Status: StatusSucceeded, CreatedAt: created, StartedAt: &started, FinishedAt: &finishedAt,
-		Attempts: 2, Resumed: 1, Verdict: &capture.Verdict{ID: capture.VerdictOverload, Evidence: []string{"queue 42 > 10"}}},
+		Attempts: 2, Resumed: 1, Verdict: &vocab.Verdict{ID: vocab.VerdictOverload, Evidence: []string{"queue 42 > 10"}}},
 		alert: alert, plans: storedPlans{p.Stored()},
-		window: &capture.Window{Start: at("2026-12-01T09:49:30Z"), End: at("2026-12-01T10:00:03Z")}}
-	put := func(step, file, ctype string, body []byte) capture.Artifact {
+		window: &vocab.Window{Start: at("2026-12-01T09:49:30Z"), End: at("2026-12-01T10:00:03Z")}}
+	put := func(step, file, ctype string, body []byte) vocab.Artifact {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: created, Alertname: r.Alertname, RunID: r.ID,
 			Plan: p.Playbook, Step: step, File: file, Attempt: 2})
 		obj, err := st.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: ctype})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return capture.Artifact{Name: file, Key: obj.Key, ContentType: ctype, Size: obj.Size, SHA256: obj.SHA256}
+		return vocab.Artifact{Name: file, Key: obj.Key, ContentType: ctype, Size: obj.Size, SHA256: obj.SHA256}
 	}
 	snap := put("snapshot", "snapshot.json", "application/json", bytes.Repeat([]byte(`{"metric":"vllm:num_requests_waiting","value":42}`+"\n"), 50))
 	ver := put("version", "response.json", "application/json", []byte(`{"version":"0.11.0"}`))
-	gone := capture.Artifact{Name: "chart.png", Key: strings.TrimSuffix(snap.Key, "snapshot.json") + "chart.png",
+	gone := vocab.Artifact{Name: "chart.png", Key: strings.TrimSuffix(snap.Key, "snapshot.json") + "chart.png",
 		ContentType: "image/png", Size: 1234, SHA256: strings.Repeat("ab", 32)}
 	t0 := started.Add(time.Second)
 	recs := []executor.StepRecord{ // in finish order, as loadSteps gives them
-		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: capture.TierMetrics, Status: executor.Succeeded,
-			Summary: "GET /version: 200, 20 bytes of application/json", Artifacts: []capture.Artifact{ver},
+		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: vocab.TierMetrics, Status: executor.Succeeded,
+			Summary: "GET /version: 200, 20 bytes of application/json", Artifacts: []vocab.Artifact{ver},
 			Findings:  map[string]any{"url": "http://10.0.0.7:8000/version", "status": 200.0, "json": map[string]any{"version": "0.11.0"}},
 			StartedAt: t0, FinishedAt: t0.Add(40 * time.Millisecond), DurationMS: 40},
-		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics, Status: executor.Succeeded,
-			Summary: "3 queries", Artifacts: []capture.Artifact{snap, gone}, Signals: capture.Signals{"queue_waiting": 42},
+		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics, Status: executor.Succeeded,
+			Summary: "3 queries", Artifacts: []vocab.Artifact{snap, gone}, Signals: vocab.Signals{"queue_waiting": 42},
 			Findings: map[string]any{"queries": 3.0, "b": "<b>&</b>"}, StartedAt: t0, FinishedAt: t0.Add(900 * time.Millisecond), DurationMS: 900},
-		{Plan: p.Playbook, ID: "triage", Kind: "triage", Tier: capture.TierTriage, Status: executor.Succeeded,
+		{Plan: p.Playbook, ID: "triage", Kind: "triage", Tier: vocab.TierTriage, Status: executor.Succeeded,
 			Summary: "overload", Verdict: r.Verdict, StartedAt: t0.Add(time.Second), FinishedAt: t0.Add(time.Second), DurationMS: 0},
 	}
 	return r, recs, fp
@@ -176,7 +176,7 @@ func manifestOf(t *testing.T, st storage.Store, key string) Manifest {
 }
 
 func withStore(st storage.Store) svcOpt {
-	return func(o *Options) { o.Env = &capture.Env{Store: st} }
+	return func(o *Options) { o.Env = &vocab.Env{Store: st} }
 }
 
 // waitManifest waits (a hang guard, not a timing assertion) until the run
@@ -186,15 +186,15 @@ func waitManifest(t *testing.T, s *Service, id string) *runs.Run {
 }
 
 // artifactStep puts one artifact, as a capture step does.
-func artifactStep(body string) capture.Step {
-	return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func artifactStep(body string) vocab.Step {
+	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: "out.txt", Attempt: in.Attempt})
 		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), storage.Meta{ContentType: "text/plain"})
 		if err != nil {
 			return nil, err
 		}
-		return &capture.Result{Summary: "stored", Artifacts: []capture.Artifact{{Name: "out.txt", Key: obj.Key,
+		return &vocab.Result{Summary: "stored", Artifacts: []vocab.Artifact{{Name: "out.txt", Key: obj.Key,
 			ContentType: "text/plain", Size: obj.Size, SHA256: obj.SHA256}}}, nil
 	})
 }
@@ -205,7 +205,7 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
 		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("grab", capture.TierMetrics, artifactStep("hello\n"))
+			return fakestep.Step("grab", vocab.TierMetrics, artifactStep("hello\n"))
 		})
 		s := newService(t, db, p, true, withStore(st))
 		acc := acceptOne(t, s, firing("fp-m1", time.Now().Add(-time.Minute)))
@@ -235,7 +235,7 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 func finishedUnwritten(t *testing.T, db dbRef, st storage.Store, fp string) (Planner, *Service, runs.Accepted, *runRow) {
 	t.Helper()
 	p := planner(func() playbooks.PlannedStep {
-		return fakestep.Step("grab", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+		return fakestep.Step("grab", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
 	})
 	a := newService(t, db, p, false, withStore(st))
 	acc := acceptOne(t, a, firing(fp, time.Now().Add(-time.Minute)))
@@ -281,7 +281,7 @@ func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		st, _ := storage.NewLocal(t.TempDir())
 		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+			return fakestep.Step("grab", vocab.TierMetrics, artifactStep("first\n"))
 		})
 		s := newService(t, db, p, true, withStore(st))
 		acc := acceptOne(t, s, firing("fp-m3", time.Now().Add(-time.Minute)))
@@ -316,7 +316,7 @@ func lateUpload(t *testing.T, s *Service, st storage.Store, r *runs.Run) string 
 		t.Fatal(err)
 	}
 	rec.Summary = "late upload landed"
-	rec.Artifacts = append(rec.Artifacts, capture.Artifact{Name: "late.txt", Key: key, Size: obj.Size, SHA256: obj.SHA256, ContentType: "text/plain"})
+	rec.Artifacts = append(rec.Artifacts, vocab.Artifact{Name: "late.txt", Key: key, Size: obj.Size, SHA256: obj.SHA256, ContentType: "text/plain"})
 	b, _ := json.Marshal(rec)
 	tx, err := rawDB(s).BeginTx(ctx, nil)
 	if err != nil {
@@ -359,7 +359,7 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 	local, _ := storage.NewLocal(t.TempDir())
 	rs := &racingStore{Store: local}
 	p := planner(func() playbooks.PlannedStep {
-		return fakestep.Step("grab", capture.TierMetrics, artifactStep("first\n"))
+		return fakestep.Step("grab", vocab.TierMetrics, artifactStep("first\n"))
 	})
 	s := newService(t, db, p, false, withStore(rs))
 	acc := acceptOne(t, s, firing("fp-m4", time.Now().Add(-time.Minute)))

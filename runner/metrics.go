@@ -8,8 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // metrics are the runner's: counters on transitions in this process, and
@@ -82,7 +82,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			[]string{"playbook"}),
 		retention: newRetentionMetrics(),
 	}
-	for _, v := range capture.Verdicts { // every series from zero, so ratios work from the start
+	for _, v := range vocab.Verdicts { // every series from zero, so ratios work from the start
 		m.feedback.WithLabelValues(v, "true")
 		m.feedback.WithLabelValues(v, "false")
 		m.verdicts.WithLabelValues(runs.VerdictPreliminary, v)

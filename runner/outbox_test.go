@@ -11,11 +11,11 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // farSide is a notifier as strict as a chat service: it keeps the thread it
@@ -128,14 +128,14 @@ func (f *farSide) waitFor(t *testing.T, run, key string) {
 
 // threeSteps is a plan of two metrics steps and a triage step with a verdict.
 func threeSteps(c *fakestep.Counter) fakePlanner {
-	verdict := fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
-		return &capture.Result{Summary: "overload", Verdict: &capture.Verdict{ID: "overload"}}, nil
+	verdict := fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
+		return &vocab.Result{Summary: "overload", Verdict: &vocab.Verdict{ID: "overload"}}, nil
 	})
 	return planner(
-		func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) },
-		func() playbooks.PlannedStep { return fakestep.Step("b", capture.TierMetrics, fakestep.OK(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("b", vocab.TierMetrics, fakestep.OK(c, nil)) },
 		func() playbooks.PlannedStep {
-			s := fakestep.Step("tri", capture.TierTriage, verdict)
+			s := fakestep.Step("tri", vocab.TierTriage, verdict)
 			s.Kind = "triage"
 			return s
 		})
@@ -248,20 +248,20 @@ func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
-		slowVerdict := fakestep.Func(func(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+		slowVerdict := fakestep.Func(func(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
 			select { // the first reply is waiting for the pace by now
 			case <-time.After(600 * time.Millisecond):
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &capture.Result{Summary: "overload", Verdict: &capture.Verdict{ID: "overload"}}, nil
+			return &vocab.Result{Summary: "overload", Verdict: &vocab.Verdict{ID: "overload"}}, nil
 		})
 		p := planner(
 			func() playbooks.PlannedStep {
-				return fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+				return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
 			},
 			func() playbooks.PlannedStep {
-				st := fakestep.Step("tri", capture.TierTriage, slowVerdict)
+				st := fakestep.Step("tri", vocab.TierTriage, slowVerdict)
 				st.Kind = "triage"
 				return st
 			})
@@ -474,7 +474,7 @@ func TestTwoReplicasOneThread(t *testing.T) {
 func TestRoutingLabelChoosesTheChannel(t *testing.T) {
 	f := newFarSide()
 	p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-		pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
+		pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
 		pl.Channel = "C0VLLMTEAM"
 		return []*playbooks.Plan{pl}
 	}}
@@ -503,7 +503,7 @@ func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
 		f := newFarSide()
 		c := fakestep.NewCounter()
 		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-			pl := plan("pb", fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)))
+			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)))
 			pl.Channel = "C0VLLMTEAM"
 			return []*playbooks.Plan{pl}
 		}}

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestFailedStepResultPersistedAndReplied: the store and the thread keep what a
@@ -18,7 +18,7 @@ func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 		c := fakestep.NewCounter()
 		n := &recNotifier{}
 		p := planner(func() playbooks.PlannedStep {
-			s := fakestep.Step("scrape", capture.TierMetrics, fakestep.Partial(c, true, nil))
+			s := fakestep.Step("scrape", vocab.TierMetrics, fakestep.Partial(c, true, nil))
 			s.Timeout = 50 * time.Millisecond
 			return s
 		})
@@ -29,7 +29,7 @@ func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 		if r.Status != StatusFailed || rec.Status != executor.Failed || rec.Reason != "timeout" || !rec.Partial {
 			t.Fatalf("run %s, scrape %s/%s partial=%v; want failed, failed/timeout, partial", r.Status, rec.Status, rec.Reason, rec.Partial)
 		}
-		if rec.Summary == "" || rec.Signals[capture.SigKVUsage] != 0.97 || rec.Findings["second_scrape_error"] != "stopped" ||
+		if rec.Summary == "" || rec.Signals[vocab.SigKVUsage] != 0.97 || rec.Findings["second_scrape_error"] != "stopped" ||
 			len(rec.Artifacts) != 1 {
 			t.Errorf("stored record lost the step's result: %+v", rec)
 		}

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestUnpersistedStepIsNeverASilentSuccess: a step whose record the store
@@ -21,13 +21,13 @@ import (
 func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		var calls atomic.Int32
-		snap := fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+		snap := fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 			if calls.Add(1) == 1 {
-				return &capture.Result{Summary: "idle", Findings: map[string]any{"ratio": math.NaN()}}, nil
+				return &vocab.Result{Summary: "idle", Findings: map[string]any{"ratio": math.NaN()}}, nil
 			}
-			return &capture.Result{Summary: "ok", Findings: map[string]any{"ratio": 0.5}}, nil
+			return &vocab.Result{Summary: "ok", Findings: map[string]any{"ratio": 0.5}}, nil
 		})
-		p := planner(func() playbooks.PlannedStep { return fakestep.Step("snap", capture.TierMetrics, snap) })
+		p := planner(func() playbooks.PlannedStep { return fakestep.Step("snap", vocab.TierMetrics, snap) })
 		s := newService(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
@@ -47,7 +47,7 @@ func TestStepThatCanNeverBeStoredFailsTheRun(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("snap", capture.TierMetrics, fakestep.OK(c, map[string]any{"ratio": math.Inf(1)}))
+			return fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, map[string]any{"ratio": math.Inf(1)}))
 		})
 		s := newService(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The operators' kill switches over tier 3 (the /api/v1/profiling routes):
@@ -128,7 +128,7 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		SET stop_requested_at = COALESCE(stop_requested_at, {now}),
 		stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $1 ELSE stop_requested_by END
 		WHERE run_id = $2 AND state IN ($3, $4, $5) RETURNING `+leaseColumns),
-		by, runID, capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping)
+		by, runID, vocab.LeaseHeld, vocab.LeaseRecording, vocab.LeaseStopping)
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
@@ -182,7 +182,7 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	if r.state != capture.LeaseStopFailed && !r.swept() {
+	if r.state != vocab.LeaseStopFailed && !r.swept() {
 		return r.api(), fmt.Errorf("%w: %s is %s by run %s", runs.ErrNotStuck, target, r.state, r.runID)
 	}
 	why := "the stop had failed: " + r.reason

@@ -11,11 +11,11 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/vocab"
 )
 
-// The profile guard (capture.ProfileGuard) on the run store: one row per
+// The profile guard (vocab.ProfileGuard) on the run store: one row per
 // target in autocapture_profile_leases while a capture holds it, taken in a
 // transaction that reads the pause, the budget and the cooldown and writes the
 // row. On PostgreSQL the transaction first takes a fleet-wide advisory lock,
@@ -52,15 +52,15 @@ const sweeperOwner = "sweeper "
 
 // ErrProfileLeaseLost: the lease is no longer this holder's: the sweeper or a
 // resumed attempt took the target over, or an operator cleared it.
-var ErrProfileLeaseLost = fmt.Errorf("runner: %w", capture.ErrLeaseLost)
+var ErrProfileLeaseLost = fmt.Errorf("runner: %w", vocab.ErrLeaseLost)
 
-// profileGuard is the Service's capture.ProfileGuard.
+// profileGuard is the Service's vocab.ProfileGuard.
 type profileGuard struct{ s *Service }
 
-var _ capture.ProfileGuard = profileGuard{}
+var _ vocab.ProfileGuard = profileGuard{}
 
 // Profiles is the fleet-wide guard over framed profiles, for Env.Profiles.
-func (s *Service) Profiles() capture.ProfileGuard { return profileGuard{s: s} }
+func (s *Service) Profiles() vocab.ProfileGuard { return profileGuard{s: s} }
 
 // profiling is the configured profiling, its defaults filled in once by Open
 // (profilingDefaults).
@@ -93,9 +93,9 @@ func profilingDefaults(p config.Profiling) config.Profiling {
 func normTarget(t string) string { return strings.TrimRight(strings.TrimSpace(t), "/") }
 
 // Acquire takes req.Target's lease, gives a resumed step its own lease back,
-// or refuses with a *capture.ProfileRefusal. A resumed step whose earlier
+// or refuses with a *vocab.ProfileRefusal. A resumed step whose earlier
 // recording the sweeper is stopping right now waits for that stop (awaitSweep).
-func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (capture.ProfileLease, error) {
+func (g profileGuard) Acquire(ctx context.Context, req vocab.LeaseRequest) (vocab.ProfileLease, error) {
 	s := g.s
 	req.Target = normTarget(req.Target)
 	if req.Target == "" || req.RunID == "" || req.StepID == "" {
@@ -129,7 +129,7 @@ func (g profileGuard) Acquire(ctx context.Context, req capture.LeaseRequest) (ca
 }
 
 // acquireOnce is one try of Acquire: one transaction.
-func (s *Service) acquireOnce(ctx context.Context, req capture.LeaseRequest, hold time.Duration) (*profileLease, error) {
+func (s *Service) acquireOnce(ctx context.Context, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
@@ -151,7 +151,7 @@ func (s *Service) acquireOnce(ctx context.Context, req capture.LeaseRequest, hol
 }
 
 // acquireTx decides and writes inside Acquire's transaction.
-func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest, hold time.Duration) (*profileLease, error) {
+func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
 	now, err := s.dbNow(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: clock: %w", req.Target, err)
@@ -174,7 +174,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 		return nil, refusal
 	}
 	if cur != nil && !cur.takeable(now) {
-		return nil, &capture.ProfileRefusal{Reason: capture.RefusedBusy, Detail: cur.busyDetail()}
+		return nil, &vocab.ProfileRefusal{Reason: vocab.RefusedBusy, Detail: cur.busyDetail()}
 	}
 	if refusal, err := s.profileBudget(ctx, tx, req, now); err != nil || refusal != nil {
 		if err != nil {
@@ -195,7 +195,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_leases
 		(target, run_id, plan, step_id, owner, token, state, acquired_at, lease_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, req.Target, req.RunID, req.Plan, req.StepID,
-		s.id, l.token, capture.LeaseHeld, now, now+hold.Milliseconds()); err != nil {
+		s.id, l.token, vocab.LeaseHeld, now, now+hold.Milliseconds()); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	return l, s.profileEvent(ctx, tx, req.RunID, req.Target, s.id, "acquired", "")
@@ -221,7 +221,7 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	if n, _ := res.RowsAffected(); n == 0 {
 		return errLeaseMoved
 	}
-	if cur.state != capture.LeaseHeld { // start_profile may have been sent: stop first
+	if cur.state != vocab.LeaseHeld { // start_profile may have been sent: stop first
 		rec := cur.recording()
 		if cur.swept() {
 			if err := s.sweptStop(ctx, tx, cur, &rec); err != nil {
@@ -245,7 +245,7 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // sweeper or cleared by an operator before anyone collected it (the files are
 // on the server; the step fails, saying so), a skip otherwise (the earlier
 // attempt collected it, or no recording began).
-func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest) (*capture.ProfileRefusal, error) {
+func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest) (*vocab.ProfileRefusal, error) {
 	var started sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
 		WHERE run_id = $1 AND plan = $2 AND step_id = $3 AND target = $4`,
@@ -282,7 +282,7 @@ func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.Le
 	case ended == "released" && stopped > 0:
 		what = "an earlier attempt collected its files and released the target"
 	}
-	return &capture.ProfileRefusal{Reason: capture.RefusedRecorded, Lost: lost, Detail: fmt.Sprintf(
+	return &vocab.ProfileRefusal{Reason: vocab.RefusedRecorded, Lost: lost, Detail: fmt.Sprintf(
 		"an earlier attempt of run %s's step %s started a frame on %s at %s; %s: no second start",
 		req.RunID, req.StepID, req.Target, fmtMS(started.Int64), what)}, nil
 }
@@ -290,13 +290,13 @@ func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.Le
 // profileBudget refuses a new lease when profiling is paused, the fleet's
 // budget is used up, or the target's cooldown has not passed; nil when it
 // may be taken.
-func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest, now int64) (*capture.ProfileRefusal, error) {
+func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, now int64) (*vocab.ProfileRefusal, error) {
 	p, err := s.readPause(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	if p.paused {
-		return &capture.ProfileRefusal{Reason: capture.RefusedPaused, Detail: p.detail()}, nil
+		return &vocab.ProfileRefusal{Reason: vocab.RefusedPaused, Detail: p.detail()}, nil
 	}
 	cfg := s.profiling()
 	active, pending, err := s.activeLeases(ctx, tx, now)
@@ -304,7 +304,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 		return nil, err
 	}
 	if active >= cfg.MaxConcurrent {
-		return &capture.ProfileRefusal{Reason: capture.RefusedBudget,
+		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget,
 			Detail: fmt.Sprintf("%d of profiling.max_concurrent %d captures hold a target", active, cfg.MaxConcurrent)}, nil
 	}
 	var started int
@@ -313,7 +313,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 		return nil, fmt.Errorf("runner: profile budget: %w", err)
 	}
 	if started+pending >= cfg.MaxPerHour {
-		return &capture.ProfileRefusal{Reason: capture.RefusedBudget,
+		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget,
 			Detail: fmt.Sprintf("%d captures started in the last hour and %d about to: profiling.max_per_hour is %d",
 				started, pending, cfg.MaxPerHour)}, nil
 	}
@@ -326,7 +326,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 		return nil, fmt.Errorf("runner: profile cooldown: %w", err)
 	}
 	if last.Valid && now-last.Int64 < req.Cooldown.Milliseconds() {
-		return &capture.ProfileRefusal{Reason: capture.RefusedCooldown,
+		return &vocab.ProfileRefusal{Reason: vocab.RefusedCooldown,
 			Detail: fmt.Sprintf("%s was profiled at %s, cooldown %s: next from %s", req.Target, fmtMS(last.Int64),
 				req.Cooldown, fmtMS(last.Int64+req.Cooldown.Milliseconds()))}, nil
 	}
@@ -342,7 +342,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
 	err = q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = $1 THEN 1 ELSE 0 END), 0)
 		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3) AND NOT (state = $2 AND owner = '')`,
-		capture.LeaseHeld, capture.LeaseStopped, now).Scan(&active, &pending)
+		vocab.LeaseHeld, vocab.LeaseStopped, now).Scan(&active, &pending)
 	if err != nil {
 		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)
 	}
@@ -354,8 +354,8 @@ func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z
 
 // Baseline returns the report kept for key: the last one kept with
 // baseline=true, else the last one; nil, nil when none is kept.
-func (g profileGuard) Baseline(ctx context.Context, key string) (*capture.KeptReport, error) {
-	var r capture.KeptReport
+func (g profileGuard) Baseline(ctx context.Context, key string) (*vocab.KeptReport, error) {
+	var r vocab.KeptReport
 	var baseline int
 	var taken int64
 	var report string
@@ -374,7 +374,7 @@ func (g profileGuard) Baseline(ctx context.Context, key string) (*capture.KeptRe
 
 // KeepReport stores a capture's analysis under key; the same run's report
 // for the same key is replaced (a resumed step keeps it again).
-func (g profileGuard) KeepReport(ctx context.Context, key string, r capture.KeptReport) error {
+func (g profileGuard) KeepReport(ctx context.Context, key string, r vocab.KeptReport) error {
 	if key == "" || r.RunID == "" || len(r.Report) == 0 {
 		return fmt.Errorf("runner: keep profile report: key, run and report are required")
 	}

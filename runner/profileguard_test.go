@@ -9,23 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // withProfiling sets the Service's tier-3 policy.
 func withProfiling(p config.Profiling) svcOpt { return func(o *Options) { o.Profiling = p } }
 
-func req(target, run, step string) capture.LeaseRequest {
-	return capture.LeaseRequest{Target: target, RunID: run, Plan: "pb", StepID: step, Hold: 5 * time.Second}
+func req(target, run, step string) vocab.LeaseRequest {
+	return vocab.LeaseRequest{Target: target, RunID: run, Plan: "pb", StepID: step, Hold: 5 * time.Second}
 }
 
 // refusal asserts err is a refusal for reason whose detail contains want.
 func refusal(t *testing.T, err error, reason, want string) {
 	t.Helper()
-	var r *capture.ProfileRefusal
+	var r *vocab.ProfileRefusal
 	if !errors.As(err, &r) {
 		t.Fatalf("err = %v, want a %s refusal", err, reason)
 	}
@@ -34,7 +34,7 @@ func refusal(t *testing.T, err error, reason, want string) {
 	}
 }
 
-func mustAcquire(t *testing.T, s *Service, r capture.LeaseRequest) capture.ProfileLease {
+func mustAcquire(t *testing.T, s *Service, r vocab.LeaseRequest) vocab.ProfileLease {
 	t.Helper()
 	l, err := s.Profiles().Acquire(context.Background(), r)
 	if err != nil {
@@ -56,13 +56,13 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 			t.Fatalf("a fresh lease says it resumed: %+v", l.Resumed())
 		}
 		_, err := s.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
-		refusal(t, err, capture.RefusedBusy, "run run-1 holds "+tgt)
+		refusal(t, err, vocab.RefusedBusy, "run run-1 holds "+tgt)
 
 		rec, err := l.Recording(ctx, 2*time.Second, json.RawMessage(`{"files":["a"]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := rec.Deadline.Sub(rec.Since); got != 2*time.Second || rec.State != capture.LeaseRecording || rec.Target != tgt {
+		if got := rec.Deadline.Sub(rec.Since); got != 2*time.Second || rec.State != vocab.LeaseRecording || rec.Target != tgt {
 			t.Fatalf("recording %+v: want recording on %s for 2s", rec, tgt)
 		}
 		if _, err := l.Recording(ctx, time.Second, nil); err == nil {
@@ -72,7 +72,7 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 			t.Fatalf("release while recording: %v, want it refused", err)
 		}
 		_, err = s.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
-		refusal(t, err, capture.RefusedBusy, "run run-1 is recording on "+tgt)
+		refusal(t, err, vocab.RefusedBusy, "run run-1 is recording on "+tgt)
 
 		if err := l.Stopping(ctx, time.Minute); err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 		withCooldown := req(tgt, "run-2", "profile")
 		withCooldown.Cooldown = time.Hour
 		_, err = s.Profiles().Acquire(ctx, withCooldown)
-		refusal(t, err, capture.RefusedCooldown, tgt+" was profiled at")
+		refusal(t, err, vocab.RefusedCooldown, tgt+" was profiled at")
 		other := mustAcquire(t, s, req("http://10.0.0.2:8000", "run-2", "profile")) // the cooldown is per target
 		if err := other.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -144,14 +144,14 @@ func TestProfileNotStartedEndsTheLease(t *testing.T) {
 		next := mustAcquire(t, s, req(tgt, "run-2", "profile")) // free at once: budget 1 not held
 		withCooldown := req("http://10.0.0.4:8000", "run-3", "profile")
 		_, err := s.Profiles().Acquire(ctx, withCooldown)
-		refusal(t, err, capture.RefusedBudget, "")
+		refusal(t, err, vocab.RefusedBudget, "")
 		if err := next.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		cool := req(tgt, "run-3", "profile")
 		cool.Cooldown = time.Hour
 		_, err = s.Profiles().Acquire(ctx, cool)
-		refusal(t, err, capture.RefusedCooldown, "")
+		refusal(t, err, vocab.RefusedCooldown, "")
 	})
 }
 
@@ -175,7 +175,7 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 		// Paused, but a resumed step must be able to stop what it started.
 		again := mustAcquire(t, b, req(tgt, "run-1", "profile"))
 		got := again.Resumed()
-		if got == nil || got.State != capture.LeaseRecording || !got.Deadline.Equal(rec.Deadline) ||
+		if got == nil || got.State != vocab.LeaseRecording || !got.Deadline.Equal(rec.Deadline) ||
 			string(got.Saved) != `{"before":["x.json.gz"]}` {
 			t.Fatalf("resumed %+v, want the recording %+v with its saved listing", got, rec)
 		}
@@ -195,8 +195,8 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = b.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
-		refusal(t, err, capture.RefusedPaused, "paused by oncall at ")
-		refusal(t, err, capture.RefusedPaused, ": bad deploy")
+		refusal(t, err, vocab.RefusedPaused, "paused by oncall at ")
+		refusal(t, err, vocab.RefusedPaused, ": bad deploy")
 		if _, err := a.ResumeProfiling(ctx, "oncall"); err != nil {
 			t.Fatal(err)
 		}
@@ -216,8 +216,8 @@ func TestProfileBudget(t *testing.T) {
 	l1 := mustAcquire(t, s, req("http://h1:1", "r1", "p"))
 	l2 := mustAcquire(t, s, req("http://h2:1", "r2", "p"))
 	_, err := s.Profiles().Acquire(ctx, req("http://h3:1", "r3", "p"))
-	refusal(t, err, capture.RefusedBudget, "2 of profiling.max_concurrent 2")
-	for _, l := range []capture.ProfileLease{l1, l2} {
+	refusal(t, err, vocab.RefusedBudget, "2 of profiling.max_concurrent 2")
+	for _, l := range []vocab.ProfileLease{l1, l2} {
 		if _, err := l.Recording(ctx, time.Second, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -229,9 +229,9 @@ func TestProfileBudget(t *testing.T) {
 		t.Fatalf("release after StopFailed: %v, want ErrProfileLeaseLost (the sweeper's now)", err)
 	}
 	_, err = s.Profiles().Acquire(ctx, req("http://h3:1", "r3", "p"))
-	refusal(t, err, capture.RefusedBudget, "max_concurrent") // the failed stop still counts
+	refusal(t, err, vocab.RefusedBudget, "max_concurrent") // the failed stop still counts
 	_, err = s.Profiles().Acquire(ctx, req("http://h1:1", "r3", "p"))
-	refusal(t, err, capture.RefusedBusy, "stop hung")
+	refusal(t, err, vocab.RefusedBusy, "stop hung")
 	if err := l2.Stopped(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -244,13 +244,13 @@ func TestProfileBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Profiles().Acquire(ctx, req("http://h4:1", "r4", "p"))
-	refusal(t, err, capture.RefusedBudget, "2 captures started in the last hour and 1 about to: profiling.max_per_hour is 3")
+	refusal(t, err, vocab.RefusedBudget, "2 captures started in the last hour and 1 about to: profiling.max_per_hour is 3")
 	st, err := s.ProfilingStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Budget != (runs.ProfileBudget{Active: 1, MaxConcurrent: 2, StartsLastHour: 2, MaxPerHour: 3}) ||
-		len(st.Leases) != 1 || st.Leases[0].Target != "http://h3:1" || st.Leases[0].State != capture.LeaseHeld {
+		len(st.Leases) != 1 || st.Leases[0].Target != "http://h3:1" || st.Leases[0].State != vocab.LeaseHeld {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -265,7 +265,7 @@ func TestProfileAcquireConcurrentPostgres(t *testing.T) {
 	ctx := context.Background()
 	for round := range 10 {
 		var mu sync.Mutex
-		var won []capture.ProfileLease
+		var won []vocab.ProfileLease
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Add(1)
@@ -276,7 +276,7 @@ func TestProfileAcquireConcurrentPostgres(t *testing.T) {
 					target = "http://other-" + string(rune('a'+i)) + ":8000"
 				}
 				l, err := svcs[i%2].Profiles().Acquire(ctx, req(target, "r"+string(rune('a'+i)), "p"))
-				var r *capture.ProfileRefusal
+				var r *vocab.ProfileRefusal
 				switch {
 				case err == nil:
 					mu.Lock()

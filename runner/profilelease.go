@@ -11,17 +11,17 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
-// profileLease is one held lease (capture.ProfileLease). Every write names
+// profileLease is one held lease (vocab.ProfileLease). Every write names
 // the lease's token: a lease another process took over (the sweeper, a
 // resumed attempt) or an operator cleared cannot be changed through it.
 type profileLease struct {
 	s                         *Service
 	target, runID, plan, step string
 	token                     string
-	resumed                   *capture.Recording
+	resumed                   *vocab.Recording
 	stop                      chan struct{} // closed on an operator's stop request
 	stopOnce                  sync.Once
 	done                      chan struct{} // closed when the lease ends in this process
@@ -30,16 +30,16 @@ type profileLease struct {
 	stopBy                    string
 }
 
-var _ capture.ProfileLease = (*profileLease)(nil)
+var _ vocab.ProfileLease = (*profileLease)(nil)
 
 // Resumed is what an earlier attempt of the step made durable, or nil.
-func (l *profileLease) Resumed() *capture.Recording { return l.resumed }
+func (l *profileLease) Resumed() *vocab.Recording { return l.resumed }
 
 // StopRequested is closed when an operator asked for this capture to stop.
 func (l *profileLease) StopRequested() <-chan struct{} { return l.stop }
 
 // StopRequestedBy names who asked for the stop ("" before anyone did), for
-// the step's report. (Not in capture.ProfileLease: assert for it.)
+// the step's report. (Not in vocab.ProfileLease: assert for it.)
 func (l *profileLease) StopRequestedBy() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -73,14 +73,14 @@ const stopGrace = 1500 * time.Millisecond
 
 // Recording makes the recording durable, and counts the start, before
 // start_profile is sent.
-func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (capture.Recording, error) {
+func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved json.RawMessage) (vocab.Recording, error) {
 	if frame <= 0 {
-		return capture.Recording{}, fmt.Errorf("runner: profile %s: frame %v: want more than 0", l.target, frame)
+		return vocab.Recording{}, fmt.Errorf("runner: profile %s: frame %v: want more than 0", l.target, frame)
 	}
 	s := l.s
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return capture.Recording{}, l.errorf("recording", err)
+		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	defer tx.Rollback()
 	var savedArg any
@@ -95,28 +95,28 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, since = {now},
 		deadline = {now} + $2, lease_until = {now} + $2 + $7, saved = $3 WHERE target = $4 AND token = $5 AND state = $6
 		RETURNING since, deadline`),
-		capture.LeaseRecording, frame.Milliseconds(), savedArg, l.target, l.token, capture.LeaseHeld,
+		vocab.LeaseRecording, frame.Milliseconds(), savedArg, l.target, l.token, vocab.LeaseHeld,
 		stopGrace.Milliseconds()).Scan(&since, &deadline)
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() // SQLite has one connection: free it for the probe
-		return capture.Recording{}, l.wrongState(ctx, "recording", capture.LeaseHeld)
+		return vocab.Recording{}, l.wrongState(ctx, "recording", vocab.LeaseHeld)
 	}
 	if err != nil {
-		return capture.Recording{}, l.errorf("recording", err)
+		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_starts (target, run_id, plan, step_id, started_at)
 		VALUES ($1, $2, $3, $4, $5)`, l.target, l.runID, l.plan, l.step, since); err != nil {
-		return capture.Recording{}, l.errorf("recording", err)
+		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "recording", "stop by "+fmtMS(deadline)); err != nil {
-		return capture.Recording{}, err
+		return vocab.Recording{}, err
 	}
 	if err := tx.Commit(); err != nil {
-		return capture.Recording{}, l.errorf("recording", err)
+		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	s.log.Info("A profile is about to record.", zap.String("run", l.runID), zap.String("step", l.step),
 		zap.String("target", l.target), zap.Time("deadline", fromMS(deadline)))
-	return capture.Recording{Target: l.target, State: capture.LeaseRecording, Since: fromMS(since),
+	return vocab.Recording{Target: l.target, State: vocab.LeaseRecording, Since: fromMS(since),
 		Deadline: fromMS(deadline), Saved: saved}, nil
 }
 
@@ -126,15 +126,15 @@ func (l *profileLease) Stopping(ctx context.Context, stopTimeout time.Duration) 
 	s := l.s
 	q := `UPDATE autocapture_profile_leases SET state = $1, lease_until = ` + s.greatest("lease_until", "{now} + $2") +
 		` WHERE target = $3 AND token = $4 AND state IN ($5, $6, $7)`
-	return l.write(ctx, "stopping", q, capture.LeaseStopping, stopTimeout.Milliseconds(), l.target, l.token,
-		capture.LeaseRecording, capture.LeaseStopping, capture.LeaseStopFailed)
+	return l.write(ctx, "stopping", q, vocab.LeaseStopping, stopTimeout.Milliseconds(), l.target, l.token,
+		vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed)
 }
 
 // Stopped records that the server answered the stop.
 func (l *profileLease) Stopped(ctx context.Context) error {
 	q := `UPDATE autocapture_profile_leases SET state = $1, reason = '' WHERE target = $2 AND token = $3 AND state IN ($4, $5, $6)`
-	return l.write(ctx, "stopped", q, capture.LeaseStopped, l.target, l.token,
-		capture.LeaseRecording, capture.LeaseStopping, capture.LeaseStopFailed)
+	return l.write(ctx, "stopped", q, vocab.LeaseStopped, l.target, l.token,
+		vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed)
 }
 
 // StopFailed hands the lease to the sweeper: the target stays leased, and
@@ -142,7 +142,7 @@ func (l *profileLease) Stopped(ctx context.Context) error {
 func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
 	q := `UPDATE autocapture_profile_leases SET state = $1, reason = $2, owner = '', token = '',
 		stop_attempts = stop_attempts + 1, lease_until = {now} WHERE target = $3 AND token = $4`
-	err := l.write(ctx, "stop_failed", q, capture.LeaseStopFailed, clipReason(reason), l.target, l.token)
+	err := l.write(ctx, "stop_failed", q, vocab.LeaseStopFailed, clipReason(reason), l.target, l.token)
 	if err == nil {
 		l.s.pm.stopFailures.Inc()
 		l.s.log.Warn("A profile's stop failed; the target stays leased and the sweeper retries the stop.",
@@ -162,7 +162,7 @@ func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 	err := l.s.beat.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until =
 		CASE WHEN state = $4 AND deadline IS NOT NULL AND deadline + $5 < {now} + $1 THEN deadline + $5 ELSE {now} + $1 END
 		WHERE target = $2 AND token = $3 RETURNING stop_requested_at, stop_requested_by`),
-		hold.Milliseconds(), l.target, l.token, capture.LeaseRecording, stopGrace.Milliseconds()).Scan(&stopAt, &stopBy)
+		hold.Milliseconds(), l.target, l.token, vocab.LeaseRecording, stopGrace.Milliseconds()).Scan(&stopAt, &stopBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		l.end()
 		return fmt.Errorf("runner: profile %s: renew: %w", l.target, ErrProfileLeaseLost)
@@ -178,7 +178,7 @@ func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 
 // Release ends the lease: a stopped capture was collected, or start_profile
 // was never sent. A lease still recording cannot be released: stop it first.
-// NotStarted ends a recording that never began (capture.ProfileLease).
+// NotStarted ends a recording that never began (vocab.ProfileLease).
 func (l *profileLease) NotStarted(ctx context.Context, why string) error {
 	s := l.s
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -187,13 +187,13 @@ func (l *profileLease) NotStarted(ctx context.Context, why string) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2 AND state = $3`,
-		l.target, l.token, capture.LeaseRecording)
+		l.target, l.token, vocab.LeaseRecording)
 	if err != nil {
 		return l.errorf("not started", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		tx.Rollback()
-		return l.wrongState(ctx, "not started", capture.LeaseRecording)
+		return l.wrongState(ctx, "not started", vocab.LeaseRecording)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "not_started", clipReason(why)); err != nil {
 		return err
@@ -215,13 +215,13 @@ func (l *profileLease) Release(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2 AND state IN ($3, $4)`,
-		l.target, l.token, capture.LeaseHeld, capture.LeaseStopped)
+		l.target, l.token, vocab.LeaseHeld, vocab.LeaseStopped)
 	if err != nil {
 		return l.errorf("release", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		tx.Rollback()
-		return l.wrongState(ctx, "release", capture.LeaseHeld+" or "+capture.LeaseStopped)
+		return l.wrongState(ctx, "release", vocab.LeaseHeld+" or "+vocab.LeaseStopped)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "released", ""); err != nil {
 		return err
@@ -251,7 +251,7 @@ func (l *profileLease) write(ctx context.Context, what, q string, args ...any) e
 		return l.wrongState(ctx, what, "")
 	}
 	detail := ""
-	if what == capture.LeaseStopFailed {
+	if what == vocab.LeaseStopFailed {
 		detail, _ = args[1].(string)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, what, detail); err != nil {

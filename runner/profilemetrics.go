@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // profileMetrics are tier 3's: counters of this process, and gauges read from
@@ -31,13 +31,13 @@ const (
 	profileLeaseLost = "lease_lost"  // the lease was taken over before the stop (the sweeper stops the server)
 	profileOptedOut  = "opted_out"   // profiling.opt_out
 	profileFailed    = "failed"      // any other error (preflight, lease store, config)
-	// refused_<kind>: capture.Refused* (busy, paused, budget, cooldown, recorded).
+	// refused_<kind>: vocab.Refused* (busy, paused, budget, cooldown, recorded).
 	profileRefusedPrefix = "refused_"
 )
 
 // profileRefusals are the refusal kinds counted by name; any other is refused_other.
-var profileRefusals = []string{capture.RefusedBusy, capture.RefusedPaused, capture.RefusedBudget,
-	capture.RefusedCooldown, capture.RefusedRecorded}
+var profileRefusals = []string{vocab.RefusedBusy, vocab.RefusedPaused, vocab.RefusedBudget,
+	vocab.RefusedCooldown, vocab.RefusedRecorded}
 
 // profileStepResult is what a finished profile step's record says happened,
 // "" for a step that never ran (its `when` was false, the alert resolved
@@ -93,8 +93,8 @@ var (
 )
 
 // profileLeaseStates are the states a lease row may hold.
-var profileLeaseStates = []string{capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping,
-	capture.LeaseStopFailed, capture.LeaseStopped}
+var profileLeaseStates = []string{vocab.LeaseHeld, vocab.LeaseRecording, vocab.LeaseStopping,
+	vocab.LeaseStopFailed, vocab.LeaseStopped}
 
 func newProfileMetrics() profileMetrics {
 	m := profileMetrics{
@@ -110,7 +110,7 @@ func newProfileMetrics() profileMetrics {
 				"opted_out, failed, refused_<kind> (busy, paused, budget, cooldown, recorded). Steps that never ran (when false) are not counted."},
 			[]string{"result"}),
 	}
-	for _, a := range []string{"released", "stopped", capture.LeaseStopFailed} {
+	for _, a := range []string{"released", "stopped", vocab.LeaseStopFailed} {
 		m.sweepActions.WithLabelValues(a)
 	}
 	for _, r := range []string{profileCaptured, profileResumed, profileCut, profileNotArmed, profileStopFail,
@@ -164,7 +164,7 @@ func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var past float64
 	if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_profile_leases
-		WHERE state IN ($1, $2) AND deadline < {now}`), capture.LeaseRecording, capture.LeaseStopping).Scan(&past); err == nil {
+		WHERE state IN ($1, $2) AND deadline < {now}`), vocab.LeaseRecording, vocab.LeaseStopping).Scan(&past); err == nil {
 		ch <- prometheus.MustNewConstMetric(descProfilePastDeadline, prometheus.GaugeValue, past)
 	}
 	if p, err := s.readPause(ctx, s.db); err == nil {

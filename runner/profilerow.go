@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // leaseColumns are a lease row's columns, in scanLease's order.
@@ -36,30 +36,30 @@ func scanLease(sc scanner) (*leaseRow, error) {
 }
 
 // sameStep says whether req is the step that holds the row (a resumed one).
-func (r *leaseRow) sameStep(req capture.LeaseRequest) bool {
+func (r *leaseRow) sameStep(req vocab.LeaseRequest) bool {
 	return r.runID == req.RunID && r.plan == req.Plan && r.step == req.StepID
 }
 
 // takeable: the owner is gone and no recording can be running.
 func (r *leaseRow) takeable(now int64) bool {
-	return (r.state == capture.LeaseHeld || r.state == capture.LeaseStopped) && r.until < now
+	return (r.state == vocab.LeaseHeld || r.state == vocab.LeaseStopped) && r.until < now
 }
 
 // busyDetail says who holds the target, for a refusal.
 func (r *leaseRow) busyDetail() string {
 	switch r.state {
-	case capture.LeaseStopFailed:
+	case vocab.LeaseStopFailed:
 		return fmt.Sprintf("the stop of run %s's capture on %s failed (%s); the target stays leased until a later stop "+
 			"is answered (the sweeper retries) or an operator clears it (DELETE /api/v1/profiling/leases?target=%s)",
 			r.runID, r.target, r.reason, r.target)
-	case capture.LeaseStopped:
+	case vocab.LeaseStopped:
 		if r.owner == "" {
 			return fmt.Sprintf("run %s's capture on %s was stopped by the sweeper after its owner died; the target stays leased "+
 				"until %s (profiling.collect_window) so that run %s's resumed attempt collects its files "+
 				"(or an operator clears it: DELETE /api/v1/profiling/leases?target=%s)",
 				r.runID, r.target, fmtMS(r.until), r.runID, r.target)
 		}
-	case capture.LeaseRecording, capture.LeaseStopping:
+	case vocab.LeaseRecording, vocab.LeaseStopping:
 		return fmt.Sprintf("run %s is %s on %s since %s, stop by %s", r.runID, r.state, r.target,
 			fmtMS(r.since.Int64), fmtMS(r.deadline.Int64))
 	}
@@ -67,8 +67,8 @@ func (r *leaseRow) busyDetail() string {
 }
 
 // recording is what the row made durable, for a resumed step.
-func (r *leaseRow) recording() capture.Recording {
-	rec := capture.Recording{Target: r.target, State: r.state}
+func (r *leaseRow) recording() vocab.Recording {
+	rec := vocab.Recording{Target: r.target, State: r.state}
 	if r.since.Valid {
 		rec.Since = fromMS(r.since.Int64)
 	}

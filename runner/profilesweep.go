@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The profile sweeper repairs what a dead owner left, reading only the lease
@@ -21,7 +22,7 @@ import (
 //   - stopped: the server answered the stop, nobody collects; released.
 //   - recording or stopping, past its deadline or with an operator's stop
 //     request: claimed (owner "sweeper <id>", a new token, held for
-//     stop_timeout) and stopped with capture.StopProfile through Env.Targets,
+//     stop_timeout) and stopped with profile.StopProfile through Env.Targets,
 //     bounded by profiling.stop_timeout. Answered: the row stays, stopped with
 //     no owner, for profiling.collect_window (sweepStopped), so the run's
 //     resumed attempt collects the files with no new start; released when the
@@ -69,7 +70,7 @@ func (s *Service) sweepProfiles(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT `+leaseColumns+` FROM autocapture_profile_leases l
 		WHERE (lease_until < {now} AND (state NOT IN ($1, $2) OR deadline < {now} OR stop_requested_at IS NOT NULL))
 		OR (state = $3 AND owner = '' AND EXISTS (SELECT 1 FROM autocapture_runs r WHERE r.id = l.run_id AND r.finished_at IS NOT NULL))
-		ORDER BY lease_until LIMIT 100`), capture.LeaseRecording, capture.LeaseStopping, capture.LeaseStopped)
+		ORDER BY lease_until LIMIT 100`), vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep: %w", err)
 	}
@@ -90,7 +91,7 @@ func (s *Service) sweepProfiles(ctx context.Context) error {
 	for _, r := range found {
 		var err error
 		switch r.state {
-		case capture.LeaseHeld, capture.LeaseStopped:
+		case vocab.LeaseHeld, vocab.LeaseStopped:
 			err = s.sweepRelease(ctx, r)
 		default:
 			err = s.sweepStop(ctx, r)
@@ -112,7 +113,7 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 		why = "the sweeper stopped its recording and the run ended without collecting the files (left on the server)"
 	case r.swept():
 		why = "the sweeper stopped its recording and no resumed attempt collected the files within profiling.collect_window (left on the server)"
-	case r.state == capture.LeaseStopped:
+	case r.state == vocab.LeaseStopped:
 		why = "its owner is gone after the stop was answered; the files were not collected"
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -125,7 +126,7 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 	// owner yet (its run ended: selected for that).
 	res, err := tx.ExecContext(ctx, s.dialect.sql(`DELETE FROM autocapture_profile_leases
 		WHERE target = $1 AND token = $2 AND (lease_until < {now} OR (state = $3 AND owner = ''))`),
-		r.target, r.token, capture.LeaseStopped)
+		r.target, r.token, vocab.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
@@ -152,7 +153,7 @@ func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
 	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET owner = $1, token = $2,
 		state = CASE WHEN state = $3 THEN $4 ELSE state END, lease_until = {now} + $5
 		WHERE target = $6 AND token = $7 AND lease_until < {now}`),
-		sweeperOwner+s.id, token, capture.LeaseRecording, capture.LeaseStopping, claim.Milliseconds(), r.target, r.token)
+		sweeperOwner+s.id, token, vocab.LeaseRecording, vocab.LeaseStopping, claim.Milliseconds(), r.target, r.token)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: claim: %w", r.target, err)
 	}
@@ -161,7 +162,7 @@ func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
 	}
 	why := "its owner is gone past the deadline " + fmtMS(r.deadline.Int64)
 	switch {
-	case r.state == capture.LeaseStopFailed:
+	case r.state == vocab.LeaseStopFailed:
 		why = fmt.Sprintf("retrying a stop that failed %d time(s): %s", r.attempts, r.reason)
 	case r.stopAt.Valid && (!r.deadline.Valid || r.deadline.Int64 > r.until):
 		why = "an operator (" + r.stopBy + ") asked for the stop and its owner is gone"
@@ -191,7 +192,7 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 	if s.o.Env == nil || s.o.Env.Targets == nil {
 		err = errors.New("no targets client (Env.Targets) to send the stop through")
 	} else {
-		err = capture.StopProfile(ctx, s.o.Env.Targets, r.target)
+		err = profile.StopProfile(ctx, s.o.Env.Targets, r.target)
 	}
 	if err != nil && s.bg.Err() != nil { // shutdown, not the server's answer
 		s.handBack(r.target, token)
@@ -206,7 +207,7 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 		s.sweepStopped(wctx, r, token)
 		return
 	}
-	if errors.Is(err, capture.ErrNotArmed) {
+	if errors.Is(err, profile.ErrNotArmed) {
 		s.sweepNothingRecords(wctx, r, token, err)
 		return
 	}
@@ -256,7 +257,7 @@ func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
 		defer tx.Rollback()
 		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, owner = '', token = '',
 			reason = $2, lease_until = {now} + $3 WHERE target = $4 AND token = $5`),
-			capture.LeaseStopped, sweptReason, window.Milliseconds(), r.target, token)
+			vocab.LeaseStopped, sweptReason, window.Milliseconds(), r.target, token)
 	}
 	if err == nil {
 		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "stopped",
@@ -282,7 +283,7 @@ const sweptReason = "stopped by the sweeper after its owner died; the files awai
 
 // swept says whether r is a stopped recording waiting, ownerless, for its
 // run's resumed attempt (sweepStopped).
-func (r *leaseRow) swept() bool { return r.state == capture.LeaseStopped && r.owner == "" }
+func (r *leaseRow) swept() bool { return r.state == vocab.LeaseStopped && r.owner == "" }
 
 // sweepStopFailed leaves the target leased as stop_failed, retried after a
 // backoff that doubles with each failure (one sweep interval first).
@@ -296,16 +297,16 @@ func (s *Service) sweepStopFailed(ctx context.Context, r *leaseRow, token string
 		defer tx.Rollback()
 		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, reason = $2, owner = '',
 			token = '', stop_attempts = $3, lease_until = {now} + $4 WHERE target = $5 AND token = $6`),
-			capture.LeaseStopFailed, reason, attempts, backoff.Milliseconds(), r.target, token)
+			vocab.LeaseStopFailed, reason, attempts, backoff.Milliseconds(), r.target, token)
 	}
 	if err == nil {
-		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, capture.LeaseStopFailed, reason)
+		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, vocab.LeaseStopFailed, reason)
 	}
 	if err == nil {
 		err = tx.Commit()
 	}
 	s.pm.stopFailures.Inc()
-	s.pm.sweepActions.WithLabelValues(capture.LeaseStopFailed).Inc()
+	s.pm.sweepActions.WithLabelValues(vocab.LeaseStopFailed).Inc()
 	if err != nil {
 		s.log.Error("The sweeper's stop failed and could not be recorded; it is retried when the claim lapses.",
 			zap.String("run", r.runID), zap.String("target", r.target), zap.NamedError("stop", cause), zap.Error(err))

@@ -14,15 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func withTargets() svcOpt {
-	return func(o *Options) { o.Env = &capture.Env{Targets: &http.Client{}} }
+	return func(o *Options) { o.Env = &vocab.Env{Targets: &http.Client{}} }
 }
 
 // crash makes s behave as a process killed with kill -9: it writes nothing more.
@@ -126,7 +126,7 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 			t.Errorf("stopped %v after the deadline, want within stopGrace (%v), one sweep interval (%v) and slack", late, stopGrace, sweep)
 		}
 		waitFor(t, "the sweeper to record the answered stop", func() bool {
-			return leaseState(t, survivor, srv.URL) == capture.LeaseStopped
+			return leaseState(t, survivor, srv.URL) == vocab.LeaseStopped
 		})
 		st := profilerStatus(t, srv.URL)
 		if st.State != "idle" || st.Starts != 1 || st.Stops != 1 {
@@ -142,8 +142,8 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 			t.Errorf("run-dead's events %s: want the sweeper's stop", events)
 		}
 		_, err = survivor.Profiles().Acquire(ctx, req(srv.URL, "run-next", "profile"))
-		refusal(t, err, capture.RefusedBusy, "run run-dead's capture on "+srv.URL+" was stopped by the sweeper")
-		refusal(t, err, capture.RefusedBusy, "(profiling.collect_window)")
+		refusal(t, err, vocab.RefusedBusy, "run run-dead's capture on "+srv.URL+" was stopped by the sweeper")
+		refusal(t, err, vocab.RefusedBusy, "(profiling.collect_window)")
 		// The swept lease holds only its own target: another server may be
 		// profiled under max_concurrent 1.
 		other := mustAcquire(t, survivor, req("http://10.0.0.77:8000", "run-next", "profile"))
@@ -152,7 +152,7 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		}
 		resumed := mustAcquire(t, survivor, r)
 		got := resumed.Resumed()
-		if got == nil || got.State != capture.LeaseStopped || string(got.Saved) != string(listing) || !got.Since.Equal(rec.Since) {
+		if got == nil || got.State != vocab.LeaseStopped || string(got.Saved) != string(listing) || !got.Since.Equal(rec.Since) {
 			t.Fatalf("the resumed attempt got %+v, want the swept recording, stopped, with its listing %s", got, listing)
 		}
 		if err := resumed.Release(ctx); err != nil {
@@ -216,9 +216,9 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	}
 	crash(doomed)
 
-	waitFor(t, "stop_failed", func() bool { return leaseState(t, s, srv.URL) == capture.LeaseStopFailed })
+	waitFor(t, "stop_failed", func() bool { return leaseState(t, s, srv.URL) == vocab.LeaseStopFailed })
 	_, err := s.Profiles().Acquire(context.Background(), req(srv.URL, "run-other", "profile"))
-	refusal(t, err, capture.RefusedBusy, "stop_profile not answered within profiling.stop_timeout 300ms")
+	refusal(t, err, vocab.RefusedBusy, "stop_profile not answered within profiling.stop_timeout 300ms")
 	// The sweeper counts the failure after it records stop_failed: under
 	// load the test read the counter between the two (a loaded full suite).
 	waitFor(t, "the stop's failure to be counted", func() bool { return testutil.ToFloat64(s.pm.stopFailures) >= 1 })
@@ -269,7 +269,7 @@ func TestProfileStopRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.StopRequestedBy != "alice" || got.StopRequestedAt == nil || got.State != capture.LeaseRecording {
+		if got.StopRequestedBy != "alice" || got.StopRequestedAt == nil || got.State != vocab.LeaseRecording {
 			t.Fatalf("stop request %+v", got)
 		}
 		if _, err := api.StopProfile(ctx, run, "bob"); err != nil { // twice: the first asker stays
@@ -303,7 +303,7 @@ func TestProfileStopRequest(t *testing.T) {
 // sweptLease makes target's lease what the sweeper leaves after an answered
 // stop of a dead owner's recording: a start counted, the row stopped with no
 // owner for the collect window (sweepStopped itself, on a claimed row).
-func sweptLease(t *testing.T, s *Service, owner *Service, r capture.LeaseRequest) {
+func sweptLease(t *testing.T, s *Service, owner *Service, r vocab.LeaseRequest) {
 	t.Helper()
 	ctx := context.Background()
 	l := mustAcquire(t, owner, r)
@@ -320,7 +320,7 @@ func sweptLease(t *testing.T, s *Service, owner *Service, r capture.LeaseRequest
 		t.Fatal(err)
 	}
 	s.sweepStopped(ctx, row, claim)
-	if st := leaseState(t, s, r.Target); st != capture.LeaseStopped {
+	if st := leaseState(t, s, r.Target); st != vocab.LeaseStopped {
 		t.Fatalf("after the sweeper's answered stop the lease is %q, want stopped", st)
 	}
 }
@@ -343,7 +343,7 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 		if err := s.sweepProfiles(context.Background()); err != nil { // inside the window: kept
 			t.Fatal(err)
 		}
-		if st := leaseState(t, s, tgt); st != capture.LeaseStopped {
+		if st := leaseState(t, s, tgt); st != vocab.LeaseStopped {
 			t.Fatalf("inside the collect window the lease is %q, want stopped", st)
 		}
 		time.Sleep(window + 50*time.Millisecond)
@@ -357,8 +357,8 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 			t.Errorf("events %s: want the sweeper's stopped, then released", ev)
 		}
 		_, err := s.Profiles().Acquire(context.Background(), r)
-		refusal(t, err, capture.RefusedRecorded, "the sweeper stopped that frame after its owner died, and its files were left on the server")
-		refusal(t, err, capture.RefusedRecorded, "no second start")
+		refusal(t, err, vocab.RefusedRecorded, "the sweeper stopped that frame after its owner died, and its files were left on the server")
+		refusal(t, err, vocab.RefusedRecorded, "no second start")
 		// Another step of the run, and another run, may still profile it.
 		mustAcquire(t, s, req(tgt, "run-other", "profile"))
 	})
@@ -387,7 +387,7 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 		if st := leaseState(t, s, "http://10.0.0.42:8000"); st != "" {
 			t.Errorf("the ended run's swept lease is %q, want released", st)
 		}
-		if st := leaseState(t, s, "http://10.0.0.41:8000"); st != capture.LeaseStopped {
+		if st := leaseState(t, s, "http://10.0.0.41:8000"); st != vocab.LeaseStopped {
 			t.Errorf("the live run's swept lease is %q, want kept stopped for its resumed attempt", st)
 		}
 		rp, err := s.RunProfile(ctx, ended)
@@ -425,8 +425,8 @@ func TestProfileStepResults(t *testing.T) {
 		{rec(executor.Failed, map[string]any{"armed": false, "how_to_arm": "…"}), "not_armed"},
 		{rec(executor.Failed, map[string]any{"armed": true, "cut_short": "x", "stop_error": "stop_timeout"}), "stop_failed"},
 		{rec(executor.Failed, map[string]any{"armed": true, "stop_error": "lost", "lease_lost": true}), "lease_lost"},
-		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedBusy}), "refused_busy"},
-		{rec(executor.Skipped, map[string]any{"refused": capture.RefusedRecorded}), "refused_recorded"},
+		{rec(executor.Skipped, map[string]any{"refused": vocab.RefusedBusy}), "refused_busy"},
+		{rec(executor.Skipped, map[string]any{"refused": vocab.RefusedRecorded}), "refused_recorded"},
 		{rec(executor.Skipped, map[string]any{"refused": "new-kind"}), "refused_other"},
 		{rec(executor.Skipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
 		{rec(executor.Failed, nil), "failed"},

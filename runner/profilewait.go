@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // A run resumed after its daemon died mid-frame can meet the sweeper at work
@@ -60,13 +60,13 @@ func sweepingOrMoved(err error) error {
 // sweepWait is one resumed step's wait for the sweeper.
 type sweepWait struct {
 	s      *Service
-	req    capture.LeaseRequest
+	req    vocab.LeaseRequest
 	began  time.Time
 	bound  time.Duration
 	logged bool
 }
 
-func (s *Service) newSweepWait(req capture.LeaseRequest) *sweepWait {
+func (s *Service) newSweepWait(req vocab.LeaseRequest) *sweepWait {
 	return &sweepWait{s: s, req: req, began: time.Now(), bound: s.profiling().StopTimeout + sweepClaimSlack}
 }
 
@@ -86,7 +86,7 @@ func (w *sweepWait) next(ctx context.Context, why error) error {
 		if sw == nil {
 			return fmt.Errorf("runner: profile lease %s: still changing after %s: %w", w.req.Target, waited.Round(time.Millisecond), why)
 		}
-		return &capture.Error{Reason: capture.ReasonTimeout, Err: fmt.Errorf(
+		return &vocab.Error{Reason: vocab.ReasonTimeout, Err: fmt.Errorf(
 			"runner: profile lease %s: %s was still stopping the earlier attempt's recording after %s "+
 				"(profiling.stop_timeout %s + %s to record its answer); the frame's files stay on the server",
 			w.req.Target, sw.owner, waited.Round(time.Millisecond), w.s.profiling().StopTimeout, sweepClaimSlack)}
@@ -118,7 +118,7 @@ func (w *sweepWait) done(l *profileLease) {
 
 // sweptStop fills rec with who got the stop of a swept lease answered, and
 // when (its "stopped" event), for the step's report.
-func (s *Service) sweptStop(ctx context.Context, tx *sql.Tx, cur *leaseRow, rec *capture.Recording) error {
+func (s *Service) sweptStop(ctx context.Context, tx *sql.Tx, cur *leaseRow, rec *vocab.Recording) error {
 	var actor string
 	var at int64
 	err := tx.QueryRowContext(ctx, `SELECT actor, at FROM autocapture_profile_events WHERE run_id = $1 AND target = $2

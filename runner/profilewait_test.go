@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // stopTarget is a server whose stop_profile is counted and answered once
@@ -38,7 +39,7 @@ func stopTarget(t *testing.T) (srv *httptest.Server, answer chan struct{}, stops
 // deadRecording leaves r's target recording for owner, past its deadline,
 // its lease lapsed: what a daemon killed mid-frame leaves for a restart that
 // comes late.
-func deadRecording(t *testing.T, owner *Service, r capture.LeaseRequest, saved json.RawMessage) capture.Recording {
+func deadRecording(t *testing.T, owner *Service, r vocab.LeaseRequest, saved json.RawMessage) vocab.Recording {
 	t.Helper()
 	ctx := context.Background()
 	rec, err := mustAcquire(t, owner, r).Recording(ctx, 50*time.Millisecond, saved)
@@ -89,7 +90,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err := s.Profiles().Acquire(short, r)
-		var refused *capture.ProfileRefusal
+		var refused *vocab.ProfileRefusal
 		if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &refused) {
 			t.Fatalf("acquire cut by the step's context: %v, want its deadline, no refusal", err)
 		}
@@ -98,7 +99,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 		}
 
 		type got struct {
-			l   capture.ProfileLease
+			l   vocab.ProfileLease
 			err error
 		}
 		done := make(chan got, 1)
@@ -122,7 +123,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 			t.Fatalf("acquire after the sweeper's stop: %v", g.err)
 		}
 		rec := g.l.Resumed()
-		if rec == nil || rec.State != capture.LeaseStopped || string(rec.Saved) != string(listing) || !rec.Since.Equal(first.Since) {
+		if rec == nil || rec.State != vocab.LeaseStopped || string(rec.Saved) != string(listing) || !rec.Since.Equal(first.Since) {
 			t.Fatalf("resumed %+v, want the swept recording, stopped, with its listing", rec)
 		}
 		if !strings.HasPrefix(rec.StoppedBy, sweeperOwner+s.id) || rec.StoppedAt.Before(rec.Deadline) {
@@ -156,7 +157,7 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 		r := req(srv.URL, "run-first", "profile")
 		deadRecording(t, doomed, r, nil)
 		l := mustAcquire(t, s, r)
-		if rec := l.Resumed(); rec == nil || rec.State != capture.LeaseRecording || rec.StoppedBy != "" {
+		if rec := l.Resumed(); rec == nil || rec.State != vocab.LeaseRecording || rec.StoppedBy != "" {
 			t.Fatalf("resumed %+v, want the recording, for the step to stop", rec)
 		}
 		sweep := func() {
@@ -172,7 +173,7 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 		if err := l.Stopping(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if err := capture.StopProfile(ctx, http.DefaultClient, srv.URL); err != nil {
+		if err := profile.StopProfile(ctx, http.DefaultClient, srv.URL); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Stopped(ctx); err != nil {
@@ -213,7 +214,7 @@ func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		r    capture.LeaseRequest
+		r    vocab.LeaseRequest
 		lost bool
 		want string
 	}{
@@ -221,8 +222,8 @@ func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 		{collected, false, "an earlier attempt collected its files and released the target"},
 	} {
 		_, err := s.Profiles().Acquire(ctx, tc.r)
-		refusal(t, err, capture.RefusedRecorded, tc.want)
-		var r *capture.ProfileRefusal
+		refusal(t, err, vocab.RefusedRecorded, tc.want)
+		var r *vocab.ProfileRefusal
 		if errors.As(err, &r); r.Lost != tc.lost {
 			t.Errorf("%s: refusal lost=%v, want %v (%s)", tc.r.RunID, r.Lost, tc.lost, r.Detail)
 		}

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // dbTime is an SQL expression for the database's clock plus secs, in the
@@ -65,7 +65,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		cases := []struct {
 			name     string
 			set      func() string // "" leaves the job as Accept made it
@@ -154,7 +154,7 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		c := fakestep.NewCounter()
 		unblock := make(chan struct{})
 		stuck := make(chan struct{}, 1)
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		// The claim of generation 0 hangs, as a process that died after River's fetch.
 		s.db.(*cutStore).hold = func(ctx context.Context, query string, args []any) {
 			if !isClaim(s, query) || args[len(args)-1] != 0 {

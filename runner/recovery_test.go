@@ -11,20 +11,20 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // threeTierPlanner: "a" (tier 1) succeeds, "b" (tier 2) is middle, "c" (tier 3)
 // succeeds; every execution is counted in c.
-func threeTierPlanner(c *fakestep.Counter, middle capture.Step) fakePlanner {
+func threeTierPlanner(c *fakestep.Counter, middle vocab.Step) fakePlanner {
 	return planner(
-		func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) },
-		func() playbooks.PlannedStep { return fakestep.Step("b", capture.TierTraces, middle) },
-		func() playbooks.PlannedStep { return fakestep.Step("c", capture.TierProfile, fakestep.OK(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) },
+		func() playbooks.PlannedStep { return fakestep.Step("b", vocab.TierTraces, middle) },
+		func() playbooks.PlannedStep { return fakestep.Step("c", vocab.TierProfile, fakestep.OK(c, nil)) },
 	)
 }
 
@@ -82,8 +82,8 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 		var mu sync.Mutex
 		running := map[string]bool{}
 		overlap := ""
-		sleepy := func() capture.Step {
-			return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+		sleepy := func() vocab.Step {
+			return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 				key := in.RunID + "/" + in.StepID
 				mu.Lock()
 				if running[key] {
@@ -96,13 +96,13 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 				mu.Lock()
 				running[key] = false
 				mu.Unlock()
-				return &capture.Result{}, nil
+				return &vocab.Result{}, nil
 			})
 		}
 		p := planner(
-			func() playbooks.PlannedStep { return fakestep.Step("m1", capture.TierMetrics, sleepy()) },
-			func() playbooks.PlannedStep { return fakestep.Step("m2", capture.TierMetrics, sleepy()) },
-			func() playbooks.PlannedStep { return fakestep.Step("t", capture.TierTraces, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("m1", vocab.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("m2", vocab.TierMetrics, sleepy()) },
+			func() playbooks.PlannedStep { return fakestep.Step("t", vocab.TierTraces, sleepy()) },
 		)
 		// A lease far longer than any stall of this loaded test machine: a
 		// takeover here would be a (correct) resume, not what this test is about.

@@ -12,13 +12,13 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // forEachArtifactStore runs f on a Local folder and on a real S3 server
@@ -62,9 +62,9 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 	t.Cleanup(func() { close(release) })
 	started := make(chan string, 1)
 	p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
-		step := fakestep.Step("grab", capture.TierMetrics, artifactStep("evidence\n"))
+		step := fakestep.Step("grab", vocab.TierMetrics, artifactStep("evidence\n"))
 		if strings.HasPrefix(a.Fingerprint, "fp-unfinished") {
-			step = fakestep.Step("grab", capture.TierMetrics, fakestep.Block(fakestep.NewCounter(), started, release))
+			step = fakestep.Step("grab", vocab.TierMetrics, fakestep.Block(fakestep.NewCounter(), started, release))
 		}
 		return []*playbooks.Plan{plan("pb", step)}
 	}}

@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestHungRenewalStopsTheRun: when the lease cannot be renewed because the store
@@ -29,7 +29,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 	c := fakestep.NewCounter()
 	started := make(chan string, 1)
 	stopped := make(chan error, 1)
-	hold := fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+	hold := fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		defer c.Enter(in.RunID + "/" + in.StepID)()
 		started <- in.StepID
 		<-ctx.Done()
@@ -37,7 +37,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
-	s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", capture.TierMetrics, hold) }), true)
+	s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", vocab.TierMetrics, hold) }), true)
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
 
@@ -64,7 +64,7 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false)
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		acc := acceptOne(t, s, firing("corrupt", time.Now()))
 		ctx := context.Background()
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET alert = '{not json' WHERE id = $1`, acc.RunID); err != nil {
@@ -102,7 +102,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		n := &recNotifier{}
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) }), false,
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false,
 			notifyTo(n))
 		ctx := context.Background()
 		acc := acceptOne(t, s, firing("between", time.Now()))

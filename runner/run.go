@@ -8,10 +8,10 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Run statuses: the one list used by the store, the API, metrics and threads.
@@ -40,7 +40,7 @@ type runRow struct {
 	owner      sql.NullString
 	leaseUntil sql.NullInt64
 	plans      storedPlans
-	window     *capture.Window
+	window     *vocab.Window
 }
 
 const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
@@ -83,10 +83,10 @@ func scanRun(sc scanner) (*runRow, error) {
 		}
 	}
 	if wStart.Valid && wEnd.Valid {
-		r.window = &capture.Window{Start: fromMS(wStart.Int64), End: fromMS(wEnd.Int64)}
+		r.window = &vocab.Window{Start: fromMS(wStart.Int64), End: fromMS(wEnd.Int64)}
 	}
 	if verdict.Valid {
-		r.Verdict = &capture.Verdict{}
+		r.Verdict = &vocab.Verdict{}
 		if err := json.Unmarshal([]byte(verdict.String), r.Verdict); err != nil {
 			return nil, corruptError{fmt.Errorf("run %s: decode verdict: %w", r.ID, err)}
 		}

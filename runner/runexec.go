@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // errWait: a playbook's max_concurrent is reached; the job snoozes.
@@ -88,7 +88,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 // runStatus folds the plans' outcomes into the run's: cancelled if any plan
 // was, else the steps of every plan summed up as one plan's are
 // (executor.Summarize), each plan's reason named.
-func runStatus(outs []executor.Outcome) (status, reason string, verdict *capture.Verdict) {
+func runStatus(outs []executor.Outcome) (status, reason string, verdict *vocab.Verdict) {
 	var steps []executor.StepRecord
 	var why []string
 	cancelled := false
@@ -124,7 +124,7 @@ func isStoreErr(err error) bool { var se storeError; return errors.As(err, &se) 
 // plansFor returns the run's plans: built by the Planner at first execution
 // (cooldown and max_concurrent checked, identity and window persisted), rebuilt
 // from what was stored on resume. skip is set when no plan is left to run.
-func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w capture.Window, skip string, err error) {
+func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
 	if r.plans != nil && r.window != nil {
 		for _, sp := range r.plans {
 			p, err := s.o.Planner.Rebuild(sp, r.alert, *r.window)
@@ -141,7 +141,7 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	// The window ends when the alert arrived, not when a worker got to the
 	// run (a storm's runs wait behind max_concurrent): the snapshot
 	// describes the moment of the page.
-	w = capture.AlertWindow(r.StartsAt, s.cfg.Lookback, r.CreatedAt.UTC())
+	w = vocab.AlertWindow(r.StartsAt, s.cfg.Lookback, r.CreatedAt.UTC())
 	all, err := s.o.Planner.Plan(r.alert, w)
 	if err != nil {
 		return nil, w, "", fmt.Errorf("planning: %w", err)

@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // finish records the run's end (only while this process owns it) and, when
@@ -21,7 +21,7 @@ import (
 // Writes use a context that outlives a cancelled run. A run that ends
 // without a verdict keeps the latest it recorded (a preliminary one, when
 // triage never ran after it).
-func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *capture.Verdict) error {
+func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *vocab.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var verdict any
@@ -81,7 +81,7 @@ func (s *Service) unclaim(h *handle, ret error) error {
 // SQLite's BEGIN IMMEDIATE and a PostgreSQL advisory lock per playbook make the
 // count-then-hold atomic across workers and replicas. It returns the kept
 // plans and why the others were skipped; errWait when a playbook has no slot.
-func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Plan, w capture.Window) ([]*playbooks.Plan, []string, error) {
+func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Plan, w vocab.Window) ([]*playbooks.Plan, []string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, storeError{fmt.Errorf("runner: store plans: %w", err)}
@@ -143,7 +143,7 @@ func (s *Service) recordRepeat(ctx context.Context, tx *sql.Tx, r *runRow, holde
 	return nil
 }
 
-func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w capture.Window) error {
+func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w vocab.Window) error {
 	stored := make(storedPlans, len(plans))
 	for i, p := range plans {
 		stored[i] = p.Stored()

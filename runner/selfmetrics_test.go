@@ -8,9 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // labelled reads one series of a gauge or counter family from reg, -1 when
@@ -107,15 +107,15 @@ func TestOutboxBacklogMetrics(t *testing.T) {
 func TestStepDurationHistogram(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		reg := prometheus.NewRegistry()
-		slow := fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+		slow := fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 			time.Sleep(300 * time.Millisecond)
-			return &capture.Result{Summary: "slow"}, nil
+			return &vocab.Result{Summary: "slow"}, nil
 		})
 		p := planner(
 			func() playbooks.PlannedStep {
-				return fakestep.Step("quick", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
+				return fakestep.Step("quick", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
 			},
-			func() playbooks.PlannedStep { return fakestep.Step("slow", capture.TierMetrics, slow) })
+			func() playbooks.PlannedStep { return fakestep.Step("slow", vocab.TierMetrics, slow) })
 		s := newService(t, db, p, true, func(o *Options) { o.Registerer = reg })
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		if r := waitRun(t, s, id, "finished", isFinished); r.Status != StatusSucceeded {

@@ -22,19 +22,19 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Planner turns an alert into plans (playbook matching) and rebuilds a stored
 // plan for a resumed run, whatever the playbook set looks like now.
 type Planner interface {
-	Plan(alert template.Alert, w capture.Window) ([]*playbooks.Plan, error)
-	Rebuild(p playbooks.StoredPlan, alert template.Alert, w capture.Window) (*playbooks.Plan, error)
+	Plan(alert template.Alert, w vocab.Window) ([]*playbooks.Plan, error)
+	Rebuild(p playbooks.StoredPlan, alert template.Alert, w vocab.Window) (*playbooks.Plan, error)
 }
 
 // The playbook sets the daemon plans with: a loaded set, and the reloader
@@ -71,7 +71,7 @@ type Options struct {
 	// channel (notify.slack.channel_label; threadChannel); "" none.
 	ChannelLabel string
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
-	Env *capture.Env
+	Env *vocab.Env
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
 	// nil: no late uploads. See upload.go.
 	Spool Spool

@@ -15,13 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -54,11 +54,11 @@ type fakePlanner struct {
 	plans func(a template.Alert) []*playbooks.Plan
 }
 
-func (f fakePlanner) Plan(a template.Alert, _ capture.Window) ([]*playbooks.Plan, error) {
+func (f fakePlanner) Plan(a template.Alert, _ vocab.Window) ([]*playbooks.Plan, error) {
 	return f.plans(a), nil
 }
 
-func (f fakePlanner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ capture.Window) (*playbooks.Plan, error) {
+func (f fakePlanner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ vocab.Window) (*playbooks.Plan, error) {
 	for _, p := range f.plans(a) {
 		if p.Playbook == sp.Playbook && p.Digest == sp.Digest {
 			return p, nil

@@ -15,11 +15,11 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // startupSteps are the steps of a start that talk to PostgreSQL, in order
@@ -54,7 +54,7 @@ func TestStartupSurvivesPostgresRestart(t *testing.T) {
 	pg := testenv.StartOwnPostgres(t)
 	migrated := pg.CreateDatabase(t, "migrated")
 	c := fakestep.NewCounter()
-	p := planner(func() playbooks.PlannedStep { return fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)) })
+	p := planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) })
 	n := &recNotifier{}
 	open := func(ctx context.Context, dsn string, log *zap.Logger) (*Service, error) {
 		s, err := Open(ctx, Options{Config: fastRuns(), DatabaseURL: dsn, DatabaseWait: 30 * time.Second, Planner: p,

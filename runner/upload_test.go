@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // s3Spool is a spool in dir over a bucket of srv (its own prefix per test).
@@ -34,20 +34,20 @@ func s3Spool(t *testing.T, srv *testenv.S3Server, prefix, dir string) (*storage.
 
 // artifactStep stores body as the step's artifact the way capture's steps do.
 func uploadArtifactStep(name string, body []byte) playbooks.PlannedStep {
-	return fakestep.Step("snapshot", capture.TierMetrics, fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+	return fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
 		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: "application/json"})
 		if err != nil {
 			return nil, err
 		}
-		return &capture.Result{Summary: "stored " + name, Artifacts: []capture.Artifact{{Name: name, Key: obj.Key,
+		return &vocab.Result{Summary: "stored " + name, Artifacts: []vocab.Artifact{{Name: name, Key: obj.Key,
 			ContentType: "application/json", Size: obj.Size, SHA256: obj.SHA256, Pending: obj.Pending}}}, nil
 	}))
 }
 
 func withSpool(sp *storage.Spool) svcOpt {
-	return func(o *Options) { o.Env, o.Spool = &capture.Env{Store: sp}, sp }
+	return func(o *Options) { o.Env, o.Spool = &vocab.Env{Store: sp}, sp }
 }
 
 // spoolFiles lists the keys in the spool.

@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // A run's verdict history (autocapture_verdicts): every verdict a triage
@@ -216,17 +216,17 @@ func (s *Service) changeReply(ctx context.Context, runID string, o pendingOp, re
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", o.key, err)
 	}
-	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: capture.TierTriage,
+	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: vocab.TierTriage,
 		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: o.key, Retry: retry}, nil
 }
 
 // sourcesOf reads the steps and signal origins a triage result names in its
 // findings (as the step wrote them, or as JSON decoded them); fallback when
 // it names none.
-func sourcesOf(findings map[string]any, fallback []string) ([]string, map[string]capture.Origin) {
+func sourcesOf(findings map[string]any, fallback []string) ([]string, map[string]vocab.Origin) {
 	var f struct {
-		Sources []string                  `json:"sources"`
-		Origins map[string]capture.Origin `json:"origins"`
+		Sources []string                `json:"sources"`
+		Origins map[string]vocab.Origin `json:"origins"`
 	}
 	if b, err := json.Marshal(map[string]any{"sources": findings["sources"], "origins": findings["origins"]}); err == nil {
 		_ = json.Unmarshal(b, &f) // a step that wrote something else names none

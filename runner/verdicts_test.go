@@ -9,12 +9,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // verdictThread is a strict far side that also keeps what the verdict's
@@ -22,12 +22,12 @@ import (
 type verdictThread struct {
 	*farSide
 	mu      sync.Mutex
-	edits   map[string][]*capture.Verdict // by update key
+	edits   map[string][]*vocab.Verdict // by update key
 	changes []string
 }
 
 func newVerdictThread() *verdictThread {
-	return &verdictThread{farSide: newFarSide(), edits: map[string][]*capture.Verdict{}}
+	return &verdictThread{farSide: newFarSide(), edits: map[string][]*vocab.Verdict{}}
 }
 
 func (v *verdictThread) Close(ctx context.Context, t notify.Thread, s notify.Summary) error {
@@ -53,12 +53,12 @@ func (v *verdictThread) Reply(ctx context.Context, t notify.Thread, r notify.Ste
 // snapshotThenScrape is a plan whose snapshot says overload at once and whose
 // scrape (scrape: the step it runs) then shows a full KV pool: triage (a
 // stand-in reading its Prior) refines overload into kv-pressure.
-func snapshotThenScrape(scrape func() capture.Step) fakePlanner {
-	triage := func() capture.Step {
-		return fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
-			v := &capture.Verdict{ID: capture.VerdictOverload, Evidence: []string{"queue 48 waiting"}}
-			if r := in.Prior["scrape"]; r != nil && r.Signals[capture.SigKVUsage] > 0.95 {
-				v = &capture.Verdict{ID: capture.VerdictKVPressure, Contributing: []string{capture.VerdictOverload},
+func snapshotThenScrape(scrape func() vocab.Step) fakePlanner {
+	triage := func() vocab.Step {
+		return fakestep.Func(func(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
+			v := &vocab.Verdict{ID: vocab.VerdictOverload, Evidence: []string{"queue 48 waiting"}}
+			if r := in.Prior["scrape"]; r != nil && r.Signals[vocab.SigKVUsage] > 0.95 {
+				v = &vocab.Verdict{ID: vocab.VerdictKVPressure, Contributing: []string{vocab.VerdictOverload},
 					Evidence: []string{"KV cache 99 % full"}}
 			}
 			var used []string
@@ -67,29 +67,29 @@ func snapshotThenScrape(scrape func() capture.Step) fakePlanner {
 					used = append(used, id)
 				}
 			}
-			org := map[string]capture.Origin{capture.SigQueueDepth: {Step: "snapshot", Source: capture.SourcePromQL, Window: 0, Age: 0.1}}
-			return &capture.Result{Summary: v.ID, Verdict: v, Findings: map[string]any{"sources": used, "origins": org}}, nil
+			org := map[string]vocab.Origin{vocab.SigQueueDepth: {Step: "snapshot", Source: vocab.SourcePromQL, Window: 0, Age: 0.1}}
+			return &vocab.Result{Summary: v.ID, Verdict: v, Findings: map[string]any{"sources": used, "origins": org}}, nil
 		})
 	}
 	return planner(
 		func() playbooks.PlannedStep {
-			return fakestep.Step("snapshot", capture.TierMetrics, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
-				return &capture.Result{Summary: "promql", Signals: capture.Signals{capture.SigQueueDepth: 48},
-					Findings: map[string]any{"source": capture.SourcePromQL}}, nil
+			return fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
+				return &vocab.Result{Summary: "promql", Signals: vocab.Signals{vocab.SigQueueDepth: 48},
+					Findings: map[string]any{"source": vocab.SourcePromQL}}, nil
 			}))
 		},
-		func() playbooks.PlannedStep { return fakestep.Step("scrape", capture.TierMetrics, scrape()) },
+		func() playbooks.PlannedStep { return fakestep.Step("scrape", vocab.TierMetrics, scrape()) },
 		func() playbooks.PlannedStep {
-			s := fakestep.Step("tri", capture.TierTriage, triage())
+			s := fakestep.Step("tri", vocab.TierTriage, triage())
 			s.Kind = "triage"
 			return s
 		})
 }
 
 // fullPool is a scrape that shows a full KV pool, after release (nil: at once).
-func fullPool(release <-chan struct{}) func() capture.Step {
-	return func() capture.Step {
-		return fakestep.Func(func(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+func fullPool(release <-chan struct{}) func() vocab.Step {
+	return func() vocab.Step {
+		return fakestep.Func(func(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
 			if release != nil {
 				select {
 				case <-release:
@@ -97,7 +97,7 @@ func fullPool(release <-chan struct{}) func() capture.Step {
 					return nil, ctx.Err()
 				}
 			}
-			return &capture.Result{Summary: "scrape", Signals: capture.Signals{capture.SigKVUsage: 0.99}}, nil
+			return &vocab.Result{Summary: "scrape", Signals: vocab.Signals{vocab.SigKVUsage: 0.99}}, nil
 		})
 	}
 }
@@ -115,18 +115,18 @@ func checkHistory(t *testing.T, r *runs.Run, th *verdictThread) {
 		t.Fatalf("verdicts = %+v, want a preliminary and a refined one", r.Verdicts)
 	}
 	pre, ref := r.Verdicts[0], r.Verdicts[1]
-	if pre.Kind != runs.VerdictPreliminary || pre.Verdict.ID != capture.VerdictOverload || !pre.Verdict.Preliminary ||
+	if pre.Kind != runs.VerdictPreliminary || pre.Verdict.ID != vocab.VerdictOverload || !pre.Verdict.Preliminary ||
 		strings.Join(pre.Sources, ",") != "snapshot" || strings.Join(pre.Waiting, ",") != "scrape" ||
-		pre.Origins[capture.SigQueueDepth].Step != "snapshot" || pre.Step != "tri" || pre.At.IsZero() {
+		pre.Origins[vocab.SigQueueDepth].Step != "snapshot" || pre.Step != "tri" || pre.At.IsZero() {
 		t.Errorf("preliminary = %+v", pre)
 	}
 	wantChange := "was overload, now kv-pressure (also overload): KV cache 99 % full"
-	if ref.Kind != runs.VerdictRefined || ref.Verdict.ID != capture.VerdictKVPressure || ref.Verdict.Preliminary ||
-		strings.Join(ref.Sources, ",") != "snapshot,scrape" || ref.Was != capture.VerdictOverload || ref.Change != wantChange ||
+	if ref.Kind != runs.VerdictRefined || ref.Verdict.ID != vocab.VerdictKVPressure || ref.Verdict.Preliminary ||
+		strings.Join(ref.Sources, ",") != "snapshot,scrape" || ref.Was != vocab.VerdictOverload || ref.Change != wantChange ||
 		ref.At.Before(pre.At) {
 		t.Errorf("refined = %+v, want kv-pressure, was overload, %q", ref, wantChange)
 	}
-	if r.Verdict == nil || r.Verdict.ID != capture.VerdictKVPressure || r.Verdict.Preliminary {
+	if r.Verdict == nil || r.Verdict.ID != vocab.VerdictKVPressure || r.Verdict.Preliminary {
 		t.Errorf("run's verdict = %+v, want the refined kv-pressure", r.Verdict)
 	}
 	th.waitFor(t, r.ID, verdictChangedKey("pb", "tri"))
@@ -154,18 +154,18 @@ func TestPreliminaryVerdictRefined(t *testing.T) {
 		s := newService(t, db, snapshotThenScrape(fullPool(release)), true, notifyTo(th))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "a preliminary verdict", hasPreliminary)
-		if r.FinishedAt != nil || r.Verdict == nil || r.Verdict.ID != capture.VerdictOverload || !r.Verdict.Preliminary {
+		if r.FinishedAt != nil || r.Verdict == nil || r.Verdict.ID != vocab.VerdictOverload || !r.Verdict.Preliminary {
 			t.Fatalf("while the scrape runs: run's verdict %+v (finished %v), want the preliminary overload", r.Verdict, r.FinishedAt)
 		}
 		th.waitFor(t, id, keyVerdictPreliminary) // the parent shows it before the scrape is in
 		th.mu.Lock()
-		if e := th.edits[keyVerdictPreliminary]; len(e) != 1 || e[0] == nil || e[0].ID != capture.VerdictOverload {
+		if e := th.edits[keyVerdictPreliminary]; len(e) != 1 || e[0] == nil || e[0].ID != vocab.VerdictOverload {
 			t.Errorf("parent's preliminary edit showed %+v", e)
 		}
 		th.mu.Unlock()
 		close(release)
 		checkHistory(t, waitRun(t, s, id, "finished", isFinished), th)
-		checkVerdictCounts(t, s, capture.VerdictOverload, capture.VerdictKVPressure, 1)
+		checkVerdictCounts(t, s, vocab.VerdictOverload, vocab.VerdictKVPressure, 1)
 	})
 }
 
@@ -188,23 +188,23 @@ func checkVerdictCounts(t *testing.T, s *Service, pre, ref string, changes float
 func TestSameVerdictRefinedSaysNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		th := newVerdictThread()
-		empty := func() capture.Step { // no full pool: the scrape agrees with the snapshot
-			return fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+		empty := func() vocab.Step { // no full pool: the scrape agrees with the snapshot
+			return fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 				time.Sleep(300 * time.Millisecond)
-				return &capture.Result{Signals: capture.Signals{capture.SigKVUsage: 0.2}}, nil
+				return &vocab.Result{Signals: vocab.Signals{vocab.SigKVUsage: 0.2}}, nil
 			})
 		}
 		s := newService(t, db, snapshotThenScrape(empty), true, notifyTo(th))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
-		if len(r.Verdicts) != 2 || r.Verdicts[1].Was != "" || r.Verdicts[1].Change != "" || r.Verdict.ID != capture.VerdictOverload {
+		if len(r.Verdicts) != 2 || r.Verdicts[1].Was != "" || r.Verdicts[1].Change != "" || r.Verdict.ID != vocab.VerdictOverload {
 			t.Fatalf("verdicts = %+v, want preliminary and refined overload, no change", r.Verdicts)
 		}
 		th.waitFor(t, id, keyFinished)
 		if keys, _ := th.thread(id); idx(keys, verdictChangedKey("pb", "tri")) >= 0 {
 			t.Errorf("thread %v says the verdict changed; it did not", keys)
 		}
-		checkVerdictCounts(t, s, capture.VerdictOverload, capture.VerdictOverload, 0)
+		checkVerdictCounts(t, s, vocab.VerdictOverload, vocab.VerdictOverload, 0)
 	})
 }
 
@@ -280,7 +280,7 @@ func TestManifestHoldsTheVerdictHistory(t *testing.T) {
 			t.Fatalf("manifest verdicts %+v, run's %+v", m.Verdicts, r.Verdicts)
 		}
 		last := m.Verdicts[len(m.Verdicts)-1]
-		if last.Kind != runs.VerdictRefined || last.Verdict == nil || last.Verdict.ID != capture.VerdictKVPressure ||
+		if last.Kind != runs.VerdictRefined || last.Verdict == nil || last.Verdict.ID != vocab.VerdictKVPressure ||
 			m.Verdict == nil || m.Verdict.ID != last.Verdict.ID {
 			t.Errorf("manifest's last verdict %+v (verdict %+v), want the refined kv-pressure", last, m.Verdict)
 		}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestWindowEndsWhenTheAlertArrived: a run that waited for a worker (behind
@@ -20,7 +20,7 @@ func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		type seen struct {
-			w       capture.Window
+			w       vocab.Window
 			created time.Time
 			at      time.Time
 		}
@@ -28,7 +28,7 @@ func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
 		got := map[string]seen{}
 		release := make(chan struct{})
 		p := planner(func() playbooks.PlannedStep {
-			return fakestep.Step("snap", capture.TierMetrics, fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+			return fakestep.Step("snap", vocab.TierMetrics, fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 				mu.Lock()
 				got[in.RunID] = seen{in.Window, in.RunCreated, time.Now()}
 				first := len(got) == 1
@@ -36,7 +36,7 @@ func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
 				if first {
 					<-release // holds the only worker
 				}
-				return &capture.Result{}, nil
+				return &vocab.Result{}, nil
 			}))
 		})
 		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1 })

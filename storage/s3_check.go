@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -45,13 +46,15 @@ func (s *S3) Check(ctx context.Context) error {
 
 // The reasons an S3 error is given when a person must fix something;
 // errors.Is(err, ErrS3AccessDenied) and its siblings let callers act on them.
+// They are the step vocabulary's store errors (vocab.ErrStore*), so
+// vocab.Classify knows them without importing storage.
 var (
-	ErrS3AccessDenied  = errors.New("access denied (check the keys and the bucket policy)")
-	ErrS3NoBucket      = errors.New("no such bucket (create it, or check bucket and endpoint)")
-	ErrS3WrongRegion   = errors.New("the bucket is in another region (set region)")
-	ErrS3Unreachable   = errors.New("endpoint unreachable (check endpoint and network)")
-	ErrS3NoCredentials = errors.New("no credentials (set access_key_id and secret_access_key, or AWS_* variables, a shared profile, or IRSA)")
-	ErrS3BadRequest    = errors.New("request refused as malformed (check region and path_style)")
+	ErrS3AccessDenied  = vocab.ErrStoreAccessDenied
+	ErrS3NoBucket      = vocab.ErrStoreNoBucket
+	ErrS3WrongRegion   = vocab.ErrStoreWrongRegion
+	ErrS3Unreachable   = vocab.ErrStoreUnreachable
+	ErrS3NoCredentials = vocab.ErrStoreNoCredentials
+	ErrS3BadRequest    = vocab.ErrStoreBadRequest
 )
 
 // classifiedError puts a reason before the SDK's error, keeping both for errors.Is.

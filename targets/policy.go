@@ -15,15 +15,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // ErrNotAllowed is matched (errors.Is) by every refusal of this package.
 var ErrNotAllowed = errors.New("not allowed")
 
 // RefusedError says which connection the allow-list refused and why. It is always
-// wrapped in a capture.Error with capture.ReasonRefused.
+// wrapped in a vocab.Error with vocab.ReasonRefused.
 type RefusedError struct {
 	// Host is the name (or literal) the URL asked for.
 	Host string
@@ -49,7 +49,7 @@ func (e *RefusedError) Is(target error) bool { return target == ErrNotAllowed }
 
 // refused builds the classified error for a refusal.
 func refused(host string, addr netip.AddrPort, why string) error {
-	return &capture.Error{Reason: capture.ReasonRefused, Err: &RefusedError{Host: host, Addr: addr, Why: why}}
+	return &vocab.Error{Reason: vocab.ReasonRefused, Err: &RefusedError{Host: host, Addr: addr, Why: why}}
 }
 
 // Options are the Policy's collaborators.
@@ -158,7 +158,7 @@ func (p *Policy) CheckURL(ctx context.Context, u *url.URL) error {
 	host := u.Hostname()
 	pn, err := parsePort(port)
 	if err != nil {
-		return capture.Errorf(capture.ReasonBadConfig, "target %s: %w", u.Host, err)
+		return vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", u.Host, err)
 	}
 	entries, scrapeErr := p.entries(ctx)
 	ips, err := p.resolve(ctx, host)
@@ -207,10 +207,10 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 	}
 	ips, err := p.lookup(ctx, host)
 	if err != nil {
-		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: %w", host, err)
+		return nil, vocab.Errorf(vocab.ReasonUnreachable, "target %s: resolve: %w", host, err)
 	}
 	if len(ips) == 0 {
-		return nil, capture.Errorf(capture.ReasonUnreachable, "target %s: resolve: no addresses", host)
+		return nil, vocab.Errorf(vocab.ReasonUnreachable, "target %s: resolve: no addresses", host)
 	}
 	return ips, nil
 }
@@ -221,10 +221,10 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 func (p *Policy) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, capture.Errorf(capture.ReasonBadConfig, "target %s: %w", addr, err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", addr, err)
 	}
 	if _, err := parsePort(ps); err != nil {
-		return nil, capture.Errorf(capture.ReasonBadConfig, "target %s: %w", addr, err)
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", addr, err)
 	}
 	entries, scrapeErr := p.entries(ctx)
 	ips, err := p.resolve(ctx, host)

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // countingServer listens on addr (e.g. 127.0.0.2:0) and counts accepted
@@ -77,8 +77,8 @@ func assertRefused(t *testing.T, err error, mention ...string) {
 	if err == nil {
 		t.Fatal("request succeeded, want a refusal")
 	}
-	if !errors.Is(err, ErrNotAllowed) || capture.Classify(err) != capture.ReasonRefused {
-		t.Fatalf("err = %v (reason %q), want an allow-list refusal", err, capture.Classify(err))
+	if !errors.Is(err, ErrNotAllowed) || vocab.Classify(err) != vocab.ReasonRefused {
+		t.Fatalf("err = %v (reason %q), want an allow-list refusal", err, vocab.Classify(err))
 	}
 	for _, m := range mention {
 		if !strings.Contains(err.Error(), m) {
@@ -296,8 +296,8 @@ func TestNetworkFailuresAreUnreachableNotRefused(t *testing.T) {
 	}
 	for _, u := range []string{"http://" + dead + "/metrics", "http://gone.test:8000/metrics"} {
 		_, err := get(context.Background(), nx.Client(2*time.Second), u)
-		if err == nil || errors.Is(err, ErrNotAllowed) || capture.Classify(err) != capture.ReasonUnreachable {
-			t.Errorf("GET %s: err %v (reason %q), want unreachable and no allow-list refusal", u, err, capture.Classify(err))
+		if err == nil || errors.Is(err, ErrNotAllowed) || vocab.Classify(err) != vocab.ReasonUnreachable {
+			t.Errorf("GET %s: err %v (reason %q), want unreachable and no allow-list refusal", u, err, vocab.Classify(err))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // cliData holds the playbook files these tests use (playbooks/testdata/cli).
@@ -21,26 +22,26 @@ type clpromConfig struct {
 
 type clStep struct{ summary string }
 
-func (s clStep) Run(_ context.Context, in *capture.Input) (*capture.Result, error) {
+func (s clStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 	if s.summary != "" {
-		return &capture.Result{Summary: s.summary}, nil
+		return &vocab.Result{Summary: s.summary}, nil
 	}
-	id := capture.VerdictUnexplained
+	id := vocab.VerdictUnexplained
 	for _, r := range in.Prior {
-		if r.Signals[capture.SigKVUsage] >= 0.95 {
-			id = capture.VerdictKVPressure
+		if r.Signals[vocab.SigKVUsage] >= 0.95 {
+			id = vocab.VerdictKVPressure
 		}
 	}
-	return &capture.Result{Summary: id, Verdict: &capture.Verdict{ID: id}}, nil
+	return &vocab.Result{Summary: id, Verdict: &vocab.Verdict{ID: id}}, nil
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "clprom", Tier: capture.TierMetrics,
+	capture.Register(capture.Kind{Name: "clprom", Tier: vocab.TierMetrics,
 		Config: func() any { return &clpromConfig{} },
-		Build:  func(c any) (capture.Step, error) { return clStep{summary: c.(*clpromConfig).Query}, nil }})
-	capture.Register(capture.Kind{Name: "cljudge", Tier: capture.TierTriage,
+		Build:  func(c any) (vocab.Step, error) { return clStep{summary: c.(*clpromConfig).Query}, nil }})
+	capture.Register(capture.Kind{Name: "cljudge", Tier: vocab.TierTriage,
 		Config: func() any { return &struct{}{} },
-		Build:  func(any) (capture.Step, error) { return clStep{}, nil }})
+		Build:  func(any) (vocab.Step, error) { return clStep{}, nil }})
 }
 
 // cli runs one command line through the dispatcher, as main does.

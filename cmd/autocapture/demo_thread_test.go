@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestDemoThreadExplains: a step not configured for want of Prometheus is
@@ -19,11 +19,11 @@ func TestDemoThreadExplains(t *testing.T) {
 	d := newDemoThread(&out, "http://127.0.0.1:1")
 	ctx, th := context.Background(), notify.Thread{TS: "r1"}
 	noProm := func(id string) notify.StepReport {
-		return notify.StepReport{StepID: id, Kind: "chart", Tier: capture.TierMetrics, Status: "not-configured", Reason: "no Prometheus (set prometheus.url)"}
+		return notify.StepReport{StepID: id, Kind: "chart", Tier: vocab.TierMetrics, Status: "not-configured", Reason: "no Prometheus (set prometheus.url)"}
 	}
 	for _, r := range []notify.StepReport{noProm("snapshot"), noProm("chart_kv"), noProm("chart_kv"),
 		{StepID: "scrape", Kind: "scrape", Status: "failed", Reason: "unreachable", Error: "connection refused"},
-		{StepID: "profile", Kind: "profile", Tier: capture.TierProfile, Status: "not-configured", Reason: "no agent token (set profiling.agent_token_file)"}} {
+		{StepID: "profile", Kind: "profile", Tier: vocab.TierProfile, Status: "not-configured", Reason: "no agent token (set profiling.agent_token_file)"}} {
 		if err := d.Reply(ctx, th, r); err != nil {
 			t.Fatal(err)
 		}

@@ -9,9 +9,9 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func init() {
@@ -99,7 +99,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 				Note: "resolved: sets resolved_at on its run (tier 3 is cancelled); starts no capture", Plans: []replayPlan{}})
 			continue
 		}
-		w := capture.AlertWindow(a.StartsAt, cfg.Runs.Lookback, now)
+		w := vocab.AlertWindow(a.StartsAt, cfg.Runs.Lookback, now)
 		plans, err := set.Plan(a, w)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay: %v\n", err)
@@ -132,7 +132,7 @@ func readPayload(path string) (*handlers.Payload, error) {
 }
 
 // describe turns one alert's plans into what --dry-run prints.
-func describe(a template.Alert, w capture.Window, plans []*playbooks.Plan) replayAlert {
+func describe(a template.Alert, w vocab.Window, plans []*playbooks.Plan) replayAlert {
 	ra := replayAlert{Alert: a.Labels, Status: a.Status, Fingerprint: a.Fingerprint,
 		Window: fmt.Sprintf("%s .. %s (%s)", w.Start.UTC().Format(time.RFC3339), w.End.UTC().Format(time.RFC3339),
 			playbooks.PromDuration(w.End.Sub(w.Start).Round(time.Second))),

@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/notify"
@@ -28,6 +27,7 @@ import (
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/targets"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func init() {
@@ -311,7 +311,7 @@ func reloadOnHUP(ctx context.Context, reload, reloadTLS func() error, log *zap.L
 // client for targets from alert labels, and the configured backends. An S3
 // store is checked in the background until ctx ends (see newStore); its
 // spool (nil for the local backend) is returned for the runner's late uploads.
-func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*capture.Env, runner.Spool, error) {
+func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*vocab.Env, runner.Spool, error) {
 	store, spool, err := newStore(ctx, cfg.Storage, log.Named("storage"), reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: %w", err)
@@ -321,14 +321,14 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 	if err != nil {
 		return nil, nil, err
 	}
-	env := &capture.Env{Store: store, Targets: policy.Client(0), Profiling: profilingPolicy(cfg.Profiling)}
+	env := &vocab.Env{Store: store, Targets: policy.Client(0), Profiling: profilingPolicy(cfg.Profiling)}
 	if cfg.Prometheus.URL != "" {
-		env.Prometheus = &capture.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout}
+		env.Prometheus = &vocab.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout}
 	}
 	if cfg.Traces.URL != "" {
-		env.Traces = &capture.TracesEndpoint{Backend: cfg.Traces.Backend, Service: cfg.Traces.Service,
+		env.Traces = &vocab.TracesEndpoint{Backend: cfg.Traces.Backend, Service: cfg.Traces.Service,
 			// traces.timeout bounds each search the step makes (it may make many).
-			Endpoint: capture.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{Timeout: cfg.Traces.Timeout}, Timeout: cfg.Traces.Timeout}}
+			Endpoint: vocab.Endpoint{URL: cfg.Traces.URL, Client: &http.Client{Timeout: cfg.Traces.Timeout}, Timeout: cfg.Traces.Timeout}}
 	}
 	if spool == nil { // a nil *storage.Spool must not become a non-nil interface
 		return env, nil, nil
@@ -337,9 +337,9 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 }
 
 // profilingPolicy is tier 3's policy as the profile step reads it.
-func profilingPolicy(p config.Profiling) capture.Profiling {
+func profilingPolicy(p config.Profiling) vocab.Profiling {
 	name, value := p.OptOutLabel()
-	return capture.Profiling{MaxDuration: p.MaxDuration, OptOutTargets: p.OptOut.Targets,
+	return vocab.Profiling{MaxDuration: p.MaxDuration, OptOutTargets: p.OptOut.Targets,
 		OptOutLabel: name, OptOutValue: value, AgentToken: p.AgentToken.Reveal()}
 }
 
@@ -397,7 +397,7 @@ func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg promet
 
 // newNotifiers returns where threads go, by the name each thread operation is
 // delivered under: the console, Slack, or both.
-func newNotifiers(cfg *config.Config, env *capture.Env, log *zap.Logger, stdout io.Writer, pages slacknotify.PageSigner) (map[string]notify.Notifier, error) {
+func newNotifiers(cfg *config.Config, env *vocab.Env, log *zap.Logger, stdout io.Writer, pages slacknotify.PageSigner) (map[string]notify.Notifier, error) {
 	out := map[string]notify.Notifier{}
 	if cfg.Notify.Console.Enabled {
 		out["console"] = notify.NewConsole(stdout)

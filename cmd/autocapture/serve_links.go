@@ -10,18 +10,18 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // threadLinks is how threads link artifacts, from web.* and storage.links.
 // In route mode without web.external_url the links fall back to the listen
 // address when a reader can open it (a concrete host or loopback address),
 // else a thread has none; either way the daemon says once to set it.
-func threadLinks(cfg *config.Config, env *capture.Env, log *zap.Logger) runner.ThreadLinks {
+func threadLinks(cfg *config.Config, env *vocab.Env, log *zap.Logger) runner.ThreadLinks {
 	tl := runner.ThreadLinks{Mode: cfg.Storage.Links, BaseURL: cfg.Web.ExternalURL, TTL: cfg.Web.LinkTTL,
 		Secret: []byte(strings.TrimSpace(cfg.Web.LinkSecret.Reveal()))}
 	if tl.Mode == config.LinksRoute && tl.BaseURL == "" {
@@ -73,7 +73,7 @@ func (p *pageLinks) SignPage(runID string, exp time.Time) url.Values {
 
 // artifactRoute is the /artifacts route's wiring: the run service knows
 // which keys each run recorded and holds the link key; S3 redirects.
-func artifactRoute(cfg *config.Config, env *capture.Env, svc *runner.Service) *handlers.ArtifactOptions {
+func artifactRoute(cfg *config.Config, env *vocab.Env, svc *runner.Service) *handlers.ArtifactOptions {
 	if env == nil || env.Store == nil {
 		return nil
 	}

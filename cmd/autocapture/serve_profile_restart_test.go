@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestServeProfileLateRestart: kill -9 of the daemon recording a frame, and
@@ -81,7 +82,7 @@ func lateRestart(t *testing.T, lease, late time.Duration) {
 	if r.Status != runner.StatusSucceeded || r.Resumed < 1 {
 		t.Errorf("run %s (%s) resumed %d, want succeeded after a resume", r.Status, r.Reason, r.Resumed)
 	}
-	if step.Status != executor.Succeeded || step.Findings["resumed"] != capture.LeaseStopped {
+	if step.Status != executor.Succeeded || step.Findings["resumed"] != vocab.LeaseStopped {
 		t.Fatalf("profile step %s (%s %s), findings %v: want succeeded with resumed=stopped", step.Status, step.Reason, step.Error, step.Findings)
 	}
 	if e, ok := findEvent(prof, "stopped"); !ok || !strings.HasPrefix(e.Actor, "sweeper ") {
@@ -132,7 +133,7 @@ func checkRecoveredReport(t *testing.T, o *daemonOpts, sim *profSim, step execut
 		t.Fatalf("open %s: %v", key, err)
 	}
 	defer rc.Close()
-	var rep capture.ProfileReport
+	var rep profile.ProfileReport
 	if err := json.NewDecoder(rc).Decode(&rep); err != nil {
 		t.Fatalf("%s: %v", key, err)
 	}

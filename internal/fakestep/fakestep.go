@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // When compiles a real `when` expression as a playbook would carry it; a
@@ -25,10 +25,10 @@ func When(src string) *playbooks.Condition {
 }
 
 // Func is a test step made of a function.
-type Func func(ctx context.Context, in *capture.Input) (*capture.Result, error)
+type Func func(ctx context.Context, in *vocab.Input) (*vocab.Result, error)
 
 // Run calls f.
-func (f Func) Run(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func (f Func) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	return f(ctx, in)
 }
 
@@ -80,16 +80,16 @@ func (c *Counter) Snapshot() map[string]int {
 }
 
 // OK returns a step that counts itself and succeeds with findings.
-func OK(c *Counter, findings map[string]any) capture.Step {
-	return Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func OK(c *Counter, findings map[string]any) vocab.Step {
+	return Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		defer c.Enter(in.RunID + "/" + in.StepID)()
-		return &capture.Result{Summary: "ok " + in.StepID, Findings: findings}, nil
+		return &vocab.Result{Summary: "ok " + in.StepID, Findings: findings}, nil
 	})
 }
 
 // Fail returns a step that counts itself and fails with err.
-func Fail(c *Counter, err error) capture.Step {
-	return Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func Fail(c *Counter, err error) vocab.Step {
+	return Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		defer c.Enter(in.RunID + "/" + in.StepID)()
 		return nil, err
 	})
@@ -97,17 +97,17 @@ func Fail(c *Counter, err error) capture.Step {
 
 // Block counts itself, signals started, and blocks until its context ends or
 // release is closed.
-func Block(c *Counter, started chan<- string, release <-chan struct{}) capture.Step {
-	return Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func Block(c *Counter, started chan<- string, release <-chan struct{}) vocab.Step {
+	return Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		defer c.Enter(in.RunID + "/" + in.StepID)()
 		if started != nil {
 			started <- in.RunID + "/" + in.StepID
 		}
 		select {
 		case <-ctx.Done():
-			return &capture.Result{Summary: "stopped", Artifacts: []capture.Artifact{{Name: "partial.json"}}}, ctx.Err()
+			return &vocab.Result{Summary: "stopped", Artifacts: []vocab.Artifact{{Name: "partial.json"}}}, ctx.Err()
 		case <-release:
-			return &capture.Result{Summary: "released"}, nil
+			return &vocab.Result{Summary: "released"}, nil
 		}
 	})
 }
@@ -115,13 +115,13 @@ func Block(c *Counter, started chan<- string, release <-chan struct{}) capture.S
 // Partial fails the way the scrape step does when its deadline expires in
 // the gap (or the http step on a refusal): with the evidence it gathered AND an
 // error. With wait it blocks until its context ends and returns ctx's error.
-func Partial(c *Counter, wait bool, err error) capture.Step {
-	return Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+func Partial(c *Counter, wait bool, err error) vocab.Step {
+	return Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		defer c.Enter(in.RunID + "/" + in.StepID)()
-		res := &capture.Result{Summary: "scrape of 127.0.0.1:8000 (one scrape: lifetime histograms, no rates)",
+		res := &vocab.Result{Summary: "scrape of 127.0.0.1:8000 (one scrape: lifetime histograms, no rates)",
 			Findings:  map[string]any{"second_scrape_error": "stopped", "target": "127.0.0.1:8000"},
-			Signals:   capture.Signals{capture.SigKVUsage: 0.97},
-			Artifacts: []capture.Artifact{{Name: "scrape-1.txt", Key: "runs/x/scrape-1.txt"}}}
+			Signals:   vocab.Signals{vocab.SigKVUsage: 0.97},
+			Artifacts: []vocab.Artifact{{Name: "scrape-1.txt", Key: "runs/x/scrape-1.txt"}}}
 		if wait {
 			<-ctx.Done()
 			return res, fmt.Errorf("scrape: stopped after the first scrape: %w", ctx.Err())
@@ -131,15 +131,15 @@ func Partial(c *Counter, wait bool, err error) capture.Step {
 }
 
 // PriorReader sends the Prior it was given, as triage reads it.
-func PriorReader(seen chan<- map[string]*capture.Result) capture.Step {
-	return Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+func PriorReader(seen chan<- map[string]*vocab.Result) vocab.Step {
+	return Func(func(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 		seen <- in.Prior
-		return &capture.Result{Summary: "read"}, nil
+		return &vocab.Result{Summary: "read"}, nil
 	})
 }
 
 // Step is a planned step of kind "test".
-func Step(id string, tier capture.Tier, s capture.Step) playbooks.PlannedStep {
+func Step(id string, tier vocab.Tier, s vocab.Step) playbooks.PlannedStep {
 	return playbooks.PlannedStep{ID: id, Kind: "test", Tier: tier, Step: s}
 }
 

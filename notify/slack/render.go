@@ -7,9 +7,9 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Rendering is pure: run events in, Block Kit and fallback text out. Nothing
@@ -52,7 +52,7 @@ type Parent struct {
 	Duration      time.Duration
 	Verdict       string // "kv-pressure — <first evidence>. <first advice>"
 	Also          []string
-	Scope         string // "scope: single-instance — only this instance: …" (capture.ScopeText)
+	Scope         string // "scope: single-instance — only this instance: …" (vocab.ScopeText)
 	ResolvedAfter time.Duration
 	Resolved      bool
 	// AskFeedback adds the "verdict right / wrong" buttons under a verdict.
@@ -74,7 +74,7 @@ func ParentFromRun(run notify.RunInfo, links []notify.Link) Parent {
 // alert's resolution. An update carries only what it knows; the rest stays.
 func (p Parent) Apply(s notify.Summary) Parent {
 	if s.Verdict != nil {
-		p.Verdict, p.Also, p.Scope = VerdictLine(s.Verdict), s.Verdict.Contributing, capture.ScopeText(s.Verdict)
+		p.Verdict, p.Also, p.Scope = VerdictLine(s.Verdict), s.Verdict.Contributing, vocab.ScopeText(s.Verdict)
 	}
 	switch {
 	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
@@ -102,7 +102,7 @@ func final(status string) bool {
 
 // VerdictLine is the verdict in one line: "kv-pressure — <first evidence
 // line>. <first advice>"; a preliminary one says so after its id.
-func VerdictLine(v *capture.Verdict) string {
+func VerdictLine(v *vocab.Verdict) string {
 	line := v.ID
 	if v.Preliminary {
 		line += " (preliminary)"

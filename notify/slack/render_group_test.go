@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func stormGroup(n int) notify.Group {
@@ -57,13 +57,13 @@ func TestRenderGroupGolden(t *testing.T) {
 	}
 	member := notify.MemberReport{Member: fleetGroup().Members[2], Duration: 6200 * time.Millisecond, Verdict: kvVe,
 		Steps: []notify.StepReport{
-			step("snapshot", "prometheus", capture.TierMetrics, "succeeded", "20 PromQL queries in 0.13s; kv 0.98, queue 42, ttft p99 4.2s"),
+			step("snapshot", "prometheus", vocab.TierMetrics, "succeeded", "20 PromQL queries in 0.13s; kv 0.98, queue 42, ttft p99 4.2s"),
 			func() notify.StepReport {
-				s := step("traces", "traces", capture.TierTraces, "failed", "")
+				s := step("traces", "traces", vocab.TierTraces, "failed", "")
 				s.Reason, s.Error = "unreachable", "jaeger http://127.0.0.1:16686: connection refused"
 				return s
 			}(),
-			step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)"),
+			step("triage", "triage", vocab.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)"),
 		}}
 	lead := testParent()
 	cases := []struct {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // maxWhy bounds a failure's reason and error in a reply: one line, the whole
@@ -87,7 +87,7 @@ func fileTitle(r notify.StepReport, name string) string {
 // summaryMarkup emphasises what a reader looks for first: triage's verdict.
 func summaryMarkup(kind, s string) string {
 	if kind == "triage" {
-		for _, id := range capture.Verdicts {
+		for _, id := range vocab.Verdicts {
 			if rest, ok := strings.CutPrefix(s, id); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
 				return ":stethoscope: *" + id + "*" + esc(rest)
 			}
@@ -189,19 +189,19 @@ func RenderCloseReply(p Parent, s notify.Summary) Message {
 }
 
 // verdictDetail lists the verdict's evidence and advice, as many lines as fit.
-func verdictDetail(v *capture.Verdict) string {
+func verdictDetail(v *vocab.Verdict) string {
 	s := ":stethoscope: *Verdict: " + esc(v.ID) + "*"
 	if len(v.Contributing) > 0 {
 		s += " (also " + esc(strings.Join(v.Contributing, ", ")) + ")"
 	}
 	lines := []string{s}
-	if sc := capture.ScopeText(v); sc != "" {
+	if sc := vocab.ScopeText(v); sc != "" {
 		lines = append(lines, "_"+esc(clip.Fold(sc))+"_")
 	}
 	for _, e := range v.Evidence {
 		lines = append(lines, "• "+esc(clip.Fold(e)))
 	}
-	for _, a := range capture.AllAdvice(v) {
+	for _, a := range vocab.AllAdvice(v) {
 		lines = append(lines, "→ "+esc(clip.Fold(a)))
 	}
 	out := lines[0]

@@ -12,15 +12,15 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 var (
 	at   = time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
-	kvVe = &capture.Verdict{ID: "kv-pressure", Contributing: []string{"overload"},
+	kvVe = &vocab.Verdict{ID: "kv-pressure", Contributing: []string{"overload"},
 		Evidence: []string{"KV cache 98% full (threshold 95%)", "1.2 preemptions/s (threshold 0.05/s)", "queue 42 waiting (threshold 10)"},
 		Advice:   []string{"raise gpu_memory_utilization or lower max_num_seqs", "add an instance"}}
 )
@@ -39,7 +39,7 @@ func testParent() Parent {
 		{Name: "Run", URL: "http://autocapture:9095/api/v1/runs/r1"}})
 }
 
-func step(id, kind string, tier capture.Tier, status, summary string) notify.StepReport {
+func step(id, kind string, tier vocab.Tier, status, summary string) notify.StepReport {
 	return notify.StepReport{RunID: "r1", StepID: id, Kind: kind, Tier: tier, Status: status, Summary: summary,
 		Duration: 132 * time.Millisecond, Plan: "vllm-high-ttft", Key: "step/vllm-high-ttft/" + id}
 }
@@ -48,24 +48,24 @@ func step(id, kind string, tier capture.Tier, status, summary string) notify.Ste
 func TestRenderGolden(t *testing.T) {
 	resolved := at.Add(14 * time.Minute)
 	long := strings.Repeat("connection reset by peer; ", 400)
-	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
+	chart := step("kv_chart", "chart", vocab.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
 	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png", ContentType: "image/png", Size: 5120}}
 	chart.Links = []notify.Link{{Name: "chart.png", URL: "file:///data/artifacts/runs/r1/kv_chart/chart.png"}}
-	snapshot := step("snapshot", "prometheus", capture.TierMetrics, "succeeded", "20 PromQL queries in 0.13s; kv 0.98, queue 42, ttft p99 4.2s")
+	snapshot := step("snapshot", "prometheus", vocab.TierMetrics, "succeeded", "20 PromQL queries in 0.13s; kv 0.98, queue 42, ttft p99 4.2s")
 	snapshot.Links = []notify.Link{{Name: "prometheus.json", URL: "https://autocapture.example/artifacts/runs/r1/snapshot/prometheus.json"}}
-	traces := step("traces", "traces", capture.TierTraces, "succeeded",
+	traces := step("traces", "traces", vocab.TierTraces, "succeeded",
 		"slowest 5 of 212 llm_request spans by ttft: 4.81s..3.02s; worst 4bf92f35 (queue 3.90s, prefill 0.70s, decode 0.21s)")
 	traces.Duration = 2400 * time.Millisecond
 	for _, id := range []string{"4bf92f3577b34da6", "a3ce929d0e0e4736", "00f067aa0ba902b7"} {
 		traces.Links = append(traces.Links, notify.Link{Name: "trace " + id[:8], URL: "http://jaeger:16686/trace/" + id})
 	}
-	failed := step("traces", "traces", capture.TierTraces, "failed", "")
+	failed := step("traces", "traces", vocab.TierTraces, "failed", "")
 	failed.Reason, failed.Error, failed.Duration = "unreachable", "jaeger http://127.0.0.1:16686:\nconnection refused", 3*time.Millisecond
-	skipped := step("profile", "profile", capture.TierProfile, "skipped", "")
+	skipped := step("profile", "profile", vocab.TierProfile, "skipped", "")
 	skipped.Reason = "when: steps.triage.verdict == \"decode-bound\" is false"
-	cancelled := step("profile", "profile", capture.TierProfile, "cancelled", "")
+	cancelled := step("profile", "profile", vocab.TierProfile, "cancelled", "")
 	cancelled.Reason = "the alert resolved"
-	truncated := step("scrape", "scrape", capture.TierMetrics, "failed", strings.Repeat("x", 4000))
+	truncated := step("scrape", "scrape", vocab.TierMetrics, "failed", strings.Repeat("x", 4000))
 	truncated.Reason, truncated.Error = "upstream-5xx", long
 
 	verdictParent := testParent().Apply(notify.Summary{RunID: "r1", Key: notify.KeyCloseVerdict, Status: "running", Verdict: kvVe})
@@ -88,9 +88,9 @@ func TestRenderGolden(t *testing.T) {
 		{"parent-verdict-no-interactivity", RenderParent(noFeedback)},
 		{"parent-capturing-asks-nothing", RenderParent(func() Parent { p := testParent(); p.AskFeedback = true; return p }())},
 		{"reply-prometheus", RenderReply(snapshot)},
-		{"reply-scrape", RenderReply(step("scrape", "scrape", capture.TierMetrics, "succeeded", "scrape of 10.0.0.7:8000 over 5s: kv 0.98, running 64, waiting 42"))},
+		{"reply-scrape", RenderReply(step("scrape", "scrape", vocab.TierMetrics, "succeeded", "scrape of 10.0.0.7:8000 over 5s: kv 0.98, running 64, waiting 42"))},
 		{"reply-triage", RenderReply(func() notify.StepReport {
-			r := step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)")
+			r := step("triage", "triage", vocab.TierTriage, "succeeded", "kv-pressure (also overload): KV cache 98% full (threshold 95%)")
 			r.Verdict = kvVe
 			return r
 		}())},
@@ -219,7 +219,7 @@ func TestFmtDur(t *testing.T) {
 // TestRenderNotConfigured: a step whose backend is not configured is grey
 // and says in words what is missing, in the blocks and the fallback text.
 func TestRenderNotConfigured(t *testing.T) {
-	m := RenderReply(notify.StepReport{StepID: "snapshot", Kind: "prometheus", Tier: capture.TierMetrics,
+	m := RenderReply(notify.StepReport{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics,
 		Status: notify.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
 	b, err := json.Marshal(m.Blocks)
 	if err != nil {

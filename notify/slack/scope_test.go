@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // scopedVerdict is an overload on one instance of six.
-var scopedVerdict = &capture.Verdict{ID: capture.VerdictOverload, Scope: capture.ScopeSingle,
-	Contributing: []string{capture.FactorSingleInstance},
+var scopedVerdict = &vocab.Verdict{ID: vocab.VerdictOverload, Scope: vocab.ScopeSingle,
+	Contributing: []string{vocab.FactorSingleInstance},
 	Evidence:     []string{"queue 48 waiting (threshold 10)", "only this instance: queue 48 vs peers' median 0 (5 peers)"},
 	Advice:       []string{"route traffic to other instances or scale out"}}
 
@@ -34,9 +34,9 @@ func TestParentShowsScopeAndKeepsItThroughMetadata(t *testing.T) {
 }
 
 func TestVerdictReplyShowsScopeAndFactorAdvice(t *testing.T) {
-	m := RenderReply(notify.StepReport{StepID: "triage", Kind: "triage", Tier: capture.TierTriage, Status: "succeeded", Verdict: scopedVerdict})
+	m := RenderReply(notify.StepReport{StepID: "triage", Kind: "triage", Tier: vocab.TierTriage, Status: "succeeded", Verdict: scopedVerdict})
 	raw, _ := json.Marshal(m)
-	for _, want := range []string{scopeWant, capture.FactorAdvice(capture.FactorSingleInstance)[0]} {
+	for _, want := range []string{scopeWant, vocab.FactorAdvice(vocab.FactorSingleInstance)[0]} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("reply lacks %q:\n%s", want, raw)
 		}

@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/slackstub"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 const canary = "xoxb-canary-7f3a9c"
@@ -78,11 +78,11 @@ func TestThreadInOrder(t *testing.T) {
 	if th.Channel != "C0AUTOCAP" || th.TS == "" {
 		t.Fatalf("thread %+v", th)
 	}
-	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
+	chart := step("kv_chart", "chart", vocab.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
 	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png", ContentType: "image/png", Size: int64(len(png))}}
-	skipped := step("profile", "profile", capture.TierProfile, "skipped", "")
-	steps := []notify.StepReport{step("snapshot", "prometheus", capture.TierMetrics, "succeeded", "20 PromQL queries"),
-		chart, step("triage", "triage", capture.TierTriage, "succeeded", "kv-pressure: KV cache 98% full"), skipped}
+	skipped := step("profile", "profile", vocab.TierProfile, "skipped", "")
+	steps := []notify.StepReport{step("snapshot", "prometheus", vocab.TierMetrics, "succeeded", "20 PromQL queries"),
+		chart, step("triage", "triage", vocab.TierTriage, "succeeded", "kv-pressure: KV cache 98% full"), skipped}
 	for _, r := range steps {
 		if err := n.Reply(ctx, th, r); err != nil {
 			t.Fatalf("reply %s: %v", r.StepID, err)
@@ -185,7 +185,7 @@ func TestRetryAfterDropPostsNothingTwice(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].TS != th.TS {
 		t.Fatalf("%d parents (want 1 at %s)", len(msgs), th.TS)
 	}
-	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage")
+	chart := step("kv_chart", "chart", vocab.TierMetrics, "succeeded", "KV cache usage")
 	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png"}}
 	stub.Fail("chat.postMessage", slackstub.DropAfterApply().Times(1))
 	if err := n.Reply(ctx, th, chart); err == nil {
@@ -239,7 +239,7 @@ func TestTokenNeverInErrorsOrLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage")
+	chart := step("kv_chart", "chart", vocab.TierMetrics, "succeeded", "KV cache usage")
 	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png"}}
 	stub.Fail("upload", slackstub.ServerError(500).Times(1))
 	errs = append(errs, n.Reply(ctx, th, chart))

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestPreliminaryVerdictThenChange: the parent shows the preliminary verdict
@@ -19,8 +19,8 @@ func TestPreliminaryVerdictThenChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre := &capture.Verdict{ID: "overload", Evidence: []string{"queue 48 waiting"}, Preliminary: true}
-	refined := &capture.Verdict{ID: "kv-pressure", Contributing: []string{"overload"}, Evidence: []string{"KV cache 99% full"}}
+	pre := &vocab.Verdict{ID: "overload", Evidence: []string{"queue 48 waiting"}, Preliminary: true}
+	refined := &vocab.Verdict{ID: "kv-pressure", Contributing: []string{"overload"}, Evidence: []string{"KV cache 99% full"}}
 	if err := n.Close(ctx, th, notify.Summary{RunID: "r1", Key: notify.KeyCloseVerdictPreliminary, Status: "running", Verdict: pre}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/slackstub"
 	"github.com/autocapture/autocapture/internal/slackstub/slackspec"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // webAPIMethods is every Web API method the notifier calls; driveEverything
@@ -47,7 +47,7 @@ func driveEverything(t *testing.T) *slackstub.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := step("kv_chart", "chart", capture.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
+	chart := step("kv_chart", "chart", vocab.TierMetrics, "succeeded", "KV cache usage: 1 series, max 0.98 ratio")
 	chart.Files = []notify.File{{Name: "chart.png", Key: "runs/r1/kv_chart/chart.png", ContentType: "image/png", Size: int64(len(png))}}
 	if err := n.Reply(ctx, th, chart); err != nil {
 		t.Fatal(err)

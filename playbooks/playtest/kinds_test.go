@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Test kinds: a metrics kind that would need Prometheus, and a triage kind that
@@ -16,38 +17,38 @@ type netConfig struct {
 
 type netStep struct{}
 
-func (netStep) Run(_ context.Context, in *capture.Input) (*capture.Result, error) {
+func (netStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 	if in.Env == nil || in.Env.Prometheus == nil {
-		return nil, capture.Errorf(capture.ReasonBadConfig, "no prometheus configured")
+		return nil, vocab.Errorf(vocab.ReasonBadConfig, "no prometheus configured")
 	}
-	return &capture.Result{Summary: "queried"}, nil
+	return &vocab.Result{Summary: "queried"}, nil
 }
 
 type judgeConfig struct{}
 
 type judgeStep struct{}
 
-func (judgeStep) Run(_ context.Context, in *capture.Input) (*capture.Result, error) {
-	sig := capture.Signals{}
+func (judgeStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
+	sig := vocab.Signals{}
 	for _, r := range in.Prior {
 		sig.Merge(r.Signals)
 	}
-	id := capture.VerdictUnexplained
-	if sig[capture.SigKVUsage] >= 0.95 {
-		id = capture.VerdictKVPressure
+	id := vocab.VerdictUnexplained
+	if sig[vocab.SigKVUsage] >= 0.95 {
+		id = vocab.VerdictKVPressure
 	}
-	return &capture.Result{Summary: fmt.Sprintf("KV %.0f%% → %s", 100*sig[capture.SigKVUsage], id),
-		Verdict: &capture.Verdict{ID: id}}, nil
+	return &vocab.Result{Summary: fmt.Sprintf("KV %.0f%% → %s", 100*sig[vocab.SigKVUsage], id),
+		Verdict: &vocab.Verdict{ID: id}}, nil
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "ptnet", Tier: capture.TierMetrics,
+	capture.Register(capture.Kind{Name: "ptnet", Tier: vocab.TierMetrics,
 		Config: func() any { return &netConfig{} },
-		Build:  func(any) (capture.Step, error) { return netStep{}, nil }})
-	capture.Register(capture.Kind{Name: "ptjudge", Tier: capture.TierTriage,
+		Build:  func(any) (vocab.Step, error) { return netStep{}, nil }})
+	capture.Register(capture.Kind{Name: "ptjudge", Tier: vocab.TierTriage,
 		Config: func() any { return &judgeConfig{} },
-		Build:  func(any) (capture.Step, error) { return judgeStep{}, nil }})
-	capture.Register(capture.Kind{Name: "ptslow", Tier: capture.TierTraces,
+		Build:  func(any) (vocab.Step, error) { return judgeStep{}, nil }})
+	capture.Register(capture.Kind{Name: "ptslow", Tier: vocab.TierTraces,
 		Config: func() any { return &netConfig{} },
-		Build:  func(any) (capture.Step, error) { return netStep{}, nil }})
+		Build:  func(any) (vocab.Step, error) { return netStep{}, nil }})
 }

@@ -16,10 +16,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Lookback and Lag place a case's window around its alert: [startsAt-Lookback,
@@ -47,11 +47,11 @@ func (o *Outcome) Where() string { return fmt.Sprintf("%s:%d", o.Case.File, o.Ca
 // Run runs one case. store receives artifacts of unmocked steps (nil: none).
 func Run(ctx context.Context, tc *playbooks.TestCase, store storage.Store, log *zap.Logger) *Outcome {
 	out := &Outcome{Case: tc}
-	w := capture.Window{Start: tc.Alert.StartsAt.Add(-Lookback), End: tc.Alert.StartsAt.Add(Lag)}
-	env := &capture.Env{Store: store, Now: func() time.Time { return w.End }}
+	w := vocab.Window{Start: tc.Alert.StartsAt.Add(-Lookback), End: tc.Alert.StartsAt.Add(Lag)}
+	env := &vocab.Env{Store: store, Now: func() time.Time { return w.End }}
 	matched := playbooks.Match(tc.Playbooks, tc.Alert.Labels)
 	var names []string
-	var verdict *capture.Verdict
+	var verdict *vocab.Verdict
 	for _, pb := range matched {
 		names = append(names, pb.Name)
 		plan := pb.Plan(tc.Alert, w)
@@ -85,10 +85,10 @@ func mock(plan *playbooks.Plan, mocks map[string]playbooks.MockSpec) {
 // canned is a step that returns a mock's result.
 type canned struct{ m playbooks.MockSpec }
 
-func (c canned) Run(context.Context, *capture.Input) (*capture.Result, error) { return c.m.Result() }
+func (c canned) Run(context.Context, *vocab.Input) (*vocab.Result, error) { return c.m.Result() }
 
 // check compares what happened with the case's expectations.
-func check(tc *playbooks.TestCase, matched []string, recs []executor.StepRecord, verdict *capture.Verdict) []string {
+func check(tc *playbooks.TestCase, matched []string, recs []executor.StepRecord, verdict *vocab.Verdict) []string {
 	var fails []string
 	ex := tc.Expect
 	if ex.Playbooks != nil && !slices.Equal(ex.Playbooks, matched) {

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 var updatePlans = flag.Bool("update-plans", false, "rewrite testdata/plans.golden.json from the shipped playbooks")
@@ -55,7 +55,7 @@ func TestShippedPlansMatchGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := capture.Window{Start: start.Add(-10 * time.Minute), End: start.Add(time.Minute)}
+	w := vocab.Window{Start: start.Add(-10 * time.Minute), End: start.Add(time.Minute)}
 	alerts := map[string]template.KV{
 		"complete":    {"instance": "10.0.0.7:8000", "model_name": "m", "severity": "page"},
 		"no-instance": {"model_name": "m"},

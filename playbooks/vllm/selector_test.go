@@ -10,6 +10,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestGPUSelectorMapping renders the vllm-evidence preset's gpu selector: by
@@ -121,7 +122,7 @@ func loadWithPresets(t *testing.T, playbook string) *playbooks.Set {
 // its step id (nil when the plan has none). A duplicate id fails the test.
 func planStep(t *testing.T, set *playbooks.Set, alert template.Alert, id string) *playbooks.PlannedStep {
 	t.Helper()
-	plans, err := set.Plan(alert, capture.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
+	plans, err := set.Plan(alert, vocab.Window{Start: alert.StartsAt.Add(-time.Hour), End: alert.StartsAt})
 	if err != nil || len(plans) != 1 {
 		t.Fatalf("%v: plans %v, %v", alert.Labels, plans, err)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Causes a run's context is cancelled with. Run tells them apart through
@@ -47,11 +47,11 @@ type Input struct {
 	RunID string
 	// Attempt is the run's attempt, 1 on its first start (0: unknown, as 1).
 	Attempt int
-	// Created is when the run was accepted (capture.Input.RunCreated).
+	// Created is when the run was accepted (vocab.Input.RunCreated).
 	Created time.Time
 	Alert   template.Alert
-	Window  capture.Window
-	Env     *capture.Env
+	Window  vocab.Window
+	Env     *vocab.Env
 	Log     *zap.Logger
 	// Done holds this plan's steps recorded by an earlier attempt, by step id:
 	// they are not run again and their results feed `when` and Prior.
@@ -94,18 +94,18 @@ type Hooks struct {
 
 // StepRecord is one step's outcome, as stored on the run and shown by the API.
 type StepRecord struct {
-	Plan      string             `json:"plan"`
-	ID        string             `json:"id"`
-	Kind      string             `json:"kind"`
-	Tier      capture.Tier       `json:"tier"`
-	Status    string             `json:"status"`
-	Reason    string             `json:"reason,omitempty"`
-	Error     string             `json:"error,omitempty"`
-	Summary   string             `json:"summary,omitempty"`
-	Findings  map[string]any     `json:"findings,omitempty"`
-	Signals   capture.Signals    `json:"signals,omitempty"`
-	Verdict   *capture.Verdict   `json:"verdict,omitempty"`
-	Artifacts []capture.Artifact `json:"artifacts,omitempty"`
+	Plan      string           `json:"plan"`
+	ID        string           `json:"id"`
+	Kind      string           `json:"kind"`
+	Tier      vocab.Tier       `json:"tier"`
+	Status    string           `json:"status"`
+	Reason    string           `json:"reason,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Summary   string           `json:"summary,omitempty"`
+	Findings  map[string]any   `json:"findings,omitempty"`
+	Signals   vocab.Signals    `json:"signals,omitempty"`
+	Verdict   *vocab.Verdict   `json:"verdict,omitempty"`
+	Artifacts []vocab.Artifact `json:"artifacts,omitempty"`
 	// Partial: the step returned what it had gathered together with its error
 	// (a scrape cut short after its first read, queries that all failed, a
 	// refused request, a frame cancelled on resolve); Summary to Artifacts hold
@@ -116,9 +116,9 @@ type StepRecord struct {
 	DurationMS int64     `json:"duration_ms"`
 }
 
-// Result returns the record's findings as the capture.Result later steps read.
-func (r StepRecord) Result() *capture.Result {
-	return &capture.Result{Summary: r.Summary, Findings: r.Findings, Signals: r.Signals,
+// Result returns the record's findings as the vocab.Result later steps read.
+func (r StepRecord) Result() *vocab.Result {
+	return &vocab.Result{Summary: r.Summary, Findings: r.Findings, Signals: r.Signals,
 		Verdict: r.Verdict, Artifacts: r.Artifacts}
 }
 
@@ -161,7 +161,7 @@ type Outcome struct {
 	// Steps holds every step of the plan that has a record, in plan order.
 	Steps []StepRecord
 	// Verdict is the triage verdict, if a step produced one.
-	Verdict *capture.Verdict
+	Verdict *vocab.Verdict
 	// Interrupted: the run's context was cancelled with ErrInterrupted (or a
 	// step could not be recorded); the plan did not finish and Status is
 	// meaningless. Cause says why.
@@ -192,13 +192,13 @@ func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outco
 		defer cancelT()
 	}
 	ex := &planExec{plan: plan, in: in, hooks: hooks, stop: cancel,
-		prior: map[string]*capture.Result{}, succeeded: map[string]bool{}, missed: map[string]string{}}
+		prior: map[string]*vocab.Result{}, succeeded: map[string]bool{}, missed: map[string]string{}}
 	for _, rec := range in.Done {
 		ex.keep(rec)
 	}
 	byID := map[string]StepRecord{}
 	stopped := ""
-	for _, tier := range capture.Tiers {
+	for _, tier := range vocab.Tiers {
 		var steps []*playbooks.PlannedStep
 		for i := range plan.Steps {
 			if plan.Steps[i].Tier == tier {
@@ -252,11 +252,11 @@ type planExec struct {
 	mu   sync.Mutex
 	// prior is what later steps read (Input.Prior); succeeded marks the ids
 	// `when` sees. Both are guarded by mu.
-	prior     map[string]*capture.Result
+	prior     map[string]*vocab.Result
 	succeeded map[string]bool
 	// missed says, of the steps that finished with no evidence (failed,
 	// not configured), what happened: the triage says it when nothing was
-	// measured (capture.Input.Missed).
+	// measured (vocab.Input.Missed).
 	missed map[string]string
 }
 
@@ -275,11 +275,11 @@ func (ex *planExec) keep(rec StepRecord) {
 
 // views copies what a tier's steps read: every result (Prior) and the
 // succeeded ones (`when`).
-func (ex *planExec) views() (prior, whenPrior map[string]*capture.Result) {
+func (ex *planExec) views() (prior, whenPrior map[string]*vocab.Result) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	prior = make(map[string]*capture.Result, len(ex.prior))
-	whenPrior = make(map[string]*capture.Result, len(ex.succeeded))
+	prior = make(map[string]*vocab.Result, len(ex.prior))
+	whenPrior = make(map[string]*vocab.Result, len(ex.succeeded))
 	for k, v := range ex.prior {
 		prior[k] = v
 		if ex.succeeded[k] {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // recorder collects StepDone calls.
@@ -38,7 +38,7 @@ func (r *recorder) get(id string) StepRecord {
 }
 
 func TestRunPlanStatuses(t *testing.T) {
-	refused := capture.Errorf(capture.ReasonRefused, "dial 127.0.0.1:1: refused")
+	refused := vocab.Errorf(vocab.ReasonRefused, "dial 127.0.0.1:1: refused")
 	type want struct{ status, reason string }
 	cases := []struct {
 		name    string
@@ -52,7 +52,7 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "all succeed",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("b", capture.TierTraces, fakestep.OK(c, nil))}
+				return []playbooks.PlannedStep{fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("b", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "succeeded",
 			want: map[string]want{"a": {Succeeded, ""}, "b": {Succeeded, ""}},
@@ -60,8 +60,8 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "failure stops later tiers",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("bad", capture.TierMetrics, fakestep.Fail(c, refused)),
-					fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil))}
+				return []playbooks.PlannedStep{fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("bad", vocab.TierMetrics, fakestep.Fail(c, refused)),
+					fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan:    "partial",
 			want:    map[string]want{"a": {Succeeded, ""}, "bad": {Failed, "refused"}, "later": {Skipped, "step bad failed earlier"}},
@@ -71,8 +71,8 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "a step whose backend is not configured is not-configured, not a failure",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				off := fakestep.Step("traces", capture.TierTraces, fakestep.Fail(c, capture.NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")))
-				return []playbooks.PlannedStep{fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil)), off}
+				off := fakestep.Step("traces", vocab.TierTraces, fakestep.Fail(c, vocab.NotConfigured("no trace backend (set traces.url to Jaeger or Tempo)")))
+				return []playbooks.PlannedStep{fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)), off}
 			},
 			plan: "succeeded",
 			want: map[string]want{"a": {Succeeded, ""}, "traces": {NotConfigured, "no trace backend (set traces.url to Jaeger or Tempo)"}},
@@ -80,9 +80,9 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "continue_on_error keeps going",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				bad := fakestep.Step("bad", capture.TierMetrics, fakestep.Fail(c, refused))
+				bad := fakestep.Step("bad", vocab.TierMetrics, fakestep.Fail(c, refused))
 				bad.ContinueOnError = true
-				return []playbooks.PlannedStep{bad, fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil))}
+				return []playbooks.PlannedStep{bad, fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "partial",
 			want: map[string]want{"bad": {Failed, "refused"}, "later": {Succeeded, ""}},
@@ -90,7 +90,7 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "render error is bad-config and nothing succeeded",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				s := playbooks.PlannedStep{ID: "r", Kind: "test", Tier: capture.TierMetrics, RenderErr: errors.New(`label "instance" missing`)}
+				s := playbooks.PlannedStep{ID: "r", Kind: "test", Tier: vocab.TierMetrics, RenderErr: errors.New(`label "instance" missing`)}
 				return []playbooks.PlannedStep{s}
 			},
 			plan: "failed",
@@ -102,12 +102,12 @@ func TestRunPlanStatuses(t *testing.T) {
 			// the render error is its failure.
 			name: "when is decided before a render error",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				tri := fakestep.Step("tri", capture.TierTriage, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
-					return &capture.Result{Verdict: &capture.Verdict{ID: "overload"}}, nil
+				tri := fakestep.Step("tri", vocab.TierTriage, fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
+					return &vocab.Result{Verdict: &vocab.Verdict{ID: "overload"}}, nil
 				}))
-				guarded := playbooks.PlannedStep{ID: "traces", Kind: "traces", Tier: capture.TierTraces,
+				guarded := playbooks.PlannedStep{ID: "traces", Kind: "traces", Tier: vocab.TierTraces,
 					When: fakestep.When(`steps.tri.verdict == "unexplained"`), RenderErr: errors.New(`map has no entry for key "service"`)}
-				taken := playbooks.PlannedStep{ID: "traces2", Kind: "traces", Tier: capture.TierTraces,
+				taken := playbooks.PlannedStep{ID: "traces2", Kind: "traces", Tier: vocab.TierTraces,
 					When: fakestep.When(`steps.tri.verdict == "overload"`), RenderErr: errors.New(`map has no entry for key "service"`)}
 				taken.ContinueOnError = true
 				return []playbooks.PlannedStep{tri, guarded, taken}
@@ -121,12 +121,12 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "when false skips, when true sees prior findings",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				yes := fakestep.Step("yes", capture.TierTraces, fakestep.OK(c, nil))
+				yes := fakestep.Step("yes", vocab.TierTraces, fakestep.OK(c, nil))
 				yes.When = fakestep.When(`steps.tri.verdict == "unexplained"`)
-				no := fakestep.Step("no", capture.TierTraces, fakestep.OK(c, nil))
+				no := fakestep.Step("no", vocab.TierTraces, fakestep.OK(c, nil))
 				no.When = fakestep.When("false")
-				tri := fakestep.Step("tri", capture.TierTriage, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
-					return &capture.Result{Verdict: &capture.Verdict{ID: "unexplained"}}, nil
+				tri := fakestep.Step("tri", vocab.TierTriage, fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
+					return &vocab.Result{Verdict: &vocab.Verdict{ID: "unexplained"}}, nil
 				}))
 				return []playbooks.PlannedStep{tri, yes, no}
 			},
@@ -139,7 +139,7 @@ func TestRunPlanStatuses(t *testing.T) {
 			// at evaluation (optional chaining makes the read itself safe).
 			name: "when error at evaluation is bad-config",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				s := fakestep.Step("w", capture.TierMetrics, fakestep.OK(c, nil))
+				s := fakestep.Step("w", vocab.TierMetrics, fakestep.OK(c, nil))
 				s.When = fakestep.When("steps.first.n > 1")
 				return []playbooks.PlannedStep{s}
 			},
@@ -151,7 +151,7 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "step timeout is classified with its cause",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				s := fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil))
+				s := fakestep.Step("slow", vocab.TierMetrics, fakestep.Block(c, nil, nil))
 				s.Timeout = 20 * time.Millisecond
 				return []playbooks.PlannedStep{s}
 			},
@@ -162,7 +162,7 @@ func TestRunPlanStatuses(t *testing.T) {
 		{
 			name: "panic is an internal failure",
 			steps: func(c *fakestep.Counter) []playbooks.PlannedStep {
-				return []playbooks.PlannedStep{fakestep.Step("p", capture.TierMetrics, fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+				return []playbooks.PlannedStep{fakestep.Step("p", vocab.TierMetrics, fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 					panic("oops")
 				}))}
 			},
@@ -207,7 +207,7 @@ func TestRunPlanStatuses(t *testing.T) {
 
 func TestRunPlanTimeoutCauseInError(t *testing.T) {
 	c := fakestep.NewCounter()
-	s := fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil))
+	s := fakestep.Step("slow", vocab.TierMetrics, fakestep.Block(c, nil, nil))
 	s.Timeout = 10 * time.Millisecond
 	var r recorder
 	Run(context.Background(), &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{s}}, Input{RunID: "r"}, r.hooks())
@@ -222,8 +222,8 @@ func TestRunPlanTimeoutCauseInError(t *testing.T) {
 func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
 	c := fakestep.NewCounter()
 	plan := &playbooks.Plan{Playbook: "pb", Timeout: 50 * time.Millisecond, Steps: []playbooks.PlannedStep{
-		fakestep.Step("slow", capture.TierMetrics, fakestep.Block(c, nil, nil)),
-		fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil)),
+		fakestep.Step("slow", vocab.TierMetrics, fakestep.Block(c, nil, nil)),
+		fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil)),
 	}}
 	var r recorder
 	out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
@@ -245,14 +245,14 @@ func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
 func TestLaterStepsReadWhatMissed(t *testing.T) {
 	c := fakestep.NewCounter()
 	var got map[string]string
-	refused := capture.Errorf(capture.ReasonRefused, "dial 10.0.0.7:8000: not in targets.allow")
+	refused := vocab.Errorf(vocab.ReasonRefused, "dial 10.0.0.7:8000: not in targets.allow")
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("snapshot", capture.TierMetrics, fakestep.Fail(c, capture.NotConfigured("no Prometheus (set prometheus.url)"))),
-		fakestep.Step("scrape", capture.TierMetrics, fakestep.Fail(c, refused)),
-		fakestep.Step("ok", capture.TierMetrics, fakestep.OK(c, nil)),
-		fakestep.Step("triage", capture.TierTriage, fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+		fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Fail(c, vocab.NotConfigured("no Prometheus (set prometheus.url)"))),
+		fakestep.Step("scrape", vocab.TierMetrics, fakestep.Fail(c, refused)),
+		fakestep.Step("ok", vocab.TierMetrics, fakestep.OK(c, nil)),
+		fakestep.Step("triage", vocab.TierTriage, fakestep.Func(func(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 			got = in.Missed
-			return &capture.Result{}, nil
+			return &vocab.Result{}, nil
 		})),
 	}}
 	plan.Steps[1].ContinueOnError = true

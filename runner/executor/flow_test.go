@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
@@ -18,8 +18,8 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 	var arrived sync.WaitGroup
 	arrived.Add(2)
 	go func() { arrived.Wait(); close(barrier) }()
-	par := func(id string) capture.Step {
-		return fakestep.Func(func(ctx context.Context, in *capture.Input) (*capture.Result, error) {
+	par := func(id string) vocab.Step {
+		return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 			arrived.Done() // both steps of the tier must be running at once to pass
 			select {
 			case <-barrier:
@@ -29,21 +29,21 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 			mu.Lock()
 			order = append(order, id)
 			mu.Unlock()
-			return &capture.Result{Findings: map[string]any{"id": id}}, nil
+			return &vocab.Result{Findings: map[string]any{"id": id}}, nil
 		})
 	}
 	var priorSeen []string
-	last := fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
+	last := fakestep.Func(func(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 		for k := range in.Prior {
 			priorSeen = append(priorSeen, k)
 		}
 		mu.Lock()
 		order = append(order, "t3")
 		mu.Unlock()
-		return &capture.Result{}, nil
+		return &vocab.Result{}, nil
 	})
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("t3", capture.TierProfile, last), fakestep.Step("x", capture.TierMetrics, par("x")), fakestep.Step("y", capture.TierMetrics, par("y")),
+		fakestep.Step("t3", vocab.TierProfile, last), fakestep.Step("x", vocab.TierMetrics, par("x")), fakestep.Step("y", vocab.TierMetrics, par("y")),
 	}}
 	for i := range plan.Steps[1:] {
 		plan.Steps[1+i].Timeout = 20 * time.Second
@@ -62,9 +62,9 @@ func TestRunPlanTierInParallelAndInOrder(t *testing.T) {
 
 func TestRunPlanSkipsDoneSteps(t *testing.T) {
 	c := fakestep.NewCounter()
-	next := fakestep.Step("next", capture.TierTraces, fakestep.OK(c, nil))
+	next := fakestep.Step("next", vocab.TierTraces, fakestep.OK(c, nil))
 	next.When = fakestep.When("steps.first.n == 1")
-	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{fakestep.Step("first", capture.TierMetrics, fakestep.OK(c, nil)), next}}
+	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{fakestep.Step("first", vocab.TierMetrics, fakestep.OK(c, nil)), next}}
 	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: Succeeded, Findings: map[string]any{"n": 1}}}
 	var r recorder
 	out := Run(context.Background(), plan, Input{RunID: "r", Done: done}, r.hooks())
@@ -85,8 +85,8 @@ func TestRunPlanResolutionCancelsOnlyTier3(t *testing.T) {
 	release := make(chan struct{})
 	resolved := make(chan struct{})
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("metrics", capture.TierMetrics, fakestep.OK(c, nil)),
-		fakestep.Step("frame", capture.TierProfile, fakestep.Block(c, started, release)),
+		fakestep.Step("metrics", vocab.TierMetrics, fakestep.OK(c, nil)),
+		fakestep.Step("frame", vocab.TierProfile, fakestep.Block(c, started, release)),
 	}}
 	var r recorder
 	done := make(chan Outcome, 1)
@@ -124,8 +124,8 @@ func TestRunPlanCancelAndInterrupt(t *testing.T) {
 			c := fakestep.NewCounter()
 			started := make(chan string, 1)
 			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-				fakestep.Step("long", capture.TierMetrics, fakestep.Block(c, started, nil)),
-				fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil)),
+				fakestep.Step("long", vocab.TierMetrics, fakestep.Block(c, started, nil)),
+				fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil)),
 			}}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			var r recorder

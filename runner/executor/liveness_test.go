@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // deaf is a step that ignores its context: it returns only when release closes.
-func deaf(started chan<- struct{}, release <-chan struct{}) capture.Step {
-	return fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+func deaf(started chan<- struct{}, release <-chan struct{}) vocab.Step {
+	return fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 		close(started)
 		<-release
-		return &capture.Result{Summary: "late"}, nil
+		return &vocab.Result{Summary: "late"}, nil
 	})
 }
 
@@ -61,11 +61,11 @@ func runAsync(ctx context.Context, plan *playbooks.Plan, in Input, h Hooks) <-ch
 func TestAbandonsAStepThatIgnoresItsDeadline(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	c := fakestep.NewCounter()
-	hung := fakestep.Step("hung", capture.TierMetrics, deaf(started, release))
+	hung := fakestep.Step("hung", vocab.TierMetrics, deaf(started, release))
 	hung.Timeout = 30 * time.Millisecond
 	hung.ContinueOnError = true
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{hung,
-		fakestep.Step("next", capture.TierTraces, fakestep.OK(c, nil))}}
+		fakestep.Step("next", vocab.TierTraces, fakestep.OK(c, nil))}}
 	var g gauge
 	var mu sync.Mutex
 	done := map[string]int{}
@@ -78,7 +78,7 @@ func TestAbandonsAStepThatIgnoresItsDeadline(t *testing.T) {
 	out := fakestep.WaitFor(t, runAsync(context.Background(), plan, Input{RunID: "r", AbandonGrace: 50 * time.Millisecond}, hooks), "the plan to end past its hung step")
 	<-started
 	rec := out.Steps[0]
-	if rec.ID != "hung" || rec.Status != Failed || rec.Reason != string(capture.ReasonTimeout) ||
+	if rec.ID != "hung" || rec.Status != Failed || rec.Reason != string(vocab.ReasonTimeout) ||
 		!strings.Contains(rec.Error, "abandoned") || !strings.Contains(rec.Error, "ran longer than its timeout 30ms") {
 		t.Fatalf("hung step recorded as %+v, want failed/timeout saying abandoned and the deadline", rec)
 	}
@@ -111,7 +111,7 @@ func TestInterruptionDoesNotWaitForADeafStep(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("hung", capture.TierMetrics, deaf(started, release))}}
+		fakestep.Step("hung", vocab.TierMetrics, deaf(started, release))}}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	recorded := 0
 	ch := runAsync(ctx, plan, Input{RunID: "r", AbandonGrace: 50 * time.Millisecond},
@@ -130,8 +130,8 @@ func TestInterruptionDoesNotWaitForADeafStep(t *testing.T) {
 func TestUnrecordedStepStopsThePlan(t *testing.T) {
 	c := fakestep.NewCounter()
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("snap", capture.TierMetrics, fakestep.OK(c, nil)),
-		fakestep.Step("later", capture.TierTraces, fakestep.OK(c, nil))}}
+		fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, nil)),
+		fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil))}}
 	storeDown := errors.New("database is locked")
 	out := Run(context.Background(), plan, Input{RunID: "r"}, Hooks{StepDone: func(context.Context, StepRecord) error { return storeDown }})
 	if !out.Interrupted || !errors.Is(out.Cause, ErrNotRecorded) || !errors.Is(out.Cause, storeDown) {
@@ -157,7 +157,7 @@ func TestPlanTimeoutCountsFromTheFirstStart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fakestep.NewCounter()
 			plan := &playbooks.Plan{Playbook: "pb", Timeout: 30 * time.Minute, Steps: []playbooks.PlannedStep{
-				fakestep.Step("a", capture.TierMetrics, fakestep.OK(c, nil))}}
+				fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil))}}
 			out := Run(context.Background(), plan, Input{RunID: "r", Started: time.Now().Add(-tc.started)}, Hooks{})
 			if out.Status != tc.want {
 				t.Fatalf("status %s (%s), want %s", out.Status, out.Reason, tc.want)
@@ -193,10 +193,10 @@ type windingStep struct {
 
 func (w windingStep) WindDown() time.Duration { return w.wind }
 
-func (w windingStep) Run(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+func (w windingStep) Run(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
 	<-ctx.Done()
 	time.Sleep(w.undo) // the stop, detached from ctx
-	return &capture.Result{Summary: "stopped and kept"}, fmt.Errorf("frame cut: %w", context.Cause(ctx))
+	return &vocab.Result{Summary: "stopped and kept"}, fmt.Errorf("frame cut: %w", context.Cause(ctx))
 }
 
 // TestAWindingStepIsWaitedFor: a step that declares its wind-down (the
@@ -214,7 +214,7 @@ func TestAWindingStepIsWaitedFor(t *testing.T) {
 		{"past its wind-down", windingStep{undo: 3 * time.Second, wind: 200 * time.Millisecond}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := fakestep.Step("profile", capture.TierProfile, tc.step)
+			st := fakestep.Step("profile", vocab.TierProfile, tc.step)
 			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{st}}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			ch := runAsync(ctx, plan, Input{RunID: "r", AbandonGrace: 50 * time.Millisecond}, Hooks{})

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
-	refused := capture.Errorf(capture.ReasonRefused, "http 127.0.0.1:9: refused by the targets allow-list")
+	refused := vocab.Errorf(vocab.ReasonRefused, "http 127.0.0.1:9: refused by the targets allow-list")
 	cases := []struct {
 		name         string
 		wait         bool
@@ -26,14 +26,14 @@ func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fakestep.NewCounter()
-			seen := make(chan map[string]*capture.Result, 1)
-			scrape := fakestep.Step("scrape", capture.TierMetrics, fakestep.Partial(c, tc.wait, tc.err))
+			seen := make(chan map[string]*vocab.Result, 1)
+			scrape := fakestep.Step("scrape", vocab.TierMetrics, fakestep.Partial(c, tc.wait, tc.err))
 			scrape.Timeout, scrape.ContinueOnError = 30*time.Millisecond, true
 			// when sees succeeded steps only (playbooks.Env): the failed scrape is absent.
-			guarded := fakestep.Step("guarded", capture.TierTraces, fakestep.OK(c, nil))
+			guarded := fakestep.Step("guarded", vocab.TierTraces, fakestep.OK(c, nil))
 			guarded.When = fakestep.When(`steps.scrape.target == "127.0.0.1:8000"`)
 			plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-				scrape, fakestep.Step("triage", capture.TierTriage, fakestep.PriorReader(seen)), guarded}}
+				scrape, fakestep.Step("triage", vocab.TierTriage, fakestep.PriorReader(seen)), guarded}}
 			var r recorder
 			out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
 			rec := r.get("scrape")
@@ -41,11 +41,11 @@ func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
 				t.Fatalf("scrape = %s/%s %q, want failed/%s with %q", rec.Status, rec.Reason, rec.Error, tc.reason, tc.errH)
 			}
 			if !rec.Partial || rec.Summary == "" || rec.Findings["target"] != "127.0.0.1:8000" ||
-				rec.Signals[capture.SigKVUsage] != 0.97 || len(rec.Artifacts) != 1 {
+				rec.Signals[vocab.SigKVUsage] != 0.97 || len(rec.Artifacts) != 1 {
 				t.Errorf("failed scrape's record lost its result: %+v", rec)
 			}
 			prior := fakestep.WaitFor(t, seen, "triage to run")
-			if got := prior["scrape"]; got == nil || got.Signals[capture.SigKVUsage] != 0.97 {
+			if got := prior["scrape"]; got == nil || got.Signals[vocab.SigKVUsage] != 0.97 {
 				t.Errorf("triage's prior = %v, want the failed scrape's first-scrape signals", prior)
 			}
 			if g := r.get("guarded"); g.Status != Skipped {
@@ -59,21 +59,21 @@ func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
 }
 
 func TestRunPlanResumedFailedStepStillEvidence(t *testing.T) {
-	seen := make(chan map[string]*capture.Result, 1)
+	seen := make(chan map[string]*vocab.Result, 1)
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("scrape", capture.TierMetrics, fakestep.Fail(fakestep.NewCounter(), errors.New("must not run again"))),
-		fakestep.Step("bare", capture.TierMetrics, fakestep.Fail(fakestep.NewCounter(), errors.New("must not run again"))),
-		fakestep.Step("triage", capture.TierTriage, fakestep.PriorReader(seen)),
+		fakestep.Step("scrape", vocab.TierMetrics, fakestep.Fail(fakestep.NewCounter(), errors.New("must not run again"))),
+		fakestep.Step("bare", vocab.TierMetrics, fakestep.Fail(fakestep.NewCounter(), errors.New("must not run again"))),
+		fakestep.Step("triage", vocab.TierTriage, fakestep.PriorReader(seen)),
 	}}
 	plan.Steps[0].ContinueOnError, plan.Steps[1].ContinueOnError = true, true
 	done := map[string]StepRecord{
 		"scrape": {Plan: "pb", ID: "scrape", Status: Failed, Reason: "timeout", Partial: true,
-			Signals: capture.Signals{capture.SigQueueDepth: 40}},
+			Signals: vocab.Signals{vocab.SigQueueDepth: 40}},
 		"bare": {Plan: "pb", ID: "bare", Status: Failed, Reason: "refused"},
 	}
 	Run(context.Background(), plan, Input{RunID: "r", Done: done}, Hooks{})
 	prior := fakestep.WaitFor(t, seen, "triage to run")
-	if got := prior["scrape"]; got == nil || got.Signals[capture.SigQueueDepth] != 40 {
+	if got := prior["scrape"]; got == nil || got.Signals[vocab.SigQueueDepth] != 40 {
 		t.Errorf("after resume triage's prior = %v, want the persisted partial scrape", prior)
 	}
 	if _, ok := prior["bare"]; ok {

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Preliminary is a verdict the plan's triage step reached over part of tier
@@ -31,7 +31,7 @@ type Preliminary struct {
 	Sources, Waiting []string
 	// Result is the triage step's result over that evidence (its verdict is
 	// marked Preliminary; findings carry sources and origins).
-	Result *capture.Result
+	Result *vocab.Result
 	At     time.Time
 }
 
@@ -51,13 +51,13 @@ type prelims struct {
 // newPrelims returns the tier's preliminaries, or nil when there are none to
 // reach: not tier 1, no hook, or no triage step left to run.
 func (ex *planExec) newPrelims(steps []*playbooks.PlannedStep) *prelims {
-	if ex.hooks.Preliminary == nil || len(steps) < 2 || steps[0].Tier != capture.TierMetrics {
+	if ex.hooks.Preliminary == nil || len(steps) < 2 || steps[0].Tier != vocab.TierMetrics {
 		return nil
 	}
 	p := &prelims{ex: ex, have: map[string]StepRecord{}, left: map[string]bool{}}
 	for i := range ex.plan.Steps {
 		st := &ex.plan.Steps[i]
-		if _, done := ex.in.Done[st.ID]; !done && st.Tier == capture.TierTriage && st.Step != nil && st.RenderErr == nil {
+		if _, done := ex.in.Done[st.ID]; !done && st.Tier == vocab.TierTriage && st.Step != nil && st.RenderErr == nil {
 			p.triage = append(p.triage, st)
 		}
 	}

@@ -7,31 +7,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // causeFromPrior is a triage stand-in: kv-pressure once the scrape's signals
 // are in, overload from the snapshot alone, and the ids it read as sources.
-func causeFromPrior() capture.Step {
-	return fakestep.Func(func(_ context.Context, in *capture.Input) (*capture.Result, error) {
-		id := capture.VerdictOverload
-		if r := in.Prior["scrape"]; r != nil && r.Signals[capture.SigKVUsage] > 0 {
-			id = capture.VerdictKVPressure
+func causeFromPrior() vocab.Step {
+	return fakestep.Func(func(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
+		id := vocab.VerdictOverload
+		if r := in.Prior["scrape"]; r != nil && r.Signals[vocab.SigKVUsage] > 0 {
+			id = vocab.VerdictKVPressure
 		}
 		var used []string
 		for k := range in.Prior {
 			used = append(used, k)
 		}
 		slices.Sort(used)
-		return &capture.Result{Summary: id, Verdict: &capture.Verdict{ID: id}, Findings: map[string]any{"sources": used}}, nil
+		return &vocab.Result{Summary: id, Verdict: &vocab.Verdict{ID: id}, Findings: map[string]any{"sources": used}}, nil
 	})
 }
 
 // signalled succeeds with one signal, after release (nil: at once).
-func signalled(name string, v float64, release <-chan struct{}) capture.Step {
-	return fakestep.Func(func(ctx context.Context, _ *capture.Input) (*capture.Result, error) {
+func signalled(name string, v float64, release <-chan struct{}) vocab.Step {
+	return fakestep.Func(func(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
 		if release != nil {
 			select {
 			case <-release:
@@ -39,7 +39,7 @@ func signalled(name string, v float64, release <-chan struct{}) capture.Step {
 				return nil, ctx.Err()
 			}
 		}
-		return &capture.Result{Summary: name, Signals: capture.Signals{name: v}}, nil
+		return &vocab.Result{Summary: name, Signals: vocab.Signals{name: v}}, nil
 	})
 }
 
@@ -61,12 +61,12 @@ func (r *prelimRecorder) hook(_ context.Context, p Preliminary) error {
 }
 
 func prelimPlan(release <-chan struct{}) *playbooks.Plan {
-	tri := fakestep.Step("tri", capture.TierTriage, causeFromPrior())
+	tri := fakestep.Step("tri", vocab.TierTriage, causeFromPrior())
 	tri.Kind = "triage"
 	return &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{
-		fakestep.Step("snapshot", capture.TierMetrics, signalled(capture.SigQueueDepth, 40, nil)),
-		fakestep.Step("scrape", capture.TierMetrics, signalled(capture.SigKVUsage, 0.99, release)),
-		fakestep.Step("http", capture.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)),
+		fakestep.Step("snapshot", vocab.TierMetrics, signalled(vocab.SigQueueDepth, 40, nil)),
+		fakestep.Step("scrape", vocab.TierMetrics, signalled(vocab.SigKVUsage, 0.99, release)),
+		fakestep.Step("http", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)),
 		tri,
 	}}
 }
@@ -84,7 +84,7 @@ func TestPreliminaryVerdictWhileTierOneRuns(t *testing.T) {
 		t.Fatal("no preliminary verdict")
 	}
 	// A second one comes only when the scrape finished before the http step.
-	if len(r.got) > 2 || len(r.got) == 2 && (r.got[1].Key != "scrape+snapshot" || r.got[1].Result.Verdict.ID != capture.VerdictKVPressure) {
+	if len(r.got) > 2 || len(r.got) == 2 && (r.got[1].Key != "scrape+snapshot" || r.got[1].Result.Verdict.ID != vocab.VerdictKVPressure) {
 		t.Errorf("preliminaries = %+v, want the snapshot's, then at most the snapshot and scrape's", r.got)
 	}
 	p := r.got[0]
@@ -92,10 +92,10 @@ func TestPreliminaryVerdictWhileTierOneRuns(t *testing.T) {
 		p.StepID != "tri" || p.Plan != "pb" || p.At.IsZero() {
 		t.Errorf("preliminary = %+v, want key snapshot from the snapshot alone, the scrape waiting", p)
 	}
-	if v := p.Result.Verdict; v == nil || v.ID != capture.VerdictOverload || !v.Preliminary {
+	if v := p.Result.Verdict; v == nil || v.ID != vocab.VerdictOverload || !v.Preliminary {
 		t.Errorf("preliminary verdict = %+v, want overload marked preliminary", v)
 	}
-	if out.Verdict == nil || out.Verdict.ID != capture.VerdictKVPressure || out.Verdict.Preliminary {
+	if out.Verdict == nil || out.Verdict.ID != vocab.VerdictKVPressure || out.Verdict.Preliminary {
 		t.Errorf("refined verdict = %+v, want kv-pressure, not preliminary", out.Verdict)
 	}
 	if tri := rec.get("tri"); tri.Verdict == nil || tri.Verdict.Preliminary {
@@ -108,13 +108,13 @@ func TestPreliminaryReachedAgainOnResume(t *testing.T) {
 	var r prelimRecorder
 	var once sync.Once
 	r.during = func(Preliminary) { once.Do(func() { close(release) }) }
-	done := map[string]StepRecord{"snapshot": {Plan: "pb", ID: "snapshot", Kind: "test", Tier: capture.TierMetrics,
-		Status: Succeeded, Signals: capture.Signals{capture.SigQueueDepth: 40}}}
+	done := map[string]StepRecord{"snapshot": {Plan: "pb", ID: "snapshot", Kind: "test", Tier: vocab.TierMetrics,
+		Status: Succeeded, Signals: vocab.Signals{vocab.SigQueueDepth: 40}}}
 	out := Run(context.Background(), prelimPlan(release), Input{RunID: "r", Done: done}, Hooks{Preliminary: r.hook})
 	if len(r.got) == 0 || r.got[0].Key != "snapshot" {
 		t.Fatalf("preliminaries on resume = %+v, want the snapshot's again, under its key", r.got)
 	}
-	if out.Verdict == nil || out.Verdict.ID != capture.VerdictKVPressure {
+	if out.Verdict == nil || out.Verdict.ID != vocab.VerdictKVPressure {
 		t.Errorf("refined verdict = %+v", out.Verdict)
 	}
 }
@@ -136,12 +136,12 @@ func TestNoPreliminary(t *testing.T) {
 			return p
 		}},
 		{name: "triage already recorded", plan: func() *playbooks.Plan { return prelimPlan(nil) },
-			done: map[string]StepRecord{"tri": {Plan: "pb", ID: "tri", Status: Succeeded, Verdict: &capture.Verdict{ID: "healthy"}}}},
+			done: map[string]StepRecord{"tri": {Plan: "pb", ID: "tri", Status: Succeeded, Verdict: &vocab.Verdict{ID: "healthy"}}}},
 		{name: "signals only once tier 1 is over", plan: func() *playbooks.Plan {
 			p := prelimPlan(nil)
-			p.Steps[0].Step = fakestep.Func(func(context.Context, *capture.Input) (*capture.Result, error) {
+			p.Steps[0].Step = fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 				time.Sleep(50 * time.Millisecond) // last to finish
-				return &capture.Result{Signals: capture.Signals{capture.SigQueueDepth: 1}}, nil
+				return &vocab.Result{Signals: vocab.Signals{vocab.SigQueueDepth: 1}}, nil
 			})
 			p.Steps[1].Step = fakestep.OK(fakestep.NewCounter(), nil)
 			return p

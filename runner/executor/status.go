@@ -15,7 +15,7 @@ const (
 	Skipped   = "skipped"
 	Cancelled = "cancelled"
 	// NotConfigured is a step that could not run because something it
-	// needs is not configured (capture.NotConfigured: no Prometheus, no
+	// needs is not configured (vocab.NotConfigured: no Prometheus, no
 	// trace backend): not a failure. Its reason says what is missing.
 	NotConfigured = "not-configured"
 )

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // decision is gate's answer for one step.
@@ -40,7 +40,7 @@ func settled(status, reason, errText string) gated {
 // under its deadline with prior as its Input.Prior and classifies the outcome.
 // A result returned with an error is kept on the failed record (Partial). It
 // returns nil when the step was cut short by ErrInterrupted.
-func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior, whenPrior map[string]*capture.Result, stopped string) *StepRecord {
+func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior, whenPrior map[string]*vocab.Result, stopped string) *StepRecord {
 	rec := &StepRecord{Plan: ex.plan.Playbook, ID: st.ID, Kind: st.Kind, Tier: st.Tier, StartedAt: ex.now()}
 	finish := func(status, reason, errText string) *StepRecord {
 		rec.Status, rec.Reason, rec.Error = status, reason, errText
@@ -55,7 +55,7 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		return finish(g.status, g.reason, g.errText)
 	}
 	if st.Step == nil {
-		return finish(Failed, string(capture.ReasonInternal), fmt.Sprintf("step %s (%s) was never built", st.ID, st.Kind))
+		return finish(Failed, string(vocab.ReasonInternal), fmt.Sprintf("step %s (%s) was never built", st.ID, st.Kind))
 	}
 	rec.StartedAt = ex.now()
 	stepCtx, cancel := ex.stepContext(ctx, st)
@@ -68,10 +68,10 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 	if err == nil {
 		return finish(Succeeded, "", "")
 	}
-	if why, ok := capture.IsSkip(err); ok { // nothing to do here (opted out, refused by policy)
+	if why, ok := vocab.IsSkip(err); ok { // nothing to do here (opted out, refused by policy)
 		return finish(Skipped, why, "")
 	}
-	if what, ok := capture.IsNotConfigured(err); ok { // something it needs is not configured
+	if what, ok := vocab.IsNotConfigured(err); ok { // something it needs is not configured
 		return finish(NotConfigured, what, "")
 	}
 	rec.Partial = res != nil
@@ -85,34 +85,34 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		case errors.Is(cause, ErrInterrupted):
 			return nil
 		case errors.Is(cause, ErrCancelled), errors.Is(cause, ErrResolved):
-			return finish(Cancelled, string(capture.ReasonCancelled), text)
+			return finish(Cancelled, string(vocab.ReasonCancelled), text)
 		case errors.Is(stepCtx.Err(), context.DeadlineExceeded):
-			return finish(Failed, string(capture.ReasonTimeout), text)
+			return finish(Failed, string(vocab.ReasonTimeout), text)
 		}
 	}
-	return finish(Failed, string(capture.Classify(err)), err.Error())
+	return finish(Failed, string(vocab.Classify(err)), err.Error())
 }
 
 // gate decides whether a step may run: not when the run was stopped, a failed
 // step stopped the plan, the alert resolved (tier 3), its `when` is false, the
 // step did not render (checked after `when`), or a hook says skip.
-func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result, stopped string) gated {
+func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior map[string]*vocab.Result, stopped string) gated {
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		switch {
 		case errors.Is(cause, ErrInterrupted):
 			return gated{decision: drop}
 		case errors.Is(cause, ErrCancelled):
-			return settled(Cancelled, string(capture.ReasonCancelled), "not started: "+cause.Error())
+			return settled(Cancelled, string(vocab.ReasonCancelled), "not started: "+cause.Error())
 		case errors.Is(ctx.Err(), context.DeadlineExceeded): // the plan ran out of time: a failure, said so
-			return settled(Failed, string(capture.ReasonTimeout), "not started: "+cause.Error())
+			return settled(Failed, string(vocab.ReasonTimeout), "not started: "+cause.Error())
 		}
 		return settled(Skipped, "not started: "+cause.Error(), "")
 	}
 	if stopped != "" {
 		return settled(Skipped, stopped, "")
 	}
-	if st.Tier == capture.TierProfile && closed(ex.in.Resolved) {
+	if st.Tier == vocab.TierProfile && closed(ex.in.Resolved) {
 		return settled(Skipped, "alert resolved before this step", "")
 	}
 	// `when` first: a step it skips must not fail for a config it would never
@@ -120,14 +120,14 @@ func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior m
 	if st.When != nil {
 		ok, err := evalWhen(st.When, ex.in, prior)
 		if err != nil {
-			return settled(Failed, string(capture.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err))
+			return settled(Failed, string(vocab.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err))
 		}
 		if !ok {
 			return settled(Skipped, fmt.Sprintf("when: %s is false", st.When.Source), "")
 		}
 	}
 	if st.RenderErr != nil {
-		return settled(Failed, string(capture.ReasonBadConfig), st.RenderErr.Error())
+		return settled(Failed, string(vocab.ReasonBadConfig), st.RenderErr.Error())
 	}
 	if ex.hooks.Skip != nil {
 		if why := ex.hooks.Skip(ctx, ex.plan, st); why != "" {
@@ -148,7 +148,7 @@ func (ex *planExec) stepContext(ctx context.Context, st *playbooks.PlannedStep) 
 		inner := cancel
 		cancel = func(cause error) { inner(cause); cancelT() } // the cause first: the child inherits it
 	}
-	if st.Tier == capture.TierProfile && ex.in.Resolved != nil {
+	if st.Tier == vocab.TierProfile && ex.in.Resolved != nil {
 		go func() {
 			select {
 			case <-ex.in.Resolved:
@@ -165,9 +165,9 @@ func (ex *planExec) stepContext(ctx context.Context, st *playbooks.PlannedStep) 
 // step has AbandonGrace to return. A step that ignores its context is then
 // abandoned with an error saying so, and reported through Hooks.Abandoned
 // until its goroutine returns; whatever it returns later is discarded.
-func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result) (*capture.Result, error) {
+func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep, prior map[string]*vocab.Result) (*vocab.Result, error) {
 	type result struct {
-		res *capture.Result
+		res *vocab.Result
 		err error
 	}
 	done := make(chan result, 1) // buffered: an abandoned step's send never blocks
@@ -201,27 +201,27 @@ func (ex *planExec) supervise(stepCtx context.Context, st *playbooks.PlannedStep
 			ex.hooks.Abandoned(st.Kind, -1)
 		}()
 	}
-	return nil, capture.Errorf(capture.ReasonTimeout, "step %s (%s) did not return within %s of its context ending: abandoned",
+	return nil, vocab.Errorf(vocab.ReasonTimeout, "step %s (%s) did not return within %s of its context ending: abandoned",
 		st.ID, st.Kind, wait)
 }
 
 // invoke runs the step, recovering a panic as an internal failure.
-func (ex *planExec) invoke(stepCtx context.Context, st *playbooks.PlannedStep, prior map[string]*capture.Result) (res *capture.Result, err error) {
+func (ex *planExec) invoke(stepCtx context.Context, st *playbooks.PlannedStep, prior map[string]*vocab.Result) (res *vocab.Result, err error) {
 	log := ex.in.Log.With(zap.String("run", ex.in.RunID), zap.String("plan", ex.plan.Playbook), zap.String("step", st.ID))
-	in := &capture.Input{RunID: ex.in.RunID, Plan: ex.plan.Playbook, StepID: st.ID, Attempt: ex.in.Attempt, RunCreated: ex.in.Created,
+	in := &vocab.Input{RunID: ex.in.RunID, Plan: ex.plan.Playbook, StepID: st.ID, Attempt: ex.in.Attempt, RunCreated: ex.in.Created,
 		Alert: ex.in.Alert, Window: ex.in.Window,
 		Prior: prior, Missed: ex.missedView(), Env: ex.in.Env, Log: log}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("Step panicked.", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
-			err = capture.Errorf(capture.ReasonInternal, "step %s (%s) panicked: %v", st.ID, st.Kind, p)
+			err = vocab.Errorf(vocab.ReasonInternal, "step %s (%s) panicked: %v", st.ID, st.Kind, p)
 		}
 	}()
 	return st.Step.Run(stepCtx, in)
 }
 
 // evalWhen evaluates a step's condition, turning a panic into an error.
-func evalWhen(c *playbooks.Condition, in Input, prior map[string]*capture.Result) (ok bool, err error) {
+func evalWhen(c *playbooks.Condition, in Input, prior map[string]*vocab.Result) (ok bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("evaluation panicked: %v", p)

@@ -39,7 +39,7 @@ type ProfileBudget struct {
 	MaxPerHour     int `json:"max_per_hour"`
 }
 
-// ProfileLease is one target held by a capture (capture.Lease* states).
+// ProfileLease is one target held by a capture (vocab.Lease* states).
 type ProfileLease struct {
 	Target     string    `json:"target"`
 	RunID      string    `json:"run_id"`

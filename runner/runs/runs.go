@@ -9,8 +9,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Errors the run service wraps so callers (the API) answer the right code.
@@ -63,17 +63,17 @@ type Run struct {
 	Annotations map[string]string `json:"annotations"`
 	StartsAt    time.Time         `json:"starts_at"`
 	// Status is one of runner.Statuses.
-	Status            string           `json:"status"`
-	Reason            string           `json:"reason,omitempty"`
-	ResolvedAt        *time.Time       `json:"resolved_at"`
-	CancelRequestedAt *time.Time       `json:"cancel_requested_at"`
-	CreatedAt         time.Time        `json:"created_at"`
-	StartedAt         *time.Time       `json:"started_at"`
-	FinishedAt        *time.Time       `json:"finished_at"`
-	Attempts          int              `json:"attempts"`
-	Resumed           int              `json:"resumed"`
-	Playbooks         []PlaybookRef    `json:"playbooks"`
-	Verdict           *capture.Verdict `json:"verdict"`
+	Status            string         `json:"status"`
+	Reason            string         `json:"reason,omitempty"`
+	ResolvedAt        *time.Time     `json:"resolved_at"`
+	CancelRequestedAt *time.Time     `json:"cancel_requested_at"`
+	CreatedAt         time.Time      `json:"created_at"`
+	StartedAt         *time.Time     `json:"started_at"`
+	FinishedAt        *time.Time     `json:"finished_at"`
+	Attempts          int            `json:"attempts"`
+	Resumed           int            `json:"resumed"`
+	Playbooks         []PlaybookRef  `json:"playbooks"`
+	Verdict           *vocab.Verdict `json:"verdict"`
 	// Manifest is the storage key of the run's manifest.json, once written
 	// (shortly after the run finished; rewritten when late uploads land).
 	Manifest string `json:"manifest,omitempty"`
@@ -108,13 +108,13 @@ type VerdictEntry struct {
 	Kind string `json:"kind"`
 	Plan string `json:"plan"`
 	// Step is the triage step that reached it.
-	Step    string           `json:"step"`
-	At      time.Time        `json:"at"`
-	Verdict *capture.Verdict `json:"verdict"`
+	Step    string         `json:"step"`
+	At      time.Time      `json:"at"`
+	Verdict *vocab.Verdict `json:"verdict"`
 	// Sources are the steps whose signals it read; Origins, per signal, the
 	// step, source, window and age it came from (triage's findings).
-	Sources []string                  `json:"sources"`
-	Origins map[string]capture.Origin `json:"origins,omitempty"`
+	Sources []string                `json:"sources"`
+	Origins map[string]vocab.Origin `json:"origins,omitempty"`
 	// Waiting, for a preliminary: the tier-1 steps still running.
 	Waiting []string `json:"waiting,omitempty"`
 	// Was and Change, for a refined verdict that differs from the
@@ -148,7 +148,7 @@ type User struct {
 // Feedback is one reader's answer to a run's verdict: right or wrong. A run
 // keeps one answer per user, the latest.
 type Feedback struct {
-	// Verdict is the verdict id the reader judged (one of capture.Verdicts).
+	// Verdict is the verdict id the reader judged (one of vocab.Verdicts).
 	Verdict string    `json:"verdict"`
 	Correct bool      `json:"correct"`
 	User    User      `json:"user"`

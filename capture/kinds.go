@@ -1,0 +1,18 @@
+package capture
+
+import (
+	"github.com/autocapture/autocapture/capture/chart"
+	"github.com/autocapture/autocapture/capture/httpstep"
+	"github.com/autocapture/autocapture/capture/profile"
+	"github.com/autocapture/autocapture/capture/traces"
+)
+
+// The step families that are packages of their own declare their Kind;
+// they are registered here, beside the kinds of this package, which
+// register from their own files.
+func init() {
+	Register(chart.Kind)
+	Register(httpstep.Kind)
+	Register(traces.Kind)
+	Register(profile.Kind)
+}

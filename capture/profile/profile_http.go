@@ -1,0 +1,111 @@
+package profile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/vocab"
+)
+
+// ErrNotArmed is a profiler route's 404: the server runs without
+// --profiler-config, so /start_profile and /stop_profile do not exist. On a
+// stop it means nothing records there (the server restarted unarmed, say):
+// no stop is owed and none can be given.
+var ErrNotArmed = errors.New("profiler not armed")
+
+// errNotArmed is ErrNotArmed under its in-package name.
+var errNotArmed = ErrNotArmed
+
+// howToArm is the finding an unarmed server gets: how to arm it, with
+// max_iterations as the server-side stop that holds even if this daemon dies.
+const howToArm = `start the server with --profiler-config '{"profiler":"torch","torch_profiler_dir":"/profiles","max_iterations":2000}' ` +
+	`(max_iterations stops the recording on the server's side even if autocapture dies mid-frame; ` +
+	`arming records nothing until start_profile)`
+
+// preflight wants the target to answer GET /health with a 2xx within the
+// tuning's bound.
+func (p *Profile) preflight(ctx context.Context, client *http.Client, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.tune.health)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/health", nil)
+	if err != nil {
+		return vocab.Errorf(vocab.ReasonBadConfig, "profile %s: health: %v", target, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: preflight GET /health: %w", target, err)}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode/100 != 2 {
+		return stepkit.HTTPStatusError(fmt.Sprintf("profile %s: preflight GET /health", target), resp.StatusCode, string(body))
+	}
+	return nil
+}
+
+// startProfile sends POST /start_profile once. A 404 is errNotArmed; an
+// error that proves nothing reached the server (the dial failed) is marked
+// by notSent, so the caller knows no stop is owed.
+func startProfile(ctx context.Context, client *http.Client, target string) (notSent bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/start_profile", nil)
+	if err != nil {
+		return true, vocab.Errorf(vocab.ReasonBadConfig, "profile %s: start_profile: %v", target, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		refused := errors.Is(err, syscall.ECONNREFUSED) || vocab.Classify(err) == vocab.ReasonRefused
+		return refused, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: start_profile: %w", target, err)}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return true, &vocab.Error{Reason: vocab.ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
+	case resp.StatusCode/100 != 2:
+		return false, stepkit.HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(body))
+	}
+	return false, nil
+}
+
+// requestsWaiting reads vllm:num_requests_waiting (summed over engines and
+// models) from the target's /metrics: ok false when it cannot be read.
+func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, target string) (float64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, p.tune.health)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/metrics", nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return 0, false
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, stepkit.MaxScrapeBytes))
+	if err != nil {
+		return 0, false
+	}
+	e, err := vllmexpo.ParseExposition(body, nil)
+	if err != nil {
+		return 0, false
+	}
+	return e.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+}
+
+// httpTarget is the target's host:port for messages.
+func httpTarget(base string) string {
+	if i := strings.Index(base, "://"); i >= 0 {
+		return base[i+3:]
+	}
+	return base
+}

@@ -1,0 +1,47 @@
+// Package vocab is the words every package of autocapture shares about a run:
+// what a step is given and what it answers, and how the rest of the daemon
+// speaks of it. It imports only the standard library and two third-party
+// packages the step contract names (Alertmanager's template.Alert, zap's
+// Logger); never a package of ours (leaf_test.go checks it), so anything may
+// import it.
+//
+// What belongs here:
+//
+//   - the step contract: Step, Input, Env (with Endpoint, TracesEndpoint and
+//     the artifact Store it writes to), Window and AlertWindow, Result and
+//     Artifact;
+//   - verdicts and their wording: the verdict ids (Verdicts), Verdict, the
+//     scope and contributing-factor words (Scope*, Factor*, FactorAdvice,
+//     ScopeLine, ScopeText, AllAdvice) and the Basis* of a judged signal;
+//   - why a step failed or did not run: Reason and Reasons, Error, Errorf,
+//     Classify, SkipError, NotConfiguredError, and the store's errors
+//     (ErrStore*, which package storage names ErrS3*);
+//   - the tiers (Tier, Tiers, ParseTier);
+//   - the signal names (Sig*, SignalNames, Signals, Origin, the baseline
+//     suffixes, the findings keys a metrics step describes its signals with,
+//     SourcePromQL and SourceScrape);
+//   - the profile lease the control plane and the profile step exchange:
+//     ProfileGuard, ProfileLease, LeaseRequest, the Lease* states, Recording,
+//     the Refused* refusals and ProfileRefusal, ErrLeaseLost, KeptReport,
+//     BaselineRef and the daemon's Profiling policy;
+//   - the artifact store's contract (Store, ObjectMeta, Object, ListEntry),
+//     which package storage implements and names under its own names.
+//
+// What does not: how a step kind works. Package capture holds the one registry
+// of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind) and the
+// kinds, some in their own family's package (capture/profile, capture/traces,
+// capture/httpstep, capture/chart) that declares its Kind for the registry,
+// some still in capture itself. Outside capture/, a package imports capture
+// only for
+//
+//   - the registry: Kind, Register, Lookup, Kinds;
+//   - a kind's own API: its config type (…Config) or constructor (New…) when
+//     a test builds or inspects one step, the gpu step's DCGM table
+//     (DCGMFields);
+//
+// and a family's package only for that family's own API (the profile
+// step's report, ProfileReport, and the calls to a vLLM profiler that the
+// runner's sweeper shares, StopProfile and ErrNotArmed); never for a word
+// listed above (leaf_test.go checks capture's side of that). A new word the
+// runner, the notifiers or the handlers need from a step goes here.
+package vocab
