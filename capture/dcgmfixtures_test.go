@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 )
 
 // Real dcgm-exporter scrapes (dcgm-metrics/ under $AUTOCAPTURE_FIXTURES,

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"

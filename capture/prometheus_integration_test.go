@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // readFixture is a real vLLM /metrics scrape recorded by another project
 // (vllm-metrics/ under $AUTOCAPTURE_FIXTURES, each with its origin in the
-// .source.txt beside it; internal/fixtures skips the test where it is unset).
+// .source.txt beside it; internal/testkit/fixtures skips the test where it is unset).
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	return fixtures.Read(t, filepath.Join("vllm-metrics", name))

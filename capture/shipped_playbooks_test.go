@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/webtls/webtlstest"
+	"github.com/autocapture/autocapture/internal/testkit/webtlstest"
 )
 
 // tlsFiles writes a server pair and a CA into a temp folder.

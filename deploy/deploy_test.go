@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

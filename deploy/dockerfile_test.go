@@ -26,7 +26,7 @@ import (
 	"github.com/moby/patternmatcher/ignorefile"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // No Docker engine runs here, so the Dockerfile is checked as BuildKit reads

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"

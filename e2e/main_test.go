@@ -6,7 +6,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

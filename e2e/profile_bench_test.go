@@ -8,8 +8,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/vllmsim"
 )

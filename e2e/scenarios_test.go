@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/internal/manifestcheck"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/manifestcheck"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"

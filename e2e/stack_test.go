@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/deploy"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"

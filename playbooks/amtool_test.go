@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/alertmanager/matcher/parse"
 	"github.com/prometheus/common/model"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // matcherTable is shared by our Match and amtool's routing: every matcher is a

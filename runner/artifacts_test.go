@@ -21,8 +21,8 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
-	"github.com/autocapture/autocapture/internal/fakestep"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // benchStore is a database a benchmark opens fresh.

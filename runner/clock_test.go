@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"

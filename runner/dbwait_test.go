@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // viaProxy is dsn with its host:port replaced by the proxy's.

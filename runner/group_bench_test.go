@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 )
 
 // BenchmarkStormToLastReply measures, with Slack's default pace (1 post/s,

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/fakestep"
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	notifyslack "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"

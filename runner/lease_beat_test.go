@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )

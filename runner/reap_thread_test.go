@@ -9,7 +9,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 )
 
 // TestEveryResumeReachesTheThread: a run whose resumed job is lost before it

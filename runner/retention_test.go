@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/fakestep"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
@@ -22,7 +22,7 @@ import (
 )
 
 // forEachArtifactStore runs f on a Local folder and on a real S3 server
-// (versitygw, started by internal/testenv).
+// (versitygw, started by internal/testkit/testenv).
 func forEachArtifactStore(t *testing.T, f func(t *testing.T, st storage.Store)) {
 	t.Run("local", func(t *testing.T) {
 		st, err := storage.NewLocal(t.TempDir())

@@ -24,7 +24,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestStartupRetriesAStepKilledMidway: a start step whose session is killed

@@ -12,7 +12,7 @@ export PATH="$AUTOCAPTURE_TOOLS/bin:$PATH"
 
 echo "== nothing reads the team's shared/ folder"
 # A user's clone has no ../shared: tests that need real third-party data take its
-# folder from AUTOCAPTURE_FIXTURES (internal/fixtures), which only .ci/run sets.
+# folder from AUTOCAPTURE_FIXTURES (internal/testkit/fixtures), which only .ci/run sets.
 if git grep -nE '\.\./([.][.]/)*shared/' -- ':!scripts/test.sh' ':!.ci/run'; then
   echo "the lines above point at ../shared, which a user's clone does not have"; exit 1
 fi

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 )
 
 func TestClassify(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 )
 
 // realTraces are the Kineto traces other projects wrote (kineto-traces/

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 )
 
 // The DCGM drift test holds the sim's DCGM surface to recorded scrapes of

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/capture/internal/steptest"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )

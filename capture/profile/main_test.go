@@ -3,7 +3,7 @@ package profile
 import (
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestMain runs the package's tests through testenv, which stops the real

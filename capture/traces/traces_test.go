@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/capture/internal/steptest"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/capture/traces"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/agent"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 

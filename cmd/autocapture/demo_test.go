@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vllmsim"
 )
 

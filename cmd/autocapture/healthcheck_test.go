@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 func healthcheck(args ...string) (code int, stdout, stderr string) {

@@ -157,3 +157,26 @@ func anchor(h string) string {
 	}
 	return b.String()
 }
+
+// readmeMaxLines is the README's budget (issue 23): what it is, the demo, the
+// two commands, the wiring, a playbook, the layout; the rest is in docs/.
+const readmeMaxLines = 300
+
+// TestReadmeStaysShort: the README fits its budget, and every docs/ page it
+// links to exists.
+func TestReadmeStaysShort(t *testing.T) {
+	raw, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\n"); n > readmeMaxLines {
+		t.Errorf("README.md has %d lines, the budget is %d: move the detail to docs/", n, readmeMaxLines)
+	}
+	for _, m := range docsLink.FindAllStringSubmatch(string(raw), -1) {
+		if _, err := os.Stat("../../" + m[1]); err != nil {
+			t.Errorf("README.md links to %s: %v", m[1], err)
+		}
+	}
+}
+
+var docsLink = regexp.MustCompile(`\]\((docs/[^)#]+)`)

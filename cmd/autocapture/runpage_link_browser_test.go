@@ -18,8 +18,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner"
 )
 

@@ -27,8 +27,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/runner"
 )

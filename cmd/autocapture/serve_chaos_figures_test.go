@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
 )

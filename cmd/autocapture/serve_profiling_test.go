@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestServeProfilingWiring: the daemon serves tier 3's kill switches on its

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 )
 
 // BenchmarkWebhookToSlackParent measures, against the real binary and the

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestServeBadInput sends the bad-input table to the real binary: each gets

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/testenv"
-	"github.com/autocapture/autocapture/internal/webtls/webtlstest"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/internal/testkit/webtlstest"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/webtls/webtlstest"
+	"github.com/autocapture/autocapture/internal/testkit/webtlstest"
 )
 
 // serve starts a TLS listener with s and returns a function giving the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/autocapture/autocapture/internal/slackstub/slackspec"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub/slackspec"
 )
 
 // manifestFile is the Slack app manifest an operator creates the app from.

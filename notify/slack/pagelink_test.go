@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"go.uber.org/zap"
 )
 

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/slackstub"
-	"github.com/autocapture/autocapture/internal/slackstub/slackspec"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub/slackspec"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/internal/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 )
 
 // Check holds one call, as the stub recorded it, to the method's

@@ -129,9 +129,9 @@ func TestFreePortNeverRepeats(t *testing.T) {
 func TestProcess(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	bin := BuildBinary(t, "./internal/testenv/testdata/hello")
+	bin := BuildBinary(t, "./internal/testkit/testenv/testdata/hello")
 	t.Logf("BuildBinary took %v", time.Since(start))
-	if again := BuildBinary(t, "./internal/testenv/testdata/hello"); again != bin {
+	if again := BuildBinary(t, "./internal/testkit/testenv/testdata/hello"); again != bin {
 		t.Errorf("second BuildBinary = %q, want cached %q", again, bin)
 	}
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 )
 
 // TestStubRulesMatchTheDescription: the stub's rules table has the methods,

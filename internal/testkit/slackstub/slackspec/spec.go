@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/internal/fixtures"
-	"github.com/autocapture/autocapture/internal/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/fixtures"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 )
 
 // File is the description under $AUTOCAPTURE_FIXTURES.

@@ -1,0 +1,64 @@
+// Package layering states how the module's packages depend on each other, and
+// its test holds every package to it: imports point down. A package imports
+// only packages of a lower layer; the test harnesses sit on top, so no
+// production package can import one, and only the binaries wire everything.
+//
+// In one line, bottom to top: vocab and the leaves ← storage ← config ← the
+// step families ← capture (the registry), notify ← playbooks ← the executor
+// and the run vocabulary ← runner and handlers ← the binaries ← the test
+// harnesses.
+package layering
+
+// Layer is a set of packages (paths relative to the module) at one height.
+type Layer struct {
+	Name     string
+	Packages []string
+}
+
+// Layers, bottom first. A package of layer i may import any package of a
+// layer below i, none of its own layer or above.
+var Layers = []Layer{
+	{"leaves: the shared words and self-contained libraries", []string{
+		"vocab", "links", "agent", "torchtrace", "torchtrace/internal/gen", "vllmsim",
+		"playbooks/vllm", "internal/bytesize", "internal/clip", "internal/dirwatch",
+		"internal/yamlerr", "config/internal/refgen",
+	}},
+	{"where artifacts go", []string{"storage"}},
+	{"the daemon's configuration, and the steps' shared kit", []string{
+		"config", "capture/internal/stepkit", "capture/internal/vllmexpo",
+	}},
+	{"step families, the allow-list, the notifier contract, TLS", []string{
+		"capture/chart", "capture/httpstep", "capture/profile", "capture/traces",
+		"targets", "notify", "internal/webtls",
+	}},
+	{"the step registry and the Slack notifier", []string{"capture", "notify/slack"}},
+	{"the playbook language", []string{"playbooks"}},
+	{"the plan executor", []string{"runner/executor"}},
+	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
+	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
+	{"the binaries and benchmarks", []string{
+		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",
+		"torchtrace/internal/cmd/tracebench",
+	}},
+	{"test harnesses, imported by tests only: real components, stand-ins", []string{
+		"internal/testkit/testenv", "internal/testkit/slackstub", "internal/testkit/fixtures",
+		"internal/testkit/webtlstest",
+	}},
+	{"test harnesses built on those", []string{
+		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",
+		"internal/testkit/manifestcheck", "internal/testkit/steptest",
+	}},
+	{"test-only packages", []string{"e2e", "deploy", "internal/layering"}},
+}
+
+// layerOf returns the index of the layer holding pkg.
+func layerOf(pkg string) (int, bool) {
+	for i, l := range Layers {
+		for _, p := range l.Packages {
+			if p == pkg {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
