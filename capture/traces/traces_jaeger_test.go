@@ -18,8 +18,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/capture/traces"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 
-	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/capture/traces"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )

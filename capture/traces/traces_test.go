@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
-	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/capture/traces"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/vocab"
 )
 
