@@ -246,10 +246,10 @@ func (s *Service) stillOwned(ctx context.Context, hs []*handle, renewed map[stri
 }
 
 // beatReadier is a heartbeat pool that can wait for a connection to be
-// ready without taking it (beatPool; the embedded store's one connection to
-// the file needs no wait).
+// ready without taking it (database.BeatPool; the embedded store's one
+// connection to the file needs no wait).
 type beatReadier interface {
-	ready(ctx context.Context) error
+	Ready(ctx context.Context) error
 }
 
 // beatReady waits, up to the time the watchdogs leave a lease after a
@@ -268,7 +268,7 @@ func (s *Service) beatReady(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)
 	defer cancel()
-	_ = r.ready(ctx) // the statement that follows reports what failed
+	_ = r.Ready(ctx) // the statement that follows reports what failed
 }
 
 // beatIDs runs q (one text column) on the heartbeat's connections and

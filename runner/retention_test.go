@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/internal/testenv"
 	"github.com/autocapture/autocapture/playbooks"
@@ -331,7 +332,7 @@ func waitStartPass(t *testing.T, s *Service, before int) {
 // a database not migrated yet).
 func completedPasses(t *testing.T, db dbRef) int {
 	t.Helper()
-	conn, _, _, err := openDB(db.url, db.path)
+	conn, _, _, err := database.Open(db.url, db.path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -91,7 +92,7 @@ type Service struct {
 	cfg config.Runs
 	db  store // *sql.DB; tests wrap it (see store)
 	// beat is the heartbeat's own pool on the same database: lease renewals
-	// only (openBeat). Tests wrap it with db.
+	// only (database.OpenBeat). Tests wrap it with db.
 	beat    store
 	dialect dialect
 	client  *river.Client[*sql.Tx]
@@ -144,16 +145,17 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	o.Config = withDefaults(o.Config)
 	o.Profiling = profilingDefaults(o.Profiling)
-	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
+	db, dd, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
 	}
+	d := dialect(dd)
 	st := newStartup(d, o.DatabaseWait, o.Log.Named("runner"))
 	if err := prepareStore(ctx, st, db, d, drv); err != nil {
 		db.Close()
 		return nil, err
 	}
-	beat, err := openBeat(o.DatabaseURL, o.SQLitePath)
+	beat, err := database.OpenBeat(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		db.Close()
 		return nil, err
