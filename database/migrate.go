@@ -193,3 +193,11 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, drv riverdriver.Driver[
 	}
 	return nil
 }
+
+// Recorded counts our migrations recorded in autocapture_migrations: a read
+// that answers only while the store does (the runner's readiness check).
+func Recorded(ctx context.Context, q RowQuerier) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_migrations`).Scan(&n)
+	return n, err
+}

@@ -95,6 +95,7 @@ type Service struct {
 	// only (database.OpenBeat). Tests wrap it with db.
 	beat    store
 	dialect dialect
+	tables  database.Tables // our statements, for dialect
 	client  *river.Client[*sql.Tx]
 	startup *startup // the start's retries of PostgreSQL (dbwait.go)
 	log     *zap.Logger
@@ -161,7 +162,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
+	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(dd), startup: st, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
 		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
@@ -288,8 +289,7 @@ func (s *Service) Close() error {
 
 // Ping says whether the run store answers (for /-/ready).
 func (s *Service) Ping(ctx context.Context) error {
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_migrations`).Scan(&n); err != nil {
+	if _, err := database.Recorded(ctx, s.db); err != nil {
 		return fmt.Errorf("runner: store: %w", err)
 	}
 	return nil

@@ -1,0 +1,13 @@
+package database
+
+// Tables are the typed statements on our tables for one dialect, one field
+// per table (or group of tables written together). Each method takes the
+// Querier to run on: the *sql.DB, or the caller's transaction.
+type Tables struct {
+	Keys Keys
+}
+
+// NewTables returns the statements for dialect d.
+func NewTables(d Dialect) Tables {
+	return Tables{}
+}
