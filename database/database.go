@@ -26,8 +26,13 @@ const (
 // runner's tests cut one to simulate a crashed process).
 type Querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	RowsQuerier
 	RowQuerier
+}
+
+// RowsQuerier lists rows: what a method that only reads needs.
+type RowsQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // RowQuerier reads one row: what a method that only reads one needs.

@@ -4,10 +4,12 @@ package database
 // per table (or group of tables written together). Each method takes the
 // Querier to run on: the *sql.DB, or the caller's transaction.
 type Tables struct {
-	Keys Keys
+	Keys     Keys
+	Feedback Feedback
+	Runs     Runs
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{}
+	return Tables{Feedback: Feedback{d}, Runs: Runs{d}}
 }
