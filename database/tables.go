@@ -7,9 +7,11 @@ type Tables struct {
 	Keys     Keys
 	Feedback Feedback
 	Runs     Runs
+
+	ProfilePause ProfilePause
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{Feedback: Feedback{d}, Runs: Runs{d}}
+	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, ProfilePause: ProfilePause{d}}
 }

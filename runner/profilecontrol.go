@@ -33,22 +33,18 @@ func (p pauseRow) detail() string {
 }
 
 func (s *Service) readPause(ctx context.Context, q querier) (pauseRow, error) {
-	var p pauseRow
-	var paused int
-	err := q.QueryRowContext(ctx, `SELECT paused, changed_by, changed_at, reason FROM autocapture_profile_pause WHERE id = 1`).
-		Scan(&paused, &p.by, &p.at, &p.reason)
+	r, err := s.tables.ProfilePause.Get(ctx, q)
+	p := pauseRow{paused: r.Paused, by: r.By, reason: r.Reason, at: r.At}
 	if err != nil {
 		return p, fmt.Errorf("runner: profiling pause: %w", err)
 	}
-	p.paused = paused == 1
 	return p, nil
 }
 
 // PauseProfiling stops every replica from starting a capture until
 // ResumeProfiling; captures recording now go on to their stop.
 func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.ProfilingStatus, error) {
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 1, changed_by = $1,
-		changed_at = {now}, reason = $2 WHERE id = 1`), by, clipReason(reason)); err != nil {
+	if err := s.tables.ProfilePause.Pause(ctx, s.db, by, clipReason(reason)); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: pause profiling: %w", err)
 	}
 	s.log.Warn("Profiling paused by an operator: no capture starts on any replica until it is resumed.",
@@ -58,8 +54,7 @@ func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.P
 
 // ResumeProfiling lifts the pause.
 func (s *Service) ResumeProfiling(ctx context.Context, by string) (runs.ProfilingStatus, error) {
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 0, changed_by = $1,
-		changed_at = {now}, reason = '' WHERE id = 1`), by); err != nil {
+	if err := s.tables.ProfilePause.Resume(ctx, s.db, by); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: resume profiling: %w", err)
 	}
 	s.log.Warn("Profiling resumed by an operator.", zap.String("by", by))
