@@ -18,3 +18,22 @@ func (Runs) Exists(ctx context.Context, q RowQuerier, id string) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// LockOwned locks run id's row inside q's transaction if owner holds its
+// lease (a no-op UPDATE: the row lock is what it is for), so what the
+// caller writes next for the run cannot race another writer of it; false
+// when owner no longer holds the run (nothing locked).
+func (Runs) LockOwned(ctx context.Context, q Querier, id, owner string) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = lease_until WHERE id = $1 AND owner = $2`, id, owner)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// SetVerdict makes verdict (JSON) run id's current verdict.
+func (Runs) SetVerdict(ctx context.Context, q Querier, id, verdict string) error {
+	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET verdict = $1 WHERE id = $2`, verdict, id)
+	return err
+}

@@ -7,6 +7,7 @@ type Tables struct {
 	Keys     Keys
 	Feedback Feedback
 	Runs     Runs
+	Verdicts Verdicts
 
 	ProfilePause ProfilePause
 }
