@@ -37,3 +37,19 @@ func (Runs) SetVerdict(ctx context.Context, q Querier, id, verdict string) error
 	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET verdict = $1 WHERE id = $2`, verdict, id)
 	return err
 }
+
+// Lock locks run id's row inside q's transaction (a no-op UPDATE), whoever
+// holds its lease: writers of the run's rows that must see each other's
+// work (the last of its uploads) take it first.
+func (Runs) Lock(ctx context.Context, q Querier, id string) error {
+	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq WHERE id = $1`, id)
+	return err
+}
+
+// FinishedAt is when run id finished (Unix ms; not Valid: it has not);
+// sql.ErrNoRows for no such run.
+func (Runs) FinishedAt(ctx context.Context, q RowQuerier, id string) (sql.NullInt64, error) {
+	var finishedAt sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT finished_at FROM autocapture_runs WHERE id = $1`, id).Scan(&finishedAt)
+	return finishedAt, err
+}

@@ -8,11 +8,12 @@ type Tables struct {
 	Feedback Feedback
 	Runs     Runs
 	Verdicts Verdicts
+	Uploads  Uploads
 
 	ProfilePause ProfilePause
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, ProfilePause: ProfilePause{d}}
+	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, ProfilePause: ProfilePause{d}}
 }
