@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"hash/fnv"
 )
 
 // Runs is autocapture_runs, a row per alert run.
@@ -52,4 +53,46 @@ func (Runs) FinishedAt(ctx context.Context, q RowQuerier, id string) (sql.NullIn
 	var finishedAt sql.NullInt64
 	err := q.QueryRowContext(ctx, `SELECT finished_at FROM autocapture_runs WHERE id = $1`, id).Scan(&finishedAt)
 	return finishedAt, err
+}
+
+// QPlaybookSlot counts the runs holding a slot of playbook $1, beside run $2.
+// It reads the runs in flight, not the playbook's history: an owned run always
+// has a lease_until (claim sets both, finish, unclaim and the reaper clear
+// both), which lets the unfinished runs' lease index (runs_lease) serve it.
+const QPlaybookSlot = `SELECT COUNT(*) FROM autocapture_runs r
+		WHERE r.finished_at IS NULL AND r.lease_until IS NOT NULL AND r.owner IS NOT NULL
+		AND r.slot_generation = r.generation AND r.id <> $2
+		AND EXISTS (SELECT 1 FROM autocapture_run_playbooks rp WHERE rp.run_id = r.id AND rp.playbook = $1)`
+
+// PlaybookSlots counts the runs holding a slot of playbook (QPlaybookSlot),
+// beside run runID.
+func (Runs) PlaybookSlots(ctx context.Context, q RowQuerier, playbook, runID string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, QPlaybookSlot, playbook, runID).Scan(&n)
+	return n, err
+}
+
+// HoldSlots marks run id, while owner owns it, as holding its playbooks'
+// slots in its current generation; false when owner does not own it.
+func (Runs) HoldSlots(ctx context.Context, q Querier, id, owner string) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET slot_generation = generation
+		WHERE id = $1 AND owner = $2`, id, owner)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// LockPlaybook serializes max_concurrent checks of playbook on PostgreSQL
+// for the rest of q's transaction (SQLite's write transactions are serial
+// already: nothing to do).
+func (r Runs) LockPlaybook(ctx context.Context, q Querier, playbook string) error {
+	if r.d != Postgres {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte("autocapture/playbook/" + playbook))
+	_, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64()))
+	return err
 }

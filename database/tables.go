@@ -10,10 +10,12 @@ type Tables struct {
 	Verdicts Verdicts
 	Uploads  Uploads
 
+	Cooldowns Cooldowns
+
 	ProfilePause ProfilePause
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, ProfilePause: ProfilePause{d}}
+	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d}, ProfilePause: ProfilePause{d}}
 }

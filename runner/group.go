@@ -200,10 +200,7 @@ func (s *Service) coolingDown(ctx context.Context, q querier, p *playbooks.Plan)
 	if p.Cooldown <= 0 || p.CooldownKey == "" {
 		return false
 	}
-	var n int
-	err := q.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_cooldowns
-		WHERE scope = $1 AND cooldown_key = $2 AND claimed_at >= {now} - $3`),
-		scopePlaybook, p.CooldownKey, p.Cooldown.Milliseconds()).Scan(&n)
+	n, err := s.tables.Cooldowns.Recent(ctx, q, string(scopePlaybook), p.CooldownKey, p.Cooldown.Milliseconds())
 	return err == nil && n > 0
 }
 

@@ -76,8 +76,7 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 	// A step that did not succeed gives its cooldown key back (stepCooldown),
 	// in the same transaction as its record: a crash leaves both or neither.
 	if cooldownKey != "" && rec.Status != executor.Succeeded {
-		if _, err := tx.ExecContext(wctx, `DELETE FROM autocapture_cooldowns
-			WHERE scope = $1 AND cooldown_key = $2 AND run_id = $3`, scopeStep, cooldownKey, runID); err != nil {
+		if err := s.tables.Cooldowns.Release(wctx, tx, string(scopeStep), cooldownKey, runID); err != nil {
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}
