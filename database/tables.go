@@ -9,6 +9,7 @@ type Tables struct {
 	Runs     Runs
 	Verdicts Verdicts
 	Uploads  Uploads
+	Steps    Steps
 
 	Cooldowns Cooldowns
 

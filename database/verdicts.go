@@ -52,18 +52,5 @@ func (Verdicts) Get(ctx context.Context, q RowQuerier, runID, plan, step, key st
 
 // List returns the run's records in the order recorded.
 func (Verdicts) List(ctx context.Context, q RowsQuerier, runID string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
-			return nil, err
-		}
-		out = append(out, raw)
-	}
-	return out, rows.Err()
+	return records(ctx, q, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, runID)
 }

@@ -73,26 +73,17 @@ func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, er
 
 // loadSteps returns a run's step records in the order they finished.
 func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executor.StepRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
-		ORDER BY finished_at, plan, step_id`, id)
+	records, err := s.tables.Steps.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 	}
-	defer rows.Close()
 	steps := []executor.StepRecord{}
-	for rows.Next() {
-		var raw string
+	for _, raw := range records {
 		var rec executor.StepRecord
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
-		}
 		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 			return nil, fmt.Errorf("runner: steps of run %s: decode: %w", id, err)
 		}
 		steps = append(steps, rec)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 	}
 	return steps, nil
 }

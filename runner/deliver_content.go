@@ -76,9 +76,8 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 	if !ok {
 		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
 	}
-	var raw string
-	if err := s.db.QueryRowContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1 AND plan = $2 AND step_id = $3`,
-		runID, plan, step).Scan(&raw); err != nil {
+	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
+	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", o.key, err)
 	}
 	var rec executor.StepRecord

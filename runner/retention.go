@@ -214,18 +214,13 @@ func (s *Service) deleteRunObjects(ctx context.Context, r oldRun) error {
 
 // recordedKeys are the artifact keys the run's step records name.
 func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1`, runID)
+	records, err := s.tables.Steps.Records(ctx, s.db, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
 	}
-	defer rows.Close()
 	var keys []string
-	for rows.Next() {
-		var raw string
+	for _, raw := range records {
 		var rec executor.StepRecord
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
-		}
 		if json.Unmarshal([]byte(raw), &rec) != nil {
 			continue // unreadable: its objects are still found under the folder
 		}
@@ -235,7 +230,7 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 			}
 		}
 	}
-	return keys, rows.Err()
+	return keys, nil
 }
 
 // runTables are the tables holding a run's rows besides autocapture_runs, by
