@@ -96,3 +96,11 @@ func (r Runs) LockPlaybook(ctx context.Context, q Querier, playbook string) erro
 	_, err := q.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64()))
 	return err
 }
+
+// NextOutboxSeq numbers the run's next thread operation (its outbox
+// counter, bumped under the run row's lock).
+func (Runs) NextOutboxSeq(ctx context.Context, q RowQuerier, id string) (int, error) {
+	var seq int
+	err := q.QueryRowContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1 WHERE id = $1 RETURNING outbox_seq`, id).Scan(&seq)
+	return seq, err
+}

@@ -12,11 +12,15 @@ type Tables struct {
 	Steps    Steps
 
 	Cooldowns Cooldowns
+	Threads   Threads
+	Outbox    Outbox
+	Groups    Groups
 
 	ProfilePause ProfilePause
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d}, ProfilePause: ProfilePause{d}}
+	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
+		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, ProfilePause: ProfilePause{d}}
 }

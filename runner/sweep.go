@@ -43,12 +43,11 @@ func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 	defer tx.Rollback()
 	var jobs []river.InsertManyParams
 	for _, a := range cands {
-		res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = NULL, pump_until = {now} + $1
-			WHERE run_id = $2 AND sink = $3 AND (pump_until IS NULL OR pump_until < {now})`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink)
+		reserved, err := s.tables.Threads.ReservePump(ctx, tx, a.RunID, a.Sink, s.cfg.LeaseTimeout.Milliseconds())
 		if err != nil {
 			return 0, fmt.Errorf("runner: outbox sweep: %w", err)
 		}
-		if n, err := res.RowsAffected(); err == nil && n == 1 { // else taken since the read
+		if reserved { // else taken since the read
 			jobs = append(jobs, river.InsertManyParams{Args: a})
 		}
 	}
@@ -67,25 +66,17 @@ func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 // waitingThreads lists up to 100 threads (of a sink this process has) with
 // operations waiting and nobody delivering them (see sweepOutbox).
 func (s *Service) waitingThreads(ctx context.Context) ([]notifyArgs, error) {
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT DISTINCT o.run_id, o.sink FROM autocapture_outbox o
-		JOIN autocapture_threads t ON t.run_id = o.run_id AND t.sink = o.sink
-		WHERE o.delivered_at IS NULL
-		AND (t.pump_until < {now} OR (t.pump_until IS NULL AND o.created_at < {now} - $1)) LIMIT 100`), sweepAfterMS)
+	threads, err := s.tables.Outbox.Waiting(ctx, s.db, sweepAfterMS)
 	if err != nil {
 		return nil, fmt.Errorf("runner: outbox sweep: %w", err)
 	}
-	defer rows.Close()
 	var out []notifyArgs
-	for rows.Next() {
-		var a notifyArgs
-		if err := rows.Scan(&a.RunID, &a.Sink); err != nil {
-			return nil, fmt.Errorf("runner: outbox sweep: %w", err)
-		}
-		if _, ok := s.sinks[a.Sink]; ok {
-			out = append(out, a)
+	for _, t := range threads {
+		if _, ok := s.sinks[t.Sink]; ok {
+			out = append(out, notifyArgs{RunID: t.RunID, Sink: t.Sink})
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // manifestStuckAfter is how long a manifest job may be running before the
