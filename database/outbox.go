@@ -116,3 +116,40 @@ func (o Outbox) Waiting(ctx context.Context, q RowsQuerier, afterMS int64) ([]Th
 	}
 	return out, rows.Err()
 }
+
+// SinkBacklog is one sink's undelivered operations: how many, and how long
+// the oldest has waited (ms, on the database's clock).
+type SinkBacklog struct {
+	Sink     string
+	Pending  int
+	WaitedMS int64
+}
+
+// Backlog counts the undelivered operations by sink.
+func (o Outbox) Backlog(ctx context.Context, q RowsQuerier) ([]SinkBacklog, error) {
+	rows, err := q.QueryContext(ctx, o.d.SQL(`SELECT sink, COUNT(*), {now} - MIN(created_at)
+		FROM autocapture_outbox WHERE delivered_at IS NULL GROUP BY sink`))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SinkBacklog
+	for rows.Next() {
+		var b SinkBacklog
+		if err := rows.Scan(&b.Sink, &b.Pending, &b.WaitedMS); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// AppendRef appends suffix to the ref of the run's undelivered operation
+// key when its ref ends in sep (the reaper's resume reply, whose ref ends in
+// the separator of an owner not known yet).
+func (Outbox) AppendRef(ctx context.Context, q Querier, runID, key, suffix, sep string) error {
+	_, err := q.ExecContext(ctx, `UPDATE autocapture_outbox SET ref = ref || $1
+		WHERE run_id = $2 AND op_key = $3 AND delivered_at IS NULL AND substr(ref, length(ref)) = $4`,
+		suffix, runID, key, sep)
+	return err
+}

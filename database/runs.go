@@ -104,3 +104,41 @@ func (Runs) NextOutboxSeq(ctx context.Context, q RowQuerier, id string) (int, er
 	err := q.QueryRowContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1 WHERE id = $1 RETURNING outbox_seq`, id).Scan(&seq)
 	return seq, err
 }
+
+// CountByStatus counts the runs by status.
+func (Runs) CountByStatus(ctx context.Context, q RowsQuerier) (map[string]int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT status, COUNT(*) FROM autocapture_runs GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return out, err
+		}
+		out[status] = n
+	}
+	return out, rows.Err()
+}
+
+// OldestWait is how long (ms, on the database's clock: queued_at is on it
+// too) the oldest run of status has waited since it was queued; not Valid
+// without one.
+func (r Runs) OldestWait(ctx context.Context, q RowQuerier, status string) (sql.NullInt64, error) {
+	var waitedMS sql.NullInt64
+	err := q.QueryRowContext(ctx, r.d.SQL(`SELECT {now} - MIN(queued_at) FROM autocapture_runs WHERE status = $1`),
+		status).Scan(&waitedMS)
+	return waitedMS, err
+}
+
+// FailOwned ends run id, while owner owns it, with status (a failure) and
+// reason, and lets its lease go.
+func (r Runs) FailOwned(ctx context.Context, q Querier, id, owner, status, reason string) error {
+	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs
+		SET status = $1, reason = $2, finished_at = {now}, owner = NULL, lease_until = NULL
+		WHERE id = $3 AND owner = $4`), status, reason, id, owner)
+	return err
+}
