@@ -142,3 +142,26 @@ func (r Runs) FailOwned(ctx context.Context, q Querier, id, owner, status, reaso
 		WHERE id = $3 AND owner = $4`), status, reason, id, owner)
 	return err
 }
+
+// BumpManifest asks for run id's manifest to be (re)written: its
+// manifest_seq moves, so a writer knows what it wrote is stale.
+func (Runs) BumpManifest(ctx context.Context, q Querier, id string) error {
+	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET manifest_seq = manifest_seq + 1 WHERE id = $1`, id)
+	return err
+}
+
+// ManifestSeq reads run id's manifest_seq (sql.ErrNoRows: no such run).
+func (Runs) ManifestSeq(ctx context.Context, q RowQuerier, id string) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `SELECT manifest_seq FROM autocapture_runs WHERE id = $1`, id).Scan(&seq)
+	return seq, err
+}
+
+// SetManifest records the key of run id's manifest and returns its
+// manifest_seq as it is now (sql.ErrNoRows: no such run).
+func (Runs) SetManifest(ctx context.Context, q RowQuerier, id, key string) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `UPDATE autocapture_runs SET manifest_key = $1 WHERE id = $2 RETURNING manifest_seq`,
+		key, id).Scan(&seq)
+	return seq, err
+}
