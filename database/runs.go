@@ -4,11 +4,139 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"hash/fnv"
+	"strconv"
+	"strings"
 )
 
 // Runs is autocapture_runs, a row per alert run.
 type Runs struct{ d Dialect }
+
+// Run is a run's row as stored (runColumns): times in Unix ms, the alert,
+// plans and verdict as JSON.
+type Run struct {
+	ID, Key, Fingerprint, Alertname string
+	Alert                           string // JSON
+	StartsAt                        int64
+	Status, Reason                  string
+	ResolvedAt, CancelRequestedAt   sql.NullInt64
+	CreatedAt                       int64
+	StartedAt, FinishedAt           sql.NullInt64
+	Attempts, Resumed, Generation   int
+	Owner                           sql.NullString
+	LeaseUntil                      sql.NullInt64
+	Plans                           sql.NullString // JSON
+	WindowStart, WindowEnd          sql.NullInt64
+	Thread                          sql.NullString // before the outbox (migration 5); unused
+	Verdict                         sql.NullString // JSON
+	ManifestKey                     sql.NullString
+}
+
+const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
+	cancel_requested_at, created_at, started_at, finished_at, attempts, resumed, generation, owner,
+	lease_until, plans, window_start, window_end, thread, verdict, manifest_key`
+
+// Scanner reads one row: *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// scanRun reads one row selected with runColumns.
+func scanRun(sc Scanner) (Run, error) {
+	var r Run
+	err := sc.Scan(&r.ID, &r.Key, &r.Fingerprint, &r.Alertname, &r.Alert, &r.StartsAt, &r.Status, &r.Reason,
+		&r.ResolvedAt, &r.CancelRequestedAt, &r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.Attempts, &r.Resumed, &r.Generation,
+		&r.Owner, &r.LeaseUntil, &r.Plans, &r.WindowStart, &r.WindowEnd, &r.Thread, &r.Verdict, &r.ManifestKey)
+	return r, err
+}
+
+// scanRuns reads every row of rows, selected with runColumns, and closes them.
+func scanRuns(rows *sql.Rows, err error) ([]Run, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Get reads run id (sql.ErrNoRows: no such run).
+func (Runs) Get(ctx context.Context, q RowQuerier, id string) (Run, error) {
+	return scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE id = $1`, id))
+}
+
+// GroupMembers reads the runs of the group lead leads, in the order they
+// joined.
+func (Runs) GroupMembers(ctx context.Context, q RowsQuerier, lead string) ([]Run, error) {
+	return scanRuns(q.QueryContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE group_lead = $1
+		ORDER BY created_at, id`, lead))
+}
+
+// RunFilter selects runs for a listing, newest first: by alertname and
+// status when set, after the cursor (CreatedAt, ID) when AfterID is set, at
+// most Limit rows.
+type RunFilter struct {
+	Alertname, Status string
+	AfterCreatedAt    int64
+	AfterID           string
+	Limit             int
+}
+
+// ListQuery is List's statement and arguments for f: each filter is served
+// by an index (see migration 4).
+func ListQuery(f RunFilter) (string, []any) {
+	where := []string{"1 = 1"}
+	var args []any
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	if f.Alertname != "" {
+		where = append(where, "alertname = "+arg(f.Alertname))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.AfterID != "" {
+		c, i := arg(f.AfterCreatedAt), arg(f.AfterID)
+		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
+	}
+	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(f.Limit)
+	return query, args
+}
+
+// List reads the runs f selects, newest first.
+func (Runs) List(ctx context.Context, q RowsQuerier, f RunFilter) ([]Run, error) {
+	query, args := ListQuery(f)
+	return scanRuns(q.QueryContext(ctx, query, args...))
+}
+
+// RequestCancel asks run id to stop (the first request's time is kept);
+// false when it has finished (or does not exist).
+func (r Runs) RequestCancel(ctx context.Context, q Querier, id string) (bool, error) {
+	res, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, {now})
+		WHERE id = $1 AND finished_at IS NULL`), id)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// EndUnstarted ends run id with status and reason if nobody holds it and it
+// has no thread yet (a run with a thread is ended by its next claim, which
+// also closes the thread).
+func (r Runs) EndUnstarted(ctx context.Context, q Querier, id, status, reason string) error {
+	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
+		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL
+		AND NOT EXISTS (SELECT 1 FROM autocapture_threads t WHERE t.run_id = autocapture_runs.id)`),
+		status, reason, id)
+	return err
+}
 
 // Exists says whether run id is in the store.
 func (Runs) Exists(ctx context.Context, q RowQuerier, id string) (bool, error) {

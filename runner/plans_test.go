@@ -25,10 +25,11 @@ func hotQueries(t *testing.T, s *Service) []hotQuery {
 	t.Helper()
 	expired, expiredArgs := s.reapQuery(reapExpired)
 	stranded, strandedArgs := s.reapQuery(reapStranded)
-	list, listArgs, _, err := listQuery(runs.ListQuery{Alertname: "Alert3"})
+	f, _, err := listFilter(runs.ListQuery{Alertname: "Alert3"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	list, listArgs := database.ListQuery(f)
 	return []hotQuery{
 		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
 		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
