@@ -293,3 +293,45 @@ func (Runs) SetManifest(ctx context.Context, q RowQuerier, id, key string) (int6
 		key, id).Scan(&seq)
 	return seq, err
 }
+
+// Finish ends run id, while owner owns it, with status and reason (and
+// verdict, JSON, when Valid: else the latest recorded stays), letting its
+// lease go. It returns how long the run took since its first start (ms, on
+// the database's clock); sql.ErrNoRows when owner no longer owns it.
+func (r Runs) Finish(ctx context.Context, q RowQuerier, id, owner, status, reason string, verdict sql.NullString) (int64, error) {
+	var tookMS int64
+	err := q.QueryRowContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET status = $1, reason = $2,
+		finished_at = {now}, verdict = COALESCE($3, verdict), owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
+		RETURNING finished_at - COALESCE(started_at, created_at)`),
+		status, reason, verdict, id, owner).Scan(&tookMS)
+	return tookMS, err
+}
+
+// Unclaim hands run id, while owner owns it, back to the queue with status
+// without counting the attempt.
+func (Runs) Unclaim(ctx context.Context, q Querier, id, owner, status string) error {
+	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
+		attempts = attempts - 1 WHERE id = $2 AND owner = $3`, status, id, owner)
+	return err
+}
+
+// StorePlans stores, while owner owns run id, the plans it runs (JSON) and
+// its capture window (Unix ms), and marks it as holding its playbooks'
+// slots; false when owner does not own it.
+func (Runs) StorePlans(ctx context.Context, q Querier, id, owner, plans string, windowStart, windowEnd int64) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET plans = $1, window_start = $2, window_end = $3,
+		slot_generation = generation WHERE id = $4 AND owner = $5`, plans, windowStart, windowEnd, id, owner)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// AddPlaybook records that run id runs playbook (autocapture_run_playbooks,
+// for max_concurrent), with the cooldown key it held.
+func (Runs) AddPlaybook(ctx context.Context, q Querier, id, playbook, cooldownKey string, createdAt int64) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO autocapture_run_playbooks (run_id, playbook, cooldown_key, created_at)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, id, playbook, cooldownKey, createdAt)
+	return err
+}
