@@ -335,3 +335,103 @@ func (Runs) AddPlaybook(ctx context.Context, q Querier, id, playbook, cooldownKe
 			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, id, playbook, cooldownKey, createdAt)
 	return err
 }
+
+// NewRun is a run to insert, queued.
+type NewRun struct {
+	ID, Key, Fingerprint, Alertname string
+	Alert                           string // JSON
+	StartsAt                        int64
+	Status                          string
+	CreatedAt, QueuedAt             int64
+}
+
+// InsertedRun is a run Insert wrote: its id and run key.
+type InsertedRun struct{ ID, Key string }
+
+// Insert inserts runs in one statement (callers bound the rows: 9
+// parameters each). The database decides races: the run key is unique, and
+// so is the fingerprint among unresolved runs; a row that conflicts is not
+// inserted, and only those written are returned.
+func (Runs) Insert(ctx context.Context, q RowsQuerier, runs []NewRun) ([]InsertedRun, error) {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO autocapture_runs
+		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at) VALUES `)
+	args := make([]any, 0, 9*len(runs))
+	for n, r := range runs {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		o := 9 * n
+		fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9)
+		args = append(args, r.ID, r.Key, r.Fingerprint, r.Alertname, r.Alert, r.StartsAt, r.Status, r.CreatedAt, r.QueuedAt)
+	}
+	b.WriteString(" ON CONFLICT DO NOTHING RETURNING id, run_key")
+	rows, err := q.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []InsertedRun
+	for rows.Next() {
+		var r InsertedRun
+		if err := rows.Scan(&r.ID, &r.Key); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResolveStale marks run id resolved at atMS if it is unresolved and had
+// finished before then (its resolution was lost); false when it is no
+// such run.
+func (Runs) ResolveStale(ctx context.Context, q Querier, id string, atMS int64) (bool, error) {
+	res, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
+		WHERE id = $2 AND resolved_at IS NULL AND finished_at IS NOT NULL AND finished_at < $1`,
+		atMS, id)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return err == nil && n == 1, err
+}
+
+// Unresolved is the id of fingerprint's unresolved run (sql.ErrNoRows: none).
+func (Runs) Unresolved(ctx context.Context, q RowQuerier, fingerprint string) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE fingerprint = $1 AND resolved_at IS NULL`,
+		fingerprint).Scan(&id)
+	return id, err
+}
+
+// ByKey is the id of the run of episode key (sql.ErrNoRows: none).
+func (Runs) ByKey(ctx context.Context, q RowQuerier, key string) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE run_key = $1`, key).Scan(&id)
+	return id, err
+}
+
+// Resolve marks fingerprint's unresolved run resolved at atMS and returns
+// its id (sql.ErrNoRows: none).
+func (Runs) Resolve(ctx context.Context, q RowQuerier, fingerprint string, atMS int64) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
+		WHERE fingerprint = $2 AND resolved_at IS NULL RETURNING id`, atMS, fingerprint).Scan(&id)
+	return id, err
+}
+
+// QResolvedRun finds the run a repeated resolution belongs to: its episode's,
+// else the fingerprint's newest resolved since the episode started.
+const QResolvedRun = `SELECT id FROM autocapture_runs WHERE run_key = $1
+		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`
+
+// ResolvedRun is the run a repeated resolution of episode key belongs to
+// (QResolvedRun; sql.ErrNoRows: none).
+func (Runs) ResolvedRun(ctx context.Context, q RowQuerier, key, fingerprint string, startsAt int64) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, QResolvedRun, key, fingerprint, startsAt).Scan(&id)
+	return id, err
+}
