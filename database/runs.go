@@ -435,3 +435,28 @@ func (Runs) ResolvedRun(ctx context.Context, q RowQuerier, key, fingerprint stri
 	err := q.QueryRowContext(ctx, QResolvedRun, key, fingerprint, startsAt).Scan(&id)
 	return id, err
 }
+
+// SetJobIDs records, in one statement, each run's River job (jobIDs[i] is
+// runIDs[i]'s); callers bound the runs (2 parameters each).
+func (Runs) SetJobIDs(ctx context.Context, q Querier, runIDs []string, jobIDs []int64) error {
+	var b strings.Builder
+	b.WriteString(`UPDATE autocapture_runs SET river_job_id = CASE id`)
+	args := make([]any, 0, 2*len(runIDs))
+	in := make([]string, len(runIDs))
+	for i := range runIDs {
+		fmt.Fprintf(&b, " WHEN $%d THEN CAST($%d AS BIGINT)", 2*i+1, 2*i+2)
+		in[i] = fmt.Sprintf("$%d", 2*i+1)
+		args = append(args, runIDs[i], jobIDs[i])
+	}
+	b.WriteString(" END WHERE id IN (" + strings.Join(in, ", ") + ")")
+	_, err := q.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// QueueState reads whether run id is owned (and by whom), whether it has
+// finished, and how long (ms, the database's clock) it has been queued.
+func (r Runs) QueueState(ctx context.Context, q RowQuerier, id string) (owner sql.NullString, done bool, queuedForMS int64, err error) {
+	err = q.QueryRowContext(ctx, r.d.SQL(`SELECT owner, finished_at IS NOT NULL,
+				{now} - COALESCE(queued_at, {now}) FROM autocapture_runs WHERE id = $1`), id).Scan(&owner, &done, &queuedForMS)
+	return owner, done, queuedForMS, err
+}

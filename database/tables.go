@@ -15,6 +15,7 @@ type Tables struct {
 	Threads   Threads
 	Outbox    Outbox
 	Groups    Groups
+	Jobs      Jobs
 
 	ProfilePause ProfilePause
 }
@@ -22,5 +23,5 @@ type Tables struct {
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
 	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
-		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, ProfilePause: ProfilePause{d}}
+		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, Jobs: Jobs{d}, ProfilePause: ProfilePause{d}}
 }

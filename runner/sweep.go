@@ -95,35 +95,13 @@ const manifestStuckAfter = 30 * time.Second
 // replica; two replicas may both enqueue one, which is harmless (see above).
 func (s *Service) sweepManifests(ctx context.Context) (int, error) {
 	stuck := max(manifestStuckAfter, 2*s.cfg.LeaseTimeout)
-	runID := `j.args->>'run_id'`
-	k2runID := `k.args->>'run_id'`
-	old := `statement_timestamp() - make_interval(secs => $2)`
-	var age any = stuck.Seconds()
-	if s.dialect != dialectPostgres {
-		runID, k2runID = `json_extract(j.args, '$.run_id')`, `json_extract(k.args, '$.run_id')`
-		old = `datetime('now', 'subsec', $2)`
-		age = fmt.Sprintf("-%.3f seconds", stuck.Seconds())
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT `+runID+` FROM river_job j
-		WHERE j.kind = $1 AND j.state = 'running' AND j.attempted_at < `+old+` AND NOT EXISTS (
-			SELECT 1 FROM river_job k WHERE k.kind = $1 AND `+k2runID+` = `+runID+`
-			AND (k.state IN ('available', 'pending', 'retryable', 'scheduled') OR (k.state = 'running' AND k.attempted_at >= `+old+`)))
-		LIMIT 100`, manifestArgs{}.Kind(), age)
+	runIDs, err := s.tables.Jobs.Stuck(ctx, s.db, manifestArgs{}.Kind(), stuck)
 	if err != nil {
 		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
 	}
 	var jobs []river.InsertManyParams
-	for rows.Next() {
-		var a manifestArgs
-		if err := rows.Scan(&a.RunID); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("runner: manifest sweep: %w", err)
-		}
-		jobs = append(jobs, river.InsertManyParams{Args: a})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
+	for _, id := range runIDs {
+		jobs = append(jobs, river.InsertManyParams{Args: manifestArgs{RunID: id}})
 	}
 	if len(jobs) == 0 {
 		return 0, nil
