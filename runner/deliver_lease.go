@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"go.uber.org/zap"
 )
 
@@ -136,19 +136,14 @@ func (s *Service) renewPumps(ctx context.Context) {
 		return
 	}
 	began := time.Now()
-	args := []any{s.cfg.LeaseTimeout.Milliseconds()}
-	runs, owners := make([]string, len(hs)), make([]string, len(hs))
+	pumps := make([]database.PumpLease, len(hs))
 	for i, h := range hs {
-		args = append(args, h.a.RunID, h.owner)
-		runs[i], owners[i] = fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
+		pumps[i] = database.PumpLease{RunID: h.a.RunID, Owner: h.owner}
 	}
 	s.beatReady(ctx)
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
-	// By the primary key's run_id; pump_owner names one thread (a job's).
-	renewed, err := s.beatIDs(rctx, `UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id IN (`+strings.Join(runs, ", ")+`) AND pump_owner IN (`+strings.Join(owners, ", ")+`)
-		RETURNING pump_owner`, args)
+	renewed, err := s.tables.Threads.RenewPumps(rctx, s.beat, s.cfg.LeaseTimeout.Milliseconds(), pumps)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the delivery leases of this process's threads.", zap.Int("threads", len(hs)), zap.Error(err))

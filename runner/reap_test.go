@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 )
@@ -141,7 +142,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 }
 
 // isClaim says whether query is the claim of a run.
-func isClaim(s *Service, query string) bool { return query == s.dialect.sql(qClaim) }
+func isClaim(s *Service, query string) bool { return query == s.dialect.sql(database.QClaim) }
 
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it
