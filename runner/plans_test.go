@@ -23,8 +23,8 @@ type hotQuery struct {
 
 func hotQueries(t *testing.T, s *Service) []hotQuery {
 	t.Helper()
-	expired, expiredArgs := s.reapQuery(reapExpired)
-	stranded, strandedArgs := s.reapQuery(reapStranded)
+	expired, expiredArgs := s.tables.Runs.ReapQuery(database.Expired, s.cfg.LeaseTimeout, StatusQueued)
+	stranded, strandedArgs := s.tables.Runs.ReapQuery(database.Stranded, s.cfg.LeaseTimeout, StatusQueued)
 	f, _, err := listFilter(runs.ListQuery{Alertname: "Alert3"})
 	if err != nil {
 		t.Fatal(err)
