@@ -17,11 +17,15 @@ type Tables struct {
 	Groups    Groups
 	Jobs      Jobs
 
-	ProfilePause ProfilePause
+	ProfilePause   ProfilePause
+	ProfileEvents  ProfileEvents
+	ProfileStarts  ProfileStarts
+	ProfileReports ProfileReports
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
 	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
-		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, Jobs: Jobs{d}, ProfilePause: ProfilePause{d}}
+		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, Jobs: Jobs{d}, ProfilePause: ProfilePause{d},
+		ProfileEvents: ProfileEvents{d}, ProfileReports: ProfileReports{d}}
 }

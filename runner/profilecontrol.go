@@ -100,8 +100,7 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 	}
 	cfg := s.profiling()
 	st.Budget = runs.ProfileBudget{Active: len(st.Leases), MaxConcurrent: cfg.MaxConcurrent, MaxPerHour: cfg.MaxPerHour}
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
-		now-time.Hour.Milliseconds()).Scan(&st.Budget.StartsLastHour); err != nil {
+	if st.Budget.StartsLastHour, err = s.tables.ProfileStarts.Since(ctx, s.db, now-time.Hour.Milliseconds()); err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
 	return st, nil
@@ -213,20 +212,13 @@ func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile
 	case !errors.Is(err, sql.ErrNoRows):
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT target, at, actor, event, detail FROM autocapture_profile_events
-		WHERE run_id = $1 ORDER BY seq`, runID)
+	events, err := s.tables.ProfileEvents.List(ctx, s.db, runID)
 	if err != nil {
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e := runs.ProfileEvent{RunID: runID}
-		var at int64
-		if err := rows.Scan(&e.Target, &at, &e.Actor, &e.Event, &e.Detail); err != nil {
-			return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
-		}
-		e.At = fromMS(at)
-		out.Events = append(out.Events, e)
+	for _, e := range events {
+		out.Events = append(out.Events, runs.ProfileEvent{RunID: runID, Target: e.Target, At: fromMS(e.At),
+			Actor: e.Actor, Event: e.Event, Detail: e.Detail})
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 )
 
 // The profile guard (capture.ProfileGuard) on the run store: one row per
@@ -246,25 +247,18 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // on the server; the step fails, saying so), a skip otherwise (the earlier
 // attempt collected it, or no recording began).
 func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req capture.LeaseRequest) (*capture.ProfileRefusal, error) {
-	var started sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
-		WHERE run_id = $1 AND plan = $2 AND step_id = $3 AND target = $4`,
-		req.RunID, req.Plan, req.StepID, req.Target).Scan(&started); err != nil {
+	started, err := s.tables.ProfileStarts.LastOf(ctx, tx, req.RunID, req.Plan, req.StepID, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier starts: %w", req.Target, err)
 	}
 	if !started.Valid {
 		return nil, nil
 	}
-	var swept, stopped int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN actor LIKE 'sweeper %' THEN 1 ELSE 0 END), 0), COUNT(*)
-		FROM autocapture_profile_events WHERE run_id = $1 AND target = $2 AND event = 'stopped'`,
-		req.RunID, req.Target).Scan(&swept, &stopped); err != nil {
+	swept, stopped, err := s.tables.ProfileEvents.Stops(ctx, tx, req.RunID, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	var ended, by, why string
-	err := tx.QueryRowContext(ctx, `SELECT event, actor, detail FROM autocapture_profile_events
-		WHERE run_id = $1 AND target = $2 AND event IN ('released', 'cleared', 'not_started') ORDER BY seq DESC LIMIT 1`,
-		req.RunID, req.Target).Scan(&ended, &by, &why)
+	ended, by, why, err := s.tables.ProfileEvents.LastEnd(ctx, tx, req.RunID, req.Target)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
@@ -307,9 +301,8 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 		return &capture.ProfileRefusal{Reason: capture.RefusedBudget,
 			Detail: fmt.Sprintf("%d of profiling.max_concurrent %d captures hold a target", active, cfg.MaxConcurrent)}, nil
 	}
-	var started int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
-		now-time.Hour.Milliseconds()).Scan(&started); err != nil {
+	started, err := s.tables.ProfileStarts.Since(ctx, tx, now-time.Hour.Milliseconds())
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile budget: %w", err)
 	}
 	if started+pending >= cfg.MaxPerHour {
@@ -320,9 +313,8 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 	if req.Cooldown <= 0 {
 		return nil, nil
 	}
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts WHERE target = $1`,
-		req.Target).Scan(&last); err != nil {
+	last, err := s.tables.ProfileStarts.LastOn(ctx, tx, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile cooldown: %w", err)
 	}
 	if last.Valid && now-last.Int64 < req.Cooldown.Milliseconds() {
@@ -355,21 +347,15 @@ func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z
 // Baseline returns the report kept for key: the last one kept with
 // baseline=true, else the last one; nil, nil when none is kept.
 func (g profileGuard) Baseline(ctx context.Context, key string) (*capture.KeptReport, error) {
-	var r capture.KeptReport
-	var baseline int
-	var taken int64
-	var report string
-	err := g.s.db.QueryRowContext(ctx, `SELECT run_id, target, baseline, taken_at, report
-		FROM autocapture_profile_reports WHERE report_key = $1
-		ORDER BY baseline DESC, taken_at DESC, run_id DESC LIMIT 1`, key).Scan(&r.RunID, &r.Target, &baseline, &taken, &report)
+	kept, err := g.s.tables.ProfileReports.Baseline(ctx, g.s.db, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile baseline %q: %w", key, err)
 	}
-	r.Baseline, r.TakenAt, r.Report = baseline == 1, fromMS(taken), []byte(report)
-	return &r, nil
+	return &capture.KeptReport{RunID: kept.RunID, Target: kept.Target, Baseline: kept.Baseline,
+		TakenAt: fromMS(kept.TakenAt.Int64), Report: []byte(kept.Report)}, nil
 }
 
 // KeepReport stores a capture's analysis under key; the same run's report
@@ -378,18 +364,12 @@ func (g profileGuard) KeepReport(ctx context.Context, key string, r capture.Kept
 	if key == "" || r.RunID == "" || len(r.Report) == 0 {
 		return fmt.Errorf("runner: keep profile report: key, run and report are required")
 	}
-	baseline := 0
-	if r.Baseline {
-		baseline = 1
-	}
-	taken := any(nil)
+	var taken sql.NullInt64
 	if !r.TakenAt.IsZero() {
-		taken = toMS(r.TakenAt)
+		taken = sql.NullInt64{Int64: toMS(r.TakenAt), Valid: true}
 	}
-	_, err := g.s.db.ExecContext(ctx, g.s.dialect.sql(`INSERT INTO autocapture_profile_reports
-		(report_key, run_id, target, baseline, taken_at, report) VALUES ($1, $2, $3, $4, COALESCE($5, {now}), $6)
-		ON CONFLICT (report_key, run_id) DO UPDATE SET target = excluded.target, baseline = excluded.baseline,
-		taken_at = excluded.taken_at, report = excluded.report`), key, r.RunID, normTarget(r.Target), baseline, taken, string(r.Report))
+	err := g.s.tables.ProfileReports.Put(ctx, g.s.db, database.ProfileReport{Key: key, RunID: r.RunID,
+		Target: normTarget(r.Target), Baseline: r.Baseline, TakenAt: taken, Report: string(r.Report)})
 	if err != nil {
 		return fmt.Errorf("runner: keep profile report %q: %w", key, err)
 	}

@@ -104,8 +104,7 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	if err != nil {
 		return capture.Recording{}, l.errorf("recording", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_starts (target, run_id, plan, step_id, started_at)
-		VALUES ($1, $2, $3, $4, $5)`, l.target, l.runID, l.plan, l.step, since); err != nil {
+	if err := s.tables.ProfileStarts.Add(ctx, tx, l.target, l.runID, l.plan, l.step, since); err != nil {
 		return capture.Recording{}, l.errorf("recording", err)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "recording", "stop by "+fmtMS(deadline)); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -89,22 +90,15 @@ func (r *leaseRow) api() runs.ProfileLease {
 		StopAttempts: r.attempts, Reason: r.reason}
 }
 
-// execer runs a statement: the store or a transaction.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // maxEventDetail bounds one event's detail (a stop's error can be long).
 const maxEventDetail = 500
 
 // profileEvent appends to a capture's audit trail (GET /api/v1/runs/{id}/profile).
-func (s *Service) profileEvent(ctx context.Context, q execer, runID, target, actor, event, detail string) error {
+func (s *Service) profileEvent(ctx context.Context, q database.Querier, runID, target, actor, event, detail string) error {
 	if len(detail) > maxEventDetail {
 		detail = strings.ToValidUTF8(detail[:maxEventDetail], "") + "…"
 	}
-	if _, err := q.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_profile_events (run_id, seq, target, at, actor, event, detail)
-		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), {now}, CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT)
-		FROM autocapture_profile_events WHERE run_id = $1`), runID, target, actor, event, detail); err != nil {
+	if err := s.tables.ProfileEvents.Add(ctx, q, runID, target, actor, event, detail); err != nil {
 		return fmt.Errorf("runner: profile event %s of run %s: %w", event, runID, err)
 	}
 	return nil
