@@ -21,11 +21,12 @@ type Tables struct {
 	ProfileEvents  ProfileEvents
 	ProfileStarts  ProfileStarts
 	ProfileReports ProfileReports
+	ProfileLeases  ProfileLeases
 }
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
 	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
 		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, Jobs: Jobs{d}, ProfilePause: ProfilePause{d},
-		ProfileEvents: ProfileEvents{d}, ProfileReports: ProfileReports{d}}
+		ProfileEvents: ProfileEvents{d}, ProfileReports: ProfileReports{d}, ProfileLeases: ProfileLeases{d}}
 }

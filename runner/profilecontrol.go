@@ -80,23 +80,14 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases ORDER BY acquired_at, target`)
+	leases, err := leasesOf(s.tables.ProfileLeases.List(ctx, s.db))
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
-	for rows.Next() {
-		r, err := scanLease(rows)
-		if err != nil {
-			rows.Close()
-			return st, fmt.Errorf("runner: profiling status: %w", err)
-		}
+	for _, r := range leases {
 		if !r.takeable(now) {
 			st.Leases = append(st.Leases, r.api())
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
 	cfg := s.profiling()
 	st.Budget = runs.ProfileBudget{Active: len(st.Leases), MaxConcurrent: cfg.MaxConcurrent, MaxPerHour: cfg.MaxPerHour}
@@ -118,25 +109,10 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases
-		SET stop_requested_at = COALESCE(stop_requested_at, {now}),
-		stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $1 ELSE stop_requested_by END
-		WHERE run_id = $2 AND state IN ($3, $4, $5) RETURNING `+leaseColumns),
-		by, runID, capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping)
+	// A run may profile several targets: each is asked.
+	hit, err := leasesOf(s.tables.ProfileLeases.RequestStop(ctx, tx, runID, by,
+		[3]string{capture.LeaseHeld, capture.LeaseRecording, capture.LeaseStopping}))
 	if err != nil {
-		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
-	}
-	var hit []*leaseRow // a run may profile several targets: each is asked
-	for rows.Next() {
-		r, err := scanLease(rows)
-		if err != nil {
-			rows.Close()
-			return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
-		}
-		hit = append(hit, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	if len(hit) == 0 {
@@ -169,7 +145,7 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
 	defer tx.Rollback()
-	r, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`+s.forUpdate(), target))
+	r, err := leaseOf(s.tables.ProfileLeases.GetForUpdate(ctx, tx, target))
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.ProfileLease{}, fmt.Errorf("%w: %s", runs.ErrNoLease, target)
 	}
@@ -183,7 +159,7 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 	if r.swept() {
 		why = "the sweeper had stopped it; its files, not collected, stay on the server"
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, target, r.token); err != nil {
+	if err := s.tables.ProfileLeases.Delete(ctx, tx, target, r.token); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
 	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", why); err != nil {
@@ -203,8 +179,7 @@ func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile
 		return runs.RunProfile{}, err
 	}
 	out := runs.RunProfile{Events: []runs.ProfileEvent{}}
-	r, err := scanLease(s.db.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases
-		WHERE run_id = $1 ORDER BY acquired_at DESC LIMIT 1`, runID))
+	r, err := leaseOf(s.tables.ProfileLeases.LatestOfRun(ctx, s.db, runID))
 	switch {
 	case err == nil:
 		l := r.api()

@@ -42,9 +42,6 @@ import (
 // whose start was counted but whose lease is gone is refused "recorded"
 // (recordedBefore): never a second frame for one run's step.
 
-// profileLockKey is the advisory lock Acquire takes on PostgreSQL.
-const profileLockKey = 727010
-
 // defaultProfileHold is a lease's hold when the request names none.
 const defaultProfileHold = 30 * time.Second
 
@@ -136,10 +133,8 @@ func (s *Service) acquireOnce(ctx context.Context, req capture.LeaseRequest, hol
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	defer tx.Rollback()
-	if s.dialect == dialectPostgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, profileLockKey); err != nil {
-			return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
-		}
+	if err := s.tables.ProfileLeases.LockAcquire(ctx, tx); err != nil { // PostgreSQL only
+		return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
 	}
 	l, err := s.acquireTx(ctx, tx, req, hold)
 	if err != nil {
@@ -157,7 +152,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: clock: %w", req.Target, err)
 	}
-	cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`, req.Target))
+	cur, err := leaseOf(s.tables.ProfileLeases.Get(ctx, tx, req.Target))
 	if errors.Is(err, sql.ErrNoRows) {
 		cur = nil
 	} else if err != nil {
@@ -184,8 +179,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 		return nil, refusal
 	}
 	if cur != nil { // its owner is gone and nothing records: the target is free
-		if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`,
-			cur.target, cur.token); err != nil {
+		if err := s.tables.ProfileLeases.Delete(ctx, tx, cur.target, cur.token); err != nil {
 			return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 		}
 		if err := s.profileEvent(ctx, tx, cur.runID, cur.target, l.runID, "released",
@@ -193,10 +187,9 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req capture.LeaseRe
 			return nil, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_leases
-		(target, run_id, plan, step_id, owner, token, state, acquired_at, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, req.Target, req.RunID, req.Plan, req.StepID,
-		s.id, l.token, capture.LeaseHeld, now, now+hold.Milliseconds()); err != nil {
+	if err := s.tables.ProfileLeases.Insert(ctx, tx, database.ProfileLease{Target: req.Target, RunID: req.RunID,
+		Plan: req.Plan, Step: req.StepID, Owner: s.id, Token: l.token, State: capture.LeaseHeld,
+		Acquired: now, Until: now + hold.Milliseconds()}); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	return l, s.profileEvent(ctx, tx, req.RunID, req.Target, s.id, "acquired", "")
@@ -214,12 +207,11 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	// Guarded by the token as read: a sweep on another replica may have
 	// claimed or released the row since (PostgreSQL reads committed rows;
 	// the sweeper takes no advisory lock). Then Acquire reads it again.
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
-		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token)
+	took, err := s.tables.ProfileLeases.Resume(ctx, tx, cur.target, cur.token, s.id, l.token, now+hold.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !took {
 		return errLeaseMoved
 	}
 	if cur.state != capture.LeaseHeld { // start_profile may have been sent: stop first
@@ -332,9 +324,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req capture.Lea
 // max_concurrent) and, of those, the ones not started yet (they count against
 // max_per_hour before their start is recorded).
 func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
-	err = q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = $1 THEN 1 ELSE 0 END), 0)
-		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3) AND NOT (state = $2 AND owner = '')`,
-		capture.LeaseHeld, capture.LeaseStopped, now).Scan(&active, &pending)
+	active, pending, err = s.tables.ProfileLeases.Active(ctx, q, capture.LeaseHeld, capture.LeaseStopped, now)
 	if err != nil {
 		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)
 	}

@@ -12,10 +12,6 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// leaseColumns are a lease row's columns, in scanLease's order.
-const leaseColumns = `target, run_id, plan, step_id, owner, token, state, acquired_at, since, deadline,
-	lease_until, stop_requested_at, stop_requested_by, stop_attempts, saved, reason`
-
 // leaseRow is one row of autocapture_profile_leases (times: database ms).
 type leaseRow struct {
 	target, runID, plan, step, owner, token, state string
@@ -27,13 +23,26 @@ type leaseRow struct {
 	reason                                         string
 }
 
-func scanLease(sc scanner) (*leaseRow, error) {
-	var r leaseRow
-	if err := sc.Scan(&r.target, &r.runID, &r.plan, &r.step, &r.owner, &r.token, &r.state, &r.acquired,
-		&r.since, &r.deadline, &r.until, &r.stopAt, &r.stopBy, &r.attempts, &r.saved, &r.reason); err != nil {
+// leaseOf is a lease's row as the runner reads it, or err.
+func leaseOf(l database.ProfileLease, err error) (*leaseRow, error) {
+	if err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &leaseRow{target: l.Target, runID: l.RunID, plan: l.Plan, step: l.Step, owner: l.Owner, token: l.Token,
+		state: l.State, acquired: l.Acquired, until: l.Until, since: l.Since, deadline: l.Deadline, stopAt: l.StopAt,
+		stopBy: l.StopBy, attempts: l.Attempts, saved: l.Saved, reason: l.Reason}, nil
+}
+
+// leasesOf is leaseOf for each row.
+func leasesOf(ls []database.ProfileLease, err error) ([]*leaseRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseRow, len(ls))
+	for i, l := range ls {
+		out[i], _ = leaseOf(l, nil)
+	}
+	return out, nil
 }
 
 // sameStep says whether req is the step that holds the row (a resumed one).
@@ -102,12 +111,4 @@ func (s *Service) profileEvent(ctx context.Context, q database.Querier, runID, t
 		return fmt.Errorf("runner: profile event %s of run %s: %w", event, runID, err)
 	}
 	return nil
-}
-
-// greatest is the dialect's two-argument maximum.
-func (s *Service) greatest(a, b string) string {
-	if s.dialect == dialectPostgres {
-		return "GREATEST(" + a + ", " + b + ")"
-	}
-	return "MAX(" + a + ", " + b + ")"
 }
