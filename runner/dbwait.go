@@ -99,7 +99,7 @@ func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv r
 			return err
 		}
 	}
-	return st.do(ctx, "migrations", func(ctx context.Context) error { return database.Migrate(ctx, db, database.Dialect(d), drv) })
+	return st.do(ctx, "migrations", func(ctx context.Context) error { return database.Migrate(ctx, db, d, drv) })
 }
 
 // transient says whether a failure to reach PostgreSQL may pass by itself:

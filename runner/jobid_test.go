@@ -49,7 +49,7 @@ func TestJobIDsRecordedAndBackfilled(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET river_job_id = NULL`); err != nil {
 			t.Fatal(err)
 		}
-		backfill := database.Migrations(database.Dialect(s.dialect))[2].Statements()[1]
+		backfill := database.Migrations(s.dialect)[2].Statements()[1]
 		if _, err := s.db.ExecContext(ctx, backfill); err != nil {
 			t.Fatalf("backfill: %v", err)
 		}

@@ -34,7 +34,7 @@ func hotQueries(t *testing.T, s *Service) []hotQuery {
 		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
 		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
 		{"accept: resolved alert's run", database.QResolvedRun, []any{"seedfp-7@0", "seedfp-7", int64(0)}, "autocapture_runs_fingerprint"},
-		{"claim", s.dialect.sql(database.QClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
+		{"claim", s.dialect.SQL(database.QClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
 		{"claim: playbook slot", database.QPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
 		{"list by alertname", list, listArgs, "autocapture_runs_alertname"},
 	}

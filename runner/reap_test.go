@@ -142,7 +142,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 }
 
 // isClaim says whether query is the claim of a run.
-func isClaim(s *Service, query string) bool { return query == s.dialect.sql(database.QClaim) }
+func isClaim(s *Service, query string) bool { return query == s.dialect.SQL(database.QClaim) }
 
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 )
@@ -248,9 +247,6 @@ func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) 
 	s.m.retention.deleted.WithLabelValues("runs").Inc()
 	return nil
 }
-
-// forUpdate locks the selected row on PostgreSQL (database.Dialect.ForUpdate).
-func (s *Service) forUpdate() string { return database.Dialect(s.dialect).ForUpdate() }
 
 // retentionMetrics are retention's counters.
 type retentionMetrics struct {

@@ -146,11 +146,10 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	o.Config = withDefaults(o.Config)
 	o.Profiling = profilingDefaults(o.Profiling)
-	db, dd, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
+	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
 	}
-	d := dialect(dd)
 	st := newStartup(d, o.DatabaseWait, o.Log.Named("runner"))
 	if err := prepareStore(ctx, st, db, d, drv); err != nil {
 		db.Close()
@@ -162,7 +161,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(dd), startup: st, log: o.Log.Named("runner"), sinks: sinks,
+	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
 		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
