@@ -2,12 +2,16 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/autocapture/autocapture/internal/testenv"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivermigrate"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -128,6 +132,129 @@ func TestMigrate(t *testing.T) {
 			now, err := d.Now(ctx, db)
 			if err != nil || now <= 0 {
 				t.Errorf("database clock: %d (%v)", now, err)
+			}
+		})
+	}
+}
+
+// migrateOld applies oldMigrations up to version upTo the way the old code
+// did (after River's migrations, one transaction, a row per version).
+func migrateOld(t *testing.T, db *sql.DB, d Dialect, upTo int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS autocapture_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	for v := 1; v <= upTo; v++ {
+		for _, stmt := range strings.Split(oldMigrations[v-1], ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				t.Fatalf("old migration %d: %v", v, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_migrations (version) VALUES ($1)`, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// schema describes our tables and indexes as the database reports them.
+func schema(t *testing.T, db *sql.DB, d Dialect) []string {
+	t.Helper()
+	queries := []string{`SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master
+		WHERE name LIKE 'autocapture_%' ORDER BY name`}
+	if d == Postgres {
+		queries = []string{
+			`SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || COALESCE(column_default, '')
+				FROM information_schema.columns WHERE table_schema = current_schema() AND table_name LIKE 'autocapture_%'
+				ORDER BY table_name, column_name`,
+			`SELECT indexname || ': ' || indexdef FROM pg_indexes
+				WHERE schemaname = current_schema() AND tablename LIKE 'autocapture_%' ORDER BY indexname`,
+		}
+	}
+	var out []string
+	for _, q := range queries {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, line)
+		}
+		rows.Close()
+	}
+	return out
+}
+
+// TestMigrateAcceptsTheOldSlice: a database the old code migrated (all of
+// its slice, or part of it) is taken as it is: the same version numbers,
+// only the missing ones applied, and the schema a fresh database gets.
+func TestMigrateAcceptsTheOldSlice(t *testing.T) {
+	if len(oldMigrations) != 12 {
+		t.Fatalf("old slice: %d migrations, want 12", len(oldMigrations))
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			open := func() (*sql.DB, Dialect, riverdriver.Driver[*sql.Tx]) {
+				t.Helper()
+				url, path := "", filepath.Join(t.TempDir(), "store.db")
+				if name == "postgres" {
+					url = testenv.StartPostgres(t)
+				}
+				db, d, drv, err := Open(url, path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db, d, drv
+			}
+			ctx := context.Background()
+			fresh, d, drv := open()
+			if err := Migrate(ctx, fresh, d, drv); err != nil {
+				t.Fatal(err)
+			}
+			want := schema(t, fresh, d)
+			if len(want) == 0 {
+				t.Fatal("no schema read")
+			}
+			for _, upTo := range []int{12, 9} {
+				db, d, drv := open()
+				m, err := rivermigrate.New(drv, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+					t.Fatal(err)
+				}
+				migrateOld(t, db, d, upTo)
+				if err := Migrate(ctx, db, d, drv); err != nil {
+					t.Fatalf("old slice up to %d: %v", upTo, err)
+				}
+				var n, top int
+				if err := db.QueryRow(`SELECT COUNT(*), MAX(version) FROM autocapture_migrations`).Scan(&n, &top); err != nil {
+					t.Fatal(err)
+				}
+				if n != Latest() || top != Latest() {
+					t.Errorf("old slice up to %d: %d versions up to %d, want %d", upTo, n, top, Latest())
+				}
+				if got := schema(t, db, d); !slices.Equal(got, want) {
+					t.Errorf("old slice up to %d: schema differs from a fresh database's:\n%s\nwant:\n%s",
+						upTo, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
 			}
 		})
 	}
