@@ -3,8 +3,19 @@
 // migrations (numbered files under migrations/, applied after River's).
 //
 // Statements are typed methods on small types, one per table or group of
-// tables (Keys, Feedback, …); each takes a Querier, so a caller runs it on the
-// *sql.DB or inside its own *sql.Tx, beside River's InsertTx.
+// tables (Runs, Outbox, Threads, ProfileLeases, …, gathered in Tables for a
+// dialect); each takes a Querier, so a caller runs it on the *sql.DB or
+// inside its own *sql.Tx, beside River's InsertTx. Each statement's text is
+// the one the runner ran before it moved here, with the comments on its
+// locking and index use.
+//
+// The statements are written by hand, not generated (sqlc): several differ
+// per dialect ({now}, SKIP LOCKED, GREATEST/MAX, River's JSON args and
+// timestamps) and several are built from lists (multi-row INSERTs, IN
+// lists), which a generator would leave outside anyway.
+//
+// Errors of Open, OpenBeat and Migrate keep the "runner: " texts they had
+// before the move, which operators' logs and alerts may match.
 package database
 
 import (
