@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -147,11 +147,8 @@ func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.
 		chunk := idx[:min(len(idx), insertRunsChunk)]
 		idx = idx[len(chunk):]
 		byKey := make(map[string]int, len(chunk))
-		var q strings.Builder
-		q.WriteString(`INSERT INTO autocapture_runs
-		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at) VALUES `)
-		args := make([]any, 0, 9*len(chunk))
-		for n, i := range chunk {
+		rows := make([]database.NewRun, 0, len(chunk))
+		for _, i := range chunk {
 			a := alerts[i]
 			alertJSON, err := json.Marshal(a)
 			if err != nil {
@@ -164,29 +161,16 @@ func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.
 			if _, dup := byKey[runKey(a)]; !dup {
 				byKey[runKey(a)] = i
 			}
-			if n > 0 {
-				q.WriteString(", ")
-			}
-			b := 9 * n
-			fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4, b+5, b+6, b+7, b+8, b+9)
-			args = append(args, id.String(), runKey(a), a.Fingerprint, a.Labels["alertname"], string(alertJSON),
-				toMS(a.StartsAt), StatusQueued, toMS(now), toMS(now))
+			rows = append(rows, database.NewRun{ID: id.String(), Key: runKey(a), Fingerprint: a.Fingerprint,
+				Alertname: a.Labels["alertname"], Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: StatusQueued,
+				CreatedAt: toMS(now), QueuedAt: toMS(now)})
 		}
-		q.WriteString(" ON CONFLICT DO NOTHING RETURNING id, run_key")
-		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		inserted, err := s.tables.Runs.Insert(ctx, tx, rows)
 		if err != nil {
 			return nil, fmt.Errorf("insert runs: %w", err)
 		}
-		for rows.Next() {
-			var id, key string
-			if err := rows.Scan(&id, &key); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("insert runs: %w", err)
-			}
-			created[byKey[key]] = id
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, fmt.Errorf("insert runs: %w", err)
+		for _, r := range inserted {
+			created[byKey[r.Key]] = r.ID
 		}
 	}
 	return created, nil
@@ -203,14 +187,12 @@ func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.
 // or a startsAt shifted by an HA pair or a restart while the run still ran).
 func (s *Service) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, alerts []template.Alert, i int, now time.Time) (map[int]string, error) {
 	a := alerts[i]
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
-		WHERE id = $2 AND resolved_at IS NULL AND finished_at IS NOT NULL AND finished_at < $1`,
-		toMS(a.StartsAt), id)
+	stale, err := s.tables.Runs.ResolveStale(ctx, tx, id, toMS(a.StartsAt))
 	if err != nil {
 		return nil, fmt.Errorf("close stale run %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return nil, err
+	if !stale {
+		return nil, nil
 	}
 	s.log.Warn("A new firing started after its unresolved run had finished: the run's resolution was lost; resolving it and starting a new run.",
 		zap.String("run", id), zap.String("fingerprint", a.Fingerprint), zap.Time("starts_at", a.StartsAt))
@@ -220,11 +202,9 @@ func (s *Service) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, al
 // existingRun returns the fingerprint's unresolved run, else the run of this
 // exact episode (a late repeat of a resolved firing), else "".
 func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert) (string, error) {
-	var id string
-	err := tx.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE fingerprint = $1 AND resolved_at IS NULL`,
-		a.Fingerprint).Scan(&id)
+	id, err := s.tables.Runs.Unresolved(ctx, tx, a.Fingerprint)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRowContext(ctx, `SELECT id FROM autocapture_runs WHERE run_key = $1`, runKey(a)).Scan(&id)
+		id, err = s.tables.Runs.ByKey(ctx, tx, runKey(a))
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
@@ -234,11 +214,6 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 	}
 	return id, nil
 }
-
-// qResolvedRun finds the run a repeated resolution belongs to: its episode's,
-// else the fingerprint's newest resolved since the episode started.
-const qResolvedRun = `SELECT id FROM autocapture_runs WHERE run_key = $1
-		OR (fingerprint = $2 AND resolved_at >= $3) ORDER BY created_at DESC LIMIT 1`
 
 // acceptResolved sets resolved_at on the fingerprint's unresolved run (fresh:
 // the thread is to say so). A repeat of a resolution already recorded answers
@@ -250,15 +225,14 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 	if at.IsZero() || at.After(now) {
 		at = now
 	}
-	err = tx.QueryRowContext(ctx, `UPDATE autocapture_runs SET resolved_at = $1
-		WHERE fingerprint = $2 AND resolved_at IS NULL RETURNING id`, toMS(at), a.Fingerprint).Scan(&acc.RunID)
+	acc.RunID, err = s.tables.Runs.Resolve(ctx, tx, a.Fingerprint, toMS(at))
 	if err == nil {
 		return acc, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return acc, false, fmt.Errorf("resolve run: %w", err)
 	}
-	err = tx.QueryRowContext(ctx, qResolvedRun, runKey(a), a.Fingerprint, toMS(a.StartsAt)).Scan(&acc.RunID)
+	acc.RunID, err = s.tables.Runs.ResolvedRun(ctx, tx, runKey(a), a.Fingerprint, toMS(a.StartsAt))
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolvedUnknown}, false, nil
 	}

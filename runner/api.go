@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 )
@@ -61,9 +62,13 @@ type reader interface {
 }
 
 func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE id = $1`, id))
+	raw, err := s.tables.Runs.Get(ctx, q, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", runs.ErrNotFound, id)
+	}
+	var r *runRow
+	if err == nil {
+		r, err = decodeRun(raw)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: get run %s: %w", id, err)
@@ -73,26 +78,17 @@ func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, er
 
 // loadSteps returns a run's step records in the order they finished.
 func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executor.StepRecord, error) {
-	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1
-		ORDER BY finished_at, plan, step_id`, id)
+	records, err := s.tables.Steps.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 	}
-	defer rows.Close()
 	steps := []executor.StepRecord{}
-	for rows.Next() {
-		var raw string
+	for _, raw := range records {
 		var rec executor.StepRecord
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
-		}
 		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 			return nil, fmt.Errorf("runner: steps of run %s: decode: %w", id, err)
 		}
 		steps = append(steps, rec)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
 	}
 	return steps, nil
 }
@@ -100,25 +96,21 @@ func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executo
 // List returns runs newest first, filtered by alertname and status, a page at a
 // time (runs.Page.Next is the cursor of the next page). Steps are left out.
 func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
-	query, args, limit, err := listQuery(q)
+	f, limit, err := listFilter(q)
 	if err != nil {
 		return runs.Page{}, err
 	}
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	rows, err := s.tables.Runs.List(ctx, s.db, f)
 	if err != nil {
 		return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 	}
-	defer rows.Close()
 	page := runs.Page{Runs: []runs.Run{}}
-	for rows.Next() {
-		r, err := scanRun(rows)
+	for _, raw := range rows {
+		r, err := decodeRun(raw)
 		if err != nil {
 			return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 		}
 		page.Runs = append(page.Runs, r.Run)
-	}
-	if err := rows.Err(); err != nil {
-		return runs.Page{}, fmt.Errorf("runner: list runs: %w", err)
 	}
 	if len(page.Runs) > limit {
 		last := page.Runs[limit-1]
@@ -128,35 +120,25 @@ func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error)
 	return page, nil
 }
 
-// listQuery builds List's query: newest first, by alertname and status (each
-// served by an index, see migration 4), after the cursor. It returns the page
-// size asked for (one more row is selected, to know of a next page).
-func listQuery(q runs.ListQuery) (string, []any, int, error) {
+// listFilter is List's selection: newest first, by alertname and status
+// (each served by an index, see database.ListQuery), after the cursor. It
+// returns the page size asked for (one more row is selected, to know of a
+// next page).
+func listFilter(q runs.ListQuery) (database.RunFilter, int, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 500)
-	where := []string{"1 = 1"}
-	var args []any
-	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	if q.Alertname != "" {
-		where = append(where, "alertname = "+arg(q.Alertname))
-	}
-	if q.Status != "" {
-		where = append(where, "status = "+arg(q.Status))
-	}
+	f := database.RunFilter{Alertname: q.Alertname, Status: q.Status, Limit: limit + 1}
 	if q.Cursor != "" {
 		ms, id, err := decodeCursor(q.Cursor)
 		if err != nil {
-			return "", nil, 0, err
+			return database.RunFilter{}, 0, err
 		}
-		c, i := arg(ms), arg(id)
-		where = append(where, fmt.Sprintf("(created_at < %s OR (created_at = %s AND id < %s))", c, c, i))
+		f.AfterCreatedAt, f.AfterID = ms, id
 	}
-	query := `SELECT ` + runColumns + ` FROM autocapture_runs WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
-	return query, args, limit, nil
+	return f, limit, nil
 }
 
 func encodeCursor(ms int64, id string) string {
@@ -180,12 +162,11 @@ func decodeCursor(c string) (int64, string, error) {
 // one is cancelled by the process holding it (a flag on the row its heartbeat
 // reads, so it works across processes). runs.ErrFinished for a run that has ended.
 func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET cancel_requested_at = COALESCE(cancel_requested_at, {now})
-		WHERE id = $1 AND finished_at IS NULL`), id)
+	asked, err := s.tables.Runs.RequestCancel(ctx, s.db, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !asked {
 		r, err := s.getRow(ctx, s.db, id)
 		if err != nil {
 			return nil, err
@@ -195,10 +176,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	// Nobody holds it and it has no thread yet: end it here; a job that picks it
 	// up later finds it finished. A run with a thread (one resumed between
 	// owners) is ended by its next claim, which also closes the thread.
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
-		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL
-		AND NOT EXISTS (SELECT 1 FROM autocapture_threads t WHERE t.run_id = autocapture_runs.id)`),
-		StatusCancelled, "cancelled before it started", id); err != nil {
+	if err := s.tables.Runs.EndUnstarted(ctx, s.db, id, StatusCancelled, "cancelled before it started"); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
 	s.mu.Lock()

@@ -64,12 +64,11 @@ func (s *Service) linkKey(ctx context.Context) ([]byte, error) {
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("runner: link key: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO autocapture_keys (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
-		linkKeyName, base64.StdEncoding.EncodeToString(fresh)); err != nil {
+	if err := s.tables.Keys.Offer(ctx, s.db, linkKeyName, base64.StdEncoding.EncodeToString(fresh)); err != nil {
 		return nil, fmt.Errorf("runner: link key: store: %w", err)
 	}
-	var v string
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM autocapture_keys WHERE name = $1`, linkKeyName).Scan(&v); err != nil {
+	v, err := s.tables.Keys.Get(ctx, s.db, linkKeyName)
+	if err != nil {
 		return nil, fmt.Errorf("runner: link key: read: %w", err)
 	}
 	key, err := base64.StdEncoding.DecodeString(v)

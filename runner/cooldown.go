@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -24,36 +23,12 @@ const (
 	scopeStep     cooldownScope = "step"
 )
 
-// qClaimCooldown takes cooldown key $2 of scope $1 for run $3 unless another
-// run took it less than $4 ms ago on the database's clock; the run that holds
-// it keeps it, with its first time (a resumed run). It is one statement, so
-// the check and the claim cannot be split: on PostgreSQL a second run's insert
-// waits for the first's transaction and then re-reads the condition on the
-// row it committed (READ COMMITTED, the default); SQLite's writes are serial.
-const qClaimCooldown = `INSERT INTO autocapture_cooldowns (scope, cooldown_key, run_id, claimed_at)
-	VALUES ($1, $2, $3, {now})
-	ON CONFLICT (scope, cooldown_key) DO UPDATE SET run_id = excluded.run_id,
-		claimed_at = CASE WHEN autocapture_cooldowns.run_id = excluded.run_id
-			THEN autocapture_cooldowns.claimed_at ELSE excluded.claimed_at END
-	WHERE autocapture_cooldowns.run_id = excluded.run_id
-		OR autocapture_cooldowns.claimed_at < excluded.claimed_at - $4
-	RETURNING run_id`
-
 // claimCooldown takes key for runID, or returns the run that holds it inside
 // the cooldown d and when that run took it. Playbook and step cooldowns are
 // the same claim in two scopes.
 func (s *Service) claimCooldown(ctx context.Context, q querier, scope cooldownScope, key, runID string, d time.Duration) (holder string, at time.Time, err error) {
-	var got string
-	err = q.QueryRowContext(ctx, s.dialect.sql(qClaimCooldown), scope, key, runID, d.Milliseconds()).Scan(&got)
-	if err == nil {
-		return "", time.Time{}, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return "", time.Time{}, err
-	}
-	var ms int64
-	if err := q.QueryRowContext(ctx, `SELECT run_id, claimed_at FROM autocapture_cooldowns
-		WHERE scope = $1 AND cooldown_key = $2`, scope, key).Scan(&holder, &ms); err != nil {
+	holder, ms, err := s.tables.Cooldowns.Claim(ctx, q, string(scope), key, runID, d.Milliseconds())
+	if err != nil || holder == "" {
 		return "", time.Time{}, err
 	}
 	return holder, fromMS(ms), nil
@@ -155,8 +130,7 @@ func (s *Service) playbookSlot(ctx context.Context, q querier, runID string, p *
 	if p.MaxConcurrent <= 0 {
 		return nil
 	}
-	var n int
-	err := q.QueryRowContext(ctx, qPlaybookSlot, p.Playbook, runID).Scan(&n)
+	n, err := s.tables.Runs.PlaybookSlots(ctx, q, p.Playbook, runID)
 	if err != nil {
 		return fmt.Errorf("runner: max_concurrent of %s: %w", p.Playbook, err)
 	}
@@ -165,15 +139,6 @@ func (s *Service) playbookSlot(ctx context.Context, q querier, runID string, p *
 	}
 	return nil
 }
-
-// qPlaybookSlot counts the runs holding a slot of playbook $1, beside run $2.
-// It reads the runs in flight, not the playbook's history: an owned run always
-// has a lease_until (claim sets both, finish, unclaim and the reaper clear
-// both), which lets the unfinished runs' lease index (runs_lease) serve it.
-const qPlaybookSlot = `SELECT COUNT(*) FROM autocapture_runs r
-		WHERE r.finished_at IS NULL AND r.lease_until IS NOT NULL AND r.owner IS NOT NULL
-		AND r.slot_generation = r.generation AND r.id <> $2
-		AND EXISTS (SELECT 1 FROM autocapture_run_playbooks rp WHERE rp.run_id = r.id AND rp.playbook = $1)`
 
 // takeSlots checks a resumed run's playbooks' max_concurrent again (another
 // run may have taken the slot while it was queued) and marks it as holding
@@ -206,12 +171,11 @@ func (s *Service) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.P
 
 // holdSlots marks the run, while this process owns it, as holding its slots.
 func (s *Service) holdSlots(ctx context.Context, tx *sql.Tx, runID string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET slot_generation = generation
-		WHERE id = $1 AND owner = $2`, runID, s.id)
+	held, err := s.tables.Runs.HoldSlots(ctx, tx, runID, s.id)
 	if err != nil {
 		return fmt.Errorf("runner: slots of %s: %w", runID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !held {
 		return fmt.Errorf("runner: slots of %s: lease lost", runID)
 	}
 	return nil
@@ -220,12 +184,10 @@ func (s *Service) holdSlots(ctx context.Context, tx *sql.Tx, runID string) error
 // lockPlaybook serializes max_concurrent checks per playbook on PostgreSQL
 // (SQLite's write transactions are serial already). Cooldowns need no lock.
 func (s *Service) lockPlaybook(ctx context.Context, tx *sql.Tx, p *playbooks.Plan) error {
-	if s.dialect != dialectPostgres || p.MaxConcurrent <= 0 {
+	if p.MaxConcurrent <= 0 {
 		return nil
 	}
-	h := fnv.New64a()
-	h.Write([]byte("autocapture/playbook/" + p.Playbook))
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+	if err := s.tables.Runs.LockPlaybook(ctx, tx, p.Playbook); err != nil {
 		return fmt.Errorf("runner: lock playbook %s: %w", p.Playbook, err)
 	}
 	return nil

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/riverdriver"
 	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/database"
 )
 
 // Backoff between the attempts of a start step, and the bound on one ping
@@ -97,7 +99,7 @@ func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv r
 			return err
 		}
 	}
-	return st.do(ctx, "migrations", func(ctx context.Context) error { return migrate(ctx, db, d, drv) })
+	return st.do(ctx, "migrations", func(ctx context.Context) error { return database.Migrate(ctx, db, d, drv) })
 }
 
 // transient says whether a failure to reach PostgreSQL may pass by itself:

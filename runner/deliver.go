@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 )
 
@@ -221,7 +221,9 @@ func retryBackoff(n int) time.Duration {
 // operation of the thread on each read (hundreds in a storm's thread; with
 // it a 200-alert storm's deliveries ran ~3x slower under the race detector).
 func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
-	ops, err := s.readOps(ctx, a, `ORDER BY seq LIMIT $3`, pumpBatch)
+	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
+		return s.tables.Outbox.Pending(ctx, q, a.RunID, a.Sink, pumpBatch)
+	})
 	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict || ops[0].key == keyVerdictPreliminary {
 		return ops, err
 	}
@@ -241,33 +243,26 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 // pendingVerdict is the thread's first verdict edit (preliminary or
 // refined) when one waits (lookups on the (run, sink, key) index), else nil.
 func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp, error) {
-	ops, err := s.readOps(ctx, a, `AND op_key IN ($3, $4) ORDER BY seq`, keyVerdictPreliminary, keyVerdict)
+	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
+		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, keyVerdictPreliminary, keyVerdict)
+	})
 	if err != nil || len(ops) == 0 {
 		return nil, err
 	}
 	return &ops[0], nil
 }
 
-// readOps reads the thread's undelivered operations matching tail (which
-// may use $3… for args).
-func (s *Service) readOps(ctx context.Context, a notifyArgs, tail string, args ...any) ([]pendingOp, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, op, op_key, ref, attempts FROM autocapture_outbox
-		WHERE run_id = $1 AND sink = $2 AND delivered_at IS NULL `+tail, append([]any{a.RunID, a.Sink}, args...)...)
+// readOps reads the thread's undelivered operations through read.
+func (s *Service) readOps(ctx context.Context, a notifyArgs, read func(database.RowsQuerier) ([]database.OutboxOp, error)) ([]pendingOp, error) {
+	rows, err := read(s.db)
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}
-	defer rows.Close()
 	var ops []pendingOp
-	for rows.Next() {
-		var o pendingOp
-		var kind string
-		if err := rows.Scan(&o.seq, &kind, &o.key, &o.ref, &o.attempts); err != nil {
-			return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
-		}
-		o.kind = opKind(kind)
-		ops = append(ops, o)
+	for _, r := range rows {
+		ops = append(ops, pendingOp{seq: r.Seq, kind: opKind(r.Op), key: r.Key, ref: r.Ref, attempts: r.Attempts})
 	}
-	return ops, rows.Err()
+	return ops, nil
 }
 
 // editPoll is how often a deliverer whose reply waits for the channel's pace
@@ -331,8 +326,7 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET attempts = attempts + 1
-		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
+	if err := s.tables.Outbox.Attempt(ctx, s.db, a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("count attempt: %w", err)
 	}
 	if err := s.renewPump(ctx, a, owner); err != nil {
@@ -394,22 +388,17 @@ func (s *Service) prepare(ctx context.Context, n notify.Notifier, a notifyArgs, 
 func (s *Service) noteFailure(a notifyArgs, o pendingOp, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = s.db.ExecContext(ctx, `UPDATE autocapture_outbox SET last_error = $1 WHERE run_id = $2 AND sink = $3 AND seq = $4`,
-		err.Error(), a.RunID, a.Sink, o.seq)
+	_ = s.tables.Outbox.Failed(ctx, s.db, a.RunID, a.Sink, o.seq, err.Error())
 	return err
 }
 
 // markCoalesced records edits left to a later one as delivered, in one statement.
 func (s *Service) markCoalesced(ctx context.Context, a notifyArgs, ops []pendingOp) error {
-	args := []any{a.RunID, a.Sink}
-	seqs := make([]string, len(ops))
+	seqs := make([]int, len(ops))
 	for i, o := range ops {
-		args = append(args, o.seq)
-		seqs[i] = fmt.Sprintf("$%d", len(args))
+		seqs[i] = o.seq
 	}
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox
-		SET delivered_at = {now}, last_error = '' WHERE run_id = $1 AND sink = $2 AND seq IN (`+strings.Join(seqs, ", ")+`)`),
-		args...); err != nil {
+	if err := s.tables.Outbox.MarkCoalesced(ctx, s.db, a.RunID, a.Sink, seqs); err != nil {
 		return fmt.Errorf("mark coalesced: %w", err)
 	}
 	return nil
@@ -424,13 +413,11 @@ func (s *Service) markDelivered(ctx context.Context, a notifyArgs, o pendingOp, 
 	defer tx.Rollback()
 	if opened != nil {
 		b, _ := json.Marshal(opened)
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_threads SET thread = $1 WHERE run_id = $2 AND sink = $3`,
-			string(b), a.RunID, a.Sink); err != nil {
+		if err := s.tables.Threads.SetAddress(ctx, tx, a.RunID, a.Sink, string(b)); err != nil {
 			return fmt.Errorf("save thread: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_outbox SET delivered_at = {now}, last_error = ''
-		WHERE run_id = $1 AND sink = $2 AND seq = $3`), a.RunID, a.Sink, o.seq); err != nil {
+	if err := s.tables.Outbox.MarkDelivered(ctx, tx, a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("mark delivered: %w", err)
 	}
 	return tx.Commit()
@@ -438,9 +425,7 @@ func (s *Service) markDelivered(ctx context.Context, a notifyArgs, o pendingOp, 
 
 // threadOf is the thread's address once its parent was delivered.
 func (s *Service) threadOf(ctx context.Context, a notifyArgs) (notify.Thread, error) {
-	var raw sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT thread FROM autocapture_threads WHERE run_id = $1 AND sink = $2`,
-		a.RunID, a.Sink).Scan(&raw)
+	raw, err := s.tables.Threads.Address(ctx, s.db, a.RunID, a.Sink)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return notify.Thread{}, fmt.Errorf("read thread: %w", err)
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -45,11 +44,8 @@ func parentInfo(r *runRow) notify.RunInfo {
 func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
 	if times, from, on, ok := splitResumedRef(o.ref); ok {
 		if on == "" && from != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
-			var owner sql.NullString
-			var done bool
-			var queuedFor int64
-			if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT owner, finished_at IS NOT NULL,
-				{now} - COALESCE(queued_at, {now}) FROM autocapture_runs WHERE id = $1`), runID).Scan(&owner, &done, &queuedFor); err != nil {
+			owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
+			if err != nil {
 				return notify.StepReport{}, fmt.Errorf("reply %s: read owner: %w", o.key, err)
 			}
 			// Not claimed yet: wait for a replica to take it (within a lease,
@@ -76,9 +72,8 @@ func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry
 	if !ok {
 		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
 	}
-	var raw string
-	if err := s.db.QueryRowContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1 AND plan = $2 AND step_id = $3`,
-		runID, plan, step).Scan(&raw); err != nil {
+	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
+	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", o.key, err)
 	}
 	var rec executor.StepRecord

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"go.uber.org/zap"
 )
 
@@ -136,19 +136,14 @@ func (s *Service) renewPumps(ctx context.Context) {
 		return
 	}
 	began := time.Now()
-	args := []any{s.cfg.LeaseTimeout.Milliseconds()}
-	runs, owners := make([]string, len(hs)), make([]string, len(hs))
+	pumps := make([]database.PumpLease, len(hs))
 	for i, h := range hs {
-		args = append(args, h.a.RunID, h.owner)
-		runs[i], owners[i] = fmt.Sprintf("$%d", len(args)-1), fmt.Sprintf("$%d", len(args))
+		pumps[i] = database.PumpLease{RunID: h.a.RunID, Owner: h.owner}
 	}
 	s.beatReady(ctx)
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
-	// By the primary key's run_id; pump_owner names one thread (a job's).
-	renewed, err := s.beatIDs(rctx, `UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id IN (`+strings.Join(runs, ", ")+`) AND pump_owner IN (`+strings.Join(owners, ", ")+`)
-		RETURNING pump_owner`, args)
+	renewed, err := s.tables.Threads.RenewPumps(rctx, s.beat, s.cfg.LeaseTimeout.Milliseconds(), pumps)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the delivery leases of this process's threads.", zap.Int("threads", len(hs)), zap.Error(err))
@@ -172,15 +167,11 @@ func (s *Service) renewPumps(ctx context.Context) {
 // takePump takes the thread's delivery lease for owner, on the database's
 // clock; false when another live deliverer holds it (or the thread is gone).
 func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = $1,
-		pump_until = {now} + $2 WHERE run_id = $3 AND sink = $4
-		AND (pump_owner IS NULL OR pump_owner = $1 OR pump_until < {now})`),
-		owner, s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink)
+	took, err := s.tables.Threads.TakePump(ctx, s.db, a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return took, nil
 }
 
 // renewPump renews owner's lease before an operation is sent (which counts
@@ -188,12 +179,11 @@ func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (boo
 // longer holds it.
 func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) error {
 	began := time.Now()
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink, owner)
+	held, err := s.tables.Threads.HoldPump(ctx, s.db, a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	if !held {
 		return fmt.Errorf("renew lease: %w", errThreadLeaseLost)
 	}
 	p := &s.pumps
@@ -211,8 +201,7 @@ func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) err
 func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_until = {now} + $1
-		WHERE run_id = $2 AND sink = $3 AND pump_owner = $4`), d.Milliseconds(), a.RunID, a.Sink, owner); err != nil {
+	if _, err := s.tables.Threads.HoldPump(ctx, s.db, a.RunID, a.Sink, owner, d.Milliseconds()); err != nil {
 		s.log.Warn("Could not hold a thread through its retry wait; another deliverer may take it when its lease ends.",
 			zap.String("run", a.RunID), zap.Error(err))
 	}
@@ -222,8 +211,7 @@ func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
 func (s *Service) releasePump(a notifyArgs, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_threads SET pump_owner = NULL, pump_until = NULL
-		WHERE run_id = $1 AND sink = $2 AND pump_owner = $3`, a.RunID, a.Sink, owner); err != nil {
+	if err := s.tables.Threads.ReleasePump(ctx, s.db, a.RunID, a.Sink, owner); err != nil {
 		s.log.Warn("Could not release a thread; another deliverer takes it when its lease ends.",
 			zap.String("run", a.RunID), zap.Error(err))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/riverqueue/river"
 )
@@ -35,17 +34,11 @@ func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, jobs []runArgs) error
 	}
 	for len(jobs) > 0 {
 		n := min(len(jobs), enqueueChunk)
-		var q strings.Builder
-		q.WriteString(`UPDATE autocapture_runs SET river_job_id = CASE id`)
-		args := make([]any, 0, 2*n)
-		in := make([]string, n)
+		runIDs, jobIDs := make([]string, n), make([]int64, n)
 		for i := range n {
-			fmt.Fprintf(&q, " WHEN $%d THEN CAST($%d AS BIGINT)", 2*i+1, 2*i+2)
-			in[i] = fmt.Sprintf("$%d", 2*i+1)
-			args = append(args, jobs[i].RunID, res[i].Job.ID)
+			runIDs[i], jobIDs[i] = jobs[i].RunID, res[i].Job.ID
 		}
-		q.WriteString(" END WHERE id IN (" + strings.Join(in, ", ") + ")")
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if err := s.tables.Runs.SetJobIDs(ctx, tx, runIDs, jobIDs); err != nil {
 			return fmt.Errorf("enqueue %d runs: record job ids: %w", n, err)
 		}
 		jobs, res = jobs[n:], res[n:]

@@ -2,8 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -40,58 +38,35 @@ func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct b
 		name = ""
 	}
 	name = clip.String(name, maxFeedbackUserName)
-	c := 0
-	if correct {
-		c = 1
-	}
-	// The DO UPDATE's WHERE leaves a repeated answer untouched (0 rows), so
-	// the count only moves when the answer does.
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_feedback (run_id, user_id, user_name, verdict, correct, at)
-		SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS INTEGER), {now}
-		WHERE EXISTS (SELECT 1 FROM autocapture_runs WHERE id = $1)
-		ON CONFLICT (run_id, user_id) DO UPDATE SET user_name = excluded.user_name, verdict = excluded.verdict,
-			correct = excluded.correct, at = excluded.at
-		WHERE autocapture_feedback.verdict <> excluded.verdict OR autocapture_feedback.correct <> excluded.correct`),
-		runID, user.ID, name, verdict, c)
+	n, err := s.tables.Feedback.Put(ctx, s.db, runID, user.ID, name, verdict, correct)
 	if err != nil {
 		return fmt.Errorf("runner: feedback on run %s: %w", runID, err)
 	}
-	if n, _ := res.RowsAffected(); n > 0 {
+	if n > 0 {
 		s.m.feedback.WithLabelValues(verdict, strconv.FormatBool(correct)).Inc()
 		return nil
 	}
 	// Nothing written: the same answer again, or no such run.
-	var one int
-	err = s.db.QueryRowContext(ctx, `SELECT 1 FROM autocapture_runs WHERE id = $1`, runID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %s", runs.ErrNotFound, runID)
-	}
+	ok, err := s.tables.Runs.Exists(ctx, s.db, runID)
 	if err != nil {
 		return fmt.Errorf("runner: feedback on run %s: %w", runID, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", runs.ErrNotFound, runID)
 	}
 	return nil
 }
 
 // loadFeedback returns a run's feedback, oldest answer first.
 func (s *Service) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
-	rows, err := q.QueryContext(ctx, `SELECT verdict, correct, user_id, user_name, at FROM autocapture_feedback
-		WHERE run_id = $1 ORDER BY at, user_id`, id)
+	rows, err := s.tables.Feedback.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)
 	}
-	defer rows.Close()
-	out := []runs.Feedback{}
-	for rows.Next() {
-		var f runs.Feedback
-		var correct, at int64
-		if err := rows.Scan(&f.Verdict, &correct, &f.User.ID, &f.User.Name, &at); err != nil {
-			return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)
-		}
-		f.Correct, f.At = correct != 0, fromMS(at)
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)
+	out := make([]runs.Feedback, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, runs.Feedback{Verdict: r.Verdict, Correct: r.Correct,
+			User: runs.User{ID: r.UserID, Name: r.UserName}, At: fromMS(r.At)})
 	}
 	return out, nil
 }

@@ -200,10 +200,7 @@ func (s *Service) coolingDown(ctx context.Context, q querier, p *playbooks.Plan)
 	if p.Cooldown <= 0 || p.CooldownKey == "" {
 		return false
 	}
-	var n int
-	err := q.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_cooldowns
-		WHERE scope = $1 AND cooldown_key = $2 AND claimed_at >= {now} - $3`),
-		scopePlaybook, p.CooldownKey, p.Cooldown.Milliseconds()).Scan(&n)
+	n, err := s.tables.Cooldowns.Recent(ctx, q, string(scopePlaybook), p.CooldownKey, p.Cooldown.Milliseconds())
 	return err == nil && n > 0
 }
 
@@ -215,21 +212,13 @@ const groupIDChunk = 100
 // operation, or neither.
 func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel string, now time.Time, ids []string) error {
 	lead := ids[0]
-	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_groups (lead_run, kind, channel, opened_at)
-		VALUES ($1, $2, $3, $4)`, lead, kind, channel, toMS(now)); err != nil {
+	if err := s.tables.Groups.Open(ctx, tx, lead, kind, channel, toMS(now)); err != nil {
 		return fmt.Errorf("open %s group of %s: %w", kind, lead, err)
 	}
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), groupIDChunk)]
 		ids = ids[len(chunk):]
-		ph := make([]string, len(chunk))
-		args := []any{lead}
-		for i, id := range chunk {
-			ph[i] = fmt.Sprintf("$%d", i+2)
-			args = append(args, id)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET group_lead = $1 WHERE id IN (`+
-			strings.Join(ph, ", ")+`)`, args...); err != nil {
+		if err := s.tables.Groups.Join(ctx, tx, lead, chunk); err != nil {
 			return fmt.Errorf("open %s group of %s: members: %w", kind, lead, err)
 		}
 	}
@@ -240,11 +229,7 @@ func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel strin
 // open one it joins (its line appears in the parent with the edit recorded
 // here).
 func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel string, now time.Time, window time.Duration) error {
-	var lead string
-	err := tx.QueryRowContext(ctx, `INSERT INTO autocapture_fleets (fleet_key, lead_run, opened_at) VALUES ($1, $2, $3)
-		ON CONFLICT (fleet_key) DO UPDATE SET lead_run = excluded.lead_run, opened_at = excluded.opened_at
-		WHERE autocapture_fleets.opened_at < $4 RETURNING lead_run`,
-		key, id, toMS(now), toMS(now.Add(-window))).Scan(&lead)
+	err := s.tables.Groups.ClaimFleet(ctx, tx, key, id, toMS(now), toMS(now.Add(-window)))
 	if err == nil {
 		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
 	}
@@ -253,19 +238,17 @@ func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel st
 	}
 	// The key is held by a fleet opened within the window (the row is locked
 	// by the claim until this transaction ends).
-	var kind string
-	if err := tx.QueryRowContext(ctx, `SELECT f.lead_run, COALESCE(g.kind, '') FROM autocapture_fleets f
-		LEFT JOIN autocapture_groups g ON g.lead_run = f.lead_run WHERE f.fleet_key = $1`, key).Scan(&lead, &kind); err != nil {
+	lead, kind, err := s.tables.Groups.Fleet(ctx, tx, key)
+	if err != nil {
 		return fmt.Errorf("claim fleet: %w", err)
 	}
 	if kind == "" { // its lead was deleted: this run starts the fleet again
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_fleets SET lead_run = $1, opened_at = $2 WHERE fleet_key = $3`,
-			id, toMS(now), key); err != nil {
+		if err := s.tables.Groups.RestartFleet(ctx, tx, key, id, toMS(now)); err != nil {
 			return fmt.Errorf("claim fleet: %w", err)
 		}
 		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET group_lead = $1 WHERE id = $2`, lead, id); err != nil {
+	if err := s.tables.Groups.JoinOne(ctx, tx, lead, id); err != nil {
 		return fmt.Errorf("join fleet of %s: %w", lead, err)
 	}
 	return s.writeOps(ctx, tx, lead, true, op{kind: opGroupUpdate, key: memberKey(id, "joined")})

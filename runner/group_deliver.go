@@ -17,23 +17,20 @@ import (
 // groupOf reads the group lead leads (nil: none), its members in the order
 // they joined.
 func (s *Service) groupOf(ctx context.Context, lead string) (*notify.Group, error) {
-	var kind string
-	err := s.db.QueryRowContext(ctx, `SELECT kind FROM autocapture_groups WHERE lead_run = $1`, lead).Scan(&kind)
+	kind, err := s.tables.Groups.Kind(ctx, s.db, lead)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read group of %s: %w", lead, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM autocapture_runs WHERE group_lead = $1
-		ORDER BY created_at, id`, lead)
+	rows, err := s.tables.Runs.GroupMembers(ctx, s.db, lead)
 	if err != nil {
 		return nil, fmt.Errorf("read group of %s: %w", lead, err)
 	}
-	defer rows.Close()
 	g := &notify.Group{Kind: kind, LeadID: lead}
-	for rows.Next() {
-		r, err := scanRun(rows)
+	for _, raw := range rows {
+		r, err := decodeRun(raw)
 		if err != nil {
 			return nil, fmt.Errorf("read group of %s: %w", lead, err)
 		}
@@ -43,7 +40,7 @@ func (s *Service) groupOf(ctx context.Context, lead string) (*notify.Group, erro
 		}
 		g.Members = append(g.Members, m)
 	}
-	return g, rows.Err()
+	return g, nil
 }
 
 // shownGroup is the group a lead's parent shows: a storm always, a fleet once

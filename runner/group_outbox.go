@@ -16,9 +16,7 @@ func (s *Service) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []
 	if len(ops) == 0 {
 		return runID, nil, false, nil
 	}
-	var lead, kind sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT r.group_lead, g.kind FROM autocapture_runs r
-		LEFT JOIN autocapture_groups g ON g.lead_run = r.group_lead WHERE r.id = $1`, runID).Scan(&lead, &kind)
+	lead, kind, err := s.tables.Groups.Of(ctx, tx, runID)
 	if err == sql.ErrNoRows {
 		return runID, ops, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 )
@@ -59,25 +60,21 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(wctx, `UPDATE autocapture_runs SET lease_until = lease_until WHERE id = $1 AND owner = $2`,
-		runID, s.id)
+	owned, err := s.tables.Runs.LockOwned(wctx, tx, runID, s.id)
 	if err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !owned {
 		return fmt.Errorf("persist step %s: lease lost", rec.ID)
 	}
-	if _, err := tx.ExecContext(wctx, `INSERT INTO autocapture_steps
-		(run_id, plan, step_id, kind, status, cooldown_key, finished_at, record)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		runID, rec.Plan, rec.ID, rec.Kind, rec.Status, cooldownKey, toMS(rec.FinishedAt), string(b)); err != nil {
+	if err := s.tables.Steps.Add(wctx, tx, database.Step{RunID: runID, Plan: rec.Plan, ID: rec.ID, Kind: rec.Kind,
+		Status: rec.Status, CooldownKey: cooldownKey, FinishedAt: toMS(rec.FinishedAt), Record: string(b)}); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
 	// A step that did not succeed gives its cooldown key back (stepCooldown),
 	// in the same transaction as its record: a crash leaves both or neither.
 	if cooldownKey != "" && rec.Status != executor.Succeeded {
-		if _, err := tx.ExecContext(wctx, `DELETE FROM autocapture_cooldowns
-			WHERE scope = $1 AND cooldown_key = $2 AND run_id = $3`, scopeStep, cooldownKey, runID); err != nil {
+		if err := s.tables.Cooldowns.Release(wctx, tx, string(scopeStep), cooldownKey, runID); err != nil {
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}

@@ -2,9 +2,10 @@ package runner
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/database"
 )
 
 // TestJobIDsRecordedAndBackfilled: Accept and the reaper record each run's
@@ -48,7 +49,7 @@ func TestJobIDsRecordedAndBackfilled(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET river_job_id = NULL`); err != nil {
 			t.Fatal(err)
 		}
-		backfill := strings.Split(migrations[2], ";")[1]
+		backfill := database.Migrations(s.dialect)[2].Statements()[1]
 		if _, err := s.db.ExecContext(ctx, backfill); err != nil {
 			t.Fatalf("backfill: %v", err)
 		}

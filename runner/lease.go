@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -59,13 +58,6 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	return s.execute(runCtx, h)
 }
 
-// qClaim takes a run (see claim) and answers how long ago it first started,
-// on the database's clock.
-const qClaim = `UPDATE autocapture_runs SET owner = $1, lease_until = {now} + $2,
-		attempts = attempts + 1, status = $3, started_at = COALESCE(started_at, {now})
-		WHERE id = $4 AND generation = $5 AND finished_at IS NULL AND owner IS NULL
-		RETURNING {now} - started_at`
-
 // claim takes the run for this process: only a run nobody holds (owner NULL),
 // not finished, whose generation is this job's. It counts an attempt, and
 // returns when the run first started on the real clock (executor.Input.Started:
@@ -73,9 +65,8 @@ const qClaim = `UPDATE autocapture_runs SET owner = $1, lease_until = {now} + $2
 // elapsed time is the database's, so a replica whose clock is off neither
 // gains nor loses the difference.
 func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, error) {
-	var elapsed int64
-	err := s.db.QueryRowContext(ctx, s.dialect.sql(qClaim), s.id, s.cfg.LeaseTimeout.Milliseconds(),
-		StatusRunning, args.RunID, args.Generation).Scan(&elapsed)
+	elapsed, err := s.tables.Runs.Claim(ctx, s.db, s.id, s.cfg.LeaseTimeout.Milliseconds(),
+		StatusRunning, args.RunID, args.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -160,18 +151,14 @@ func (s *Service) renewer(ctx context.Context) {
 // renew renews the leases of hs in one statement and acts on what it read.
 func (s *Service) renew(ctx context.Context, hs []*handle) {
 	now := s.now()
-	args := []any{s.cfg.LeaseTimeout.Milliseconds(), s.id}
-	marks := make([]string, len(hs))
+	ids := make([]string, len(hs))
 	for i, h := range hs {
-		args = append(args, h.id)
-		marks[i] = fmt.Sprintf("$%d", i+3)
+		ids[i] = h.id
 	}
 	s.beatReady(ctx)
 	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
 	defer cancel()
-	ids := strings.Join(marks, ", ")
-	renewed, err := s.renewRows(rctx, `UPDATE autocapture_runs SET lease_until = {now} + $1
-		WHERE `+s.dialect.unlockedRuns(`owner = $2 AND id IN (`+ids+`)`)+` RETURNING id, cancel_requested_at, resolved_at`, args)
+	renewed, err := s.renewRows(rctx, ids)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the leases of this process's runs.", zap.Int("runs", len(hs)), zap.Error(err))
@@ -234,22 +221,20 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 // with -race and a CPU hog: 355 lock waits over a second, 88 healthy runs
 // stopped by their watchdogs).
 func (s *Service) stillOwned(ctx context.Context, hs []*handle, renewed map[string]runFlags) (map[string]bool, error) {
-	args := []any{s.id}
-	var marks []string
+	var ids []string
 	for _, h := range hs {
 		if _, ok := renewed[h.id]; !ok {
-			args = append(args, h.id)
-			marks = append(marks, fmt.Sprintf("$%d", len(args)))
+			ids = append(ids, h.id)
 		}
 	}
-	return s.beatIDs(ctx, `SELECT id FROM autocapture_runs WHERE owner = $1 AND id IN (`+strings.Join(marks, ", ")+`)`, args)
+	return s.tables.Runs.Owned(ctx, s.beat, s.id, ids)
 }
 
 // beatReadier is a heartbeat pool that can wait for a connection to be
-// ready without taking it (beatPool; the embedded store's one connection to
-// the file needs no wait).
+// ready without taking it (database.BeatPool; the embedded store's one
+// connection to the file needs no wait).
 type beatReadier interface {
-	ready(ctx context.Context) error
+	Ready(ctx context.Context) error
 }
 
 // beatReady waits, up to the time the watchdogs leave a lease after a
@@ -268,48 +253,24 @@ func (s *Service) beatReady(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)
 	defer cancel()
-	_ = r.ready(ctx) // the statement that follows reports what failed
-}
-
-// beatIDs runs q (one text column) on the heartbeat's connections and
-// returns the values it read.
-func (s *Service) beatIDs(ctx context.Context, q string, args []any) (map[string]bool, error) {
-	rows, err := s.beat.QueryContext(ctx, s.dialect.sql(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
+	_ = r.Ready(ctx) // the statement that follows reports what failed
 }
 
 // runFlags are a renewed run's flags.
 type runFlags struct{ cancel, resolved bool }
 
-// renewRows runs the renewal and returns the flags of the rows it renewed, by id.
-func (s *Service) renewRows(ctx context.Context, q string, args []any) (map[string]runFlags, error) {
-	rows, err := s.beat.QueryContext(ctx, s.dialect.sql(q), args...)
+// renewRows renews this process's leases on runs ids on the heartbeat's
+// connections and returns the flags of the rows it renewed, by id.
+func (s *Service) renewRows(ctx context.Context, ids []string) (map[string]runFlags, error) {
+	renewed, err := s.tables.Runs.Renew(ctx, s.beat, s.id, s.cfg.LeaseTimeout.Milliseconds(), ids)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]runFlags{}
-	for rows.Next() {
-		var id string
-		var cancelReq, resolved sql.NullInt64
-		if err := rows.Scan(&id, &cancelReq, &resolved); err != nil {
-			return nil, err
-		}
-		out[id] = runFlags{cancel: cancelReq.Valid, resolved: resolved.Valid}
+	out := make(map[string]runFlags, len(renewed))
+	for id, f := range renewed {
+		out[id] = runFlags{cancel: f.Cancel, resolved: f.Resolved}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // release gives the run up after an interruption or a store failure: the lease
@@ -321,13 +282,8 @@ func (s *Service) release(h *handle, cause error) {
 	// Only an interruption (shutdown, a lost lease) gives the attempt back; a
 	// store failure uses it up, so a run that keeps failing ends failed.
 	// A step that could not be recorded is a store failure too.
-	q := `UPDATE autocapture_runs SET lease_until = 0 WHERE id = $1 AND owner = $2 AND finished_at IS NULL`
-	if errors.Is(cause, executor.ErrInterrupted) && !errors.Is(cause, executor.ErrNotRecorded) {
-		q = `UPDATE autocapture_runs SET lease_until = 0,
-		attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
-		WHERE id = $1 AND owner = $2 AND finished_at IS NULL`
-	}
-	_, err := s.db.ExecContext(ctx, q, h.id, s.id)
+	giveBack := errors.Is(cause, executor.ErrInterrupted) && !errors.Is(cause, executor.ErrNotRecorded)
+	err := s.tables.Runs.Release(ctx, s.db, h.id, s.id, giveBack)
 	if err != nil {
 		s.log.Error("Could not release an interrupted run; it resumes when its lease expires.",
 			zap.String("run", h.id), zap.Error(err))

@@ -55,7 +55,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 		// process's and runs beyond now on the database's clock.
 		var owner string
 		var left int64
-		err := conns[0].QueryRowContext(ctx, s.dialect.sql(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
+		err := conns[0].QueryRowContext(ctx, s.dialect.SQL(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
 			Scan(&owner, &left)
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	hold := 2 * s.cfg.LeaseTimeout
 	time.Sleep(hold)
 	var left int64
-	if err := rawDB(s).QueryRowContext(ctx, s.dialect.sql(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
+	if err := rawDB(s).QueryRowContext(ctx, s.dialect.SQL(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
 		free, s.id).Scan(&left); err != nil || left <= 0 {
 		t.Errorf("after %v with run %s locked: run %s lease %d ms ahead (%v); want still this process's, ahead", hold, locked, free, left, err)
 	}

@@ -92,7 +92,7 @@ func (w *manifestWorker) Work(ctx context.Context, job *river.Job[manifestArgs])
 // once tx commits: at the finish, and whenever what it describes changes
 // afterwards (a late upload landed). A tx that rolls back asks for nothing.
 func (s *Service) enqueueManifestTx(ctx context.Context, tx *sql.Tx, runID string) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET manifest_seq = manifest_seq + 1 WHERE id = $1`, runID); err != nil {
+	if err := s.tables.Runs.BumpManifest(ctx, tx, runID); err != nil {
 		return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 	}
 	if _, err := s.client.InsertTx(ctx, tx, manifestArgs{RunID: runID}, nil); err != nil {
@@ -110,8 +110,7 @@ func (s *Service) writeManifest(ctx context.Context, runID string) error {
 		return nil
 	}
 	for range manifestRewrites {
-		var seq int64
-		err := s.db.QueryRowContext(ctx, `SELECT manifest_seq FROM autocapture_runs WHERE id = $1`, runID).Scan(&seq)
+		seq, err := s.tables.Runs.ManifestSeq(ctx, s.db, runID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {
@@ -150,9 +149,7 @@ func (s *Service) writeManifest(ctx context.Context, runID string) error {
 		if _, err := st.Put(ctx, key, bytes.NewReader(b), storage.Meta{ContentType: "application/json", Replace: true}); err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
-		var now int64
-		err = s.db.QueryRowContext(ctx, `UPDATE autocapture_runs SET manifest_key = $1 WHERE id = $2 RETURNING manifest_seq`,
-			key, runID).Scan(&now)
+		now, err := s.tables.Runs.SetManifest(ctx, s.db, runID, key)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Retention deleted the run while this was written: take the
 			// manifest back, or it would outlive the run in the store.

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -182,23 +181,12 @@ func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error)
 	for _, sink := range s.sinkOrder {
 		out[sink] = Backlog{}
 	}
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT sink, COUNT(*), {now} - MIN(created_at)
-		FROM autocapture_outbox WHERE delivered_at IS NULL GROUP BY sink`))
+	backlog, err := s.tables.Outbox.Backlog(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("runner: outbox backlog: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var sink string
-		var n int
-		var waitedMS int64
-		if err := rows.Scan(&sink, &n, &waitedMS); err != nil {
-			return nil, fmt.Errorf("runner: outbox backlog: %w", err)
-		}
-		out[sink] = Backlog{Pending: n, Oldest: max(0, time.Duration(waitedMS)*time.Millisecond)}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runner: outbox backlog: %w", err)
+	for _, b := range backlog {
+		out[b.Sink] = Backlog{Pending: b.Pending, Oldest: max(0, time.Duration(b.WaitedMS)*time.Millisecond)}
 	}
 	return out, nil
 }
@@ -213,26 +201,14 @@ type QueueStats struct {
 // QueueStats counts runs by status and measures the oldest queued run's wait.
 func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) {
 	st := QueueStats{ByStatus: map[string]int{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM autocapture_runs GROUP BY status`)
+	byStatus, err := s.tables.Runs.CountByStatus(ctx, s.db)
 	if err != nil {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return st, fmt.Errorf("runner: queue stats: %w", err)
-		}
-		st.ByStatus[status] = n
-	}
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("runner: queue stats: %w", err)
-	}
+	st.ByStatus = byStatus
 	st.Queued = st.ByStatus[StatusQueued]
-	var waitedMS sql.NullInt64 // queued_at is on the database's clock: so is the wait
-	if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT {now} - MIN(queued_at) FROM autocapture_runs WHERE status = $1`),
-		StatusQueued).Scan(&waitedMS); err != nil {
+	waitedMS, err := s.tables.Runs.OldestWait(ctx, s.db, StatusQueued) // on the database's clock
+	if err != nil {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}
 	if waitedMS.Valid {

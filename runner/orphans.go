@@ -22,32 +22,13 @@ var descOrphanedJobs = prometheus.NewDesc("autocapture_river_jobs_orphaned",
 		"it was resumed under a newer job, or it is final). River's rescuer takes them back after an hour; "+
 		"the reaper has resumed their runs long before.", nil, nil)
 
-// orphanedJobsQuery counts the orphaned run jobs (see descOrphanedJobs):
-// the job started more than lease_timeout ago ($2; a job fetched moments
-// ago has not claimed its run yet) and its run is not held by a live lease
-// at the job's generation, nor finished within lease_timeout ($3: River
-// completes a job just after its run ends). Times are the database's.
-func (s *Service) orphanedJobsQuery() (string, []any) {
-	runID, gen := `j.args->>'run_id'`, `CAST(j.args->>'generation' AS INTEGER)`
-	started := `statement_timestamp() - make_interval(secs => $2)`
-	var lease any = s.cfg.LeaseTimeout.Seconds()
-	if s.dialect != dialectPostgres {
-		runID, gen = `json_extract(j.args, '$.run_id')`, `CAST(json_extract(j.args, '$.generation') AS INTEGER)`
-		started = `datetime('now', 'subsec', $2)`
-		lease = fmt.Sprintf("-%.3f seconds", s.cfg.LeaseTimeout.Seconds())
-	}
-	return s.dialect.sql(`SELECT COUNT(*) FROM river_job j
-		WHERE j.kind = $1 AND j.state = 'running' AND j.attempted_at < ` + started + ` AND NOT EXISTS (
-			SELECT 1 FROM autocapture_runs r WHERE r.id = ` + runID + ` AND r.generation = ` + gen + `
-			AND ((r.finished_at IS NULL AND r.owner IS NOT NULL AND r.lease_until >= {now})
-				OR r.finished_at >= {now} - $3))`), []any{runArgs{}.Kind(), lease, s.cfg.LeaseTimeout.Milliseconds()}
-}
-
-// OrphanedRunJobs counts the River jobs of runs a gone replica left running.
+// OrphanedRunJobs counts the River jobs of runs a gone replica left running
+// (see descOrphanedJobs and database.Jobs.Orphaned): started more than
+// lease_timeout ago, their run neither held by a live lease at their
+// generation nor finished within lease_timeout.
 func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {
-	q, args := s.orphanedJobsQuery()
-	var n int
-	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+	n, err := s.tables.Jobs.Orphaned(ctx, s.db, runArgs{}.Kind(), s.cfg.LeaseTimeout)
+	if err != nil {
 		return 0, fmt.Errorf("runner: orphaned river jobs: %w", err)
 	}
 	return n, nil

@@ -53,7 +53,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 		} {
 			id := acceptOne(t, s, firing(fmt.Sprintf("fp-orphan-%d", i), time.Now().UTC())).RunID
 			setJob(t, s, id, tc.job)
-			run := strings.ReplaceAll(s.dialect.sql(tc.run), "{lease}", strconv.FormatInt(lease, 10))
+			run := strings.ReplaceAll(s.dialect.SQL(tc.run), "{lease}", strconv.FormatInt(lease, 10))
 			if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET `+run+` WHERE id = $1`, id); err != nil {
 				t.Fatalf("%s: set run: %v", tc.name, err)
 			}

@@ -111,19 +111,17 @@ func (s *Service) writeOps(ctx context.Context, tx *sql.Tx, runID string, groupe
 	if err != nil || len(sinks) == 0 {
 		return err
 	}
-	number := `UPDATE autocapture_runs SET outbox_seq = outbox_seq + 1 WHERE id = $1 RETURNING outbox_seq`
+	number := s.tables.Runs.NextOutboxSeq
 	if grouped {
-		number = `UPDATE autocapture_groups SET outbox_seq = outbox_seq + 1 WHERE lead_run = $1 RETURNING outbox_seq`
+		number = s.tables.Groups.NextOutboxSeq
 	}
 	for _, o := range ops {
-		var seq int
-		if err := tx.QueryRowContext(ctx, number, runID).Scan(&seq); err != nil {
+		seq, err := number(ctx, tx, runID)
+		if err != nil {
 			return fmt.Errorf("runner: outbox of %s: number %s: %w", runID, o.key, err)
 		}
 		for _, sink := range sinks {
-			if _, err := tx.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_outbox
-				(run_id, sink, seq, op, op_key, ref, created_at) VALUES ($1, $2, $3, $4, $5, $6, {now})
-				ON CONFLICT DO NOTHING`), runID, sink, seq, string(o.kind), o.key, o.ref); err != nil {
+			if err := s.tables.Outbox.Add(ctx, tx, runID, sink, seq, string(o.kind), o.key, o.ref); err != nil {
 				return fmt.Errorf("runner: outbox of %s: record %s: %w", runID, o.key, err)
 			}
 		}
@@ -144,25 +142,15 @@ func (s *Service) writeOps(ctx context.Context, tx *sql.Tx, runID string, groupe
 func (s *Service) threadSinks(ctx context.Context, tx *sql.Tx, runID string, open bool) ([]string, error) {
 	if open {
 		for _, sink := range s.sinkOrder {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_threads (run_id, sink) VALUES ($1, $2)
-				ON CONFLICT DO NOTHING`, runID, sink); err != nil {
+			if err := s.tables.Threads.Open(ctx, tx, runID, sink); err != nil {
 				return nil, fmt.Errorf("runner: outbox of %s: open thread: %w", runID, err)
 			}
 		}
 		return s.sinkOrder, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT sink FROM autocapture_threads WHERE run_id = $1 ORDER BY sink`, runID)
+	sinks, err := s.tables.Threads.Sinks(ctx, tx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: outbox of %s: threads: %w", runID, err)
 	}
-	defer rows.Close()
-	var sinks []string
-	for rows.Next() {
-		var sink string
-		if err := rows.Scan(&sink); err != nil {
-			return nil, fmt.Errorf("runner: outbox of %s: threads: %w", runID, err)
-		}
-		sinks = append(sinks, sink)
-	}
-	return sinks, rows.Err()
+	return sinks, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -22,18 +23,19 @@ type hotQuery struct {
 
 func hotQueries(t *testing.T, s *Service) []hotQuery {
 	t.Helper()
-	expired, expiredArgs := s.reapQuery(reapExpired)
-	stranded, strandedArgs := s.reapQuery(reapStranded)
-	list, listArgs, _, err := listQuery(runs.ListQuery{Alertname: "Alert3"})
+	expired, expiredArgs := s.tables.Runs.ReapQuery(database.Expired, s.cfg.LeaseTimeout, StatusQueued)
+	stranded, strandedArgs := s.tables.Runs.ReapQuery(database.Stranded, s.cfg.LeaseTimeout, StatusQueued)
+	f, _, err := listFilter(runs.ListQuery{Alertname: "Alert3"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	list, listArgs := database.ListQuery(f)
 	return []hotQuery{
 		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
 		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
-		{"accept: resolved alert's run", qResolvedRun, []any{"seedfp-7@0", "seedfp-7", int64(0)}, "autocapture_runs_fingerprint"},
-		{"claim", s.dialect.sql(qClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
-		{"claim: playbook slot", qPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
+		{"accept: resolved alert's run", database.QResolvedRun, []any{"seedfp-7@0", "seedfp-7", int64(0)}, "autocapture_runs_fingerprint"},
+		{"claim", s.dialect.SQL(database.QClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
+		{"claim: playbook slot", database.QPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
 		{"list by alertname", list, listArgs, "autocapture_runs_alertname"},
 	}
 }

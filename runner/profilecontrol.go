@@ -33,22 +33,18 @@ func (p pauseRow) detail() string {
 }
 
 func (s *Service) readPause(ctx context.Context, q querier) (pauseRow, error) {
-	var p pauseRow
-	var paused int
-	err := q.QueryRowContext(ctx, `SELECT paused, changed_by, changed_at, reason FROM autocapture_profile_pause WHERE id = 1`).
-		Scan(&paused, &p.by, &p.at, &p.reason)
+	r, err := s.tables.ProfilePause.Get(ctx, q)
+	p := pauseRow{paused: r.Paused, by: r.By, reason: r.Reason, at: r.At}
 	if err != nil {
 		return p, fmt.Errorf("runner: profiling pause: %w", err)
 	}
-	p.paused = paused == 1
 	return p, nil
 }
 
 // PauseProfiling stops every replica from starting a capture until
 // ResumeProfiling; captures recording now go on to their stop.
 func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.ProfilingStatus, error) {
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 1, changed_by = $1,
-		changed_at = {now}, reason = $2 WHERE id = 1`), by, clipReason(reason)); err != nil {
+	if err := s.tables.ProfilePause.Pause(ctx, s.db, by, clipReason(reason)); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: pause profiling: %w", err)
 	}
 	s.log.Warn("Profiling paused by an operator: no capture starts on any replica until it is resumed.",
@@ -58,8 +54,7 @@ func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.P
 
 // ResumeProfiling lifts the pause.
 func (s *Service) ResumeProfiling(ctx context.Context, by string) (runs.ProfilingStatus, error) {
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_pause SET paused = 0, changed_by = $1,
-		changed_at = {now}, reason = '' WHERE id = 1`), by); err != nil {
+	if err := s.tables.ProfilePause.Resume(ctx, s.db, by); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: resume profiling: %w", err)
 	}
 	s.log.Warn("Profiling resumed by an operator.", zap.String("by", by))
@@ -85,28 +80,18 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases ORDER BY acquired_at, target`)
+	leases, err := leasesOf(s.tables.ProfileLeases.List(ctx, s.db))
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
-	for rows.Next() {
-		r, err := scanLease(rows)
-		if err != nil {
-			rows.Close()
-			return st, fmt.Errorf("runner: profiling status: %w", err)
-		}
+	for _, r := range leases {
 		if !r.takeable(now) {
 			st.Leases = append(st.Leases, r.api())
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("runner: profiling status: %w", err)
-	}
 	cfg := s.profiling()
 	st.Budget = runs.ProfileBudget{Active: len(st.Leases), MaxConcurrent: cfg.MaxConcurrent, MaxPerHour: cfg.MaxPerHour}
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
-		now-time.Hour.Milliseconds()).Scan(&st.Budget.StartsLastHour); err != nil {
+	if st.Budget.StartsLastHour, err = s.tables.ProfileStarts.Since(ctx, s.db, now-time.Hour.Milliseconds()); err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
 	return st, nil
@@ -124,25 +109,10 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases
-		SET stop_requested_at = COALESCE(stop_requested_at, {now}),
-		stop_requested_by = CASE WHEN stop_requested_at IS NULL THEN $1 ELSE stop_requested_by END
-		WHERE run_id = $2 AND state IN ($3, $4, $5) RETURNING `+leaseColumns),
-		by, runID, vocab.LeaseHeld, vocab.LeaseRecording, vocab.LeaseStopping)
+	// A run may profile several targets: each is asked.
+	hit, err := leasesOf(s.tables.ProfileLeases.RequestStop(ctx, tx, runID, by,
+		[3]string{vocab.LeaseHeld, vocab.LeaseRecording, vocab.LeaseStopping}))
 	if err != nil {
-		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
-	}
-	var hit []*leaseRow // a run may profile several targets: each is asked
-	for rows.Next() {
-		r, err := scanLease(rows)
-		if err != nil {
-			rows.Close()
-			return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
-		}
-		hit = append(hit, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	if len(hit) == 0 {
@@ -175,7 +145,7 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
 	defer tx.Rollback()
-	r, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`+s.forUpdate(), target))
+	r, err := leaseOf(s.tables.ProfileLeases.GetForUpdate(ctx, tx, target))
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.ProfileLease{}, fmt.Errorf("%w: %s", runs.ErrNoLease, target)
 	}
@@ -189,7 +159,7 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 	if r.swept() {
 		why = "the sweeper had stopped it; its files, not collected, stay on the server"
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, target, r.token); err != nil {
+	if err := s.tables.ProfileLeases.Delete(ctx, tx, target, r.token); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
 	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", why); err != nil {
@@ -209,8 +179,7 @@ func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile
 		return runs.RunProfile{}, err
 	}
 	out := runs.RunProfile{Events: []runs.ProfileEvent{}}
-	r, err := scanLease(s.db.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases
-		WHERE run_id = $1 ORDER BY acquired_at DESC LIMIT 1`, runID))
+	r, err := leaseOf(s.tables.ProfileLeases.LatestOfRun(ctx, s.db, runID))
 	switch {
 	case err == nil:
 		l := r.api()
@@ -218,20 +187,13 @@ func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile
 	case !errors.Is(err, sql.ErrNoRows):
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT target, at, actor, event, detail FROM autocapture_profile_events
-		WHERE run_id = $1 ORDER BY seq`, runID)
+	events, err := s.tables.ProfileEvents.List(ctx, s.db, runID)
 	if err != nil {
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e := runs.ProfileEvent{RunID: runID}
-		var at int64
-		if err := rows.Scan(&e.Target, &at, &e.Actor, &e.Event, &e.Detail); err != nil {
-			return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
-		}
-		e.At = fromMS(at)
-		out.Events = append(out.Events, e)
+	for _, e := range events {
+		out.Events = append(out.Events, runs.ProfileEvent{RunID: runID, Target: e.Target, At: fromMS(e.At),
+			Actor: e.Actor, Event: e.Event, Detail: e.Detail})
 	}
-	return out, rows.Err()
+	return out, nil
 }

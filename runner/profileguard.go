@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -40,9 +41,6 @@ import (
 // (profilewait.go), then collects the same way. A resumed step
 // whose start was counted but whose lease is gone is refused "recorded"
 // (recordedBefore): never a second frame for one run's step.
-
-// profileLockKey is the advisory lock Acquire takes on PostgreSQL.
-const profileLockKey = 727010
 
 // defaultProfileHold is a lease's hold when the request names none.
 const defaultProfileHold = 30 * time.Second
@@ -135,10 +133,8 @@ func (s *Service) acquireOnce(ctx context.Context, req vocab.LeaseRequest, hold 
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	defer tx.Rollback()
-	if s.dialect == dialectPostgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, profileLockKey); err != nil {
-			return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
-		}
+	if err := s.tables.ProfileLeases.LockAcquire(ctx, tx); err != nil { // PostgreSQL only
+		return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
 	}
 	l, err := s.acquireTx(ctx, tx, req, hold)
 	if err != nil {
@@ -156,7 +152,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequ
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: clock: %w", req.Target, err)
 	}
-	cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`, req.Target))
+	cur, err := leaseOf(s.tables.ProfileLeases.Get(ctx, tx, req.Target))
 	if errors.Is(err, sql.ErrNoRows) {
 		cur = nil
 	} else if err != nil {
@@ -183,8 +179,7 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequ
 		return nil, refusal
 	}
 	if cur != nil { // its owner is gone and nothing records: the target is free
-		if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`,
-			cur.target, cur.token); err != nil {
+		if err := s.tables.ProfileLeases.Delete(ctx, tx, cur.target, cur.token); err != nil {
 			return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 		}
 		if err := s.profileEvent(ctx, tx, cur.runID, cur.target, l.runID, "released",
@@ -192,10 +187,9 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequ
 			return nil, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_leases
-		(target, run_id, plan, step_id, owner, token, state, acquired_at, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, req.Target, req.RunID, req.Plan, req.StepID,
-		s.id, l.token, vocab.LeaseHeld, now, now+hold.Milliseconds()); err != nil {
+	if err := s.tables.ProfileLeases.Insert(ctx, tx, database.ProfileLease{Target: req.Target, RunID: req.RunID,
+		Plan: req.Plan, Step: req.StepID, Owner: s.id, Token: l.token, State: vocab.LeaseHeld,
+		Acquired: now, Until: now + hold.Milliseconds()}); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	return l, s.profileEvent(ctx, tx, req.RunID, req.Target, s.id, "acquired", "")
@@ -213,12 +207,11 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	// Guarded by the token as read: a sweep on another replica may have
 	// claimed or released the row since (PostgreSQL reads committed rows;
 	// the sweeper takes no advisory lock). Then Acquire reads it again.
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_profile_leases SET owner = $1, token = $2,
-		lease_until = $3 WHERE target = $4 AND token = $5`, s.id, l.token, now+hold.Milliseconds(), cur.target, cur.token)
+	took, err := s.tables.ProfileLeases.Resume(ctx, tx, cur.target, cur.token, s.id, l.token, now+hold.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !took {
 		return errLeaseMoved
 	}
 	if cur.state != vocab.LeaseHeld { // start_profile may have been sent: stop first
@@ -246,25 +239,18 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // on the server; the step fails, saying so), a skip otherwise (the earlier
 // attempt collected it, or no recording began).
 func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest) (*vocab.ProfileRefusal, error) {
-	var started sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts
-		WHERE run_id = $1 AND plan = $2 AND step_id = $3 AND target = $4`,
-		req.RunID, req.Plan, req.StepID, req.Target).Scan(&started); err != nil {
+	started, err := s.tables.ProfileStarts.LastOf(ctx, tx, req.RunID, req.Plan, req.StepID, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier starts: %w", req.Target, err)
 	}
 	if !started.Valid {
 		return nil, nil
 	}
-	var swept, stopped int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN actor LIKE 'sweeper %' THEN 1 ELSE 0 END), 0), COUNT(*)
-		FROM autocapture_profile_events WHERE run_id = $1 AND target = $2 AND event = 'stopped'`,
-		req.RunID, req.Target).Scan(&swept, &stopped); err != nil {
+	swept, stopped, err := s.tables.ProfileEvents.Stops(ctx, tx, req.RunID, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	var ended, by, why string
-	err := tx.QueryRowContext(ctx, `SELECT event, actor, detail FROM autocapture_profile_events
-		WHERE run_id = $1 AND target = $2 AND event IN ('released', 'cleared', 'not_started') ORDER BY seq DESC LIMIT 1`,
-		req.RunID, req.Target).Scan(&ended, &by, &why)
+	ended, by, why, err := s.tables.ProfileEvents.LastEnd(ctx, tx, req.RunID, req.Target)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
@@ -307,9 +293,8 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget,
 			Detail: fmt.Sprintf("%d of profiling.max_concurrent %d captures hold a target", active, cfg.MaxConcurrent)}, nil
 	}
-	var started int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_profile_starts WHERE started_at > $1`,
-		now-time.Hour.Milliseconds()).Scan(&started); err != nil {
+	started, err := s.tables.ProfileStarts.Since(ctx, tx, now-time.Hour.Milliseconds())
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile budget: %w", err)
 	}
 	if started+pending >= cfg.MaxPerHour {
@@ -320,9 +305,8 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 	if req.Cooldown <= 0 {
 		return nil, nil
 	}
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM autocapture_profile_starts WHERE target = $1`,
-		req.Target).Scan(&last); err != nil {
+	last, err := s.tables.ProfileStarts.LastOn(ctx, tx, req.Target)
+	if err != nil {
 		return nil, fmt.Errorf("runner: profile cooldown: %w", err)
 	}
 	if last.Valid && now-last.Int64 < req.Cooldown.Milliseconds() {
@@ -340,9 +324,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 // max_concurrent) and, of those, the ones not started yet (they count against
 // max_per_hour before their start is recorded).
 func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
-	err = q.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = $1 THEN 1 ELSE 0 END), 0)
-		FROM autocapture_profile_leases WHERE NOT (state IN ($1, $2) AND lease_until < $3) AND NOT (state = $2 AND owner = '')`,
-		vocab.LeaseHeld, vocab.LeaseStopped, now).Scan(&active, &pending)
+	active, pending, err = s.tables.ProfileLeases.Active(ctx, q, vocab.LeaseHeld, vocab.LeaseStopped, now)
 	if err != nil {
 		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)
 	}
@@ -355,21 +337,15 @@ func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z
 // Baseline returns the report kept for key: the last one kept with
 // baseline=true, else the last one; nil, nil when none is kept.
 func (g profileGuard) Baseline(ctx context.Context, key string) (*vocab.KeptReport, error) {
-	var r vocab.KeptReport
-	var baseline int
-	var taken int64
-	var report string
-	err := g.s.db.QueryRowContext(ctx, `SELECT run_id, target, baseline, taken_at, report
-		FROM autocapture_profile_reports WHERE report_key = $1
-		ORDER BY baseline DESC, taken_at DESC, run_id DESC LIMIT 1`, key).Scan(&r.RunID, &r.Target, &baseline, &taken, &report)
+	kept, err := g.s.tables.ProfileReports.Baseline(ctx, g.s.db, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile baseline %q: %w", key, err)
 	}
-	r.Baseline, r.TakenAt, r.Report = baseline == 1, fromMS(taken), []byte(report)
-	return &r, nil
+	return &vocab.KeptReport{RunID: kept.RunID, Target: kept.Target, Baseline: kept.Baseline,
+		TakenAt: fromMS(kept.TakenAt.Int64), Report: []byte(kept.Report)}, nil
 }
 
 // KeepReport stores a capture's analysis under key; the same run's report
@@ -378,18 +354,12 @@ func (g profileGuard) KeepReport(ctx context.Context, key string, r vocab.KeptRe
 	if key == "" || r.RunID == "" || len(r.Report) == 0 {
 		return fmt.Errorf("runner: keep profile report: key, run and report are required")
 	}
-	baseline := 0
-	if r.Baseline {
-		baseline = 1
-	}
-	taken := any(nil)
+	var taken sql.NullInt64
 	if !r.TakenAt.IsZero() {
-		taken = toMS(r.TakenAt)
+		taken = sql.NullInt64{Int64: toMS(r.TakenAt), Valid: true}
 	}
-	_, err := g.s.db.ExecContext(ctx, g.s.dialect.sql(`INSERT INTO autocapture_profile_reports
-		(report_key, run_id, target, baseline, taken_at, report) VALUES ($1, $2, $3, $4, COALESCE($5, {now}), $6)
-		ON CONFLICT (report_key, run_id) DO UPDATE SET target = excluded.target, baseline = excluded.baseline,
-		taken_at = excluded.taken_at, report = excluded.report`), key, r.RunID, normTarget(r.Target), baseline, taken, string(r.Report))
+	err := g.s.tables.ProfileReports.Put(ctx, g.s.db, database.ProfileReport{Key: key, RunID: r.RunID,
+		Target: normTarget(r.Target), Baseline: r.Baseline, TakenAt: taken, Report: string(r.Report)})
 	if err != nil {
 		return fmt.Errorf("runner: keep profile report %q: %w", key, err)
 	}

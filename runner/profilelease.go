@@ -83,20 +83,16 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	defer tx.Rollback()
-	var savedArg any
+	var savedArg sql.NullString
 	if len(saved) > 0 {
-		savedArg = string(saved)
+		savedArg = sql.NullString{String: string(saved), Valid: true}
 	}
-	var since, deadline int64
 	// lease_until: the deadline plus stopGrace. The owner renews within that
 	// (Renew caps it there too) and records its stop at the deadline; a
 	// dead owner's recording is the sweeper's stopGrace after its deadline,
 	// not a whole hold (15 s) after its last renewal.
-	err = tx.QueryRowContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, since = {now},
-		deadline = {now} + $2, lease_until = {now} + $2 + $7, saved = $3 WHERE target = $4 AND token = $5 AND state = $6
-		RETURNING since, deadline`),
-		vocab.LeaseRecording, frame.Milliseconds(), savedArg, l.target, l.token, vocab.LeaseHeld,
-		stopGrace.Milliseconds()).Scan(&since, &deadline)
+	since, deadline, err := s.tables.ProfileLeases.Record(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseRecording,
+		frame.Milliseconds(), stopGrace.Milliseconds(), savedArg)
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() // SQLite has one connection: free it for the probe
 		return vocab.Recording{}, l.wrongState(ctx, "recording", vocab.LeaseHeld)
@@ -104,8 +100,7 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	if err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_profile_starts (target, run_id, plan, step_id, started_at)
-		VALUES ($1, $2, $3, $4, $5)`, l.target, l.runID, l.plan, l.step, since); err != nil {
+	if err := s.tables.ProfileStarts.Add(ctx, tx, l.target, l.runID, l.plan, l.step, since); err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "recording", "stop by "+fmtMS(deadline)); err != nil {
@@ -123,26 +118,26 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 // Stopping records that stop_profile is being sent; the lease lasts at
 // least stopTimeout from now.
 func (l *profileLease) Stopping(ctx context.Context, stopTimeout time.Duration) error {
-	s := l.s
-	q := `UPDATE autocapture_profile_leases SET state = $1, lease_until = ` + s.greatest("lease_until", "{now} + $2") +
-		` WHERE target = $3 AND token = $4 AND state IN ($5, $6, $7)`
-	return l.write(ctx, "stopping", q, vocab.LeaseStopping, stopTimeout.Milliseconds(), l.target, l.token,
-		vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed)
+	return l.write(ctx, "stopping", "", func(tx *sql.Tx) (bool, error) {
+		return l.s.tables.ProfileLeases.Stopping(ctx, tx, l.target, l.token, vocab.LeaseStopping, stopTimeout.Milliseconds(),
+			[3]string{vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed})
+	})
 }
 
 // Stopped records that the server answered the stop.
 func (l *profileLease) Stopped(ctx context.Context) error {
-	q := `UPDATE autocapture_profile_leases SET state = $1, reason = '' WHERE target = $2 AND token = $3 AND state IN ($4, $5, $6)`
-	return l.write(ctx, "stopped", q, vocab.LeaseStopped, l.target, l.token,
-		vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed)
+	return l.write(ctx, "stopped", "", func(tx *sql.Tx) (bool, error) {
+		return l.s.tables.ProfileLeases.Stopped(ctx, tx, l.target, l.token, vocab.LeaseStopped,
+			[3]string{vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed})
+	})
 }
 
 // StopFailed hands the lease to the sweeper: the target stays leased, and
 // its stop is retried, until a stop is answered or an operator clears it.
 func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
-	q := `UPDATE autocapture_profile_leases SET state = $1, reason = $2, owner = '', token = '',
-		stop_attempts = stop_attempts + 1, lease_until = {now} WHERE target = $3 AND token = $4`
-	err := l.write(ctx, "stop_failed", q, vocab.LeaseStopFailed, clipReason(reason), l.target, l.token)
+	err := l.write(ctx, "stop_failed", clipReason(reason), func(tx *sql.Tx) (bool, error) {
+		return l.s.tables.ProfileLeases.StopFailed(ctx, tx, l.target, l.token, vocab.LeaseStopFailed, clipReason(reason))
+	})
 	if err == nil {
 		l.s.pm.stopFailures.Inc()
 		l.s.log.Warn("A profile's stop failed; the target stays leased and the sweeper retries the stop.",
@@ -155,14 +150,10 @@ func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
 // Renew extends the lease by hold from the database's now, and notices an
 // operator's stop request.
 func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
-	var stopAt sql.NullInt64
-	var stopBy string
 	// A recording's lease never reaches past its deadline + stopGrace
 	// (see Recording): renewing cannot keep a recording alive past it.
-	err := l.s.beat.QueryRowContext(ctx, l.s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until =
-		CASE WHEN state = $4 AND deadline IS NOT NULL AND deadline + $5 < {now} + $1 THEN deadline + $5 ELSE {now} + $1 END
-		WHERE target = $2 AND token = $3 RETURNING stop_requested_at, stop_requested_by`),
-		hold.Milliseconds(), l.target, l.token, vocab.LeaseRecording, stopGrace.Milliseconds()).Scan(&stopAt, &stopBy)
+	stopAt, stopBy, err := l.s.tables.ProfileLeases.Renew(ctx, l.s.beat, l.target, l.token, vocab.LeaseRecording,
+		hold.Milliseconds(), stopGrace.Milliseconds())
 	if errors.Is(err, sql.ErrNoRows) {
 		l.end()
 		return fmt.Errorf("runner: profile %s: renew: %w", l.target, ErrProfileLeaseLost)
@@ -186,12 +177,11 @@ func (l *profileLease) NotStarted(ctx context.Context, why string) error {
 		return l.errorf("not started", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2 AND state = $3`,
-		l.target, l.token, vocab.LeaseRecording)
+	deleted, err := s.tables.ProfileLeases.DeleteInState(ctx, tx, l.target, l.token, vocab.LeaseRecording)
 	if err != nil {
 		return l.errorf("not started", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !deleted {
 		tx.Rollback()
 		return l.wrongState(ctx, "not started", vocab.LeaseRecording)
 	}
@@ -214,12 +204,11 @@ func (l *profileLease) Release(ctx context.Context) error {
 		return l.errorf("release", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2 AND state IN ($3, $4)`,
-		l.target, l.token, vocab.LeaseHeld, vocab.LeaseStopped)
+	deleted, err := s.tables.ProfileLeases.DeleteInStates(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseStopped)
 	if err != nil {
 		return l.errorf("release", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !deleted {
 		tx.Rollback()
 		return l.wrongState(ctx, "release", vocab.LeaseHeld+" or "+vocab.LeaseStopped)
 	}
@@ -234,25 +223,22 @@ func (l *profileLease) Release(ctx context.Context) error {
 	return nil
 }
 
-// write runs one guarded UPDATE and records the event named what.
-func (l *profileLease) write(ctx context.Context, what, q string, args ...any) error {
+// write runs one guarded UPDATE (update: false when it changed nothing)
+// and records the event named what with detail.
+func (l *profileLease) write(ctx context.Context, what, detail string, update func(*sql.Tx) (bool, error)) error {
 	s := l.s
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return l.errorf(what, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, s.dialect.sql(q), args...)
+	wrote, err := update(tx)
 	if err != nil {
 		return l.errorf(what, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !wrote {
 		tx.Rollback()
 		return l.wrongState(ctx, what, "")
-	}
-	detail := ""
-	if what == vocab.LeaseStopFailed {
-		detail, _ = args[1].(string)
 	}
 	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, what, detail); err != nil {
 		return err
@@ -266,9 +252,7 @@ func (l *profileLease) write(ctx context.Context, what, q string, args ...any) e
 // wrongState explains a guarded write that changed nothing: the lease is
 // lost, or in a state the write does not apply to.
 func (l *profileLease) wrongState(ctx context.Context, what, want string) error {
-	var state string
-	err := l.s.db.QueryRowContext(ctx, `SELECT state FROM autocapture_profile_leases WHERE target = $1 AND token = $2`,
-		l.target, l.token).Scan(&state)
+	state, err := l.s.tables.ProfileLeases.State(ctx, l.s.db, l.target, l.token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		l.end()

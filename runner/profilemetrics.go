@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -147,24 +148,15 @@ func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range profileLeaseStates {
 		counts[st] = 0
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM autocapture_profile_leases GROUP BY state`)
+	byState, err := s.tables.ProfileLeases.CountByState(ctx, s.db)
 	if err != nil {
 		return
 	}
-	for rows.Next() {
-		var st string
-		var n float64
-		if rows.Scan(&st, &n) == nil {
-			counts[st] = n
-		}
-	}
-	rows.Close()
+	maps.Copy(counts, byState)
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descProfileLeases, prometheus.GaugeValue, n, st)
 	}
-	var past float64
-	if err := s.db.QueryRowContext(ctx, s.dialect.sql(`SELECT COUNT(*) FROM autocapture_profile_leases
-		WHERE state IN ($1, $2) AND deadline < {now}`), vocab.LeaseRecording, vocab.LeaseStopping).Scan(&past); err == nil {
+	if past, err := s.tables.ProfileLeases.PastDeadline(ctx, s.db, vocab.LeaseRecording, vocab.LeaseStopping); err == nil {
 		ch <- prometheus.MustNewConstMetric(descProfilePastDeadline, prometheus.GaugeValue, past)
 	}
 	if p, err := s.readPause(ctx, s.db); err == nil {

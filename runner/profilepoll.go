@@ -93,10 +93,7 @@ func (s *Service) pollStop(l *profileLease, every time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(s.bg, 5*time.Second)
-		var stopAt sql.NullInt64
-		var stopBy string
-		err := s.db.QueryRowContext(ctx, `SELECT stop_requested_at, stop_requested_by FROM autocapture_profile_leases
-			WHERE target = $1 AND token = $2`, l.target, l.token).Scan(&stopAt, &stopBy)
+		stopAt, stopBy, err := s.tables.ProfileLeases.StopRequest(ctx, s.db, l.target, l.token)
 		cancel()
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // released, taken over or cleared: nothing to watch

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
-
-// leaseColumns are a lease row's columns, in scanLease's order.
-const leaseColumns = `target, run_id, plan, step_id, owner, token, state, acquired_at, since, deadline,
-	lease_until, stop_requested_at, stop_requested_by, stop_attempts, saved, reason`
 
 // leaseRow is one row of autocapture_profile_leases (times: database ms).
 type leaseRow struct {
@@ -26,13 +23,26 @@ type leaseRow struct {
 	reason                                         string
 }
 
-func scanLease(sc scanner) (*leaseRow, error) {
-	var r leaseRow
-	if err := sc.Scan(&r.target, &r.runID, &r.plan, &r.step, &r.owner, &r.token, &r.state, &r.acquired,
-		&r.since, &r.deadline, &r.until, &r.stopAt, &r.stopBy, &r.attempts, &r.saved, &r.reason); err != nil {
+// leaseOf is a lease's row as the runner reads it, or err.
+func leaseOf(l database.ProfileLease, err error) (*leaseRow, error) {
+	if err != nil {
 		return nil, err
 	}
-	return &r, nil
+	return &leaseRow{target: l.Target, runID: l.RunID, plan: l.Plan, step: l.Step, owner: l.Owner, token: l.Token,
+		state: l.State, acquired: l.Acquired, until: l.Until, since: l.Since, deadline: l.Deadline, stopAt: l.StopAt,
+		stopBy: l.StopBy, attempts: l.Attempts, saved: l.Saved, reason: l.Reason}, nil
+}
+
+// leasesOf is leaseOf for each row.
+func leasesOf(ls []database.ProfileLease, err error) ([]*leaseRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*leaseRow, len(ls))
+	for i, l := range ls {
+		out[i], _ = leaseOf(l, nil)
+	}
+	return out, nil
 }
 
 // sameStep says whether req is the step that holds the row (a resumed one).
@@ -89,31 +99,16 @@ func (r *leaseRow) api() runs.ProfileLease {
 		StopAttempts: r.attempts, Reason: r.reason}
 }
 
-// execer runs a statement: the store or a transaction.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // maxEventDetail bounds one event's detail (a stop's error can be long).
 const maxEventDetail = 500
 
 // profileEvent appends to a capture's audit trail (GET /api/v1/runs/{id}/profile).
-func (s *Service) profileEvent(ctx context.Context, q execer, runID, target, actor, event, detail string) error {
+func (s *Service) profileEvent(ctx context.Context, q database.Querier, runID, target, actor, event, detail string) error {
 	if len(detail) > maxEventDetail {
 		detail = strings.ToValidUTF8(detail[:maxEventDetail], "") + "…"
 	}
-	if _, err := q.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_profile_events (run_id, seq, target, at, actor, event, detail)
-		SELECT CAST($1 AS TEXT), COALESCE(MAX(seq), 0) + 1, CAST($2 AS TEXT), {now}, CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT)
-		FROM autocapture_profile_events WHERE run_id = $1`), runID, target, actor, event, detail); err != nil {
+	if err := s.tables.ProfileEvents.Add(ctx, q, runID, target, actor, event, detail); err != nil {
 		return fmt.Errorf("runner: profile event %s of run %s: %w", event, runID, err)
 	}
 	return nil
-}
-
-// greatest is the dialect's two-argument maximum.
-func (s *Service) greatest(a, b string) string {
-	if s.dialect == dialectPostgres {
-		return "GREATEST(" + a + ", " + b + ")"
-	}
-	return "MAX(" + a + ", " + b + ")"
 }

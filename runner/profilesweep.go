@@ -67,24 +67,8 @@ func (s *Service) profileSweeper() {
 // sweepProfiles acts on every lease whose owner is gone (see above).
 func (s *Service) sweepProfiles(ctx context.Context) error {
 	s.pm.sweeps.Inc()
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT `+leaseColumns+` FROM autocapture_profile_leases l
-		WHERE (lease_until < {now} AND (state NOT IN ($1, $2) OR deadline < {now} OR stop_requested_at IS NOT NULL))
-		OR (state = $3 AND owner = '' AND EXISTS (SELECT 1 FROM autocapture_runs r WHERE r.id = l.run_id AND r.finished_at IS NOT NULL))
-		ORDER BY lease_until LIMIT 100`), vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopped)
+	found, err := leasesOf(s.tables.ProfileLeases.Sweepable(ctx, s.db, vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopped))
 	if err != nil {
-		return fmt.Errorf("runner: profile sweep: %w", err)
-	}
-	var found []*leaseRow
-	for rows.Next() {
-		r, err := scanLease(rows)
-		if err != nil {
-			rows.Close()
-			return fmt.Errorf("runner: profile sweep: %w", err)
-		}
-		found = append(found, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("runner: profile sweep: %w", err)
 	}
 	var errs []error
@@ -121,16 +105,12 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
 	defer tx.Rollback()
-	// Guarded by the token as read (a resumed attempt that took the row back
-	// has its own) and a lapsed lease, or for a swept row by its having no
-	// owner yet (its run ended: selected for that).
-	res, err := tx.ExecContext(ctx, s.dialect.sql(`DELETE FROM autocapture_profile_leases
-		WHERE target = $1 AND token = $2 AND (lease_until < {now} OR (state = $3 AND owner = ''))`),
-		r.target, r.token, vocab.LeaseStopped)
+	// Guarded by the token as read (see ProfileLeases.SweepRelease).
+	released, err := s.tables.ProfileLeases.SweepRelease(ctx, tx, r.target, r.token, vocab.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !released {
 		return nil // renewed, or another sweep took it
 	}
 	if err := s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released", why); err != nil {
@@ -150,14 +130,12 @@ func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
 	cfg := s.profiling()
 	token := uuid.NewString()
 	claim := cfg.StopTimeout + sweepClaimSlack
-	res, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET owner = $1, token = $2,
-		state = CASE WHEN state = $3 THEN $4 ELSE state END, lease_until = {now} + $5
-		WHERE target = $6 AND token = $7 AND lease_until < {now}`),
-		sweeperOwner+s.id, token, vocab.LeaseRecording, vocab.LeaseStopping, claim.Milliseconds(), r.target, r.token)
+	claimed, err := s.tables.ProfileLeases.SweepClaim(ctx, s.db, r.target, r.token, sweeperOwner+s.id, token,
+		vocab.LeaseRecording, vocab.LeaseStopping, claim.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: claim: %w", r.target, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !claimed {
 		return nil // renewed by its owner, or claimed by another sweep
 	}
 	why := "its owner is gone past the deadline " + fmtMS(r.deadline.Int64)
@@ -223,7 +201,7 @@ func (s *Service) sweepNothingRecords(ctx context.Context, r *leaseRow, token st
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		_, err = tx.ExecContext(ctx, `DELETE FROM autocapture_profile_leases WHERE target = $1 AND token = $2`, r.target, token)
+		err = s.tables.ProfileLeases.Delete(ctx, tx, r.target, token)
 	}
 	if err == nil {
 		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released",
@@ -255,9 +233,7 @@ func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, owner = '', token = '',
-			reason = $2, lease_until = {now} + $3 WHERE target = $4 AND token = $5`),
-			vocab.LeaseStopped, sweptReason, window.Milliseconds(), r.target, token)
+		err = s.tables.ProfileLeases.SweptStopped(ctx, tx, r.target, token, vocab.LeaseStopped, sweptReason, window.Milliseconds())
 	}
 	if err == nil {
 		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "stopped",
@@ -295,9 +271,7 @@ func (s *Service) sweepStopFailed(ctx context.Context, r *leaseRow, token string
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		_, err = tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET state = $1, reason = $2, owner = '',
-			token = '', stop_attempts = $3, lease_until = {now} + $4 WHERE target = $5 AND token = $6`),
-			vocab.LeaseStopFailed, reason, attempts, backoff.Milliseconds(), r.target, token)
+		err = s.tables.ProfileLeases.SweptStopFailed(ctx, tx, r.target, token, vocab.LeaseStopFailed, reason, attempts, backoff.Milliseconds())
 	}
 	if err == nil {
 		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, vocab.LeaseStopFailed, reason)
@@ -322,8 +296,7 @@ func (s *Service) sweepStopFailed(ctx context.Context, r *leaseRow, token string
 func (s *Service) handBack(target, token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // s.bg is done
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_profile_leases SET lease_until = {now}
-		WHERE target = $1 AND token = $2`), target, token); err != nil {
+	if err := s.tables.ProfileLeases.Lapse(ctx, s.db, target, token); err != nil {
 		s.log.Warn("Could not hand a profile stop back on shutdown; another replica retries when the claim lapses.",
 			zap.String("target", target), zap.Error(err))
 	}

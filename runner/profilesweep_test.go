@@ -310,7 +310,7 @@ func sweptLease(t *testing.T, s *Service, owner *Service, r vocab.LeaseRequest) 
 	if _, err := l.Recording(ctx, time.Minute, json.RawMessage(`{"files":{}}`)); err != nil {
 		t.Fatal(err)
 	}
-	row, err := scanLease(s.db.QueryRowContext(ctx, `SELECT `+leaseColumns+` FROM autocapture_profile_leases WHERE target = $1`, r.Target))
+	row, err := leaseOf(s.tables.ProfileLeases.Get(ctx, s.db, r.Target))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,10 +119,7 @@ func (w *sweepWait) done(l *profileLease) {
 // sweptStop fills rec with who got the stop of a swept lease answered, and
 // when (its "stopped" event), for the step's report.
 func (s *Service) sweptStop(ctx context.Context, tx *sql.Tx, cur *leaseRow, rec *vocab.Recording) error {
-	var actor string
-	var at int64
-	err := tx.QueryRowContext(ctx, `SELECT actor, at FROM autocapture_profile_events WHERE run_id = $1 AND target = $2
-		AND event = 'stopped' AND actor LIKE 'sweeper %' ORDER BY seq DESC LIMIT 1`, cur.runID, cur.target).Scan(&actor, &at)
+	actor, at, err := s.tables.ProfileEvents.SweptStop(ctx, tx, cur.runID, cur.target)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // the row says swept; its event is not there
 		rec.StoppedBy = strings.TrimSpace(sweeperOwner)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
@@ -142,7 +143,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 }
 
 // isClaim says whether query is the claim of a run.
-func isClaim(s *Service, query string) bool { return query == s.dialect.sql(qClaim) }
+func isClaim(s *Service, query string) bool { return query == s.dialect.SQL(database.QClaim) }
 
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,27 +145,18 @@ func (s *Service) retentionOnce(ctx context.Context) (int, error) {
 // oldRuns selects up to a batch of finished runs older than ageMS on the
 // database's clock, oldest first, except those in skip.
 func (s *Service) oldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]oldRun, error) {
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT id, alertname, created_at, COALESCE(manifest_key, '')
-		FROM autocapture_runs WHERE finished_at IS NOT NULL AND finished_at < {now} - $1 AND status NOT IN ($2, $3)
-		AND NOT EXISTS (SELECT 1 FROM autocapture_profile_leases l WHERE l.run_id = autocapture_runs.id)
-		ORDER BY finished_at, id LIMIT $4`), ageMS, StatusQueued, StatusRunning, retentionBatch+len(skip))
+	rows, err := s.tables.Runs.Old(ctx, s.db, ageMS, StatusQueued, StatusRunning, retentionBatch+len(skip))
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
 	}
-	defer rows.Close()
 	var out []oldRun
-	for rows.Next() {
-		var r oldRun
-		var created int64
-		if err := rows.Scan(&r.id, &r.alertname, &created, &r.manifest); err != nil {
-			return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
-		}
-		r.created = fromMS(created)
+	for _, o := range rows {
+		r := oldRun{id: o.ID, alertname: o.Alertname, created: fromMS(o.CreatedAt), manifest: o.ManifestKey}
 		if !skip[r.id] && len(out) < retentionBatch {
 			out = append(out, r)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // deleteOldRun deletes the run's objects (when objects), then its rows.
@@ -214,18 +204,13 @@ func (s *Service) deleteRunObjects(ctx context.Context, r oldRun) error {
 
 // recordedKeys are the artifact keys the run's step records name.
 func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM autocapture_steps WHERE run_id = $1`, runID)
+	records, err := s.tables.Steps.Records(ctx, s.db, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
 	}
-	defer rows.Close()
 	var keys []string
-	for rows.Next() {
-		var raw string
+	for _, raw := range records {
 		var rec executor.StepRecord
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
-		}
 		if json.Unmarshal([]byte(raw), &rec) != nil {
 			continue // unreadable: its objects are still found under the folder
 		}
@@ -235,25 +220,8 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 			}
 		}
 	}
-	return keys, rows.Err()
+	return keys, nil
 }
-
-// runTables are the tables holding a run's rows besides autocapture_runs, by
-// run_id (all ON DELETE CASCADE too; deleted by name so a database without
-// enforced foreign keys loses none). autocapture_cooldowns is keyed by the
-// cooldown, not the run: its one row per key stays, or a cooldown longer than
-// retention would end early.
-var runTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
-	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads", "autocapture_verdicts",
-	// tier 3 (profile*.go). A run still holding a profile lease (a stop that
-	// never answered) is not selected (oldRuns): the target stays leased.
-	"autocapture_profile_leases", "autocapture_profile_starts", "autocapture_profile_reports",
-	"autocapture_profile_events"}
-
-// leadTables are keyed by a group's lead run (group.go): a group and its
-// fleet claim go with their lead. Its members are as old (a group gathers
-// within notify.storm.window) and are deleted on the same tick or the next.
-var leadTables = []string{"autocapture_groups", "autocapture_fleets"}
 
 // deleteRunRows deletes the run's rows in one transaction, the run's last,
 // only if it is still finished and old (checked on the database's clock).
@@ -263,25 +231,14 @@ func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) 
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	var id string
-	err = tx.QueryRowContext(ctx, s.dialect.sql(`SELECT id FROM autocapture_runs WHERE id = $1
-		AND finished_at IS NOT NULL AND finished_at < {now} - $2`+s.forUpdate()), runID, ageMS).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // gone, or no longer old enough
-	} else if err != nil {
+	old, err := s.tables.Runs.LockOld(ctx, tx, runID, ageMS)
+	if err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
-	for _, t := range runTables {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE run_id = $1`, runID); err != nil {
-			return fmt.Errorf("runner: retention: run %s: %s: %w", runID, t, err)
-		}
+	if !old {
+		return nil // gone, or no longer old enough
 	}
-	for _, t := range leadTables {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE lead_run = $1`, runID); err != nil {
-			return fmt.Errorf("runner: retention: run %s: %s: %w", runID, t, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM autocapture_runs WHERE id = $1`, runID); err != nil {
+	if err := s.tables.Runs.Delete(ctx, tx, runID); err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -289,15 +246,6 @@ func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) 
 	}
 	s.m.retention.deleted.WithLabelValues("runs").Inc()
 	return nil
-}
-
-// forUpdate locks the selected row on PostgreSQL (SQLite's BEGIN IMMEDIATE
-// holds the database already).
-func (s *Service) forUpdate() string {
-	if s.dialect == dialectPostgres {
-		return ` FOR UPDATE`
-	}
-	return ""
 }
 
 // retentionMetrics are retention's counters.

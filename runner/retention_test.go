@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
@@ -120,7 +121,7 @@ func (f *retentionFixture) objects(t *testing.T, r *runs.Run) []string {
 func (f *retentionFixture) rowsOf(t *testing.T, id string) int {
 	t.Helper()
 	n := 0
-	for _, table := range append([]string{"autocapture_runs"}, runTables...) {
+	for _, table := range append([]string{"autocapture_runs"}, database.RunTables...) {
 		col := "run_id"
 		if table == "autocapture_runs" {
 			col = "id"
@@ -285,16 +286,16 @@ func TestRetentionKnowsEveryRunTable(t *testing.T) {
 	}
 	rows.Close()
 	known := map[string]bool{}
-	for _, tb := range runTables {
+	for _, tb := range database.RunTables {
 		known[tb+".run_id"] = true
 	}
-	for _, tb := range leadTables {
+	for _, tb := range database.LeadTables {
 		known[tb+".lead_run"] = true
 	}
 	found := 0
 	for _, tb := range tables {
 		// autocapture_cooldowns is keyed by cooldown, its run_id the holder:
-		// deleting it would end a long cooldown early (see runTables).
+		// deleting it would end a long cooldown early (see database.RunTables).
 		if tb == "autocapture_runs" || tb == "autocapture_migrations" || tb == "autocapture_cooldowns" {
 			continue
 		}
@@ -316,7 +317,7 @@ func TestRetentionKnowsEveryRunTable(t *testing.T) {
 		}
 		cols.Close()
 	}
-	if found < len(runTables)+len(leadTables)-1 {
+	if found < len(database.RunTables)+len(database.LeadTables)-1 {
 		t.Fatalf("found %d run-keyed columns in %v: the schema query reads nothing", found, tables)
 	}
 }
@@ -335,7 +336,7 @@ func waitStartPass(t *testing.T, s *Service, before int) {
 // a database not migrated yet).
 func completedPasses(t *testing.T, db dbRef) int {
 	t.Helper()
-	conn, _, _, err := openDB(db.url, db.path)
+	conn, _, _, err := database.Open(db.url, db.path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -43,29 +44,17 @@ type runRow struct {
 	window     *vocab.Window
 }
 
-const runColumns = `id, run_key, fingerprint, alertname, alert, starts_at, status, reason, resolved_at,
-	cancel_requested_at, created_at, started_at, finished_at, attempts, resumed, generation, owner,
-	lease_until, plans, window_start, window_end, thread, verdict, manifest_key`
-
 type scanner interface{ Scan(dest ...any) error }
 
-// scanRun reads one row selected with runColumns.
-func scanRun(sc scanner) (*runRow, error) {
-	var (
-		r                                      runRow
-		alertJSON                              string
-		startsAt, createdAt                    int64
-		resolved, cancelReq, started, finished sql.NullInt64
-		plans, verdict, manifest               sql.NullString
-		thread                                 sql.NullString // before the outbox (migration 5); unused
-		wStart, wEnd                           sql.NullInt64
-	)
-	err := sc.Scan(&r.ID, &r.Key, &r.Fingerprint, &r.Alertname, &alertJSON, &startsAt, &r.Status, &r.Reason,
-		&resolved, &cancelReq, &createdAt, &started, &finished, &r.Attempts, &r.Resumed, &r.generation,
-		&r.owner, &r.leaseUntil, &plans, &wStart, &wEnd, &thread, &verdict, &manifest)
-	if err != nil {
-		return nil, err
-	}
+// decodeRun reads a run's stored row (database.Run).
+func decodeRun(raw database.Run) (*runRow, error) {
+	var r runRow
+	r.ID, r.Key, r.Fingerprint, r.Alertname, r.Status, r.Reason = raw.ID, raw.Key, raw.Fingerprint, raw.Alertname, raw.Status, raw.Reason
+	r.Attempts, r.Resumed, r.generation, r.owner, r.leaseUntil = raw.Attempts, raw.Resumed, raw.Generation, raw.Owner, raw.LeaseUntil
+	alertJSON, startsAt, createdAt := raw.Alert, raw.StartsAt, raw.CreatedAt
+	resolved, cancelReq, started, finished := raw.ResolvedAt, raw.CancelRequestedAt, raw.StartedAt, raw.FinishedAt
+	plans, verdict, manifest := raw.Plans, raw.Verdict, raw.ManifestKey
+	wStart, wEnd := raw.WindowStart, raw.WindowEnd
 	if err := json.Unmarshal([]byte(alertJSON), &r.alert); err != nil {
 		return nil, corruptError{fmt.Errorf("run %s: decode alert: %w", r.ID, err)}
 	}

@@ -183,9 +183,7 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 	defer tx.Rollback()
 	key := resumedKey(r.Resumed)
 	// The reaper's ref ends in the separator of an owner not known yet.
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_outbox SET ref = ref || $1
-		WHERE run_id = $2 AND op_key = $3 AND delivered_at IS NULL AND substr(ref, length(ref)) = $4`,
-		s.id, r.ID, key, "\x1f"); err != nil {
+	if err := s.tables.Outbox.AppendRef(ctx, tx, r.ID, key, s.id, "\x1f"); err != nil {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	ops := make([]op, 0, r.Resumed)
@@ -202,9 +200,7 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
 func (s *Service) failCorrupt(ctx context.Context, h *handle, err error) error {
 	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
-	_, uerr := s.db.ExecContext(context.WithoutCancel(ctx), s.dialect.sql(`UPDATE autocapture_runs
-		SET status = $1, reason = $2, finished_at = {now}, owner = NULL, lease_until = NULL
-		WHERE id = $3 AND owner = $4`), StatusFailed, "cannot read the run: "+err.Error(), h.id, s.id)
+	uerr := s.tables.Runs.FailOwned(context.WithoutCancel(ctx), s.db, h.id, s.id, StatusFailed, "cannot read the run: "+err.Error())
 	if uerr != nil {
 		return storeError{fmt.Errorf("runner: fail unreadable run %s: %w", h.id, uerr)}
 	}

@@ -24,21 +24,17 @@ import (
 func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *vocab.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	var verdict any
+	var verdict sql.NullString
 	if v != nil {
 		b, _ := json.Marshal(v)
-		verdict = string(b)
+		verdict = sql.NullString{String: string(b), Valid: true}
 	}
 	tx, err := s.db.BeginTx(wctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	defer tx.Rollback()
-	var tookMS int64 // from the first start, on the database's clock
-	err = tx.QueryRowContext(wctx, s.dialect.sql(`UPDATE autocapture_runs SET status = $1, reason = $2,
-		finished_at = {now}, verdict = COALESCE($3, verdict), owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
-		RETURNING finished_at - COALESCE(started_at, created_at)`),
-		status, reason, verdict, r.ID, s.id).Scan(&tookMS)
+	tookMS, err := s.tables.Runs.Finish(wctx, tx, r.ID, s.id, status, reason, verdict) // from the first start, on the database's clock
 	if errors.Is(err, sql.ErrNoRows) {
 		s.log.Warn("Run finished here but its lease was taken over; result not recorded.", zap.String("run", r.ID))
 		return nil
@@ -67,8 +63,7 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 func (s *Service) unclaim(h *handle, ret error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
-		attempts = attempts - 1 WHERE id = $2 AND owner = $3`, StatusQueued, h.id, s.id); err != nil {
+	if err := s.tables.Runs.Unclaim(ctx, s.db, h.id, s.id, StatusQueued); err != nil {
 		return fmt.Errorf("runner: unclaim run %s: %w", h.id, err)
 	}
 	return ret
@@ -152,17 +147,15 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 	if err != nil {
 		return fmt.Errorf("runner: encode plans: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET plans = $1, window_start = $2, window_end = $3,
-		slot_generation = generation WHERE id = $4 AND owner = $5`, string(b), toMS(w.Start), toMS(w.End), r.ID, s.id)
+	owned, err := s.tables.Runs.StorePlans(ctx, tx, r.ID, s.id, string(b), toMS(w.Start), toMS(w.End))
 	if err != nil {
 		return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !owned {
 		return fmt.Errorf("runner: store plans of %s: lease lost", r.ID)
 	}
 	for _, p := range plans {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_run_playbooks (run_id, playbook, cooldown_key, created_at)
-			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, r.ID, p.Playbook, p.CooldownKey, toMS(r.CreatedAt)); err != nil {
+		if err := s.tables.Runs.AddPlaybook(ctx, tx, r.ID, p.Playbook, p.CooldownKey, toMS(r.CreatedAt)); err != nil {
 			return fmt.Errorf("runner: store plans of %s: %w", r.ID, err)
 		}
 	}

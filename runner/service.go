@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -91,9 +92,10 @@ type Service struct {
 	cfg config.Runs
 	db  store // *sql.DB; tests wrap it (see store)
 	// beat is the heartbeat's own pool on the same database: lease renewals
-	// only (openBeat). Tests wrap it with db.
+	// only (database.OpenBeat). Tests wrap it with db.
 	beat    store
 	dialect dialect
+	tables  database.Tables // our statements, for dialect
 	client  *river.Client[*sql.Tx]
 	startup *startup // the start's retries of PostgreSQL (dbwait.go)
 	log     *zap.Logger
@@ -144,7 +146,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	o.Config = withDefaults(o.Config)
 	o.Profiling = profilingDefaults(o.Profiling)
-	db, d, drv, err := openDB(o.DatabaseURL, o.SQLitePath)
+	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +155,13 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	beat, err := openBeat(o.DatabaseURL, o.SQLitePath)
+	beat, err := database.OpenBeat(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, startup: st, log: o.Log.Named("runner"), sinks: sinks,
+	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
 		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
 		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
@@ -286,8 +288,7 @@ func (s *Service) Close() error {
 
 // Ping says whether the run store answers (for /-/ready).
 func (s *Service) Ping(ctx context.Context) error {
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM autocapture_migrations`).Scan(&n); err != nil {
+	if _, err := database.Recorded(ctx, s.db); err != nil {
 		return fmt.Errorf("runner: store: %w", err)
 	}
 	return nil

@@ -228,14 +228,14 @@ func (c *cutStore) QueryRowContext(ctx context.Context, query string, args ...an
 	return c.store.QueryRowContext(ctx, query, args...)
 }
 
-// ready passes the heartbeat pool's wait for a connection through (see
+// Ready passes the heartbeat pool's wait for a connection through (see
 // Service.beatReady); a cut store has none to wait for.
-func (c *cutStore) ready(ctx context.Context) error {
+func (c *cutStore) Ready(ctx context.Context) error {
 	if err := c.before(ctx, "ready", nil); err != nil {
 		return err
 	}
 	if r, ok := c.store.(beatReadier); ok {
-		return r.ready(ctx)
+		return r.Ready(ctx)
 	}
 	return nil
 }

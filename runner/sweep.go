@@ -43,12 +43,11 @@ func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 	defer tx.Rollback()
 	var jobs []river.InsertManyParams
 	for _, a := range cands {
-		res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_threads SET pump_owner = NULL, pump_until = {now} + $1
-			WHERE run_id = $2 AND sink = $3 AND (pump_until IS NULL OR pump_until < {now})`), s.cfg.LeaseTimeout.Milliseconds(), a.RunID, a.Sink)
+		reserved, err := s.tables.Threads.ReservePump(ctx, tx, a.RunID, a.Sink, s.cfg.LeaseTimeout.Milliseconds())
 		if err != nil {
 			return 0, fmt.Errorf("runner: outbox sweep: %w", err)
 		}
-		if n, err := res.RowsAffected(); err == nil && n == 1 { // else taken since the read
+		if reserved { // else taken since the read
 			jobs = append(jobs, river.InsertManyParams{Args: a})
 		}
 	}
@@ -67,25 +66,17 @@ func (s *Service) sweepOutbox(ctx context.Context) (int, error) {
 // waitingThreads lists up to 100 threads (of a sink this process has) with
 // operations waiting and nobody delivering them (see sweepOutbox).
 func (s *Service) waitingThreads(ctx context.Context) ([]notifyArgs, error) {
-	rows, err := s.db.QueryContext(ctx, s.dialect.sql(`SELECT DISTINCT o.run_id, o.sink FROM autocapture_outbox o
-		JOIN autocapture_threads t ON t.run_id = o.run_id AND t.sink = o.sink
-		WHERE o.delivered_at IS NULL
-		AND (t.pump_until < {now} OR (t.pump_until IS NULL AND o.created_at < {now} - $1)) LIMIT 100`), sweepAfterMS)
+	threads, err := s.tables.Outbox.Waiting(ctx, s.db, sweepAfterMS)
 	if err != nil {
 		return nil, fmt.Errorf("runner: outbox sweep: %w", err)
 	}
-	defer rows.Close()
 	var out []notifyArgs
-	for rows.Next() {
-		var a notifyArgs
-		if err := rows.Scan(&a.RunID, &a.Sink); err != nil {
-			return nil, fmt.Errorf("runner: outbox sweep: %w", err)
-		}
-		if _, ok := s.sinks[a.Sink]; ok {
-			out = append(out, a)
+	for _, t := range threads {
+		if _, ok := s.sinks[t.Sink]; ok {
+			out = append(out, notifyArgs{RunID: t.RunID, Sink: t.Sink})
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // manifestStuckAfter is how long a manifest job may be running before the
@@ -104,35 +95,13 @@ const manifestStuckAfter = 30 * time.Second
 // replica; two replicas may both enqueue one, which is harmless (see above).
 func (s *Service) sweepManifests(ctx context.Context) (int, error) {
 	stuck := max(manifestStuckAfter, 2*s.cfg.LeaseTimeout)
-	runID := `j.args->>'run_id'`
-	k2runID := `k.args->>'run_id'`
-	old := `statement_timestamp() - make_interval(secs => $2)`
-	var age any = stuck.Seconds()
-	if s.dialect != dialectPostgres {
-		runID, k2runID = `json_extract(j.args, '$.run_id')`, `json_extract(k.args, '$.run_id')`
-		old = `datetime('now', 'subsec', $2)`
-		age = fmt.Sprintf("-%.3f seconds", stuck.Seconds())
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT `+runID+` FROM river_job j
-		WHERE j.kind = $1 AND j.state = 'running' AND j.attempted_at < `+old+` AND NOT EXISTS (
-			SELECT 1 FROM river_job k WHERE k.kind = $1 AND `+k2runID+` = `+runID+`
-			AND (k.state IN ('available', 'pending', 'retryable', 'scheduled') OR (k.state = 'running' AND k.attempted_at >= `+old+`)))
-		LIMIT 100`, manifestArgs{}.Kind(), age)
+	runIDs, err := s.tables.Jobs.Stuck(ctx, s.db, manifestArgs{}.Kind(), stuck)
 	if err != nil {
 		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
 	}
 	var jobs []river.InsertManyParams
-	for rows.Next() {
-		var a manifestArgs
-		if err := rows.Scan(&a.RunID); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("runner: manifest sweep: %w", err)
-		}
-		jobs = append(jobs, river.InsertManyParams{Args: a})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
+	for _, id := range runIDs {
+		jobs = append(jobs, river.InsertManyParams{Args: manifestArgs{RunID: id}})
 	}
 	if len(jobs) == 0 {
 		return 0, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
@@ -186,18 +187,12 @@ func (s *Service) recordUpload(ctx context.Context, obj storage.Object, repend b
 		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
 	}
 	defer tx.Rollback()
-	onConflict := `DO NOTHING`
-	if repend {
-		onConflict = `DO UPDATE SET state = 'pending', replica = excluded.replica, size = excluded.size,
-			sha256 = excluded.sha256, uploaded_at = NULL`
-	}
-	res, err := tx.ExecContext(ctx, s.dialect.sql(`INSERT INTO autocapture_uploads
-		(object_key, run_id, replica, size, sha256, state, created_at) VALUES ($1, $2, $3, $4, $5, 'pending', {now})
-		ON CONFLICT (object_key) `+onConflict), obj.Key, runIDOfKey(obj.Key), s.up.replica, obj.Size, obj.SHA256)
+	wrote, err := s.tables.Uploads.Record(ctx, tx, database.Upload{Key: obj.Key, RunID: runIDOfKey(obj.Key),
+		Replica: s.up.replica, Size: obj.Size, SHA256: obj.SHA256}, repend)
 	if err != nil {
 		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 && !repend {
+	if !wrote && !repend {
 		return nil // recorded already
 	}
 	if _, err := s.client.InsertTx(ctx, tx, args, s.up.opts()); err != nil {
@@ -222,21 +217,8 @@ func (s *Service) scanSpool(ctx context.Context, full bool) (int, error) {
 	if err != nil || !full {
 		return n, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT object_key FROM autocapture_uploads WHERE replica = $1 AND state = 'pending'`, s.up.replica)
+	keys, err := s.tables.Uploads.Pending(ctx, s.db, s.up.replica)
 	if err != nil {
-		return n, fmt.Errorf("runner: pending uploads: %w", err)
-	}
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return n, fmt.Errorf("runner: pending uploads: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("runner: pending uploads: %w", err)
 	}
 	for _, k := range keys {
@@ -277,10 +259,8 @@ func (s *Service) uploadLoop() {
 // the job with the backoff (never discarded: nothing is lost while the store
 // is down; the row keeps the count and the last error for the API).
 func (s *Service) workUpload(ctx context.Context, key string) error {
-	var state, sha, runID string
-	var attempts int
-	err := s.db.QueryRowContext(ctx, `SELECT state, sha256, run_id, attempts FROM autocapture_uploads WHERE object_key = $1`, key).
-		Scan(&state, &sha, &runID, &attempts)
+	u, err := s.tables.Uploads.Get(ctx, s.db, key)
+	state, sha, runID, attempts := u.State, u.SHA256, u.RunID, u.Attempts
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // a job is inserted only with its row: deleted since
 	} else if err != nil {
@@ -298,8 +278,7 @@ func (s *Service) workUpload(ctx context.Context, key string) error {
 			return ctx.Err() // stopping: River runs it again
 		}
 		attempts++
-		if _, uerr := s.db.ExecContext(ctx, `UPDATE autocapture_uploads SET attempts = attempts + 1, last_error = $1 WHERE object_key = $2`,
-			truncate(err.Error(), 1000), key); uerr != nil {
+		if uerr := s.tables.Uploads.Failed(ctx, s.db, key, truncate(err.Error(), 1000)); uerr != nil {
 			return fmt.Errorf("runner: upload %s: record failure: %w (after %v)", key, uerr, err)
 		}
 		wait := min(s.up.backoff<<min(attempts-1, 20), uploadBackoffMax)
@@ -329,21 +308,17 @@ func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
 	}
 	defer tx.Rollback()
 	if runID != "" {
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET outbox_seq = outbox_seq WHERE id = $1`, runID); err != nil {
+		if err := s.tables.Runs.Lock(ctx, tx, runID); err != nil {
 			return fmt.Errorf("runner: upload %s: lock run: %w", key, err)
 		}
 	}
-	res, err := tx.ExecContext(ctx, s.dialect.sql(`UPDATE autocapture_uploads SET state = 'uploaded', uploaded_at = {now}, last_error = ''
-		WHERE object_key = $1 AND state = 'pending'`), key)
+	marked, err := s.tables.Uploads.MarkUploaded(ctx, tx, key)
 	if err != nil {
 		return fmt.Errorf("runner: upload %s: mark: %w", key, err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 && runID != "" {
-		var pending, uploaded int
-		if err := tx.QueryRowContext(ctx, `SELECT
-			COALESCE(SUM(CASE WHEN state = 'pending' THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN state = 'uploaded' THEN 1 ELSE 0 END), 0)
-			FROM autocapture_uploads WHERE run_id = $1`, runID).Scan(&pending, &uploaded); err != nil {
+	if marked && runID != "" {
+		pending, uploaded, err := s.tables.Uploads.Counts(ctx, tx, runID)
+		if err != nil {
 			return fmt.Errorf("runner: upload %s: count: %w", key, err)
 		}
 		if pending == 0 {
@@ -368,8 +343,8 @@ func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
 // (they say "pending" there), is rewritten once it commits. A run still
 // running gets its manifest at the finish anyway.
 func (s *Service) afterUploads(ctx context.Context, tx *sql.Tx, runID string) error {
-	var finishedAt sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT finished_at FROM autocapture_runs WHERE id = $1`, runID).Scan(&finishedAt); err != nil {
+	finishedAt, err := s.tables.Runs.FinishedAt(ctx, tx, runID)
+	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // deleted by retention meanwhile
 		}
@@ -388,8 +363,7 @@ func (s *Service) artifactPending(ctx context.Context, key string) bool {
 	if s.up == nil {
 		return false
 	}
-	var state string
-	err := s.db.QueryRowContext(ctx, `SELECT state FROM autocapture_uploads WHERE object_key = $1`, key).Scan(&state)
+	state, err := s.tables.Uploads.State(ctx, s.db, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s.up.spool.Has(ctx, key)
 	}
@@ -422,28 +396,21 @@ func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, r
 
 // loadUploads returns a run's late uploads, oldest first.
 func (s *Service) loadUploads(ctx context.Context, q reader, runID string) ([]runs.Upload, error) {
-	rows, err := q.QueryContext(ctx, `SELECT object_key, replica, size, state, attempts, last_error, created_at, uploaded_at
-		FROM autocapture_uploads WHERE run_id = $1 ORDER BY created_at, object_key`, runID)
+	rows, err := s.tables.Uploads.List(ctx, q, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)
 	}
-	defer rows.Close()
 	var out []runs.Upload
-	for rows.Next() {
-		var u runs.Upload
-		var created int64
-		var uploaded sql.NullInt64
-		if err := rows.Scan(&u.Key, &u.Replica, &u.Size, &u.State, &u.Attempts, &u.LastError, &created, &uploaded); err != nil {
-			return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)
-		}
-		u.CreatedAt = time.UnixMilli(created).UTC()
-		if uploaded.Valid {
-			t := time.UnixMilli(uploaded.Int64).UTC()
+	for _, r := range rows {
+		u := runs.Upload{Key: r.Key, Replica: r.Replica, Size: r.Size, State: r.State, Attempts: r.Attempts,
+			LastError: r.LastError, CreatedAt: time.UnixMilli(r.CreatedAt).UTC()}
+		if r.UploadedAt.Valid {
+			t := time.UnixMilli(r.UploadedAt.Int64).UTC()
 			u.UploadedAt = &t
 		}
 		out = append(out, u)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func truncate(s string, n int) string {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -138,23 +138,22 @@ func (s *Service) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key stri
 	}
 	// The owner check first: it locks the run's row, so the numbering below
 	// cannot race another writer of the run.
-	res, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = lease_until WHERE id = $1 AND owner = $2`, runID, s.id)
+	owned, err := s.tables.Runs.LockOwned(ctx, tx, runID, s.id)
 	if err != nil {
 		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !owned {
 		return false, fmt.Errorf("verdict %s of %s: lease lost", key, runID)
 	}
-	res, err = tx.ExecContext(ctx, `INSERT INTO autocapture_verdicts (run_id, plan, step_id, verdict_key, n, kind, at, record)
-		SELECT $1, $2, $3, $4, COALESCE(MAX(n), 0) + 1, $5, CAST($6 AS BIGINT), $7 FROM autocapture_verdicts WHERE run_id = $1
-		ON CONFLICT DO NOTHING`, runID, e.Plan, e.Step, key, e.Kind, toMS(e.At), string(b))
+	added, err := s.tables.Verdicts.Add(ctx, tx, database.Verdict{RunID: runID, Plan: e.Plan, Step: e.Step, Key: key,
+		Kind: e.Kind, At: toMS(e.At), Record: string(b)})
 	if err != nil {
 		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !added {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET verdict = $1 WHERE id = $2`, string(v), runID); err != nil {
+	if err := s.tables.Runs.SetVerdict(ctx, tx, runID, string(v)); err != nil {
 		return false, fmt.Errorf("verdict %s of %s: %w", key, runID, err)
 	}
 	return true, nil
@@ -162,14 +161,12 @@ func (s *Service) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key stri
 
 // latestVerdict is the step's last recorded verdict, nil without one.
 func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, step string) (*runs.VerdictEntry, error) {
-	var raw string
-	err := q.QueryRowContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 AND plan = $2 AND step_id = $3
-		ORDER BY n DESC LIMIT 1`, runID, plan, step).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	raw, ok, err := s.tables.Verdicts.Latest(ctx, q, runID, plan, step)
 	if err != nil {
 		return nil, fmt.Errorf("verdicts of %s: %w", runID, err)
+	}
+	if !ok {
+		return nil, nil
 	}
 	var e runs.VerdictEntry
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
@@ -180,24 +177,19 @@ func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, ste
 
 // loadVerdicts returns the run's verdict history in the order recorded.
 func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs.VerdictEntry, error) {
-	rows, err := q.QueryContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 ORDER BY n`, id)
+	records, err := s.tables.Verdicts.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
 	}
-	defer rows.Close()
 	out := []runs.VerdictEntry{}
-	for rows.Next() {
-		var raw string
+	for _, raw := range records {
 		var e runs.VerdictEntry
-		if err := rows.Scan(&raw); err != nil {
-			return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
-		}
 		if err := json.Unmarshal([]byte(raw), &e); err != nil {
 			return nil, fmt.Errorf("runner: verdicts of run %s: decode: %w", id, err)
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // changeReply is the content of the reply saying the refined verdict
@@ -207,9 +199,8 @@ func (s *Service) changeReply(ctx context.Context, runID string, o pendingOp, re
 	if !ok {
 		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
 	}
-	var raw string
-	if err := s.db.QueryRowContext(ctx, `SELECT record FROM autocapture_verdicts WHERE run_id = $1 AND plan = $2
-		AND step_id = $3 AND verdict_key = $4`, runID, plan, step, refinedKey).Scan(&raw); err != nil {
+	raw, err := s.tables.Verdicts.Get(ctx, s.db, runID, plan, step, refinedKey)
+	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", o.key, err)
 	}
 	var e runs.VerdictEntry

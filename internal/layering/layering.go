@@ -3,7 +3,7 @@
 // only packages of a lower layer; the test harnesses sit on top, so no
 // production package can import one, and only the binaries wire everything.
 //
-// In one line, bottom to top: vocab and the leaves ← storage ← config ← the
+// In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
 // and the run vocabulary ← runner and handlers ← the binaries ← the test
 // harnesses.
@@ -23,7 +23,7 @@ var Layers = []Layer{
 		"playbooks/vllm", "internal/bytesize", "internal/clip", "internal/dirwatch",
 		"internal/yamlerr", "config/internal/refgen",
 	}},
-	{"where artifacts go", []string{"storage"}},
+	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{
 		"config", "capture/internal/stepkit", "capture/internal/vllmexpo",
 	}},
