@@ -64,7 +64,7 @@ func (s *Service) Profiles() vocab.ProfileGuard { return profileGuard{s: s} }
 // (profilingDefaults).
 func (s *Service) profiling() config.Profiling { return s.o.Profiling }
 
-// profilingDefaults fills zero fields from config.Default, as withDefaults
+// profilingDefaults fills zero fields from config.Default, as config.Runs.Filled
 // does for runs: tests and embedders set only what they care about.
 func profilingDefaults(p config.Profiling) config.Profiling {
 	d := config.Default().Profiling

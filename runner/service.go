@@ -144,7 +144,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 			sinks[name] = n
 		}
 	}
-	o.Config = withDefaults(o.Config)
+	o.Config = o.Config.Filled()
 	o.Profiling = profilingDefaults(o.Profiling)
 	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
@@ -179,37 +179,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		o.Spool.OnSpool(s.spooled)
 	}
 	return s, nil
-}
-
-// withDefaults fills zero fields from config.Default, so tests and embedders
-// may set only what they care about.
-func withDefaults(c config.Runs) config.Runs {
-	d := config.Default().Runs
-	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = d.MaxConcurrent
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = d.MaxAttempts
-	}
-	if c.DefaultTimeout <= 0 {
-		c.DefaultTimeout = d.DefaultTimeout
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = d.HeartbeatInterval
-	}
-	if c.LeaseTimeout <= 0 {
-		c.LeaseTimeout = max(d.LeaseTimeout, 2*c.HeartbeatInterval)
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = d.ShutdownGrace
-	}
-	if c.Lookback <= 0 {
-		c.Lookback = d.Lookback
-	}
-	if c.AbandonGrace <= 0 {
-		c.AbandonGrace = d.AbandonGrace
-	}
-	return c
 }
 
 // Start starts River's workers and this process's reaper. Stop ends them;
