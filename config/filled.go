@@ -34,3 +34,25 @@ func (r Runs) Filled() Runs {
 	}
 	return r
 }
+
+// Filled returns p with every zero field set from Default().Profiling, as
+// Runs.Filled does for runs (the profiling plane takes its config through it).
+func (p Profiling) Filled() Profiling {
+	d := Default().Profiling
+	if p.MaxConcurrent <= 0 {
+		p.MaxConcurrent = d.MaxConcurrent
+	}
+	if p.MaxPerHour <= 0 {
+		p.MaxPerHour = d.MaxPerHour
+	}
+	if p.SweepInterval <= 0 {
+		p.SweepInterval = d.SweepInterval
+	}
+	if p.StopTimeout <= 0 {
+		p.StopTimeout = d.StopTimeout
+	}
+	if p.CollectWindow <= 0 {
+		p.CollectWindow = d.CollectWindow
+	}
+	return p
+}

@@ -22,3 +22,15 @@ func TestRunsFilled(t *testing.T) {
 		t.Errorf("max_concurrent %d, want the default %d", r.MaxConcurrent, Default().Runs.MaxConcurrent)
 	}
 }
+
+func TestProfilingFilled(t *testing.T) {
+	d := Default().Profiling
+	got := (Profiling{MaxPerHour: 1}).Filled()
+	if got.MaxPerHour != 1 {
+		t.Errorf("max_per_hour %d, want the 1 given", got.MaxPerHour)
+	}
+	if got.MaxConcurrent != d.MaxConcurrent || got.SweepInterval != d.SweepInterval ||
+		got.StopTimeout != d.StopTimeout || got.CollectWindow != d.CollectWindow {
+		t.Errorf("filled %+v, want Default's for every zero field (%+v)", got, d)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // retention would end early.
 var RunTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
 	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads", "autocapture_verdicts",
-	// tier 3 (the runner's profile*.go). A run still holding a profile lease
+	// tier 3 (runner/profiling). A run still holding a profile lease
 	// (a stop that never answered) is not selected (Runs.Old): the target
 	// stays leased.
 	"autocapture_profile_leases", "autocapture_profile_starts", "autocapture_profile_reports",

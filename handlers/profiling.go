@@ -16,9 +16,10 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Profiling is what tier 3's kill switches need of the run service
-// (*runner.Service): the fleet-wide pause, a stop of one run's capture, the
-// clear of a lease whose stop failed. Every call names who asked.
+// Profiling is what tier 3's kill switches need of the profiling control
+// plane (*profiling.Plane, the run service's Profiling()): the fleet-wide
+// pause, a stop of one run's capture, the clear of a lease whose stop
+// failed. Every call names who asked.
 type Profiling interface {
 	// ProfilingStatus is the pause, the leases held and the budget used.
 	ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, error)

@@ -43,7 +43,7 @@ func TestProfilingKillSwitches(t *testing.T) {
 	}
 	recording, idle := acc[0].RunID, acc[1].RunID
 	auth := config.Auth{BasicAuth: &config.BasicAuth{Username: "alice", Password: "pw"}}
-	h.srv, err = New(Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Registry: h.reg, Log: zap.New(core), Auth: auth})
+	h.srv, err = New(Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Registry: h.reg, Log: zap.New(core), Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestProfilingKillSwitches(t *testing.T) {
 	if pause.Code != 200 || !strings.Contains(pause.Body.String(), `"paused":true`) || !strings.Contains(pause.Body.String(), `"paused_by":"alice"`) {
 		t.Fatalf("pause: %d %s", pause.Code, pause.Body)
 	}
-	_, err = svc.Profiles().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
+	_, err = svc.Profiling().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
 	var refusal *vocab.ProfileRefusal
 	if !errors.As(err, &refusal) || refusal.Reason != vocab.RefusedPaused ||
 		!strings.HasPrefix(refusal.Detail, "paused by alice at ") || !strings.HasSuffix(refusal.Detail, ": bad deploy in progress") {
@@ -66,7 +66,7 @@ func TestProfilingKillSwitches(t *testing.T) {
 	if rec := h.do("POST", "/api/v1/profiling/resume", nil, alice); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"resumed_by":"alice"`) {
 		t.Fatalf("resume: %d %s", rec.Code, rec.Body)
 	}
-	l, err := svc.Profiles().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
+	l, err := svc.Profiling().Acquire(ctx, vocab.LeaseRequest{Target: tgt, RunID: recording, StepID: "profile"})
 	if err != nil {
 		t.Fatal(err)
 	}

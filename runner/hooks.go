@@ -31,7 +31,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 			if rec.Status != executor.Skipped && rec.Status != executor.NotConfigured { // ran: its time counts
 				s.m.stepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
 			}
-			s.pm.countProfileStep(rec)
+			s.prof.CountStep(rec)
 			return nil
 		},
 		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },

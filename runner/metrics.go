@@ -109,7 +109,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
-		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.pm.collectors(s)...)...) {
+		&storeCollector{s: s}, orphanCollector{s: s}}, m.retention.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

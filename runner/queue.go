@@ -55,8 +55,8 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 }
 
 // queueBackground is the River queue of the daemon's housekeeping: manifests
-// (manifest.go), retention (retention.go) and the profile sweeper
-// (profilesweep.go).
+// (manifest.go) and retention (retention.go). (The profile sweeper runs on
+// its own ticker: runner/profiling's sweep.go.)
 const queueBackground = "autocapture_background"
 
 // newRiver builds the client with settings for runs that last minutes.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/profiling"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -50,8 +52,8 @@ type Options struct {
 	Config config.Runs
 	// Retention deletes old finished runs (zero: runs are kept for ever).
 	Retention config.Retention
-	// Profiling is tier 3's fleet budget and sweeper (profile*.go); zero
-	// fields take config.Default's.
+	// Profiling is tier 3's fleet budget and sweeper (the plane of package
+	// profiling); zero fields take config.Default's.
 	Profiling config.Profiling
 	// DatabaseURL is postgres://…; empty means SQLite at SQLitePath.
 	DatabaseURL string
@@ -84,6 +86,10 @@ type Options struct {
 	// Links says how threads link artifacts; the zero value: signed links
 	// to the /artifacts route, but none without a BaseURL.
 	Links ThreadLinks
+	// wrapStores, in tests, wraps the store and the heartbeat pool before
+	// anything uses them (the seam that makes a Service behave as a crashed
+	// process: see store), so the profiling plane goes through them too.
+	wrapStores func(db, beat store) (store, store)
 }
 
 // Service accepts alerts into runs and executes them.
@@ -105,11 +111,10 @@ type Service struct {
 	// sinkOrder their names sorted.
 	sinks     map[string]notify.Notifier
 	sinkOrder []string
-	pumps     pumpHolds      // threads this process's deliverers hold (deliver_lease.go)
-	signer    *links.Signer  // the artifact links' (openSigner)
-	up        *uploader      // late uploads; nil without a spool
-	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
-	pm        profileMetrics // tier 3's counters (profilemetrics.go)
+	pumps     pumpHolds        // threads this process's deliverers hold (deliver_lease.go)
+	signer    *links.Signer    // the artifact links' (openSigner)
+	up        *uploader        // late uploads; nil without a spool
+	prof      *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
 
 	mu sync.Mutex
 	// retentionMu serialises retention passes in this process (retention.go).
@@ -145,7 +150,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		}
 	}
 	o.Config = o.Config.Filled()
-	o.Profiling = profilingDefaults(o.Profiling)
 	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
 		return nil, err
@@ -161,15 +165,27 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
-		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
-		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+	var sdb, sbeat store = db, beat
+	if o.wrapStores != nil {
+		sdb, sbeat = o.wrapStores(sdb, sbeat)
+	}
+	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
+		sinkOrder: slices.Sorted(maps.Keys(sinks)), active: map[string]*handle{},
+		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		return nil, closeBoth(err)
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {
+		return nil, closeBoth(err)
+	}
+	var targets *http.Client
+	if o.Env != nil {
+		targets = o.Env.Targets
+	}
+	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: s.tables, Dialect: d, Owner: s.id,
+		Log: s.log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: planeRuns{s}}); err != nil {
 		return nil, closeBoth(err)
 	}
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
@@ -194,10 +210,10 @@ func (s *Service) Start(ctx context.Context) error {
 	s.stopRenew = stopRenew
 	s.renewDone.Add(1)
 	go s.renewer(renewCtx)
-	s.bgDone.Add(3)
+	s.bgDone.Add(2)
 	go s.reaper()
 	go s.outboxSweeper()
-	go s.profileSweeper()
+	s.prof.Start()
 	if s.up != nil {
 		s.bgDone.Add(1)
 		go s.uploadLoop()
@@ -251,7 +267,7 @@ func (s *Service) Close() error {
 		s.stopRenew()
 		s.renewDone.Wait()
 	}
-	s.prof.closeStops()
+	s.prof.Close()
 	return errors.Join(s.db.Close(), s.beat.Close())
 }
 
@@ -265,7 +281,23 @@ func (s *Service) Ping(ctx context.Context) error {
 
 func (s *Service) stopBGWork() {
 	s.stopBG()
+	s.prof.Stop()
 	s.bgDone.Wait()
+}
+
+// Profiling is the profiling control plane: the guard over framed profiles
+// (for Env.Profiles) and the operators' kill switches (for the API's
+// profiling routes).
+func (s *Service) Profiling() *profiling.Plane { return s.prof }
+
+// planeRuns answers the profiling plane's one question of the run store
+// (profiling.Runs).
+type planeRuns struct{ s *Service }
+
+// CheckRun is nil when the run exists, runs.ErrNotFound when it does not.
+func (r planeRuns) CheckRun(ctx context.Context, runID string) error {
+	_, err := r.s.getRow(ctx, r.s.db, runID)
+	return err
 }
 
 // interruptAll cancels every run this process executes with cause.

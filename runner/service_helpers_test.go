@@ -154,12 +154,14 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 		f(&o)
 	}
 	ctx := context.Background()
+	o.wrapStores = func(db, beat store) (store, store) {
+		cut := &cutStore{store: db}
+		return cut, &cutStore{store: beat, of: cut}
+	}
 	s, err := Open(ctx, o)
 	if err != nil {
 		t.Fatalf("open runner: %v", err)
 	}
-	cut := &cutStore{store: s.db}
-	s.db, s.beat = cut, &cutStore{store: s.beat, of: cut}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -313,3 +315,18 @@ func stepByID(r *runs.Run, id string) executor.StepRecord {
 
 // rawDB is the *sql.DB under a test Service's store seam.
 func rawDB(s *Service) *sql.DB { return s.db.(*cutStore).store.(*sql.DB) }
+
+// crash makes s behave as a process killed with kill -9: it writes nothing more.
+func crash(s *Service) { s.db.(*cutStore).cut.Store(true) }
+
+// waitFor polls cond every 20 ms (a hang guard of 30 s, not a timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

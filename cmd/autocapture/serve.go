@@ -200,9 +200,9 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	if err != nil {
 		return nil, fmt.Errorf("run store: %w", err)
 	}
-	env.Profiles = svc.Profiles() // the fleet-wide lease and budget over framed profiles
-	pages.set(svc.Signer())       // before svc.Start: no thread is delivered before
-	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc, Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	env.Profiles = svc.Profiling() // the fleet-wide lease and budget over framed profiles
+	pages.set(svc.Signer())        // before svc.Start: no thread is delivered before
+	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
 	if err != nil {

@@ -25,7 +25,7 @@ const (
 	// haSweep is profiling.sweep_interval.
 	haSweep = time.Second
 	// haSlack is what the stop bound allows past deadline + one sweep
-	// interval: the owner's stopGrace (1.5 s, runner/profilelease.go: a live
+	// interval: the owner's stopGrace (1.5 s, runner/profiling/lease.go: a live
 	// owner records its stop within it, so the sweeper may not claim
 	// sooner), the sweep's own queries and claim, and the stop's trip to the
 	// sim, on a shared CI machine under -race.

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -28,17 +27,17 @@ import (
 // (lease_until passed) and no recording can be running: held (start never
 // sent) or stopped (the server answered the stop). A recording, stopping or
 // stop_failed row keeps the target until the owner or the sweeper
-// (profilesweep.go) gets a stop answered, or an operator clears it.
+// (sweep.go) gets a stop answered, or an operator clears it.
 //
 // A recording's lease_until never passes its deadline + stopGrace
-// (profilelease.go): past that the sweeper may claim it, and the owner, its
+// (lease.go): past that the sweeper may claim it, and the owner, its
 // token gone, sends no stop of its own. A start that began no recording ends
 // its lease with NotStarted (its start still counted). A recording the
 // sweeper stopped stays, stopped with no owner, for profiling.collect_window:
 // the same run's resumed step gets it back (resumeLease) and collects; any
 // other run is refused busy; it spends no max_concurrent. A resumed step that
 // comes while the sweeper is still stopping its recording waits for that stop
-// (profilewait.go), then collects the same way. A resumed step
+// (wait.go), then collects the same way. A resumed step
 // whose start was counted but whose lease is gone is refused "recorded"
 // (recordedBefore): never a second frame for one run's step.
 
@@ -48,43 +47,12 @@ const defaultProfileHold = 30 * time.Second
 // sweeperOwner prefixes the owner of a lease the sweeper has claimed to stop.
 const sweeperOwner = "sweeper "
 
-// ErrProfileLeaseLost: the lease is no longer this holder's: the sweeper or a
+// ErrLeaseLost: the lease is no longer this holder's: the sweeper or a
 // resumed attempt took the target over, or an operator cleared it.
-var ErrProfileLeaseLost = fmt.Errorf("runner: %w", vocab.ErrLeaseLost)
+var ErrLeaseLost = fmt.Errorf("runner: %w", vocab.ErrLeaseLost)
 
-// profileGuard is the Service's vocab.ProfileGuard.
-type profileGuard struct{ s *Service }
-
-var _ vocab.ProfileGuard = profileGuard{}
-
-// Profiles is the fleet-wide guard over framed profiles, for Env.Profiles.
-func (s *Service) Profiles() vocab.ProfileGuard { return profileGuard{s: s} }
-
-// profiling is the configured profiling, its defaults filled in once by Open
-// (profilingDefaults).
-func (s *Service) profiling() config.Profiling { return s.o.Profiling }
-
-// profilingDefaults fills zero fields from config.Default, as config.Runs.Filled
-// does for runs: tests and embedders set only what they care about.
-func profilingDefaults(p config.Profiling) config.Profiling {
-	d := config.Default().Profiling
-	if p.MaxConcurrent <= 0 {
-		p.MaxConcurrent = d.MaxConcurrent
-	}
-	if p.MaxPerHour <= 0 {
-		p.MaxPerHour = d.MaxPerHour
-	}
-	if p.SweepInterval <= 0 {
-		p.SweepInterval = d.SweepInterval
-	}
-	if p.StopTimeout <= 0 {
-		p.StopTimeout = d.StopTimeout
-	}
-	if p.CollectWindow <= 0 {
-		p.CollectWindow = d.CollectWindow
-	}
-	return p
-}
+// The Plane is the fleet-wide guard over framed profiles, for Env.Profiles.
+var _ vocab.ProfileGuard = (*Plane)(nil)
 
 // normTarget is the key a target is leased by: its base URL without a
 // trailing slash.
@@ -93,8 +61,7 @@ func normTarget(t string) string { return strings.TrimRight(strings.TrimSpace(t)
 // Acquire takes req.Target's lease, gives a resumed step its own lease back,
 // or refuses with a *vocab.ProfileRefusal. A resumed step whose earlier
 // recording the sweeper is stopping right now waits for that stop (awaitSweep).
-func (g profileGuard) Acquire(ctx context.Context, req vocab.LeaseRequest) (vocab.ProfileLease, error) {
-	s := g.s
+func (pl *Plane) Acquire(ctx context.Context, req vocab.LeaseRequest) (vocab.ProfileLease, error) {
 	req.Target = normTarget(req.Target)
 	if req.Target == "" || req.RunID == "" || req.StepID == "" {
 		return nil, fmt.Errorf("runner: profile lease: target, run and step are required")
@@ -105,10 +72,10 @@ func (g profileGuard) Acquire(ctx context.Context, req vocab.LeaseRequest) (voca
 	}
 	var wait *sweepWait
 	for {
-		l, err := s.acquireOnce(ctx, req, hold)
+		l, err := pl.acquireOnce(ctx, req, hold)
 		if retry := sweepingOrMoved(err); retry != nil {
 			if wait == nil {
-				wait = s.newSweepWait(req)
+				wait = pl.newSweepWait(req)
 			}
 			if err := wait.next(ctx, retry); err != nil {
 				return nil, err
@@ -119,24 +86,24 @@ func (g profileGuard) Acquire(ctx context.Context, req vocab.LeaseRequest) (voca
 			return nil, err
 		}
 		wait.done(l)
-		s.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
+		pl.log.Info("Took a profile lease.", zap.String("run", req.RunID), zap.String("step", req.StepID),
 			zap.String("target", req.Target), zap.Bool("resumed", l.resumed != nil))
-		s.trackLease(l)
+		pl.trackLease(l)
 		return l, nil
 	}
 }
 
 // acquireOnce is one try of Acquire: one transaction.
-func (s *Service) acquireOnce(ctx context.Context, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (pl *Plane) acquireOnce(ctx context.Context, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
 	defer tx.Rollback()
-	if err := s.tables.ProfileLeases.LockAcquire(ctx, tx); err != nil { // PostgreSQL only
+	if err := pl.tables.ProfileLeases.LockAcquire(ctx, tx); err != nil { // PostgreSQL only
 		return nil, fmt.Errorf("runner: profile lease %s: lock: %w", req.Target, err)
 	}
-	l, err := s.acquireTx(ctx, tx, req, hold)
+	l, err := pl.acquireTx(ctx, tx, req, hold)
 	if err != nil {
 		return nil, err
 	}
@@ -147,23 +114,23 @@ func (s *Service) acquireOnce(ctx context.Context, req vocab.LeaseRequest, hold 
 }
 
 // acquireTx decides and writes inside Acquire's transaction.
-func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
-	now, err := s.dbNow(ctx, tx)
+func (pl *Plane) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, hold time.Duration) (*profileLease, error) {
+	now, err := pl.dbNow(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: clock: %w", req.Target, err)
 	}
-	cur, err := leaseOf(s.tables.ProfileLeases.Get(ctx, tx, req.Target))
+	cur, err := leaseOf(pl.tables.ProfileLeases.Get(ctx, tx, req.Target))
 	if errors.Is(err, sql.ErrNoRows) {
 		cur = nil
 	} else if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
-	l := &profileLease{s: s, target: req.Target, runID: req.RunID, plan: req.Plan, step: req.StepID,
+	l := &profileLease{pl: pl, target: req.Target, runID: req.RunID, plan: req.Plan, step: req.StepID,
 		token: uuid.NewString(), stop: make(chan struct{}), done: make(chan struct{})}
 	if cur != nil && cur.sameStep(req) {
-		return l, s.resumeLease(ctx, tx, l, cur, now, hold)
+		return l, pl.resumeLease(ctx, tx, l, cur, now, hold)
 	}
-	if refusal, err := s.recordedBefore(ctx, tx, req); err != nil || refusal != nil {
+	if refusal, err := pl.recordedBefore(ctx, tx, req); err != nil || refusal != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -172,27 +139,27 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequ
 	if cur != nil && !cur.takeable(now) {
 		return nil, &vocab.ProfileRefusal{Reason: vocab.RefusedBusy, Detail: cur.busyDetail()}
 	}
-	if refusal, err := s.profileBudget(ctx, tx, req, now); err != nil || refusal != nil {
+	if refusal, err := pl.profileBudget(ctx, tx, req, now); err != nil || refusal != nil {
 		if err != nil {
 			return nil, err
 		}
 		return nil, refusal
 	}
 	if cur != nil { // its owner is gone and nothing records: the target is free
-		if err := s.tables.ProfileLeases.Delete(ctx, tx, cur.target, cur.token); err != nil {
+		if err := pl.tables.ProfileLeases.Delete(ctx, tx, cur.target, cur.token); err != nil {
 			return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 		}
-		if err := s.profileEvent(ctx, tx, cur.runID, cur.target, l.runID, "released",
+		if err := pl.profileEvent(ctx, tx, cur.runID, cur.target, l.runID, "released",
 			"taken over by run "+req.RunID+": the lease ("+cur.state+") expired"); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.tables.ProfileLeases.Insert(ctx, tx, database.ProfileLease{Target: req.Target, RunID: req.RunID,
-		Plan: req.Plan, Step: req.StepID, Owner: s.id, Token: l.token, State: vocab.LeaseHeld,
+	if err := pl.tables.ProfileLeases.Insert(ctx, tx, database.ProfileLease{Target: req.Target, RunID: req.RunID,
+		Plan: req.Plan, Step: req.StepID, Owner: pl.id, Token: l.token, State: vocab.LeaseHeld,
 		Acquired: now, Until: now + hold.Milliseconds()}); err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: %w", req.Target, err)
 	}
-	return l, s.profileEvent(ctx, tx, req.RunID, req.Target, s.id, "acquired", "")
+	return l, pl.profileEvent(ctx, tx, req.RunID, req.Target, pl.id, "acquired", "")
 }
 
 // resumeLease gives a resumed step its lease back under a new token (the
@@ -200,14 +167,14 @@ func (s *Service) acquireTx(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequ
 // sweeper is stopping right now stays the sweeper's: *sweepingError, and
 // Acquire waits for the stop's answer. A recording the sweeper stopped comes
 // back saying so (Recording.StoppedBy, StoppedAt).
-func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, cur *leaseRow, now int64, hold time.Duration) error {
+func (pl *Plane) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, cur *leaseRow, now int64, hold time.Duration) error {
 	if strings.HasPrefix(cur.owner, sweeperOwner) && cur.until >= now {
 		return &sweepingError{target: cur.target, owner: cur.owner, until: cur.until}
 	}
 	// Guarded by the token as read: a sweep on another replica may have
 	// claimed or released the row since (PostgreSQL reads committed rows;
 	// the sweeper takes no advisory lock). Then Acquire reads it again.
-	took, err := s.tables.ProfileLeases.Resume(ctx, tx, cur.target, cur.token, s.id, l.token, now+hold.Milliseconds())
+	took, err := pl.tables.ProfileLeases.Resume(ctx, tx, cur.target, cur.token, pl.id, l.token, now+hold.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("runner: profile lease %s: resume: %w", cur.target, err)
 	}
@@ -217,7 +184,7 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	if cur.state != vocab.LeaseHeld { // start_profile may have been sent: stop first
 		rec := cur.recording()
 		if cur.swept() {
-			if err := s.sweptStop(ctx, tx, cur, &rec); err != nil {
+			if err := pl.sweptStop(ctx, tx, cur, &rec); err != nil {
 				return err
 			}
 		}
@@ -226,7 +193,7 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 	if cur.stopAt.Valid {
 		l.requestStop(cur.stopBy)
 	}
-	return s.profileEvent(ctx, tx, l.runID, l.target, s.id, "resumed", "state "+cur.state)
+	return pl.profileEvent(ctx, tx, l.runID, l.target, pl.id, "resumed", "state "+cur.state)
 }
 
 // recordedBefore refuses a resumed attempt of a step that already started a
@@ -238,19 +205,19 @@ func (s *Service) resumeLease(ctx context.Context, tx *sql.Tx, l *profileLease, 
 // sweeper or cleared by an operator before anyone collected it (the files are
 // on the server; the step fails, saying so), a skip otherwise (the earlier
 // attempt collected it, or no recording began).
-func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest) (*vocab.ProfileRefusal, error) {
-	started, err := s.tables.ProfileStarts.LastOf(ctx, tx, req.RunID, req.Plan, req.StepID, req.Target)
+func (pl *Plane) recordedBefore(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest) (*vocab.ProfileRefusal, error) {
+	started, err := pl.tables.ProfileStarts.LastOf(ctx, tx, req.RunID, req.Plan, req.StepID, req.Target)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier starts: %w", req.Target, err)
 	}
 	if !started.Valid {
 		return nil, nil
 	}
-	swept, stopped, err := s.tables.ProfileEvents.Stops(ctx, tx, req.RunID, req.Target)
+	swept, stopped, err := pl.tables.ProfileEvents.Stops(ctx, tx, req.RunID, req.Target)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
-	ended, by, why, err := s.tables.ProfileEvents.LastEnd(ctx, tx, req.RunID, req.Target)
+	ended, by, why, err := pl.tables.ProfileEvents.LastEnd(ctx, tx, req.RunID, req.Target)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runner: profile lease %s: earlier events: %w", req.Target, err)
 	}
@@ -276,16 +243,16 @@ func (s *Service) recordedBefore(ctx context.Context, tx *sql.Tx, req vocab.Leas
 // profileBudget refuses a new lease when profiling is paused, the fleet's
 // budget is used up, or the target's cooldown has not passed; nil when it
 // may be taken.
-func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, now int64) (*vocab.ProfileRefusal, error) {
-	p, err := s.readPause(ctx, tx)
+func (pl *Plane) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.LeaseRequest, now int64) (*vocab.ProfileRefusal, error) {
+	p, err := pl.readPause(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	if p.paused {
 		return &vocab.ProfileRefusal{Reason: vocab.RefusedPaused, Detail: p.detail()}, nil
 	}
-	cfg := s.profiling()
-	active, pending, err := s.activeLeases(ctx, tx, now)
+	cfg := pl.cfg
+	active, pending, err := pl.activeLeases(ctx, tx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +260,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget,
 			Detail: fmt.Sprintf("%d of profiling.max_concurrent %d captures hold a target", active, cfg.MaxConcurrent)}, nil
 	}
-	started, err := s.tables.ProfileStarts.Since(ctx, tx, now-time.Hour.Milliseconds())
+	started, err := pl.tables.ProfileStarts.Since(ctx, tx, now-time.Hour.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile budget: %w", err)
 	}
@@ -305,7 +272,7 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 	if req.Cooldown <= 0 {
 		return nil, nil
 	}
-	last, err := s.tables.ProfileStarts.LastOn(ctx, tx, req.Target)
+	last, err := pl.tables.ProfileStarts.LastOn(ctx, tx, req.Target)
 	if err != nil {
 		return nil, fmt.Errorf("runner: profile cooldown: %w", err)
 	}
@@ -323,8 +290,8 @@ func (s *Service) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.Lease
 // own target but records and flushes nothing, so it spends no
 // max_concurrent) and, of those, the ones not started yet (they count against
 // max_per_hour before their start is recorded).
-func (s *Service) activeLeases(ctx context.Context, q querier, now int64) (active, pending int, err error) {
-	active, pending, err = s.tables.ProfileLeases.Active(ctx, q, vocab.LeaseHeld, vocab.LeaseStopped, now)
+func (pl *Plane) activeLeases(ctx context.Context, q database.Querier, now int64) (active, pending int, err error) {
+	active, pending, err = pl.tables.ProfileLeases.Active(ctx, q, vocab.LeaseHeld, vocab.LeaseStopped, now)
 	if err != nil {
 		return 0, 0, fmt.Errorf("runner: profile budget: %w", err)
 	}
@@ -336,8 +303,8 @@ func fmtMS(ms int64) string { return fromMS(ms).Format("2006-01-02T15:04:05.000Z
 
 // Baseline returns the report kept for key: the last one kept with
 // baseline=true, else the last one; nil, nil when none is kept.
-func (g profileGuard) Baseline(ctx context.Context, key string) (*vocab.KeptReport, error) {
-	kept, err := g.s.tables.ProfileReports.Baseline(ctx, g.s.db, key)
+func (pl *Plane) Baseline(ctx context.Context, key string) (*vocab.KeptReport, error) {
+	kept, err := pl.tables.ProfileReports.Baseline(ctx, pl.db, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -350,7 +317,7 @@ func (g profileGuard) Baseline(ctx context.Context, key string) (*vocab.KeptRepo
 
 // KeepReport stores a capture's analysis under key; the same run's report
 // for the same key is replaced (a resumed step keeps it again).
-func (g profileGuard) KeepReport(ctx context.Context, key string, r vocab.KeptReport) error {
+func (pl *Plane) KeepReport(ctx context.Context, key string, r vocab.KeptReport) error {
 	if key == "" || r.RunID == "" || len(r.Report) == 0 {
 		return fmt.Errorf("runner: keep profile report: key, run and report are required")
 	}
@@ -358,7 +325,7 @@ func (g profileGuard) KeepReport(ctx context.Context, key string, r vocab.KeptRe
 	if !r.TakenAt.IsZero() {
 		taken = sql.NullInt64{Int64: toMS(r.TakenAt), Valid: true}
 	}
-	err := g.s.tables.ProfileReports.Put(ctx, g.s.db, database.ProfileReport{Key: key, RunID: r.RunID,
+	err := pl.tables.ProfileReports.Put(ctx, pl.db, database.ProfileReport{Key: key, RunID: r.RunID,
 		Target: normTarget(r.Target), Baseline: r.Baseline, TakenAt: taken, Report: string(r.Report)})
 	if err != nil {
 		return fmt.Errorf("runner: keep profile report %q: %w", key, err)

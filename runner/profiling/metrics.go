@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -124,15 +124,16 @@ func newProfileMetrics() profileMetrics {
 	return m
 }
 
-func (m profileMetrics) collectors(s *Service) []prometheus.Collector {
-	return []prometheus.Collector{m.stopFailures, m.sweeps, m.sweepActions, m.stepResults, profileCollector{s: s}}
+func (m profileMetrics) collectors(pl *Plane) []prometheus.Collector {
+	return []prometheus.Collector{m.stopFailures, m.sweeps, m.sweepActions, m.stepResults, profileCollector{pl: pl}}
 }
 
 // profileCollector reads the lease table at scrape time. A store that does
-// not answer leaves its series out of the scrape, as storeCollector does:
-// autocapture_runs_store_up says the store is down, and an invalid metric
-// would fail the whole scrape (promhttp answers 500), that gauge with it.
-type profileCollector struct{ s *Service }
+// not answer leaves its series out of the scrape, as the runner's
+// storeCollector does: autocapture_runs_store_up says the store is down, and
+// an invalid metric would fail the whole scrape (promhttp answers 500), that
+// gauge with it.
+type profileCollector struct{ pl *Plane }
 
 func (c profileCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProfileLeases
@@ -141,14 +142,14 @@ func (c profileCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
+	pl := c.pl
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a scrape has no context
 	defer cancel()
 	counts := map[string]float64{}
 	for _, st := range profileLeaseStates {
 		counts[st] = 0
 	}
-	byState, err := s.tables.ProfileLeases.CountByState(ctx, s.db)
+	byState, err := pl.tables.ProfileLeases.CountByState(ctx, pl.db)
 	if err != nil {
 		return
 	}
@@ -156,10 +157,10 @@ func (c profileCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, n := range counts {
 		ch <- prometheus.MustNewConstMetric(descProfileLeases, prometheus.GaugeValue, n, st)
 	}
-	if past, err := s.tables.ProfileLeases.PastDeadline(ctx, s.db, vocab.LeaseRecording, vocab.LeaseStopping); err == nil {
+	if past, err := pl.tables.ProfileLeases.PastDeadline(ctx, pl.db, vocab.LeaseRecording, vocab.LeaseStopping); err == nil {
 		ch <- prometheus.MustNewConstMetric(descProfilePastDeadline, prometheus.GaugeValue, past)
 	}
-	if p, err := s.readPause(ctx, s.db); err == nil {
+	if p, err := pl.readPause(ctx, pl.db); err == nil {
 		v := 0.0
 		if p.paused {
 			v = 1

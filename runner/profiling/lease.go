@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // the lease's token: a lease another process took over (the sweeper, a
 // resumed attempt) or an operator cleared cannot be changed through it.
 type profileLease struct {
-	s                         *Service
+	pl                        *Plane
 	target, runID, plan, step string
 	token                     string
 	resumed                   *vocab.Recording
@@ -59,7 +59,7 @@ func (l *profileLease) requestStop(by string) {
 func (l *profileLease) end() {
 	l.doneOnce.Do(func() {
 		close(l.done)
-		l.s.untrackLease(l)
+		l.pl.untrackLease(l)
 	})
 }
 
@@ -77,8 +77,8 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	if frame <= 0 {
 		return vocab.Recording{}, fmt.Errorf("runner: profile %s: frame %v: want more than 0", l.target, frame)
 	}
-	s := l.s
-	tx, err := s.db.BeginTx(ctx, nil)
+	pl := l.pl
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
@@ -91,7 +91,7 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	// (Renew caps it there too) and records its stop at the deadline; a
 	// dead owner's recording is the sweeper's stopGrace after its deadline,
 	// not a whole hold (15 s) after its last renewal.
-	since, deadline, err := s.tables.ProfileLeases.Record(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseRecording,
+	since, deadline, err := pl.tables.ProfileLeases.Record(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseRecording,
 		frame.Milliseconds(), stopGrace.Milliseconds(), savedArg)
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() // SQLite has one connection: free it for the probe
@@ -100,16 +100,16 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 	if err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
-	if err := s.tables.ProfileStarts.Add(ctx, tx, l.target, l.runID, l.plan, l.step, since); err != nil {
+	if err := pl.tables.ProfileStarts.Add(ctx, tx, l.target, l.runID, l.plan, l.step, since); err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
-	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "recording", "stop by "+fmtMS(deadline)); err != nil {
+	if err := pl.profileEvent(ctx, tx, l.runID, l.target, pl.id, "recording", "stop by "+fmtMS(deadline)); err != nil {
 		return vocab.Recording{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return vocab.Recording{}, l.errorf("recording", err)
 	}
-	s.log.Info("A profile is about to record.", zap.String("run", l.runID), zap.String("step", l.step),
+	pl.log.Info("A profile is about to record.", zap.String("run", l.runID), zap.String("step", l.step),
 		zap.String("target", l.target), zap.Time("deadline", fromMS(deadline)))
 	return vocab.Recording{Target: l.target, State: vocab.LeaseRecording, Since: fromMS(since),
 		Deadline: fromMS(deadline), Saved: saved}, nil
@@ -119,7 +119,7 @@ func (l *profileLease) Recording(ctx context.Context, frame time.Duration, saved
 // least stopTimeout from now.
 func (l *profileLease) Stopping(ctx context.Context, stopTimeout time.Duration) error {
 	return l.write(ctx, "stopping", "", func(tx *sql.Tx) (bool, error) {
-		return l.s.tables.ProfileLeases.Stopping(ctx, tx, l.target, l.token, vocab.LeaseStopping, stopTimeout.Milliseconds(),
+		return l.pl.tables.ProfileLeases.Stopping(ctx, tx, l.target, l.token, vocab.LeaseStopping, stopTimeout.Milliseconds(),
 			[3]string{vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed})
 	})
 }
@@ -127,7 +127,7 @@ func (l *profileLease) Stopping(ctx context.Context, stopTimeout time.Duration) 
 // Stopped records that the server answered the stop.
 func (l *profileLease) Stopped(ctx context.Context) error {
 	return l.write(ctx, "stopped", "", func(tx *sql.Tx) (bool, error) {
-		return l.s.tables.ProfileLeases.Stopped(ctx, tx, l.target, l.token, vocab.LeaseStopped,
+		return l.pl.tables.ProfileLeases.Stopped(ctx, tx, l.target, l.token, vocab.LeaseStopped,
 			[3]string{vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopFailed})
 	})
 }
@@ -136,11 +136,11 @@ func (l *profileLease) Stopped(ctx context.Context) error {
 // its stop is retried, until a stop is answered or an operator clears it.
 func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
 	err := l.write(ctx, "stop_failed", clipReason(reason), func(tx *sql.Tx) (bool, error) {
-		return l.s.tables.ProfileLeases.StopFailed(ctx, tx, l.target, l.token, vocab.LeaseStopFailed, clipReason(reason))
+		return l.pl.tables.ProfileLeases.StopFailed(ctx, tx, l.target, l.token, vocab.LeaseStopFailed, clipReason(reason))
 	})
 	if err == nil {
-		l.s.pm.stopFailures.Inc()
-		l.s.log.Warn("A profile's stop failed; the target stays leased and the sweeper retries the stop.",
+		l.pl.pm.stopFailures.Inc()
+		l.pl.log.Warn("A profile's stop failed; the target stays leased and the sweeper retries the stop.",
 			zap.String("run", l.runID), zap.String("step", l.step), zap.String("target", l.target), zap.String("reason", reason))
 		l.end()
 	}
@@ -152,11 +152,11 @@ func (l *profileLease) StopFailed(ctx context.Context, reason string) error {
 func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 	// A recording's lease never reaches past its deadline + stopGrace
 	// (see Recording): renewing cannot keep a recording alive past it.
-	stopAt, stopBy, err := l.s.tables.ProfileLeases.Renew(ctx, l.s.beat, l.target, l.token, vocab.LeaseRecording,
+	stopAt, stopBy, err := l.pl.tables.ProfileLeases.Renew(ctx, l.pl.beat, l.target, l.token, vocab.LeaseRecording,
 		hold.Milliseconds(), stopGrace.Milliseconds())
 	if errors.Is(err, sql.ErrNoRows) {
 		l.end()
-		return fmt.Errorf("runner: profile %s: renew: %w", l.target, ErrProfileLeaseLost)
+		return fmt.Errorf("runner: profile %s: renew: %w", l.target, ErrLeaseLost)
 	}
 	if err != nil {
 		return l.errorf("renew", err)
@@ -171,13 +171,13 @@ func (l *profileLease) Renew(ctx context.Context, hold time.Duration) error {
 // was never sent. A lease still recording cannot be released: stop it first.
 // NotStarted ends a recording that never began (vocab.ProfileLease).
 func (l *profileLease) NotStarted(ctx context.Context, why string) error {
-	s := l.s
-	tx, err := s.db.BeginTx(ctx, nil)
+	pl := l.pl
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return l.errorf("not started", err)
 	}
 	defer tx.Rollback()
-	deleted, err := s.tables.ProfileLeases.DeleteInState(ctx, tx, l.target, l.token, vocab.LeaseRecording)
+	deleted, err := pl.tables.ProfileLeases.DeleteInState(ctx, tx, l.target, l.token, vocab.LeaseRecording)
 	if err != nil {
 		return l.errorf("not started", err)
 	}
@@ -185,26 +185,26 @@ func (l *profileLease) NotStarted(ctx context.Context, why string) error {
 		tx.Rollback()
 		return l.wrongState(ctx, "not started", vocab.LeaseRecording)
 	}
-	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "not_started", clipReason(why)); err != nil {
+	if err := pl.profileEvent(ctx, tx, l.runID, l.target, pl.id, "not_started", clipReason(why)); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return l.errorf("not started", err)
 	}
 	l.end()
-	s.log.Info("Ended a profile lease whose recording never began.", zap.String("run", l.runID), zap.String("step", l.step),
+	pl.log.Info("Ended a profile lease whose recording never began.", zap.String("run", l.runID), zap.String("step", l.step),
 		zap.String("target", l.target), zap.String("why", why))
 	return nil
 }
 
 func (l *profileLease) Release(ctx context.Context) error {
-	s := l.s
-	tx, err := s.db.BeginTx(ctx, nil)
+	pl := l.pl
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return l.errorf("release", err)
 	}
 	defer tx.Rollback()
-	deleted, err := s.tables.ProfileLeases.DeleteInStates(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseStopped)
+	deleted, err := pl.tables.ProfileLeases.DeleteInStates(ctx, tx, l.target, l.token, vocab.LeaseHeld, vocab.LeaseStopped)
 	if err != nil {
 		return l.errorf("release", err)
 	}
@@ -212,22 +212,22 @@ func (l *profileLease) Release(ctx context.Context) error {
 		tx.Rollback()
 		return l.wrongState(ctx, "release", vocab.LeaseHeld+" or "+vocab.LeaseStopped)
 	}
-	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, "released", ""); err != nil {
+	if err := pl.profileEvent(ctx, tx, l.runID, l.target, pl.id, "released", ""); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return l.errorf("release", err)
 	}
 	l.end()
-	s.log.Info("Released a profile lease.", zap.String("run", l.runID), zap.String("step", l.step), zap.String("target", l.target))
+	pl.log.Info("Released a profile lease.", zap.String("run", l.runID), zap.String("step", l.step), zap.String("target", l.target))
 	return nil
 }
 
 // write runs one guarded UPDATE (update: false when it changed nothing)
 // and records the event named what with detail.
 func (l *profileLease) write(ctx context.Context, what, detail string, update func(*sql.Tx) (bool, error)) error {
-	s := l.s
-	tx, err := s.db.BeginTx(ctx, nil)
+	pl := l.pl
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return l.errorf(what, err)
 	}
@@ -240,7 +240,7 @@ func (l *profileLease) write(ctx context.Context, what, detail string, update fu
 		tx.Rollback()
 		return l.wrongState(ctx, what, "")
 	}
-	if err := s.profileEvent(ctx, tx, l.runID, l.target, s.id, what, detail); err != nil {
+	if err := pl.profileEvent(ctx, tx, l.runID, l.target, pl.id, what, detail); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -252,11 +252,11 @@ func (l *profileLease) write(ctx context.Context, what, detail string, update fu
 // wrongState explains a guarded write that changed nothing: the lease is
 // lost, or in a state the write does not apply to.
 func (l *profileLease) wrongState(ctx context.Context, what, want string) error {
-	state, err := l.s.tables.ProfileLeases.State(ctx, l.s.db, l.target, l.token)
+	state, err := l.pl.tables.ProfileLeases.State(ctx, l.pl.db, l.target, l.token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		l.end()
-		return fmt.Errorf("runner: profile %s: %s: %w", l.target, what, ErrProfileLeaseLost)
+		return fmt.Errorf("runner: profile %s: %s: %w", l.target, what, ErrLeaseLost)
 	case err != nil:
 		return l.errorf(what, err)
 	case want == "":

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -103,12 +104,24 @@ func (r *leaseRow) api() runs.ProfileLease {
 const maxEventDetail = 500
 
 // profileEvent appends to a capture's audit trail (GET /api/v1/runs/{id}/profile).
-func (s *Service) profileEvent(ctx context.Context, q database.Querier, runID, target, actor, event, detail string) error {
+func (pl *Plane) profileEvent(ctx context.Context, q database.Querier, runID, target, actor, event, detail string) error {
 	if len(detail) > maxEventDetail {
 		detail = strings.ToValidUTF8(detail[:maxEventDetail], "") + "…"
 	}
-	if err := s.tables.ProfileEvents.Add(ctx, q, runID, target, actor, event, detail); err != nil {
+	if err := pl.tables.ProfileEvents.Add(ctx, q, runID, target, actor, event, detail); err != nil {
 		return fmt.Errorf("runner: profile event %s of run %s: %w", event, runID, err)
 	}
 	return nil
+}
+
+func toMS(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
 }

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -44,20 +44,20 @@ const maxStopBackoff = 5 * time.Minute
 const sweepClaimSlack = time.Minute
 
 // profileSweeper runs sweepProfiles every profiling.sweep_interval on every
-// replica, on its own ticker like the reaper: a kill -9 of River's elected
-// leader must not hold the repair of its own recordings back by the leader's
-// TTL (15 s). Claims are guarded UPDATEs, so replicas sweeping together never
+// replica, on its own ticker like the runner's reaper: a kill -9 of River's
+// elected leader must not hold the repair of its own recordings back by the
+// leader's TTL (15 s). Claims are guarded UPDATEs, so replicas sweeping together never
 // stop one target twice.
-func (s *Service) profileSweeper() {
-	defer s.bgDone.Done()
-	t := time.NewTicker(s.profiling().SweepInterval)
+func (pl *Plane) profileSweeper() {
+	defer pl.loops.Done()
+	t := time.NewTicker(pl.cfg.SweepInterval)
 	defer t.Stop()
 	for {
-		if err := s.sweepProfiles(s.bg); err != nil && s.bg.Err() == nil {
-			s.log.Warn("The profile sweep failed; the next one tries again.", zap.Error(err))
+		if err := pl.sweepProfiles(pl.bg); err != nil && pl.bg.Err() == nil {
+			pl.log.Warn("The profile sweep failed; the next one tries again.", zap.Error(err))
 		}
 		select {
-		case <-s.bg.Done():
+		case <-pl.bg.Done():
 			return
 		case <-t.C:
 		}
@@ -65,9 +65,9 @@ func (s *Service) profileSweeper() {
 }
 
 // sweepProfiles acts on every lease whose owner is gone (see above).
-func (s *Service) sweepProfiles(ctx context.Context) error {
-	s.pm.sweeps.Inc()
-	found, err := leasesOf(s.tables.ProfileLeases.Sweepable(ctx, s.db, vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopped))
+func (pl *Plane) sweepProfiles(ctx context.Context) error {
+	pl.pm.sweeps.Inc()
+	found, err := leasesOf(pl.tables.ProfileLeases.Sweepable(ctx, pl.db, vocab.LeaseRecording, vocab.LeaseStopping, vocab.LeaseStopped))
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep: %w", err)
 	}
@@ -76,9 +76,9 @@ func (s *Service) sweepProfiles(ctx context.Context) error {
 		var err error
 		switch r.state {
 		case vocab.LeaseHeld, vocab.LeaseStopped:
-			err = s.sweepRelease(ctx, r)
+			err = pl.sweepRelease(ctx, r)
 		default:
-			err = s.sweepStop(ctx, r)
+			err = pl.sweepStop(ctx, r)
 		}
 		errs = append(errs, err)
 	}
@@ -86,11 +86,11 @@ func (s *Service) sweepProfiles(ctx context.Context) error {
 }
 
 // sweepRelease deletes a lease whose owner is gone and which records nothing.
-func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
+func (pl *Plane) sweepRelease(ctx context.Context, r *leaseRow) error {
 	why := "its owner is gone and start_profile was never sent"
 	var now int64
 	if r.swept() {
-		now, _ = s.dbNow(ctx, s.db) // only for the wording: 0 reads as "the window passed"
+		now, _ = pl.dbNow(ctx, pl.db) // only for the wording: 0 reads as "the window passed"
 	}
 	switch {
 	case r.swept() && r.until >= now:
@@ -100,37 +100,37 @@ func (s *Service) sweepRelease(ctx context.Context, r *leaseRow) error {
 	case r.state == vocab.LeaseStopped:
 		why = "its owner is gone after the stop was answered; the files were not collected"
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
 	defer tx.Rollback()
 	// Guarded by the token as read (see ProfileLeases.SweepRelease).
-	released, err := s.tables.ProfileLeases.SweepRelease(ctx, tx, r.target, r.token, vocab.LeaseStopped)
+	released, err := pl.tables.ProfileLeases.SweepRelease(ctx, tx, r.target, r.token, vocab.LeaseStopped)
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
 	if !released {
 		return nil // renewed, or another sweep took it
 	}
-	if err := s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released", why); err != nil {
+	if err := pl.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+pl.id, "released", why); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runner: profile sweep %s: %w", r.target, err)
 	}
-	s.pm.sweepActions.WithLabelValues("released").Inc()
-	s.log.Info("The profile sweeper released a lease: "+why+".", zap.String("run", r.runID), zap.String("target", r.target),
+	pl.pm.sweepActions.WithLabelValues("released").Inc()
+	pl.log.Info("The profile sweeper released a lease: "+why+".", zap.String("run", r.runID), zap.String("target", r.target),
 		zap.String("state", r.state), zap.String("owner", r.owner))
 	return nil
 }
 
 // sweepStop claims a lease to stop and sends the stop in the background.
-func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
-	cfg := s.profiling()
+func (pl *Plane) sweepStop(ctx context.Context, r *leaseRow) error {
+	cfg := pl.cfg
 	token := uuid.NewString()
 	claim := cfg.StopTimeout + sweepClaimSlack
-	claimed, err := s.tables.ProfileLeases.SweepClaim(ctx, s.db, r.target, r.token, sweeperOwner+s.id, token,
+	claimed, err := pl.tables.ProfileLeases.SweepClaim(ctx, pl.db, r.target, r.token, sweeperOwner+pl.id, token,
 		vocab.LeaseRecording, vocab.LeaseStopping, claim.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("runner: profile sweep %s: claim: %w", r.target, err)
@@ -145,51 +145,51 @@ func (s *Service) sweepStop(ctx context.Context, r *leaseRow) error {
 	case r.stopAt.Valid && (!r.deadline.Valid || r.deadline.Int64 > r.until):
 		why = "an operator (" + r.stopBy + ") asked for the stop and its owner is gone"
 	}
-	s.log.Warn("The profile sweeper is stopping a capture: "+why+".", zap.String("run", r.runID),
+	pl.log.Warn("The profile sweeper is stopping a capture: "+why+".", zap.String("run", r.runID),
 		zap.String("target", r.target), zap.String("state", r.state), zap.String("owner", r.owner))
-	if err := s.profileEvent(ctx, s.db, r.runID, r.target, sweeperOwner+s.id, "sweeper_stopping", why); err != nil {
-		s.log.Warn("Could not record the sweeper's stop on the run.", zap.String("run", r.runID), zap.Error(err))
+	if err := pl.profileEvent(ctx, pl.db, r.runID, r.target, sweeperOwner+pl.id, "sweeper_stopping", why); err != nil {
+		pl.log.Warn("Could not record the sweeper's stop on the run.", zap.String("run", r.runID), zap.Error(err))
 	}
-	if !s.prof.startStop() { // shutting down: hand the claim back for another replica
-		s.handBack(r.target, token)
+	if !pl.live.startStop() { // shutting down: hand the claim back for another replica
+		pl.handBack(r.target, token)
 		return nil
 	}
 	go func() {
-		defer s.prof.stops.Done()
-		s.sweeperStop(r, token)
+		defer pl.live.stops.Done()
+		pl.sweeperStop(r, token)
 	}()
 	return nil
 }
 
 // sweeperStop sends the stop (bounded by stop_timeout) and records the answer.
-func (s *Service) sweeperStop(r *leaseRow, token string) {
-	cfg := s.profiling()
-	ctx, cancel := context.WithTimeout(s.bg, cfg.StopTimeout)
+func (pl *Plane) sweeperStop(r *leaseRow, token string) {
+	cfg := pl.cfg
+	ctx, cancel := context.WithTimeout(pl.bg, cfg.StopTimeout)
 	defer cancel()
 	var err error
-	if s.o.Env == nil || s.o.Env.Targets == nil {
+	if pl.targets == nil {
 		err = errors.New("no targets client (Env.Targets) to send the stop through")
 	} else {
-		err = profile.StopProfile(ctx, s.o.Env.Targets, r.target)
+		err = profile.StopProfile(ctx, pl.targets, r.target)
 	}
-	if err != nil && s.bg.Err() != nil { // shutdown, not the server's answer
-		s.handBack(r.target, token)
+	if err != nil && pl.bg.Err() != nil { // shutdown, not the server's answer
+		pl.handBack(r.target, token)
 		return
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("stop_profile not answered within profiling.stop_timeout %s", cfg.StopTimeout)
 	}
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(s.bg), 30*time.Second)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(pl.bg), 30*time.Second)
 	defer wcancel()
 	if err == nil {
-		s.sweepStopped(wctx, r, token)
+		pl.sweepStopped(wctx, r, token)
 		return
 	}
 	if errors.Is(err, profile.ErrNotArmed) {
-		s.sweepNothingRecords(wctx, r, token, err)
+		pl.sweepNothingRecords(wctx, r, token, err)
 		return
 	}
-	s.sweepStopFailed(wctx, r, token, err)
+	pl.sweepStopFailed(wctx, r, token, err)
 }
 
 // sweepNothingRecords releases a lease whose server answered the stop with
@@ -197,26 +197,26 @@ func (s *Service) sweeperStop(r *leaseRow, token string) {
 // nothing records there and no stop can ever be answered. Retrying, as for a
 // failed stop, would hold the target (and a slot of max_concurrent) for
 // ever.
-func (s *Service) sweepNothingRecords(ctx context.Context, r *leaseRow, token string, cause error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (pl *Plane) sweepNothingRecords(ctx context.Context, r *leaseRow, token string, cause error) {
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		err = s.tables.ProfileLeases.Delete(ctx, tx, r.target, token)
+		err = pl.tables.ProfileLeases.Delete(ctx, tx, r.target, token)
 	}
 	if err == nil {
-		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "released",
+		err = pl.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+pl.id, "released",
 			clipReason("stop_profile answered 404: the server has no profiler now, so nothing records there ("+cause.Error()+")"))
 	}
 	if err == nil {
 		err = tx.Commit()
 	}
 	if err != nil {
-		s.log.Error("The sweeper could not release a lease whose server has no profiler; it is retried when the claim lapses.",
+		pl.log.Error("The sweeper could not release a lease whose server has no profiler; it is retried when the claim lapses.",
 			zap.String("run", r.runID), zap.String("target", r.target), zap.Error(err))
 		return
 	}
-	s.pm.sweepActions.WithLabelValues("released_unarmed").Inc()
-	s.log.Warn("The profile sweeper released a lease: its server answered stop_profile with 404 (no profiler now).",
+	pl.pm.sweepActions.WithLabelValues("released_unarmed").Inc()
+	pl.log.Warn("The profile sweeper released a lease: its server answered stop_profile with 404 (no profiler now).",
 		zap.String("run", r.runID), zap.String("target", r.target))
 }
 
@@ -228,15 +228,15 @@ func (s *Service) sweepNothingRecords(ctx context.Context, r *leaseRow, token st
 // stopped) and collects with no new start. Meanwhile the target is busy to
 // any other run. The sweep releases it when the window passes with nobody
 // collecting, or as soon as the run has ended (it will never resume).
-func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
-	window := s.profiling().CollectWindow
-	tx, err := s.db.BeginTx(ctx, nil)
+func (pl *Plane) sweepStopped(ctx context.Context, r *leaseRow, token string) {
+	window := pl.cfg.CollectWindow
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		err = s.tables.ProfileLeases.SweptStopped(ctx, tx, r.target, token, vocab.LeaseStopped, sweptReason, window.Milliseconds())
+		err = pl.tables.ProfileLeases.SweptStopped(ctx, tx, r.target, token, vocab.LeaseStopped, sweptReason, window.Milliseconds())
 	}
 	if err == nil {
-		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, "stopped",
+		err = pl.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+pl.id, "stopped",
 			fmt.Sprintf("the sweeper's stop_profile was answered; the files stay on the server for the run's resumed attempt to collect, "+
 				"the target leased for profiling.collect_window %s", window))
 	}
@@ -244,12 +244,12 @@ func (s *Service) sweepStopped(ctx context.Context, r *leaseRow, token string) {
 		err = tx.Commit()
 	}
 	if err != nil {
-		s.log.Error("The sweeper's stop was answered but could not be recorded; it is retried when the claim lapses.",
+		pl.log.Error("The sweeper's stop was answered but could not be recorded; it is retried when the claim lapses.",
 			zap.String("run", r.runID), zap.String("target", r.target), zap.Error(err))
 		return
 	}
-	s.pm.sweepActions.WithLabelValues("stopped").Inc()
-	s.log.Info("The profile sweeper stopped a capture; its files wait for the run's resumed attempt.", zap.String("run", r.runID),
+	pl.pm.sweepActions.WithLabelValues("stopped").Inc()
+	pl.log.Info("The profile sweeper stopped a capture; its files wait for the run's resumed attempt.", zap.String("run", r.runID),
 		zap.String("target", r.target), zap.Duration("collect_window", window))
 }
 
@@ -263,41 +263,41 @@ func (r *leaseRow) swept() bool { return r.state == vocab.LeaseStopped && r.owne
 
 // sweepStopFailed leaves the target leased as stop_failed, retried after a
 // backoff that doubles with each failure (one sweep interval first).
-func (s *Service) sweepStopFailed(ctx context.Context, r *leaseRow, token string, cause error) {
+func (pl *Plane) sweepStopFailed(ctx context.Context, r *leaseRow, token string, cause error) {
 	attempts := r.attempts + 1
-	backoff := s.profiling().SweepInterval << min(attempts-1, 20)
+	backoff := pl.cfg.SweepInterval << min(attempts-1, 20)
 	backoff = min(backoff, maxStopBackoff)
 	reason := clipReason(cause.Error())
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err == nil {
 		defer tx.Rollback()
-		err = s.tables.ProfileLeases.SweptStopFailed(ctx, tx, r.target, token, vocab.LeaseStopFailed, reason, attempts, backoff.Milliseconds())
+		err = pl.tables.ProfileLeases.SweptStopFailed(ctx, tx, r.target, token, vocab.LeaseStopFailed, reason, attempts, backoff.Milliseconds())
 	}
 	if err == nil {
-		err = s.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+s.id, vocab.LeaseStopFailed, reason)
+		err = pl.profileEvent(ctx, tx, r.runID, r.target, sweeperOwner+pl.id, vocab.LeaseStopFailed, reason)
 	}
 	if err == nil {
 		err = tx.Commit()
 	}
-	s.pm.stopFailures.Inc()
-	s.pm.sweepActions.WithLabelValues(vocab.LeaseStopFailed).Inc()
+	pl.pm.stopFailures.Inc()
+	pl.pm.sweepActions.WithLabelValues(vocab.LeaseStopFailed).Inc()
 	if err != nil {
-		s.log.Error("The sweeper's stop failed and could not be recorded; it is retried when the claim lapses.",
+		pl.log.Error("The sweeper's stop failed and could not be recorded; it is retried when the claim lapses.",
 			zap.String("run", r.runID), zap.String("target", r.target), zap.NamedError("stop", cause), zap.Error(err))
 		return
 	}
-	s.log.Warn("The profile sweeper could not stop a capture; the target stays leased and the stop is retried.",
+	pl.log.Warn("The profile sweeper could not stop a capture; the target stays leased and the stop is retried.",
 		zap.String("run", r.runID), zap.String("target", r.target), zap.Int("attempts", attempts),
 		zap.Duration("retry_in", backoff), zap.Error(cause))
 }
 
 // handBack ends the sweeper's claim at once, so another replica's sweep
 // retries the stop (this one is shutting down).
-func (s *Service) handBack(target, token string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // s.bg is done
+func (pl *Plane) handBack(target, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // pl.bg is done
 	defer cancel()
-	if err := s.tables.ProfileLeases.Lapse(ctx, s.db, target, token); err != nil {
-		s.log.Warn("Could not hand a profile stop back on shutdown; another replica retries when the claim lapses.",
+	if err := pl.tables.ProfileLeases.Lapse(ctx, pl.db, target, token); err != nil {
+		pl.log.Warn("Could not hand a profile stop back on shutdown; another replica retries when the claim lapses.",
 			zap.String("target", target), zap.Error(err))
 	}
 }

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// withProfiling sets the Service's tier-3 policy.
-func withProfiling(p config.Profiling) svcOpt { return func(o *Options) { o.Profiling = p } }
+// withProfiling sets the Plane's tier-3 policy.
+func withProfiling(p config.Profiling) planeOpt { return func(d *Deps) { d.Config = p } }
 
 func req(target, run, step string) vocab.LeaseRequest {
 	return vocab.LeaseRequest{Target: target, RunID: run, Plan: "pb", StepID: step, Hold: 5 * time.Second}
@@ -34,9 +34,9 @@ func refusal(t *testing.T, err error, reason, want string) {
 	}
 }
 
-func mustAcquire(t *testing.T, s *Service, r vocab.LeaseRequest) vocab.ProfileLease {
+func mustAcquire(t *testing.T, s *Plane, r vocab.LeaseRequest) vocab.ProfileLease {
 	t.Helper()
-	l, err := s.Profiles().Acquire(context.Background(), r)
+	l, err := s.Acquire(context.Background(), r)
 	if err != nil {
 		t.Fatalf("acquire %s for %s/%s: %v", r.Target, r.RunID, r.StepID, err)
 	}
@@ -48,14 +48,14 @@ func mustAcquire(t *testing.T, s *Service, r vocab.LeaseRequest) vocab.ProfileLe
 // recording, the cooldown, and what a stale holder may still do.
 func TestProfileLeaseLifecycle(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false, withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 10}))
+		s := newPlane(t, db, false, withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 10}))
 		ctx := context.Background()
 		const tgt = "http://10.0.0.1:8000"
 		l := mustAcquire(t, s, req(tgt+"/", "run-1", "profile"))
 		if l.Resumed() != nil {
 			t.Fatalf("a fresh lease says it resumed: %+v", l.Resumed())
 		}
-		_, err := s.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
+		_, err := s.Acquire(ctx, req(tgt, "run-2", "profile"))
 		refusal(t, err, vocab.RefusedBusy, "run run-1 holds "+tgt)
 
 		rec, err := l.Recording(ctx, 2*time.Second, json.RawMessage(`{"files":["a"]}`))
@@ -71,7 +71,7 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 		if err := l.Release(ctx); err == nil || !strings.Contains(err.Error(), "the lease is recording") {
 			t.Fatalf("release while recording: %v, want it refused", err)
 		}
-		_, err = s.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
+		_, err = s.Acquire(ctx, req(tgt, "run-2", "profile"))
 		refusal(t, err, vocab.RefusedBusy, "run run-1 is recording on "+tgt)
 
 		if err := l.Stopping(ctx, time.Minute); err != nil {
@@ -86,13 +86,13 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Renew(ctx, time.Second); !errors.Is(err, ErrProfileLeaseLost) {
-			t.Fatalf("renew after release: %v, want ErrProfileLeaseLost", err)
+		if err := l.Renew(ctx, time.Second); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("renew after release: %v, want ErrLeaseLost", err)
 		}
 
 		withCooldown := req(tgt, "run-2", "profile")
 		withCooldown.Cooldown = time.Hour
-		_, err = s.Profiles().Acquire(ctx, withCooldown)
+		_, err = s.Acquire(ctx, withCooldown)
 		refusal(t, err, vocab.RefusedCooldown, tgt+" was profiled at")
 		other := mustAcquire(t, s, req("http://10.0.0.2:8000", "run-2", "profile")) // the cooldown is per target
 		if err := other.Release(ctx); err != nil {
@@ -122,7 +122,7 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 // refused; NotStarted is refused on a lease that is not recording.
 func TestProfileNotStartedEndsTheLease(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false, withProfiling(config.Profiling{MaxConcurrent: 1, MaxPerHour: 10}))
+		s := newPlane(t, db, false, withProfiling(config.Profiling{MaxConcurrent: 1, MaxPerHour: 10}))
 		ctx := context.Background()
 		const tgt = "http://10.0.0.3:8000"
 		l := mustAcquire(t, s, req(tgt, "run-1", "profile"))
@@ -143,14 +143,14 @@ func TestProfileNotStartedEndsTheLease(t *testing.T) {
 		}
 		next := mustAcquire(t, s, req(tgt, "run-2", "profile")) // free at once: budget 1 not held
 		withCooldown := req("http://10.0.0.4:8000", "run-3", "profile")
-		_, err := s.Profiles().Acquire(ctx, withCooldown)
+		_, err := s.Acquire(ctx, withCooldown)
 		refusal(t, err, vocab.RefusedBudget, "")
 		if err := next.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		cool := req(tgt, "run-3", "profile")
 		cool.Cooldown = time.Hour
-		_, err = s.Profiles().Acquire(ctx, cool)
+		_, err = s.Acquire(ctx, cool)
 		refusal(t, err, vocab.RefusedCooldown, "")
 	})
 }
@@ -160,8 +160,8 @@ func TestProfileNotStartedEndsTheLease(t *testing.T) {
 // can change nothing more.
 func TestProfileResumedStepGetsItsLease(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		a := newService(t, db, planner(), false)
-		b := newService(t, db, planner(), false)
+		a := newPlane(t, db, false)
+		b := newPlane(t, db, false)
 		ctx := context.Background()
 		const tgt = "http://10.0.0.1:8000"
 		first := mustAcquire(t, a, req(tgt, "run-1", "profile"))
@@ -179,11 +179,11 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 			string(got.Saved) != `{"before":["x.json.gz"]}` {
 			t.Fatalf("resumed %+v, want the recording %+v with its saved listing", got, rec)
 		}
-		if err := first.Stopping(ctx, time.Minute); !errors.Is(err, ErrProfileLeaseLost) {
-			t.Fatalf("the earlier holder's Stopping: %v, want ErrProfileLeaseLost", err)
+		if err := first.Stopping(ctx, time.Minute); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("the earlier holder's Stopping: %v, want ErrLeaseLost", err)
 		}
-		if err := first.Release(ctx); !errors.Is(err, ErrProfileLeaseLost) {
-			t.Fatalf("the earlier holder's Release: %v, want ErrProfileLeaseLost", err)
+		if err := first.Release(ctx); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("the earlier holder's Release: %v, want ErrLeaseLost", err)
 		}
 		if err := again.Stopping(ctx, time.Minute); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 		if err := again.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err = b.Profiles().Acquire(ctx, req(tgt, "run-2", "profile"))
+		_, err = b.Acquire(ctx, req(tgt, "run-2", "profile"))
 		refusal(t, err, vocab.RefusedPaused, "paused by oncall at ")
 		refusal(t, err, vocab.RefusedPaused, ": bad deploy")
 		if _, err := a.ResumeProfiling(ctx, "oncall"); err != nil {
@@ -210,12 +210,12 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 // TestProfileBudget: max_concurrent counts every target held (a stop that
 // failed too), max_per_hour counts starts and leases about to start.
 func TestProfileBudget(t *testing.T) {
-	s := newService(t, dbRef{path: t.TempDir() + "/a.db"}, planner(), false,
+	s := newPlane(t, dbRef{path: t.TempDir() + "/a.db"}, false,
 		withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 3}))
 	ctx := context.Background()
 	l1 := mustAcquire(t, s, req("http://h1:1", "r1", "p"))
 	l2 := mustAcquire(t, s, req("http://h2:1", "r2", "p"))
-	_, err := s.Profiles().Acquire(ctx, req("http://h3:1", "r3", "p"))
+	_, err := s.Acquire(ctx, req("http://h3:1", "r3", "p"))
 	refusal(t, err, vocab.RefusedBudget, "2 of profiling.max_concurrent 2")
 	for _, l := range []vocab.ProfileLease{l1, l2} {
 		if _, err := l.Recording(ctx, time.Second, nil); err != nil {
@@ -225,12 +225,12 @@ func TestProfileBudget(t *testing.T) {
 	if err := l1.StopFailed(ctx, "stop hung"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l1.Release(ctx); !errors.Is(err, ErrProfileLeaseLost) {
-		t.Fatalf("release after StopFailed: %v, want ErrProfileLeaseLost (the sweeper's now)", err)
+	if err := l1.Release(ctx); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("release after StopFailed: %v, want ErrLeaseLost (the sweeper's now)", err)
 	}
-	_, err = s.Profiles().Acquire(ctx, req("http://h3:1", "r3", "p"))
+	_, err = s.Acquire(ctx, req("http://h3:1", "r3", "p"))
 	refusal(t, err, vocab.RefusedBudget, "max_concurrent") // the failed stop still counts
-	_, err = s.Profiles().Acquire(ctx, req("http://h1:1", "r3", "p"))
+	_, err = s.Acquire(ctx, req("http://h1:1", "r3", "p"))
 	refusal(t, err, vocab.RefusedBusy, "stop hung")
 	if err := l2.Stopped(ctx); err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestProfileBudget(t *testing.T) {
 	if _, err := s.ClearProfileLease(ctx, "http://h1:1", "oncall"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Profiles().Acquire(ctx, req("http://h4:1", "r4", "p"))
+	_, err = s.Acquire(ctx, req("http://h4:1", "r4", "p"))
 	refusal(t, err, vocab.RefusedBudget, "2 captures started in the last hour and 1 about to: profiling.max_per_hour is 3")
 	st, err := s.ProfilingStatus(ctx)
 	if err != nil {
@@ -261,7 +261,7 @@ func TestProfileBudget(t *testing.T) {
 func TestProfileAcquireConcurrentPostgres(t *testing.T) {
 	db := dbRef{url: testenv.StartPostgres(t)}
 	p := config.Profiling{MaxConcurrent: 2, MaxPerHour: 1000}
-	svcs := []*Service{newService(t, db, planner(), false, withProfiling(p)), newService(t, db, planner(), false, withProfiling(p))}
+	svcs := []*Plane{newPlane(t, db, false, withProfiling(p)), newPlane(t, db, false, withProfiling(p))}
 	ctx := context.Background()
 	for round := range 10 {
 		var mu sync.Mutex
@@ -275,7 +275,7 @@ func TestProfileAcquireConcurrentPostgres(t *testing.T) {
 				if i%2 == 1 { // half race for the one target, half for the budget
 					target = "http://other-" + string(rune('a'+i)) + ":8000"
 				}
-				l, err := svcs[i%2].Profiles().Acquire(ctx, req(target, "r"+string(rune('a'+i)), "p"))
+				l, err := svcs[i%2].Acquire(ctx, req(target, "r"+string(rune('a'+i)), "p"))
 				var r *vocab.ProfileRefusal
 				switch {
 				case err == nil:

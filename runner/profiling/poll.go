@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type profileLocal struct {
 	stops  sync.WaitGroup
 }
 
-// startStop counts one more stop in flight, unless the Service is closing.
+// startStop counts one more stop in flight, unless the Plane is closing.
 func (p *profileLocal) startStop() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -32,7 +32,7 @@ func (p *profileLocal) startStop() bool {
 	return true
 }
 
-// closeStops refuses new stops and waits for those in flight (the Service's
+// closeStops refuses new stops and waits for those in flight (the Plane's
 // background context is cancelled first, which cuts them short).
 func (p *profileLocal) closeStops() {
 	p.mu.Lock()
@@ -45,30 +45,30 @@ func (p *profileLocal) closeStops() {
 const maxStopPoll = time.Second
 
 // trackLease remembers l and polls its row until it ends here or the
-// Service stops.
-func (s *Service) trackLease(l *profileLease) {
-	s.prof.mu.Lock()
-	if s.prof.leases == nil {
-		s.prof.leases = map[string]*profileLease{}
+// Plane stops.
+func (pl *Plane) trackLease(l *profileLease) {
+	pl.live.mu.Lock()
+	if pl.live.leases == nil {
+		pl.live.leases = map[string]*profileLease{}
 	}
-	s.prof.leases[l.token] = l
-	s.prof.mu.Unlock()
-	go s.pollStop(l, min(maxStopPoll, s.profiling().SweepInterval))
+	pl.live.leases[l.token] = l
+	pl.live.mu.Unlock()
+	go pl.pollStop(l, min(maxStopPoll, pl.cfg.SweepInterval))
 }
 
-func (s *Service) untrackLease(l *profileLease) {
-	s.prof.mu.Lock()
-	delete(s.prof.leases, l.token)
-	s.prof.mu.Unlock()
+func (pl *Plane) untrackLease(l *profileLease) {
+	pl.live.mu.Lock()
+	delete(pl.live.leases, l.token)
+	pl.live.mu.Unlock()
 }
 
 // localStop closes the stop channel of this process's leases of runID at once
 // (the request is on their rows too, for the other replicas).
-func (s *Service) localStop(runID, by string) int {
-	s.prof.mu.Lock()
-	defer s.prof.mu.Unlock()
+func (pl *Plane) localStop(runID, by string) int {
+	pl.live.mu.Lock()
+	defer pl.live.mu.Unlock()
 	n := 0
-	for _, l := range s.prof.leases {
+	for _, l := range pl.live.leases {
 		if l.runID == runID {
 			l.requestStop(by)
 			n++
@@ -78,13 +78,13 @@ func (s *Service) localStop(runID, by string) int {
 }
 
 // pollStop reads l's stop flag every interval until a request is seen, the
-// lease ends here or is lost, or the Service's background work stops.
-func (s *Service) pollStop(l *profileLease, every time.Duration) {
+// lease ends here or is lost, or the Plane's background work stops.
+func (pl *Plane) pollStop(l *profileLease, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.bg.Done():
+		case <-pl.bg.Done():
 			return
 		case <-l.done:
 			return
@@ -92,16 +92,16 @@ func (s *Service) pollStop(l *profileLease, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(s.bg, 5*time.Second)
-		stopAt, stopBy, err := s.tables.ProfileLeases.StopRequest(ctx, s.db, l.target, l.token)
+		ctx, cancel := context.WithTimeout(pl.bg, 5*time.Second)
+		stopAt, stopBy, err := pl.tables.ProfileLeases.StopRequest(ctx, pl.db, l.target, l.token)
 		cancel()
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // released, taken over or cleared: nothing to watch
 			l.end()
 			return
 		case err != nil:
-			if s.bg.Err() == nil {
-				s.log.Debug("Could not read a profile lease's stop flag; trying again.", zap.String("target", l.target), zap.Error(err))
+			if pl.bg.Err() == nil {
+				pl.log.Debug("Could not read a profile lease's stop flag; trying again.", zap.String("target", l.target), zap.Error(err))
 			}
 		case stopAt.Valid:
 			l.requestStop(stopBy)

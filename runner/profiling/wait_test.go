@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func stopTarget(t *testing.T) (srv *httptest.Server, answer chan struct{}, stops
 // deadRecording leaves r's target recording for owner, past its deadline,
 // its lease lapsed: what a daemon killed mid-frame leaves for a restart that
 // comes late.
-func deadRecording(t *testing.T, owner *Service, r vocab.LeaseRequest, saved json.RawMessage) vocab.Recording {
+func deadRecording(t *testing.T, owner *Plane, r vocab.LeaseRequest, saved json.RawMessage) vocab.Recording {
 	t.Helper()
 	ctx := context.Background()
 	rec, err := mustAcquire(t, owner, r).Recording(ctx, 50*time.Millisecond, saved)
@@ -54,7 +54,7 @@ func deadRecording(t *testing.T, owner *Service, r vocab.LeaseRequest, saved jso
 	return rec
 }
 
-func leaseOwner(t *testing.T, s *Service, target string) string {
+func leaseOwner(t *testing.T, s *Plane, target string) string {
 	t.Helper()
 	var owner string
 	if err := s.db.QueryRowContext(context.Background(), `SELECT owner FROM autocapture_profile_leases WHERE target = $1`,
@@ -76,8 +76,8 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		srv, answer, stops := stopTarget(t)
 		prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: 30 * time.Second})
-		s := newService(t, db, planner(), false, prof, withTargets())
-		doomed := newService(t, db, planner(), false, prof)
+		s := newPlane(t, db, false, prof, withTargets())
+		doomed := newPlane(t, db, false, prof)
 		ctx := context.Background()
 		r := req(srv.URL, "run-late", "profile")
 		listing := json.RawMessage(`{"files":{"old.json.gz":10}}`)
@@ -89,7 +89,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		_, err := s.Profiles().Acquire(short, r)
+		_, err := s.Acquire(short, r)
 		var refused *vocab.ProfileRefusal
 		if !errors.Is(err, context.DeadlineExceeded) || errors.As(err, &refused) {
 			t.Fatalf("acquire cut by the step's context: %v, want its deadline, no refusal", err)
@@ -104,7 +104,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 		}
 		done := make(chan got, 1)
 		go func() {
-			l, err := s.Profiles().Acquire(ctx, r)
+			l, err := s.Acquire(ctx, r)
 			done <- got{l, err}
 		}()
 		select {
@@ -151,8 +151,8 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 		srv, answer, stops := stopTarget(t)
 		close(answer)
 		prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: 30 * time.Second})
-		s := newService(t, db, planner(), false, prof, withTargets())
-		doomed := newService(t, db, planner(), false, prof)
+		s := newPlane(t, db, false, prof, withTargets())
+		doomed := newPlane(t, db, false, prof)
 		ctx := context.Background()
 		r := req(srv.URL, "run-first", "profile")
 		deadRecording(t, doomed, r, nil)
@@ -200,11 +200,11 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 	prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: time.Second, CollectWindow: 100 * time.Millisecond})
 	db := dbRef{path: t.TempDir() + "/a.db"}
-	s := newService(t, db, planner(), false, prof)
+	s := newPlane(t, db, false, prof)
 	ctx := context.Background()
 	left, collected := req("http://10.0.0.51:8000", "run-left", "profile"), req("http://10.0.0.52:8000", "run-got", "profile")
-	sweptLease(t, s, newService(t, db, planner(), false, prof), left)
-	sweptLease(t, s, newService(t, db, planner(), false, prof), collected)
+	sweptLease(t, s, newPlane(t, db, false, prof), left)
+	sweptLease(t, s, newPlane(t, db, false, prof), collected)
 	l := mustAcquire(t, s, collected) // the resumed attempt collects, then its daemon dies before the run records it
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 		{left, true, "the sweeper stopped that frame after its owner died, and its files were left on the server (not collected)"},
 		{collected, false, "an earlier attempt collected its files and released the target"},
 	} {
-		_, err := s.Profiles().Acquire(ctx, tc.r)
+		_, err := s.Acquire(ctx, tc.r)
 		refusal(t, err, vocab.RefusedRecorded, tc.want)
 		var r *vocab.ProfileRefusal
 		if errors.As(err, &r); r.Lost != tc.lost {

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -32,8 +33,8 @@ func (p pauseRow) detail() string {
 	return fmt.Sprintf("paused by %s at %s: %s", p.by, fmtMS(p.at), p.reason)
 }
 
-func (s *Service) readPause(ctx context.Context, q querier) (pauseRow, error) {
-	r, err := s.tables.ProfilePause.Get(ctx, q)
+func (pl *Plane) readPause(ctx context.Context, q database.RowQuerier) (pauseRow, error) {
+	r, err := pl.tables.ProfilePause.Get(ctx, q)
 	p := pauseRow{paused: r.Paused, by: r.By, reason: r.Reason, at: r.At}
 	if err != nil {
 		return p, fmt.Errorf("runner: profiling pause: %w", err)
@@ -43,27 +44,27 @@ func (s *Service) readPause(ctx context.Context, q querier) (pauseRow, error) {
 
 // PauseProfiling stops every replica from starting a capture until
 // ResumeProfiling; captures recording now go on to their stop.
-func (s *Service) PauseProfiling(ctx context.Context, by, reason string) (runs.ProfilingStatus, error) {
-	if err := s.tables.ProfilePause.Pause(ctx, s.db, by, clipReason(reason)); err != nil {
+func (pl *Plane) PauseProfiling(ctx context.Context, by, reason string) (runs.ProfilingStatus, error) {
+	if err := pl.tables.ProfilePause.Pause(ctx, pl.db, by, clipReason(reason)); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: pause profiling: %w", err)
 	}
-	s.log.Warn("Profiling paused by an operator: no capture starts on any replica until it is resumed.",
+	pl.log.Warn("Profiling paused by an operator: no capture starts on any replica until it is resumed.",
 		zap.String("by", by), zap.String("reason", reason))
-	return s.ProfilingStatus(ctx)
+	return pl.ProfilingStatus(ctx)
 }
 
 // ResumeProfiling lifts the pause.
-func (s *Service) ResumeProfiling(ctx context.Context, by string) (runs.ProfilingStatus, error) {
-	if err := s.tables.ProfilePause.Resume(ctx, s.db, by); err != nil {
+func (pl *Plane) ResumeProfiling(ctx context.Context, by string) (runs.ProfilingStatus, error) {
+	if err := pl.tables.ProfilePause.Resume(ctx, pl.db, by); err != nil {
 		return runs.ProfilingStatus{}, fmt.Errorf("runner: resume profiling: %w", err)
 	}
-	s.log.Warn("Profiling resumed by an operator.", zap.String("by", by))
-	return s.ProfilingStatus(ctx)
+	pl.log.Warn("Profiling resumed by an operator.", zap.String("by", by))
+	return pl.ProfilingStatus(ctx)
 }
 
 // ProfilingStatus is the pause, the leases held and the budget used.
-func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, error) {
-	p, err := s.readPause(ctx, s.db)
+func (pl *Plane) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, error) {
+	p, err := pl.readPause(ctx, pl.db)
 	if err != nil {
 		return runs.ProfilingStatus{}, err
 	}
@@ -76,11 +77,11 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 			st.ResumedBy, st.ResumedAt = p.by, &at
 		}
 	}
-	now, err := s.dbNow(ctx, s.db)
+	now, err := pl.dbNow(ctx, pl.db)
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
-	leases, err := leasesOf(s.tables.ProfileLeases.List(ctx, s.db))
+	leases, err := leasesOf(pl.tables.ProfileLeases.List(ctx, pl.db))
 	if err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
@@ -89,9 +90,9 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 			st.Leases = append(st.Leases, r.api())
 		}
 	}
-	cfg := s.profiling()
+	cfg := pl.cfg
 	st.Budget = runs.ProfileBudget{Active: len(st.Leases), MaxConcurrent: cfg.MaxConcurrent, MaxPerHour: cfg.MaxPerHour}
-	if st.Budget.StartsLastHour, err = s.tables.ProfileStarts.Since(ctx, s.db, now-time.Hour.Milliseconds()); err != nil {
+	if st.Budget.StartsLastHour, err = pl.tables.ProfileStarts.Since(ctx, pl.db, now-time.Hour.Milliseconds()); err != nil {
 		return st, fmt.Errorf("runner: profiling status: %w", err)
 	}
 	return st, nil
@@ -100,17 +101,17 @@ func (s *Service) ProfilingStatus(ctx context.Context) (runs.ProfilingStatus, er
 // StopProfile asks the run's capture to stop now, on whichever replica holds
 // it: runs.ErrNotFound for an unknown run, runs.ErrNoCapture when it holds no
 // lease that has not stopped yet. It returns the (first) lease asked.
-func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.ProfileLease, error) {
-	if _, err := s.getRow(ctx, s.db, runID); err != nil {
+func (pl *Plane) StopProfile(ctx context.Context, runID, by string) (runs.ProfileLease, error) {
+	if err := pl.runs.CheckRun(ctx, runID); err != nil {
 		return runs.ProfileLease{}, err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	defer tx.Rollback()
 	// A run may profile several targets: each is asked.
-	hit, err := leasesOf(s.tables.ProfileLeases.RequestStop(ctx, tx, runID, by,
+	hit, err := leasesOf(pl.tables.ProfileLeases.RequestStop(ctx, tx, runID, by,
 		[3]string{vocab.LeaseHeld, vocab.LeaseRecording, vocab.LeaseStopping}))
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
@@ -119,7 +120,7 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		return runs.ProfileLease{}, fmt.Errorf("%w: run %s", runs.ErrNoCapture, runID)
 	}
 	for _, r := range hit {
-		if err := s.profileEvent(ctx, tx, runID, r.target, by, "stop_requested", ""); err != nil {
+		if err := pl.profileEvent(ctx, tx, runID, r.target, by, "stop_requested", ""); err != nil {
 			return runs.ProfileLease{}, err
 		}
 	}
@@ -127,8 +128,8 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 		return runs.ProfileLease{}, fmt.Errorf("runner: stop profile of %s: %w", runID, err)
 	}
 	r := hit[0]
-	local := s.localStop(runID, r.stopBy)
-	s.log.Warn("An operator asked a capture to stop now.", zap.String("run", runID), zap.String("target", r.target),
+	local := pl.localStop(runID, r.stopBy)
+	pl.log.Warn("An operator asked a capture to stop now.", zap.String("run", runID), zap.String("target", r.target),
 		zap.String("state", r.state), zap.String("by", by), zap.Bool("held_here", local > 0))
 	return r.api(), nil
 }
@@ -138,14 +139,14 @@ func (s *Service) StopProfile(ctx context.Context, runID, by string) (runs.Profi
 // stopped that waits out profiling.collect_window for its run's resumed
 // attempt (the files stay on the server). runs.ErrNoLease when
 // nothing holds it, runs.ErrNotStuck when its lease is live.
-func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (runs.ProfileLease, error) {
+func (pl *Plane) ClearProfileLease(ctx context.Context, target, by string) (runs.ProfileLease, error) {
 	target = normTarget(target)
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := pl.db.BeginTx(ctx, nil)
 	if err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
 	defer tx.Rollback()
-	r, err := leaseOf(s.tables.ProfileLeases.GetForUpdate(ctx, tx, target))
+	r, err := leaseOf(pl.tables.ProfileLeases.GetForUpdate(ctx, tx, target))
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.ProfileLease{}, fmt.Errorf("%w: %s", runs.ErrNoLease, target)
 	}
@@ -159,27 +160,27 @@ func (s *Service) ClearProfileLease(ctx context.Context, target, by string) (run
 	if r.swept() {
 		why = "the sweeper had stopped it; its files, not collected, stay on the server"
 	}
-	if err := s.tables.ProfileLeases.Delete(ctx, tx, target, r.token); err != nil {
+	if err := pl.tables.ProfileLeases.Delete(ctx, tx, target, r.token); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	if err := s.profileEvent(ctx, tx, r.runID, target, by, "cleared", why); err != nil {
+	if err := pl.profileEvent(ctx, tx, r.runID, target, by, "cleared", why); err != nil {
 		return runs.ProfileLease{}, err
 	}
 	if err := tx.Commit(); err != nil {
 		return runs.ProfileLease{}, fmt.Errorf("runner: clear profile lease %s: %w", target, err)
 	}
-	s.log.Warn("An operator cleared a stuck profile lease ("+why+"): the target may be profiled again.",
+	pl.log.Warn("An operator cleared a stuck profile lease ("+why+"): the target may be profiled again.",
 		zap.String("target", target), zap.String("run", r.runID), zap.String("by", by), zap.String("reason", r.reason))
 	return r.api(), nil
 }
 
 // RunProfile is the run's lease, if it holds one, and its capture events.
-func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile, error) {
-	if _, err := s.getRow(ctx, s.db, runID); err != nil {
+func (pl *Plane) RunProfile(ctx context.Context, runID string) (runs.RunProfile, error) {
+	if err := pl.runs.CheckRun(ctx, runID); err != nil {
 		return runs.RunProfile{}, err
 	}
 	out := runs.RunProfile{Events: []runs.ProfileEvent{}}
-	r, err := leaseOf(s.tables.ProfileLeases.LatestOfRun(ctx, s.db, runID))
+	r, err := leaseOf(pl.tables.ProfileLeases.LatestOfRun(ctx, pl.db, runID))
 	switch {
 	case err == nil:
 		l := r.api()
@@ -187,7 +188,7 @@ func (s *Service) RunProfile(ctx context.Context, runID string) (runs.RunProfile
 	case !errors.Is(err, sql.ErrNoRows):
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	events, err := s.tables.ProfileEvents.List(ctx, s.db, runID)
+	events, err := pl.tables.ProfileEvents.List(ctx, pl.db, runID)
 	if err != nil {
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}

@@ -1,4 +1,4 @@
-package runner
+package profiling
 
 import (
 	"context"
@@ -59,15 +59,15 @@ func sweepingOrMoved(err error) error {
 
 // sweepWait is one resumed step's wait for the sweeper.
 type sweepWait struct {
-	s      *Service
+	pl     *Plane
 	req    vocab.LeaseRequest
 	began  time.Time
 	bound  time.Duration
 	logged bool
 }
 
-func (s *Service) newSweepWait(req vocab.LeaseRequest) *sweepWait {
-	return &sweepWait{s: s, req: req, began: time.Now(), bound: s.profiling().StopTimeout + sweepClaimSlack}
+func (pl *Plane) newSweepWait(req vocab.LeaseRequest) *sweepWait {
+	return &sweepWait{pl: pl, req: req, began: time.Now(), bound: pl.cfg.StopTimeout + sweepClaimSlack}
 }
 
 // next waits one poll before Acquire reads the lease again, or returns why
@@ -77,7 +77,7 @@ func (w *sweepWait) next(ctx context.Context, why error) error {
 	errors.As(why, &sw)
 	if sw != nil && !w.logged {
 		w.logged = true
-		w.s.log.Info("A resumed profile step waits for the sweeper to stop its earlier attempt's recording, then collects it.",
+		w.pl.log.Info("A resumed profile step waits for the sweeper to stop its earlier attempt's recording, then collects it.",
 			zap.String("run", w.req.RunID), zap.String("step", w.req.StepID), zap.String("target", w.req.Target),
 			zap.String("sweeper", sw.owner), zap.Time("claimed_until", fromMS(sw.until)))
 	}
@@ -89,7 +89,7 @@ func (w *sweepWait) next(ctx context.Context, why error) error {
 		return &vocab.Error{Reason: vocab.ReasonTimeout, Err: fmt.Errorf(
 			"runner: profile lease %s: %s was still stopping the earlier attempt's recording after %s "+
 				"(profiling.stop_timeout %s + %s to record its answer); the frame's files stay on the server",
-			w.req.Target, sw.owner, waited.Round(time.Millisecond), w.s.profiling().StopTimeout, sweepClaimSlack)}
+			w.req.Target, sw.owner, waited.Round(time.Millisecond), w.pl.cfg.StopTimeout, sweepClaimSlack)}
 	}
 	t := time.NewTimer(min(sweepWaitPoll, w.bound-waited))
 	defer t.Stop()
@@ -111,15 +111,15 @@ func (w *sweepWait) done(l *profileLease) {
 	if l.resumed != nil {
 		state = l.resumed.State
 	}
-	w.s.log.Info("The sweeper is done with the earlier recording; the resumed profile step took its lease over.",
+	w.pl.log.Info("The sweeper is done with the earlier recording; the resumed profile step took its lease over.",
 		zap.String("run", w.req.RunID), zap.String("step", w.req.StepID), zap.String("target", w.req.Target),
 		zap.String("state", state), zap.Duration("waited", time.Since(w.began)))
 }
 
 // sweptStop fills rec with who got the stop of a swept lease answered, and
 // when (its "stopped" event), for the step's report.
-func (s *Service) sweptStop(ctx context.Context, tx *sql.Tx, cur *leaseRow, rec *vocab.Recording) error {
-	actor, at, err := s.tables.ProfileEvents.SweptStop(ctx, tx, cur.runID, cur.target)
+func (pl *Plane) sweptStop(ctx context.Context, tx *sql.Tx, cur *leaseRow, rec *vocab.Recording) error {
+	actor, at, err := pl.tables.ProfileEvents.SweptStop(ctx, tx, cur.runID, cur.target)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // the row says swept; its event is not there
 		rec.StoppedBy = strings.TrimSpace(sweeperOwner)

@@ -1,9 +1,8 @@
-package runner
+package profiling
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,31 +15,15 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner/executor"
-	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
 
-func withTargets() svcOpt {
-	return func(o *Options) { o.Env = &vocab.Env{Targets: &http.Client{}} }
+func withTargets() planeOpt {
+	return func(d *Deps) { d.Targets = &http.Client{} }
 }
 
-// crash makes s behave as a process killed with kill -9: it writes nothing more.
-func crash(s *Service) { s.db.(*cutStore).cut.Store(true) }
-
-// waitFor polls cond every 20 ms (a hang guard of 30 s, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func leaseState(t *testing.T, s *Service, target string) string {
+func leaseState(t *testing.T, s *Plane, target string) string {
 	t.Helper()
 	var st string
 	err := s.db.QueryRowContext(context.Background(), `SELECT state FROM autocapture_profile_leases WHERE target = $1`, target).Scan(&st)
@@ -97,8 +80,8 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		// took > 5 s to answer, the sweeper's retry then counted a stop
 		// while idle. The bound asserted is the stop's arrival, not this.
 		prof := withProfiling(config.Profiling{SweepInterval: sweep, StopTimeout: 30 * time.Second})
-		survivor := newService(t, db, planner(), true, prof, withTargets()) // started first: River's leader
-		doomed := newService(t, db, planner(), false, prof, withTargets())
+		survivor := newPlane(t, db, true, prof, withTargets()) // its sweeper runs
+		doomed := newPlane(t, db, false, prof, withTargets())
 		// The step's own hold (15 s), renewed once after the start as a live
 		// owner does: a recording's lease still ends at its deadline +
 		// stopGrace, so the sweeper stops it then, not a hold after the
@@ -141,7 +124,7 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 		if !strings.Contains(events, "sweeper_stopping,stopped") {
 			t.Errorf("run-dead's events %s: want the sweeper's stop", events)
 		}
-		_, err = survivor.Profiles().Acquire(ctx, req(srv.URL, "run-next", "profile"))
+		_, err = survivor.Acquire(ctx, req(srv.URL, "run-next", "profile"))
 		refusal(t, err, vocab.RefusedBusy, "run run-dead's capture on "+srv.URL+" was stopped by the sweeper")
 		refusal(t, err, vocab.RefusedBusy, "(profiling.collect_window)")
 		// The swept lease holds only its own target: another server may be
@@ -165,7 +148,7 @@ func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 	})
 }
 
-func runEvents(t *testing.T, s *Service, runID string) string {
+func runEvents(t *testing.T, s *Plane, runID string) string {
 	t.Helper()
 	rows, err := s.db.QueryContext(context.Background(), `SELECT event FROM autocapture_profile_events WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
@@ -206,8 +189,8 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
 		CollectWindow: 300 * time.Millisecond})
 	db := dbRef{path: t.TempDir() + "/a.db"}
-	s := newService(t, db, planner(), true, prof, withTargets(), func(o *Options) { o.Registerer = reg })
-	doomed := newService(t, db, planner(), false, prof)
+	s := newPlane(t, db, true, prof, withTargets(), func(d *Deps) { d.Registerer = reg })
+	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-hung", "profile")
 	r.Hold = 100 * time.Millisecond
 	l := mustAcquire(t, doomed, r)
@@ -217,7 +200,7 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	crash(doomed)
 
 	waitFor(t, "stop_failed", func() bool { return leaseState(t, s, srv.URL) == vocab.LeaseStopFailed })
-	_, err := s.Profiles().Acquire(context.Background(), req(srv.URL, "run-other", "profile"))
+	_, err := s.Acquire(context.Background(), req(srv.URL, "run-other", "profile"))
 	refusal(t, err, vocab.RefusedBusy, "stop_profile not answered within profiling.stop_timeout 300ms")
 	// The sweeper counts the failure after it records stop_failed: under
 	// load the test read the counter between the two (a loaded full suite).
@@ -244,66 +227,10 @@ autocapture_profile_recordings_past_deadline 0
 	}
 }
 
-// TestProfileStopRequest: an operator's stop on one replica reaches the
-// capture held by another (its poll sees the flag), with who asked; a run
-// without a capture is ErrNoCapture, an unknown one ErrNotFound.
-func TestProfileStopRequest(t *testing.T) {
-	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
-		api := newService(t, db, planner(), false)
-		holder := newService(t, db, planner(), false)
-		ctx := context.Background()
-		run := acceptOne(t, api, firing("fp-stop", time.Now())).RunID
-		idle := acceptOne(t, api, firing("fp-idle", time.Now())).RunID
-		l := mustAcquire(t, holder, req("http://10.0.0.9:8000", run, "profile"))
-		if _, err := l.Recording(ctx, 30*time.Second, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := api.StopProfile(ctx, "no-such-run", "alice"); !errors.Is(err, runs.ErrNotFound) {
-			t.Fatalf("stop of an unknown run: %v", err)
-		}
-		if _, err := api.StopProfile(ctx, idle, "alice"); !errors.Is(err, runs.ErrNoCapture) {
-			t.Fatalf("stop of a run without a capture: %v", err)
-		}
-		got, err := api.StopProfile(ctx, run, "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.StopRequestedBy != "alice" || got.StopRequestedAt == nil || got.State != vocab.LeaseRecording {
-			t.Fatalf("stop request %+v", got)
-		}
-		if _, err := api.StopProfile(ctx, run, "bob"); err != nil { // twice: the first asker stays
-			t.Fatal(err)
-		}
-		select {
-		case <-l.StopRequested():
-		case <-time.After(10 * time.Second):
-			t.Fatal("the holder never saw the stop request")
-		}
-		if by := l.(*profileLease).StopRequestedBy(); by != "alice" {
-			t.Errorf("stop requested by %q, want alice", by)
-		}
-		rp, err := api.RunProfile(ctx, run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rp.Lease == nil || rp.Lease.StopRequestedBy != "alice" || len(rp.Events) != 4 ||
-			rp.Events[2].Event != "stop_requested" || rp.Events[2].Actor != "alice" {
-			t.Fatalf("run profile %+v", rp)
-		}
-		if _, err := api.ClearProfileLease(ctx, "http://10.0.0.9:8000", "carol"); !errors.Is(err, runs.ErrNotStuck) {
-			t.Fatalf("clear of a live lease: %v, want ErrNotStuck", err)
-		}
-		if _, err := api.ClearProfileLease(ctx, "http://10.0.0.10:8000", "carol"); !errors.Is(err, runs.ErrNoLease) {
-			t.Fatalf("clear of a free target: %v, want ErrNoLease", err)
-		}
-	})
-}
-
 // sweptLease makes target's lease what the sweeper leaves after an answered
 // stop of a dead owner's recording: a start counted, the row stopped with no
 // owner for the collect window (sweepStopped itself, on a claimed row).
-func sweptLease(t *testing.T, s *Service, owner *Service, r vocab.LeaseRequest) {
+func sweptLease(t *testing.T, s *Plane, owner *Plane, r vocab.LeaseRequest) {
 	t.Helper()
 	ctx := context.Background()
 	l := mustAcquire(t, owner, r)
@@ -335,8 +262,8 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		const window = 400 * time.Millisecond
 		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: window})
-		s := newService(t, db, planner(), false, prof)
-		doomed := newService(t, db, planner(), false, prof)
+		s := newPlane(t, db, false, prof)
+		doomed := newPlane(t, db, false, prof)
 		const tgt = "http://10.0.0.31:8000"
 		r := req(tgt, "run-swept", "profile")
 		sweptLease(t, s, doomed, r)
@@ -356,7 +283,7 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 		if ev := runEvents(t, s, "run-swept"); !strings.HasSuffix(ev, "stopped,released") {
 			t.Errorf("events %s: want the sweeper's stopped, then released", ev)
 		}
-		_, err := s.Profiles().Acquire(context.Background(), r)
+		_, err := s.Acquire(context.Background(), r)
 		refusal(t, err, vocab.RefusedRecorded, "the sweeper stopped that frame after its owner died, and its files were left on the server")
 		refusal(t, err, vocab.RefusedRecorded, "no second start")
 		// Another step of the run, and another run, may still profile it.
@@ -370,15 +297,15 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: time.Hour})
-		s := newService(t, db, planner(), false, prof)
-		doomed := newService(t, db, planner(), false, prof)
+		s := newPlane(t, db, false, prof)
+		doomed := newPlane(t, db, false, prof)
 		ctx := context.Background()
-		live := acceptOne(t, s, firing("fp-swept-live", time.Now())).RunID
-		ended := acceptOne(t, s, firing("fp-swept-ended", time.Now())).RunID
+		live := insertRun(t, s, "fp-swept-live")
+		ended := insertRun(t, s, "fp-swept-ended")
 		sweptLease(t, s, doomed, req("http://10.0.0.41:8000", live, "profile"))
 		sweptLease(t, s, doomed, req("http://10.0.0.42:8000", ended, "profile"))
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = 1 WHERE id = $2`,
-			StatusFailed, ended); err != nil {
+			"failed", ended); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.sweepProfiles(ctx); err != nil {
@@ -410,7 +337,7 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 // that never ran is not counted, nor is another kind.
 func TestProfileStepResults(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := newService(t, dbRef{path: t.TempDir() + "/a.db"}, planner(), false, func(o *Options) { o.Registerer = reg })
+	s := newPlane(t, dbRef{path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
 	rec := func(status string, f map[string]any) executor.StepRecord {
 		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
 	}
@@ -465,8 +392,8 @@ func TestProfileSweeperReleasesAnUnarmedServer(t *testing.T) {
 	defer srv.Close()
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 2 * time.Second})
 	db := dbRef{path: t.TempDir() + "/a.db"}
-	s := newService(t, db, planner(), true, prof, withTargets())
-	doomed := newService(t, db, planner(), false, prof)
+	s := newPlane(t, db, true, prof, withTargets())
+	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-restarted", "profile")
 	r.Hold = 100 * time.Millisecond
 	l := mustAcquire(t, doomed, r)
