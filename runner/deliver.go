@@ -76,11 +76,12 @@ func (w *notifyWorker) Work(ctx context.Context, job *river.Job[notifyArgs]) err
 	return w.s.pump(ctx, job.Args, "job/"+strconv.FormatInt(job.ID, 10))
 }
 
-// pendingOp is an operation not yet delivered.
+// pendingOp is an operation not yet delivered: its row's number, key and
+// attempts, and the operation it decodes to.
 type pendingOp struct {
 	seq      int
-	kind     opKind
-	key, ref string
+	key      string
+	op       op
 	attempts int
 }
 
@@ -145,7 +146,7 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			o := ops[0]
 			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
 			if err == nil {
-				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
+				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.op.kind())).Inc()
 				continue
 			}
 			if lost := context.Cause(ctx); errors.Is(err, errThreadLeaseLost) || errors.Is(lost, errThreadLeaseLost) {
@@ -224,8 +225,12 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
 		return s.tables.Outbox.Pending(ctx, q, a.RunID, a.Sink, pumpBatch)
 	})
-	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict || ops[0].key == keyVerdictPreliminary {
+	if err != nil || len(ops) == 0 {
 		return ops, err
+	}
+	switch ops[0].op.(type) {
+	case openOp, verdictOp:
+		return ops, nil
 	}
 	v, err := s.pendingVerdict(ctx, a)
 	if err != nil || v == nil {
@@ -260,7 +265,11 @@ func (s *Service) readOps(ctx context.Context, a notifyArgs, read func(database.
 	}
 	var ops []pendingOp
 	for _, r := range rows {
-		ops = append(ops, pendingOp{seq: r.Seq, kind: opKind(r.Op), key: r.Key, ref: r.Ref, attempts: r.Attempts})
+		o, err := decodeOp(opKind(r.Op), r.Key, r.Ref)
+		if err != nil {
+			o = badOp{k: opKind(r.Op), row: r.Key, raw: r.Ref, err: err}
+		}
+		ops = append(ops, pendingOp{seq: r.Seq, key: r.Key, op: o, attempts: r.Attempts})
 	}
 	return ops, nil
 }
@@ -278,7 +287,7 @@ const editPoll = 250 * time.Millisecond
 // are done), so the parent never shows an older state after a newer one. An
 // edit that fails here is left pending for the loop, in order.
 func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	if o.kind != opReply || thread.TS == "" { // a group's member replies carry no verdict edit of their own
+	if o.op.kind() != opReply || thread.TS == "" { // a group's member replies carry no verdict edit of their own
 		return s.deliver(ctx, n, a, o, owner, thread)
 	}
 	done := make(chan error, 1)
@@ -305,7 +314,7 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 				failed = true
 				continue
 			}
-			s.m.notifyDelivered.WithLabelValues(a.Sink, string(e.kind)).Inc()
+			s.m.notifyDelivered.WithLabelValues(a.Sink, string(e.op.kind())).Inc()
 		}
 	}
 }
@@ -322,7 +331,7 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 //
 // thread is the thread's address, set here when the parent is delivered.
 func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	send, err := s.prepare(ctx, n, a, o, *thread)
+	send, err := o.op.prepare(ctx, s, delivery{n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
 	if err != nil {
 		return err
 	}
@@ -345,42 +354,6 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 		*thread = *opened
 	}
 	return nil
-}
-
-// sendFunc makes one call to a notifier; it returns the thread's address
-// when the call opened the thread.
-type sendFunc func(ctx context.Context) (*notify.Thread, error)
-
-// prepare reads what o says now and returns the call that sends it to n.
-func (s *Service) prepare(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, thread notify.Thread) (sendFunc, error) {
-	retry := o.attempts > 0
-	switch o.kind {
-	case opOpen:
-		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) {
-			t, err := n.Open(cctx, info)
-			return &t, err
-		}, nil
-	case opReply:
-		rep, err := s.replyFor(ctx, a.RunID, o, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, thread, rep) }, nil
-	case opUpdate:
-		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, thread, sum) }, nil
-	case opGroupUpdate, opMemberReply: // group_deliver.go
-		return s.prepareGroupOp(ctx, n, a, o, retry, thread)
-	default:
-		return nil, fmt.Errorf("unknown thread operation %q", o.kind)
-	}
 }
 
 // noteFailure records why an operation failed (for the API and the log) and

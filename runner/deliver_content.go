@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,52 +36,6 @@ func parentInfo(r *runRow) notify.RunInfo {
 		names[i] = p.Playbook
 	}
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
-}
-
-// replyFor is a reply's content: a step's record, the run resumed, or a
-// repeat of its alert inside a cooldown.
-func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	if times, from, on, ok := splitResumedRef(o.ref); ok {
-		if on == "" && from != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
-			owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
-			if err != nil {
-				return notify.StepReport{}, fmt.Errorf("reply %s: read owner: %w", o.key, err)
-			}
-			// Not claimed yet: wait for a replica to take it (within a lease,
-			// so a run no replica has room for does not hold its thread).
-			if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
-				return notify.StepReport{}, errNotYet{wait: s.cfg.HeartbeatInterval}
-			}
-			on = owner.String
-		}
-		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
-			Notice: resumedNotice(times, from, on)}, nil
-	}
-	if note, ok := cooldownNotice(o.ref); ok {
-		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusSkipped, Key: o.key, Retry: retry,
-			Notice: note}, nil
-	}
-	if strings.HasPrefix(o.ref, verdictRefPrefix) {
-		return s.changeReply(ctx, runID, o, retry)
-	}
-	if strings.HasPrefix(o.ref, uploadsRefPrefix) {
-		return s.uploadsReply(ctx, runID, o, retry)
-	}
-	plan, step, ok := splitStepRef(o.ref)
-	if !ok {
-		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
-	}
-	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
-	if err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", o.key, err)
-	}
-	var rec executor.StepRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: decode step: %w", o.key, err)
-	}
-	rep := s.stepReport(ctx, runID, rec)
-	rep.Key, rep.Retry = o.key, retry
-	return rep, nil
 }
 
 // stepReport is what a thread shows of a finished step, with links to its

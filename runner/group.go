@@ -50,15 +50,7 @@ import (
 // I/O) for its channel; an alert no playbook matches joins no group (it
 // gets no thread either).
 
-// Outbox op kinds of groups.
-const (
-	// opGroupUpdate edits the group's parent; pending edits are coalesced.
-	opGroupUpdate opKind = "gupdate"
-	// opMemberReply posts a member's compact reply (ref: the member's run id).
-	opMemberReply opKind = "mreply"
-)
-
-func memberKey(runID, what string) string { return "member/" + runID + "/" + what }
+// A group's thread operations are groupEditOp and memberReplyOp (outbox_ops.go).
 
 // stormSettings are the Service's notify.storm, with the defaults.
 func (s *Service) stormSettings() (threshold int, window time.Duration) {
@@ -222,7 +214,7 @@ func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel strin
 			return fmt.Errorf("open %s group of %s: members: %w", kind, lead, err)
 		}
 	}
-	return s.writeOps(ctx, tx, lead, true, op{kind: opOpen, key: keyOpen, ref: channel})
+	return s.writeOps(ctx, tx, lead, true, openOp{Channel: channel})
 }
 
 // joinFleet claims the fleet key for run id: a new fleet it leads, or the
@@ -251,7 +243,7 @@ func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel st
 	if err := s.tables.Groups.JoinOne(ctx, tx, lead, id); err != nil {
 		return fmt.Errorf("join fleet of %s: %w", lead, err)
 	}
-	return s.writeOps(ctx, tx, lead, true, op{kind: opGroupUpdate, key: memberKey(id, "joined")})
+	return s.writeOps(ctx, tx, lead, true, groupEditOp{Member: id, Change: memberJoined})
 }
 
 func defaultStorm() config.Storm { return config.Default().Notify.Storm }

@@ -97,26 +97,6 @@ func (s *Service) memberReport(ctx context.Context, runID, key string, retry boo
 		Retry: retry, Duration: mr.Duration, Summary: strings.Join(line, " · "), Member: mr}, nil
 }
 
-// prepareGroupOp reads a group operation of the lead's thread (an edit of
-// the group's parent, or a member's compact reply) and returns its call.
-func (s *Service) prepareGroupOp(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, retry bool, t notify.Thread) (sendFunc, error) {
-	if o.kind == opMemberReply {
-		rep, err := s.memberReport(ctx, o.ref, o.key, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, t, rep) }, nil
-	}
-	sum, err := s.summaryFor(ctx, a.RunID, notify.KeyGroupUpdate, retry)
-	if err != nil {
-		return nil, err
-	}
-	if sum.Group == nil { // a fleet of its lead alone shows nothing new
-		return func(context.Context) (*notify.Thread, error) { return nil, nil }, nil
-	}
-	return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, t, sum) }, nil
-}
-
 // coalesced are the edits of the group's parent at the head of ops that a
 // later edit in ops makes redundant: any edit reads the whole group at
 // delivery, so of several edits pending together only the last is sent
@@ -128,16 +108,21 @@ func (s *Service) prepareGroupOp(ctx context.Context, n notify.Notifier, a notif
 // 29 of its 47 s on them under the race detector.
 func coalesced(ops []pendingOp) []pendingOp {
 	k := 0
-	for k < len(ops) && ops[k].kind == opGroupUpdate {
+	for k < len(ops) && isGroupEdit(ops[k]) {
 		k++
 	}
 	if k == 0 {
 		return nil
 	}
 	for _, o := range ops[k:] {
-		if o.kind == opGroupUpdate {
+		if isGroupEdit(o) {
 			return ops[:k]
 		}
 	}
 	return ops[:k-1]
+}
+
+func isGroupEdit(o pendingOp) bool {
+	_, ok := o.op.(groupEditOp)
+	return ok
 }

@@ -40,17 +40,18 @@ func (s *Service) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []
 func memberOps(runID string, ops []op) []op {
 	var out []op
 	for _, o := range ops {
-		switch {
-		case o.kind != opUpdate: // the parent, a step's reply, "resumed"
-		case o.key == keyVerdict:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict")})
-		case o.key == keyVerdictPreliminary:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict/preliminary")})
-		case o.key == keyFinished:
-			out = append(out, op{kind: opMemberReply, key: memberKey(runID, "finished"), ref: runID},
-				op{kind: opGroupUpdate, key: memberKey(runID, "ended")})
-		case o.key == keyResolved:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "resolved")})
+		switch o := o.(type) {
+		case verdictOp:
+			change := memberVerdict
+			if o.Preliminary {
+				change = memberPreliminary
+			}
+			out = append(out, groupEditOp{Member: runID, Change: change})
+		case finishedOp:
+			out = append(out, memberReplyOp{Member: runID}, groupEditOp{Member: runID, Change: memberEnded})
+		case resolvedOp:
+			out = append(out, groupEditOp{Member: runID, Change: memberResolved})
+		default: // the parent, a step's reply, "resumed", …
 		}
 	}
 	return out
@@ -70,7 +71,7 @@ func (s *Service) recordResolved(ctx context.Context, tx *sql.Tx, ids []string) 
 	}
 	recs := make([]rec, 0, len(ids))
 	for _, id := range ids {
-		to, ops, grouped, err := s.routeOps(ctx, tx, id, []op{{kind: opUpdate, key: keyResolved}})
+		to, ops, grouped, err := s.routeOps(ctx, tx, id, []op{resolvedOp{}})
 		if err != nil {
 			return err
 		}

@@ -470,10 +470,12 @@ func TestCoalescedEdits(t *testing.T) {
 		{[]opKind{g, r, g}, 1},
 		{[]opKind{g, g, r, r, g, r}, 2},
 	}
+	of := map[opKind]op{g: groupEditOp{Member: "m", Change: memberVerdict}, r: memberReplyOp{Member: "m"},
+		v: stepOp{Plan: "pb", Step: "a"}}
 	for _, c := range cases {
 		ops := make([]pendingOp, len(c.ops))
 		for i, k := range c.ops {
-			ops[i] = pendingOp{seq: i + 1, kind: k}
+			ops[i] = pendingOp{seq: i + 1, op: of[k]}
 		}
 		got := coalesced(ops)
 		if len(got) != c.want {

@@ -78,7 +78,7 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}
-	ops := []op{{kind: opReply, key: stepKey(rec.Plan, rec.ID), ref: stepRef(rec.Plan, rec.ID)}}
+	ops := []op{stepOp{Plan: rec.Plan, Step: rec.ID}}
 	var ref refined
 	if rec.Verdict != nil {
 		var changed []op
@@ -86,7 +86,7 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 		if err != nil {
 			return fmt.Errorf("persist step %s: %w", rec.ID, err)
 		}
-		ops = append(append(ops, changed...), op{kind: opUpdate, key: keyVerdict})
+		ops = append(append(ops, changed...), verdictOp{})
 	}
 	if err := s.recordOps(wctx, tx, runID, ops...); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)

@@ -135,8 +135,8 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
 	// Who takes it over is not known yet: the claimer adds it to the ref
-	// (recordResumed); a deliverer that comes first waits for it (replyFor).
-	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.Owner, "")}); err != nil {
+	// (recordResumed); a deliverer that comes first waits for it (resumedOp).
+	if err := s.recordOps(ctx, tx, id, resumedOp{N: resumed, From: c.Owner}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {

@@ -111,7 +111,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.recordOps(ctx, tx, acc.RunID, op{kind: opOpen, key: keyOpen}); err != nil {
+		if err := s.recordOps(ctx, tx, acc.RunID, openOp{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, StatusRunning, acc.RunID); err != nil {

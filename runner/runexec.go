@@ -181,16 +181,16 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	key := resumedKey(r.Resumed)
-	// The reaper's ref ends in the separator of an owner not known yet.
-	if err := s.tables.Outbox.AppendRef(ctx, tx, r.ID, key, s.id, "\x1f"); err != nil {
+	// The reaper's ref (resumedOp, From set) ends in the separator of an
+	// owner not known yet: this process is it.
+	if err := s.tables.Outbox.AppendRef(ctx, tx, r.ID, resumedKey(r.Resumed), s.id, refSep); err != nil {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	ops := make([]op, 0, r.Resumed)
 	for n := 1; n < r.Resumed; n++ {
-		ops = append(ops, op{kind: opReply, key: resumedKey(n), ref: resumedRef(n, "", "")})
+		ops = append(ops, resumedOp{N: n})
 	}
-	ops = append(ops, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)})
+	ops = append(ops, resumedOp{N: r.Resumed, On: s.id})
 	if err := s.recordOps(ctx, tx, r.ID, ops...); err != nil {
 		return storeError{err}
 	}

@@ -40,16 +40,8 @@ import (
 // lost. The refined row, the triage step and the change reply are one
 // transaction: all or none.
 
-// Keys of the verdicts' thread operations.
-const (
-	keyVerdictPreliminary = notify.KeyCloseVerdictPreliminary
-	// verdictRefPrefix starts the ref of a change reply: the triage step's
-	// stepRef after it.
-	verdictRefPrefix = "verdict:"
-	refinedKey       = "refined"
-)
-
-func verdictChangedKey(plan, step string) string { return "verdict/changed/" + plan + "/" + step }
+// refinedKey keys a triage step's refined verdict in its history.
+const refinedKey = "refined"
 
 // persistPreliminary records a preliminary verdict, the run's verdict
 // column and the parent's edit in one transaction, while this process owns
@@ -70,7 +62,7 @@ func (s *Service) persistPreliminary(ctx context.Context, runID string, p execut
 	if err != nil || !added {
 		return err
 	}
-	if err := s.recordOps(wctx, tx, runID, op{kind: opUpdate, key: keyVerdictPreliminary}); err != nil {
+	if err := s.recordOps(wctx, tx, runID, verdictOp{Preliminary: true}); err != nil {
 		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -119,7 +111,7 @@ func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, r
 	}
 	s.log.Info("The refined verdict differs from the preliminary one.", zap.String("run", runID),
 		zap.String("plan", rec.Plan), zap.String("change", e.Change))
-	return []op{{kind: opReply, key: verdictChangedKey(rec.Plan, rec.ID), ref: verdictRefPrefix + stepRef(rec.Plan, rec.ID)}},
+	return []op{changeOp{Plan: rec.Plan, Step: rec.ID}},
 		refined{added: true, was: e.Was}, nil
 }
 
@@ -194,21 +186,17 @@ func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs
 
 // changeReply is the content of the reply saying the refined verdict
 // differs: read from the refined entry at delivery.
-func (s *Service) changeReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	plan, step, ok := splitStepRef(o.ref[len(verdictRefPrefix):])
-	if !ok {
-		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
-	}
+func (s *Service) changeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
 	raw, err := s.tables.Verdicts.Get(ctx, s.db, runID, plan, step, refinedKey)
 	if err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", key, err)
 	}
 	var e runs.VerdictEntry
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", key, err)
 	}
 	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: vocab.TierTriage,
-		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: o.key, Retry: retry}, nil
+		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: key, Retry: retry}, nil
 }
 
 // sourcesOf reads the steps and signal origins a triage result names in its
