@@ -331,7 +331,7 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 //
 // thread is the thread's address, set here when the parent is delivered.
 func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	send, err := o.op.prepare(ctx, s, delivery{n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
+	send, err := o.op.prepare(ctx, delivery{src: s, n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,38 @@ func parentInfo(r *runRow) notify.RunInfo {
 		names[i] = p.Playbook
 	}
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
+}
+
+var _ threadContent = (*Service)(nil)
+
+// stepReply is a finished step's reply, from its record.
+func (s *Service) stepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
+	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
+	if err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", key, err)
+	}
+	var rec executor.StepRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode step: %w", key, err)
+	}
+	rep := s.stepReport(ctx, runID, rec)
+	rep.Key, rep.Retry = key, retry
+	return rep, nil
+}
+
+// resumeClaimer is the owner that claimed the resumed run, or errNotYet
+// while no replica has: a resume's reply waits for it (within a lease, so a
+// run no replica has room for does not hold its thread); "" once it waited
+// a lease, or the run is done, without one.
+func (s *Service) resumeClaimer(ctx context.Context, runID string) (string, error) {
+	owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
+	if err != nil {
+		return "", fmt.Errorf("read owner: %w", err)
+	}
+	if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
+		return "", errNotYet{wait: s.cfg.HeartbeatInterval}
+	}
+	return owner.String, nil
 }
 
 // stepReport is what a thread shows of a finished step, with links to its

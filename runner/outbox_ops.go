@@ -2,14 +2,12 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/autocapture/autocapture/notify"
-	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // The thread operations: a closed set of types, one per thing a thread says.
@@ -65,12 +63,35 @@ type op interface {
 	ref() string
 	// prepare reads what the operation says now and returns the call
 	// that sends it.
-	prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error)
+	prepare(ctx context.Context, d delivery) (sendFunc, error)
+}
+
+// threadContent is what operations read their content from at delivery:
+// the run lifecycle's rows as a thread shows them (the Service,
+// deliver_content.go). key is the operation's row key, retry says an
+// earlier attempt may have posted it; both go into what is sent.
+type threadContent interface {
+	// runInfo is the parent message; channel the thread's.
+	runInfo(ctx context.Context, runID, channel string, retry bool) (notify.RunInfo, error)
+	// stepReply is a finished step's reply, from its record.
+	stepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error)
+	// summaryFor is an edit of the parent: the run's (or its group's) state.
+	summaryFor(ctx context.Context, runID, key string, retry bool) (notify.Summary, error)
+	// changeReply says the triage step's refined verdict differs.
+	changeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error)
+	// uploadsReply says the run's spooled artifacts are uploaded.
+	uploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error)
+	// memberReport is a group member's compact reply.
+	memberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error)
+	// resumeClaimer is the owner that claimed a resumed run, or
+	// errNotYet while none has (within a lease).
+	resumeClaimer(ctx context.Context, runID string) (string, error)
 }
 
 // delivery is what an operation is sent with.
 type delivery struct {
-	n notify.Notifier
+	src threadContent
+	n   notify.Notifier
 	// runID is the thread's run (a group's lead).
 	runID string
 	// key is the row's key: the notifier's identity of what it posts.
@@ -176,7 +197,7 @@ func (o badOp) kind() opKind { return o.k }
 func (o badOp) key() string  { return o.row }
 func (o badOp) ref() string  { return o.raw }
 
-func (o badOp) prepare(context.Context, *Service, delivery) (sendFunc, error) { return nil, o.err }
+func (o badOp) prepare(context.Context, delivery) (sendFunc, error) { return nil, o.err }
 
 // openOp posts the thread's parent; Channel is the playbook's notify.channel
 // ("" for the notifier's default).
@@ -186,8 +207,8 @@ func (openOp) kind() opKind  { return opOpen }
 func (openOp) key() string   { return keyOpen }
 func (o openOp) ref() string { return o.Channel }
 
-func (o openOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	info, err := s.runInfo(ctx, d.runID, o.Channel, d.retry)
+func (o openOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	info, err := d.src.runInfo(ctx, d.runID, o.Channel, d.retry)
 	if err != nil {
 		return nil, err
 	}
@@ -204,17 +225,11 @@ func (stepOp) kind() opKind  { return opReply }
 func (o stepOp) key() string { return "step/" + o.Plan + "/" + o.Step }
 func (o stepOp) ref() string { return stepRef(o.Plan, o.Step) }
 
-func (o stepOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	raw, err := s.tables.Steps.Get(ctx, s.db, d.runID, o.Plan, o.Step)
+func (o stepOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	rep, err := d.src.stepReply(ctx, d.runID, d.key, o.Plan, o.Step, d.retry)
 	if err != nil {
-		return nil, fmt.Errorf("reply %s: read step: %w", d.key, err)
+		return nil, err
 	}
-	var rec executor.StepRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return nil, fmt.Errorf("reply %s: decode step: %w", d.key, err)
-	}
-	rep := s.stepReport(ctx, d.runID, rec)
-	rep.Key, rep.Retry = d.key, d.retry
 	return d.reply(rep), nil
 }
 
@@ -238,19 +253,13 @@ func (resumedOp) kind() opKind  { return opReply }
 func (o resumedOp) key() string { return resumedKey(o.N) }
 func (o resumedOp) ref() string { return resumedRef(o.N, o.From, o.On) }
 
-func (o resumedOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
+func (o resumedOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
 	on := o.On
 	if on == "" && o.From != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
-		owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, d.runID)
-		if err != nil {
-			return nil, fmt.Errorf("reply %s: read owner: %w", d.key, err)
+		var err error
+		if on, err = d.src.resumeClaimer(ctx, d.runID); err != nil {
+			return nil, fmt.Errorf("reply %s: %w", d.key, err)
 		}
-		// Not claimed yet: wait for a replica to take it (within a lease,
-		// so a run no replica has room for does not hold its thread).
-		if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
-			return nil, errNotYet{wait: s.cfg.HeartbeatInterval}
-		}
-		on = owner.String
 	}
 	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: d.key,
 		Retry: d.retry, Notice: resumedNotice(o.N, o.From, on)}), nil
@@ -291,7 +300,7 @@ func (o cooldownOp) ref() string {
 		o.Cooldown.Milliseconds(), refSep, toMS(o.Fired))
 }
 
-func (o cooldownOp) prepare(_ context.Context, _ *Service, d delivery) (sendFunc, error) {
+func (o cooldownOp) prepare(_ context.Context, d delivery) (sendFunc, error) {
 	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: StatusSkipped, Key: d.key,
 		Retry: d.retry, Notice: o.notice()}), nil
 }
@@ -322,8 +331,8 @@ func (changeOp) kind() opKind  { return opReply }
 func (o changeOp) key() string { return verdictChangedKey(o.Plan, o.Step) }
 func (o changeOp) ref() string { return verdictRefPrefix + stepRef(o.Plan, o.Step) }
 
-func (o changeOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	rep, err := s.changeReply(ctx, d.runID, d.key, o.Plan, o.Step, d.retry)
+func (o changeOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	rep, err := d.src.changeReply(ctx, d.runID, d.key, o.Plan, o.Step, d.retry)
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +349,8 @@ func (uploadsOp) kind() opKind  { return opReply }
 func (o uploadsOp) key() string { return "uploads/done/" + strconv.Itoa(o.N) }
 func (o uploadsOp) ref() string { return uploadsRefPrefix + strconv.Itoa(o.N) }
 
-func (o uploadsOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	rep, err := s.uploadsReply(ctx, d.runID, d.key, d.retry)
+func (o uploadsOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	rep, err := d.src.uploadsReply(ctx, d.runID, d.key, d.retry)
 	if err != nil {
 		return nil, err
 	}
@@ -361,9 +370,7 @@ func (o verdictOp) key() string {
 	return keyVerdict
 }
 
-func (verdictOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	return s.prepareSummary(ctx, d)
-}
+func (verdictOp) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }
 
 // finishedOp edits the parent with the run's end, and says it in a reply.
 type finishedOp struct{}
@@ -372,9 +379,7 @@ func (finishedOp) kind() opKind { return opUpdate }
 func (finishedOp) key() string  { return keyFinished }
 func (finishedOp) ref() string  { return "" }
 
-func (finishedOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	return s.prepareSummary(ctx, d)
-}
+func (finishedOp) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }
 
 // resolvedOp edits the parent with the alert's resolution, and says it in a
 // reply.
@@ -384,13 +389,11 @@ func (resolvedOp) kind() opKind { return opUpdate }
 func (resolvedOp) key() string  { return keyResolved }
 func (resolvedOp) ref() string  { return "" }
 
-func (resolvedOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	return s.prepareSummary(ctx, d)
-}
+func (resolvedOp) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }
 
-// prepareSummary is an edit of the run's parent: its state now.
-func (s *Service) prepareSummary(ctx context.Context, d delivery) (sendFunc, error) {
-	sum, err := s.summaryFor(ctx, d.runID, d.key, d.retry)
+// summary is an edit of the run's parent: its state now.
+func (d delivery) summary(ctx context.Context) (sendFunc, error) {
+	sum, err := d.src.summaryFor(ctx, d.runID, d.key, d.retry)
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +425,8 @@ func (groupEditOp) kind() opKind  { return opGroupUpdate }
 func (o groupEditOp) key() string { return memberKey(o.Member, string(o.Change)) }
 func (groupEditOp) ref() string   { return "" }
 
-func (groupEditOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	sum, err := s.summaryFor(ctx, d.runID, notify.KeyGroupUpdate, d.retry)
+func (groupEditOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	sum, err := d.src.summaryFor(ctx, d.runID, notify.KeyGroupUpdate, d.retry)
 	if err != nil {
 		return nil, err
 	}
@@ -440,8 +443,8 @@ func (memberReplyOp) kind() opKind  { return opMemberReply }
 func (o memberReplyOp) key() string { return memberKey(o.Member, memberFinished) }
 func (o memberReplyOp) ref() string { return o.Member }
 
-func (o memberReplyOp) prepare(ctx context.Context, s *Service, d delivery) (sendFunc, error) {
-	rep, err := s.memberReport(ctx, o.Member, d.key, d.retry)
+func (o memberReplyOp) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	rep, err := d.src.memberReport(ctx, o.Member, d.key, d.retry)
 	if err != nil {
 		return nil, err
 	}
