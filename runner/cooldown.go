@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,19 +57,8 @@ func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *play
 // recorded in the transaction that skips the plan, so a kill -9 leaves both
 // or neither, and keyed by the repeating run and the playbook, so a retried
 // or resumed skip says it once and two playbooks held by one run say it
-// twice (cooldownOp). Before, the webhook said accepted and no surface said
+// twice (outbox.CooldownRepeat). Before, the webhook said accepted and no surface said
 // more.
-// shortDuration writes whole hours and minutes as 1h and 10m.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d >= time.Minute && d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	}
-	return d.Round(time.Second).String()
-}
-
 // stepCooldown returns why a step with a cooldown must be skipped: another run
 // took the step's cooldown key inside the cooldown. Otherwise the key is now
 // this run's: a concurrent run on another replica is skipped, and persistStep

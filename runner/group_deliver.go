@@ -96,33 +96,3 @@ func (s *Service) memberReport(ctx context.Context, runID, key string, retry boo
 	return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: r.Status, Reason: r.Reason, Key: key,
 		Retry: retry, Duration: mr.Duration, Summary: strings.Join(line, " · "), Member: mr}, nil
 }
-
-// coalesced are the edits of the group's parent at the head of ops that a
-// later edit in ops makes redundant: any edit reads the whole group at
-// delivery, so of several edits pending together only the last is sent
-// (200 members' verdicts, ends and resolutions cost a handful of edits, not
-// 600). Only the head's: an edit behind a member's reply keeps its place, so
-// the parent never runs ahead of the replies it counts by more than a batch.
-// The head is marked in one statement (markCoalesced): marked one at a time,
-// each with a read of the outbox, a 200-alert storm's thread on SQLite spent
-// 29 of its 47 s on them under the race detector.
-func coalesced(ops []pendingOp) []pendingOp {
-	k := 0
-	for k < len(ops) && isGroupEdit(ops[k]) {
-		k++
-	}
-	if k == 0 {
-		return nil
-	}
-	for _, o := range ops[k:] {
-		if isGroupEdit(o) {
-			return ops[:k]
-		}
-	}
-	return ops[:k-1]
-}
-
-func isGroupEdit(o pendingOp) bool {
-	_, ok := o.op.(groupEditOp)
-	return ok
-}

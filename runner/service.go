@@ -9,9 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -101,15 +100,13 @@ type Service struct {
 	log     *zap.Logger
 	id      string // this process's lease owner id: runs.replica/pid/random (replicaOf)
 	m       *metrics
-	// sinks are the notifiers thread operations are delivered to, by name;
-	// sinkOrder their names sorted.
-	sinks     map[string]notify.Notifier
-	sinkOrder []string
-	pumps     pumpHolds      // threads this process's deliverers hold (deliver_lease.go)
-	signer    *links.Signer  // the artifact links' (openSigner)
-	up        *uploader      // late uploads; nil without a spool
-	prof      profileLocal   // live profile leases, sweeper stops (profilepoll.go)
-	pm        profileMetrics // tier 3's counters (profilemetrics.go)
+	// out records the runs' thread operations and delivers them to the
+	// notifiers (runner/outbox).
+	out    *outbox.Outbox
+	signer *links.Signer  // the artifact links' (openSigner)
+	up     *uploader      // late uploads; nil without a spool
+	prof   profileLocal   // live profile leases, sweeper stops (profilepoll.go)
+	pm     profileMetrics // tier 3's counters (profilemetrics.go)
 
 	mu sync.Mutex
 	// retentionMu serialises retention passes in this process (retention.go).
@@ -138,12 +135,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sinks := map[string]notify.Notifier{}
-	for name, n := range o.Notifiers {
-		if n != nil {
-			sinks[name] = n
-		}
-	}
 	o.Config = withDefaults(o.Config)
 	o.Profiling = profilingDefaults(o.Profiling)
 	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
@@ -161,12 +152,17 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
-		sinkOrder: slices.Sorted(maps.Keys(sinks)), pm: newProfileMetrics(),
+	s := &Service{o: o, cfg: o.Config, db: db, beat: beat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
+		pm: newProfileMetrics(),
 		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		return nil, closeBoth(err)
 	}
+	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: s.tables,
+		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
+		Client: func() *river.Client[*sql.Tx] { return s.client }, Content: threadSource{s},
+		LeaseTimeout: s.cfg.LeaseTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
+		RenewTimeout: s.renewTimeout, BeatReady: s.beatReady, Log: s.log})
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 )
@@ -319,7 +320,7 @@ func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
 			return fmt.Errorf("runner: upload %s: count: %w", key, err)
 		}
 		if pending == 0 {
-			if err := s.recordOps(ctx, tx, runID, uploadsOp{N: uploaded}); err != nil {
+			if err := s.out.Append(ctx, tx, runID, outbox.UploadsDone{N: uploaded}); err != nil {
 				return err
 			}
 			if err := s.afterUploads(ctx, tx, runID); err != nil {
@@ -367,7 +368,7 @@ func (s *Service) artifactPending(ctx context.Context, key string) bool {
 }
 
 // uploadsReply is the thread's reply once a run's spooled artifacts are all
-// uploaded (uploadsOp), with links made now.
+// uploaded (outbox.UploadsDone), with links made now.
 func (s *Service) uploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
 	ups, err := s.loadUploads(ctx, s.db, runID)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -62,7 +63,7 @@ func (s *Service) persistPreliminary(ctx context.Context, runID string, p execut
 	if err != nil || !added {
 		return err
 	}
-	if err := s.recordOps(wctx, tx, runID, verdictOp{Preliminary: true}); err != nil {
+	if err := s.out.Append(wctx, tx, runID, outbox.VerdictEdit{Preliminary: true}); err != nil {
 		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -95,7 +96,7 @@ func (r refined) count(m *metrics, now string) {
 // recordRefined records a triage step's verdict in tx (persistStep's) and
 // returns the thread operation saying it changed, if it differs from the
 // step's latest preliminary verdict.
-func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]op, refined, error) {
+func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, refined, error) {
 	e := runs.VerdictEntry{Kind: runs.VerdictRefined, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(), Verdict: rec.Verdict}
 	e.Sources, e.Origins = sourcesOf(rec.Findings, nil)
 	prev, err := s.latestVerdict(ctx, tx, runID, rec.Plan, rec.ID)
@@ -111,7 +112,7 @@ func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, r
 	}
 	s.log.Info("The refined verdict differs from the preliminary one.", zap.String("run", runID),
 		zap.String("plan", rec.Plan), zap.String("change", e.Change))
-	return []op{changeOp{Plan: rec.Plan, Step: rec.ID}},
+	return []outbox.Op{outbox.VerdictChanged{Plan: rec.Plan, Step: rec.ID}},
 		refined{added: true, was: e.Was}, nil
 }
 

@@ -5,7 +5,7 @@
 //
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
-// and the run vocabulary ← runner and handlers ← the binaries ← the test
+// and the run vocabulary ← the thread outbox ← runner and handlers ← the binaries ← the test
 // harnesses.
 package layering
 
@@ -35,6 +35,7 @@ var Layers = []Layer{
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
+	{"the run service's parts: the thread outbox and its delivery", []string{"runner/outbox"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",

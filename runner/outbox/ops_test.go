@@ -1,4 +1,4 @@
-package runner
+package outbox
 
 import (
 	"reflect"
@@ -14,34 +14,34 @@ import (
 func TestOpRefsRoundTrip(t *testing.T) {
 	fired := time.UnixMilli(1767323525123).UTC() // 2026-01-02T03:12:05.123Z
 	tests := []struct {
-		op             op
+		op             Op
 		kind, key, ref string
 	}{
-		{openOp{}, "open", "open", ""},
-		{openOp{Channel: "#inference-oncall"}, "open", "open", "#inference-oncall"},
-		{stepOp{Plan: "vllm-queue-deep", Step: "tri"}, "reply", "step/vllm-queue-deep/tri", "vllm-queue-deep\x1ftri"},
-		{resumedOp{N: 2, From: "r0/7/1a2b3c4d", On: "r1/9/5e6f7a8b"}, "reply", "run/resumed/2",
+		{Open{}, "open", "open", ""},
+		{Open{Channel: "#inference-oncall"}, "open", "open", "#inference-oncall"},
+		{StepReply{Plan: "vllm-queue-deep", Step: "tri"}, "reply", "step/vllm-queue-deep/tri", "vllm-queue-deep\x1ftri"},
+		{Resumed{N: 2, From: "r0/7/1a2b3c4d", On: "r1/9/5e6f7a8b"}, "reply", "run/resumed/2",
 			"resumed:2\x1fr0/7/1a2b3c4d\x1fr1/9/5e6f7a8b"},
-		{resumedOp{N: 3, From: "r0/7/1a2b3c4d"}, "reply", "run/resumed/3", "resumed:3\x1fr0/7/1a2b3c4d\x1f"},
-		{resumedOp{N: 1}, "reply", "run/resumed/1", "resumed:1\x1f\x1f"},
-		{resumedOp{N: 4, On: "r1/9/5e6f7a8b"}, "reply", "run/resumed/4", "resumed:4\x1f\x1fr1/9/5e6f7a8b"},
-		{cooldownOp{Repeat: "run-2", Playbook: "vllm-queue-deep", Cooldown: 10 * time.Minute, Fired: fired}, "reply",
+		{Resumed{N: 3, From: "r0/7/1a2b3c4d"}, "reply", "run/resumed/3", "resumed:3\x1fr0/7/1a2b3c4d\x1f"},
+		{Resumed{N: 1}, "reply", "run/resumed/1", "resumed:1\x1f\x1f"},
+		{Resumed{N: 4, On: "r1/9/5e6f7a8b"}, "reply", "run/resumed/4", "resumed:4\x1f\x1fr1/9/5e6f7a8b"},
+		{CooldownRepeat{Repeat: "run-2", Playbook: "vllm-queue-deep", Cooldown: 10 * time.Minute, Fired: fired}, "reply",
 			"run/cooldown/run-2/vllm-queue-deep", "cooldown:run-2\x1fvllm-queue-deep\x1f600000\x1f1767323525123"},
-		{changeOp{Plan: "pb", Step: "tri"}, "reply", "verdict/changed/pb/tri", "verdict:pb\x1ftri"},
-		{uploadsOp{N: 3}, "reply", "uploads/done/3", "uploads:3"},
-		{verdictOp{}, "update", "close/verdict", ""},
-		{verdictOp{Preliminary: true}, "update", "close/verdict/preliminary", ""},
-		{finishedOp{}, "update", "close/finished", ""},
-		{resolvedOp{}, "update", "close/resolved", ""},
-		{groupEditOp{Member: "run-7", Change: memberJoined}, "gupdate", "member/run-7/joined", ""},
-		{groupEditOp{Member: "run-7", Change: memberVerdict}, "gupdate", "member/run-7/verdict", ""},
-		{groupEditOp{Member: "run-7", Change: memberPreliminary}, "gupdate", "member/run-7/verdict/preliminary", ""},
-		{groupEditOp{Member: "run-7", Change: memberEnded}, "gupdate", "member/run-7/ended", ""},
-		{groupEditOp{Member: "run-7", Change: memberResolved}, "gupdate", "member/run-7/resolved", ""},
-		{memberReplyOp{Member: "run-7"}, "mreply", "member/run-7/finished", "run-7"},
+		{VerdictChanged{Plan: "pb", Step: "tri"}, "reply", "verdict/changed/pb/tri", "verdict:pb\x1ftri"},
+		{UploadsDone{N: 3}, "reply", "uploads/done/3", "uploads:3"},
+		{VerdictEdit{}, "update", "close/verdict", ""},
+		{VerdictEdit{Preliminary: true}, "update", "close/verdict/preliminary", ""},
+		{Finished{}, "update", "close/finished", ""},
+		{Resolved{}, "update", "close/resolved", ""},
+		{GroupEdit{Member: "run-7", Change: MemberJoined}, "gupdate", "member/run-7/joined", ""},
+		{GroupEdit{Member: "run-7", Change: MemberVerdict}, "gupdate", "member/run-7/verdict", ""},
+		{GroupEdit{Member: "run-7", Change: MemberPreliminary}, "gupdate", "member/run-7/verdict/preliminary", ""},
+		{GroupEdit{Member: "run-7", Change: MemberEnded}, "gupdate", "member/run-7/ended", ""},
+		{GroupEdit{Member: "run-7", Change: MemberResolved}, "gupdate", "member/run-7/resolved", ""},
+		{MemberReply{Member: "run-7"}, "mreply", "member/run-7/finished", "run-7"},
 	}
 	for _, tt := range tests {
-		if k, key, ref := string(tt.op.kind()), tt.op.key(), tt.op.ref(); k != tt.kind || key != tt.key || ref != tt.ref {
+		if k, key, ref := string(tt.op.kind()), tt.op.Key(), tt.op.ref(); k != tt.kind || key != tt.key || ref != tt.ref {
 			t.Errorf("%#v writes (%q, %q, %q), want (%q, %q, %q)", tt.op, k, key, ref, tt.kind, tt.key, tt.ref)
 		}
 		got, err := decodeOp(opKind(tt.kind), tt.key, tt.ref)
@@ -54,20 +54,20 @@ func TestOpRefsRoundTrip(t *testing.T) {
 	older := []struct {
 		name           string
 		kind, key, ref string
-		want           op
+		want           Op
 	}{
-		{"a resume ref before replicas were named", "reply", "run/resumed/11", "resumed:11", resumedOp{N: 11}},
+		{"a resume ref before replicas were named", "reply", "run/resumed/11", "resumed:11", Resumed{N: 11}},
 		{"the reaper's resume ref completed by its claimer (Outbox.AppendRef)", "reply", "run/resumed/5",
-			"resumed:5\x1fr0/7/1a2b3c4d\x1f" + "r1/9/5e6f7a8b", resumedOp{N: 5, From: "r0/7/1a2b3c4d", On: "r1/9/5e6f7a8b"}},
-		{"an open without a channel", "open", "open", "", openOp{}},
+			"resumed:5\x1fr0/7/1a2b3c4d\x1f" + "r1/9/5e6f7a8b", Resumed{N: 5, From: "r0/7/1a2b3c4d", On: "r1/9/5e6f7a8b"}},
+		{"an open without a channel", "open", "open", "", Open{}},
 	}
 	for _, tt := range older {
 		got, err := decodeOp(opKind(tt.kind), tt.key, tt.ref)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: decodeOp(%q, %q, %q) = %#v, %v; want %#v", tt.name, tt.kind, tt.key, tt.ref, got, err, tt.want)
 		}
-		if err == nil && got.key() != tt.key {
-			t.Errorf("%s: decoded key %q, stored %q", tt.name, got.key(), tt.key)
+		if err == nil && got.Key() != tt.key {
+			t.Errorf("%s: decoded key %q, stored %q", tt.name, got.Key(), tt.key)
 		}
 	}
 
@@ -89,7 +89,7 @@ func TestCooldownNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "fired again at 03:12:05 UTC (run run-2); within vllm-queue-deep's 10m cooldown — evidence above"
-	if got := o.(cooldownOp).notice(); got != want {
+	if got := o.(CooldownRepeat).notice(); got != want {
 		t.Errorf("notice %q, want %q", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package runner
+package outbox
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 // recording the same operation twice (a resumed step, a repeated resolution)
 // is a no-op. What an operation is, its row and its content: outbox_ops.go.
 
-// recordOps writes ops in tx, numbered after the run's last, with one
-// delivery job per sink. A thread's parent (openOp) is recorded for every
+// Append writes ops in tx, numbered after the run's last, with one
+// delivery job per sink. A thread's parent (Open) is recorded for every
 // configured sink, which opens the run's thread there; any other operation
 // goes to the sinks whose thread is open, so a run without a thread (skipped
 // or cancelled before its plans were stored, or no sink configured) records
 // nothing, and a sink added mid-run never gets half a thread.
-func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops ...op) error {
+func (s *Outbox) Append(ctx context.Context, tx *sql.Tx, runID string, ops ...Op) error {
 	to, ops, grouped, err := s.routeOps(ctx, tx, runID, ops) // a group's member records into its lead's thread
 	if err != nil || len(ops) == 0 {
 		return err
@@ -35,9 +35,15 @@ func (s *Service) recordOps(ctx context.Context, tx *sql.Tx, runID string, ops .
 	return s.writeOps(ctx, tx, to, grouped, ops...)
 }
 
+// AppendGroup records ops in the thread of the group lead leads (its
+// parent, a member joining a fleet), in tx.
+func (s *Outbox) AppendGroup(ctx context.Context, tx *sql.Tx, lead string, ops ...Op) error {
+	return s.writeOps(ctx, tx, lead, true, ops...)
+}
+
 // writeOps records ops in runID's outbox; grouped: the run leads a group,
 // whose row numbers its thread's operations.
-func (s *Service) writeOps(ctx context.Context, tx *sql.Tx, runID string, grouped bool, ops ...op) error {
+func (s *Outbox) writeOps(ctx context.Context, tx *sql.Tx, runID string, grouped bool, ops ...Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -52,34 +58,34 @@ func (s *Service) writeOps(ctx context.Context, tx *sql.Tx, runID string, groupe
 	for _, o := range ops {
 		seq, err := number(ctx, tx, runID)
 		if err != nil {
-			return fmt.Errorf("runner: outbox of %s: number %s: %w", runID, o.key(), err)
+			return fmt.Errorf("runner: outbox of %s: number %s: %w", runID, o.Key(), err)
 		}
 		for _, sink := range sinks {
-			if err := s.tables.Outbox.Add(ctx, tx, runID, sink, seq, string(o.kind()), o.key(), o.ref()); err != nil {
-				return fmt.Errorf("runner: outbox of %s: record %s: %w", runID, o.key(), err)
+			if err := s.tables.Outbox.Add(ctx, tx, runID, sink, seq, string(o.kind()), o.Key(), o.ref()); err != nil {
+				return fmt.Errorf("runner: outbox of %s: record %s: %w", runID, o.Key(), err)
 			}
 		}
 	}
 	jobs := make([]river.InsertManyParams, len(sinks))
 	for i, sink := range sinks {
-		jobs[i] = river.InsertManyParams{Args: notifyArgs{RunID: runID, Sink: sink}}
+		jobs[i] = river.InsertManyParams{Args: Args{RunID: runID, Sink: sink}}
 	}
-	if _, err := s.client.InsertManyTx(ctx, tx, jobs); err != nil {
+	if _, err := s.client().InsertManyTx(ctx, tx, jobs); err != nil {
 		return fmt.Errorf("runner: outbox of %s: enqueue delivery: %w", runID, err)
 	}
 	return nil
 }
 
 // isOpen says whether o opens its thread.
-func isOpen(o op) bool {
-	_, ok := o.(openOp)
+func isOpen(o Op) bool {
+	_, ok := o.(Open)
 	return ok
 }
 
 // threadSinks returns the sinks an operation of the run goes to: with open,
 // every configured sink, whose threads it opens (autocapture_threads rows);
 // else the sinks whose thread is open.
-func (s *Service) threadSinks(ctx context.Context, tx *sql.Tx, runID string, open bool) ([]string, error) {
+func (s *Outbox) threadSinks(ctx context.Context, tx *sql.Tx, runID string, open bool) ([]string, error) {
 	if open {
 		for _, sink := range s.sinkOrder {
 			if err := s.tables.Threads.Open(ctx, tx, runID, sink); err != nil {
@@ -93,4 +99,12 @@ func (s *Service) threadSinks(ctx context.Context, tx *sql.Tx, runID string, ope
 		return nil, fmt.Errorf("runner: outbox of %s: threads: %w", runID, err)
 	}
 	return sinks, nil
+}
+
+// Claimed completes, in tx, the reaper's Resumed reply of the run's n-th
+// resume (recorded with From, its ref ending in the separator of an owner
+// not known yet) with owner, the process that claimed the run, while it is
+// undelivered.
+func (s *Outbox) Claimed(ctx context.Context, tx *sql.Tx, runID string, n int, owner string) error {
+	return s.tables.Outbox.AppendRef(ctx, tx, runID, resumedKey(n), owner, refSep)
 }
