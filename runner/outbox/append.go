@@ -19,7 +19,7 @@ import (
 // run row's lock), delivered in that order per sink by one deliverer at a time
 // (a lease on autocapture_threads), and unique per (run, sink, key), so
 // recording the same operation twice (a resumed step, a repeated resolution)
-// is a no-op. What an operation is, its row and its content: outbox_ops.go.
+// is a no-op. What an operation is, its row and its content: ops.go.
 
 // Append writes ops in tx, numbered after the run's last, with one
 // delivery job per sink. A thread's parent (Open) is recorded for every

@@ -16,10 +16,11 @@ import (
 // autocapture_threads row (pump_owner, pump_until on the database's clock).
 // The lease is the run's: runs.lease_timeout, renewed every
 // runs.heartbeat_interval by the same heartbeat loop that renews the runs
-// (the runner's renewer, RenewBeside), in one statement per process for all the threads its
-// deliverers hold. A deliverer whose process dies is therefore replaced
-// within lease_timeout + heartbeat_interval (the sweeper, on the reaper's
-// tick, gives the thread a new job once the lease lapsed: Sweep), as
+// (the runner's renewer calls RenewBeside), in one statement per process
+// for all the threads its deliverers hold. A deliverer whose process dies is
+// therefore replaced within lease_timeout + heartbeat_interval (the sweeper,
+// on the reaper's tick, gives the thread a new job once the lease lapsed:
+// Sweep), as
 // its runs are. It used to be a fixed 60 s renewed only when an operation
 // began (a reply waiting for the channel's pace could need that long), and a
 // thread whose deliverer died stayed silent for a minute after its run had
