@@ -90,7 +90,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 
 // Close prints the run's outcome. The verdict's edits (preliminary and
 // refined) print nothing: in Slack they edit the parent and add no reply,
-// and they are delivered ahead of the step replies waiting (deliver.go's
+// and they are delivered ahead of the step replies waiting (runner/outbox's
 // pendingOps), so a console, which cannot edit what it printed, showed the
 // whole outcome block before the replies and again at the end. The
 // triage step's own reply says the verdict where it comes, and the end's

@@ -70,7 +70,7 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 	}
 	// The thread says so, whoever executes the run and even after it
 	// finished: the update commits with the resolution.
-	if err := s.recordResolved(ctx, tx, resolved); err != nil {
+	if err := s.out.AppendResolved(ctx, tx, resolved); err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	created, err := s.insertRuns(ctx, tx, alerts, firing, now)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,44 +57,8 @@ func (s *Service) cooldown(ctx context.Context, q querier, runID string, p *play
 // recorded in the transaction that skips the plan, so a kill -9 leaves both
 // or neither, and keyed by the repeating run and the playbook, so a retried
 // or resumed skip says it once and two playbooks held by one run say it
-// twice. Before, the webhook said accepted and no surface said more.
-func cooldownKey(repeat, playbook string) string { return "run/cooldown/" + repeat + "/" + playbook }
-
-const cooldownRefPrefix = "cooldown:"
-
-// cooldownRef is the ref of a repeat's reply: the repeating run, the
-// playbook, its cooldown and when the alert fired again (ms).
-func cooldownRef(repeat, playbook string, d time.Duration, fired time.Time) string {
-	return fmt.Sprintf("%s%s\x1f%s\x1f%d\x1f%d", cooldownRefPrefix, repeat, playbook, d.Milliseconds(), toMS(fired))
-}
-
-// cooldownNotice reads a cooldownRef as the on-call reads it.
-func cooldownNotice(ref string) (string, bool) {
-	rest, ok := strings.CutPrefix(ref, cooldownRefPrefix)
-	if !ok {
-		return "", false
-	}
-	f := strings.Split(rest, "\x1f")
-	if len(f) != 4 {
-		return "", false
-	}
-	d, _ := strconv.ParseInt(f[2], 10, 64)
-	fired, _ := strconv.ParseInt(f[3], 10, 64)
-	return fmt.Sprintf("fired again at %s (run %s); within %s's %s cooldown — evidence above",
-		fromMS(fired).UTC().Format("15:04:05 UTC"), f[0], f[1], shortDuration(time.Duration(d)*time.Millisecond)), true
-}
-
-// shortDuration writes whole hours and minutes as 1h and 10m.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d >= time.Minute && d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	}
-	return d.Round(time.Second).String()
-}
-
+// twice (outbox.CooldownRepeat). Before, the webhook said accepted and no surface said
+// more.
 // stepCooldown returns why a step with a cooldown must be skipped: another run
 // took the step's cooldown key inside the cooldown. Otherwise the key is now
 // this run's: a concurrent run on another replica is skipped, and persistStep

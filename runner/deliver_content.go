@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 )
 
 // What a thread operation says is read from the run's state when it is
@@ -39,50 +39,67 @@ func parentInfo(r *runRow) notify.RunInfo {
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
-// replyFor is a reply's content: a step's record, the run resumed, or a
-// repeat of its alert inside a cooldown.
-func (s *Service) replyFor(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	if times, from, on, ok := splitResumedRef(o.ref); ok {
-		if on == "" && from != "" { // recorded by the reaper, not claimed yet (recordResumed names the claimer)
-			owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
-			if err != nil {
-				return notify.StepReport{}, fmt.Errorf("reply %s: read owner: %w", o.key, err)
-			}
-			// Not claimed yet: wait for a replica to take it (within a lease,
-			// so a run no replica has room for does not hold its thread).
-			if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
-				return notify.StepReport{}, errNotYet{wait: s.cfg.HeartbeatInterval}
-			}
-			on = owner.String
-		}
-		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusRunning, Key: o.key, Retry: retry,
-			Notice: resumedNotice(times, from, on)}, nil
-	}
-	if note, ok := cooldownNotice(o.ref); ok {
-		return notify.StepReport{RunID: runID, StepID: "run", Kind: "run", Status: StatusSkipped, Key: o.key, Retry: retry,
-			Notice: note}, nil
-	}
-	if strings.HasPrefix(o.ref, verdictRefPrefix) {
-		return s.changeReply(ctx, runID, o, retry)
-	}
-	if strings.HasPrefix(o.ref, uploadsRefPrefix) {
-		return s.uploadsReply(ctx, runID, o, retry)
-	}
-	plan, step, ok := splitStepRef(o.ref)
-	if !ok {
-		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
-	}
+// threadSource is the Service as the outbox reads it (outbox.Content).
+type threadSource struct{ s *Service }
+
+var _ outbox.Content = threadSource{}
+
+func (t threadSource) RunInfo(ctx context.Context, runID, channel string, retry bool) (notify.RunInfo, error) {
+	return t.s.runInfo(ctx, runID, channel, retry)
+}
+
+func (t threadSource) StepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
+	return t.s.stepReply(ctx, runID, key, plan, step, retry)
+}
+
+func (t threadSource) Summary(ctx context.Context, runID, key string, retry bool) (notify.Summary, error) {
+	return t.s.summaryFor(ctx, runID, key, retry)
+}
+
+func (t threadSource) ChangeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
+	return t.s.changeReply(ctx, runID, key, plan, step, retry)
+}
+
+func (t threadSource) UploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
+	return t.s.uploadsReply(ctx, runID, key, retry)
+}
+
+func (t threadSource) MemberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
+	return t.s.memberReport(ctx, runID, key, retry)
+}
+
+func (t threadSource) ResumeClaimer(ctx context.Context, runID string) (string, error) {
+	return t.s.resumeClaimer(ctx, runID)
+}
+
+// stepReply is a finished step's reply, from its record.
+func (s *Service) stepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
 	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
 	if err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", key, err)
 	}
 	var rec executor.StepRecord
 	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: decode step: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode step: %w", key, err)
 	}
 	rep := s.stepReport(ctx, runID, rec)
-	rep.Key, rep.Retry = o.key, retry
+	rep.Key, rep.Retry = key, retry
 	return rep, nil
+}
+
+// resumeClaimer is the owner that claimed the resumed run, or outbox.NotYetError
+// while no replica has: a resume's reply waits for it (within a lease, so a
+// run no replica has room for does not hold its thread); "" once it waited
+// a lease, or the run is done, without one.
+func (s *Service) resumeClaimer(ctx context.Context, runID string) (string, error) {
+	owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
+	if err != nil {
+		return "", fmt.Errorf("read owner: %w", err)
+	}
+	if !owner.Valid && !done && time.Duration(queuedFor)*time.Millisecond < s.cfg.LeaseTimeout {
+		return "", outbox.NotYetError{Wait: s.cfg.HeartbeatInterval}
+	}
+	return owner.String, nil
 }
 
 // stepReport is what a thread shows of a finished step, with links to its
@@ -125,61 +142,4 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 		sum.Duration = r.FinishedAt.Sub(from)
 	}
 	return sum, nil
-}
-
-// errNotYet says an operation cannot be delivered yet (a resume's reply
-// before a replica claimed the run); the deliverer waits, counting no failure.
-type errNotYet struct{ wait time.Duration }
-
-func (e errNotYet) Error() string { return "not ready yet" }
-
-// resumedNotice is what a resume's reply says, as the on-call reads it:
-// which replica goes on, after what, and which resume this is ("resumed by
-// replica r1 after r0 stopped (kill or crash) — 2nd resume"). from and on
-// are lease owners (Service.id); "another replica" is decided by their
-// replica names (runs.replica), not by the process: a replica that
-// restarted is the same replica.
-func resumedNotice(n int, from, on string) string {
-	nth := ""
-	if n > 0 {
-		nth = " — " + ordinal(n) + " resume"
-	}
-	was, now := replicaOf(from), replicaOf(on)
-	switch {
-	case from == "" && on == "": // recorded before replicas were named
-		return "resumed after an interruption" + nth
-	case on == "": // delivered before a replica claimed it (none within a lease), or after it finished
-		return fmt.Sprintf("resumed after %s stopped (kill or crash); a live replica goes on", was) + nth
-	case from == "": // its job was lost before it claimed the run
-		return fmt.Sprintf("resumed by replica %s after an interruption", now) + nth
-	case from == on: // this very process let its lease lapse, then took the run back
-		return fmt.Sprintf("resumed by replica %s after it lost the run's lease (a stall or a store error)", now) + nth
-	case was == now:
-		return fmt.Sprintf("resumed by replica %s after it restarted (kill or crash)", now) + nth
-	default:
-		return fmt.Sprintf("resumed by replica %s after %s stopped (kill or crash)", now, was) + nth
-	}
-}
-
-// replicaOf is the replica name a lease owner id starts with
-// ("r1/4242/1a2b3c4d": r1; an owner of a version that named the host
-// there: the host).
-func replicaOf(owner string) string {
-	name, _, _ := strings.Cut(owner, "/")
-	return name
-}
-
-// ordinal writes n as 1st, 2nd, 3rd, 4th … 11th, 12th, 13th … 21st.
-func ordinal(n int) string {
-	suffix := "th"
-	switch {
-	case n%100 >= 11 && n%100 <= 13:
-	case n%10 == 1:
-		suffix = "st"
-	case n%10 == 2:
-		suffix = "nd"
-	case n%10 == 3:
-		suffix = "rd"
-	}
-	return strconv.Itoa(n) + suffix
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -39,8 +40,8 @@ import (
 // rows, numbered by the group row's outbox_seq (not the lead's run row, so a
 // member recording into the lead's outbox never waits on the lead's row
 // lock). Its parent is recorded in the same transaction as the group (the
-// lead's open). Members' operations are rerouted into it by recordOps
-// (routeOps): a member posts no parent and no reply per step; its verdict,
+// lead's open). Members' operations are rerouted into it by outbox.Append
+// (its routeOps): a member posts no parent and no reply per step; its verdict,
 // end and resolution edit the group parent, and its end posts one compact
 // reply. A fleet's lead keeps its own replies: its thread was posted before
 // it had company.
@@ -50,15 +51,7 @@ import (
 // I/O) for its channel; an alert no playbook matches joins no group (it
 // gets no thread either).
 
-// Outbox op kinds of groups.
-const (
-	// opGroupUpdate edits the group's parent; pending edits are coalesced.
-	opGroupUpdate opKind = "gupdate"
-	// opMemberReply posts a member's compact reply (ref: the member's run id).
-	opMemberReply opKind = "mreply"
-)
-
-func memberKey(runID, what string) string { return "member/" + runID + "/" + what }
+// A group's thread operations are outbox.GroupEdit and outbox.MemberReply (runner/outbox).
 
 // stormSettings are the Service's notify.storm, with the defaults.
 func (s *Service) stormSettings() (threshold int, window time.Duration) {
@@ -76,7 +69,7 @@ func (s *Service) stormSettings() (threshold int, window time.Duration) {
 // order (storm channels sorted, fleet keys sorted) so concurrent Accepts wait
 // instead of deadlocking.
 func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
-	if len(s.sinkOrder) == 0 || len(created) == 0 {
+	if len(s.out.Sinks()) == 0 || len(created) == 0 {
 		return nil // no thread is recorded anywhere
 	}
 	threshold, window := s.stormSettings()
@@ -222,7 +215,7 @@ func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel strin
 			return fmt.Errorf("open %s group of %s: members: %w", kind, lead, err)
 		}
 	}
-	return s.writeOps(ctx, tx, lead, true, op{kind: opOpen, key: keyOpen, ref: channel})
+	return s.out.AppendGroup(ctx, tx, lead, outbox.Open{Channel: channel})
 }
 
 // joinFleet claims the fleet key for run id: a new fleet it leads, or the
@@ -251,7 +244,7 @@ func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel st
 	if err := s.tables.Groups.JoinOne(ctx, tx, lead, id); err != nil {
 		return fmt.Errorf("join fleet of %s: %w", lead, err)
 	}
-	return s.writeOps(ctx, tx, lead, true, op{kind: opGroupUpdate, key: memberKey(id, "joined")})
+	return s.out.AppendGroup(ctx, tx, lead, outbox.GroupEdit{Member: id, Change: outbox.MemberJoined})
 }
 
 func defaultStorm() config.Storm { return config.Default().Notify.Storm }

@@ -9,6 +9,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 )
 
 // hooks connect executor.Run to the store and the thread for one run.
@@ -78,17 +79,17 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}
-	ops := []op{{kind: opReply, key: stepKey(rec.Plan, rec.ID), ref: stepRef(rec.Plan, rec.ID)}}
+	ops := []outbox.Op{outbox.StepReply{Plan: rec.Plan, Step: rec.ID}}
 	var ref refined
 	if rec.Verdict != nil {
-		var changed []op
+		var changed []outbox.Op
 		changed, ref, err = s.recordRefined(wctx, tx, runID, rec)
 		if err != nil {
 			return fmt.Errorf("persist step %s: %w", rec.ID, err)
 		}
-		ops = append(append(ops, changed...), op{kind: opUpdate, key: keyVerdict})
+		ops = append(append(ops, changed...), outbox.VerdictEdit{})
 	}
-	if err := s.recordOps(wctx, tx, runID, ops...); err != nil {
+	if err := s.out.Append(wctx, tx, runID, ops...); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
 	if err := tx.Commit(); err != nil {

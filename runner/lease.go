@@ -133,7 +133,7 @@ func (s *Service) renewer(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.renewPumpsBeside(ctx) // the threads this process delivers (deliver_lease.go)
+		s.out.RenewBeside(ctx, &s.renewDone) // the threads this process delivers (runner/outbox)
 		s.mu.Lock()
 		hs := make([]*handle, 0, len(s.active))
 		for _, h := range s.active {

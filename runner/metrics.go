@@ -23,9 +23,6 @@ type metrics struct {
 	resumed   prometheus.Counter
 	abandoned *prometheus.GaugeVec
 
-	notifyDelivered *prometheus.CounterVec
-	notifyFailed    *prometheus.CounterVec
-
 	feedback *prometheus.CounterVec
 	// verdicts counts verdicts recorded by kind (preliminary, refined) and
 	// id; changed counts refined verdicts that differ from the preliminary
@@ -60,12 +57,6 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_steps_abandoned",
 			Help: "Steps this process stopped waiting for (they ignored their deadline) whose goroutine has not returned yet."},
 			[]string{"kind"}),
-		notifyDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_notify_delivered_total",
-			Help: "Thread operations this process delivered, by notifier and operation (open, reply, update)."},
-			[]string{"sink", "op"}),
-		notifyFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_notify_failures_total",
-			Help: "Thread operations a notifier did not take, by notifier and reason (rate_limited, error); they are retried."},
-			[]string{"sink", "reason"}),
 		feedback: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_feedback_total",
 			Help: "Readers' answers to a run's verdict this process recorded, by verdict and whether they said it was right " +
 				"(correct=\"true\"); a reader who changes their answer counts again, under the new one."},
@@ -97,19 +88,11 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 			m.finished.WithLabelValues(st)
 		}
 	}
-	for _, sink := range s.sinkOrder {
-		for _, reason := range []string{"rate_limited", "error"} {
-			m.notifyFailed.WithLabelValues(sink, reason)
-		}
-		for _, op := range []opKind{opOpen, opReply, opUpdate} {
-			m.notifyDelivered.WithLabelValues(sink, string(op))
-		}
-	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.notifyDelivered, m.notifyFailed, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
-		&storeCollector{s: s}, orphanCollector{s: s}}, m.retention.collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
+		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.out.Collectors()...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}
@@ -177,8 +160,8 @@ type Backlog struct {
 // configured sink (zero when it has none) and any other that still has rows
 // (a notifier since removed from the config).
 func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
-	out := make(map[string]Backlog, len(s.sinkOrder))
-	for _, sink := range s.sinkOrder {
+	out := make(map[string]Backlog, len(s.out.Sinks()))
+	for _, sink := range s.out.Sinks() {
 		out[sink] = Backlog{}
 	}
 	backlog, err := s.tables.Outbox.Backlog(ctx, s.db)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -65,8 +66,8 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := river.AddWorkerSafely(workers, &runWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
 	}
-	if err := river.AddWorkerSafely(workers, &notifyWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
+	if err := s.out.AddWorker(workers); err != nil {
+		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &manifestWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
@@ -79,16 +80,14 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
 	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
-		// Deliveries to notifiers: each thread is delivered by one worker at a
-		// time (a lease on autocapture_threads), several threads at once.
-		queueNotify: {MaxWorkers: notifyWorkers},
 		// Manifests (manifest.go) and retention (retention.go) share one
 		// queue, apart from runs and deliveries. One queue, not two: each
 		// queue is a producer polling the job table, and on SQLite every
 		// fetch is a write (a second one made a 200-alert storm's
 		// deliveries ~3x slower under the race detector).
 		queueBackground: {MaxWorkers: manifestWorkers + 1}}
-	if s.up != nil { // late uploads: this replica's own queue (upload.go)
+	maps.Copy(queues, s.out.Queues()) // deliveries to notifiers (runner/outbox)
+	if s.up != nil {                  // late uploads: this replica's own queue (upload.go)
 		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
 	}
 	c, err := river.NewClient(drv, &river.Config{

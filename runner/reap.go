@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,7 @@ func (s *Service) outboxSweeper() {
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		if n, err := s.sweepOutbox(s.bg); err != nil && s.bg.Err() == nil {
+		if n, err := s.out.Sweep(s.bg); err != nil && s.bg.Err() == nil {
 			s.log.Warn("Could not sweep the notification outbox.", zap.Error(err))
 		} else if n > 0 {
 			s.log.Info("Gave waiting thread operations a new deliverer.", zap.Int("threads", n))
@@ -135,8 +136,8 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 		return false, fmt.Errorf("runner: reaper: take run %s: %w", id, err)
 	}
 	// Who takes it over is not known yet: the claimer adds it to the ref
-	// (recordResumed); a deliverer that comes first waits for it (replyFor).
-	if err := s.recordOps(ctx, tx, id, op{kind: opReply, key: resumedKey(resumed), ref: resumedRef(resumed, c.Owner, "")}); err != nil {
+	// (recordResumed); a deliverer that comes first waits for it (outbox.Resumed).
+	if err := s.out.Append(ctx, tx, id, outbox.Resumed{N: resumed, From: c.Owner}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {

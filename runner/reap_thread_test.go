@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/runner/outbox"
 )
 
 // TestEveryResumeReachesTheThread: a run whose resumed job is lost before it
@@ -123,7 +124,7 @@ func TestAResumeWaitingForItsClaimCountsNoAttempt(t *testing.T) {
 		}
 		for range 3 {
 			var snooze *river.JobSnoozeError
-			if err := s.pump(ctx, notifyArgs{RunID: id, Sink: "default"}, "job/by-hand"); !errors.As(err, &snooze) {
+			if err := s.out.Pump(ctx, outbox.Args{RunID: id, Sink: "default"}, "job/by-hand"); !errors.As(err, &snooze) {
 				t.Fatalf("delivering the unclaimed resume's reply: %v, want a snooze until a replica claims the run", err)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -111,7 +112,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.recordOps(ctx, tx, acc.RunID, op{kind: opOpen, key: keyOpen}); err != nil {
+		if err := s.out.Append(ctx, tx, acc.RunID, outbox.Open{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, StatusRunning, acc.RunID); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -181,17 +182,17 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
 	defer tx.Rollback()
-	key := resumedKey(r.Resumed)
-	// The reaper's ref ends in the separator of an owner not known yet.
-	if err := s.tables.Outbox.AppendRef(ctx, tx, r.ID, key, s.id, "\x1f"); err != nil {
+	// The reaper's reply (outbox.Resumed, From set) names no claimer yet:
+	// this process is it.
+	if err := s.out.Claimed(ctx, tx, r.ID, r.Resumed, s.id); err != nil {
 		return storeError{fmt.Errorf("runner: record resume of %s: %w", r.ID, err)}
 	}
-	ops := make([]op, 0, r.Resumed)
+	ops := make([]outbox.Op, 0, r.Resumed)
 	for n := 1; n < r.Resumed; n++ {
-		ops = append(ops, op{kind: opReply, key: resumedKey(n), ref: resumedRef(n, "", "")})
+		ops = append(ops, outbox.Resumed{N: n})
 	}
-	ops = append(ops, op{kind: opReply, key: key, ref: resumedRef(r.Resumed, "", s.id)})
-	if err := s.recordOps(ctx, tx, r.ID, ops...); err != nil {
+	ops = append(ops, outbox.Resumed{N: r.Resumed, On: s.id})
+	if err := s.out.Append(ctx, tx, r.ID, ops...); err != nil {
 		return storeError{err}
 	}
 	return tx.Commit()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -42,7 +43,7 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 	if err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
-	if err := s.recordOps(wctx, tx, r.ID, op{kind: opUpdate, key: keyFinished}); err != nil {
+	if err := s.out.Append(wctx, tx, r.ID, outbox.Finished{}); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	if err := s.enqueueManifestTx(wctx, tx, r.ID); err != nil { // committed with the finish: see manifest.go
@@ -131,8 +132,8 @@ func (s *Service) recordRepeat(ctx context.Context, tx *sql.Tx, r *runRow, holde
 	if fired.IsZero() {
 		fired = r.CreatedAt
 	}
-	if err := s.recordOps(ctx, tx, holder, op{kind: opReply, key: cooldownKey(r.ID, p.Playbook),
-		ref: cooldownRef(r.ID, p.Playbook, p.Cooldown, fired)}); err != nil {
+	if err := s.out.Append(ctx, tx, holder, outbox.CooldownRepeat{Repeat: r.ID, Playbook: p.Playbook, Cooldown: p.Cooldown,
+		Fired: fired}); err != nil {
 		return fmt.Errorf("runner: say %s's repeat in %s's thread: %w", r.ID, holder, err)
 	}
 	return nil
@@ -161,7 +162,7 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 	}
 	// The parent goes out before any step: its operation commits with the
 	// plans (a kill -9 leaves both or neither).
-	if err := s.recordOps(ctx, tx, r.ID, op{kind: opOpen, key: keyOpen, ref: s.threadChannel(r.alert, plans)}); err != nil {
+	if err := s.out.Append(ctx, tx, r.ID, outbox.Open{Channel: s.threadChannel(r.alert, plans)}); err != nil {
 		return err
 	}
 	r.plans, r.window = stored, &w

@@ -9,10 +9,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +27,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/profiling"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -107,14 +106,12 @@ type Service struct {
 	log     *zap.Logger
 	id      string // this process's lease owner id: runs.replica/pid/random (replicaOf)
 	m       *metrics
-	// sinks are the notifiers thread operations are delivered to, by name;
-	// sinkOrder their names sorted.
-	sinks     map[string]notify.Notifier
-	sinkOrder []string
-	pumps     pumpHolds        // threads this process's deliverers hold (deliver_lease.go)
-	signer    *links.Signer    // the artifact links' (openSigner)
-	up        *uploader        // late uploads; nil without a spool
-	prof      *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
+	// out records the runs' thread operations and delivers them to the
+	// notifiers (runner/outbox).
+	out    *outbox.Outbox
+	signer *links.Signer    // the artifact links' (openSigner)
+	up     *uploader        // late uploads; nil without a spool
+	prof   *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
 
 	mu sync.Mutex
 	// retentionMu serialises retention passes in this process (retention.go).
@@ -143,12 +140,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	sinks := map[string]notify.Notifier{}
-	for name, n := range o.Notifiers {
-		if n != nil {
-			sinks[name] = n
-		}
-	}
 	o.Config = o.Config.Filled()
 	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
 	if err != nil {
@@ -169,12 +160,16 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.wrapStores != nil {
 		sdb, sbeat = o.wrapStores(sdb, sbeat)
 	}
-	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"), sinks: sinks,
-		sinkOrder: slices.Sorted(maps.Keys(sinks)), active: map[string]*handle{},
-		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])}
+	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
+		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		return nil, closeBoth(err)
 	}
+	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: s.tables,
+		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
+		Client: func() *river.Client[*sql.Tx] { return s.client }, Content: threadSource{s},
+		LeaseTimeout: s.cfg.LeaseTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
+		RenewTimeout: s.renewTimeout, BeatReady: s.beatReady, Log: s.log})
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	s.up = newUploader(o)
 	if s.client, err = s.newRiver(drv); err != nil {

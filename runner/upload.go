@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 )
@@ -84,8 +84,6 @@ const (
 	uploadWorkers = 2
 	// uploadBackoffMax caps the wait between two attempts of an upload.
 	uploadBackoffMax = 5 * time.Minute
-	// uploadsRefPrefix is the ref of the thread reply saying a run's uploads landed.
-	uploadsRefPrefix = "uploads:"
 )
 
 // uploader is the Service's late-upload state (nil without a spool).
@@ -322,8 +320,7 @@ func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
 			return fmt.Errorf("runner: upload %s: count: %w", key, err)
 		}
 		if pending == 0 {
-			n := strconv.Itoa(uploaded)
-			if err := s.recordOps(ctx, tx, runID, op{kind: opReply, key: "uploads/done/" + n, ref: uploadsRefPrefix + n}); err != nil {
+			if err := s.out.Append(ctx, tx, runID, outbox.UploadsDone{N: uploaded}); err != nil {
 				return err
 			}
 			if err := s.afterUploads(ctx, tx, runID); err != nil {
@@ -371,17 +368,17 @@ func (s *Service) artifactPending(ctx context.Context, key string) bool {
 }
 
 // uploadsReply is the thread's reply once a run's spooled artifacts are all
-// uploaded (ref "uploads:<n>"), with links made now.
-func (s *Service) uploadsReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
+// uploaded (outbox.UploadsDone), with links made now.
+func (s *Service) uploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
 	ups, err := s.loadUploads(ctx, s.db, runID)
 	if err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: %w", key, err)
 	}
 	what := fmt.Sprintf("%d artifacts kept in the local spool while the artifact store was unavailable are", len(ups))
 	if len(ups) == 1 {
 		what = "1 artifact kept in the local spool while the artifact store was unavailable is"
 	}
-	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: StatusSucceeded, Key: o.key, Retry: retry,
+	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: StatusSucceeded, Key: key, Retry: retry,
 		Notice: "late uploads done: " + what + " now in the store"}
 	for _, u := range ups {
 		if u.State != "uploaded" || s.o.Env == nil || s.o.Env.Store == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -40,16 +41,8 @@ import (
 // lost. The refined row, the triage step and the change reply are one
 // transaction: all or none.
 
-// Keys of the verdicts' thread operations.
-const (
-	keyVerdictPreliminary = notify.KeyCloseVerdictPreliminary
-	// verdictRefPrefix starts the ref of a change reply: the triage step's
-	// stepRef after it.
-	verdictRefPrefix = "verdict:"
-	refinedKey       = "refined"
-)
-
-func verdictChangedKey(plan, step string) string { return "verdict/changed/" + plan + "/" + step }
+// refinedKey keys a triage step's refined verdict in its history.
+const refinedKey = "refined"
 
 // persistPreliminary records a preliminary verdict, the run's verdict
 // column and the parent's edit in one transaction, while this process owns
@@ -70,7 +63,7 @@ func (s *Service) persistPreliminary(ctx context.Context, runID string, p execut
 	if err != nil || !added {
 		return err
 	}
-	if err := s.recordOps(wctx, tx, runID, op{kind: opUpdate, key: keyVerdictPreliminary}); err != nil {
+	if err := s.out.Append(wctx, tx, runID, outbox.VerdictEdit{Preliminary: true}); err != nil {
 		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -103,7 +96,7 @@ func (r refined) count(m *metrics, now string) {
 // recordRefined records a triage step's verdict in tx (persistStep's) and
 // returns the thread operation saying it changed, if it differs from the
 // step's latest preliminary verdict.
-func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]op, refined, error) {
+func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, refined, error) {
 	e := runs.VerdictEntry{Kind: runs.VerdictRefined, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(), Verdict: rec.Verdict}
 	e.Sources, e.Origins = sourcesOf(rec.Findings, nil)
 	prev, err := s.latestVerdict(ctx, tx, runID, rec.Plan, rec.ID)
@@ -119,7 +112,7 @@ func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, r
 	}
 	s.log.Info("The refined verdict differs from the preliminary one.", zap.String("run", runID),
 		zap.String("plan", rec.Plan), zap.String("change", e.Change))
-	return []op{{kind: opReply, key: verdictChangedKey(rec.Plan, rec.ID), ref: verdictRefPrefix + stepRef(rec.Plan, rec.ID)}},
+	return []outbox.Op{outbox.VerdictChanged{Plan: rec.Plan, Step: rec.ID}},
 		refined{added: true, was: e.Was}, nil
 }
 
@@ -194,21 +187,17 @@ func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs
 
 // changeReply is the content of the reply saying the refined verdict
 // differs: read from the refined entry at delivery.
-func (s *Service) changeReply(ctx context.Context, runID string, o pendingOp, retry bool) (notify.StepReport, error) {
-	plan, step, ok := splitStepRef(o.ref[len(verdictRefPrefix):])
-	if !ok {
-		return notify.StepReport{}, fmt.Errorf("reply %s: bad ref %q", o.key, o.ref)
-	}
+func (s *Service) changeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
 	raw, err := s.tables.Verdicts.Get(ctx, s.db, runID, plan, step, refinedKey)
 	if err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", key, err)
 	}
 	var e runs.VerdictEntry
 	if err := json.Unmarshal([]byte(raw), &e); err != nil {
-		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", o.key, err)
+		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", key, err)
 	}
 	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: vocab.TierTriage,
-		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: o.key, Retry: retry}, nil
+		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: key, Retry: retry}, nil
 }
 
 // sourcesOf reads the steps and signal origins a triage result names in its

@@ -5,8 +5,8 @@
 //
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
-// and the run vocabulary ← the profiling control plane ← runner and handlers
-// ← the binaries ← the test harnesses.
+// and the run vocabulary ← the profiling control plane, the thread outbox ←
+// runner and handlers ← the binaries ← the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -35,7 +35,7 @@ var Layers = []Layer{
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
-	{"the profiling control plane: leases, budget, kill switches, sweeper", []string{"runner/profiling"}},
+	{"the run service's parts: the profiling control plane, the thread outbox and its delivery", []string{"runner/profiling", "runner/outbox"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",

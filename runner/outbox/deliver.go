@@ -1,4 +1,4 @@
-package runner
+package outbox
 
 import (
 	"cmp"
@@ -17,78 +17,79 @@ import (
 	"github.com/autocapture/autocapture/notify"
 )
 
-// queueNotify is the River queue thread operations are delivered from.
-const queueNotify = "autocapture_notify"
+// Queue is the River queue thread operations are delivered from.
+const Queue = "autocapture_notify"
 
 // A deliverer holds its thread under the run lease (runs.lease_timeout,
-// renewed on the heartbeat): deliver_lease.go.
+// renewed on the heartbeat): lease.go.
 const (
 	// opTimeout bounds one call to a notifier.
 	opTimeout = 30 * time.Second
 	// pumpBatch is how many operations one delivery job sends before it
 	// hands the thread to a fresh job (bounding the job's run time).
 	pumpBatch = 20
-	// notifyWorkers is how many threads one process delivers at once. A
+	// Workers is how many threads one process delivers at once. A
 	// deliverer mostly waits (for the notifier's pace, a rate limit), so
 	// this is high: with few, a storm's new threads wait for a free worker
 	// behind other threads' replies however the notifier orders its posts.
-	notifyWorkers = 32
+	Workers = 32
 	// notifyMaxAttempts bounds River's retries of one delivery job; operations
-	// still pending after that are picked up again by the sweeper (sweepOutbox).
+	// still pending after that are picked up again by the sweeper (Sweep).
 	notifyMaxAttempts = 10
 )
 
-// notifyArgs is the job that delivers a run's pending thread operations to
+// Args is the job that delivers a run's pending thread operations to
 // one sink. It is not unique: every recorded operation enqueues one, and a job
 // that finds the thread held by another deliverer ends (that one delivers it).
-type notifyArgs struct {
+type Args struct {
 	RunID string `json:"run_id"`
 	Sink  string `json:"sink"`
 }
 
 // Kind names the job kind in River's table.
-func (notifyArgs) Kind() string { return "autocapture_notify" }
+func (Args) Kind() string { return "autocapture_notify" }
 
 // InsertOpts puts deliveries on their own queue, so a slow notifier never
 // holds a run's worker.
-func (notifyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueNotify, MaxAttempts: notifyMaxAttempts}
+func (Args) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: Queue, MaxAttempts: notifyMaxAttempts}
 }
 
-// notifyWorker hands delivery jobs to the Service.
-type notifyWorker struct {
-	river.WorkerDefaults[notifyArgs]
-	s *Service
+// worker hands delivery jobs to the Outbox.
+type worker struct {
+	river.WorkerDefaults[Args]
+	s *Outbox
 }
 
 // Timeout bounds one job: a batch of operations, each under opTimeout.
-func (w *notifyWorker) Timeout(*river.Job[notifyArgs]) time.Duration {
+func (w *worker) Timeout(*river.Job[Args]) time.Duration {
 	return pumpBatch*opTimeout + time.Minute
 }
 
 // NextRetry backs off 1 s, 2 s, 4 s … up to 2 minutes.
-func (w *notifyWorker) NextRetry(job *river.Job[notifyArgs]) time.Time {
+func (w *worker) NextRetry(job *river.Job[Args]) time.Time {
 	return time.Now().Add(min(time.Second<<min(job.Attempt, 7), 2*time.Minute))
 }
 
 // Work delivers the run's pending operations for the job's sink.
-func (w *notifyWorker) Work(ctx context.Context, job *river.Job[notifyArgs]) error {
-	return w.s.pump(ctx, job.Args, "job/"+strconv.FormatInt(job.ID, 10))
+func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
+	return w.s.Pump(ctx, job.Args, "job/"+strconv.FormatInt(job.ID, 10))
 }
 
-// pendingOp is an operation not yet delivered.
+// pendingOp is an operation not yet delivered: its row's number, key and
+// attempts, and the operation it decodes to.
 type pendingOp struct {
 	seq      int
-	kind     opKind
-	key, ref string
+	key      string
+	op       Op
 	attempts int
 }
 
-// pump delivers the run's pending operations to one sink, in order, while it
+// Pump delivers the run's pending operations to one sink, in order, while it
 // holds the thread's lease. A rate limit snoozes the job (the lease held until
 // then, so other jobs wait); another error fails the job, which River retries
 // with backoff, releasing the lease.
-func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
+func (s *Outbox) Pump(ctx context.Context, a Args, owner string) error {
 	n, ok := s.sinks[a.Sink]
 	if !ok {
 		s.log.Warn("Thread operations wait for a notifier this process does not have.", zap.String("sink", a.Sink),
@@ -103,14 +104,14 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 		// Another deliverer holds the thread: it delivers until the outbox is
 		// empty, so this job's operation goes with it. If that deliverer read
 		// the outbox before this operation committed, or dies, the sweeper
-		// gives the thread a new job (sweepOutbox: pending > 3 s, lease free).
+		// gives the thread a new job (Sweep: pending > 3 s, lease free).
 		// Snoozing instead kept one job per recorded operation waking every
 		// few seconds: in a 200-alert storm ~600 jobs for one thread, whose
 		// fetches and snoozes (writes on SQLite) slowed deliveries ~3x.
 		return nil
 	}
 	// The heartbeat renews the lease while this job delivers; losing it
-	// stops the job (deliver_lease.go).
+	// stops the job (lease.go).
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	h := s.hold(a, owner, stop)
@@ -139,13 +140,13 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 				if err := s.markCoalesced(ctx, a, c); err != nil {
 					return err
 				}
-				s.m.notifyDelivered.WithLabelValues(a.Sink, "coalesced").Add(float64(len(c)))
+				s.m.delivered.WithLabelValues(a.Sink, "coalesced").Add(float64(len(c)))
 				continue
 			}
 			o := ops[0]
 			err := s.deliverBeside(ctx, n, a, o, owner, &thread)
 			if err == nil {
-				s.m.notifyDelivered.WithLabelValues(a.Sink, string(o.kind)).Inc()
+				s.m.delivered.WithLabelValues(a.Sink, string(o.op.kind())).Inc()
 				continue
 			}
 			if lost := context.Cause(ctx); errors.Is(err, errThreadLeaseLost) || errors.Is(lost, errThreadLeaseLost) {
@@ -160,17 +161,17 @@ func (s *Service) pump(ctx context.Context, a notifyArgs, owner string) error {
 			// sweeper's hammer a notifier that is down or limits us; a
 			// deliverer that dies meanwhile is replaced when the hold ends.
 			var rl *notify.RateLimitedError
-			var later errNotYet
+			var later NotYetError
 			var wait time.Duration
 			switch {
 			case errors.As(err, &later):
-				wait = later.wait
+				wait = later.Wait
 			case errors.As(err, &rl):
 				wait = rl.RetryAfter
-				s.m.notifyFailed.WithLabelValues(a.Sink, "rate_limited").Inc()
+				s.m.failed.WithLabelValues(a.Sink, "rate_limited").Inc()
 			default:
 				wait = retryBackoff(o.attempts + 1)
-				s.m.notifyFailed.WithLabelValues(a.Sink, "error").Inc()
+				s.m.failed.WithLabelValues(a.Sink, "error").Inc()
 				s.log.Warn("A thread operation was not delivered; it is retried.", zap.String("run", a.RunID),
 					zap.String("sink", a.Sink), zap.String("op", o.key), zap.Int("attempt", o.attempts+1),
 					zap.Duration("retry_in", wait), zap.Error(err))
@@ -220,12 +221,16 @@ func retryBackoff(n int) time.Duration {
 // Two index reads, not one ORDER BY CASE: that sorts every pending
 // operation of the thread on each read (hundreds in a storm's thread; with
 // it a 200-alert storm's deliveries ran ~3x slower under the race detector).
-func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, error) {
+func (s *Outbox) pendingOps(ctx context.Context, a Args) ([]pendingOp, error) {
 	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
 		return s.tables.Outbox.Pending(ctx, q, a.RunID, a.Sink, pumpBatch)
 	})
-	if err != nil || len(ops) == 0 || ops[0].kind == opOpen || ops[0].key == keyVerdict || ops[0].key == keyVerdictPreliminary {
+	if err != nil || len(ops) == 0 {
 		return ops, err
+	}
+	switch ops[0].op.(type) {
+	case Open, VerdictEdit:
+		return ops, nil
 	}
 	v, err := s.pendingVerdict(ctx, a)
 	if err != nil || v == nil {
@@ -242,7 +247,7 @@ func (s *Service) pendingOps(ctx context.Context, a notifyArgs) ([]pendingOp, er
 
 // pendingVerdict is the thread's first verdict edit (preliminary or
 // refined) when one waits (lookups on the (run, sink, key) index), else nil.
-func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp, error) {
+func (s *Outbox) pendingVerdict(ctx context.Context, a Args) (*pendingOp, error) {
 	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
 		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, keyVerdictPreliminary, keyVerdict)
 	})
@@ -253,14 +258,18 @@ func (s *Service) pendingVerdict(ctx context.Context, a notifyArgs) (*pendingOp,
 }
 
 // readOps reads the thread's undelivered operations through read.
-func (s *Service) readOps(ctx context.Context, a notifyArgs, read func(database.RowsQuerier) ([]database.OutboxOp, error)) ([]pendingOp, error) {
-	rows, err := read(s.db)
+func (s *Outbox) readOps(ctx context.Context, a Args, read func(database.RowsQuerier) ([]database.OutboxOp, error)) ([]pendingOp, error) {
+	rows, err := read(s.db())
 	if err != nil {
 		return nil, fmt.Errorf("runner: deliver %s/%s: read: %w", a.RunID, a.Sink, err)
 	}
 	var ops []pendingOp
 	for _, r := range rows {
-		ops = append(ops, pendingOp{seq: r.Seq, kind: opKind(r.Op), key: r.Key, ref: r.Ref, attempts: r.Attempts})
+		o, err := decodeOp(opKind(r.Op), r.Key, r.Ref)
+		if err != nil {
+			o = badOp{k: opKind(r.Op), row: r.Key, raw: r.Ref, err: err}
+		}
+		ops = append(ops, pendingOp{seq: r.Seq, key: r.Key, op: o, attempts: r.Attempts})
 	}
 	return ops, nil
 }
@@ -277,8 +286,8 @@ const editPoll = 250 * time.Millisecond
 // goroutine sends them, and the loop sends the next operation only when both
 // are done), so the parent never shows an older state after a newer one. An
 // edit that fails here is left pending for the loop, in order.
-func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	if o.kind != opReply || thread.TS == "" { // a group's member replies carry no verdict edit of their own
+func (s *Outbox) deliverBeside(ctx context.Context, n notify.Notifier, a Args, o pendingOp, owner string, thread *notify.Thread) error {
+	if o.op.kind() != opReply || thread.TS == "" { // a group's member replies carry no verdict edit of their own
 		return s.deliver(ctx, n, a, o, owner, thread)
 	}
 	done := make(chan error, 1)
@@ -305,7 +314,7 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 				failed = true
 				continue
 			}
-			s.m.notifyDelivered.WithLabelValues(a.Sink, string(e.kind)).Inc()
+			s.m.delivered.WithLabelValues(a.Sink, string(e.op.kind())).Inc()
 		}
 	}
 }
@@ -321,12 +330,12 @@ func (s *Service) deliverBeside(ctx context.Context, n notify.Notifier, a notify
 // together: a kill -9 before that commit is the same uncertain case.
 //
 // thread is the thread's address, set here when the parent is delivered.
-func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, owner string, thread *notify.Thread) error {
-	send, err := s.prepare(ctx, n, a, o, *thread)
+func (s *Outbox) deliver(ctx context.Context, n notify.Notifier, a Args, o pendingOp, owner string, thread *notify.Thread) error {
+	send, err := o.op.prepare(ctx, delivery{src: s.cfg.Content, n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
 	if err != nil {
 		return err
 	}
-	if err := s.tables.Outbox.Attempt(ctx, s.db, a.RunID, a.Sink, o.seq); err != nil {
+	if err := s.tables.Outbox.Attempt(ctx, s.db(), a.RunID, a.Sink, o.seq); err != nil {
 		return fmt.Errorf("count attempt: %w", err)
 	}
 	if err := s.renewPump(ctx, a, owner); err != nil {
@@ -347,66 +356,30 @@ func (s *Service) deliver(ctx context.Context, n notify.Notifier, a notifyArgs, 
 	return nil
 }
 
-// sendFunc makes one call to a notifier; it returns the thread's address
-// when the call opened the thread.
-type sendFunc func(ctx context.Context) (*notify.Thread, error)
-
-// prepare reads what o says now and returns the call that sends it to n.
-func (s *Service) prepare(ctx context.Context, n notify.Notifier, a notifyArgs, o pendingOp, thread notify.Thread) (sendFunc, error) {
-	retry := o.attempts > 0
-	switch o.kind {
-	case opOpen:
-		info, err := s.runInfo(ctx, a.RunID, o.ref, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) {
-			t, err := n.Open(cctx, info)
-			return &t, err
-		}, nil
-	case opReply:
-		rep, err := s.replyFor(ctx, a.RunID, o, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Reply(cctx, thread, rep) }, nil
-	case opUpdate:
-		sum, err := s.summaryFor(ctx, a.RunID, o.key, retry)
-		if err != nil {
-			return nil, err
-		}
-		return func(cctx context.Context) (*notify.Thread, error) { return nil, n.Close(cctx, thread, sum) }, nil
-	case opGroupUpdate, opMemberReply: // group_deliver.go
-		return s.prepareGroupOp(ctx, n, a, o, retry, thread)
-	default:
-		return nil, fmt.Errorf("unknown thread operation %q", o.kind)
-	}
-}
-
 // noteFailure records why an operation failed (for the API and the log) and
 // returns err.
-func (s *Service) noteFailure(a notifyArgs, o pendingOp, err error) error {
+func (s *Outbox) noteFailure(a Args, o pendingOp, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = s.tables.Outbox.Failed(ctx, s.db, a.RunID, a.Sink, o.seq, err.Error())
+	_ = s.tables.Outbox.Failed(ctx, s.db(), a.RunID, a.Sink, o.seq, err.Error())
 	return err
 }
 
 // markCoalesced records edits left to a later one as delivered, in one statement.
-func (s *Service) markCoalesced(ctx context.Context, a notifyArgs, ops []pendingOp) error {
+func (s *Outbox) markCoalesced(ctx context.Context, a Args, ops []pendingOp) error {
 	seqs := make([]int, len(ops))
 	for i, o := range ops {
 		seqs[i] = o.seq
 	}
-	if err := s.tables.Outbox.MarkCoalesced(ctx, s.db, a.RunID, a.Sink, seqs); err != nil {
+	if err := s.tables.Outbox.MarkCoalesced(ctx, s.db(), a.RunID, a.Sink, seqs); err != nil {
 		return fmt.Errorf("mark coalesced: %w", err)
 	}
 	return nil
 }
 
 // markDelivered records the delivery, and for the parent the thread's address.
-func (s *Service) markDelivered(ctx context.Context, a notifyArgs, o pendingOp, opened *notify.Thread) error {
-	tx, err := s.db.BeginTx(context.WithoutCancel(ctx), nil)
+func (s *Outbox) markDelivered(ctx context.Context, a Args, o pendingOp, opened *notify.Thread) error {
+	tx, err := s.db().BeginTx(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		return fmt.Errorf("mark delivered: %w", err)
 	}
@@ -424,8 +397,8 @@ func (s *Service) markDelivered(ctx context.Context, a notifyArgs, o pendingOp, 
 }
 
 // threadOf is the thread's address once its parent was delivered.
-func (s *Service) threadOf(ctx context.Context, a notifyArgs) (notify.Thread, error) {
-	raw, err := s.tables.Threads.Address(ctx, s.db, a.RunID, a.Sink)
+func (s *Outbox) threadOf(ctx context.Context, a Args) (notify.Thread, error) {
+	raw, err := s.tables.Threads.Address(ctx, s.db(), a.RunID, a.Sink)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return notify.Thread{}, fmt.Errorf("read thread: %w", err)
 	}
@@ -436,4 +409,34 @@ func (s *Service) threadOf(ctx context.Context, a notifyArgs) (notify.Thread, er
 		}
 	}
 	return t, nil
+}
+
+// coalesced are the edits of the group's parent at the head of ops that a
+// later edit in ops makes redundant: any edit reads the whole group at
+// delivery, so of several edits pending together only the last is sent
+// (200 members' verdicts, ends and resolutions cost a handful of edits, not
+// 600). Only the head's: an edit behind a member's reply keeps its place, so
+// the parent never runs ahead of the replies it counts by more than a batch.
+// The head is marked in one statement (markCoalesced): marked one at a time,
+// each with a read of the outbox, a 200-alert storm's thread on SQLite spent
+// 29 of its 47 s on them under the race detector.
+func coalesced(ops []pendingOp) []pendingOp {
+	k := 0
+	for k < len(ops) && isGroupEdit(ops[k]) {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	for _, o := range ops[k:] {
+		if isGroupEdit(o) {
+			return ops[:k]
+		}
+	}
+	return ops[:k-1]
+}
+
+func isGroupEdit(o pendingOp) bool {
+	_, ok := o.op.(GroupEdit)
+	return ok
 }

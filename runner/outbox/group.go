@@ -1,4 +1,4 @@
-package runner
+package outbox
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // routeOps says where a run's operations are recorded: its own outbox, or —
 // for a member of a group — its lead's, rewritten by memberOps. grouped: the
 // outbox is a group lead's (numbered by the group's row).
-func (s *Service) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []op) (to string, out []op, grouped bool, err error) {
+func (s *Outbox) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []Op) (to string, out []Op, grouped bool, err error) {
 	if len(ops) == 0 {
 		return runID, nil, false, nil
 	}
@@ -37,40 +37,41 @@ func (s *Service) routeOps(ctx context.Context, tx *sql.Tx, runID string, ops []
 // resolution edit the group parent; its end posts its one compact reply,
 // then edits the parent (the edit last, so coalescing edits never drops the
 // one after the final reply).
-func memberOps(runID string, ops []op) []op {
-	var out []op
+func memberOps(runID string, ops []Op) []Op {
+	var out []Op
 	for _, o := range ops {
-		switch {
-		case o.kind != opUpdate: // the parent, a step's reply, "resumed"
-		case o.key == keyVerdict:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict")})
-		case o.key == keyVerdictPreliminary:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "verdict/preliminary")})
-		case o.key == keyFinished:
-			out = append(out, op{kind: opMemberReply, key: memberKey(runID, "finished"), ref: runID},
-				op{kind: opGroupUpdate, key: memberKey(runID, "ended")})
-		case o.key == keyResolved:
-			out = append(out, op{kind: opGroupUpdate, key: memberKey(runID, "resolved")})
+		switch o := o.(type) {
+		case VerdictEdit:
+			change := MemberVerdict
+			if o.Preliminary {
+				change = MemberPreliminary
+			}
+			out = append(out, GroupEdit{Member: runID, Change: change})
+		case Finished:
+			out = append(out, MemberReply{Member: runID}, GroupEdit{Member: runID, Change: MemberEnded})
+		case Resolved:
+			out = append(out, GroupEdit{Member: runID, Change: MemberResolved})
+		default: // the parent, a step's reply, "resumed", …
 		}
 	}
 	return out
 }
 
-// recordResolved records the resolutions one Accept made, after every run
+// AppendResolved records the resolutions one Accept made, after every run
 // row it locks is locked: a group's counter row is taken last, in lead
 // order, as every other transaction recording into a group does (a step,
 // an end: the run's row, then the group's), so a webhook resolving many
 // members of a storm never holds the group's row while waiting for a
 // member's that a finishing member holds the other way round.
-func (s *Service) recordResolved(ctx context.Context, tx *sql.Tx, ids []string) error {
+func (s *Outbox) AppendResolved(ctx context.Context, tx *sql.Tx, ids []string) error {
 	type rec struct {
 		to      string
-		ops     []op
+		ops     []Op
 		grouped bool
 	}
 	recs := make([]rec, 0, len(ids))
 	for _, id := range ids {
-		to, ops, grouped, err := s.routeOps(ctx, tx, id, []op{{kind: opUpdate, key: keyResolved}})
+		to, ops, grouped, err := s.routeOps(ctx, tx, id, []Op{Resolved{}})
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package runner
+package outbox
 
 import (
 	"context"
@@ -16,10 +16,11 @@ import (
 // autocapture_threads row (pump_owner, pump_until on the database's clock).
 // The lease is the run's: runs.lease_timeout, renewed every
 // runs.heartbeat_interval by the same heartbeat loop that renews the runs
-// (renewer, lease.go), in one statement per process for all the threads its
-// deliverers hold. A deliverer whose process dies is therefore replaced
-// within lease_timeout + heartbeat_interval (the sweeper, on the reaper's
-// tick, gives the thread a new job once the lease lapsed: sweepOutbox), as
+// (the runner's renewer calls RenewBeside), in one statement per process
+// for all the threads its deliverers hold. A deliverer whose process dies is
+// therefore replaced within lease_timeout + heartbeat_interval (the sweeper,
+// on the reaper's tick, gives the thread a new job once the lease lapsed:
+// Sweep), as
 // its runs are. It used to be a fixed 60 s renewed only when an operation
 // began (a reply waiting for the channel's pace could need that long), and a
 // thread whose deliverer died stayed silent for a minute after its run had
@@ -35,7 +36,7 @@ var errThreadLeaseLost = errors.New("lost the thread's delivery lease")
 // pumpHold is a thread a deliverer of this process holds.
 type pumpHold struct {
 	owner    string
-	a        notifyArgs
+	a        Args
 	cancel   context.CancelCauseFunc
 	watchdog *time.Timer
 }
@@ -45,13 +46,13 @@ type pumpHold struct {
 type pumpHolds struct {
 	mu sync.Mutex
 	m  map[string]*pumpHold
-	// renewing: a renewal is under way (renewPumpsBeside).
+	// renewing: a renewal is under way (RenewBeside).
 	renewing atomic.Bool
 }
 
 // hold registers the thread a's lease, just taken by owner, and arms its
 // watchdog; cancel stops the deliverer.
-func (s *Service) hold(a notifyArgs, owner string, cancel context.CancelCauseFunc) *pumpHold {
+func (s *Outbox) hold(a Args, owner string, cancel context.CancelCauseFunc) *pumpHold {
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
 	h := &pumpHold{owner: owner, a: a, cancel: cancel}
 	h.watchdog = time.AfterFunc(margin, func() {
@@ -71,7 +72,7 @@ func (s *Service) hold(a notifyArgs, owner string, cancel context.CancelCauseFun
 
 // unhold forgets h (its deliverer ended; the lease is released or held for
 // a snooze by then).
-func (s *Service) unhold(h *pumpHold) {
+func (s *Outbox) unhold(h *pumpHold) {
 	p := &s.pumps
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -111,17 +112,17 @@ func (p *pumpHolds) rearm(h *pumpHold, d time.Duration) bool {
 	return true
 }
 
-// renewPumpsBeside renews the threads' leases beside the runs' (renewer),
+// RenewBeside renews the threads' leases beside the runs' (the runner's renewer),
 // not after them: on a slow store, waiting for one more statement would
 // space the runs' renewals further apart and cost them their leases. One
 // renewal at a time; the renewer's end waits for it.
-func (s *Service) renewPumpsBeside(ctx context.Context) {
+func (s *Outbox) RenewBeside(ctx context.Context, done *sync.WaitGroup) {
 	if len(s.pumps.list()) == 0 || !s.pumps.renewing.CompareAndSwap(false, true) {
 		return
 	}
-	s.renewDone.Add(1)
+	done.Add(1)
 	go func() {
-		defer s.renewDone.Done()
+		defer done.Done()
 		defer s.pumps.renewing.Store(false)
 		s.renewPumps(ctx)
 	}()
@@ -130,7 +131,7 @@ func (s *Service) renewPumpsBeside(ctx context.Context) {
 // renewPumps renews the leases of every thread this process's deliverers
 // hold, in one statement (at most notifyWorkers threads: one per delivery
 // job), and stops a deliverer whose lease another one took.
-func (s *Service) renewPumps(ctx context.Context) {
+func (s *Outbox) renewPumps(ctx context.Context) {
 	hs := s.pumps.list()
 	if len(hs) == 0 {
 		return
@@ -140,10 +141,10 @@ func (s *Service) renewPumps(ctx context.Context) {
 	for i, h := range hs {
 		pumps[i] = database.PumpLease{RunID: h.a.RunID, Owner: h.owner}
 	}
-	s.beatReady(ctx)
-	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
+	s.cfg.BeatReady(ctx)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RenewTimeout())
 	defer cancel()
-	renewed, err := s.tables.Threads.RenewPumps(rctx, s.beat, s.cfg.LeaseTimeout.Milliseconds(), pumps)
+	renewed, err := s.tables.Threads.RenewPumps(rctx, s.beat(), s.cfg.LeaseTimeout.Milliseconds(), pumps)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("Could not renew the delivery leases of this process's threads.", zap.Int("threads", len(hs)), zap.Error(err))
@@ -166,8 +167,8 @@ func (s *Service) renewPumps(ctx context.Context) {
 
 // takePump takes the thread's delivery lease for owner, on the database's
 // clock; false when another live deliverer holds it (or the thread is gone).
-func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (bool, error) {
-	took, err := s.tables.Threads.TakePump(ctx, s.db, a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
+func (s *Outbox) takePump(ctx context.Context, a Args, owner string) (bool, error) {
+	took, err := s.tables.Threads.TakePump(ctx, s.db(), a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("runner: deliver %s/%s: lease: %w", a.RunID, a.Sink, err)
 	}
@@ -177,9 +178,9 @@ func (s *Service) takePump(ctx context.Context, a notifyArgs, owner string) (boo
 // renewPump renews owner's lease before an operation is sent (which counts
 // as a renewal for its watchdog), and says errThreadLeaseLost when owner no
 // longer holds it.
-func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) error {
+func (s *Outbox) renewPump(ctx context.Context, a Args, owner string) error {
 	began := time.Now()
-	held, err := s.tables.Threads.HoldPump(ctx, s.db, a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
+	held, err := s.tables.Threads.HoldPump(ctx, s.db(), a.RunID, a.Sink, owner, s.cfg.LeaseTimeout.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
@@ -198,20 +199,20 @@ func (s *Service) renewPump(ctx context.Context, a notifyArgs, owner string) err
 
 // holdPump extends owner's lease by d past now (a snooze for a rate limit or
 // a retry's backoff, the job ended): nobody renews it meanwhile.
-func (s *Service) holdPump(a notifyArgs, owner string, d time.Duration) {
+func (s *Outbox) holdPump(a Args, owner string, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.tables.Threads.HoldPump(ctx, s.db, a.RunID, a.Sink, owner, d.Milliseconds()); err != nil {
+	if _, err := s.tables.Threads.HoldPump(ctx, s.db(), a.RunID, a.Sink, owner, d.Milliseconds()); err != nil {
 		s.log.Warn("Could not hold a thread through its retry wait; another deliverer may take it when its lease ends.",
 			zap.String("run", a.RunID), zap.Error(err))
 	}
 }
 
 // releasePump gives the thread back; a new operation's job takes it at once.
-func (s *Service) releasePump(a notifyArgs, owner string) {
+func (s *Outbox) releasePump(a Args, owner string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.tables.Threads.ReleasePump(ctx, s.db, a.RunID, a.Sink, owner); err != nil {
+	if err := s.tables.Threads.ReleasePump(ctx, s.db(), a.RunID, a.Sink, owner); err != nil {
 		s.log.Warn("Could not release a thread; another deliverer takes it when its lease ends.",
 			zap.String("run", a.RunID), zap.Error(err))
 	}
