@@ -7,9 +7,17 @@
 # Prints accepted alerts/s (from the daemon's own autocapture_alerts_total) and
 # wrk's p50/p99 ack latency, twice per daemon: paced near the target rate (each
 # connection waits PACE ms between webhooks), then flat out (paced first: the
-# flat-out phase leaves a backlog of runs that would compete with it). Everything listens on 127.0.0.1 and is stopped on exit.
+# flat-out phase leaves a backlog of runs that would compete with it). Each
+# daemon line also gives the daemon's CPU per accepted alert (its own
+# process_cpu_seconds_total over the phase, the runs it executed meanwhile
+# included): on shared cores the rates follow the machine's other load, the
+# CPU per alert much less, so it is what tells two builds apart.
+# Everything listens on 127.0.0.1 and is stopped on exit.
 #
 # Usage: bench/run.sh [duration (15s)] [connections (4)] [wrk threads (2)]
+# AUTOCAPTURE_BIN=path drives that binary instead of building this tree's, so
+# two trees' builds can be measured interleaved in one session (their figures
+# are only comparable side by side: the machine's other load moves them).
 # Target on 2 cores: 1,000 alerts/s sustained, p99 ack < 50 ms.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +46,11 @@ wait_http() { for _ in $(seq 1 200); do curl -fs -o /dev/null "$1" && return 0; 
 metric() { { curl -fs "$1/metrics" || true; } | awk -v s="$2" '$1 == s { print $2 }'; }
 
 echo "building…" >&2
-go build -o "$work/autocapture" ./cmd/autocapture
+bin=${AUTOCAPTURE_BIN:-}
+if [ -z "$bin" ]; then
+  go build -o "$work/autocapture" ./cmd/autocapture
+  bin="$work/autocapture"
+fi
 go build -o "$work/ceiling" ./bench/ceiling
 
 # start_daemon NAME [database url]: starts `autocapture serve` and sets $url.
@@ -54,7 +66,7 @@ database: {url: "$db"}
 prometheus: {url: "http://127.0.0.1:$(free_port)"}
 notify: {console: {enabled: false}}
 EOF
-  "$work/autocapture" serve --config.file "$dir/config.yaml" >"$dir/stdout.log" 2>"$dir/stderr.log" &
+  "$bin" serve --config.file "$dir/config.yaml" >"$dir/stdout.log" 2>"$dir/stderr.log" &
   pids+=($!)
   url="http://127.0.0.1:$port"
   wait_http "$url/-/ready"
@@ -62,25 +74,32 @@ EOF
 
 # drive NAME URL DELAY_MS: runs wrk and prints one result line.
 drive() {
-  local name=$1 target=$2 pace=$3 before after out secs rps p50 p99 non2xx accepted
+  local name=$1 target=$2 pace=$3 before after cpu0 cpu1 cpu out secs rps p50 p99 non2xx accepted
   before=$(metric "$target" 'autocapture_alerts_total{outcome="accepted"}'); before=${before:-0}
+  cpu0=$(metric "$target" process_cpu_seconds_total)
   out=$(BENCH_NONCE=$(printf '%04x' $((RANDOM))) BENCH_TOKEN=$TOKEN BENCH_DELAY_MS=$pace \
     wrk -t"$THREADS" -c"$CONNS" -d"$DUR" --latency -s bench/webhook.lua "$target")
   echo "$out" >"$work/$name.wrk"
   after=$(metric "$target" 'autocapture_alerts_total{outcome="accepted"}'); after=${after:-0}
+  cpu1=$(metric "$target" process_cpu_seconds_total)
   secs=$(echo "$out" | awk '/requests in/ { sub(/s,$/, "", $4); print $4 }')
   rps=$(echo "$out" | awk '/^Requests\/sec/ { print $2 }')
   p50=$(echo "$out" | awk '$1 == "50%" { print $2 }')
   p99=$(echo "$out" | awk '$1 == "99%" { print $2 }')
   non2xx=$(echo "$out" | awk '/Non-2xx/ { print $5 }'); non2xx=${non2xx:-0}
+  cpu=""
   if [ "$name" = ceiling ]; then
     accepted=$(awk -v r="$rps" -v n=$PER 'BEGIN { printf "%.0f", r * n }')
   else
     accepted=$(awk -v a="$after" -v b="$before" -v s="$secs" 'BEGIN { printf "%.0f", (a - b) / s }')
+    if [ -n "$cpu0" ] && [ -n "$cpu1" ]; then
+      cpu=$(awk -v c0="$cpu0" -v c1="$cpu1" -v a="$after" -v b="$before" \
+        'BEGIN { if (a > b) printf "   cpu %.3f ms/alert", (c1 - c0) * 1000 / (a - b) }')
+    fi
   fi
   [ "$pace" -gt 0 ] && name="$name paced"
-  printf '%-16s %8s req/s %8s alerts/s accepted   p50 %8s   p99 %8s   non-2xx %s\n' \
-    "$name" "$rps" "$accepted" "$p50" "$p99" "$non2xx"
+  printf '%-16s %8s req/s %8s alerts/s accepted   p50 %8s   p99 %8s   non-2xx %s%s\n' \
+    "$name" "$rps" "$accepted" "$p50" "$p99" "$non2xx" "$cpu"
 }
 
 echo "wrk: $THREADS threads, $CONNS connections, $DUR per target, $PER alerts per webhook, fresh fingerprints" >&2
