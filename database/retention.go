@@ -20,7 +20,7 @@ var RunTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapt
 	"autocapture_profile_leases", "autocapture_profile_starts", "autocapture_profile_reports",
 	"autocapture_profile_events"}
 
-// LeadTables are keyed by a group's lead run (the runner's group.go): a
+// LeadTables are keyed by a group's lead run (runner/grouping's group.go): a
 // group and its fleet claim go with their lead. Its members are as old (a
 // group gathers within notify.storm.window) and are deleted on the same
 // tick or the next.

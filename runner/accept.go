@@ -77,7 +77,7 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
-	if err := s.groupNew(ctx, tx, alerts, created, now); err != nil { // storms and fleets (group.go)
+	if err := s.grp.Accepted(ctx, tx, alerts, created, now); err != nil { // storms and fleets (runner/grouping)
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	var jobs []runArgs

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/notify"
@@ -34,7 +34,8 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 			}
 			return out
 		}}
-		s := newService(t, db, p, true, notifyTo(n))
+		reg := prometheus.NewRegistry()
+		s := newService(t, db, p, true, notifyTo(n), func(o *Options) { o.Registerer = reg })
 		first := acceptOne(t, s, firing("x", time.Now().UTC())).RunID
 		waitRun(t, s, first, "finished", isFinished)
 		n.eventually(t, "the first run's end", func() bool { return len(n.closes) > 0 })
@@ -80,7 +81,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		if opens != 1 {
 			t.Errorf("%d threads opened, want the first run's alone (a skipped run posts no thread)", opens)
 		}
-		if got := testutil.ToFloat64(s.m.cooldownRepeats.WithLabelValues("pb")); got != 2 {
+		if got := labelled(t, reg, "autocapture_cooldown_repeats_total", map[string]string{"playbook": "pb"}); got != 2 {
 			t.Errorf("autocapture_cooldown_repeats_total{playbook=\"pb\"} = %v, want 2 (the skip and its replay count, as the help says)", got)
 		}
 		if c.Count(second+"/snap") != 0 || c.Count(first+"/snap") != 2 {

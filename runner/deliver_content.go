@@ -26,7 +26,7 @@ func (s *Service) runInfo(ctx context.Context, runID, channel string, retry bool
 	}
 	info := parentInfo(r)
 	info.Channel, info.Retry = channel, retry
-	info.Group, err = s.shownGroup(ctx, runID) // a group's lead opens the group's parent
+	info.Group, err = s.grp.ShownGroup(ctx, runID) // a group's lead opens the group's parent
 	return info, err
 }
 
@@ -65,7 +65,7 @@ func (t threadSource) UploadsReply(ctx context.Context, runID, key string, retry
 }
 
 func (t threadSource) MemberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
-	return t.s.memberReport(ctx, runID, key, retry)
+	return t.s.grp.MemberReport(ctx, runID, key, retry)
 }
 
 func (t threadSource) ResumeClaimer(ctx context.Context, runID string) (string, error) {
@@ -131,7 +131,7 @@ func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool)
 	info := parentInfo(r)
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
 		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry, Run: &info}
-	if sum.Group, err = s.shownGroup(ctx, runID); err != nil {
+	if sum.Group, err = s.grp.ShownGroup(ctx, runID); err != nil {
 		return notify.Summary{}, err
 	}
 	if r.FinishedAt != nil {

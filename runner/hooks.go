@@ -22,7 +22,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 	}
 	return executor.Hooks{
 		Skip: func(ctx context.Context, p *playbooks.Plan, st *playbooks.PlannedStep) string {
-			return s.stepCooldown(ctx, r.ID, st)
+			return s.grp.StepCooldown(ctx, r.ID, st)
 		},
 		StepDone: func(ctx context.Context, rec executor.StepRecord) error {
 			if err := s.persistStep(ctx, r.ID, rec, keys[rec.Plan+"/"+rec.ID]); err != nil {
@@ -72,10 +72,11 @@ func (s *Service) persistStep(ctx context.Context, runID string, rec executor.St
 		Status: rec.Status, CooldownKey: cooldownKey, FinishedAt: toMS(rec.FinishedAt), Record: string(b)}); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
-	// A step that did not succeed gives its cooldown key back (stepCooldown),
-	// in the same transaction as its record: a crash leaves both or neither.
+	// A step that did not succeed gives its cooldown key back (the grouper's
+	// StepCooldown took it), in the same transaction as its record: a crash
+	// leaves both or neither.
 	if cooldownKey != "" && rec.Status != executor.Succeeded {
-		if err := s.tables.Cooldowns.Release(wctx, tx, string(scopeStep), cooldownKey, runID); err != nil {
+		if err := s.grp.ReleaseStep(wctx, tx, cooldownKey, runID); err != nil {
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}
 	}

@@ -31,9 +31,6 @@ type metrics struct {
 	// run's verdict history).
 	verdicts *prometheus.CounterVec
 	changed  *prometheus.CounterVec
-	// cooldownRepeats counts alerts skipped inside a playbook's cooldown
-	// (each said in the thread that holds the evidence), by playbook.
-	cooldownRepeats *prometheus.CounterVec
 
 	retention retentionMetrics
 }
@@ -67,9 +64,6 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
-		cooldownRepeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_cooldown_repeats_total",
-			Help: "Skips of a playbook inside its cooldown, by playbook: each said in the thread of the run that holds the evidence (a resumed run that plans again counts again, and says nothing twice)."},
-			[]string{"playbook"}),
 		retention: newRetentionMetrics(),
 	}
 	for _, v := range vocab.Verdicts { // every series from zero, so ratios work from the start
@@ -91,7 +85,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
+	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed,
 		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.out.Collectors()...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)

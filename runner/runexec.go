@@ -12,12 +12,10 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
-
-// errWait: a playbook's max_concurrent is reached; the job snoozes.
-var errWait = errors.New("playbook at its max_concurrent")
 
 // waitSnooze is how long a run waits for a playbook's max_concurrent.
 const waitSnooze = 2 * time.Second
@@ -48,7 +46,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	}
 	plans, window, skip, err := s.plansFor(ctx, r)
 	switch {
-	case errors.Is(err, errWait):
+	case errors.Is(err, grouping.ErrWait):
 		log.Info("Run waits: a playbook is at its max_concurrent.", zap.Error(err))
 		return s.unclaim(h, river.JobSnooze(waitSnooze))
 	case err != nil && isStoreErr(err):
@@ -121,6 +119,28 @@ func (e storeError) Error() string { return e.err.Error() }
 func (e storeError) Unwrap() error { return e.err }
 
 func isStoreErr(err error) bool { var se storeError; return errors.As(err, &se) }
+
+// takeSlots checks a resumed run's playbooks' max_concurrent again (another
+// run may have taken the slot while it was queued) and marks it as holding
+// them, in one transaction under the playbooks' locks (grouping's
+// TakeSlots). grouping.ErrWait: no slot.
+func (s *Service) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return storeError{fmt.Errorf("runner: take slots: %w", err)}
+	}
+	defer tx.Rollback()
+	if err := s.grp.TakeSlots(ctx, tx, r.ID, plans); err != nil {
+		if !errors.Is(err, grouping.ErrWait) {
+			err = storeError{err}
+		}
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return storeError{fmt.Errorf("runner: take slots of %s: %w", r.ID, err)}
+	}
+	return nil
+}
 
 // plansFor returns the run's plans: built by the Planner at first execution
 // (cooldown and max_concurrent checked, identity and window persisted), rebuilt

@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -73,39 +74,35 @@ func (s *Service) unclaim(h *handle, ret error) error {
 // storePlans checks each plan's cooldown and max_concurrent and persists the
 // plans that may run (identity and window, so a resume rebuilds exactly these;
 // one row per playbook for max_concurrent), all in one transaction: the
-// cooldown claims are atomic on their own (claimCooldown); for max_concurrent
-// SQLite's BEGIN IMMEDIATE and a PostgreSQL advisory lock per playbook make the
-// count-then-hold atomic across workers and replicas. It returns the kept
-// plans and why the others were skipped; errWait when a playbook has no slot.
+// cooldown claims are atomic on their own (grouping's Admit); for
+// max_concurrent SQLite's BEGIN IMMEDIATE and a PostgreSQL advisory lock per
+// playbook make the count-then-hold atomic across workers and replicas. It
+// returns the kept plans and why the others were skipped; grouping.ErrWait
+// when a playbook has no slot.
 func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Plan, w vocab.Window) ([]*playbooks.Plan, []string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, storeError{fmt.Errorf("runner: store plans: %w", err)}
 	}
 	defer tx.Rollback()
+	fired := r.alert.StartsAt // when the alert fired, for a repeat's reply
+	if fired.IsZero() {
+		fired = r.CreatedAt
+	}
 	var plans []*playbooks.Plan
 	var skipped, repeated []string
 	for _, p := range all {
-		if err := s.lockPlaybook(ctx, tx, p); err != nil {
-			return nil, nil, storeError{err}
-		}
-		why, holder, err := s.cooldown(ctx, tx, r.ID, p)
+		why, err := s.grp.Admit(ctx, tx, r.ID, fired, p)
 		if err != nil {
-			return nil, nil, storeError{err}
-		}
-		if why != "" {
-			skipped = append(skipped, why)
-			if err := s.recordRepeat(ctx, tx, r, holder, p); err != nil {
-				return nil, nil, storeError{err}
-			}
-			repeated = append(repeated, p.Playbook)
-			continue
-		}
-		if err := s.playbookSlot(ctx, tx, r.ID, p); err != nil {
-			if !errors.Is(err, errWait) {
+			if !errors.Is(err, grouping.ErrWait) {
 				err = storeError{err}
 			}
 			return nil, nil, err
+		}
+		if why != "" { // inside its cooldown: said in the holder's thread
+			skipped = append(skipped, why)
+			repeated = append(repeated, p.Playbook)
+			continue
 		}
 		plans = append(plans, p)
 	}
@@ -119,24 +116,8 @@ func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Pl
 			return nil, nil, storeError{fmt.Errorf("runner: store plans of %s: %w", r.ID, err)}
 		}
 	}
-	for _, pb := range repeated {
-		s.m.cooldownRepeats.WithLabelValues(pb).Inc()
-	}
+	s.grp.CountRepeats(repeated)
 	return plans, skipped, nil
-}
-
-// recordRepeat records, in tx, the reply that says in holder's thread that
-// run r's alert fired again inside plan p's cooldown (cooldownKey).
-func (s *Service) recordRepeat(ctx context.Context, tx *sql.Tx, r *runRow, holder string, p *playbooks.Plan) error {
-	fired := r.alert.StartsAt
-	if fired.IsZero() {
-		fired = r.CreatedAt
-	}
-	if err := s.out.Append(ctx, tx, holder, outbox.CooldownRepeat{Repeat: r.ID, Playbook: p.Playbook, Cooldown: p.Cooldown,
-		Fired: fired}); err != nil {
-		return fmt.Errorf("runner: say %s's repeat in %s's thread: %w", r.ID, holder, err)
-	}
-	return nil
 }
 
 func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w vocab.Window) error {
@@ -162,7 +143,7 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 	}
 	// The parent goes out before any step: its operation commits with the
 	// plans (a kill -9 leaves both or neither).
-	if err := s.out.Append(ctx, tx, r.ID, outbox.Open{Channel: s.threadChannel(r.alert, plans)}); err != nil {
+	if err := s.out.Append(ctx, tx, r.ID, outbox.Open{Channel: s.grp.Channel(r.alert, plans)}); err != nil {
 		return err
 	}
 	r.plans, r.window = stored, &w

@@ -89,7 +89,7 @@ func benchClaim(b *testing.B, s *Service) {
 		if _, ok, err := s.claim(ctx, runArgs{RunID: "seed-0"}); err != nil || !ok {
 			b.Fatalf("claim: %v, %v", ok, err)
 		}
-		if err := s.playbookSlot(ctx, s.db, "seed-0", p); err != nil {
+		if err := s.grp.CheckSlot(ctx, s.db, "seed-0", p); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

@@ -27,8 +27,10 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/profiling"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -66,11 +68,11 @@ type Options struct {
 	// operation ("console", "slack"): rename one and its pending operations
 	// wait for a notifier of the old name. None: no thread is recorded.
 	Notifiers map[string]notify.Notifier
-	// Storm groups runs into shared threads (notify.storm; group.go); the
-	// zero value means config.Default's.
+	// Storm groups runs into shared threads (notify.storm; runner/grouping);
+	// the zero value means config.Default's.
 	Storm config.Storm
 	// ChannelLabel is the alert label that routes a thread to another
-	// channel (notify.slack.channel_label; threadChannel); "" none.
+	// channel (notify.slack.channel_label; grouping's Channel); "" none.
 	ChannelLabel string
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *vocab.Env
@@ -108,7 +110,10 @@ type Service struct {
 	m       *metrics
 	// out records the runs' thread operations and delivers them to the
 	// notifiers (runner/outbox).
-	out    *outbox.Outbox
+	out *outbox.Outbox
+	// grp groups runs into shared threads, routes threads to channels, and
+	// keeps the cooldowns and playbook slots (runner/grouping).
+	grp    *grouping.Grouper
 	signer *links.Signer    // the artifact links' (openSigner)
 	up     *uploader        // late uploads; nil without a spool
 	prof   *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
@@ -181,6 +186,11 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: s.tables, Dialect: d, Owner: s.id,
 		Log: s.log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: planeRuns{s}}); err != nil {
+		return nil, closeBoth(err)
+	}
+	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: s.tables, Outbox: s.out, Runs: groupRuns{s},
+		Planner: o.Planner, Lookback: s.cfg.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: s.id,
+		Log: s.log, Registerer: o.Registerer}); err != nil {
 		return nil, closeBoth(err)
 	}
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
@@ -293,6 +303,38 @@ type planeRuns struct{ s *Service }
 func (r planeRuns) CheckRun(ctx context.Context, runID string) error {
 	_, err := r.s.getRow(ctx, r.s.db, runID)
 	return err
+}
+
+// groupRuns is what the grouper reads of the runs (grouping.Runs).
+type groupRuns struct{ s *Service }
+
+// Run reads a run with its steps.
+func (g groupRuns) Run(ctx context.Context, runID string) (*runs.Run, error) {
+	r, err := g.s.getRow(ctx, g.s.db, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Steps, err = g.s.loadSteps(ctx, g.s.db, runID); err != nil {
+		return nil, err
+	}
+	return &r.Run, nil
+}
+
+// GroupRuns reads the runs of lead's group in the order they joined.
+func (g groupRuns) GroupRuns(ctx context.Context, lead string) ([]*runs.Run, error) {
+	rows, err := g.s.tables.Runs.GroupMembers(ctx, g.s.db, lead)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*runs.Run, 0, len(rows))
+	for _, raw := range rows {
+		r, err := decodeRun(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &r.Run)
+	}
+	return out, nil
 }
 
 // interruptAll cancels every run this process executes with cause.

@@ -6,7 +6,8 @@
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
 // and the run vocabulary ← the profiling control plane, the thread outbox ←
-// runner and handlers ← the binaries ← the test harnesses.
+// grouping and cooldowns (they record into threads) ← runner and handlers ←
+// the binaries ← the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -36,6 +37,7 @@ var Layers = []Layer{
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
 	{"the run service's parts: the profiling control plane, the thread outbox and its delivery", []string{"runner/profiling", "runner/outbox"}},
+	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",

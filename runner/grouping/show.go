@@ -1,4 +1,4 @@
-package runner
+package grouping
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/runs"
 )
 
 // What a group's thread shows is read at delivery, like a run's: the members'
@@ -16,46 +17,42 @@ import (
 
 // groupOf reads the group lead leads (nil: none), its members in the order
 // they joined.
-func (s *Service) groupOf(ctx context.Context, lead string) (*notify.Group, error) {
-	kind, err := s.tables.Groups.Kind(ctx, s.db, lead)
+func (g *Grouper) groupOf(ctx context.Context, lead string) (*notify.Group, error) {
+	kind, err := g.tables.Groups.Kind(ctx, g.db, lead)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read group of %s: %w", lead, err)
 	}
-	rows, err := s.tables.Runs.GroupMembers(ctx, s.db, lead)
+	members, err := g.runs.GroupRuns(ctx, lead)
 	if err != nil {
 		return nil, fmt.Errorf("read group of %s: %w", lead, err)
 	}
-	g := &notify.Group{Kind: kind, LeadID: lead}
-	for _, raw := range rows {
-		r, err := decodeRun(raw)
-		if err != nil {
-			return nil, fmt.Errorf("read group of %s: %w", lead, err)
-		}
+	grp := &notify.Group{Kind: kind, LeadID: lead}
+	for _, r := range members {
 		m := memberOf(r)
-		if r.ID == lead || g.Alert == "" {
-			g.Alert, g.Model = m.Alert, m.Model
+		if r.ID == lead || grp.Alert == "" {
+			grp.Alert, grp.Model = m.Alert, m.Model
 		}
-		g.Members = append(g.Members, m)
+		grp.Members = append(grp.Members, m)
 	}
-	return g, nil
+	return grp, nil
 }
 
-// shownGroup is the group a lead's parent shows: a storm always, a fleet once
-// it has more than its lead.
-func (s *Service) shownGroup(ctx context.Context, lead string) (*notify.Group, error) {
-	g, err := s.groupOf(ctx, lead)
-	if err != nil || g == nil || (g.Kind == notify.GroupFleet && len(g.Members) < 2) {
+// ShownGroup is the group a lead's parent shows (nil: none): a storm always,
+// a fleet once it has more than its lead.
+func (g *Grouper) ShownGroup(ctx context.Context, lead string) (*notify.Group, error) {
+	grp, err := g.groupOf(ctx, lead)
+	if err != nil || grp == nil || (grp.Kind == notify.GroupFleet && len(grp.Members) < 2) {
 		return nil, err
 	}
-	return g, nil
+	return grp, nil
 }
 
 // memberOf is a run's line in its group's parent.
-func memberOf(r *runRow) notify.Member {
-	l := r.alert.Labels
+func memberOf(r *runs.Run) notify.Member {
+	l := r.Labels
 	m := notify.Member{RunID: r.ID, Alert: l["alertname"], Instance: l["instance"], Model: l["model_name"],
 		Status: r.Status, Resolved: r.ResolvedAt != nil}
 	if r.Verdict != nil {
@@ -64,13 +61,10 @@ func memberOf(r *runRow) notify.Member {
 	return m
 }
 
-// memberReport is a member's compact reply: its outcome and its steps.
-func (s *Service) memberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
-	r, err := s.getRow(ctx, s.db, runID)
-	if err != nil {
-		return notify.StepReport{}, err
-	}
-	recs, err := s.loadSteps(ctx, s.db, runID)
+// MemberReport is a member's compact reply (outbox.MemberReply's content):
+// its outcome and its steps.
+func (g *Grouper) MemberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
+	r, err := g.runs.Run(ctx, runID)
 	if err != nil {
 		return notify.StepReport{}, err
 	}
@@ -83,7 +77,7 @@ func (s *Service) memberReport(ctx context.Context, runID, key string, retry boo
 		}
 		mr.Duration = r.FinishedAt.Sub(from)
 	}
-	for _, rec := range recs {
+	for _, rec := range r.Steps {
 		mr.Steps = append(mr.Steps, notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind,
 			Tier: rec.Tier, Status: rec.Status, Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error,
 			Duration: time.Duration(rec.DurationMS) * time.Millisecond, Verdict: rec.Verdict})

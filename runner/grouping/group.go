@@ -1,4 +1,4 @@
-package runner
+package grouping
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -20,7 +21,8 @@ import (
 )
 
 // Groups: threads several runs share (notify/group.go says what they show).
-// Membership is decided in the Accept transaction that creates the runs:
+// Membership is decided in the Accept transaction that creates the runs
+// (Accepted):
 //
 //   - storm: an Accept (one Alertmanager group) that creates more than
 //     notify.storm.threshold runs whose alerts match a playbook puts them,
@@ -53,9 +55,9 @@ import (
 
 // A group's thread operations are outbox.GroupEdit and outbox.MemberReply (runner/outbox).
 
-// stormSettings are the Service's notify.storm, with the defaults.
-func (s *Service) stormSettings() (threshold int, window time.Duration) {
-	st := s.o.Storm
+// stormSettings are notify.storm, with the defaults.
+func (g *Grouper) stormSettings() (threshold int, window time.Duration) {
+	st := g.storm
 	if st.Threshold <= 0 && st.Window == 0 {
 		d := defaultStorm()
 		return d.Threshold, d.Window
@@ -63,16 +65,16 @@ func (s *Service) stormSettings() (threshold int, window time.Duration) {
 	return max(st.Threshold, 1), st.Window
 }
 
-// groupNew puts the runs this Accept created into groups: a storm when there
-// are more than the threshold, else each fleet candidate into its fleet.
-// created maps the alert's index to its new run. Rows are touched in a fixed
-// order (storm channels sorted, fleet keys sorted) so concurrent Accepts wait
-// instead of deadlocking.
-func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
-	if len(s.out.Sinks()) == 0 || len(created) == 0 {
+// Accepted puts the runs an Accept created into groups, in its transaction
+// tx: a storm when there are more than the threshold, else each fleet
+// candidate into its fleet. created maps the alert's index to its new run.
+// Rows are touched in a fixed order (storm channels sorted, fleet keys
+// sorted) so concurrent Accepts wait instead of deadlocking.
+func (g *Grouper) Accepted(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
+	if len(g.out.Sinks()) == 0 || len(created) == 0 {
 		return nil // no thread is recorded anywhere
 	}
-	threshold, window := s.stormSettings()
+	threshold, window := g.stormSettings()
 	idx := make([]int, 0, len(created))
 	for i := range created {
 		idx = append(idx, i)
@@ -86,7 +88,7 @@ func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Al
 	if len(created) > threshold {
 		byCh := map[string][]cand{}
 		for _, i := range idx {
-			if ch, ok := s.channelFor(ctx, tx, alerts[i], now); ok {
+			if ch, ok := g.channelFor(ctx, tx, alerts[i], now); ok {
 				byCh[ch] = append(byCh[ch], cand{i, created[i], ch})
 			}
 		}
@@ -109,16 +111,16 @@ func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Al
 			for j, c := range l {
 				ids[j] = c.id
 			}
-			if err := s.openGroup(ctx, tx, notify.GroupStorm, ch, now, ids); err != nil {
+			if err := g.openGroup(ctx, tx, notify.GroupStorm, ch, now, ids); err != nil {
 				return err
 			}
-			s.log.Info("Alert storm: one thread for the group's runs.", zap.Int("runs", len(ids)),
+			g.log.Info("Alert storm: one thread for the group's runs.", zap.Int("runs", len(ids)),
 				zap.String("lead", ids[0]), zap.String("channel", ch))
 		}
 	} else {
 		for _, i := range idx {
 			if fleetCandidate(alerts[i]) && window > 0 {
-				if ch, ok := s.channelFor(ctx, tx, alerts[i], now); ok {
+				if ch, ok := g.channelFor(ctx, tx, alerts[i], now); ok {
 					rest = append(rest, cand{i, created[i], ch})
 				}
 			}
@@ -144,7 +146,7 @@ func (s *Service) groupNew(ctx context.Context, tx *sql.Tx, alerts []template.Al
 		return claims[x].c.id < claims[y].c.id
 	})
 	for _, cl := range claims {
-		if err := s.joinFleet(ctx, tx, cl.key, cl.c.id, cl.c.channel, now, window); err != nil {
+		if err := g.joinFleet(ctx, tx, cl.key, cl.c.id, cl.c.channel, now, window); err != nil {
 			return err
 		}
 	}
@@ -169,31 +171,31 @@ func fleetKey(a template.Alert, channel string) string {
 // read is not the claim (the run takes its cooldown when it starts): an
 // alert accepted in the same moment as the one that is about to take the
 // key still joins, and its line then says "skipped".
-func (s *Service) channelFor(ctx context.Context, q querier, a template.Alert, now time.Time) (string, bool) {
-	plans, err := s.o.Planner.Plan(a, vocab.AlertWindow(a.StartsAt, s.cfg.Lookback, now.UTC()))
+func (g *Grouper) channelFor(ctx context.Context, q database.RowQuerier, a template.Alert, now time.Time) (string, bool) {
+	plans, err := g.planner.Plan(a, vocab.AlertWindow(a.StartsAt, g.lookback, now.UTC()))
 	if err != nil || len(plans) == 0 {
 		return "", false
 	}
 	var run []*playbooks.Plan
 	for _, p := range plans {
-		if !s.coolingDown(ctx, q, p) {
+		if !g.coolingDown(ctx, q, p) {
 			run = append(run, p)
 		}
 	}
 	if len(run) == 0 {
 		return "", false
 	}
-	return s.threadChannel(a, run), true
+	return g.Channel(a, run), true
 }
 
 // coolingDown says whether plan p's cooldown key was taken by a run within
 // its cooldown, on the database's clock. An error reads as not cooling down
 // (the run then groups as before cooldowns were considered).
-func (s *Service) coolingDown(ctx context.Context, q querier, p *playbooks.Plan) bool {
+func (g *Grouper) coolingDown(ctx context.Context, q database.RowQuerier, p *playbooks.Plan) bool {
 	if p.Cooldown <= 0 || p.CooldownKey == "" {
 		return false
 	}
-	n, err := s.tables.Cooldowns.Recent(ctx, q, string(scopePlaybook), p.CooldownKey, p.Cooldown.Milliseconds())
+	n, err := g.tables.Cooldowns.Recent(ctx, q, string(scopePlaybook), p.CooldownKey, p.Cooldown.Milliseconds())
 	return err == nil && n > 0
 }
 
@@ -203,48 +205,48 @@ const groupIDChunk = 100
 // openGroup creates a group led by ids[0] with ids as members and records its
 // parent (the lead's open) in tx: a kill -9 leaves the group and its parent's
 // operation, or neither.
-func (s *Service) openGroup(ctx context.Context, tx *sql.Tx, kind, channel string, now time.Time, ids []string) error {
+func (g *Grouper) openGroup(ctx context.Context, tx *sql.Tx, kind, channel string, now time.Time, ids []string) error {
 	lead := ids[0]
-	if err := s.tables.Groups.Open(ctx, tx, lead, kind, channel, toMS(now)); err != nil {
+	if err := g.tables.Groups.Open(ctx, tx, lead, kind, channel, toMS(now)); err != nil {
 		return fmt.Errorf("open %s group of %s: %w", kind, lead, err)
 	}
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), groupIDChunk)]
 		ids = ids[len(chunk):]
-		if err := s.tables.Groups.Join(ctx, tx, lead, chunk); err != nil {
+		if err := g.tables.Groups.Join(ctx, tx, lead, chunk); err != nil {
 			return fmt.Errorf("open %s group of %s: members: %w", kind, lead, err)
 		}
 	}
-	return s.out.AppendGroup(ctx, tx, lead, outbox.Open{Channel: channel})
+	return g.out.AppendGroup(ctx, tx, lead, outbox.Open{Channel: channel})
 }
 
 // joinFleet claims the fleet key for run id: a new fleet it leads, or the
 // open one it joins (its line appears in the parent with the edit recorded
 // here).
-func (s *Service) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel string, now time.Time, window time.Duration) error {
-	err := s.tables.Groups.ClaimFleet(ctx, tx, key, id, toMS(now), toMS(now.Add(-window)))
+func (g *Grouper) joinFleet(ctx context.Context, tx *sql.Tx, key, id, channel string, now time.Time, window time.Duration) error {
+	err := g.tables.Groups.ClaimFleet(ctx, tx, key, id, toMS(now), toMS(now.Add(-window)))
 	if err == nil {
-		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
+		return g.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("claim fleet: %w", err)
 	}
 	// The key is held by a fleet opened within the window (the row is locked
 	// by the claim until this transaction ends).
-	lead, kind, err := s.tables.Groups.Fleet(ctx, tx, key)
+	lead, kind, err := g.tables.Groups.Fleet(ctx, tx, key)
 	if err != nil {
 		return fmt.Errorf("claim fleet: %w", err)
 	}
 	if kind == "" { // its lead was deleted: this run starts the fleet again
-		if err := s.tables.Groups.RestartFleet(ctx, tx, key, id, toMS(now)); err != nil {
+		if err := g.tables.Groups.RestartFleet(ctx, tx, key, id, toMS(now)); err != nil {
 			return fmt.Errorf("claim fleet: %w", err)
 		}
-		return s.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
+		return g.openGroup(ctx, tx, notify.GroupFleet, channel, now, []string{id})
 	}
-	if err := s.tables.Groups.JoinOne(ctx, tx, lead, id); err != nil {
+	if err := g.tables.Groups.JoinOne(ctx, tx, lead, id); err != nil {
 		return fmt.Errorf("join fleet of %s: %w", lead, err)
 	}
-	return s.out.AppendGroup(ctx, tx, lead, outbox.GroupEdit{Member: id, Change: outbox.MemberJoined})
+	return g.out.AppendGroup(ctx, tx, lead, outbox.GroupEdit{Member: id, Change: outbox.MemberJoined})
 }
 
 func defaultStorm() config.Storm { return config.Default().Notify.Storm }
