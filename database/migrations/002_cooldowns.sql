@@ -1,8 +1,8 @@
 -- 2: cooldowns become claims (autocapture_cooldowns, one row per key, taken
--- atomically: see claimCooldown), seeded from the runs and steps that held them
+-- atomically: see runner/grouping's claimCooldown), seeded from the runs and steps that held them
 -- (the run id named is the key's newest, paired with its newest time only
 -- approximately); slot_generation marks the runs that hold their playbooks'
--- max_concurrent slots (see playbookSlot), seeded from the runs executing now.
+-- max_concurrent slots (see runner/grouping's CheckSlot), seeded from the runs executing now.
 CREATE TABLE autocapture_cooldowns (
 	scope        TEXT NOT NULL,
 	cooldown_key TEXT NOT NULL,
