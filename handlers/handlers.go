@@ -1,5 +1,6 @@
-// Package handlers is the daemon's HTTP surface: Alertmanager's webhook, Slack's
-// interactivity (the verdict's right/wrong buttons), the runs API, the
+// Package handlers is the daemon's HTTP surface: Alertmanager's webhook, the
+// mount of Slack's interactivity (the verdict's right/wrong buttons; the
+// endpoint itself is notify/slack's Interactions), the runs API, the
 // artifacts threads link to, the run pages (GET /runs, /runs/{id}: HTML), the
 // Prometheus-style operational endpoints (/-/healthy, /-/ready, /-/reload,
 // /metrics). It depends on the run service only through Runs.
@@ -21,6 +22,7 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/clip"
+	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -94,8 +96,8 @@ type Server struct {
 	metrics *Metrics
 	engine  *gin.Engine
 	auth    *authenticator
-	proxy   *trustedProxy  // nil: no web.auth.trusted_proxy
-	slack   *slackVerifier // nil: no interactivity
+	proxy   *trustedProxy // nil: no web.auth.trusted_proxy
+	slack   http.Handler  // nil: no interactivity
 	log     *zap.Logger
 }
 
@@ -126,7 +128,11 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth, o.ClientCertAuth),
 		proxy: newTrustedProxy(o.Auth.TrustedProxy), log: o.Log}
 	if !o.SlackSigningSecret.Blank() {
-		s.slack = newSlackVerifier(strings.TrimSpace(o.SlackSigningSecret.Reveal()), o.Now)
+		s.slack, err = slacknotify.NewInteractions(slacknotify.InteractionsOptions{SigningSecret: o.SlackSigningSecret,
+			Feedback: slackFeedback{o.Feedback}, Registerer: o.Registry, Now: o.Now, Log: o.Log})
+		if err != nil {
+			return nil, fmt.Errorf("handlers: %w", err)
+		}
 	}
 	s.engine = s.routes()
 	return s, nil
@@ -151,7 +157,7 @@ func (s *Server) routes() *gin.Engine {
 
 	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.webhook)
 	if s.slack != nil { // Slack signs its requests: no bearer auth here
-		e.POST("/hooks/slack/interactions", s.countInteraction, s.slackInteraction)
+		e.POST("/hooks/slack/interactions", gin.WrapH(s.slack)) // notify/slack: verified, read, counted there
 	}
 
 	api := e.Group("/api/v1", s.requireAuth)

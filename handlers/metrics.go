@@ -19,7 +19,6 @@ type Metrics struct {
 	ackSeconds prometheus.Histogram
 	alerts     *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
-	slack      *prometheus.CounterVec
 	// linkRefusals counts link tokens refused, by route and reason.
 	linkRefusals *prometheus.CounterVec
 }
@@ -45,16 +44,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "autocapture_alerts_rejected_total",
 			Help: "Alerts refused on their own (the rest of their group went ahead), by reason.",
 		}, []string{"reason"}),
-		slack: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "autocapture_slack_interactions_total",
-			Help: "Slack interactivity requests (verdict buttons) answered, by HTTP status code (401: not signed by Slack).",
-		}, []string{"code"}),
 		linkRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "autocapture_link_refusals_total",
 			Help: "Link tokens refused, by route (page: a run page's link, artifact: an artifact's) and reason (expired, bad_signature: altered, for another run, key or scope, or another link key; malformed).",
 		}, []string{"route", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.slack, m.linkRefusals} {
+	for _, c := range []prometheus.Collector{m.webhooks, m.ackSeconds, m.alerts, m.rejected, m.linkRefusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -80,11 +75,4 @@ func (s *Server) countWebhook(c *gin.Context) {
 	c.Next()
 	timer.ObserveDuration()
 	s.metrics.webhooks.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
-}
-
-// countInteraction counts each Slack interactivity request by the code it was
-// answered with.
-func (s *Server) countInteraction(c *gin.Context) {
-	c.Next()
-	s.metrics.slack.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
 }

@@ -32,7 +32,7 @@ var Layers = []Layer{
 		"capture/chart", "capture/httpstep", "capture/profile", "capture/traces",
 		"targets", "notify", "internal/webtls",
 	}},
-	{"the step registry and the Slack notifier", []string{"capture", "notify/slack"}},
+	{"the step registry and Slack: the notifier and its interactivity endpoint", []string{"capture", "notify/slack"}},
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},

@@ -1,6 +1,9 @@
 // Package slack tells a run's story in a Slack thread: the parent when the
 // run opens (then led by the verdict), one reply per finished step with its
 // charts uploaded, and the outcome when the run ends or its alert resolves.
+// Its inbound side is Interactions, the endpoint Slack posts a click on the
+// verdict's right/wrong buttons to (verified with the signing secret,
+// recorded through a FeedbackRecorder); handlers mounts it.
 //
 // Every message carries metadata (EventType, the run id, the operation key),
 // so a retried operation asks Slack what an earlier attempt posted instead of

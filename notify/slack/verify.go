@@ -1,4 +1,4 @@
-package handlers
+package slack
 
 import (
 	"crypto/hmac"
@@ -13,16 +13,16 @@ import (
 
 // Slack's request signing (docs.slack.dev, "Verifying requests from Slack").
 const (
-	// slackWindow is how far X-Slack-Request-Timestamp may be from now, either
-	// way; a signature is remembered as long as it could be replayed.
-	slackWindow = 5 * time.Minute
+	// signatureWindow is how far X-Slack-Request-Timestamp may be from now,
+	// either way; a signature is remembered as long as it could be replayed.
+	signatureWindow = 5 * time.Minute
 	// maxSeenSignatures bounds the replay set: far more clicks than one
 	// replica takes in five minutes.
 	maxSeenSignatures = 10000
 )
 
-// slackVerifier checks that a request comes from Slack: its timestamp within
-// slackWindow of now, HMAC-SHA256 of "v0:{timestamp}:{body}" with the signing
+// verifier checks that a request comes from Slack: its timestamp within
+// signatureWindow of now, HMAC-SHA256 of "v0:{timestamp}:{body}" with the signing
 // secret equal (in constant time) to X-Slack-Signature's v0=<hex>, and that
 // signature not seen before in the window.
 //
@@ -30,7 +30,7 @@ const (
 // seen, not what another replica saw. That is enough here: a replay can only
 // repeat a click Slack delivered in the last five minutes, and recording it
 // again is an upsert of the same answer.
-type slackVerifier struct {
+type verifier struct {
 	secret []byte
 	now    func() time.Time
 
@@ -38,14 +38,14 @@ type slackVerifier struct {
 	seen map[string]time.Time // signature → until when it could be replayed
 }
 
-func newSlackVerifier(secret string, now func() time.Time) *slackVerifier {
-	return &slackVerifier{secret: []byte(secret), now: now, seen: map[string]time.Time{}}
+func newVerifier(secret string, now func() time.Time) *verifier {
+	return &verifier{secret: []byte(secret), now: now, seen: map[string]time.Time{}}
 }
 
 // verify returns "" for a request Slack signed and nobody replayed, else a
 // reason word and a line for the log and the answer (never the secret, nor
 // what the request sent as its signature).
-func (v *slackVerifier) verify(h http.Header, body []byte) (word, why string) {
+func (v *verifier) verify(h http.Header, body []byte) (word, why string) {
 	tsText, sigText := h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature")
 	if tsText == "" || sigText == "" {
 		return "missing_signature", "X-Slack-Request-Timestamp or X-Slack-Signature is missing"
@@ -56,7 +56,7 @@ func (v *slackVerifier) verify(h http.Header, body []byte) (word, why string) {
 	}
 	now := v.now()
 	sent := time.Unix(ts, 0)
-	if d := now.Sub(sent); d > slackWindow || d < -slackWindow {
+	if d := now.Sub(sent); d > signatureWindow || d < -signatureWindow {
 		return "stale_timestamp", "X-Slack-Request-Timestamp is more than 5 minutes from now"
 	}
 	hexSig, ok := strings.CutPrefix(sigText, "v0=")
@@ -67,14 +67,14 @@ func (v *slackVerifier) verify(h http.Header, body []byte) (word, why string) {
 	if !hmac.Equal(got, v.sign(tsText, body)) {
 		return "bad_signature", "X-Slack-Signature does not match the body and timestamp"
 	}
-	if !v.remember(hex.EncodeToString(got), sent.Add(slackWindow), now) {
+	if !v.remember(hex.EncodeToString(got), sent.Add(signatureWindow), now) {
 		return "replayed", "this signature was already used"
 	}
 	return "", ""
 }
 
 // sign is Slack's v0 signature of a request.
-func (v *slackVerifier) sign(ts string, body []byte) []byte {
+func (v *verifier) sign(ts string, body []byte) []byte {
 	m := hmac.New(sha256.New, v.secret)
 	m.Write([]byte("v0:" + ts + ":"))
 	m.Write(body)
@@ -84,7 +84,7 @@ func (v *slackVerifier) sign(ts string, body []byte) []byte {
 // remember adds sig to the replay set, false if it is there already. Past
 // maxSeenSignatures it forgets what can no longer be replayed, then, still
 // full, what would stop mattering soonest.
-func (v *slackVerifier) remember(sig string, until, now time.Time) bool {
+func (v *verifier) remember(sig string, until, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if u, ok := v.seen[sig]; ok && now.Before(u) {

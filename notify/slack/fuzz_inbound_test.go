@@ -1,25 +1,17 @@
-package handlers
+package slack
 
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
-	"github.com/autocapture/autocapture/config"
-	slacknotify "github.com/autocapture/autocapture/notify/slack"
-	"github.com/autocapture/autocapture/runner"
 )
 
 // FuzzInteraction checks POST /hooks/slack/interactions on any signed body:
-// every request is signed with the right secret at the server's clock, so the
+// every request is signed with the right secret at the endpoint's clock, so the
 // fuzzer reaches past the signature check into the form and payload parsing.
 // Promises: never a panic, never a 5xx (the store never fails here); a body
 // whose form or payload JSON does not decode is 400 bad_payload with a
@@ -28,15 +20,15 @@ import (
 //
 // raw is sent as it is when wrap is false; otherwise payload is put in a
 // form's payload field, as Slack sends it. Seeds: the block_actions shapes of
-// interactions_test.go (clickBody) and Slack's other interaction types.
+// inbound_test.go (clickBody) and Slack's other interaction types.
 //
-//	go test ./handlers -run '^$' -fuzz FuzzInteraction -fuzztime 60s
+//	go test ./notify/slack -run '^$' -fuzz FuzzInteraction -fuzztime 60s
 func FuzzInteraction(f *testing.F) {
 	for _, b := range [][]byte{
-		clickBody(slacknotify.ActionVerdictRight, slacknotify.FeedbackValue("r1", "kv-pressure")),
-		clickBody(slacknotify.ActionVerdictWrong, slacknotify.FeedbackValue("r1", "overload")),
-		clickBody(slacknotify.ActionVerdictRight, "r9|kv-pressure"),
-		clickBody(slacknotify.ActionVerdictRight, "r1"),
+		clickBody(ActionVerdictRight, FeedbackValue("r1", "kv-pressure")),
+		clickBody(ActionVerdictWrong, FeedbackValue("r1", "overload")),
+		clickBody(ActionVerdictRight, "r9|kv-pressure"),
+		clickBody(ActionVerdictRight, "r1"),
 		clickBody("link_0", "Grafana"),
 		[]byte("payload=nope"),
 		[]byte("payload=%7B%22type%22%3A%22view_submission%22%7D"),
@@ -48,13 +40,13 @@ func FuzzInteraction(f *testing.F) {
 	}
 	for _, p := range []string{
 		`{"type":"block_actions","user":{"id":"U0ALICE","username":"alice"},"actions":[{"action_id":"` +
-			slacknotify.ActionVerdictWrong + `","value":"r1|kv-pressure"},{"action_id":"` + slacknotify.ActionVerdictRight + `","value":"r1|x"}]}`,
+			ActionVerdictWrong + `","value":"r1|kv-pressure"},{"action_id":"` + ActionVerdictRight + `","value":"r1|x"}]}`,
 		`{"type":"block_actions","actions":null,"user":null}`,
 		`{"type":"block_actions","actions":[{"action_id":7}]}`,
 		`{"type":"shortcut","callback_id":"x","trigger_id":"1.2.3"}`,
 		`{"type":"message_action","message":{"ts":1}}`,
 		`[]`, `"block_actions"`, `{"type":"block_actions","user":{"id":"\u0000"},"actions":[{"action_id":"` +
-			slacknotify.ActionVerdictRight + `","value":"|"}]}`,
+			ActionVerdictRight + `","value":"|"}]}`,
 	} {
 		f.Add([]byte(nil), p, true)
 	}
@@ -103,25 +95,19 @@ func expectInteraction(body []byte) (int, error) {
 	return http.StatusOK, nil
 }
 
-// fuzzInteractions is one server for the whole fuzz run. Its clock moves on
+// fuzzInteractions is one endpoint for the whole fuzz run. Its clock moves on
 // by more than Slack's replay window before each request, so no input is
 // refused as a replay of an earlier one with the same bytes.
 type fuzzInteractions struct {
 	mu  sync.Mutex // one request at a time: the clock and the recorded answers
 	now time.Time
 	fb  *fakeFeedback
-	srv *Server
+	in  *inbound
 }
 
 func newFuzzInteractions(f *testing.F) *fuzzInteractions {
 	fz := &fuzzInteractions{now: clickNow, fb: &fakeFeedback{known: map[string]bool{"r1": true}}}
-	srv, err := New(Options{Runs: newFakeRuns(), Statuses: runner.Statuses, Registry: prometheus.NewRegistry(), Log: zap.NewNop(),
-		MaxBodyBytes: 1 << 20, SlackSigningSecret: config.Secret(signingSecret), Feedback: fz.fb,
-		Now: func() time.Time { return fz.now }})
-	if err != nil {
-		f.Fatalf("New: %v", err)
-	}
-	fz.srv = srv
+	fz.in = newInbound(f, fz.fb, func() time.Time { return fz.now })
 	return fz
 }
 
@@ -130,12 +116,9 @@ func newFuzzInteractions(f *testing.F) *fuzzInteractions {
 func (fz *fuzzInteractions) post(t *testing.T, body []byte) (int, errorBody, []answer) {
 	fz.mu.Lock()
 	defer fz.mu.Unlock()
-	fz.now = fz.now.Add(2*slackWindow + time.Second)
+	fz.now = fz.now.Add(2*signatureWindow + time.Second)
 	before := len(fz.fb.recorded())
-	req := newRequest(t, body, signed(signingSecret, fz.now, body), false)
-	req.URL.Path = interactions
-	rec := httptest.NewRecorder()
-	fz.srv.ServeHTTP(rec, req)
+	rec := fz.in.serve(newRequest(body, signed(signingSecret, fz.now, body), false))
 	var eb errorBody
 	if rec.Code != http.StatusOK {
 		if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil {
