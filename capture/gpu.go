@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
@@ -142,22 +143,22 @@ func promSpan(d time.Duration) string {
 // Run runs the queries in parallel and builds the GPUView. It fails only
 // when every query failed.
 func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
-	pt, err := promTargetOf(in, "gpu")
+	pt, err := promkit.TargetOf(in, "gpu")
 	if err != nil {
 		return nil, err
 	}
 	began := time.Now()
-	w := pt.end.Sub(pt.start)
+	w := pt.End.Sub(pt.Start)
 	queries := g.queries(w)
-	outs := pt.runAll(ctx, queries)
+	outs := pt.RunAll(ctx, queries)
 	wall := time.Since(began)
 
 	view := &GPUView{Selector: g.cfg.Selector, Window: w.Seconds()}
-	var firstErr *queryOutcome
-	view.Failed, firstErr = queryFailures(outs)
-	acc := newGPUAccumulator(pt.start)
+	var firstErr *promkit.QueryOutcome
+	view.Failed, firstErr = promkit.Failures(outs)
+	acc := newGPUAccumulator(pt.Start)
 	for _, o := range outs {
-		if o.err == nil {
+		if o.Err == nil {
 			acc.add(o.Result)
 		}
 	}
@@ -167,10 +168,10 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	if view.Failed != nil {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": stepkit.RedactURL(pt.ep.URL), "selector": g.cfg.Selector,
+	promkit.PutJSONArtifact(ctx, in, res, "gpu.json", map[string]any{"prometheus": stepkit.RedactURL(pt.Ep.URL), "selector": g.cfg.Selector,
 		"wall_s": wall.Seconds(), "queries": outs, "view": view})
 	res.Summary = gpuSummary(view) + fmt.Sprintf(" (%d PromQL queries in %.2fs)", len(outs), wall.Seconds())
-	return res, allFailedErr("gpu: prometheus "+stepkit.RedactURL(pt.ep.URL), outs, view.Failed, firstErr)
+	return res, promkit.AllFailedErr("gpu: prometheus "+stepkit.RedactURL(pt.Ep.URL), outs, view.Failed, firstErr)
 }
 
 // gpuSummary is the step's line: "2 GPUs on node-a: GPU 1 sw_thermal, SM

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
@@ -110,20 +111,20 @@ func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, er
 		res.Findings["not_measured"] = res.Summary
 		return res, nil
 	}
-	pt, err := promTargetOf(in, "peers")
+	pt, err := promkit.TargetOf(in, "peers")
 	if err != nil {
 		return nil, err
 	}
 	queries := make([]PromQuery, len(p.cfg.Queries))
 	for i, q := range p.cfg.Queries {
 		queries[i] = PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
-		if w, _ := promWindow(queries[i].Query, pt.end); q.Signal == vocab.SigArrivalRate || q.Signal == vocab.SigRequestRate {
+		if w, _ := promkit.Window(queries[i].Query, pt.End); q.Signal == vocab.SigArrivalRate || q.Signal == vocab.SigRequestRate {
 			view.Window = max(view.Window, w.Seconds())
 		}
 	}
 	began := time.Now()
-	outs := pt.runAll(ctx, queries) // instant queries: at the window's end
-	return p.report(ctx, in, pt.ep, view, res, outs, time.Since(began))
+	outs := pt.RunAll(ctx, queries) // instant queries: at the window's end
+	return p.report(ctx, in, pt.Ep, view, res, outs, time.Since(began))
 }
 
 // unmeasured says why the step could not look for peers.
@@ -135,12 +136,12 @@ func (p *PeersStep) unmeasured(v *PeerView) string {
 }
 
 // report fills the view from the outcomes, stores the artifact and sums up.
-func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *PeerView, res *vocab.Result, outs []queryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *PeerView, res *vocab.Result, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	seen := map[string]bool{}
-	var firstErr *queryOutcome
-	view.Failed, firstErr = queryFailures(outs)
+	var firstErr *promkit.QueryOutcome
+	view.Failed, firstErr = promkit.Failures(outs)
 	for _, o := range outs {
-		if o.err != nil {
+		if o.Err != nil {
 			continue
 		}
 		vec, _ := o.Result.(model.Vector)
@@ -163,10 +164,10 @@ func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpo
 	if len(view.Failed) > 0 {
 		res.Findings["failed"] = view.Failed
 	}
-	putJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(),
+	promkit.PutJSONArtifact(ctx, in, res, "peers.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(),
 		"selector": view.Selector, "queries": outs})
 	res.Summary = peersSummary(view, p.cfg.Queries, len(outs), wall)
-	return res, allFailedErr("peers "+stepkit.RedactURL(ep.URL), outs, view.Failed, firstErr)
+	return res, promkit.AllFailedErr("peers "+stepkit.RedactURL(ep.URL), outs, view.Failed, firstErr)
 }
 
 // peersSummary is the step's line: "6 instances of {model_name="m"}; this
@@ -194,7 +195,7 @@ func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string
 	}
 	fmt.Fprintf(&b, " (%d queries in %.2fs", n, wall.Seconds())
 	if len(v.Failed) > 0 {
-		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), failedNames(v.Failed))
+		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), promkit.FailedNames(v.Failed))
 	}
 	return b.String() + ")"
 }

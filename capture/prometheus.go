@@ -1,20 +1,14 @@
 package capture
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
-
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -26,30 +20,6 @@ type PrometheusConfig struct {
 	// Baseline sets the windows the queries marked `baseline` are read over
 	// before the incident (prometheus_baseline.go); defaults DefaultBaseline.
 	Baseline BaselineConfig `yaml:"baseline,omitempty" json:"baseline,omitempty"`
-}
-
-// PromQuery is one PromQL query. Templates are rendered before it gets here:
-// label values reach PromQL through `promQuote`.
-type PromQuery struct {
-	// Name keys the finding (steps.<id>.<name>): letters, digits and '_'.
-	Name string `yaml:"name" json:"name"`
-	// Query is the PromQL expression.
-	Query string `yaml:"query" json:"query"`
-	// Signal, for an instant query, maps its result to a canonical signal
-	// (vocab/signals.go); a vector gives its largest sample.
-	Signal string `yaml:"signal,omitempty" json:"signal,omitempty"`
-	// Range runs the query over the alert's window instead of at its end.
-	Range bool `yaml:"range,omitempty" json:"range,omitempty"`
-	// Step is a range query's resolution; default: whole seconds, at most 250 points.
-	Step time.Duration `yaml:"step,omitempty" json:"step,omitempty"`
-	// Timeout bounds this query; default the Prometheus endpoint's timeout, else 10s.
-	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	// Baseline also reads the signal over the instance's own past (the
-	// step's baseline windows), in one more query: the signals
-	// <signal>_baseline and <signal>_baseline_1d, for triage to compare with.
-	Baseline bool `yaml:"baseline,omitempty" json:"baseline,omitempty"`
-
-	baselineOf string // set on the derived query that reads this signal's baselines
 }
 
 // PrometheusStep is a built prometheus step.
@@ -66,9 +36,6 @@ var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data": true,
 	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true,
 	vocab.FindingSignalWindows: true, vocab.FindingSignalLags: true, vocab.FindingSignalsAt: true, "baseline": true}
-
-// maxParallelQueries bounds the queries one step has in flight.
-const maxParallelQueries = 16
 
 func init() {
 	Register(Kind{
@@ -127,46 +94,28 @@ func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
 	return &PrometheusStep{cfg: cfg}, nil
 }
 
-// queryOutcome is one query's record in the JSON artifact.
-type queryOutcome struct {
-	Name       string       `json:"name"`
-	Query      string       `json:"query"`
-	Type       string       `json:"type"` // instant | range
-	Time       time.Time    `json:"time,omitzero"`
-	Start      time.Time    `json:"start,omitzero"`
-	End        time.Time    `json:"end,omitzero"`
-	Step       string       `json:"step,omitempty"`
-	ResultType string       `json:"result_type,omitempty"`
-	Result     model.Value  `json:"result,omitempty"`
-	Warnings   []string     `json:"warnings,omitempty"`
-	Error      string       `json:"error,omitempty"`
-	Reason     vocab.Reason `json:"reason,omitempty"`
-	Duration   float64      `json:"duration_s"`
-	err        error
-}
-
 // Run runs every query in parallel. A failed query is reported in the findings
 // and the summary while the others keep their results; the step fails only when
 // every query failed.
 func (p *PrometheusStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
-	pt, err := promTargetOf(in, "prometheus")
+	pt, err := promkit.TargetOf(in, "prometheus")
 	if err != nil {
 		return nil, err
 	}
 	began := time.Now()
 	startsAt := in.Alert.StartsAt
-	if startsAt.IsZero() || startsAt.After(pt.end) {
-		startsAt = pt.start
+	if startsAt.IsZero() || startsAt.After(pt.End) {
+		startsAt = pt.Start
 	}
 	queries, err := p.plan(startsAt)
 	if err != nil {
 		return nil, err
 	}
-	outs := pt.runAll(ctx, queries)
-	res, err := p.report(ctx, in, pt.ep, queries, outs, time.Since(began))
+	outs := pt.RunAll(ctx, queries)
+	res, err := p.report(ctx, in, pt.Ep, queries, outs, time.Since(began))
 	if res != nil && len(res.Signals) > 0 {
-		describeSignals(res, queries, pt.end)
-		p.describeBaselines(res, startsAt, pt.end)
+		describeSignals(res, queries, pt.End)
+		p.describeBaselines(res, startsAt, pt.End)
 	}
 	return res, err
 }
@@ -183,7 +132,7 @@ func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
 		if err != nil {
 			return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: query %q: %w", q.Name, err)
 		}
-		out = append(out, PromQuery{Name: q.Name + vocab.SuffixBaseline, Query: bq, Timeout: q.Timeout, baselineOf: q.Signal})
+		out = append(out, PromQuery{Name: q.Name + vocab.SuffixBaseline, Query: bq, Timeout: q.Timeout, BaselineOf: q.Signal})
 	}
 	return out, nil
 }
@@ -229,7 +178,7 @@ func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
 		if _, ok := res.Signals[q.Signal]; !ok || q.Signal == "" {
 			continue
 		}
-		w, lag := promWindow(q.Query, end)
+		w, lag := promkit.Window(q.Query, end)
 		windows[q.Signal] = w.Seconds()
 		if lag > 0 {
 			lags[q.Signal] = lag.Seconds()
@@ -242,62 +191,18 @@ func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
 	res.Findings[vocab.FindingSignalsAt] = end.UTC().Format(time.RFC3339Nano)
 }
 
-// runQuery runs one query under its own deadline.
-func runQuery(ctx context.Context, papi v1.API, q PromQuery, start, end time.Time, timeout time.Duration) queryOutcome {
-	if q.Timeout > 0 {
-		timeout = q.Timeout
-	}
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("query %s: no answer within %v", q.Name, timeout))
-	defer cancel()
-	o := queryOutcome{Name: q.Name, Query: q.Query}
-	t0 := time.Now()
-	var warnings v1.Warnings
-	var err error
-	if q.Range {
-		step := q.Step
-		if step == 0 {
-			step = stepkit.RangeStep(start, end)
-		}
-		o.Type, o.Start, o.End, o.Step = "range", start, end, step.String()
-		o.Result, warnings, _, err = papi.QueryRange(ctx, q.Query, v1.Range{Start: start, End: end, Step: step}, v1.WithTimeout(timeout))
-	} else {
-		o.Type, o.Time = "instant", end
-		o.Result, warnings, _, err = papi.Query(ctx, q.Query, end, v1.WithTimeout(timeout))
-	}
-	o.Duration = time.Since(t0).Seconds()
-	o.Warnings = warnings
-	if err != nil {
-		o.err, o.Reason, o.Error = err, stepkit.PromErrReason(err), clip.Line(promErrText(err), stepkit.MaxErrorText)
-		if ctx.Err() != nil { // our deadline or the step's: say so, in its words, once
-			cause := context.Cause(ctx)
-			wrapped := err
-			if !strings.Contains(err.Error(), cause.Error()) {
-				wrapped = fmt.Errorf("%w: %w", cause, err)
-			}
-			o.err = &vocab.Error{Reason: vocab.Classify(ctx.Err()), Err: wrapped}
-			o.Reason, o.Error = vocab.Classify(ctx.Err()), cause.Error()
-		}
-		o.Result = nil
-		return o
-	}
-	if o.Result != nil {
-		o.ResultType = o.Result.Type().String()
-	}
-	return o
-}
-
 // report turns the outcomes into the step's result and stores the artifact.
-func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []queryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{}}
-	failed, firstErr := queryFailures(outs)
+	failed, firstErr := promkit.Failures(outs)
 	var noData []string
 	slowest := 0.0
 	for i, o := range outs {
 		slowest = max(slowest, o.Duration)
-		if o.err != nil {
+		if o.Err != nil {
 			continue
 		}
-		f, sig, hasSig, hasData := queryFinding(o.Result)
+		f, sig, hasSig, hasData := promkit.QueryFinding(o.Result)
 		if !hasData {
 			noData = append(noData, o.Name)
 			continue
@@ -305,8 +210,8 @@ func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.
 		res.Findings[o.Name] = f
 		if q := queries[i]; q.Signal != "" && hasSig {
 			res.Signals[q.Signal] = sig
-		} else if q.baselineOf != "" {
-			res.Signals.Merge(baselineSignals(q.baselineOf, o.Result))
+		} else if q.BaselineOf != "" {
+			res.Signals.Merge(baselineSignals(q.BaselineOf, o.Result))
 		}
 	}
 	if len(failed) > 0 {
@@ -315,17 +220,17 @@ func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.
 	if len(noData) > 0 {
 		res.Findings["no_data"] = noData
 	}
-	putJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
+	promkit.PutJSONArtifact(ctx, in, res, "prometheus.json", map[string]any{"prometheus": stepkit.RedactURL(ep.URL), "wall_s": wall.Seconds(), "queries": outs})
 	res.Summary = promSummary(outs, failed, noData, res.Signals, wall, slowest)
-	return res, allFailedErr("prometheus "+stepkit.RedactURL(ep.URL), outs, failed, firstErr)
+	return res, promkit.AllFailedErr("prometheus "+stepkit.RedactURL(ep.URL), outs, failed, firstErr)
 }
 
 // promSummary is the step's one line: counts, failures with their reasons, the signals.
-func promSummary(outs []queryOutcome, failed map[string]string, noData []string, sig vocab.Signals, wall time.Duration, slowest float64) string {
+func promSummary(outs []promkit.QueryOutcome, failed map[string]string, noData []string, sig vocab.Signals, wall time.Duration, slowest float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d PromQL queries in %.2fs (slowest %.2fs)", len(outs), wall.Seconds(), slowest)
 	if len(failed) > 0 {
-		fmt.Fprintf(&b, "; %d failed (%s)", len(failed), failedNames(failed))
+		fmt.Fprintf(&b, "; %d failed (%s)", len(failed), promkit.FailedNames(failed))
 	}
 	if len(noData) > 0 {
 		fmt.Fprintf(&b, "; no data: %s", strings.Join(noData, ", "))
@@ -334,43 +239,4 @@ func promSummary(outs []queryOutcome, failed map[string]string, noData []string,
 		b.WriteString("; " + signalLine(sig))
 	}
 	return b.String()
-}
-
-// promErrText is an API error with the server's own words when it sent some.
-func promErrText(err error) string {
-	s := err.Error()
-	if d := apiErrDetail(err); d != "" {
-		s += ": " + d
-	}
-	return s
-}
-
-// apiErrDetail extracts the "error" field of a Prometheus error body.
-func apiErrDetail(err error) string {
-	var ae *v1.Error
-	if !errors.As(err, &ae) || ae.Detail == "" {
-		return ""
-	}
-	var body struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal([]byte(ae.Detail), &body) == nil && body.Error != "" {
-		return body.Error
-	}
-	return ae.Detail
-}
-
-// putJSONArtifact stores v as an indented JSON artifact of res, or records
-// why it could not under findings.artifact_error.
-func putJSONArtifact(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, v any) {
-	body, err := json.MarshalIndent(v, "", "  ")
-	if err == nil {
-		var a vocab.Artifact
-		if a, err = stepkit.PutArtifact(ctx, in, name, "application/json", bytes.NewReader(body)); err == nil {
-			res.Artifacts = append(res.Artifacts, a)
-		}
-	}
-	if err != nil {
-		res.Findings["artifact_error"] = err.Error()
-	}
 }

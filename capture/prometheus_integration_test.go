@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -111,7 +112,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 					t.Errorf("signal %s missing (both generations must be read): %v", s, res.Signals)
 				}
 			}
-			if h := res.Findings["queue_history"].([]seriesSummary); len(h) != 1 || h[0].Points < 5 {
+			if h := res.Findings["queue_history"].([]promkit.SeriesSummary); len(h) != 1 || h[0].Points < 5 {
 				t.Fatalf("queue history %+v", h)
 			}
 			v := Diagnose(res.Signals, DefaultThresholds)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -116,7 +117,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	if res.Findings["queue"] != 42.0 || res.Findings["s"] != 3.0 || res.Findings["nan"] != nil {
 		t.Fatalf("scalar-like findings: %v", res.Findings)
 	}
-	if kv, okKV := res.Findings["kv"].([]vectorElem); !okKV || len(kv) != 2 || kv[1].Labels["engine"] != "1" {
+	if kv, okKV := res.Findings["kv"].([]promkit.VectorElem); !okKV || len(kv) != 2 || kv[1].Labels["engine"] != "1" {
 		t.Fatalf("labelled vector finding: %#v", res.Findings["kv"])
 	}
 	want := vocab.Signals{vocab.SigQueueDepth: 42, vocab.SigKVUsage: 0.97}
@@ -126,7 +127,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	if nd := res.Findings["no_data"].([]string); len(nd) != 1 || nd[0] != "gone" {
 		t.Fatalf("no_data %v", nd)
 	}
-	hist := res.Findings["hist"].([]seriesSummary)
+	hist := res.Findings["hist"].([]promkit.SeriesSummary)
 	if hist[0].Points != 4 || hist[0].Max != 5.0 || hist[0].Min != 1.0 || hist[0].Last != 3.0 {
 		t.Fatalf("range summary %+v", hist[0])
 	}

@@ -27,6 +27,7 @@ var Layers = []Layer{
 	{"the daemon's configuration, and the steps' shared kit", []string{
 		"config", "capture/internal/stepkit", "capture/internal/vllmexpo",
 	}},
+	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
 		"capture/chart", "capture/httpstep", "capture/profile", "capture/traces",
 		"targets", "notify", "internal/webtls",
