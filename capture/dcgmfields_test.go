@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/prometheus/common/model"
 )
 
@@ -18,13 +19,13 @@ type dcgmCase struct {
 	labels  map[string]string // extra labels (clock_event, xid)
 	before  bool              // the first sample is a reading from before the window
 	samples []float64
-	want    func(GPUState) (got any, ok bool)
+	want    func(views.GPUState) (got any, ok bool)
 	line    string // the evidence line that must show the reading and name the series
 }
 
 // num checks a reading in the view's unit.
-func num(p func(GPUState) *float64, want float64) func(GPUState) (any, bool) {
-	return func(s GPUState) (any, bool) {
+func num(p func(views.GPUState) *float64, want float64) func(views.GPUState) (any, bool) {
+	return func(s views.GPUState) (any, bool) {
 		v := p(s)
 		return deref(v), v != nil && math.Abs(*v-want) < 1e-9*max(1, want)
 	}
@@ -38,31 +39,31 @@ var dcgmCases = []dcgmCase{
 	{name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", samples: []float64{0x40, 0}, want: events("hw_thermal"), line: "hw_thermal: hardware thermal slowdown"},
 	{name: "DCGM_EXP_CLOCK_EVENTS_COUNT", labels: map[string]string{"clock_event": "hw_power_brake"}, samples: []float64{0, 2},
 		want: events("hw_power_brake"), line: "hw_power_brake: hardware power brake"},
-	{name: "DCGM_FI_DEV_SM_CLOCK", samples: []float64{1500, 1089}, want: num(func(s GPUState) *float64 { return s.SMClockMHz }, 1089), line: "SM 1089 MHz"},
-	{name: "DCGM_FI_DEV_SM_CLOCK_HERTZ", samples: []float64{1500e6, 1089e6}, want: num(func(s GPUState) *float64 { return s.SMClockMHz }, 1089), line: "SM 1089 MHz"},
-	{name: "DCGM_FI_DEV_GPU_TEMP", samples: []float64{80, 88}, want: num(func(s GPUState) *float64 { return s.TempC }, 88), line: "88 °C"},
-	{name: "DCGM_FI_DEV_GPU_TEMP_CELSIUS", samples: []float64{88, 80}, want: num(func(s GPUState) *float64 { return s.TempC }, 88), line: "88 °C"},
-	{name: "DCGM_FI_DEV_POWER_USAGE", samples: []float64{590.5, 610.25}, want: num(func(s GPUState) *float64 { return s.PowerW }, 610.25), line: "610 W"},
-	{name: "DCGM_FI_DEV_BOARD_POWER_WATTS", samples: []float64{610.25, 590.5}, want: num(func(s GPUState) *float64 { return s.PowerW }, 610.25), line: "610 W"},
-	{name: "DCGM_FI_DEV_GPU_UTIL", samples: []float64{96, 98}, want: num(func(s GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
+	{name: "DCGM_FI_DEV_SM_CLOCK", samples: []float64{1500, 1089}, want: num(func(s views.GPUState) *float64 { return s.SMClockMHz }, 1089), line: "SM 1089 MHz"},
+	{name: "DCGM_FI_DEV_SM_CLOCK_HERTZ", samples: []float64{1500e6, 1089e6}, want: num(func(s views.GPUState) *float64 { return s.SMClockMHz }, 1089), line: "SM 1089 MHz"},
+	{name: "DCGM_FI_DEV_GPU_TEMP", samples: []float64{80, 88}, want: num(func(s views.GPUState) *float64 { return s.TempC }, 88), line: "88 °C"},
+	{name: "DCGM_FI_DEV_GPU_TEMP_CELSIUS", samples: []float64{88, 80}, want: num(func(s views.GPUState) *float64 { return s.TempC }, 88), line: "88 °C"},
+	{name: "DCGM_FI_DEV_POWER_USAGE", samples: []float64{590.5, 610.25}, want: num(func(s views.GPUState) *float64 { return s.PowerW }, 610.25), line: "610 W"},
+	{name: "DCGM_FI_DEV_BOARD_POWER_WATTS", samples: []float64{610.25, 590.5}, want: num(func(s views.GPUState) *float64 { return s.PowerW }, 610.25), line: "610 W"},
+	{name: "DCGM_FI_DEV_GPU_UTIL", samples: []float64{96, 98}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
 	// Field 203 under its new name: DCGM 4.6 still writes an integer percent;
 	// the simulator (after GPU.md) a ratio.
-	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{96, 98}, want: num(func(s GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
-	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{0.96, 0.98}, want: num(func(s GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
-	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{1, 1}, want: num(func(s GPUState) *float64 { return s.Util }, 0.01), line: "util 1%"},
-	{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", samples: []float64{0.96, 0.98}, want: num(func(s GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
-	{name: "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", samples: []float64{0.96, 0.98}, want: num(func(s GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
+	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{96, 98}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
+	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{0.96, 0.98}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
+	{name: "DCGM_FI_DEV_GPU_UTIL_RATIO", samples: []float64{1, 1}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.01), line: "util 1%"},
+	{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", samples: []float64{0.96, 0.98}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
+	{name: "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", samples: []float64{0.96, 0.98}, want: num(func(s views.GPUState) *float64 { return s.Util }, 0.97), line: "util 97%"},
 	{name: "DCGM_FI_DEV_XID_ERRORS", before: true, samples: []float64{0, 0, 79}, want: xids(79), line: "XID 79 in the window: the GPU has fallen off the bus"},
 	{name: "DCGM_FI_DEV_XID_ERROR", before: true, samples: []float64{0, 79, 79}, want: xids(79), line: "XID 79 in the window: the GPU has fallen off the bus"},
 	{name: "DCGM_EXP_XID_ERRORS_COUNT", labels: map[string]string{"xid": "48"}, samples: []float64{0, 1}, want: xids(48), line: "XID 48 in the window: double-bit ECC error"},
-	{name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", before: true, samples: []float64{3, 3, 5}, want: num(func(s GPUState) *float64 { return s.ECCDBE }, 2),
+	{name: "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", before: true, samples: []float64{3, 3, 5}, want: num(func(s views.GPUState) *float64 { return s.ECCDBE }, 2),
 		line: "2 uncorrectable ECC errors in the window (double-bit ECC +2"},
 	{name: "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", before: true, samples: []float64{4, 4, 5},
-		want: num(func(s GPUState) *float64 { return s.RemappedRowsUncorrectable }, 1), line: "1 uncorrectable ECC error in the window (uncorrectable remapped rows +1"},
+		want: num(func(s views.GPUState) *float64 { return s.RemappedRowsUncorrectable }, 1), line: "1 uncorrectable ECC error in the window (uncorrectable remapped rows +1"},
 	{name: "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", before: true, samples: []float64{4, 5, 6},
-		want: num(func(s GPUState) *float64 { return s.RemappedRowsUncorrectable }, 2), line: "2 uncorrectable ECC errors in the window (uncorrectable remapped rows +2"},
-	{name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", samples: []float64{0, 1}, want: num(func(s GPUState) *float64 { return s.RowRemapFailure }, 1), line: "row remapping failed"},
-	{name: "DCGM_FI_DEV_ROW_REMAP_FAILED", samples: []float64{1, 1}, want: num(func(s GPUState) *float64 { return s.RowRemapFailure }, 1), line: "row remapping failed"},
+		want: num(func(s views.GPUState) *float64 { return s.RemappedRowsUncorrectable }, 2), line: "2 uncorrectable ECC errors in the window (uncorrectable remapped rows +2"},
+	{name: "DCGM_FI_DEV_ROW_REMAP_FAILURE", samples: []float64{0, 1}, want: num(func(s views.GPUState) *float64 { return s.RowRemapFailure }, 1), line: "row remapping failed"},
+	{name: "DCGM_FI_DEV_ROW_REMAP_FAILED", samples: []float64{1, 1}, want: num(func(s views.GPUState) *float64 { return s.RowRemapFailure }, 1), line: "row remapping failed"},
 	{name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", before: true, samples: []float64{10, 12, 13}, want: nvlink(3), line: "3 NVLink errors"},
 	{name: "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL", before: true, samples: []float64{10, 12, 13}, want: nvlink(3), line: "3 NVLink errors"},
 	{name: "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", before: true, samples: []float64{0, 0, 1}, want: nvlink(1), line: "1 NVLink error "},
@@ -73,18 +74,18 @@ var dcgmCases = []dcgmCase{
 	{name: "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", before: true, samples: []float64{1, 2}, want: nvlink(1), line: "1 NVLink error "},
 }
 
-func events(want ...string) func(GPUState) (any, bool) {
-	return func(s GPUState) (any, bool) {
+func events(want ...string) func(views.GPUState) (any, bool) {
+	return func(s views.GPUState) (any, bool) {
 		return s.ClockEvents, s.ClockEventsMeasured && slices.Equal(s.ClockEvents, want)
 	}
 }
 
-func xids(want ...int) func(GPUState) (any, bool) {
-	return func(s GPUState) (any, bool) { return s.XIDs, slices.Equal(s.XIDs, want) }
+func xids(want ...int) func(views.GPUState) (any, bool) {
+	return func(s views.GPUState) (any, bool) { return s.XIDs, slices.Equal(s.XIDs, want) }
 }
 
-func nvlink(want float64) func(GPUState) (any, bool) {
-	return num(func(s GPUState) *float64 { return s.NVLinkErrors }, want)
+func nvlink(want float64) func(views.GPUState) (any, bool) {
+	return num(func(s views.GPUState) *float64 { return s.NVLinkErrors }, want)
 }
 
 // TestDCGMFieldsEveryNameBothGenerations reads each name of the table from

@@ -8,6 +8,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -153,7 +154,7 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	outs := pt.RunAll(ctx, queries)
 	wall := time.Since(began)
 
-	view := &GPUView{Selector: g.cfg.Selector, Window: w.Seconds()}
+	view := &views.GPUView{Selector: g.cfg.Selector, Window: w.Seconds()}
 	var firstErr *promkit.QueryOutcome
 	view.Failed, firstErr = promkit.Failures(outs)
 	acc := newGPUAccumulator(pt.Start)
@@ -164,7 +165,7 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	}
 	view.GPUs = acc.states()
 	view.Measured = len(view.GPUs) > 0
-	res := &vocab.Result{Findings: map[string]any{FindingGPU: view, "source": vocab.SourcePromQL, "queries": len(outs)}}
+	res := &vocab.Result{Findings: map[string]any{views.FindingGPU: view, "source": vocab.SourcePromQL, "queries": len(outs)}}
 	if view.Failed != nil {
 		res.Findings["failed"] = view.Failed
 	}
@@ -176,7 +177,7 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 
 // gpuSummary is the step's line: "2 GPUs on node-a: GPU 1 sw_thermal, SM
 // 1089/1980 MHz, 88 °C", or why the GPUs were not measured.
-func gpuSummary(v *GPUView) string {
+func gpuSummary(v *views.GPUView) string {
 	if !v.Measured {
 		return "GPU not measured: " + gpuUnmeasuredWhy(v)
 	}

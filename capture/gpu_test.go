@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -233,7 +234,7 @@ func TestGPUStepFailsOnlyWhenEveryQueryFails(t *testing.T) {
 		if (err != nil) != c.fails || res == nil {
 			t.Fatalf("failing %s: err %v", c.failing, err)
 		}
-		v := res.Findings[FindingGPU].(*GPUView)
+		v := res.Findings[views.FindingGPU].(*views.GPUView)
 		if v.Measured || len(res.Artifacts) != 1 || !strings.HasPrefix(res.Summary, "GPU not measured: ") {
 			t.Fatalf("failing %s: %+v, summary %q", c.failing, v, res.Summary)
 		}

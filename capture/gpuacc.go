@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/prometheus/common/model"
 )
 
@@ -44,7 +45,7 @@ const gpuBusy = 0.5
 
 // gpuAcc gathers one GPU's samples across the queries.
 type gpuAcc struct {
-	st        GPUState
+	st        views.GPUState
 	mask      uint64
 	events    map[string]bool
 	clock     map[int64]float64 // ms → MHz
@@ -102,7 +103,7 @@ func (a *gpuAccumulator) gpuOf(m model.Metric) *gpuAcc {
 	if g == nil {
 		g = &gpuAcc{events: map[string]bool{}, clock: map[int64]float64{}, util: map[int64]float64{}, xids: map[int]bool{},
 			series: map[string][]string{}}
-		g.st = GPUState{GPU: label(m, "gpu"), UUID: label(m, "UUID", "uuid"), Device: label(m, "device"),
+		g.st = views.GPUState{GPU: label(m, "gpu"), UUID: label(m, "UUID", "uuid"), Device: label(m, "device"),
 			Model: label(m, "modelName"), Hostname: label(m, "Hostname", "hostname"),
 			Pod: label(m, "pod", "pod_name", "exported_pod")}
 		if id := label(m, "GPU_I_ID"); id != "" && g.st.GPU != "" {
@@ -131,10 +132,10 @@ func (a *gpuAccumulator) add(v model.Value) {
 			switch s.Metric["dcgm_field"] {
 			case "max":
 				g.clockMax = maxPtr(g.clockMax, x)
-				g.maxFrom = appendNew(g.maxFrom, name)
+				g.maxFrom = views.AppendNew(g.maxFrom, name)
 			case "seen":
 				g.clockSeen = maxPtr(g.clockSeen, x)
-				g.seenFrom = appendNew(g.seenFrom, name)
+				g.seenFrom = views.AppendNew(g.seenFrom, name)
 			}
 		}
 	}
@@ -297,8 +298,8 @@ func maxPtr(p *float64, x float64) *float64 {
 }
 
 // states are the GPUs' states, by gpu index then UUID.
-func (a *gpuAccumulator) states() []GPUState {
-	out := make([]GPUState, 0, len(a.gpus))
+func (a *gpuAccumulator) states() []views.GPUState {
+	out := make([]views.GPUState, 0, len(a.gpus))
 	for _, g := range a.gpus {
 		st := g.st
 		for _, e := range decodeClockEvents(g.mask) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
@@ -100,12 +101,12 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 // missing selector or instance is a finding; the step fails only when every
 // query failed.
 func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
-	view := &PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
+	view := &views.PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
 		Instances: []string{}, Signals: map[string]map[string]float64{}}
 	if view.Self == "" {
 		view.Self = in.Alert.Labels[p.cfg.Label]
 	}
-	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL, FindingPeers: view}}
+	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL, views.FindingPeers: view}}
 	if view.Selector == "" || view.Self == "" {
 		res.Summary = "peers not measured: " + p.unmeasured(view)
 		res.Findings["not_measured"] = res.Summary
@@ -128,7 +129,7 @@ func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, er
 }
 
 // unmeasured says why the step could not look for peers.
-func (p *PeersStep) unmeasured(v *PeerView) string {
+func (p *PeersStep) unmeasured(v *views.PeerView) string {
 	if v.Selector == "" {
 		return "the peers' selector is empty (does the alert carry the model label?)"
 	}
@@ -136,7 +137,7 @@ func (p *PeersStep) unmeasured(v *PeerView) string {
 }
 
 // report fills the view from the outcomes, stores the artifact and sums up.
-func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *PeerView, res *vocab.Result, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *views.PeerView, res *vocab.Result, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	seen := map[string]bool{}
 	var firstErr *promkit.QueryOutcome
 	view.Failed, firstErr = promkit.Failures(outs)
@@ -172,23 +173,23 @@ func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpo
 
 // peersSummary is the step's line: "6 instances of {model_name="m"}; this
 // one: queue_depth 48, peers' median 0", then the queries and their failures.
-func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string {
+func peersSummary(v *views.PeerView, qs []PeerQuery, n int, wall time.Duration) string {
 	var b strings.Builder
-	switch peers := v.peerCount(); {
+	switch peers := v.PeerCount(); {
 	case len(v.Instances) == 0:
 		fmt.Fprintf(&b, "no instance has data under {%s}: peers not measured", v.Selector)
 	case peers == 0:
 		fmt.Fprintf(&b, "only this instance (%s) has data under {%s}: no peers", v.Self, v.Selector)
 	default:
 		fmt.Fprintf(&b, "%d instances of {%s}", len(v.Instances), v.Selector)
-		if !v.has(v.Self) {
+		if !v.Has(v.Self) {
 			fmt.Fprintf(&b, "; this one (%s) has no data", v.Self)
 		}
 		for _, q := range qs {
 			self, okS := v.Signals[q.Signal][v.Self]
-			med, k := v.peerMedian(q.Signal)
+			med, k := v.PeerMedian(q.Signal)
 			if okS && k > 0 {
-				fmt.Fprintf(&b, "; this one: %s %s, peers' median %s", q.Signal, fmtNum(self), fmtNum(med))
+				fmt.Fprintf(&b, "; this one: %s %s, peers' median %s", q.Signal, views.FmtNum(self), views.FmtNum(med))
 				break
 			}
 		}
@@ -198,49 +199,4 @@ func peersSummary(v *PeerView, qs []PeerQuery, n int, wall time.Duration) string
 		fmt.Fprintf(&b, "; %d failed: %s", len(v.Failed), promkit.FailedNames(v.Failed))
 	}
 	return b.String() + ")"
-}
-
-// has says whether inst had a sample under any signal.
-func (v *PeerView) has(inst string) bool {
-	for _, m := range v.Signals {
-		if _, ok := m[inst]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// peerCount is the number of instances seen other than Self.
-func (v *PeerView) peerCount() int {
-	n := len(v.Instances)
-	if v.has(v.Self) {
-		n--
-	}
-	return n
-}
-
-// peerValues are the values of sig for every instance but Self, sorted.
-func (v *PeerView) peerValues(sig string) []float64 {
-	var out []float64
-	for inst, x := range v.Signals[sig] {
-		if inst != v.Self {
-			out = append(out, x)
-		}
-	}
-	sort.Float64s(out)
-	return out
-}
-
-// peerMedian is the median of sig over the peers (Self excluded) and how
-// many peers had it.
-func (v *PeerView) peerMedian(sig string) (float64, int) {
-	xs := v.peerValues(sig)
-	switch n := len(xs); {
-	case n == 0:
-		return 0, 0
-	case n%2 == 1:
-		return xs[n/2], n
-	default:
-		return (xs[n/2-1] + xs[n/2]) / 2, n
-	}
 }

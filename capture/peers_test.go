@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/alertmanager/template"
 )
@@ -72,7 +73,7 @@ func TestPeersStepBuildsTheView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := res.Findings[FindingPeers].(*PeerView)
+	v, _ := res.Findings[views.FindingPeers].(*views.PeerView)
 	if v == nil {
 		t.Fatalf("findings %v: no PeerView", res.Findings)
 	}
@@ -135,7 +136,7 @@ func TestPeersStepFailsOnlyWhenEveryQueryFailed(t *testing.T) {
 	if err == nil || vocab.Classify(err) != vocab.ReasonBadConfig || !strings.Contains(err.Error(), "all 3 queries failed") {
 		t.Fatalf("err %v, want bad-config: all 3 queries failed", err)
 	}
-	if v, _ := res.Findings[FindingPeers].(*PeerView); v == nil || len(v.Failed) != 3 {
+	if v, _ := res.Findings[views.FindingPeers].(*views.PeerView); v == nil || len(v.Failed) != 3 {
 		t.Errorf("findings %v, want the view with 3 failures", res.Findings)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -236,7 +237,7 @@ func promSummary(outs []promkit.QueryOutcome, failed map[string]string, noData [
 		fmt.Fprintf(&b, "; no data: %s", strings.Join(noData, ", "))
 	}
 	if len(sig) > 0 {
-		b.WriteString("; " + signalLine(sig))
+		b.WriteString("; " + views.SignalLine(sig))
 	}
 	return b.String()
 }

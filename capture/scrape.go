@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
@@ -237,7 +238,7 @@ func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 	if prev == nil {
 		over = "(one scrape: gauges only; lifetime figures in findings)"
 	}
-	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, signalLine(res.Signals))
+	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, views.SignalLine(res.Signals))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -334,7 +335,7 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 	hot := 990.0
 	maxClock := 1980.0
 	util := 1.0
-	gpus := []views{{}, {gpu: &GPUView{Measured: true, GPUs: []GPUState{{GPU: "0", ClockEventsMeasured: true,
+	gpus := []beyond{{}, {gpu: &views.GPUView{Measured: true, GPUs: []views.GPUState{{GPU: "0", ClockEventsMeasured: true,
 		ClockEvents: []string{"sw_thermal"}, SMClockMHz: &hot, SMClockMaxMHz: &maxClock, Util: &util}}}}}
 	var walk func(i int, s vocab.Signals)
 	walk = func(i int, s vocab.Signals) {
@@ -359,7 +360,7 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 	}
 	walk(0, vocab.Signals{vocab.SigTTFTP50: 0.2})
 	// The grid starts from one signal; no signal at all is no-evidence.
-	v, _ := diagnose(vocab.Signals{}, nil, DefaultThresholds, false, views{})
+	v, _ := diagnose(vocab.Signals{}, nil, DefaultThresholds, false, beyond{})
 	seen[v.ID]++
 	for _, id := range vocab.Verdicts {
 		if seen[id] == 0 {

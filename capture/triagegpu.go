@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -69,7 +70,7 @@ var xidMeaning = map[int]string{
 // gpuCheck judges one GPU: short tokens for the gpu step's summary and full
 // lines for the verdict's evidence, empty when it is not degraded. ratio is
 // Thresholds.GPUClockRatio; running says the instance has requests running.
-func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
+func gpuCheck(g views.GPUState, ratio float64, running bool) (short, lines []string) {
 	who := "GPU " + g.GPU
 	if g.Hostname != "" {
 		who += " on " + g.Hostname
@@ -97,7 +98,7 @@ func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
 		reasons = append(reasons, fmt.Sprintf("SM clock below %.0f%% of its max under load (%s)", 100*ratio, why))
 	}
 	figures := strings.Join(gpuFigures(g), ", ")
-	if read := g.seriesNames("clock_events", "sm_clock_mhz", "sm_clock_max_mhz", "temp_c", "power_w", "util"); read != "" {
+	if read := seriesNames(g, "clock_events", "sm_clock_mhz", "sm_clock_max_mhz", "temp_c", "power_w", "util"); read != "" {
 		figures += " (" + read + ")"
 	}
 	if len(reasons) > 0 {
@@ -109,18 +110,18 @@ func gpuCheck(g GPUState, ratio float64, running bool) (short, lines []string) {
 		if m == "" {
 			m = "see NVIDIA's Xid catalog"
 		}
-		lines = append(lines, fmt.Sprintf("%s: XID %d in the window: %s%s", who, x, m, g.readFrom("xids")))
+		lines = append(lines, fmt.Sprintf("%s: XID %d in the window: %s%s", who, x, m, readFrom(g, "xids")))
 	}
 	if e := g.ECCUncorrectable; e != nil && *e > 0 {
 		short = append(short, fmt.Sprintf("%.0f uncorrectable ECC", *e))
-		lines = append(lines, fmt.Sprintf("%s: %s in the window (%s): drain and reset the GPU", who, plural(*e, "uncorrectable ECC error"), g.eccParts()))
+		lines = append(lines, fmt.Sprintf("%s: %s in the window (%s): drain and reset the GPU", who, plural(*e, "uncorrectable ECC error"), eccParts(g)))
 	}
 	if f := g.RowRemapFailure; f != nil && *f > 0 {
 		short = append(short, "row remap failure")
-		lines = append(lines, who+": row remapping failed"+g.readFrom("row_remap_failure")+": the memory cannot be repaired, an RMA candidate")
+		lines = append(lines, who+": row remapping failed"+readFrom(g, "row_remap_failure")+": the memory cannot be repaired, an RMA candidate")
 	}
 	if n := g.NVLinkErrors; n != nil && *n > 0 && len(lines) > 0 {
-		lines = append(lines, fmt.Sprintf("%s: %s (CRC, replay, recovery) in the window%s", who, plural(*n, "NVLink error"), g.readFrom("nvlink_errors")))
+		lines = append(lines, fmt.Sprintf("%s: %s (CRC, replay, recovery) in the window%s", who, plural(*n, "NVLink error"), readFrom(g, "nvlink_errors")))
 	}
 	if len(lines) > 0 && len(reasons) == 0 && figures != "" {
 		lines = append(lines, who+": "+figures) // the numbers of a GPU degraded for another reason
@@ -138,13 +139,13 @@ func plural(n float64, thing string) string {
 
 // eccParts says what the uncorrectable ECC count is made of and from which
 // series: "uncorrectable remapped rows +1 (DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL)".
-func (g GPUState) eccParts() string {
+func eccParts(g views.GPUState) string {
 	var parts []string
 	if r := g.RemappedRowsUncorrectable; r != nil && *r > 0 {
-		parts = append(parts, fmt.Sprintf("uncorrectable remapped rows +%.0f%s", *r, g.readFrom("remapped_rows_uncorrectable")))
+		parts = append(parts, fmt.Sprintf("uncorrectable remapped rows +%.0f%s", *r, readFrom(g, "remapped_rows_uncorrectable")))
 	}
 	if d := g.ECCDBE; d != nil && *d > 0 {
-		parts = append(parts, fmt.Sprintf("double-bit ECC +%.0f%s", *d, g.readFrom("ecc_dbe")))
+		parts = append(parts, fmt.Sprintf("double-bit ECC +%.0f%s", *d, readFrom(g, "ecc_dbe")))
 	}
 	if len(parts) == 0 { // a view written before the breakdown
 		return "DBE / uncorrectable remapped rows"
@@ -154,24 +155,24 @@ func (g GPUState) eccParts() string {
 
 // seriesNames lists the DCGM series the readings were read from, in order,
 // each once; "" when the view does not say (written before it did).
-func (g GPUState) seriesNames(readings ...string) string {
+func seriesNames(g views.GPUState, readings ...string) string {
 	var names []string
 	for _, r := range readings {
-		names = appendNew(names, g.Series[r]...)
+		names = views.AppendNew(names, g.Series[r]...)
 	}
 	return strings.Join(names, ", ")
 }
 
 // readFrom is " (SERIES, …)" for a reading, "" when the view does not say.
-func (g GPUState) readFrom(reading string) string {
-	if n := g.seriesNames(reading); n != "" {
+func readFrom(g views.GPUState, reading string) string {
+	if n := seriesNames(g, reading); n != "" {
 		return " (" + n + ")"
 	}
 	return ""
 }
 
 // gpuFigures are a GPU's numbers: "SM 1089/1980 MHz (55%)", "88 °C", "412 W".
-func gpuFigures(g GPUState) []string {
+func gpuFigures(g views.GPUState) []string {
 	var out []string
 	switch {
 	case g.SMClockMHz != nil && g.SMClockMaxMHz != nil && *g.SMClockMaxMHz > 0:
@@ -243,7 +244,7 @@ func gpuContext(r reading) []string {
 }
 
 // gpuUnmeasuredWhy says why a view has no GPU.
-func gpuUnmeasuredWhy(v *GPUView) string {
+func gpuUnmeasuredWhy(v *views.GPUView) string {
 	if len(v.Failed) >= len(gpuQueryNames) {
 		return "every DCGM query failed (" + failedList(v.Failed) + ")"
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
@@ -15,13 +16,13 @@ import (
 func f64(v float64) *float64 { return &v }
 
 // h100 is one busy H100 at full clock, cool, with nothing reported.
-func h100(gpu string) GPUState {
-	return GPUState{GPU: gpu, UUID: "GPU-" + gpu, Hostname: "node-a", Model: "NVIDIA H100 80GB HBM3",
+func h100(gpu string) views.GPUState {
+	return views.GPUState{GPU: gpu, UUID: "GPU-" + gpu, Hostname: "node-a", Model: "NVIDIA H100 80GB HBM3",
 		ClockEventsMeasured: true, SMClockMHz: f64(1980), SMClockMaxMHz: f64(1980), TempC: f64(64), PowerW: f64(520), Util: f64(0.9)}
 }
 
-func gpuView(gs ...GPUState) *GPUView {
-	return &GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 3600, GPUs: gs, Measured: len(gs) > 0}
+func gpuView(gs ...views.GPUState) *views.GPUView {
+	return &views.GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 3600, GPUs: gs, Measured: len(gs) > 0}
 }
 
 // slowITL is an instance whose tokens are slow at a batch that was fine (narrow).
@@ -31,7 +32,7 @@ var slowITL = with(map[string]float64{vocab.SigITLP99: 0.45, vocab.SigRunning: 2
 var wideSlowITL = with(map[string]float64{vocab.SigITLP99: 0.3, vocab.SigRunning: 240})
 
 func TestGPUDegradedRule(t *testing.T) {
-	throttled := func(events []string, clock float64) GPUState {
+	throttled := func(events []string, clock float64) views.GPUState {
 		g := h100("1")
 		g.ClockEvents, g.SMClockMHz, g.TempC = events, f64(clock), f64(88)
 		return g
@@ -49,7 +50,7 @@ func TestGPUDegradedRule(t *testing.T) {
 	cases := []struct {
 		name         string
 		sig          vocab.Signals
-		gpu          *GPUView
+		gpu          *views.GPUView
 		want         string
 		contributing []string
 		evidence     []string
@@ -84,7 +85,7 @@ func TestGPUDegradedRule(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v, _ := diagnose(c.sig, nil, Thresholds{}, false, views{gpu: c.gpu})
+			v, _ := diagnose(c.sig, nil, Thresholds{}, false, beyond{gpu: c.gpu})
 			all := checkVerdict(t, v, c.want, c.contributing, c.evidence)
 			if c.gpu == nil || !c.gpu.Measured {
 				if strings.Contains(all, "GPU: ") {
@@ -108,7 +109,7 @@ func TestGPUClockRatioThreshold(t *testing.T) {
 		ratio float64
 		want  string
 	}{{0, vocab.VerdictHealthy}, {0.9, vocab.VerdictGPUDegraded}} {
-		v, _ := diagnose(normal, nil, Thresholds{GPUClockRatio: c.ratio}, false, views{gpu: gpuView(g)})
+		v, _ := diagnose(normal, nil, Thresholds{GPUClockRatio: c.ratio}, false, beyond{gpu: gpuView(g)})
 		if v.ID != c.want {
 			t.Errorf("ratio %v: %s, want %s", c.ratio, v.ID, c.want)
 		}
@@ -131,7 +132,7 @@ func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
 	tri, _ := NewTriage(TriageConfig{})
 	prior := map[string]*vocab.Result{
 		"snapshot": {Signals: slowITL, Findings: map[string]any{"source": vocab.SourcePromQL}},
-		"gpu":      {Findings: map[string]any{FindingGPU: decoded}},
+		"gpu":      {Findings: map[string]any{views.FindingGPU: decoded}},
 	}
 	out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: prior})
 	if err != nil {
@@ -172,8 +173,8 @@ func TestRowRemapFailureBothGenerations(t *testing.T) {
 				a.add(model.Matrix{series(l(g.rows, gpu), before, rows...), series(l(g.failed, gpu), start, failed...),
 					series(l(g.power, gpu), start, 401.5, 420.25), series(l(g.temp, gpu), start, 61, 62)})
 			}
-			view := &GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.states(), Measured: true}
-			v, _ := diagnose(slowITL, nil, Thresholds{}, false, views{gpu: view, peers: fleet(vocab.SigITLP99, 0.45, 0.03, 0.03, 0.04)})
+			view := &views.GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.states(), Measured: true}
+			v, _ := diagnose(slowITL, nil, Thresholds{}, false, beyond{gpu: view, peers: fleet(vocab.SigITLP99, 0.45, 0.03, 0.03, 0.04)})
 			all := checkVerdict(t, v, vocab.VerdictGPUDegraded, []string{vocab.FactorSingleInstance}, []string{
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): row remapping failed (" + g.failed + "): the memory cannot be repaired",
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): 1 uncorrectable ECC error in the window (uncorrectable remapped rows +1 (" + g.rows + "))",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -19,7 +20,7 @@ type reading struct {
 	noBaselines bool
 	// vw are the views beyond the instance's own series (views.go): its
 	// peers and its GPUs; nil when no step looked.
-	vw views
+	vw beyond
 }
 
 func (r reading) get(name string) (float64, bool) {
@@ -208,14 +209,14 @@ var rules = []rule{
 // then the contributing ones', then which signals could not be measured and
 // which were not trusted.
 func Diagnose(sig vocab.Signals, th Thresholds) *vocab.Verdict {
-	v, _ := diagnose(sig, nil, th, false, views{})
+	v, _ := diagnose(sig, nil, th, false, beyond{})
 	return v
 }
 
 // diagnose is Diagnose with the signals' origins, and returns the signals it
 // derived (the current wait by Little's law). noBaselines judges by the
 // absolute thresholds alone.
-func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noBaselines bool, vw views) (*vocab.Verdict, vocab.Signals) {
+func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noBaselines bool, vw beyond) (*vocab.Verdict, vocab.Signals) {
 	r := reading{s: sig, th: th.withDefaults(), org: org, noBaselines: noBaselines, vw: vw}
 	v := &vocab.Verdict{}
 	if len(sig) == 0 {
@@ -236,7 +237,7 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 		} else {
 			v.Contributing = append(v.Contributing, ru.id)
 		}
-		lines = appendNew(lines, ru.evidence(r)...)
+		lines = views.AppendNew(lines, ru.evidence(r)...)
 	}
 	if v.ID == "" {
 		v.ID = vocab.VerdictHealthy
@@ -247,8 +248,8 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 	// and evidence lines.
 	var scopeLines []string
 	v.Scope, scopeLines = r.scope(v, held)
-	lines = appendNew(lines, scopeLines...)
-	lines = appendNew(lines, gpuContext(r)...) // "GPU not measured" is said, never taken for healthy
+	lines = views.AppendNew(lines, scopeLines...)
+	lines = views.AppendNew(lines, gpuContext(r)...) // "GPU not measured" is said, never taken for healthy
 	if m := missing(r); m != "" {
 		lines = append(lines, m)
 	}
@@ -269,20 +270,6 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 		}
 	}
 	return v, derived
-}
-
-// appendNew appends the lines not already present.
-func appendNew(lines []string, more ...string) []string {
-	for _, l := range more {
-		dup := false
-		for _, x := range lines {
-			dup = dup || x == l
-		}
-		if !dup && l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return lines
 }
 
 // missing names the key signals no step measured.

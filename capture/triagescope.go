@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -32,22 +33,13 @@ type scopeSignal struct {
 	fmt  func(float64) string
 }
 
-// fmtNum prints a count or a rate: three significant digits, whole numbers
-// from 1000 up (1650, not 1.65e+03).
-func fmtNum(x float64) string {
-	if x >= 1000 || x <= -1000 {
-		return fmt.Sprintf("%.0f", x)
-	}
-	return fmt.Sprintf("%.3g", x)
-}
-
 var (
-	scopeQueue   = scopeSignal{vocab.SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, fmtNum}
+	scopeQueue   = scopeSignal{vocab.SigQueueDepth, "queue", func(r reading, x float64) bool { return x >= r.th.QueueDepth }, func(r reading) float64 { return r.th.QueueDepth }, views.FmtNum}
 	scopeKV      = scopeSignal{vocab.SigKVUsage, "KV usage", func(r reading, x float64) bool { return x >= r.th.KVUsage }, func(r reading) float64 { return r.th.KVUsage }, fmtPct}
-	scopePreempt = scopeSignal{vocab.SigPreemptionsRate, "preemptions/s", func(r reading, x float64) bool { return x > r.th.PreemptionsPerS }, func(r reading) float64 { return r.th.PreemptionsPerS }, fmtNum}
+	scopePreempt = scopeSignal{vocab.SigPreemptionsRate, "preemptions/s", func(r reading, x float64) bool { return x > r.th.PreemptionsPerS }, func(r reading) float64 { return r.th.PreemptionsPerS }, views.FmtNum}
 	scopeTTFT    = scopeSignal{vocab.SigTTFTP99, "TTFT p99", func(r reading, x float64) bool { return x >= r.th.TTFTP99 }, func(r reading) float64 { return r.th.TTFTP99 }, fmtSec}
 	scopeITL     = scopeSignal{vocab.SigITLP99, "ITL p99", func(r reading, x float64) bool { return x >= r.th.ITLP99 }, func(r reading) float64 { return r.th.ITLP99 }, fmtSec}
-	scopePrompt  = scopeSignal{vocab.SigPromptTokens, "prompt length", func(r reading, x float64) bool { return x >= r.th.PromptTokensMean }, func(r reading) float64 { return r.th.PromptTokensMean }, fmtNum}
+	scopePrompt  = scopeSignal{vocab.SigPromptTokens, "prompt length", func(r reading, x float64) bool { return x >= r.th.PromptTokensMean }, func(r reading) float64 { return r.th.PromptTokensMean }, views.FmtNum}
 	scopeAborts  = scopeSignal{vocab.SigAbortRatio, "abort ratio", func(r reading, x float64) bool { return x >= r.th.AbortRatio }, func(r reading) float64 { return r.th.AbortRatio }, fmtPct}
 )
 
@@ -115,9 +107,9 @@ func (r reading) scope(v *vocab.Verdict, _ map[string]bool) (string, []string) {
 }
 
 // pickScopeSignal is the first of sigs with at least 2 peers' data.
-func pickScopeSignal(p *PeerView, sigs []scopeSignal) (scopeSignal, bool) {
+func pickScopeSignal(p *views.PeerView, sigs []scopeSignal) (scopeSignal, bool) {
 	for _, s := range sigs {
-		if _, n := p.peerMedian(s.sig); n >= 2 {
+		if _, n := p.PeerMedian(s.sig); n >= 2 {
 			return s, true
 		}
 	}
@@ -126,8 +118,8 @@ func pickScopeSignal(p *PeerView, sigs []scopeSignal) (scopeSignal, bool) {
 
 // judgeScope counts the instances past s's threshold, this one included (its
 // verdict held), and says where the cause sits.
-func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
-	peers := p.peerValues(s.sig)
+func (r reading) judgeScope(p *views.PeerView, s scopeSignal) (string, string) {
+	peers := p.PeerValues(s.sig)
 	past := 1
 	for _, x := range peers {
 		if s.past(r, x) {
@@ -137,7 +129,7 @@ func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
 	total := len(peers) + 1
 	switch {
 	case past == 1:
-		med, _ := p.peerMedian(s.sig)
+		med, _ := p.PeerMedian(s.sig)
 		self := "no reading in the peers' query"
 		if x, ok := p.Signals[s.sig][p.Self]; ok {
 			self = s.fmt(x)
@@ -158,13 +150,13 @@ func (r reading) judgeScope(p *PeerView, s scopeSignal) (string, string) {
 // theirs. Arrivals first: an instance sent 3× its share past its capacity
 // finishes only what it can (vllmsim: 4.1 req/s of 7.5 sent), which would
 // read 1.6×.
-func (r reading) imbalance(p *PeerView) string {
+func (r reading) imbalance(p *views.PeerView) string {
 	sig, what := vocab.SigArrivalRate, "arrival rate"
-	if _, n := p.peerMedian(sig); n < 2 {
+	if _, n := p.PeerMedian(sig); n < 2 {
 		sig, what = vocab.SigRequestRate, "request rate"
 	}
 	self, ok := p.Signals[sig][p.Self]
-	med, n := p.peerMedian(sig)
+	med, n := p.PeerMedian(sig)
 	if !ok || n < 2 || med <= 0 || self < r.th.ImbalanceRatio*med {
 		return ""
 	}
@@ -182,7 +174,7 @@ func (r reading) imbalance(p *PeerView) string {
 	var work []string
 	for _, w := range []struct{ sig, name string }{{vocab.SigPromptTokens, "prompt"}, {vocab.SigOutputTokens, "output"}} {
 		x, okX := p.Signals[w.sig][p.Self]
-		m, k := p.peerMedian(w.sig)
+		m, k := p.PeerMedian(w.sig)
 		if !okX || k < 2 {
 			continue
 		}

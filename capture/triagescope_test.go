@@ -7,12 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // fleet is a PeerView of self "a" and peers b.., one signal's values per instance.
-func fleet(sig string, vals ...float64) *PeerView {
-	v := &PeerView{Self: "a", Label: "instance", Selector: `model_name="m"`, Signals: map[string]map[string]float64{sig: {}}}
+func fleet(sig string, vals ...float64) *views.PeerView {
+	v := &views.PeerView{Self: "a", Label: "instance", Selector: `model_name="m"`, Signals: map[string]map[string]float64{sig: {}}}
 	for i, x := range vals {
 		inst := string(rune('a' + i))
 		v.Instances = append(v.Instances, inst)
@@ -29,7 +30,7 @@ func TestScopeOverDiagnose(t *testing.T) {
 	cases := []struct {
 		name      string
 		sig       vocab.Signals
-		view      *PeerView
+		view      *views.PeerView
 		scope     string
 		line      string
 		factor    string // contributing factor the scope added ("" none)
@@ -43,7 +44,7 @@ func TestScopeOverDiagnose(t *testing.T) {
 			vocab.ScopeSeveral, "3 of 6 instances have queue >= 10", "", vocab.FactorSingleInstance},
 		{"one peer is not enough", overloaded, fleet(vocab.SigQueueDepth, 48, 0),
 			"", "scope not measured: fewer than 2 peers with queue_depth", "", vocab.FactorSingleInstance},
-		{"the alert had no model label", overloaded, &PeerView{Self: "a", Label: "instance"},
+		{"the alert had no model label", overloaded, &views.PeerView{Self: "a", Label: "instance"},
 			"", "scope not measured: the peers step had no selector", "", vocab.FactorSingleInstance},
 		{"no peers step", overloaded, nil,
 			"", "scope not measured: no view of the model's other instances", "", vocab.FactorSingleInstance},
@@ -60,7 +61,7 @@ func TestScopeOverDiagnose(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v, _ := diagnose(c.sig, nil, Thresholds{}, false, views{peers: c.view})
+			v, _ := diagnose(c.sig, nil, Thresholds{}, false, beyond{peers: c.view})
 			if v.Scope != c.scope {
 				t.Errorf("scope %q, want %q (evidence %q)", v.Scope, c.scope, v.Evidence)
 			}
@@ -78,7 +79,7 @@ func TestScopeOverDiagnose(t *testing.T) {
 }
 
 func TestScopeHealthyHasNone(t *testing.T) {
-	v, _ := diagnose(vocab.Signals{vocab.SigQueueDepth: 0, vocab.SigTTFTP99: 0.1}, nil, Thresholds{}, false, views{peers: fleet(vocab.SigQueueDepth, 0, 30, 40)})
+	v, _ := diagnose(vocab.Signals{vocab.SigQueueDepth: 0, vocab.SigTTFTP99: 0.1}, nil, Thresholds{}, false, beyond{peers: fleet(vocab.SigQueueDepth, 0, 30, 40)})
 	if v.ID != vocab.VerdictHealthy || v.Scope != "" || vocab.ScopeLine(v) != "" || len(v.Contributing) != 0 {
 		t.Errorf("healthy: scope %q, line %q, contributing %q", v.Scope, vocab.ScopeLine(v), v.Contributing)
 	}
@@ -86,7 +87,7 @@ func TestScopeHealthyHasNone(t *testing.T) {
 
 func TestScopeFleetShareThreshold(t *testing.T) {
 	view := fleet(vocab.SigQueueDepth, 48, 30, 40, 0, 0, 0) // 3 of 6
-	v, _ := diagnose(overloaded, nil, Thresholds{FleetShare: 0.4}, false, views{peers: view})
+	v, _ := diagnose(overloaded, nil, Thresholds{FleetShare: 0.4}, false, beyond{peers: view})
 	if v.Scope != vocab.ScopeFleet {
 		t.Errorf("fleet_share 0.4, 3 of 6: scope %q, want fleet-wide", v.Scope)
 	}
@@ -94,7 +95,7 @@ func TestScopeFleetShareThreshold(t *testing.T) {
 
 // imbalanced: this instance takes 3× its peers' median request rate with
 // the same prompt and output lengths.
-func imbalanced(prompt float64) *PeerView {
+func imbalanced(prompt float64) *views.PeerView {
 	v := fleet(vocab.SigQueueDepth, 48, 0, 1, 0)
 	v.Signals[vocab.SigRequestRate] = map[string]float64{"a": 6.1, "b": 2.0, "c": 2.1, "d": 1.9}
 	v.Signals[vocab.SigPromptTokens] = map[string]float64{"a": prompt, "b": 340, "c": 330, "d": 345}
@@ -103,7 +104,7 @@ func imbalanced(prompt float64) *PeerView {
 }
 
 func TestScopeRoutingImbalance(t *testing.T) {
-	v, _ := diagnose(overloaded, nil, Thresholds{}, false, views{peers: imbalanced(350)})
+	v, _ := diagnose(overloaded, nil, Thresholds{}, false, beyond{peers: imbalanced(350)})
 	want := "receives 3.0× its peers' median request rate (6.1 vs 2.0 req/s) with the same per-request work (prompt 350 vs 340 tokens, output 200 vs 205 tokens): a load-balancer or session-affinity problem"
 	if !slices.Contains(v.Evidence, want) {
 		t.Errorf("evidence %q, want %q", v.Evidence, want)
@@ -112,12 +113,12 @@ func TestScopeRoutingImbalance(t *testing.T) {
 		t.Errorf("contributing %q scope %q, want routing-imbalance and single-instance", v.Contributing, v.Scope)
 	}
 	// Prompts twice as long: different work, so not the router's doing.
-	v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: imbalanced(700)})
+	v, _ = diagnose(overloaded, nil, Thresholds{}, false, beyond{peers: imbalanced(700)})
 	if slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
 		t.Errorf("longer prompts: contributing %q, want no routing-imbalance", v.Contributing)
 	}
 	// A stricter ratio than 3×.
-	v, _ = diagnose(overloaded, nil, Thresholds{ImbalanceRatio: 4}, false, views{peers: imbalanced(350)})
+	v, _ = diagnose(overloaded, nil, Thresholds{ImbalanceRatio: 4}, false, beyond{peers: imbalanced(350)})
 	if slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
 		t.Errorf("imbalance_ratio 4: contributing %q, want no routing-imbalance", v.Contributing)
 	}
@@ -126,7 +127,7 @@ func TestScopeRoutingImbalance(t *testing.T) {
 	p := imbalanced(350)
 	p.Signals[vocab.SigRequestRate]["a"] = 3.2
 	p.Signals[vocab.SigArrivalRate] = map[string]float64{"a": 7.4, "b": 2.5, "c": 2.4, "d": 2.6}
-	v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: p})
+	v, _ = diagnose(overloaded, nil, Thresholds{}, false, beyond{peers: p})
 	want = "receives 3.0× its peers' median arrival rate (7.4 vs 2.5 req/s) with the same per-request work (prompt 350 vs 340 tokens, output 200 vs 205 tokens): a load-balancer or session-affinity problem"
 	if !slices.Contains(v.Evidence, want) {
 		t.Errorf("capped finishes, arrivals 3×: evidence %q, want %q", v.Evidence, want)
@@ -134,11 +135,11 @@ func TestScopeRoutingImbalance(t *testing.T) {
 	// Over a 15 s window 7.4 vs 2.5 req/s is 111 vs 38 requests: 6 sigma.
 	// 1.0 vs 0.5 req/s is 15 vs 8 (the fleet proof saw 0.9 vs 0.4): chance.
 	p.Window = 15
-	if v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: p}); !slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
+	if v, _ = diagnose(overloaded, nil, Thresholds{}, false, beyond{peers: p}); !slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
 		t.Errorf("111 vs 38 requests in 15 s: contributing %q, want routing-imbalance", v.Contributing)
 	}
 	p.Signals[vocab.SigArrivalRate] = map[string]float64{"a": 1.0, "b": 0.5, "c": 0.45, "d": 0.55}
-	if v, _ = diagnose(overloaded, nil, Thresholds{}, false, views{peers: p}); slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
+	if v, _ = diagnose(overloaded, nil, Thresholds{}, false, beyond{peers: p}); slices.Contains(v.Contributing, vocab.FactorRoutingImbalance) {
 		t.Errorf("15 vs 8 requests in 15 s: contributing %q, want no routing-imbalance (noise)", v.Contributing)
 	}
 }
@@ -147,7 +148,7 @@ func TestScopeRoutingImbalance(t *testing.T) {
 // the peers step wrote it and as a resumed run decodes it from JSON.
 func TestScopeThroughTriageStep(t *testing.T) {
 	view := fleet(vocab.SigQueueDepth, 48, 0, 0, 1, 0, 2)
-	b, err := json.Marshal(map[string]any{FindingPeers: view})
+	b, err := json.Marshal(map[string]any{views.FindingPeers: view})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestScopeThroughTriageStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, findings := range map[string]map[string]any{
-		"struct":  {FindingPeers: view},
+		"struct":  {views.FindingPeers: view},
 		"decoded": decoded,
 	} {
 		t.Run(name, func(t *testing.T) {
