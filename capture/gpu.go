@@ -15,7 +15,7 @@ import (
 )
 
 // The gpu step (issue: "the GPU"): the NVIDIA DCGM exporter's series for the
-// GPUs under the instance, read from Prometheus, as a GPUView (views.go) under
+// GPUs under the instance, read from Prometheus, as a GPUView (capture/internal/views) under
 // Findings[FindingGPU] for the gpu-degraded rule (triagegpu.go).
 //
 // It runs a constant number of queries (gpuQueryNames), whatever the number
@@ -100,7 +100,7 @@ const errorsBefore = 5 * time.Minute
 
 // queries are the step's PromQL queries over a window of w, every DCGM
 // name from the table (dcgmFields), grouped by how the accumulator folds it.
-func (g *GPUStep) queries(w time.Duration) []PromQuery {
+func (g *GPUStep) queries(w time.Duration) []promkit.PromQuery {
 	sel := g.cfg.Selector
 	raw := func(span time.Duration, procs ...dcgmProc) string {
 		return fmt.Sprintf(`{__name__=~"%s",%s}[%s]`, strings.Join(dcgmNamesOf(procs...), "|"), sel, promSpan(span))
@@ -128,7 +128,7 @@ func (g *GPUStep) queries(w time.Duration) []PromQuery {
 		}
 	}
 	to := g.cfg.Timeout
-	return []PromQuery{
+	return []promkit.PromQuery{
 		{Name: gqEvents, Query: raw(w, procBitmask, procEventCount), Timeout: to},
 		{Name: gqGauges, Query: raw(w, procClock, procMax, procUtil), Timeout: to},
 		{Name: gqErrors, Query: raw(w+errorsBefore, procLastCode, procCodeCount, procIncrease, procFlag), Timeout: to},

@@ -3,7 +3,9 @@ package capture
 import (
 	"github.com/autocapture/autocapture/capture/chart"
 	"github.com/autocapture/autocapture/capture/httpstep"
+	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/capture/profile"
+	"github.com/autocapture/autocapture/capture/prometheus"
 	"github.com/autocapture/autocapture/capture/traces"
 )
 
@@ -14,5 +16,7 @@ func init() {
 	Register(chart.Kind)
 	Register(httpstep.Kind)
 	Register(traces.Kind)
+	Register(peers.Kind)
 	Register(profile.Kind)
+	Register(prometheus.Kind)
 }

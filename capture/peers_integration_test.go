@@ -19,6 +19,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -165,10 +166,10 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 func peersStepOf(tb testing.TB, plan *playbooks.Plan, selector string) vocab.Step {
 	tb.Helper()
 	for _, ps := range plan.Steps {
-		if cfg, ok := ps.Config.(*capture.PeersConfig); ok {
+		if cfg, ok := ps.Config.(*peers.PeersConfig); ok {
 			c := *cfg
 			c.Selector = selector
-			st, err := capture.NewPeers(c)
+			st, err := peers.NewPeers(c)
 			if err != nil {
 				tb.Fatal(err)
 			}

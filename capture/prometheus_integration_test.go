@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
+	"github.com/autocapture/autocapture/capture/prometheus"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -67,13 +68,15 @@ func SimsUnderPrometheus(tb testing.TB, opts ...vllmsim.Options) (insts []string
 
 // snapshotQueries is the tier-1 PromQL picture the shipped playbooks take, for
 // one instance, over both metric generations.
-func snapshotQueries(inst string) []PromQuery {
+func snapshotQueries(inst string) []prometheus.PromQuery {
 	sel := fmt.Sprintf(`{instance=%q}`, inst)
 	mean := func(h string) string {
 		return fmt.Sprintf("sum(rate(%s_sum%s[5m])) / sum(rate(%s_count%s[5m]))", h, sel, h, sel)
 	}
-	q := func(name, sig, expr string) PromQuery { return PromQuery{Name: name, Signal: sig, Query: expr} }
-	return []PromQuery{
+	q := func(name, sig, expr string) prometheus.PromQuery {
+		return prometheus.PromQuery{Name: name, Signal: sig, Query: expr}
+	}
+	return []prometheus.PromQuery{
 		q("queue", vocab.SigQueueDepth, "sum(vllm:num_requests_waiting"+sel+")"),
 		q("running", vocab.SigRunning, "sum(vllm:num_requests_running"+sel+")"),
 		q("kv", vocab.SigKVUsage, fmt.Sprintf("max(max_over_time(vllm:kv_cache_usage_perc%s[2m]) or max_over_time(vllm:gpu_cache_usage_perc%s[2m]))", sel, sel)),
@@ -93,8 +96,8 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("overload legacy=%v", legacy), func(t *testing.T) {
 			inst, prom := simUnderPrometheus(t, vllmsim.ScenarioOverload, legacy)
-			qs := append(snapshotQueries(inst), PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
-			step, err := NewPrometheus(PrometheusConfig{Queries: qs})
+			qs := append(snapshotQueries(inst), prometheus.PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
+			step, err := prometheus.NewPrometheus(prometheus.PrometheusConfig{Queries: qs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +147,7 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	in := func(id string) *vocab.Input {
 		return &vocab.Input{RunID: "r", StepID: id, Alert: alert, Env: env, Window: vocab.Window{Start: sim.Now().Add(-time.Hour), End: sim.Now()}}
 	}
-	prom, _ := NewPrometheus(PrometheusConfig{Queries: snapshotQueries(u.Host)})
+	prom, _ := prometheus.NewPrometheus(prometheus.PrometheusConfig{Queries: snapshotQueries(u.Host)})
 	_, perr := prom.Run(context.Background(), in("snapshot"))
 	if vocab.Classify(perr) != vocab.ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
 		t.Fatalf("prometheus down: %v (%s)", perr, vocab.Classify(perr))
@@ -221,12 +224,12 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sel := fmt.Sprintf(`{instance=%q}`, c.inst)
 			rate := func(m string) string { return fmt.Sprintf("sum(rate(%s%s[15s]))", m, sel) }
-			q := func(name, sig, expr string, base bool) PromQuery {
-				return PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
+			q := func(name, sig, expr string, base bool) prometheus.PromQuery {
+				return prometheus.PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
 			}
-			step, err := NewPrometheus(PrometheusConfig{
-				Baseline: BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
-				Queries: []PromQuery{
+			step, err := prometheus.NewPrometheus(prometheus.PrometheusConfig{
+				Baseline: prometheus.BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
+				Queries: []prometheus.PromQuery{
 					q("queue", vocab.SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
 					q("running", vocab.SigRunning, "max(vllm:num_requests_running"+sel+")", false),
 					q("kv", vocab.SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),

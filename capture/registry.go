@@ -5,7 +5,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -54,7 +53,3 @@ func Kinds() []string {
 	sort.Strings(names)
 	return names
 }
-
-// PromQuery is one PromQL query of a prometheus, peers or gpu step's config
-// (promkit.PromQuery).
-type PromQuery = promkit.PromQuery

@@ -46,7 +46,7 @@ import (
 //	               unknown does not block), and prefill flat (< prefill_time_mean)
 //	prefill-bound  prompts long (>= prompt_tokens_mean) and prefill slow or
 //	               TTFT p99 >= ttft_p99
-//	gpu-degraded   a GPU under the instance (the gpu step's GPUView, views.go)
+//	gpu-degraded   a GPU under the instance (the gpu step's GPUView, capture/internal/views)
 //	               throttled for an abnormal reason (thermal, hw_slowdown,
 //	               hw_power_brake; power_cap only with the SM clock below
 //	               gpu_clock_ratio × max under load), ran its SM clock below

@@ -11,7 +11,7 @@ import (
 // Against the instance's own past. A fleet's normal differs from instance to
 // instance (a RAG service's prompts are always 6,000 tokens; a chat service's
 // 300), so where the snapshot read a signal's baseline (the window before the
-// alert, or the same hour a day earlier: prometheus_baseline.go), the rules
+// alert, or the same hour a day earlier: capture/prometheus/baseline.go), the rules
 // about the instance's workload judge the change, not the level:
 //
 //	prompts long    prompt length >= prompt_growth × its baseline

@@ -18,7 +18,7 @@ type reading struct {
 	// noBaselines judges every signal by its absolute threshold
 	// (TriageConfig.IgnoreBaselines).
 	noBaselines bool
-	// vw are the views beyond the instance's own series (views.go): its
+	// vw are the views beyond the instance's own series (capture/internal/views): its
 	// peers and its GPUs; nil when no step looked.
 	vw beyond
 }

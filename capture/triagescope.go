@@ -10,7 +10,7 @@ import (
 )
 
 // Where the cause sits (issue: "this server, the whole fleet"), over the
-// peers step's PeerView (views.go). For the verdict's defining signal it
+// peers step's PeerView (capture/internal/views). For the verdict's defining signal it
 // counts the instances of the model past the same threshold, this one
 // included:
 //

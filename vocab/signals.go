@@ -43,7 +43,7 @@ const (
 	SigArrivalRate = "arrival_rate"
 
 	// Baselines: the same quantity over the instance's own past (a query
-	// marked `baseline`, capture/prometheus_baseline.go, gives <signal>_baseline
+	// marked `baseline`, capture/prometheus/baseline.go, gives <signal>_baseline
 	// and <signal>_baseline_1d for any signal; these are the common ones).
 	// Triage judges the workload's change by them, and works without them.
 	SigTTFTP99Baseline     = "ttft_p99_baseline"

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -90,7 +91,7 @@ func TestPeersSelector(t *testing.T) {
 			t.Errorf("%v: no peers step", labels)
 			continue
 		}
-		cfg, ok := ps.Config.(*capture.PeersConfig)
+		cfg, ok := ps.Config.(*peers.PeersConfig)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
 		}

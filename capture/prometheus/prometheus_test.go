@@ -1,4 +1,4 @@
-package capture
+package prometheus
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -30,7 +30,7 @@ type fakeProm struct {
 
 type url3 struct{ start, end, step float64 }
 
-const promTS = 1.8e9
+const promTS = steptest.PromTS
 
 func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
@@ -77,22 +77,11 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func ok(w http.ResponseWriter, data string) {
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"status":"success","data":%s}`, data)
-}
+// ok writes a Prometheus API success answer carrying data.
+func ok(w http.ResponseWriter, data string) { steptest.PromOK(w, data) }
 
 // promInput is an Input against url with a local store and a one-hour window.
-func promInput(t testing.TB, url string) *vocab.Input {
-	t.Helper()
-	store, err := storage.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := time.Unix(promTS, 0)
-	return &vocab.Input{RunID: "r1", StepID: "snapshot", Window: vocab.Window{Start: end.Add(-time.Hour), End: end},
-		Env: &vocab.Env{Store: store, Prometheus: &vocab.Endpoint{URL: url, Client: http.DefaultClient, Timeout: 5 * time.Second}}}
-}
+func promInput(t testing.TB, url string) *vocab.Input { return steptest.PromInput(t, url) }
 
 func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	f := &fakeProm{}

@@ -1,4 +1,7 @@
-package capture
+// Package peers is the peers step: the alerting instance's signals beside
+// every other instance serving its model, stored as a views.PeerView under
+// views.FindingPeers for triage's scope.
+package peers
 
 import (
 	"context"
@@ -57,15 +60,14 @@ const peersPlaceholder = "$peers"
 
 var labelNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func init() {
-	Register(Kind{
-		Name: "peers",
-		Tier: vocab.TierMetrics,
-		Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
-			"so triage can say whether the cause is this instance, several or the whole fleet.",
-		Config: func() any { return &PeersConfig{} },
-		Build:  func(cfg any) (vocab.Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
-	})
+// Kind is the peers step kind, registered by capture/kinds.go.
+var Kind = vocab.Kind{
+	Name: "peers",
+	Tier: vocab.TierMetrics,
+	Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
+		"so triage can say whether the cause is this instance, several or the whole fleet.",
+	Config: func() any { return &PeersConfig{} },
+	Build:  func(cfg any) (vocab.Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
 }
 
 // NewPeers validates cfg, fills its defaults and returns the step.
@@ -116,9 +118,9 @@ func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, er
 	if err != nil {
 		return nil, err
 	}
-	queries := make([]PromQuery, len(p.cfg.Queries))
+	queries := make([]promkit.PromQuery, len(p.cfg.Queries))
 	for i, q := range p.cfg.Queries {
-		queries[i] = PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
+		queries[i] = promkit.PromQuery{Name: q.Signal, Query: strings.ReplaceAll(q.Query, peersPlaceholder, view.Selector), Timeout: q.Timeout}
 		if w, _ := promkit.Window(queries[i].Query, pt.End); q.Signal == vocab.SigArrivalRate || q.Signal == vocab.SigRequestRate {
 			view.Window = max(view.Window, w.Seconds())
 		}

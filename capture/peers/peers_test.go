@@ -1,4 +1,4 @@
-package capture
+package peers
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/alertmanager/template"
 )
@@ -155,3 +156,9 @@ func TestNewPeersRejects(t *testing.T) {
 		}
 	}
 }
+
+// ok writes a Prometheus API success answer carrying data.
+func ok(w http.ResponseWriter, data string) { steptest.PromOK(w, data) }
+
+// promInput is an Input against url with a local store and a one-hour window.
+func promInput(t testing.TB, url string) *vocab.Input { return steptest.PromInput(t, url) }

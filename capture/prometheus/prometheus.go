@@ -1,4 +1,8 @@
-package capture
+// Package prometheus is the prometheus step: the tier-1 PromQL queries of a
+// playbook, run in parallel against the configured Prometheus, their signals
+// for triage, and the baselines a query marked `baseline` is read over
+// before the incident (baseline.go).
+package prometheus
 
 import (
 	"context"
@@ -13,13 +17,16 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
+// PromQuery is one PromQL query (promkit.PromQuery).
+type PromQuery = promkit.PromQuery
+
 // PrometheusConfig is the prometheus step's config: PromQL queries against the
 // configured Prometheus, run in parallel, each under its own deadline.
 type PrometheusConfig struct {
 	// Queries to run; their names key the findings.
 	Queries []PromQuery `yaml:"queries" json:"queries"`
 	// Baseline sets the windows the queries marked `baseline` are read over
-	// before the incident (prometheus_baseline.go); defaults DefaultBaseline.
+	// before the incident (baseline.go); defaults DefaultBaseline.
 	Baseline BaselineConfig `yaml:"baseline,omitempty" json:"baseline,omitempty"`
 }
 
@@ -38,14 +45,13 @@ var reservedFindings = map[string]bool{"failed": true, "source": true, "no_data"
 	"summary": true, "verdict": true, "contributing": true, "signals": true, "status": true,
 	vocab.FindingSignalWindows: true, vocab.FindingSignalLags: true, vocab.FindingSignalsAt: true, "baseline": true}
 
-func init() {
-	Register(Kind{
-		Name:   "prometheus",
-		Tier:   vocab.TierMetrics,
-		Doc:    "Runs PromQL instant and range queries against the configured Prometheus in parallel, each under its own deadline; findings per query, signals for triage, a JSON artifact.",
-		Config: func() any { return &PrometheusConfig{} },
-		Build:  func(cfg any) (vocab.Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
-	})
+// Kind is the prometheus step kind, registered by capture/kinds.go.
+var Kind = vocab.Kind{
+	Name:   "prometheus",
+	Tier:   vocab.TierMetrics,
+	Doc:    "Runs PromQL instant and range queries against the configured Prometheus in parallel, each under its own deadline; findings per query, signals for triage, a JSON artifact.",
+	Config: func() any { return &PrometheusConfig{} },
+	Build:  func(cfg any) (vocab.Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
 }
 
 // NewPrometheus validates cfg and returns the step.

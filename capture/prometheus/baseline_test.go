@@ -1,4 +1,4 @@
-package capture
+package prometheus
 
 import (
 	"context"
@@ -148,4 +148,22 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 			t.Errorf("day-ago lag %v", lags)
 		}
 	}
+}
+
+// floatMap reads a findings map of numbers as written in this process or
+// decoded from JSON.
+func floatMap(v any) map[string]float64 {
+	switch m := v.(type) {
+	case map[string]float64:
+		return m
+	case map[string]any:
+		out := make(map[string]float64, len(m))
+		for k, x := range m {
+			if f, ok := x.(float64); ok {
+				out[k] = f
+			}
+		}
+		return out
+	}
+	return nil
 }
