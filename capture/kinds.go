@@ -2,6 +2,7 @@ package capture
 
 import (
 	"github.com/autocapture/autocapture/capture/chart"
+	"github.com/autocapture/autocapture/capture/gpu"
 	"github.com/autocapture/autocapture/capture/httpstep"
 	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/capture/profile"
@@ -14,6 +15,7 @@ import (
 // register from their own files.
 func init() {
 	Register(chart.Kind)
+	Register(gpu.Kind)
 	Register(httpstep.Kind)
 	Register(traces.Kind)
 	Register(peers.Kind)

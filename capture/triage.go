@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/gpu"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -166,7 +167,7 @@ var DefaultThresholds = Thresholds{
 	TTFTP99: 2, ITLP99: 0.2, QueueDepth: 10, KVUsage: 0.95, PreemptionsPerS: 0.05,
 	AbortRatio: 0.05, Running: 64, PromptTokensMean: 2000, PrefillTimeMean: 0.5, QueueShare: 0.5,
 	QueueWait: 1, HistMinRequests: 20, HistMinCoverage: 0.5, PromptGrowth: 2, PrefillGrowth: 3,
-	GPUClockRatio: 0.8, ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.5, FleetShare: 0.5,
+	GPUClockRatio: gpu.DefaultClockRatio, ImbalanceRatio: 2, ImbalanceWorkTolerance: 0.5, FleetShare: 0.5,
 }
 
 // withDefaults fills zero fields from DefaultThresholds.

@@ -2,10 +2,8 @@ package capture
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
-	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/capture/gpu"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -27,171 +25,6 @@ import (
 // its load). Absent DCGM series are "GPU not measured", never
 // healthy: every verdict says so (gpuContext).
 
-// gpuLoaded is the mean util (0..1) from which a GPU counts as under load.
-const gpuLoaded = 0.1
-
-// clockEventMeaning says what each clock event reason means, for the evidence.
-var clockEventMeaning = map[string]string{
-	"gpu_idle":       "GPU idle, nothing to run",
-	"clocks_setting": "application clocks setting (nvidia-smi -ac)",
-	"power_cap":      "software power cap: the GPU draws its power limit and lowers its clocks to stay under it",
-	"hw_slowdown":    "hardware slowdown: clocks cut for temperature, an external power brake or power-supply protection",
-	"sync_boost":     "sync boost: clocks held to the slowest GPU of its group",
-	"sw_thermal":     "software thermal slowdown, the GPU is too hot",
-	"hw_thermal":     "hardware thermal slowdown, the GPU is far too hot (its own protection)",
-	"hw_power_brake": "hardware power brake: the node's power supply told the GPU to slow down",
-	"display_clocks": "display clocks setting",
-}
-
-// abnormalAlways are the reasons that degrade a GPU whatever its clock.
-var abnormalAlways = map[string]bool{"sw_thermal": true, "hw_thermal": true, "hw_slowdown": true, "hw_power_brake": true}
-
-// xidMeaning are the common meanings of frequent XIDs, after NVIDIA's Xid
-// catalog (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)
-// and its dynamic page retirement notes
-// (https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html).
-var xidMeaning = map[int]string{
-	13:  "graphics engine exception: usually the application (an illegal access); the GPU if it repeats across applications",
-	31:  "GPU memory page fault: usually the application's illegal memory access",
-	43:  "GPU stopped processing: the application hit a fault and its channel was reset",
-	45:  "preemptive cleanup after earlier errors",
-	48:  "double-bit ECC error (DBE): uncorrectable memory error; drain and reset the GPU",
-	63:  "ECC page retirement or row remapping recorded: reset the GPU to apply it",
-	64:  "ECC page retirement or row remapping failed: the memory cannot be repaired, an RMA candidate",
-	74:  "NVLink error",
-	79:  "the GPU has fallen off the bus: drain the node and reboot it; RMA if it repeats",
-	92:  "high single-bit ECC error rate",
-	94:  "contained ECC error: the affected application must restart; reset the GPU when it can be drained",
-	95:  "uncontained ECC error: every application on the GPU is affected; drain and reset the GPU",
-	119: "GSP RPC timeout: reset the GPU",
-	120: "GSP error: reset the GPU",
-}
-
-// gpuCheck judges one GPU: short tokens for the gpu step's summary and full
-// lines for the verdict's evidence, empty when it is not degraded. ratio is
-// Thresholds.GPUClockRatio; running says the instance has requests running.
-func gpuCheck(g views.GPUState, ratio float64, running bool) (short, lines []string) {
-	who := "GPU " + g.GPU
-	if g.Hostname != "" {
-		who += " on " + g.Hostname
-	}
-	if g.Model != "" {
-		who += " (" + g.Model + ")"
-	}
-	loaded := (g.Util != nil && *g.Util >= gpuLoaded) || (g.Util == nil && running)
-	low := loaded && g.SMClockMHz != nil && g.SMClockMaxMHz != nil && *g.SMClockMaxMHz > 0 &&
-		*g.SMClockMHz < ratio**g.SMClockMaxMHz
-	var reasons []string
-	for _, e := range g.ClockEvents {
-		if abnormalAlways[e] || (e == "power_cap" && low) {
-			short = append(short, e)
-			m := clockEventMeaning[e]
-			reasons = append(reasons, e+": "+m)
-		}
-	}
-	if low && len(reasons) == 0 {
-		short = append(short, "SM clock low")
-		why := "no clock event reason explains it"
-		if !g.ClockEventsMeasured {
-			why = "clock event reasons not measured (" + dcgmFieldByID(112).Classic + " is not in the exporter's CSV)"
-		}
-		reasons = append(reasons, fmt.Sprintf("SM clock below %.0f%% of its max under load (%s)", 100*ratio, why))
-	}
-	figures := strings.Join(gpuFigures(g), ", ")
-	if read := seriesNames(g, "clock_events", "sm_clock_mhz", "sm_clock_max_mhz", "temp_c", "power_w", "util"); read != "" {
-		figures += " (" + read + ")"
-	}
-	if len(reasons) > 0 {
-		lines = append(lines, who+": "+strings.Join(reasons, "; ")+"; "+figures)
-	}
-	for _, x := range g.XIDs {
-		short = append(short, fmt.Sprintf("XID %d", x))
-		m := xidMeaning[x]
-		if m == "" {
-			m = "see NVIDIA's Xid catalog"
-		}
-		lines = append(lines, fmt.Sprintf("%s: XID %d in the window: %s%s", who, x, m, readFrom(g, "xids")))
-	}
-	if e := g.ECCUncorrectable; e != nil && *e > 0 {
-		short = append(short, fmt.Sprintf("%.0f uncorrectable ECC", *e))
-		lines = append(lines, fmt.Sprintf("%s: %s in the window (%s): drain and reset the GPU", who, plural(*e, "uncorrectable ECC error"), eccParts(g)))
-	}
-	if f := g.RowRemapFailure; f != nil && *f > 0 {
-		short = append(short, "row remap failure")
-		lines = append(lines, who+": row remapping failed"+readFrom(g, "row_remap_failure")+": the memory cannot be repaired, an RMA candidate")
-	}
-	if n := g.NVLinkErrors; n != nil && *n > 0 && len(lines) > 0 {
-		lines = append(lines, fmt.Sprintf("%s: %s (CRC, replay, recovery) in the window%s", who, plural(*n, "NVLink error"), readFrom(g, "nvlink_errors")))
-	}
-	if len(lines) > 0 && len(reasons) == 0 && figures != "" {
-		lines = append(lines, who+": "+figures) // the numbers of a GPU degraded for another reason
-	}
-	return short, lines
-}
-
-// plural is "1 thing" or "n things".
-func plural(n float64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%.0f %ss", n, thing)
-}
-
-// eccParts says what the uncorrectable ECC count is made of and from which
-// series: "uncorrectable remapped rows +1 (DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL)".
-func eccParts(g views.GPUState) string {
-	var parts []string
-	if r := g.RemappedRowsUncorrectable; r != nil && *r > 0 {
-		parts = append(parts, fmt.Sprintf("uncorrectable remapped rows +%.0f%s", *r, readFrom(g, "remapped_rows_uncorrectable")))
-	}
-	if d := g.ECCDBE; d != nil && *d > 0 {
-		parts = append(parts, fmt.Sprintf("double-bit ECC +%.0f%s", *d, readFrom(g, "ecc_dbe")))
-	}
-	if len(parts) == 0 { // a view written before the breakdown
-		return "DBE / uncorrectable remapped rows"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// seriesNames lists the DCGM series the readings were read from, in order,
-// each once; "" when the view does not say (written before it did).
-func seriesNames(g views.GPUState, readings ...string) string {
-	var names []string
-	for _, r := range readings {
-		names = views.AppendNew(names, g.Series[r]...)
-	}
-	return strings.Join(names, ", ")
-}
-
-// readFrom is " (SERIES, …)" for a reading, "" when the view does not say.
-func readFrom(g views.GPUState, reading string) string {
-	if n := seriesNames(g, reading); n != "" {
-		return " (" + n + ")"
-	}
-	return ""
-}
-
-// gpuFigures are a GPU's numbers: "SM 1089/1980 MHz (55%)", "88 °C", "412 W".
-func gpuFigures(g views.GPUState) []string {
-	var out []string
-	switch {
-	case g.SMClockMHz != nil && g.SMClockMaxMHz != nil && *g.SMClockMaxMHz > 0:
-		out = append(out, fmt.Sprintf("SM %.0f/%.0f MHz (%.0f%%)", *g.SMClockMHz, *g.SMClockMaxMHz, 100**g.SMClockMHz / *g.SMClockMaxMHz))
-	case g.SMClockMHz != nil:
-		out = append(out, fmt.Sprintf("SM %.0f MHz (max not measured)", *g.SMClockMHz))
-	}
-	if g.TempC != nil {
-		out = append(out, fmt.Sprintf("%.0f °C", *g.TempC))
-	}
-	if g.PowerW != nil {
-		out = append(out, fmt.Sprintf("%.0f W", *g.PowerW))
-	}
-	if g.Util != nil {
-		out = append(out, fmt.Sprintf("util %.0f%%", 100**g.Util))
-	}
-	return out
-}
-
 // running says whether the instance has requests running.
 func (r reading) running() bool {
 	v, ok := r.get(vocab.SigRunning)
@@ -205,7 +38,7 @@ func (r reading) gpuDegraded() bool {
 		return false
 	}
 	for _, g := range v.GPUs {
-		if s, _ := gpuCheck(g, r.th.GPUClockRatio, r.running()); len(s) > 0 {
+		if s, _ := gpu.Check(g, r.th.GPUClockRatio, r.running()); len(s) > 0 {
 			return true
 		}
 	}
@@ -216,7 +49,7 @@ func (r reading) gpuDegraded() bool {
 func gpuEvidence(r reading) []string {
 	var out []string
 	for _, g := range r.vw.gpu.GPUs {
-		_, lines := gpuCheck(g, r.th.GPUClockRatio, r.running())
+		_, lines := gpu.Check(g, r.th.GPUClockRatio, r.running())
 		out = append(out, lines...)
 	}
 	return append(out, `a profile would only show "everything slow": every kernel runs slower on a throttled or faulty GPU; fix the GPU first`)
@@ -231,39 +64,14 @@ func gpuContext(r reading) []string {
 	case v == nil:
 		return []string{"GPU not measured: no gpu step result (none ran, or it failed before reading Prometheus)"}
 	case !v.Measured:
-		return []string{"GPU not measured: " + gpuUnmeasuredWhy(v)}
+		return []string{"GPU not measured: " + gpu.UnmeasuredWhy(v)}
 	}
 	var out []string
 	if !r.gpuDegraded() {
 		out = append(out, fmt.Sprintf("GPU: %d measured, no abnormal throttling, low SM clock, XID or uncorrectable ECC error in the window", len(v.GPUs)))
 	}
 	if len(v.Failed) > 0 {
-		out = append(out, "GPU partly measured: "+failedList(v.Failed))
+		out = append(out, "GPU partly measured: "+gpu.FailedList(v.Failed))
 	}
 	return out
-}
-
-// gpuUnmeasuredWhy says why a view has no GPU.
-func gpuUnmeasuredWhy(v *views.GPUView) string {
-	if len(v.Failed) >= len(gpuQueryNames) {
-		return "every DCGM query failed (" + failedList(v.Failed) + ")"
-	}
-	why := fmt.Sprintf("no DCGM series matched {%s} (is the DCGM exporter scraped, and does the selector map the instance to its GPUs?)", v.Selector)
-	if len(v.Failed) > 0 {
-		why += "; " + failedList(v.Failed)
-	}
-	return why
-}
-
-// failedList is "name reason, …" in name order.
-func failedList(failed map[string]string) string {
-	names := make([]string, 0, len(failed))
-	for n := range failed {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for i, n := range names {
-		names[i] = n + " " + failed[n]
-	}
-	return strings.Join(names, ", ")
 }

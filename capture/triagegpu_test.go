@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/gpu"
 	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
@@ -162,7 +163,7 @@ func TestRowRemapFailureBothGenerations(t *testing.T) {
 		{"DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"},
 	} {
 		t.Run(g.failed, func(t *testing.T) {
-			a := newGPUAccumulator(start)
+			a := gpu.NewAccumulator(start)
 			l := func(name, gpu string) model.Metric { return dcgmLabels(name, gpu, "GPU-"+gpu, "node-a") }
 			before := start.Add(-30 * time.Second)
 			for _, gpu := range []string{"0", "1"} {
@@ -170,10 +171,10 @@ func TestRowRemapFailureBothGenerations(t *testing.T) {
 				if gpu == "1" {
 					rows, failed = []float64{4, 4, 5}, []float64{0, 1}
 				}
-				a.add(model.Matrix{series(l(g.rows, gpu), before, rows...), series(l(g.failed, gpu), start, failed...),
+				a.Add(model.Matrix{series(l(g.rows, gpu), before, rows...), series(l(g.failed, gpu), start, failed...),
 					series(l(g.power, gpu), start, 401.5, 420.25), series(l(g.temp, gpu), start, 61, 62)})
 			}
-			view := &views.GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.states(), Measured: true}
+			view := &views.GPUView{Selector: `instance=~"node-a:[0-9]+"`, Window: 600, GPUs: a.States(), Measured: true}
 			v, _ := diagnose(slowITL, nil, Thresholds{}, false, beyond{gpu: view, peers: fleet(vocab.SigITLP99, 0.45, 0.03, 0.03, 0.04)})
 			all := checkVerdict(t, v, vocab.VerdictGPUDegraded, []string{vocab.FactorSingleInstance}, []string{
 				"GPU 1 on node-a (NVIDIA H100 80GB HBM3): row remapping failed (" + g.failed + "): the memory cannot be repaired",
@@ -190,4 +191,22 @@ func TestRowRemapFailureBothGenerations(t *testing.T) {
 	if len(got) == 2 && (got[0].ID != got[1].ID || got[0].Scope != got[1].Scope || len(got[0].Evidence) != len(got[1].Evidence)) {
 		t.Errorf("the generations disagree: %s/%s %d lines vs %s/%s %d lines", got[0].ID, got[0].Scope, len(got[0].Evidence), got[1].ID, got[1].Scope, len(got[1].Evidence))
 	}
+}
+
+// The gpu family's test helpers, for the DCGM series these tests feed its accumulator.
+
+// dcgmLabels are a DCGM exporter's labels for one GPU (GPU.md's example).
+func dcgmLabels(name, gpu, uuid, host string) model.Metric {
+	return model.Metric{model.MetricNameLabel: model.LabelValue(name), "gpu": model.LabelValue(gpu),
+		"UUID": model.LabelValue(uuid), "device": model.LabelValue("nvidia" + gpu), "modelName": "NVIDIA H100 80GB HBM3",
+		"Hostname": model.LabelValue(host), "instance": model.LabelValue(host + ":9400"), "job": "dcgm"}
+}
+
+// series is one raw series with a sample every 30 s from t0, in order.
+func series(m model.Metric, t0 time.Time, vals ...float64) *model.SampleStream {
+	ss := &model.SampleStream{Metric: m}
+	for i, v := range vals {
+		ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.TimeFromUnixNano(t0.Add(time.Duration(i) * 30 * time.Second).UnixNano()), Value: model.SampleValue(v)})
+	}
+	return ss
 }

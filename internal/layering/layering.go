@@ -3,7 +3,8 @@
 // only packages of a lower layer; the test harnesses sit on top, so no
 // production package can import one, and only the binaries wire everything.
 //
-// In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
+// In one line, bottom to top: vocab and the leaves ← storage, database ← config and the
+// steps' shared kit ← the Prometheus query runner ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
 // and the run vocabulary ← runner and handlers ← the binaries ← the test
 // harnesses.
@@ -29,7 +30,7 @@ var Layers = []Layer{
 	}},
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
-		"capture/chart", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/traces",
+		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/traces",
 		"targets", "notify", "internal/webtls",
 	}},
 	{"the step registry and the Slack notifier", []string{"capture", "notify/slack"}},

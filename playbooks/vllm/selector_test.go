@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/gpu"
 	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
@@ -46,7 +46,7 @@ func TestGPUSelectorMapping(t *testing.T) {
 			t.Errorf("%s: no gpu step", c.instance)
 			continue
 		}
-		cfg, ok := ps.Config.(*capture.GPUConfig)
+		cfg, ok := ps.Config.(*gpu.GPUConfig)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
 		}

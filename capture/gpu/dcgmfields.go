@@ -1,4 +1,4 @@
-package capture
+package gpu
 
 import (
 	"fmt"
@@ -230,9 +230,9 @@ var dcgmFields = []DCGMField{
 		Source:  "[csv] :64 (commented); [h46] :1413 (439), :3756 the classic name its alias"},
 }
 
-// dcgmFieldByID is the table's row for a DCGM field id; it panics on an id
+// FieldByID is the table's row for a DCGM field id; it panics on an id
 // the table lacks (a bug in the caller).
-func dcgmFieldByID(id int) DCGMField {
+func FieldByID(id int) DCGMField {
 	for _, f := range dcgmFields {
 		if f.ID == id {
 			return f

@@ -1,4 +1,4 @@
-package capture
+package gpu
 
 import (
 	"math"
@@ -71,14 +71,14 @@ func (g *gpuAcc) read(reading, name string) {
 	}
 }
 
-// gpuAccumulator builds GPUStates from DCGM series, keyed by GPU.
-type gpuAccumulator struct {
+// Accumulator builds GPUStates from DCGM series, keyed by GPU.
+type Accumulator struct {
 	start time.Time // the window's start: earlier samples are readings from before it
 	gpus  map[string]*gpuAcc
 }
 
-func newGPUAccumulator(start time.Time) *gpuAccumulator {
-	return &gpuAccumulator{start: start, gpus: map[string]*gpuAcc{}}
+func NewAccumulator(start time.Time) *Accumulator {
+	return &Accumulator{start: start, gpus: map[string]*gpuAcc{}}
 }
 
 // label is the first non-empty of the labels.
@@ -93,7 +93,7 @@ func label(m model.Metric, names ...string) string {
 
 // gpuOf returns the GPU a series belongs to: by UUID (and MIG instance),
 // else by the exporter's instance and gpu index.
-func (a *gpuAccumulator) gpuOf(m model.Metric) *gpuAcc {
+func (a *Accumulator) gpuOf(m model.Metric) *gpuAcc {
 	key := label(m, "UUID", "uuid")
 	if key == "" {
 		key = label(m, "instance") + "/" + label(m, "gpu")
@@ -114,8 +114,8 @@ func (a *gpuAccumulator) gpuOf(m model.Metric) *gpuAcc {
 	return g
 }
 
-// add folds one query's result in.
-func (a *gpuAccumulator) add(v model.Value) {
+// Add folds one query's result in.
+func (a *Accumulator) Add(v model.Value) {
 	switch r := v.(type) {
 	case model.Matrix:
 		for _, ss := range r {
@@ -142,7 +142,7 @@ func (a *gpuAccumulator) add(v model.Value) {
 }
 
 // addSeries folds one raw series in, by its name's row in the table.
-func (a *gpuAccumulator) addSeries(ss *model.SampleStream) {
+func (a *Accumulator) addSeries(ss *model.SampleStream) {
 	name := string(ss.Metric[model.MetricNameLabel])
 	n, ok := dcgmByName[name]
 	if !ok {
@@ -297,8 +297,8 @@ func maxPtr(p *float64, x float64) *float64 {
 	return &x
 }
 
-// states are the GPUs' states, by gpu index then UUID.
-func (a *gpuAccumulator) states() []views.GPUState {
+// States are the GPUs' states, by gpu index then UUID.
+func (a *Accumulator) States() []views.GPUState {
 	out := make([]views.GPUState, 0, len(a.gpus))
 	for _, g := range a.gpus {
 		st := g.st

@@ -1,4 +1,9 @@
-package capture
+// Package gpu is the gpu step: the NVIDIA DCGM exporter's series for the GPUs
+// under the instance (the DCGM table, dcgmfields.go; the accumulator that
+// folds them into views.GPUState, gpuacc.go), stored as a views.GPUView under
+// views.FindingGPU, and how a GPU is judged (judge.go), for its summary and
+// for triage's gpu-degraded rule.
+package gpu
 
 import (
 	"context"
@@ -19,7 +24,7 @@ import (
 // Findings[FindingGPU] for the gpu-degraded rule (triagegpu.go).
 //
 // It runs a constant number of queries (gpuQueryNames), whatever the number
-// of GPUs, in parallel, each under its own deadline (runQuery, as the
+// of GPUs, in parallel, each under its own deadline (promkit.RunQuery, as the
 // prometheus step's). Three read the window's raw samples with a range
 // selector at its end, so every sample counts (the OR of the clock event
 // bitmask misses none, as a range query's steps could); one reads the GPUs'
@@ -51,14 +56,13 @@ type GPUStep struct {
 
 var _ vocab.Step = (*GPUStep)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "gpu",
-		Tier:   vocab.TierMetrics,
-		Doc:    "Reads the NVIDIA DCGM exporter's series for the instance's GPUs from Prometheus (clock event reasons, SM clock vs max, temperature, power, util, XID, ECC, row remap, NVLink; both DCGM generations) in a constant number of parallel queries; a GPUView for the gpu-degraded verdict, a JSON artifact.",
-		Config: func() any { return &GPUConfig{} },
-		Build:  func(cfg any) (vocab.Step, error) { return NewGPU(*cfg.(*GPUConfig)) },
-	})
+// Kind is the gpu step kind, registered by capture/kinds.go.
+var Kind = vocab.Kind{
+	Name:   "gpu",
+	Tier:   vocab.TierMetrics,
+	Doc:    "Reads the NVIDIA DCGM exporter's series for the instance's GPUs from Prometheus (clock event reasons, SM clock vs max, temperature, power, util, XID, ECC, row remap, NVLink; both DCGM generations) in a constant number of parallel queries; a GPUView for the gpu-degraded verdict, a JSON artifact.",
+	Config: func() any { return &GPUConfig{} },
+	Build:  func(cfg any) (vocab.Step, error) { return NewGPU(*cfg.(*GPUConfig)) },
 }
 
 // NewGPU validates cfg and returns the step.
@@ -90,8 +94,8 @@ const (
 	gqClockMax = "gpu_clock_max"
 )
 
-// gpuQueryNames lists the step's queries: a constant number, whatever the GPU count.
-var gpuQueryNames = []string{gqEvents, gqGauges, gqErrors, gqClockMax}
+// QueryNames lists the step's queries: a constant number, whatever the GPU count.
+var QueryNames = []string{gqEvents, gqGauges, gqErrors, gqClockMax}
 
 // errorsBefore is how much earlier than the window the errors query starts,
 // so counters and the last XID have a reading from before it (Prometheus's
@@ -157,13 +161,13 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	view := &views.GPUView{Selector: g.cfg.Selector, Window: w.Seconds()}
 	var firstErr *promkit.QueryOutcome
 	view.Failed, firstErr = promkit.Failures(outs)
-	acc := newGPUAccumulator(pt.Start)
+	acc := NewAccumulator(pt.Start)
 	for _, o := range outs {
 		if o.Err == nil {
-			acc.add(o.Result)
+			acc.Add(o.Result)
 		}
 	}
-	view.GPUs = acc.states()
+	view.GPUs = acc.States()
 	view.Measured = len(view.GPUs) > 0
 	res := &vocab.Result{Findings: map[string]any{views.FindingGPU: view, "source": vocab.SourcePromQL, "queries": len(outs)}}
 	if view.Failed != nil {
@@ -179,7 +183,7 @@ func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 // 1089/1980 MHz, 88 °C", or why the GPUs were not measured.
 func gpuSummary(v *views.GPUView) string {
 	if !v.Measured {
-		return "GPU not measured: " + gpuUnmeasuredWhy(v)
+		return "GPU not measured: " + UnmeasuredWhy(v)
 	}
 	var hosts []string
 	seen := map[string]bool{}
@@ -198,8 +202,8 @@ func gpuSummary(v *views.GPUView) string {
 	}
 	var parts []string
 	for _, g := range v.GPUs {
-		if iss, _ := gpuCheck(g, DefaultThresholds.GPUClockRatio, false); len(iss) > 0 {
-			parts = append(parts, "GPU "+g.GPU+" "+strings.Join(append(iss, gpuFigures(g)...), ", "))
+		if iss, _ := Check(g, DefaultClockRatio, false); len(iss) > 0 {
+			parts = append(parts, "GPU "+g.GPU+" "+strings.Join(append(iss, Figures(g)...), ", "))
 		}
 	}
 	if len(parts) == 0 {

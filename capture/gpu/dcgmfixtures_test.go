@@ -1,4 +1,4 @@
-package capture
+package gpu
 
 import (
 	"math"
@@ -84,7 +84,7 @@ func TestDCGMTableKnowsRealExporterNames(t *testing.T) {
 			}
 			for _, id := range sc.fields {
 				if !found[id] {
-					t.Errorf("field %d (%s): no family of the scrape has its HELP %q", id, dcgmFieldByID(id).Classic, dcgmFieldByID(id).Help)
+					t.Errorf("field %d (%s): no family of the scrape has its HELP %q", id, FieldByID(id).Classic, FieldByID(id).Help)
 				}
 			}
 		})
@@ -109,9 +109,9 @@ func TestDCGMRealScrapeThroughTheAccumulator(t *testing.T) {
 					m = append(m, series(lm, start, v))
 				}
 			}
-			a := newGPUAccumulator(start)
-			a.add(m)
-			sts := a.states()
+			a := NewAccumulator(start)
+			a.Add(m)
+			sts := a.States()
 			if len(sts) != 1 {
 				t.Fatalf("%d GPUs, the scrape has one", len(sts))
 			}
@@ -135,7 +135,7 @@ func TestDCGMRealScrapeThroughTheAccumulator(t *testing.T) {
 			if s.Hostname == "" || s.Model == "" || s.UUID == "" {
 				t.Errorf("labels %+v", s)
 			}
-			if short, _ := gpuCheck(s, DefaultThresholds.GPUClockRatio, true); len(short) > 0 {
+			if short, _ := Check(s, DefaultClockRatio, true); len(short) > 0 {
 				t.Errorf("an idle healthy GPU judged %v", short)
 			}
 		})

@@ -1,4 +1,4 @@
-package capture
+package gpu
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/internal/testkit/steptest"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -81,9 +82,9 @@ func TestGPUAccumulatorBothGenerations(t *testing.T) {
 		{"DCGM_FI_DEV_SM_CLOCK_HERTZ", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_TEMP_CELSIUS", "DCGM_FI_DEV_XID_ERROR", "max", 1e6, 1},
 	} {
 		t.Run(g.clock, func(t *testing.T) {
-			a := newGPUAccumulator(start)
+			a := NewAccumulator(start)
 			l := func(name string) model.Metric { return dcgmLabels(name, "1", "GPU-1", "node-a") }
-			a.add(model.Matrix{
+			a.Add(model.Matrix{
 				series(l("DCGM_FI_DEV_CLOCKS_EVENT_REASONS"), start, 0, 0x4, blank, 0x20|0x4, 0),
 				// idle at first (a low clock that does not count), busy and throttled after
 				series(l(g.clock), start, 210*g.hz, 1980*g.hz, blank, 1089*g.hz, 1500*g.hz),
@@ -97,11 +98,11 @@ func TestGPUAccumulatorBothGenerations(t *testing.T) {
 				series(l("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"), before, 3, 3, 3, 3, 4, 0, 1),
 				series(l("DCGM_FI_DEV_ROW_REMAP_FAILURE"), start, 0, 0),
 			})
-			a.add(model.Vector{
+			a.Add(model.Vector{
 				{Metric: withLabel(l(""), "dcgm_field", "seen"), Value: 1980},
 				{Metric: withLabel(l(""), "dcgm_field", g.maxClock), Value: 1980},
 			})
-			sts := a.states()
+			sts := a.States()
 			if len(sts) != 1 {
 				t.Fatalf("GPUs %+v", sts)
 			}
@@ -146,20 +147,20 @@ func deref(p *float64) any {
 // and index; the max clock falls back to the highest seen.
 func TestGPUAccumulatorKeysGPUs(t *testing.T) {
 	start := time.Unix(1.8e9, 0)
-	a := newGPUAccumulator(start)
+	a := NewAccumulator(start)
 	noUUID := func(name, gpu, host string) model.Metric {
 		m := dcgmLabels(name, gpu, "", host)
 		delete(m, "UUID")
 		return m
 	}
-	a.add(model.Matrix{
+	a.Add(model.Matrix{
 		series(noUUID("DCGM_FI_DEV_GPU_TEMP", "0", "node-a"), start, 50),
 		series(noUUID("DCGM_FI_DEV_GPU_TEMP", "10", "node-a"), start, 51),
 		series(noUUID("DCGM_FI_DEV_GPU_TEMP", "2", "node-a"), start, 52),
 		series(noUUID("DCGM_FI_DEV_GPU_TEMP", "0", "node-b"), start, 53),
 	})
-	a.add(model.Vector{{Metric: withLabel(noUUID("", "2", "node-a"), "dcgm_field", "seen"), Value: 1755}})
-	sts := a.states()
+	a.Add(model.Vector{{Metric: withLabel(noUUID("", "2", "node-a"), "dcgm_field", "seen"), Value: 1755}})
+	sts := a.States()
 	var got []string
 	for _, s := range sts {
 		got = append(got, s.Hostname+"/"+s.GPU)
@@ -181,12 +182,12 @@ func TestGPUStepQueriesAreConstantAndNameBothGenerations(t *testing.T) {
 		t.Fatal(err)
 	}
 	qs := step.queries(time.Hour)
-	if len(qs) != len(gpuQueryNames) {
+	if len(qs) != len(QueryNames) {
 		t.Fatalf("%d queries", len(qs))
 	}
 	all := ""
 	for i, q := range qs {
-		if q.Name != gpuQueryNames[i] || !strings.Contains(q.Query, `instance=~"10\\.0\\.0\\.7:[0-9]+"`) {
+		if q.Name != QueryNames[i] || !strings.Contains(q.Query, `instance=~"10\\.0\\.0\\.7:[0-9]+"`) {
 			t.Errorf("query %s: %s", q.Name, q.Query)
 		}
 		if _, err := parserFor(q.Query); err != nil {
@@ -248,3 +249,6 @@ func TestGPUStepFailsOnlyWhenEveryQueryFails(t *testing.T) {
 }
 
 func parserFor(q string) (parser.Expr, error) { return parser.NewParser(parser.Options{}).ParseExpr(q) }
+
+// promInput is an Input against url with a local store and a one-hour window.
+func promInput(t testing.TB, url string) *vocab.Input { return steptest.PromInput(t, url) }

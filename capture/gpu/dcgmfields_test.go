@@ -1,4 +1,4 @@
-package capture
+package gpu
 
 import (
 	"fmt"
@@ -107,12 +107,12 @@ func TestDCGMFieldsEveryNameBothGenerations(t *testing.T) {
 			if c.before {
 				t0 = start.Add(-30 * time.Second)
 			}
-			a := newGPUAccumulator(start)
-			a.add(model.Matrix{series(m, t0, c.samples...)})
+			a := NewAccumulator(start)
+			a.Add(model.Matrix{series(m, t0, c.samples...)})
 			if c.line != "row remapping failed" {
-				a.add(model.Matrix{series(dcgmLabels("DCGM_FI_DEV_ROW_REMAP_FAILED", "1", "GPU-1", "node-a"), start, 1)})
+				a.Add(model.Matrix{series(dcgmLabels("DCGM_FI_DEV_ROW_REMAP_FAILED", "1", "GPU-1", "node-a"), start, 1)})
 			}
-			sts := a.states()
+			sts := a.States()
 			if len(sts) != 1 {
 				t.Fatalf("GPUs %+v", sts)
 			}
@@ -120,7 +120,7 @@ func TestDCGMFieldsEveryNameBothGenerations(t *testing.T) {
 			if got, ok := c.want(s); !ok {
 				t.Errorf("reading %v", got)
 			}
-			_, lines := gpuCheck(s, DefaultThresholds.GPUClockRatio, false)
+			_, lines := Check(s, DefaultClockRatio, false)
 			var line string
 			for _, l := range lines {
 				if strings.Contains(l, c.line) {
@@ -160,12 +160,12 @@ func TestDCGMMaxClockBothGenerations(t *testing.T) {
 				t.Errorf("max clock query lacks %s as %q:\n%s", c.name, c.inQuery, q)
 			}
 			start := time.Unix(1.8e9, 0)
-			a := newGPUAccumulator(start)
+			a := NewAccumulator(start)
 			l := func(name string) model.Metric { return dcgmLabels(name, "0", "GPU-0", "node-a") }
-			a.add(model.Matrix{series(l(c.clock), start, c.clockVal), series(l("DCGM_FI_DEV_CLOCKS_EVENT_REASONS"), start, 0x20)})
-			a.add(model.Vector{{Metric: withLabel(withLabel(l(""), "dcgm_field", "max"), "dcgm_series", c.name), Value: 1980}})
-			s := a.states()[0]
-			_, lines := gpuCheck(s, DefaultThresholds.GPUClockRatio, true)
+			a.Add(model.Matrix{series(l(c.clock), start, c.clockVal), series(l("DCGM_FI_DEV_CLOCKS_EVENT_REASONS"), start, 0x20)})
+			a.Add(model.Vector{{Metric: withLabel(withLabel(l(""), "dcgm_field", "max"), "dcgm_series", c.name), Value: 1980}})
+			s := a.States()[0]
+			_, lines := Check(s, DefaultClockRatio, true)
 			if len(lines) == 0 || !strings.Contains(lines[0], "SM 1089/1980 MHz (55%)") || !strings.Contains(lines[0], c.name) || !strings.Contains(lines[0], c.clock) {
 				t.Errorf("evidence %q: want SM 1089/1980 MHz read from %s and %s", lines, c.clock, c.name)
 			}
@@ -228,6 +228,6 @@ func TestDCGMTableRejectsADuplicateName(t *testing.T) {
 			t.Errorf("recovered %v", r)
 		}
 	}()
-	f := dcgmFieldByID(150)
+	f := FieldByID(150)
 	indexDCGM([]DCGMField{f, {Classic: "DCGM_FI_DEV_GPU_TEMP", Current: "X"}})
 }
