@@ -166,10 +166,10 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 func peersStepOf(tb testing.TB, plan *playbooks.Plan, selector string) vocab.Step {
 	tb.Helper()
 	for _, ps := range plan.Steps {
-		if cfg, ok := ps.Config.(*peers.PeersConfig); ok {
+		if cfg, ok := ps.Config.(*peers.Config); ok {
 			c := *cfg
 			c.Selector = selector
-			st, err := peers.NewPeers(c)
+			st, err := peers.New(c)
 			if err != nil {
 				tb.Fatal(err)
 			}

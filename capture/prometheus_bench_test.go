@@ -22,7 +22,7 @@ import (
 func BenchmarkTier1(b *testing.B) {
 	inst, prom := simUnderPrometheus(b, vllmsim.ScenarioOverload, false)
 	qs := snapshotQueries(inst)[:8]
-	step, err := prometheus.NewPrometheus(prometheus.PrometheusConfig{Queries: qs})
+	step, err := prometheus.New(prometheus.Config{Queries: qs})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 		t.Run(fmt.Sprintf("overload legacy=%v", legacy), func(t *testing.T) {
 			inst, prom := simUnderPrometheus(t, vllmsim.ScenarioOverload, legacy)
 			qs := append(snapshotQueries(inst), prometheus.PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
-			step, err := prometheus.NewPrometheus(prometheus.PrometheusConfig{Queries: qs})
+			step, err := prometheus.New(prometheus.Config{Queries: qs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	in := func(id string) *vocab.Input {
 		return &vocab.Input{RunID: "r", StepID: id, Alert: alert, Env: env, Window: vocab.Window{Start: sim.Now().Add(-time.Hour), End: sim.Now()}}
 	}
-	prom, _ := prometheus.NewPrometheus(prometheus.PrometheusConfig{Queries: snapshotQueries(u.Host)})
+	prom, _ := prometheus.New(prometheus.Config{Queries: snapshotQueries(u.Host)})
 	_, perr := prom.Run(context.Background(), in("snapshot"))
 	if vocab.Classify(perr) != vocab.ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
 		t.Fatalf("prometheus down: %v (%s)", perr, vocab.Classify(perr))
@@ -227,7 +227,7 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			q := func(name, sig, expr string, base bool) prometheus.PromQuery {
 				return prometheus.PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
 			}
-			step, err := prometheus.NewPrometheus(prometheus.PrometheusConfig{
+			step, err := prometheus.New(prometheus.Config{
 				Baseline: prometheus.BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
 				Queries: []prometheus.PromQuery{
 					q("queue", vocab.SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),

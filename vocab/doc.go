@@ -40,9 +40,9 @@
 //     a test builds or inspects one step;
 //
 // and a family's package only for that family's own API (the profile
-// step's report, ProfileReport, and the calls to a vLLM profiler that the
+// step's report, profile.Report, and the calls to a vLLM profiler that the
 // runner's sweeper shares, StopProfile and ErrNotArmed; the gpu step's DCGM
-// table, gpu.DCGMFields); never for a word
-// listed above (leaf_test.go checks capture's side of that). A new word the
+// table, gpu.DCGMFields); never for a word listed above (leaf_test.go checks
+// capture's side of that). A new word the
 // runner, the notifiers or the handlers need from a step goes here.
 package vocab

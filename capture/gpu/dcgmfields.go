@@ -8,7 +8,7 @@ import (
 
 // The one table of DCGM series the gpu step reads (gpu.go, gpuacc.go): every
 // name it queries or looks up, in both generations of dcgm-exporter names,
-// comes from dcgmFields. The queries (GPUStep.queries) and the lookup by
+// comes from dcgmFields. The queries (Step.queries) and the lookup by
 // name (dcgmByName) are derived from it; nothing else in capture spells a
 // DCGM name.
 //

@@ -143,7 +143,7 @@ func TestDCGMFieldsEveryNameBothGenerations(t *testing.T) {
 // either generation's field (113 in MHz, 1608 in Hz), the Hz one scaled in
 // the query after its 64-bit blanks are dropped, and the evidence names it.
 func TestDCGMMaxClockBothGenerations(t *testing.T) {
-	step, err := NewGPU(GPUConfig{Selector: `instance=~"node-a:[0-9]+"`})
+	step, err := New(Config{Selector: `instance=~"node-a:[0-9]+"`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestDCGMMaxClockBothGenerations(t *testing.T) {
 // TestGPUQueriesNameOnlyTheTable: every DCGM name in the step's queries is a
 // name of the table, and every name of the table is in exactly one query.
 func TestGPUQueriesNameOnlyTheTable(t *testing.T) {
-	step, _ := NewGPU(GPUConfig{Selector: `job="dcgm"`})
+	step, _ := New(Config{Selector: `job="dcgm"`})
 	seen := map[string]int{}
 	for _, q := range step.queries(time.Hour) {
 		names := map[string]bool{}

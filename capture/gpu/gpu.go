@@ -34,8 +34,8 @@ import (
 // view's units (MHz, °C, W, 0..1). DCGM's blank sentinels are missing,
 // never values (dcgmBlank).
 
-// GPUConfig is the gpu step's config.
-type GPUConfig struct {
+// Config is the gpu step's config.
+type Config struct {
 	// Selector is PromQL label matchers, without braces, that pick the DCGM
 	// series of the instance's GPUs; a template the playbook renders (the
 	// shipped preset: the exporter on the instance's host,
@@ -49,24 +49,24 @@ type GPUConfig struct {
 	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
-// GPUStep is a built gpu step.
-type GPUStep struct {
-	cfg GPUConfig
+// Step is a built gpu step.
+type Step struct {
+	cfg Config
 }
 
-var _ vocab.Step = (*GPUStep)(nil)
+var _ vocab.Step = (*Step)(nil)
 
 // Kind is the gpu step kind, registered by capture/kinds.go.
 var Kind = vocab.Kind{
 	Name:   "gpu",
 	Tier:   vocab.TierMetrics,
 	Doc:    "Reads the NVIDIA DCGM exporter's series for the instance's GPUs from Prometheus (clock event reasons, SM clock vs max, temperature, power, util, XID, ECC, row remap, NVLink; both DCGM generations) in a constant number of parallel queries; a GPUView for the gpu-degraded verdict, a JSON artifact.",
-	Config: func() any { return &GPUConfig{} },
-	Build:  func(cfg any) (vocab.Step, error) { return NewGPU(*cfg.(*GPUConfig)) },
+	Config: func() any { return &Config{} },
+	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
 
-// NewGPU validates cfg and returns the step.
-func NewGPU(cfg GPUConfig) (*GPUStep, error) {
+// New validates cfg and returns the step.
+func New(cfg Config) (*Step, error) {
 	sel := strings.TrimSpace(cfg.Selector)
 	if sel == "" {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "gpu: selector is required (label matchers for the instance's DCGM series)")
@@ -81,7 +81,7 @@ func NewGPU(cfg GPUConfig) (*GPUStep, error) {
 		cfg.MaxClockLookback = 24 * time.Hour
 	}
 	cfg.Selector = sel
-	return &GPUStep{cfg: cfg}, nil
+	return &Step{cfg: cfg}, nil
 }
 
 // The step's queries. clock_max is an instant query; the others read raw
@@ -104,7 +104,7 @@ const errorsBefore = 5 * time.Minute
 
 // queries are the step's PromQL queries over a window of w, every DCGM
 // name from the table (dcgmFields), grouped by how the accumulator folds it.
-func (g *GPUStep) queries(w time.Duration) []promkit.PromQuery {
+func (g *Step) queries(w time.Duration) []promkit.PromQuery {
 	sel := g.cfg.Selector
 	raw := func(span time.Duration, procs ...dcgmProc) string {
 		return fmt.Sprintf(`{__name__=~"%s",%s}[%s]`, strings.Join(dcgmNamesOf(procs...), "|"), sel, promSpan(span))
@@ -147,7 +147,7 @@ func promSpan(d time.Duration) string {
 
 // Run runs the queries in parallel and builds the GPUView. It fails only
 // when every query failed.
-func (g *GPUStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
+func (g *Step) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	pt, err := promkit.TargetOf(in, "gpu")
 	if err != nil {
 		return nil, err

@@ -177,7 +177,7 @@ func TestGPUAccumulatorKeysGPUs(t *testing.T) {
 }
 
 func TestGPUStepQueriesAreConstantAndNameBothGenerations(t *testing.T) {
-	step, err := NewGPU(GPUConfig{Selector: `instance=~"10\\.0\\.0\\.7:[0-9]+"`})
+	step, err := New(Config{Selector: `instance=~"10\\.0\\.0\\.7:[0-9]+"`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestGPUStepQueriesAreConstantAndNameBothGenerations(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "  ", `instance=`, `{instance="a"}`, `instance="a"}) or vector(1`} {
-		if _, err := NewGPU(GPUConfig{Selector: bad}); vocab.Classify(err) != vocab.ReasonBadConfig {
+		if _, err := New(Config{Selector: bad}); vocab.Classify(err) != vocab.ReasonBadConfig {
 			t.Errorf("selector %q: %v", bad, err)
 		}
 	}
@@ -224,7 +224,7 @@ func TestGPUStepFailsOnlyWhenEveryQueryFails(t *testing.T) {
 		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"matrix","result":[]}}`))
 	}))
 	defer srv.Close()
-	step, _ := NewGPU(GPUConfig{Selector: `instance=~"h:[0-9]+"`})
+	step, _ := New(Config{Selector: `instance=~"h:[0-9]+"`})
 	for _, c := range []struct {
 		failing string
 		fails   bool

@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// PeersConfig is the peers step's config: the same signals for every
+// Config is the peers step's config: the same signals for every
 // instance serving the alerting instance's model, one PromQL query per signal
 // grouped by instance, so the number of queries does not grow with the fleet.
-type PeersConfig struct {
+type Config struct {
 	// Selector is the PromQL label matchers choosing the peers, rendered from
 	// the alert (`model_name={{ .Labels.model_name | promQuote }}`). Empty (the
 	// alert has no model label) is a finding, "peers not measured", not an error.
@@ -48,12 +48,12 @@ type PeerQuery struct {
 	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
-// PeersStep is a built peers step.
-type PeersStep struct {
-	cfg PeersConfig
+// Step is a built peers step.
+type Step struct {
+	cfg Config
 }
 
-var _ vocab.Step = (*PeersStep)(nil)
+var _ vocab.Step = (*Step)(nil)
 
 // peersPlaceholder is where a peers query takes the selector.
 const peersPlaceholder = "$peers"
@@ -66,12 +66,12 @@ var Kind = vocab.Kind{
 	Tier: vocab.TierMetrics,
 	Doc: "Reads the same signals for every instance serving the alert's model from Prometheus, one query per signal grouped by instance, " +
 		"so triage can say whether the cause is this instance, several or the whole fleet.",
-	Config: func() any { return &PeersConfig{} },
-	Build:  func(cfg any) (vocab.Step, error) { return NewPeers(*cfg.(*PeersConfig)) },
+	Config: func() any { return &Config{} },
+	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
 
-// NewPeers validates cfg, fills its defaults and returns the step.
-func NewPeers(cfg PeersConfig) (*PeersStep, error) {
+// New validates cfg, fills its defaults and returns the step.
+func New(cfg Config) (*Step, error) {
 	if cfg.Label == "" {
 		cfg.Label = "instance"
 	}
@@ -96,13 +96,13 @@ func NewPeers(cfg PeersConfig) (*PeersStep, error) {
 		}
 		seen[q.Signal] = true
 	}
-	return &PeersStep{cfg: cfg}, nil
+	return &Step{cfg: cfg}, nil
 }
 
 // Run runs every signal's query in parallel, each under its own deadline. A
 // missing selector or instance is a finding; the step fails only when every
 // query failed.
-func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
+func (p *Step) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	view := &views.PeerView{Label: p.cfg.Label, Self: p.cfg.Self, Selector: strings.TrimSpace(p.cfg.Selector),
 		Instances: []string{}, Signals: map[string]map[string]float64{}}
 	if view.Self == "" {
@@ -131,7 +131,7 @@ func (p *PeersStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, er
 }
 
 // unmeasured says why the step could not look for peers.
-func (p *PeersStep) unmeasured(v *views.PeerView) string {
+func (p *Step) unmeasured(v *views.PeerView) string {
 	if v.Selector == "" {
 		return "the peers' selector is empty (does the alert carry the model label?)"
 	}
@@ -139,7 +139,7 @@ func (p *PeersStep) unmeasured(v *views.PeerView) string {
 }
 
 // report fills the view from the outcomes, stores the artifact and sums up.
-func (p *PeersStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *views.PeerView, res *vocab.Result, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *Step) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, view *views.PeerView, res *vocab.Result, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	seen := map[string]bool{}
 	var firstErr *promkit.QueryOutcome
 	view.Failed, firstErr = promkit.Failures(outs)

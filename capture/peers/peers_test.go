@@ -66,7 +66,7 @@ func peersInput(t *testing.T, url string, labels template.KV) *vocab.Input {
 func TestPeersStepBuildsTheView(t *testing.T) {
 	var n atomic.Int32
 	srv := fakeFleet(t, &n)
-	step, err := NewPeers(PeersConfig{Selector: `model_name="m"`, Queries: peersQueries})
+	step, err := New(Config{Selector: `model_name="m"`, Queries: peersQueries})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPeersStepNotMeasured(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var n atomic.Int32
 			srv := fakeFleet(t, &n)
-			step, _ := NewPeers(PeersConfig{Selector: c.selector, Queries: peersQueries})
+			step, _ := New(Config{Selector: c.selector, Queries: peersQueries})
 			res, err := step.Run(context.Background(), peersInput(t, srv.URL, c.labels))
 			if err != nil {
 				t.Fatalf("err %v: a missing label is a finding, not an error", err)
@@ -132,7 +132,7 @@ func TestPeersStepNotMeasured(t *testing.T) {
 func TestPeersStepFailsOnlyWhenEveryQueryFailed(t *testing.T) {
 	var n atomic.Int32
 	srv := fakeFleet(t, &n)
-	step, _ := NewPeers(PeersConfig{Selector: `model_name="other"`, Queries: peersQueries})
+	step, _ := New(Config{Selector: `model_name="other"`, Queries: peersQueries})
 	res, err := step.Run(context.Background(), peersInput(t, srv.URL, template.KV{"instance": "a"}))
 	if err == nil || vocab.Classify(err) != vocab.ReasonBadConfig || !strings.Contains(err.Error(), "all 3 queries failed") {
 		t.Fatalf("err %v, want bad-config: all 3 queries failed", err)
@@ -143,7 +143,7 @@ func TestPeersStepFailsOnlyWhenEveryQueryFailed(t *testing.T) {
 }
 
 func TestNewPeersRejects(t *testing.T) {
-	cases := map[string]PeersConfig{
+	cases := map[string]Config{
 		"no queries":       {Selector: "x"},
 		"unknown signal":   {Queries: []PeerQuery{{Signal: "nope", Query: "a{$peers}"}}},
 		"duplicate signal": {Queries: []PeerQuery{{Signal: vocab.SigQueueDepth, Query: "a{$peers}"}, {Signal: vocab.SigQueueDepth, Query: "b{$peers}"}}},
@@ -151,7 +151,7 @@ func TestNewPeersRejects(t *testing.T) {
 		"bad label":        {Label: "in-stance", Queries: []PeerQuery{{Signal: vocab.SigQueueDepth, Query: "a{$peers}"}}},
 	}
 	for name, cfg := range cases {
-		if _, err := NewPeers(cfg); err == nil || vocab.Classify(err) != vocab.ReasonBadConfig {
+		if _, err := New(cfg); err == nil || vocab.Classify(err) != vocab.ReasonBadConfig {
 			t.Errorf("%s: err %v, want bad-config", name, err)
 		}
 	}

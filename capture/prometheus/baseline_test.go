@@ -58,20 +58,20 @@ func TestBaselineQueryMovesEveryRangeAndSelector(t *testing.T) {
 func TestBaselineConfigErrors(t *testing.T) {
 	cases := []struct {
 		name string
-		cfg  PrometheusConfig
+		cfg  Config
 		want string
 	}{
-		{"own offset", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
-		{"own @", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
-		{"scalar", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
-		{"unparsable", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
-		{"no signal", PrometheusConfig{Queries: []PromQuery{{Name: "a", Baseline: true, Query: `x`}}}, "baseline needs a signal"},
-		{"name clash", PrometheusConfig{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
-		{"negative window", PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: `x`}}, Baseline: BaselineConfig{Window: -time.Minute}}, "negative"},
+		{"own offset", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
+		{"own @", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
+		{"scalar", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
+		{"unparsable", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
+		{"no signal", Config{Queries: []PromQuery{{Name: "a", Baseline: true, Query: `x`}}}, "baseline needs a signal"},
+		{"name clash", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
+		{"negative window", Config{Queries: []PromQuery{{Name: "a", Query: `x`}}, Baseline: BaselineConfig{Window: -time.Minute}}, "negative"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := NewPrometheus(c.cfg)
+			_, err := New(c.cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) || vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err %v, want bad-config containing %q", err, c.want)
 			}
@@ -106,7 +106,7 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 			_, _ = w.Write(b)
 		}))
 		defer srv.Close()
-		step, err := NewPrometheus(PrometheusConfig{
+		step, err := New(Config{
 			Queries: []PromQuery{
 				{Name: "prompt_tokens", Signal: vocab.SigPromptTokens, Baseline: true, Query: `sum(rate(p_sum[2m])) / sum(rate(p_count[2m]))`},
 				{Name: "queue", Signal: vocab.SigQueueDepth, Query: `max(w)`},

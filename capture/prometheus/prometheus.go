@@ -20,9 +20,9 @@ import (
 // PromQuery is one PromQL query (promkit.PromQuery).
 type PromQuery = promkit.PromQuery
 
-// PrometheusConfig is the prometheus step's config: PromQL queries against the
+// Config is the prometheus step's config: PromQL queries against the
 // configured Prometheus, run in parallel, each under its own deadline.
-type PrometheusConfig struct {
+type Config struct {
 	// Queries to run; their names key the findings.
 	Queries []PromQuery `yaml:"queries" json:"queries"`
 	// Baseline sets the windows the queries marked `baseline` are read over
@@ -30,12 +30,12 @@ type PrometheusConfig struct {
 	Baseline BaselineConfig `yaml:"baseline,omitempty" json:"baseline,omitempty"`
 }
 
-// PrometheusStep is a built prometheus step.
-type PrometheusStep struct {
-	cfg PrometheusConfig
+// Step is a built prometheus step.
+type Step struct {
+	cfg Config
 }
 
-var _ vocab.Step = (*PrometheusStep)(nil)
+var _ vocab.Step = (*Step)(nil)
 
 // queryNameRE is what a query name must look like to be usable in `when`.
 var queryNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -50,12 +50,12 @@ var Kind = vocab.Kind{
 	Name:   "prometheus",
 	Tier:   vocab.TierMetrics,
 	Doc:    "Runs PromQL instant and range queries against the configured Prometheus in parallel, each under its own deadline; findings per query, signals for triage, a JSON artifact.",
-	Config: func() any { return &PrometheusConfig{} },
-	Build:  func(cfg any) (vocab.Step, error) { return NewPrometheus(*cfg.(*PrometheusConfig)) },
+	Config: func() any { return &Config{} },
+	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
 
-// NewPrometheus validates cfg and returns the step.
-func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
+// New validates cfg and returns the step.
+func New(cfg Config) (*Step, error) {
 	if len(cfg.Queries) == 0 {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: no queries")
 	}
@@ -98,13 +98,13 @@ func NewPrometheus(cfg PrometheusConfig) (*PrometheusStep, error) {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: %w", err)
 	}
 	cfg.Baseline = cfg.Baseline.withDefaults()
-	return &PrometheusStep{cfg: cfg}, nil
+	return &Step{cfg: cfg}, nil
 }
 
 // Run runs every query in parallel. A failed query is reported in the findings
 // and the summary while the others keep their results; the step fails only when
 // every query failed.
-func (p *PrometheusStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
+func (p *Step) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	pt, err := promkit.TargetOf(in, "prometheus")
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (p *PrometheusStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Resul
 
 // plan is the queries to run: the configured ones, then, for each marked
 // `baseline`, the one query that reads its baselines before startsAt.
-func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
+func (p *Step) plan(startsAt time.Time) ([]PromQuery, error) {
 	out := append([]PromQuery(nil), p.cfg.Queries...)
 	for _, q := range p.cfg.Queries {
 		if !q.Baseline {
@@ -147,7 +147,7 @@ func (p *PrometheusStep) plan(startsAt time.Time) ([]PromQuery, error) {
 // describeBaselines records the window and lag of each baseline signal: the
 // step's baseline window, ending its gap before startsAt (a day more for the
 // day-ago one), and the windows themselves in findings.baseline.
-func (p *PrometheusStep) describeBaselines(res *vocab.Result, startsAt, end time.Time) {
+func (p *Step) describeBaselines(res *vocab.Result, startsAt, end time.Time) {
 	b := p.cfg.Baseline
 	windows, _ := res.Findings[vocab.FindingSignalWindows].(map[string]float64)
 	lags, _ := res.Findings[vocab.FindingSignalLags].(map[string]float64)
@@ -199,7 +199,7 @@ func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
 }
 
 // report turns the outcomes into the step's result and stores the artifact.
-func (p *PrometheusStep) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *Step) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{}}
 	failed, firstErr := promkit.Failures(outs)
 	var noData []string

@@ -87,7 +87,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	f := &fakeProm{}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	step, err := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
+	step, err := New(Config{Queries: []PromQuery{
 		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
 		{Name: "kv", Query: "kv", Signal: vocab.SigKVUsage},
 		{Name: "s", Query: "scalar"},
@@ -142,7 +142,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 func TestPrometheusKeepsResultsWhenSomeQueriesFail(t *testing.T) {
 	srv := httptest.NewServer(&fakeProm{})
 	defer srv.Close()
-	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
+	step, _ := New(Config{Queries: []PromQuery{
 		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
 		{Name: "typo", Query: "bad("},
 		{Name: "heavy", Query: "heavy"},
@@ -181,7 +181,7 @@ func TestPrometheusRunsQueriesInParallel(t *testing.T) {
 	for i := range 4 {
 		qs = append(qs, PromQuery{Name: fmt.Sprintf("q%d", i), Query: "max(queue)", Timeout: 5 * time.Second})
 	}
-	step, _ := NewPrometheus(PrometheusConfig{Queries: qs})
+	step, _ := New(Config{Queries: qs})
 	res, err := step.Run(context.Background(), promInput(t, srv.URL))
 	if err != nil || res.Findings["failed"] != nil {
 		t.Fatalf("err %v, failed %v", err, res.Findings["failed"])
@@ -192,7 +192,7 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
+	step, _ := New(Config{Queries: []PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
 	res, err := step.Run(context.Background(), promInput(t, url))
 	if vocab.Classify(err) != vocab.ReasonUnreachable || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v (%s)", err, vocab.Classify(err))
@@ -203,7 +203,7 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 }
 
 func TestPrometheusNeverShowsCredentials(t *testing.T) {
-	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{{Name: "a", Query: "up"}}})
+	step, _ := New(Config{Queries: []PromQuery{{Name: "a", Query: "up"}}})
 	_, err := step.Run(context.Background(), promInput(t, "http://user:hunter2@127.0.0.1:1"))
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v", err)
@@ -221,13 +221,13 @@ func TestNewPrometheusValidates(t *testing.T) {
 		"negative timeout":   {Name: "a", Query: "up", Timeout: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := NewPrometheus(PrometheusConfig{Queries: []PromQuery{q}}); vocab.Classify(err) != vocab.ReasonBadConfig {
+			if _, err := New(Config{Queries: []PromQuery{q}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v", err)
 			}
 		})
 	}
 	dup := []PromQuery{{Name: "a", Query: "up"}, {Name: "a", Query: "up"}}
-	if _, err := NewPrometheus(PrometheusConfig{Queries: dup}); err == nil {
+	if _, err := New(Config{Queries: dup}); err == nil {
 		t.Fatal("duplicate names accepted")
 	}
 }
@@ -247,7 +247,7 @@ func TestRangeStepKeepsPointsBounded(t *testing.T) {
 func TestPrometheusTimeoutSaysItsCauseOnce(t *testing.T) {
 	srv := httptest.NewServer(&fakeProm{})
 	defer srv.Close()
-	step, _ := NewPrometheus(PrometheusConfig{Queries: []PromQuery{
+	step, _ := New(Config{Queries: []PromQuery{
 		{Name: "stuck", Query: "slow", Timeout: 100 * time.Millisecond},
 	}})
 	_, err := step.Run(context.Background(), promInput(t, srv.URL))

@@ -46,7 +46,7 @@ func TestGPUSelectorMapping(t *testing.T) {
 			t.Errorf("%s: no gpu step", c.instance)
 			continue
 		}
-		cfg, ok := ps.Config.(*gpu.GPUConfig)
+		cfg, ok := ps.Config.(*gpu.Config)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
 		}
@@ -91,7 +91,7 @@ func TestPeersSelector(t *testing.T) {
 			t.Errorf("%v: no peers step", labels)
 			continue
 		}
-		cfg, ok := ps.Config.(*peers.PeersConfig)
+		cfg, ok := ps.Config.(*peers.Config)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
 		}
