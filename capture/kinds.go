@@ -7,6 +7,7 @@ import (
 	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/capture/prometheus"
+	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/capture/traces"
 )
 
@@ -21,4 +22,5 @@ func init() {
 	Register(peers.Kind)
 	Register(profile.Kind)
 	Register(prometheus.Kind)
+	Register(scrape.Kind)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/prometheus"
+	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -152,9 +153,9 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	if vocab.Classify(perr) != vocab.ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
 		t.Fatalf("prometheus down: %v (%s)", perr, vocab.Classify(perr))
 	}
-	scrape, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
-	scrape.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
-	sres, err := scrape.Run(context.Background(), in("scrape"))
+	scr, _ := scrape.New(scrape.Config{Gap: 10 * time.Second})
+	scr.SetSleep(func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil })
+	sres, err := scr.Run(context.Background(), in("scrape"))
 	if err != nil {
 		t.Fatal(err)
 	}

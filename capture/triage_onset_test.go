@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -13,30 +14,30 @@ import (
 // onsetAlert is each cause's shipped alert condition, evaluated as the rules
 // shortened for tests do (deploy.AlertRules(30s, 0s)): over the last rule
 // window, from the instance's own metrics. It says whether the alert can fire.
-var onsetAlert = map[string]func(w scrapeDelta) bool{
-	vllmsim.ScenarioOverload: func(w scrapeDelta) bool {
-		v, ok := w.cur.Value(vllmexpo.VMWaiting, vllmexpo.AggMax, nil)
+var onsetAlert = map[string]func(w scrape.Delta) bool{
+	vllmsim.ScenarioOverload: func(w scrape.Delta) bool {
+		v, ok := w.Cur.Value(vllmexpo.VMWaiting, vllmexpo.AggMax, nil)
 		return ok && v > 10
 	},
-	vllmsim.ScenarioKVPressure: func(w scrapeDelta) bool {
-		v, ok := w.cur.Value(vllmexpo.VMKVUsage, vllmexpo.AggMax, nil)
+	vllmsim.ScenarioKVPressure: func(w scrape.Delta) bool {
+		v, ok := w.Cur.Value(vllmexpo.VMKVUsage, vllmexpo.AggMax, nil)
 		return ok && v > 0.95
 	},
-	vllmsim.ScenarioPrefillBound: func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMTTFT) > 2 },
-	vllmsim.ScenarioDecodeBound:  func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
-	vllmsim.ScenarioUnexplained:  func(w scrapeDelta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
-	vllmsim.ScenarioClientAborts: func(w scrapeDelta) bool {
-		all, _ := w.rate(vllmexpo.VMFinished, nil)
-		ab, _ := w.rate(vllmexpo.VMFinished, func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort })
+	vllmsim.ScenarioPrefillBound: func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMTTFT) > 2 },
+	vllmsim.ScenarioDecodeBound:  func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
+	vllmsim.ScenarioUnexplained:  func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
+	vllmsim.ScenarioClientAborts: func(w scrape.Delta) bool {
+		all, _ := w.Rate(vllmexpo.VMFinished, nil)
+		ab, _ := w.Rate(vllmexpo.VMFinished, func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort })
 		return all > 0.05 && ab/all > 0.05
 	},
 }
 
 // ruleQuantile is the p99 the latency alerts compute (histogram_quantile over
 // the window, no minimum count), 0 when the window has too little traffic.
-func ruleQuantile(w scrapeDelta, m vllmexpo.Metric) float64 {
-	all, _ := w.rate(vllmexpo.VMFinished, nil)
-	h, ok := w.hist(m)
+func ruleQuantile(w scrape.Delta, m vllmexpo.Metric) float64 {
+	all, _ := w.Rate(vllmexpo.VMFinished, nil)
+	h, ok := w.Hist(m)
 	if !ok || h.Count == 0 || all <= 0.05 {
 		return 0
 	}

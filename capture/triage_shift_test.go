@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -20,8 +21,8 @@ type simHistory struct {
 	t    *testing.T
 	sim  *vllmsim.Sim
 	srv  *httptest.Server
-	step *ScrapeStep
-	hist []*sample
+	step *scrape.Step
+	hist []*scrape.Sample
 }
 
 func newSimHistory(t *testing.T, o vllmsim.Options) *simHistory {
@@ -32,7 +33,7 @@ func newSimHistory(t *testing.T, o vllmsim.Options) *simHistory {
 	}
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
-	step, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
+	step, _ := scrape.New(scrape.Config{Gap: 10 * time.Second})
 	h := &simHistory{t: t, sim: sim, srv: srv, step: step}
 	h.tick(1)
 	return h
@@ -50,17 +51,17 @@ func (h *simHistory) tick(n int) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		h.hist = append(h.hist, h.step.sampleOf(b, h.sim.Now()))
+		h.hist = append(h.hist, h.step.SampleOf(b, h.sim.Now()))
 	}
 }
 
 // over is the delta over the window seconds ending ago seconds before now.
-func (h *simHistory) over(window, ago int) scrapeDelta {
+func (h *simHistory) over(window, ago int) scrape.Delta {
 	n := len(h.hist) - 1 - ago
 	if n-window < 0 {
 		h.t.Fatalf("history of %d s: no window of %d s ending %d s ago", len(h.hist), window, ago)
 	}
-	return scrapeDelta{prev: &h.hist[n-window].exp, cur: h.hist[n].exp, gap: time.Duration(window) * time.Second}
+	return scrape.Delta{Prev: &h.hist[n-window].Exp, Cur: h.hist[n].Exp, Gap: time.Duration(window) * time.Second}
 }
 
 // snapshot is what the shipped PromQL snapshot reads now: its signals over
@@ -69,10 +70,10 @@ func (h *simHistory) over(window, ago int) scrapeDelta {
 // <signal>_baseline.
 func (h *simHistory) snapshot(baseline, gap int) *vocab.Result {
 	d := h.over(120, 0)
-	sig := d.signals()
-	windows := d.windows(sig)
+	sig := d.Signals()
+	windows := d.Windows(sig)
 	if baseline > 0 {
-		for k, v := range h.over(baseline, gap).signals() {
+		for k, v := range h.over(baseline, gap).Signals() {
 			sig[vocab.BaselineOf(k, false)] = v
 			windows[vocab.BaselineOf(k, false)] = float64(baseline)
 		}
@@ -86,7 +87,7 @@ func (h *simHistory) scrape() *vocab.Result {
 	h.t.Helper()
 	in, _ := scrapeInput(h.t, h.srv)
 	in.Env.Now = h.sim.Now
-	h.step.sleep = func(_ context.Context, d time.Duration) error { h.sim.Advance(d); return nil }
+	h.step.SetSleep(func(_ context.Context, d time.Duration) error { h.sim.Advance(d); return nil })
 	scraped, err := h.step.Run(context.Background(), in)
 	if err != nil {
 		h.t.Fatal(err)

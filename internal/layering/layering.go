@@ -30,7 +30,7 @@ var Layers = []Layer{
 	}},
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
-		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/traces",
+		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/scrape", "capture/traces",
 		"targets", "notify", "internal/webtls",
 	}},
 	{"the step registry and the Slack notifier", []string{"capture", "notify/slack"}},

@@ -1,4 +1,4 @@
-package capture
+package scrape
 
 import (
 	"math"
@@ -131,7 +131,7 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 		`queries_total{engine="0"} 1000`, `queries_total{engine="0"} 2000`,
 		`hits_total{engine="0"} 100`, `hits_total{engine="0"} 600`).Replace(first)
 	p, c := mustParse(t, first, nil), mustParse(t, second, nil)
-	got := scrapeDelta{prev: &p, cur: c, gap: 5 * time.Second}.signals()
+	got := Delta{Prev: &p, Cur: c, Gap: 5 * time.Second}.Signals()
 	want := vocab.Signals{
 		vocab.SigQueueDepth:      42,   // the higher reading: 30+12 before, 2+12 after
 		vocab.SigRunning:         32,   // per engine: the widest batch (max-num-seqs applies to each)
@@ -146,7 +146,7 @@ vllm:prefix_cache_hits_total{engine="0"} 100
 			t.Errorf("%s = %v, want %v", k, got[k], v)
 		}
 	}
-	one := scrapeDelta{cur: c}.signals()
+	one := Delta{Cur: c}.Signals()
 	if _, ok := one[vocab.SigPreemptionsRate]; ok {
 		t.Error("a single scrape cannot give a rate")
 	}

@@ -1,4 +1,7 @@
-package capture
+// Package scrape is the scrape step: the alerting instance's /metrics read
+// twice a gap apart, and the rates and latency quantiles over the gap
+// (scrapecalc.go's Delta), on both vLLM metric generations.
+package scrape
 
 import (
 	"bytes"
@@ -20,11 +23,11 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// ScrapeConfig is the scrape step's config: the alerting instance's own /metrics,
+// Config is the scrape step's config: the alerting instance's own /metrics,
 // read twice a gap apart, so that rates and latency quantiles over that gap come
 // from the instance itself. Triage can answer from this alone when Prometheus is
 // unreachable.
-type ScrapeConfig struct {
+type Config struct {
 	// Target is the instance's host:port; empty means the alert's `instance` label.
 	// The connection goes through the targets allow-list.
 	Target string `yaml:"target,omitempty" json:"target,omitempty"`
@@ -50,29 +53,32 @@ type ScrapeConfig struct {
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
 
-// ScrapeStep is a built scrape step.
-type ScrapeStep struct {
-	cfg ScrapeConfig
+// Step is a built scrape step.
+type Step struct {
+	cfg Config
 	// sleep waits out the gap; tests drive a simulated clock with it.
 	sleep func(ctx context.Context, d time.Duration) error
 	// poll is how often the gap checks for MinRequests finished requests.
 	poll time.Duration
 }
 
-var _ vocab.Step = (*ScrapeStep)(nil)
+var _ vocab.Step = (*Step)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "scrape",
-		Tier:   vocab.TierMetrics,
-		Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (both vLLM metric generations).",
-		Config: func() any { return &ScrapeConfig{} },
-		Build:  func(cfg any) (vocab.Step, error) { return NewScrape(*cfg.(*ScrapeConfig)) },
-	})
+// SetSleep replaces how the step waits out the gap: tests that drive a
+// simulated clock advance it here.
+func (s *Step) SetSleep(sleep func(ctx context.Context, d time.Duration) error) { s.sleep = sleep }
+
+// Kind is the scrape step kind, registered by capture/kinds.go.
+var Kind = vocab.Kind{
+	Name:   "scrape",
+	Tier:   vocab.TierMetrics,
+	Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (both vLLM metric generations).",
+	Config: func() any { return &Config{} },
+	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
 
-// NewScrape validates cfg, applies its defaults and returns the step.
-func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
+// New validates cfg, applies its defaults and returns the step.
+func New(cfg Config) (*Step, error) {
 	if cfg.Scheme == "" {
 		cfg.Scheme = "http"
 	}
@@ -110,14 +116,14 @@ func NewScrape(cfg ScrapeConfig) (*ScrapeStep, error) {
 			return nil, vocab.Errorf(vocab.ReasonBadConfig, "scrape: match %q: %w", p, err)
 		}
 	}
-	return &ScrapeStep{cfg: cfg, sleep: stepkit.SleepCtx, poll: time.Second}, nil
+	return &Step{cfg: cfg, sleep: stepkit.SleepCtx, poll: time.Second}, nil
 }
 
 // Run scrapes twice and reports the signals. A failed first scrape fails the
 // step; a failed second one leaves the first scrape's gauges and lifetime
 // ratios, with the failure noted in the findings. When the step's context ends
 // during the gap, that partial result comes back with the context's error.
-func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
+func (s *Step) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 	target := s.cfg.Target
 	if target == "" {
 		target = in.Alert.Labels["instance"]
@@ -140,8 +146,8 @@ func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, e
 		return res, err
 	}
 	s.keep(ctx, in, res, "scrape-1.txt", first)
-	one := s.sampleOf(first, t1)
-	prev, cur := one, (*sample)(nil)
+	one := s.SampleOf(first, t1)
+	prev, cur := one, (*Sample)(nil)
 	var stopped error // the step's own deadline or cancellation ended the wait
 	if cur, err = s.secondScrape(ctx, in, u, one); err != nil {
 		res.Findings["second_scrape_error"] = clip.Line(err.Error(), stepkit.MaxErrorText)
@@ -153,7 +159,7 @@ func (s *ScrapeStep) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, e
 	} else {
 		s.keep(ctx, in, res, "scrape-2.txt", cur.body)
 	}
-	if err := s.analyse(res, prev, cur); err != nil {
+	if err := s.Analyse(res, prev, cur); err != nil {
 		return res, vocab.Errorf(vocab.ReasonBadConfig, "scrape %s: %w", u, err)
 	}
 	noteViewLag(res, in, one.at, cur.at)
@@ -188,35 +194,36 @@ func noteViewLag(res *vocab.Result, in *vocab.Input, first, last time.Time) {
 	res.Summary += " (seen " + span + " s after the alert arrived)"
 }
 
-// sample is one scrape: its text, when it arrived, and its parse (done once).
-type sample struct {
+// Sample is one scrape: its text, when it arrived, and its parse (done once).
+type Sample struct {
 	body []byte
 	at   time.Time
-	exp  vllmexpo.Exposition
+	Exp  vllmexpo.Exposition
 	err  error // why the text did not parse
 }
 
-func (s *ScrapeStep) sampleOf(body []byte, at time.Time) *sample {
+// SampleOf parses one scrape read at at.
+func (s *Step) SampleOf(body []byte, at time.Time) *Sample {
 	exp, err := vllmexpo.ParseExposition(body, s.cfg.Labels)
-	return &sample{body: body, at: at, exp: exp, err: err}
+	return &Sample{body: body, at: at, Exp: exp, err: err}
 }
 
-// analyse fills the result's signals, findings and summary from the scrapes
+// Analyse fills the result's signals, findings and summary from the scrapes
 // (prev is nil when only one worked).
-func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
+func (s *Step) Analyse(res *vocab.Result, prev, last *Sample) error {
 	if last.err != nil {
 		return last.err
 	}
-	cur := last.exp
-	d := scrapeDelta{cur: cur}
+	cur := last.Exp
+	d := Delta{Cur: cur}
 	if prev != nil {
 		if prev.err != nil {
 			return prev.err
 		}
-		d.prev, d.gap = &prev.exp, last.at.Sub(prev.at)
+		d.Prev, d.Gap = &prev.Exp, last.at.Sub(prev.at)
 	}
-	gap := d.gap
-	res.Signals = d.signals()
+	gap := d.Gap
+	res.Signals = d.Signals()
 	if prev == nil {
 		// One scrape: its histograms and counters cover the server's whole life
 		// (weeks, perhaps), not the alert. Triage gets the gauges only; the rest
@@ -224,7 +231,7 @@ func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 		res.Findings["lifetime_signals"] = res.Signals
 		res.Signals = d.gaugesOnly()
 	}
-	res.Findings[vocab.FindingSignalWindows] = d.windows(res.Signals)
+	res.Findings[vocab.FindingSignalWindows] = d.Windows(res.Signals)
 	res.Findings[vocab.FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
 	res.Findings["source"] = vocab.SourceScrape
 	res.Findings["generation"] = vllmexpo.GenerationOf(cur)
@@ -244,7 +251,7 @@ func (s *ScrapeStep) analyse(res *vocab.Result, prev, last *sample) error {
 
 // keep stores one raw scrape; a store failure is noted, never fatal: the
 // signals are the evidence, the raw text a convenience.
-func (s *ScrapeStep) keep(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, body []byte) {
+func (s *Step) keep(ctx context.Context, in *vocab.Input, res *vocab.Result, name string, body []byte) {
 	a, err := stepkit.PutArtifact(ctx, in, name, "text/plain; version=0.0.4", bytes.NewReader(body))
 	if err != nil {
 		res.Findings["artifact_error"] = err.Error()
@@ -257,7 +264,7 @@ func (s *ScrapeStep) keep(ctx context.Context, in *vocab.Input, res *vocab.Resul
 // every s.poll, by which MinRequests requests have finished since the first
 // scrape, or the one at Gap, whichever comes first. The gap ends by the clock
 // (a slow /metrics does not stretch it) or by the time slept, whichever is first.
-func (s *ScrapeStep) secondScrape(ctx context.Context, in *vocab.Input, u string, first *sample) (*sample, error) {
+func (s *Step) secondScrape(ctx context.Context, in *vocab.Input, u string, first *Sample) (*Sample, error) {
 	early := first.err == nil && s.cfg.MinRequests > 0 && s.poll > 0
 	deadline := first.at.Add(s.cfg.Gap)
 	var waited time.Duration
@@ -276,18 +283,18 @@ func (s *ScrapeStep) secondScrape(ctx context.Context, in *vocab.Input, u string
 		if err != nil {
 			return nil, err
 		}
-		cur := s.sampleOf(body, at)
+		cur := s.SampleOf(body, at)
 		if !early || cur.err != nil || waited >= s.cfg.Gap || !at.Before(deadline) {
 			return cur, nil
 		}
-		if n, ok := (scrapeDelta{prev: &first.exp, cur: cur.exp}).counterDelta(vllmexpo.VMFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+		if n, ok := (Delta{Prev: &first.Exp, Cur: cur.Exp}).counterDelta(vllmexpo.VMFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
 			return cur, nil
 		}
 	}
 }
 
 // fetch GETs the exposition under the per-request timeout and notes when it arrived.
-func (s *ScrapeStep) fetch(ctx context.Context, in *vocab.Input, u string) ([]byte, time.Time, error) {
+func (s *Step) fetch(ctx context.Context, in *vocab.Input, u string) ([]byte, time.Time, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.Timeout, fmt.Errorf("scrape %s: no answer within %v", u, s.cfg.Timeout))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

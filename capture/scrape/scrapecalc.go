@@ -1,4 +1,4 @@
-package capture
+package scrape
 
 import (
 	"math"
@@ -9,53 +9,53 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// scrapeDelta is what two scrapes of one instance say about the time between
-// them. With prev nil (one scrape only), histograms and ratios cover the whole
+// Delta is what two scrapes of one instance say about the time between
+// them. With Prev nil (one scrape only), histograms and ratios cover the whole
 // life of the process and no rate can be computed; gauges are always the
 // latest reading.
-type scrapeDelta struct {
-	prev *vllmexpo.Exposition
-	cur  vllmexpo.Exposition
-	gap  time.Duration
+type Delta struct {
+	Prev *vllmexpo.Exposition // the first scrape; nil with one scrape only
+	Cur  vllmexpo.Exposition  // the last scrape
+	Gap  time.Duration        // the time between them
 }
 
 // counterDelta is cur − prev of a counter summed over its series (filtered by
 // keep); a reset (cur < prev) counts everything cur has.
-func (d scrapeDelta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
-	now, ok := d.cur.Value(m, vllmexpo.AggSum, keep)
+func (d Delta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+	now, ok := d.Cur.Value(m, vllmexpo.AggSum, keep)
 	if !ok {
 		return 0, false
 	}
-	if d.prev == nil {
+	if d.Prev == nil {
 		return now, true
 	}
-	before, ok := d.prev.Value(m, vllmexpo.AggSum, keep)
+	before, ok := d.Prev.Value(m, vllmexpo.AggSum, keep)
 	if !ok || now < before {
 		return now, true
 	}
 	return now - before, true
 }
 
-// rate is counterDelta per second of gap; only with two scrapes.
-func (d scrapeDelta) rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
-	if d.prev == nil || d.gap <= 0 {
+// Rate is counterDelta per second of gap; only with two scrapes.
+func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+	if d.Prev == nil || d.Gap <= 0 {
 		return 0, false
 	}
 	v, ok := d.counterDelta(m, keep)
 	if !ok {
 		return 0, false
 	}
-	return v / d.gap.Seconds(), true
+	return v / d.Gap.Seconds(), true
 }
 
-// hist returns a histogram's observations over the gap.
-func (d scrapeDelta) hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
-	h, ok := d.cur.Histogram(m)
+// Hist returns a histogram's observations over the gap.
+func (d Delta) Hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
+	h, ok := d.Cur.Histogram(m)
 	if !ok {
 		return vllmexpo.Histogram{}, false
 	}
-	if d.prev != nil {
-		if before, ok := d.prev.Histogram(m); ok {
+	if d.Prev != nil {
+		if before, ok := d.Prev.Histogram(m); ok {
 			h = h.Since(before)
 		}
 	}
@@ -67,14 +67,14 @@ func (d scrapeDelta) hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
 // idle server), which no operator would read as a tail.
 const minObservationsP99 = 20
 
-// signals computes the canonical signals. Latency signals need observations in
+// Signals computes the canonical signals. Latency signals need observations in
 // the gap (p99 at least minObservationsP99): a gap in which no request finished
 // says nothing about latency, and the lifetime histogram would be a misleading
 // stand-in.
-func (d scrapeDelta) signals() vocab.Signals {
+func (d Delta) Signals() vocab.Signals {
 	s := d.gaugesOnly()
 	for _, hs := range vllmexpo.HistogramSignals {
-		h, ok := d.hist(hs.Metric)
+		h, ok := d.Hist(hs.Metric)
 		if !ok || h.Count <= 0 {
 			continue
 		}
@@ -88,7 +88,7 @@ func (d scrapeDelta) signals() vocab.Signals {
 	if _, ok := s[vocab.SigPromptTokens]; !ok {
 		setIf(s, vocab.SigPromptTokens, d.promptTokensPerStart)
 	}
-	if v, ok := d.rate(vllmexpo.VMPreemptions, nil); ok {
+	if v, ok := d.Rate(vllmexpo.VMPreemptions, nil); ok {
 		s[vocab.SigPreemptionsRate] = v
 	}
 	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort }
@@ -97,7 +97,7 @@ func (d scrapeDelta) signals() vocab.Signals {
 	if okAll && okAbort && all > 0 {
 		s[vocab.SigAbortRatio] = aborted / all
 	}
-	if v, ok := d.rate(vllmexpo.VMFinished, nil); ok {
+	if v, ok := d.Rate(vllmexpo.VMFinished, nil); ok {
 		s[vocab.SigRequestRate] = v
 	}
 	d.queueNow(s)
@@ -115,35 +115,35 @@ func (d scrapeDelta) signals() vocab.Signals {
 // queue drains at; TTFT is observed at the first token, so it does not lag
 // like the lifecycle histograms), and how many requests the queue-time
 // histogram covers, so triage can weigh it. Only with two scrapes.
-func (d scrapeDelta) queueNow(s vocab.Signals) {
-	if d.prev == nil || d.gap <= 0 {
+func (d Delta) queueNow(s vocab.Signals) {
+	if d.Prev == nil || d.Gap <= 0 {
 		return
 	}
-	now, okNow := d.cur.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
-	before, okBefore := d.prev.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	now, okNow := d.Cur.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	before, okBefore := d.Prev.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
 	if okNow && okBefore {
-		s[vocab.SigQueueGrowth] = (now - before) / d.gap.Seconds()
+		s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
 	}
-	if h, ok := d.hist(vllmexpo.VMTTFT); ok {
-		s[vocab.SigAdmitRate] = h.Count / d.gap.Seconds()
+	if h, ok := d.Hist(vllmexpo.VMTTFT); ok {
+		s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
 	}
-	if h, ok := d.hist(vllmexpo.VMQueueTime); ok {
+	if h, ok := d.Hist(vllmexpo.VMQueueTime); ok {
 		s[vocab.SigQueueTimeN] = h.Count
 	}
 }
 
-// windows says how many seconds each signal summarises: the gap for two
+// Windows says how many seconds each signal summarises: the gap for two
 // scrapes (gauges are the higher of two readings), 0 for one scrape's gauges.
-func (d scrapeDelta) windows(s vocab.Signals) map[string]float64 {
+func (d Delta) Windows(s vocab.Signals) map[string]float64 {
 	out := make(map[string]float64, len(s))
 	for k := range s {
-		out[k] = d.gap.Seconds()
+		out[k] = d.Gap.Seconds()
 	}
 	return out
 }
 
 // gaugesOnly is the signals one moment can tell: queue, batch, KV.
-func (d scrapeDelta) gaugesOnly() vocab.Signals {
+func (d Delta) gaugesOnly() vocab.Signals {
 	s := vocab.Signals{}
 	for _, g := range vllmexpo.GaugeSignals {
 		if v, ok := d.gauge(g.Metric, g.Agg); ok {
@@ -156,10 +156,10 @@ func (d scrapeDelta) gaugesOnly() vocab.Signals {
 // gauge is the higher of the two readings of a gauge: a queue that was deep or
 // a KV pool that was full at either moment was so (KV usage drops for a moment
 // each time a preemption frees blocks).
-func (d scrapeDelta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool) {
-	v, ok := d.cur.Value(m, agg, nil)
-	if d.prev != nil {
-		if w, okPrev := d.prev.Value(m, agg, nil); okPrev && (!ok || w > v) {
+func (d Delta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool) {
+	v, ok := d.Cur.Value(m, agg, nil)
+	if d.Prev != nil {
+		if w, okPrev := d.Prev.Value(m, agg, nil); okPrev && (!ok || w > v) {
 			return w, true
 		}
 	}
@@ -171,12 +171,12 @@ func (d scrapeDelta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64
 // both counted as they happen, where request_prompt_tokens is observed at
 // the finish and lags at the onset of longer prompts. It also stands in for
 // prompt_tokens_mean when no request finished in the gap.
-func (d scrapeDelta) promptTokensPerStart() (float64, bool) {
+func (d Delta) promptTokensPerStart() (float64, bool) {
 	tokens, ok := d.counterDelta(vllmexpo.VMPromptTokensTotal, nil)
 	if !ok {
 		return 0, false
 	}
-	ttft, ok := d.hist(vllmexpo.VMTTFT)
+	ttft, ok := d.Hist(vllmexpo.VMTTFT)
 	if !ok || ttft.Count <= 0 {
 		return 0, false
 	}
@@ -196,23 +196,23 @@ func setIf(s vocab.Signals, name string, f func() (float64, bool)) {
 // metricFindings summarises the families matching patterns, for the step's
 // findings: gauges as their latest value, counters as a rate over the gap (or
 // their total with one scrape), histograms as count, mean and p50/p99 over the gap.
-func (d scrapeDelta) metricFindings(patterns []string) map[string]any {
+func (d Delta) metricFindings(patterns []string) map[string]any {
 	out := map[string]any{}
-	for _, name := range d.cur.FamilyNames(patterns) {
+	for _, name := range d.Cur.FamilyNames(patterns) {
 		m := vllmexpo.Metric{name}
-		switch d.cur.TypeOf(name) {
+		switch d.Cur.TypeOf(name) {
 		case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
-			if v, ok := d.cur.Value(m, vllmexpo.AggSum, nil); ok {
+			if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
 				out[name] = finite(v)
 			}
 		case dto.MetricType_COUNTER:
-			if v, ok := d.rate(m, nil); ok {
+			if v, ok := d.Rate(m, nil); ok {
 				out[name] = map[string]any{"rate": finite(v)}
-			} else if v, ok := d.cur.Value(m, vllmexpo.AggSum, nil); ok {
+			} else if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
 				out[name] = map[string]any{"total": finite(v)}
 			}
 		case dto.MetricType_HISTOGRAM:
-			if h, ok := d.hist(m); ok {
+			if h, ok := d.Hist(m); ok {
 				out[name] = histogramFinding(h)
 			}
 		}
