@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
 	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/capture/triage"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
@@ -273,7 +273,7 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 			if !strings.HasPrefix(res.Summary, c.summaryOf) {
 				t.Errorf("summary %q, want it to start %q", res.Summary, c.summaryOf)
 			}
-			tri, _ := capture.NewTriage(capture.TriageConfig{})
+			tri, _ := triage.New(triage.Config{})
 			out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{
 				"snapshot": {Signals: slow, Findings: map[string]any{"source": vocab.SourcePromQL}}, "gpu": res}})
 			if err != nil {

@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/autocapture/autocapture/internal/testkit/steptest"
@@ -12,9 +11,6 @@ import (
 // TestMain runs the package's tests through testenv, which stops the real
 // components (Prometheus) the integration tests and benchmarks start.
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// ok writes a Prometheus API success answer carrying data.
-func ok(w http.ResponseWriter, data string) { steptest.PromOK(w, data) }
 
 // promInput is an Input against url with a local store and a one-hour window.
 func promInput(t testing.TB, url string) *vocab.Input { return steptest.PromInput(t, url) }

@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/capture/prometheus"
 	"github.com/autocapture/autocapture/capture/scrape"
+	"github.com/autocapture/autocapture/capture/triage"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -119,7 +120,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 			if h := res.Findings["queue_history"].([]promkit.SeriesSummary); len(h) != 1 || h[0].Points < 5 {
 				t.Fatalf("queue history %+v", h)
 			}
-			v := Diagnose(res.Signals, DefaultThresholds)
+			v := triage.Diagnose(res.Signals, triage.DefaultThresholds)
 			if v.ID != vocab.VerdictOverload {
 				t.Fatalf("PromQL alone: verdict %s, want overload; signals %v; evidence %q", v.ID, res.Signals, v.Evidence)
 			}
@@ -159,7 +160,7 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tri, _ := NewTriage(TriageConfig{})
+	tri, _ := triage.New(triage.Config{})
 	out, _ := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": sres}}) // the failed step left no result
 	if out.Verdict.ID != vocab.VerdictKVPressure || out.Findings["sources"].([]string)[0] != "scrape" {
 		t.Fatalf("verdict %+v from %v", out.Verdict, out.Findings["sources"])
@@ -257,7 +258,7 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			if lo, hi := map[bool]float64{true: 4000, false: 150}[c.want == vocab.VerdictOverload], map[bool]float64{true: 8000, false: 600}[c.want == vocab.VerdictOverload]; base < lo || base > hi {
 				t.Errorf("prompt baseline %.0f tokens, want the before traffic's (%.0f..%.0f)", base, lo, hi)
 			}
-			tri, _ := NewTriage(TriageConfig{})
+			tri, _ := triage.New(triage.Config{})
 			out, _ := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{"snapshot": res}})
 			v := out.Verdict
 			t.Logf("%s: %s basis %v\n%q", c.name, v.ID, v.Basis, v.Evidence)
@@ -266,4 +267,9 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dist is a prompt-length distribution for a shape.
+func dist(mean, lo, hi float64) *vllmsim.DistShape {
+	return &vllmsim.DistShape{Mean: new(mean), Min: new(lo), Max: new(hi), Sigma: new(0.3)}
 }

@@ -1,9 +1,11 @@
-// Package capture holds the step registry (registry.go) and the step kinds a
-// playbook can run: a step family's package (capture/prometheus,
-// capture/peers, capture/gpu, capture/profile, capture/traces,
-// capture/httpstep, capture/chart) declares its Kind and kinds.go registers
-// it; scrape and triage still register from their own files here. What the
+// Package capture holds the one registry of step kinds (registry.go) and
+// registers every kind a playbook can run (kinds.go). Each kind is a step
+// family's package that declares its Kind: capture/prometheus,
+// capture/peers, capture/gpu, capture/scrape, capture/triage,
+// capture/profile, capture/traces, capture/httpstep, capture/chart. What the
 // families share is in capture/internal (stepkit, vllmexpo, promkit, views).
+// The tests here run families together (a real Prometheus under the
+// prometheus, peers, gpu, scrape and triage steps; the shipped playbooks).
 // A step does one thing; the runner owns deadlines, retries and ordering. The
 // words a step shares with the rest of the daemon (Step, Input, Env, Result,
 // Verdict, reasons, tiers, signals, the profile lease) are in package vocab;

@@ -29,10 +29,10 @@
 //
 // What does not: how a step kind works. Package capture holds the one registry
 // of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind) and the
-// kinds, most in their own family's package (capture/prometheus,
-// capture/peers, capture/gpu, capture/profile, capture/traces,
-// capture/httpstep, capture/chart) that declares its Kind for the registry,
-// scrape and triage still in capture itself. Outside capture/, a package imports capture
+// kinds, each in its own family's package (capture/prometheus,
+// capture/peers, capture/gpu, capture/scrape, capture/triage,
+// capture/profile, capture/traces, capture/httpstep, capture/chart) that
+// declares its Kind for the registry. Outside capture/, a package imports capture
 // only for
 //
 //   - the registry: Kind, Register, Lookup, Kinds;

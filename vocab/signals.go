@@ -39,7 +39,7 @@ const (
 	// SigArrivalRate is requests arriving per second: admitted (first
 	// tokens) plus the queue's growth. Finishes (request_rate) and
 	// admissions cap at an instance's capacity; arrivals do not, so an
-	// instance sent 3× its share reads 3×, not its capacity (capture/triagescope.go).
+	// instance sent 3× its share reads 3×, not its capacity (capture/triage/triagescope.go).
 	SigArrivalRate = "arrival_rate"
 
 	// Baselines: the same quantity over the instance's own past (a query

@@ -21,9 +21,9 @@ import (
 
 // The gpu step (issue: "the GPU"): the NVIDIA DCGM exporter's series for the
 // GPUs under the instance, read from Prometheus, as a GPUView (capture/internal/views) under
-// Findings[FindingGPU] for the gpu-degraded rule (triagegpu.go).
+// Findings[FindingGPU] for the gpu-degraded rule (capture/triage/triagegpu.go).
 //
-// It runs a constant number of queries (gpuQueryNames), whatever the number
+// It runs a constant number of queries (QueryNames), whatever the number
 // of GPUs, in parallel, each under its own deadline (promkit.RunQuery, as the
 // prometheus step's). Three read the window's raw samples with a range
 // selector at its end, so every sample counts (the OR of the clock event

@@ -9,7 +9,7 @@ import (
 )
 
 // How a GPU is judged, for the gpu step's summary and triage's gpu-degraded
-// rule (capture/triagegpu.go), which states the rule.
+// rule (capture/triage/triagegpu.go), which states the rule.
 
 // DefaultClockRatio is the fraction of its max SM clock below which a GPU
 // under load counts as degraded, unless triage's gpu_clock_ratio says otherwise.

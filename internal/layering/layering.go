@@ -5,7 +5,7 @@
 //
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config and the
 // steps' shared kit ← the Prometheus query runner ← the
-// step families ← capture (the registry), notify ← playbooks ← the executor
+// step families ← triage ← capture (the registry), notify ← playbooks ← the executor
 // and the run vocabulary ← runner and handlers ← the binaries ← the test
 // harnesses.
 package layering
@@ -33,6 +33,7 @@ var Layers = []Layer{
 		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/scrape", "capture/traces",
 		"targets", "notify", "internal/webtls",
 	}},
+	{"the step family that reads the others' views", []string{"capture/triage"}},
 	{"the step registry and the Slack notifier", []string{"capture", "notify/slack"}},
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},

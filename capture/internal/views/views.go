@@ -24,8 +24,8 @@ import (
 //	gpu   (capture/gpu)       the NVIDIA DCGM exporter's series for the GPUs
 //	                          under the instance, under FindingGPU as a GPUView
 //
-// Triage turns them into the verdict's Scope (triagescope.go) and the
-// gpu-degraded rule (triagegpu.go). Absent views are "not measured", never
+// Triage turns them into the verdict's Scope (capture/triage/triagescope.go) and the
+// gpu-degraded rule (capture/triage/triagegpu.go). Absent views are "not measured", never
 // "healthy" or "single-instance".
 const (
 	// FindingPeers is the findings key under which a peers step stores its PeerView.

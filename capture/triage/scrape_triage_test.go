@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
 					if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
 						t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
 					}
-					tri, _ := NewTriage(TriageConfig{})
+					tri, _ := New(Config{})
 					out, err := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": res}})
 					if err != nil {
 						t.Fatal(err)

@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ type reading struct {
 	th  Thresholds
 	org map[string]vocab.Origin
 	// noBaselines judges every signal by its absolute threshold
-	// (TriageConfig.IgnoreBaselines).
+	// (Config.IgnoreBaselines).
 	noBaselines bool
 	// vw are the views beyond the instance's own series (capture/internal/views): its
 	// peers and its GPUs; nil when no step looked.
@@ -186,7 +186,7 @@ type rule struct {
 	evidence func(r reading) []string
 }
 
-// rules in precedence order (see TriageConfig's doc for the argument).
+// rules in precedence order (see Config's doc for the argument).
 var rules = []rule{
 	{vocab.VerdictKVPressure, func(r reading, _ map[string]bool) bool { return r.kvFull() || r.preempting() }, kvEvidence},
 	{vocab.VerdictOverload, func(r reading, _ map[string]bool) bool {

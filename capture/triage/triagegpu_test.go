@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func TestGPUDegradedRule(t *testing.T) {
 }
 
 func TestGPUClockRatioThreshold(t *testing.T) {
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{GPUClockRatio: 1.2}}); vocab.Classify(err) != vocab.ReasonBadConfig {
+	if _, err := New(Config{Thresholds: Thresholds{GPUClockRatio: 1.2}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("gpu_clock_ratio 1.2: %v", err)
 	}
 	g := h100("1")
@@ -130,7 +130,7 @@ func TestGPUViewThroughTriageRunAsJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &decoded); err != nil {
 		t.Fatal(err)
 	}
-	tri, _ := NewTriage(TriageConfig{})
+	tri, _ := New(Config{})
 	prior := map[string]*vocab.Result{
 		"snapshot": {Signals: slowITL, Findings: map[string]any{"source": vocab.SourcePromQL}},
 		"gpu":      {Findings: map[string]any{views.FindingGPU: decoded}},

@@ -1,4 +1,7 @@
-package capture
+// Package triage is the triage step: one verdict from the earlier steps'
+// canonical signals and the peers and GPU views (the rules, their evidence,
+// the baselines, the scope and the gpu-degraded rule; see below).
+package triage
 
 import (
 	"context"
@@ -80,7 +83,7 @@ import (
 //
 // When no earlier step produced signals (Prometheus and the scrape both
 // failed) the verdict is unexplained: the metrics are blind, so escalate.
-type TriageConfig struct {
+type Config struct {
 	// From lists the step ids whose signals triage reads, earlier ids winning
 	// where windows are unknown; a windowed signal comes from the step with the
 	// shortest window, a gauge is the highest reading (preferFresh).
@@ -198,36 +201,35 @@ func (t Thresholds) validate() error {
 	return nil
 }
 
-// TriageStep is a built triage step.
-type TriageStep struct {
-	cfg TriageConfig
+// Step is a built triage step.
+type Step struct {
+	cfg Config
 }
 
-var _ vocab.Step = (*TriageStep)(nil)
+var _ vocab.Step = (*Step)(nil)
 
-func init() {
-	Register(Kind{
-		Name:   "triage",
-		Tier:   vocab.TierTriage,
-		Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained, or no-evidence when nothing was measured) from tier-1 signals, with contributing factors, evidence and advice.",
-		Config: func() any { return &TriageConfig{} },
-		Build:  func(cfg any) (vocab.Step, error) { return NewTriage(*cfg.(*TriageConfig)) },
-	})
+// Kind is the triage step kind, registered by capture/kinds.go.
+var Kind = vocab.Kind{
+	Name:   "triage",
+	Tier:   vocab.TierTriage,
+	Doc:    "Reaches one verdict (healthy, overload, kv-pressure, prefill-bound, gpu-degraded, decode-bound, client-aborts, unexplained, or no-evidence when nothing was measured) from tier-1 signals, with contributing factors, evidence and advice.",
+	Config: func() any { return &Config{} },
+	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
 
-// NewTriage validates cfg, fills default thresholds and returns the step.
-func NewTriage(cfg TriageConfig) (*TriageStep, error) {
+// New validates cfg, fills default thresholds and returns the step.
+func New(cfg Config) (*Step, error) {
 	if err := cfg.Thresholds.validate(); err != nil {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "triage: %w", err)
 	}
 	cfg.Thresholds = cfg.Thresholds.withDefaults()
-	return &TriageStep{cfg: cfg}, nil
+	return &Step{cfg: cfg}, nil
 }
 
 // Run merges the earlier steps' signals and diagnoses them. It does no I/O.
 // Its findings name the steps read and, per signal, where it came from and
 // how old it was (Origin); its signals add the current wait it derived.
-func (t *TriageStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
+func (t *Step) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 	sig, used := mergedSignals(in.Prior, t.cfg.From)
 	now := stepkit.EnvNow(in.Env)
 	org := origins(in.Prior, used, sig, now)

@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 )
 
 // The gpu-degraded rule (issue: "the GPU"), over the gpu step's GPUView
-// (capture/internal/views, gpu.go). It holds when a GPU under the instance, in the window:
+// (capture/internal/views, capture/gpu). It holds when a GPU under the instance, in the window:
 //
 //   - throttled for an abnormal reason: sw_thermal, hw_thermal, hw_slowdown
 //     or hw_power_brake, always; power_cap only when its SM clock sits below

@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"context"
@@ -97,10 +97,10 @@ func (h *simHistory) scrape() *vocab.Result {
 
 // triage runs triage over the snapshot and the scrape, as the shipped
 // playbooks do.
-func (h *simHistory) triage(snapshot, scraped *vocab.Result, cfg TriageConfig) (*vocab.Verdict, vocab.Signals) {
+func (h *simHistory) triage(snapshot, scraped *vocab.Result, cfg Config) (*vocab.Verdict, vocab.Signals) {
 	h.t.Helper()
 	cfg.From = []string{"snapshot", "scrape"}
-	tri, err := NewTriage(cfg)
+	tri, err := New(cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 					h.tick(c.settle)
 					snap, abs := h.snapshot(300, c.settle+60), h.snapshot(0, 0)
 					scraped := h.scrape()
-					v, sig := h.triage(snap, scraped, TriageConfig{})
+					v, sig := h.triage(snap, scraped, Config{})
 					t.Logf("%s %v basis %v\n%q", v.ID, v.Contributing, v.Basis, v.Evidence)
 					if v.ID != c.want {
 						t.Fatalf("verdict %s %v, want %s\nsignals %v\nevidence %q", v.ID, v.Contributing, c.want, sig, v.Evidence)
@@ -194,7 +194,7 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 
 					// The same moment without the instance's past: the
 					// thresholds alone misjudge it, which is the point.
-					va, _ := h.triage(abs, scraped, TriageConfig{})
+					va, _ := h.triage(abs, scraped, Config{})
 					if va.ID == c.want || va.Basis[vocab.SigPromptTokensNow] != vocab.BasisAbsolute {
 						t.Errorf("without baselines: verdict %s basis %v: the absolute thresholds alone should misjudge it (typically %s)\n%q", va.ID, va.Basis, c.wantAbs, va.Evidence)
 					}

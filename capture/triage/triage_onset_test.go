@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"fmt"
@@ -89,7 +89,7 @@ func TestTriageAtOnset(t *testing.T) {
 					withPast, noPast := h.snapshot(120, since), h.snapshot(0, 0)
 					scraped := h.scrape()
 					for _, snap := range []*vocab.Result{withPast, noPast} {
-						v, sig := h.triage(snap, scraped, TriageConfig{})
+						v, sig := h.triage(snap, scraped, Config{})
 						t.Logf("fired %d s after the shift: %s %v basis %v\n%q", since, v.ID, v.Contributing, v.Basis, v.Evidence)
 						if v.ID != cause {
 							t.Fatalf("verdict %s %v, want %s\nsnapshot %v\nscrape %v\nevidence %q", v.ID, v.Contributing, cause,

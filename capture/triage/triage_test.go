@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func TestThresholdsAreConfigurable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			step, err := NewTriage(TriageConfig{Thresholds: c.th})
+			step, err := New(Config{Thresholds: c.th})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +154,7 @@ func TestNewTriageRejectsBadThresholds(t *testing.T) {
 		"aborts above 1": {AbortRatio: 5},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := NewTriage(TriageConfig{Thresholds: th})
+			_, err := New(Config{Thresholds: th})
 			if vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v, want bad-config", err)
 			}
@@ -168,7 +168,7 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 		"snapshot": {Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{vocab.SigKVUsage: 0.5, vocab.SigAbortRatio: 0.01}},
 		"chart":    {Summary: "a chart, no signals"},
 	}
-	step, _ := NewTriage(TriageConfig{})
+	step, _ := New(Config{})
 	res, err := step.Run(context.Background(), &vocab.Input{Prior: prior})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	if got := res.Findings["sources"]; !slices.Equal(got.([]string), []string{"snapshot", "scrape"}) {
 		t.Fatalf("sources = %v", got)
 	}
-	step, _ = NewTriage(TriageConfig{From: []string{"scrape", "snapshot"}})
+	step, _ = New(Config{From: []string{"scrape", "snapshot"}})
 	res, _ = step.Run(context.Background(), &vocab.Input{Prior: prior})
 	if res.Verdict.ID != vocab.VerdictKVPressure || res.Signals[vocab.SigAbortRatio] != 0.3 {
 		t.Fatalf("with from: [scrape, snapshot] the scrape's abort ratio wins: %v %v", res.Verdict, res.Signals)
@@ -187,7 +187,7 @@ func TestTriageMergesPromQLBeforeScrape(t *testing.T) {
 	// With windows known, the shorter one wins whatever the order.
 	prior["scrape"].Findings[vocab.FindingSignalWindows] = map[string]any{vocab.SigAbortRatio: 2.0}
 	prior["snapshot"].Findings[vocab.FindingSignalWindows] = map[string]float64{vocab.SigAbortRatio: 120}
-	step, _ = NewTriage(TriageConfig{From: []string{"snapshot", "scrape"}})
+	step, _ = New(Config{From: []string{"snapshot", "scrape"}})
 	res, _ = step.Run(context.Background(), &vocab.Input{Prior: prior})
 	if o := res.Findings["origins"].(map[string]vocab.Origin)[vocab.SigAbortRatio]; res.Signals[vocab.SigAbortRatio] != 0.3 || o.Step != "scrape" || o.Window != 2 {
 		t.Fatalf("the scrape's 2 s abort ratio must beat the snapshot's 2m: %v, origin %+v", res.Signals, o)
@@ -370,10 +370,10 @@ func TestEvidenceNeverContradictsTheSignals(t *testing.T) {
 }
 
 func TestNewThresholdsAreValidated(t *testing.T) {
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{HistMinCoverage: 1.5}}); vocab.Classify(err) != vocab.ReasonBadConfig {
+	if _, err := New(Config{Thresholds: Thresholds{HistMinCoverage: 1.5}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("hist_min_coverage 1.5: err = %v", err)
 	}
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{QueueWait: -1}}); vocab.Classify(err) != vocab.ReasonBadConfig {
+	if _, err := New(Config{Thresholds: Thresholds{QueueWait: -1}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 		t.Fatalf("queue_wait -1: err = %v", err)
 	}
 	// A queue_wait of 20 s calls a 14 s wait (48 waiting at 3.4/s) no overload.
@@ -435,7 +435,7 @@ func checkVerdict(t *testing.T, v *vocab.Verdict, want string, contributing, evi
 // shipped playbooks escalate to traces and a profile), its evidence names
 // what kept each step from measuring, and its advice says what to check.
 func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
-	step, _ := NewTriage(TriageConfig{})
+	step, _ := New(Config{})
 	res, err := step.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{}, Missed: map[string]string{
 		"snapshot": "not configured: no Prometheus (set prometheus.url)",
 		"scrape":   "refused: dial 10.0.0.7:8000: not in targets.allow",

@@ -1,4 +1,4 @@
-package capture
+package triage
 
 import (
 	"context"
@@ -161,7 +161,7 @@ func TestScopeThroughTriageStep(t *testing.T) {
 		"decoded": decoded,
 	} {
 		t.Run(name, func(t *testing.T) {
-			step, err := NewTriage(TriageConfig{})
+			step, err := New(Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,11 +186,11 @@ func TestScopeThroughTriageStep(t *testing.T) {
 
 func TestThresholdsValidateScopeRatios(t *testing.T) {
 	for _, th := range []Thresholds{{FleetShare: 1.5}, {ImbalanceWorkTolerance: 2}, {ImbalanceRatio: -1}} {
-		if _, err := NewTriage(TriageConfig{Thresholds: th}); err == nil {
+		if _, err := New(Config{Thresholds: th}); err == nil {
 			t.Errorf("%+v: accepted", th)
 		}
 	}
-	if _, err := NewTriage(TriageConfig{Thresholds: Thresholds{ImbalanceRatio: 3}}); err != nil {
+	if _, err := New(Config{Thresholds: Thresholds{ImbalanceRatio: 3}}); err != nil {
 		t.Errorf("imbalance_ratio 3 (a ratio above 1 by design): %v", err)
 	}
 }
