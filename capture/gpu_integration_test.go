@@ -15,7 +15,8 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/capture/triage"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
@@ -260,7 +261,7 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 			if n := ct.n.Load(); n != 4 || res.Findings["queries"] != 4 {
 				t.Errorf("%d requests to Prometheus (%v queries) for %d GPUs, want 4 whatever the count", n, res.Findings["queries"], c.gpus)
 			}
-			v := res.Findings[capture.FindingGPU].(*capture.GPUView)
+			v := res.Findings[views.FindingGPU].(*views.GPUView)
 			if v.Selector != c.selector || v.Measured != c.measured || len(v.GPUs) != c.gpus || len(v.Failed) > 0 {
 				t.Fatalf("view %+v", v)
 			}
@@ -272,7 +273,7 @@ func TestGPUStepAgainstRealPrometheus(t *testing.T) {
 			if !strings.HasPrefix(res.Summary, c.summaryOf) {
 				t.Errorf("summary %q, want it to start %q", res.Summary, c.summaryOf)
 			}
-			tri, _ := capture.NewTriage(capture.TriageConfig{})
+			tri, _ := triage.New(triage.Config{})
 			out, err := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{
 				"snapshot": {Signals: slow, Findings: map[string]any{"source": vocab.SourcePromQL}}, "gpu": res}})
 			if err != nil {
@@ -316,7 +317,7 @@ func BenchmarkGPU(b *testing.B) {
 		t0 := time.Now()
 		res, err := step.Run(context.Background(), in)
 		wall += time.Since(t0)
-		if err != nil || !res.Findings[capture.FindingGPU].(*capture.GPUView).Measured {
+		if err != nil || !res.Findings[views.FindingGPU].(*views.GPUView).Measured {
 			b.Fatalf("err %v, %v", err, res.Summary)
 		}
 		n++

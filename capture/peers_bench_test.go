@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -47,7 +47,7 @@ func BenchmarkPeers(b *testing.B) {
 				if err != nil || res.Findings["failed"] != nil {
 					b.Errorf("%s: err %v, failed %v", id, err, res.Findings["failed"])
 				}
-				if pv, ok := res.Findings[capture.FindingPeers].(*capture.PeerView); ok && len(pv.Instances) != n {
+				if pv, ok := res.Findings[views.FindingPeers].(*views.PeerView); ok && len(pv.Instances) != n {
 					b.Errorf("peers saw %d instances, want %d", len(pv.Instances), n)
 				}
 				return took

@@ -18,6 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/internal/views"
+	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -113,7 +115,7 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 			before := peerQueries.Load()
 			prior := runTier(t, plan, vocab.TierMetrics, alert, env, nil)
 			sent := peerQueries.Load() - before
-			pv, _ := prior["peers"].Findings[capture.FindingPeers].(*capture.PeerView)
+			pv, _ := prior["peers"].Findings[views.FindingPeers].(*views.PeerView)
 			if pv == nil {
 				t.Fatalf("peers findings %v", prior["peers"].Findings)
 			}
@@ -151,7 +153,7 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n := len(res.Findings[capture.FindingPeers].(*capture.PeerView).Instances)
+			n := len(res.Findings[views.FindingPeers].(*views.PeerView).Instances)
 			counts[n] = peerQueries.Load() - before
 		}
 		if len(counts) != 2 || counts[4] == 0 || counts[4] != counts[1] {
@@ -164,10 +166,10 @@ func TestPeersAgainstRealPrometheus(t *testing.T) {
 func peersStepOf(tb testing.TB, plan *playbooks.Plan, selector string) vocab.Step {
 	tb.Helper()
 	for _, ps := range plan.Steps {
-		if cfg, ok := ps.Config.(*capture.PeersConfig); ok {
+		if cfg, ok := ps.Config.(*peers.Config); ok {
 			c := *cfg
 			c.Selector = selector
-			st, err := capture.NewPeers(c)
+			st, err := peers.New(c)
 			if err != nil {
 				tb.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/prometheus"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -21,7 +22,7 @@ import (
 func BenchmarkTier1(b *testing.B) {
 	inst, prom := simUnderPrometheus(b, vllmsim.ScenarioOverload, false)
 	qs := snapshotQueries(inst)[:8]
-	step, err := NewPrometheus(PrometheusConfig{Queries: qs})
+	step, err := prometheus.New(prometheus.Config{Queries: qs})
 	if err != nil {
 		b.Fatal(err)
 	}

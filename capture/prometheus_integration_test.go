@@ -12,6 +12,10 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
+	"github.com/autocapture/autocapture/capture/prometheus"
+	"github.com/autocapture/autocapture/capture/scrape"
+	"github.com/autocapture/autocapture/capture/triage"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -66,13 +70,15 @@ func SimsUnderPrometheus(tb testing.TB, opts ...vllmsim.Options) (insts []string
 
 // snapshotQueries is the tier-1 PromQL picture the shipped playbooks take, for
 // one instance, over both metric generations.
-func snapshotQueries(inst string) []PromQuery {
+func snapshotQueries(inst string) []prometheus.PromQuery {
 	sel := fmt.Sprintf(`{instance=%q}`, inst)
 	mean := func(h string) string {
 		return fmt.Sprintf("sum(rate(%s_sum%s[5m])) / sum(rate(%s_count%s[5m]))", h, sel, h, sel)
 	}
-	q := func(name, sig, expr string) PromQuery { return PromQuery{Name: name, Signal: sig, Query: expr} }
-	return []PromQuery{
+	q := func(name, sig, expr string) prometheus.PromQuery {
+		return prometheus.PromQuery{Name: name, Signal: sig, Query: expr}
+	}
+	return []prometheus.PromQuery{
 		q("queue", vocab.SigQueueDepth, "sum(vllm:num_requests_waiting"+sel+")"),
 		q("running", vocab.SigRunning, "sum(vllm:num_requests_running"+sel+")"),
 		q("kv", vocab.SigKVUsage, fmt.Sprintf("max(max_over_time(vllm:kv_cache_usage_perc%s[2m]) or max_over_time(vllm:gpu_cache_usage_perc%s[2m]))", sel, sel)),
@@ -92,8 +98,8 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("overload legacy=%v", legacy), func(t *testing.T) {
 			inst, prom := simUnderPrometheus(t, vllmsim.ScenarioOverload, legacy)
-			qs := append(snapshotQueries(inst), PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
-			step, err := NewPrometheus(PrometheusConfig{Queries: qs})
+			qs := append(snapshotQueries(inst), prometheus.PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
+			step, err := prometheus.New(prometheus.Config{Queries: qs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,10 +117,10 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 					t.Errorf("signal %s missing (both generations must be read): %v", s, res.Signals)
 				}
 			}
-			if h := res.Findings["queue_history"].([]seriesSummary); len(h) != 1 || h[0].Points < 5 {
+			if h := res.Findings["queue_history"].([]promkit.SeriesSummary); len(h) != 1 || h[0].Points < 5 {
 				t.Fatalf("queue history %+v", h)
 			}
-			v := Diagnose(res.Signals, DefaultThresholds)
+			v := triage.Diagnose(res.Signals, triage.DefaultThresholds)
 			if v.ID != vocab.VerdictOverload {
 				t.Fatalf("PromQL alone: verdict %s, want overload; signals %v; evidence %q", v.ID, res.Signals, v.Evidence)
 			}
@@ -143,18 +149,18 @@ func TestPrometheusDownTriageAnswersFromTheScrape(t *testing.T) {
 	in := func(id string) *vocab.Input {
 		return &vocab.Input{RunID: "r", StepID: id, Alert: alert, Env: env, Window: vocab.Window{Start: sim.Now().Add(-time.Hour), End: sim.Now()}}
 	}
-	prom, _ := NewPrometheus(PrometheusConfig{Queries: snapshotQueries(u.Host)})
+	prom, _ := prometheus.New(prometheus.Config{Queries: snapshotQueries(u.Host)})
 	_, perr := prom.Run(context.Background(), in("snapshot"))
 	if vocab.Classify(perr) != vocab.ReasonUnreachable || strings.Contains(perr.Error(), "\n") {
 		t.Fatalf("prometheus down: %v (%s)", perr, vocab.Classify(perr))
 	}
-	scrape, _ := NewScrape(ScrapeConfig{Gap: 10 * time.Second})
-	scrape.sleep = func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil }
-	sres, err := scrape.Run(context.Background(), in("scrape"))
+	scr, _ := scrape.New(scrape.Config{Gap: 10 * time.Second})
+	scr.SetSleep(func(_ context.Context, d time.Duration) error { sim.Advance(d); return nil })
+	sres, err := scr.Run(context.Background(), in("scrape"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tri, _ := NewTriage(TriageConfig{})
+	tri, _ := triage.New(triage.Config{})
 	out, _ := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": sres}}) // the failed step left no result
 	if out.Verdict.ID != vocab.VerdictKVPressure || out.Findings["sources"].([]string)[0] != "scrape" {
 		t.Fatalf("verdict %+v from %v", out.Verdict, out.Findings["sources"])
@@ -220,12 +226,12 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sel := fmt.Sprintf(`{instance=%q}`, c.inst)
 			rate := func(m string) string { return fmt.Sprintf("sum(rate(%s%s[15s]))", m, sel) }
-			q := func(name, sig, expr string, base bool) PromQuery {
-				return PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
+			q := func(name, sig, expr string, base bool) prometheus.PromQuery {
+				return prometheus.PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
 			}
-			step, err := NewPrometheus(PrometheusConfig{
-				Baseline: BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
-				Queries: []PromQuery{
+			step, err := prometheus.New(prometheus.Config{
+				Baseline: prometheus.BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
+				Queries: []prometheus.PromQuery{
 					q("queue", vocab.SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
 					q("running", vocab.SigRunning, "max(vllm:num_requests_running"+sel+")", false),
 					q("kv", vocab.SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),
@@ -252,7 +258,7 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			if lo, hi := map[bool]float64{true: 4000, false: 150}[c.want == vocab.VerdictOverload], map[bool]float64{true: 8000, false: 600}[c.want == vocab.VerdictOverload]; base < lo || base > hi {
 				t.Errorf("prompt baseline %.0f tokens, want the before traffic's (%.0f..%.0f)", base, lo, hi)
 			}
-			tri, _ := NewTriage(TriageConfig{})
+			tri, _ := triage.New(triage.Config{})
 			out, _ := tri.Run(context.Background(), &vocab.Input{Env: &vocab.Env{}, Prior: map[string]*vocab.Result{"snapshot": res}})
 			v := out.Verdict
 			t.Logf("%s: %s basis %v\n%q", c.name, v.ID, v.Basis, v.Evidence)
@@ -261,4 +267,9 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dist is a prompt-length distribution for a shape.
+func dist(mean, lo, hi float64) *vllmsim.DistShape {
+	return &vllmsim.DistShape{Mean: new(mean), Min: new(lo), Max: new(hi), Sigma: new(0.3)}
 }

@@ -250,16 +250,16 @@ func waitProfiled(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.
 // checkStoredProfile downloads what the step stored: every trace parses, and
 // read again over the recorded frame they give the step's own analysis; the
 // report names them; remove_after_upload emptied the agent's folder of them.
-func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string) []byte, agentDir string) *profile.ProfileReport {
+func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string) []byte, agentDir string) *profile.Report {
 	t.Helper()
-	var rep *profile.ProfileReport
+	var rep *profile.Report
 	var traces []*torchtrace.Report
 	var bytesStored int64
 	files := 0
 	for _, a := range st.Artifacts {
 		body := read(a.Key)
 		if a.Name == "profile-report.json" {
-			rep = new(profile.ProfileReport)
+			rep = new(profile.Report)
 			if err := json.Unmarshal(body, rep); err != nil {
 				t.Fatalf("%s: %v", a.Key, err)
 			}
@@ -310,7 +310,7 @@ func checkStoredProfile(t *testing.T, st *executor.StepRecord, read func(string)
 // (share / (1 − share)) at least minGEMMOddsGain times the baseline's. With
 // the sim's 8x GEMM slowdown and the other kernels as they were that ratio
 // would be 8; the two sims' batches differ, hence the margin.
-func checkRegressionDelta(t *testing.T, rep *profile.ProfileReport, base *executor.StepRecord, baseRun string) {
+func checkRegressionDelta(t *testing.T, rep *profile.Report, base *executor.StepRecord, baseRun string) {
 	t.Helper()
 	if rep.Baseline == nil || rep.Baseline.RunID != baseRun || !rep.Baseline.Baseline {
 		t.Fatalf("profile-report.json baseline %+v, want the kept baseline of run %s", rep.Baseline, baseRun)

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/gpu"
 )
 
-// The simulator's DCGM names against capture's table (capture.DCGMFields,
+// The simulator's DCGM names against the gpu step's table (gpu.DCGMFields,
 // which cites DCGM's headers and the exporter's CSV): where both know a
 // field, they must agree on both generations' names, the type and the unit
 // change, or the gpu step would read our own closed loop and miss a real
@@ -23,7 +23,7 @@ var simFieldsInCaptureTable = []int{100, 112, 150, 155, 203, 230, 393, 395, 1001
 
 func TestDCGMSurfaceAgreesWithCaptureTable(t *testing.T) {
 	found := map[int]bool{}
-	for _, cf := range capture.DCGMFields() {
+	for _, cf := range gpu.DCGMFields() {
 		for i := range dcgmFields {
 			sf := &dcgmFields[i]
 			if !slices.Contains(cf.Names(), sf.classic) && sf.current != cf.Current {

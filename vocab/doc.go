@@ -29,19 +29,20 @@
 //
 // What does not: how a step kind works. Package capture holds the one registry
 // of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind) and the
-// kinds, some in their own family's package (capture/profile, capture/traces,
-// capture/httpstep, capture/chart) that declares its Kind for the registry,
-// some still in capture itself. Outside capture/, a package imports capture
+// kinds, each in its own family's package (capture/prometheus,
+// capture/peers, capture/gpu, capture/scrape, capture/triage,
+// capture/profile, capture/traces, capture/httpstep, capture/chart) that
+// declares its Kind for the registry. Outside capture/, a package imports capture
 // only for
 //
 //   - the registry: Kind, Register, Lookup, Kinds;
 //   - a kind's own API: its config type (…Config) or constructor (New…) when
-//     a test builds or inspects one step, the gpu step's DCGM table
-//     (DCGMFields);
+//     a test builds or inspects one step;
 //
 // and a family's package only for that family's own API (the profile
-// step's report, ProfileReport, and the calls to a vLLM profiler that the
-// runner's sweeper shares, StopProfile and ErrNotArmed); never for a word
-// listed above (leaf_test.go checks capture's side of that). A new word the
+// step's report, profile.Report, and the calls to a vLLM profiler that the
+// runner's sweeper shares, StopProfile and ErrNotArmed; the gpu step's DCGM
+// table, gpu.DCGMFields); never for a word listed above (leaf_test.go checks
+// capture's side of that). A new word the
 // runner, the notifiers or the handlers need from a step goes here.
 package vocab

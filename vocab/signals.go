@@ -39,11 +39,11 @@ const (
 	// SigArrivalRate is requests arriving per second: admitted (first
 	// tokens) plus the queue's growth. Finishes (request_rate) and
 	// admissions cap at an instance's capacity; arrivals do not, so an
-	// instance sent 3× its share reads 3×, not its capacity (capture/triagescope.go).
+	// instance sent 3× its share reads 3×, not its capacity (capture/triage/triagescope.go).
 	SigArrivalRate = "arrival_rate"
 
 	// Baselines: the same quantity over the instance's own past (a query
-	// marked `baseline`, capture/prometheus_baseline.go, gives <signal>_baseline
+	// marked `baseline`, capture/prometheus/baseline.go, gives <signal>_baseline
 	// and <signal>_baseline_1d for any signal; these are the common ones).
 	// Triage judges the workload's change by them, and works without them.
 	SigTTFTP99Baseline     = "ttft_p99_baseline"

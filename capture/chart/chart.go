@@ -20,9 +20,9 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// ChartConfig is the config of a `chart` step: a PNG line chart of one PromQL
+// Config is the config of a `chart` step: a PNG line chart of one PromQL
 // range query over the alert's window, sized for Slack's preview.
-type ChartConfig struct {
+type Config struct {
 	// Title heads the chart.
 	Title string `yaml:"title" json:"title"`
 	// Unit labels the y axis (e.g. "seconds", "requests").
@@ -44,7 +44,7 @@ const (
 
 // Chart is the `chart` step kind.
 type Chart struct {
-	cfg ChartConfig
+	cfg Config
 }
 
 var _ vocab.Step = (*Chart)(nil)
@@ -54,14 +54,14 @@ var Kind = vocab.Kind{
 	Name:   "chart",
 	Tier:   vocab.TierMetrics,
 	Doc:    "A PNG line chart of a PromQL range query over the alert's window, with the alert's start and threshold marked.",
-	Config: func() any { return &ChartConfig{} },
+	Config: func() any { return &Config{} },
 	Build:  buildChart,
 }
 
 func buildChart(c any) (vocab.Step, error) {
-	cfg, ok := c.(*ChartConfig)
+	cfg, ok := c.(*Config)
 	if !ok {
-		return nil, fmt.Errorf("chart: config is %T, want *ChartConfig", c)
+		return nil, fmt.Errorf("chart: config is %T, want *Config", c)
 	}
 	if strings.TrimSpace(cfg.Query) == "" {
 		return nil, fmt.Errorf("chart: query is required")

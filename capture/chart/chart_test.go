@@ -59,7 +59,7 @@ func TestChartAgainstRealPrometheus(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			step := buildStep(t, "chart", func(cfg *chart.ChartConfig) {
+			step := buildStep(t, "chart", func(cfg *chart.Config) {
 				cfg.Title, cfg.Unit, cfg.Query, cfg.Threshold = "Queue depth", "requests", c.query, &threshold
 			})
 			// One store for every case: each case is its own run (a key is
@@ -120,7 +120,7 @@ func TestChartFailureIsOneReadableLine(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env, _ := testEnv(t)
 			env.Prometheus = &vocab.Endpoint{URL: c.url, Timeout: 5 * time.Second}
-			step := buildStep(t, "chart", func(cfg *chart.ChartConfig) {
+			step := buildStep(t, "chart", func(cfg *chart.Config) {
 				cfg.Title, cfg.Query = "p99 time to first token", "histogram_quantile(0.99, sum by (le) (rate(x_bucket[1m])))"
 			})
 			now := time.Now()
@@ -154,7 +154,7 @@ func TestChartSkipsNaNPoints(t *testing.T) {
 	defer prom.Close()
 	env, _ := testEnv(t)
 	env.Prometheus = &vocab.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
-	step := buildStep(t, "chart", func(cfg *chart.ChartConfig) { cfg.Title, cfg.Query = "p99 TTFT", "q" })
+	step := buildStep(t, "chart", func(cfg *chart.Config) { cfg.Title, cfg.Query = "p99 TTFT", "q" })
 	start := time.Unix(1800000000, 0)
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "c", Env: env,
 		Window: vocab.Window{Start: start, End: start.Add(time.Minute)}})

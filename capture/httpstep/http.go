@@ -17,11 +17,11 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// HTTPConfig is the config of an `http` step: GET one diagnostic endpoint of the
+// Config is the config of an `http` step: GET one diagnostic endpoint of the
 // alert's instance (vLLM's /version, /server_info, /v1/models …) and keep the body.
 // Labels never choose the host, scheme or port beyond the instance label (which
 // the targets allow-list checks), nor the endpoint: see httpurl.go.
-type HTTPConfig struct {
+type Config struct {
 	// URL is a fixed absolute URL to GET; it takes no templates. Set URL or Path, not both.
 	URL FixedURL `yaml:"url" json:"url,omitempty" jsonschema_description:"A fixed absolute http(s) URL, allow-listed; no templates (use path and query). Set url or path, not both."`
 	// Path is joined to http://{{ .Labels.instance }}, e.g. /version. Templates
@@ -44,7 +44,7 @@ const httpMaxJSONKeys = 32
 
 // HTTP is the `http` step kind.
 type HTTP struct {
-	cfg HTTPConfig
+	cfg Config
 }
 
 var _ vocab.Step = (*HTTP)(nil)
@@ -54,14 +54,14 @@ var Kind = vocab.Kind{
 	Name:   "http",
 	Tier:   vocab.TierMetrics,
 	Doc:    "GET a diagnostic endpoint of the alert's instance (allow-listed) and keep the body as an artifact.",
-	Config: func() any { return &HTTPConfig{} },
+	Config: func() any { return &Config{} },
 	Build:  buildHTTP,
 }
 
 func buildHTTP(c any) (vocab.Step, error) {
-	cfg, ok := c.(*HTTPConfig)
+	cfg, ok := c.(*Config)
 	if !ok {
-		return nil, fmt.Errorf("http: config is %T, want *HTTPConfig", c)
+		return nil, fmt.Errorf("http: config is %T, want *Config", c)
 	}
 	if (cfg.URL == "") == (cfg.Path == "") {
 		return nil, fmt.Errorf("http: set exactly one of url and path")

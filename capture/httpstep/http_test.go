@@ -33,31 +33,31 @@ func TestHTTPStep(t *testing.T) {
 	inst := strings.TrimPrefix(srv.URL, "http://")
 	cases := []struct {
 		name       string
-		cfg        httpstep.HTTPConfig
+		cfg        httpstep.Config
 		instance   string
 		reason     vocab.Reason
 		body       string
 		findings   map[string]any
 		noArtifact bool
 	}{
-		{"json version by path", httpstep.HTTPConfig{Path: "/version"}, inst, "", `{"version":"0.11.2","build":{"x":1}}`,
+		{"json version by path", httpstep.Config{Path: "/version"}, inst, "", `{"version":"0.11.2","build":{"x":1}}`,
 			map[string]any{"status": 200, "content_type": "application/json", "truncated": false}, false},
-		{"truncated body", httpstep.HTTPConfig{URL: httpstep.FixedURL(srv.URL + "/big"), MaxBytes: 10}, "", "", "aaaaaaaaaa",
+		{"truncated body", httpstep.Config{URL: httpstep.FixedURL(srv.URL + "/big"), MaxBytes: 10}, "", "", "aaaaaaaaaa",
 			map[string]any{"size": 10, "truncated": true}, false},
-		{"not found is upstream-4xx", httpstep.HTTPConfig{Path: "server_info"}, inst, vocab.ReasonUpstream4xx, "",
+		{"not found is upstream-4xx", httpstep.Config{Path: "server_info"}, inst, vocab.ReasonUpstream4xx, "",
 			map[string]any{"status": 404}, true},
-		{"label pointing at another host", httpstep.HTTPConfig{Path: "/version"}, "10.20.30.40:8000", vocab.ReasonRefused, "",
+		{"label pointing at another host", httpstep.Config{Path: "/version"}, "10.20.30.40:8000", vocab.ReasonRefused, "",
 			nil, true},
-		{"metadata address", httpstep.HTTPConfig{URL: "http://169.254.169.254/latest/meta-data/"}, "", vocab.ReasonRefused, "",
+		{"metadata address", httpstep.Config{URL: "http://169.254.169.254/latest/meta-data/"}, "", vocab.ReasonRefused, "",
 			nil, true},
-		{"missing instance label", httpstep.HTTPConfig{Path: "/version"}, "", vocab.ReasonBadConfig, "", nil, true},
-		{"server down is unreachable, not refused", httpstep.HTTPConfig{Path: "/version"}, deadAddr(t), vocab.ReasonUnreachable, "",
+		{"missing instance label", httpstep.Config{Path: "/version"}, "", vocab.ReasonBadConfig, "", nil, true},
+		{"server down is unreachable, not refused", httpstep.Config{Path: "/version"}, deadAddr(t), vocab.ReasonUnreachable, "",
 			nil, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env, st := testEnv(t)
-			step := buildStep(t, "http", func(h *httpstep.HTTPConfig) { *h = c.cfg })
+			step := buildStep(t, "http", func(h *httpstep.Config) { *h = c.cfg })
 			labels := template.KV{"alertname": "VLLMHighTTFT"}
 			if c.instance != "" {
 				labels["instance"] = c.instance
@@ -109,7 +109,7 @@ func TestHTTPStepJSONFindings(t *testing.T) {
 	}))
 	defer srv.Close()
 	env, _ := testEnv(t)
-	step := buildStep(t, "http", func(h *httpstep.HTTPConfig) { h.URL = httpstep.FixedURL(srv.URL + "/version") })
+	step := buildStep(t, "http", func(h *httpstep.Config) { h.URL = httpstep.FixedURL(srv.URL + "/version") })
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "v", Env: env})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestHTTPStepJSONFindings(t *testing.T) {
 
 func TestHTTPBuildRejectsBadConfig(t *testing.T) {
 	k, _ := capture.Lookup("http")
-	for name, cfg := range map[string]*httpstep.HTTPConfig{
+	for name, cfg := range map[string]*httpstep.Config{
 		"neither":  {},
 		"both":     {URL: "http://a/", Path: "/b"},
 		"negative": {Path: "/v", MaxBytes: -1},
@@ -150,7 +150,7 @@ func TestHTTPInstanceLabelCannotChangeThePath(t *testing.T) {
 	env.Targets = srv.Client()
 	host := strings.TrimPrefix(srv.URL, "http://")
 	for _, inst := range []string{host + "/admin/secret?x=", "user@" + host, host + "#frag"} {
-		step := buildStep(t, "http", func(cfg *httpstep.HTTPConfig) { cfg.Path = "/version" })
+		step := buildStep(t, "http", func(cfg *httpstep.Config) { cfg.Path = "/version" })
 		_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "v", Env: env,
 			Alert: template.Alert{Labels: template.KV{"instance": inst}}})
 		if vocab.Classify(err) != vocab.ReasonBadConfig {

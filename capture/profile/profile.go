@@ -10,12 +10,12 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// ProfileConfig is the config of a `profile` step (tier 3): a framed profile
+// Config is the config of a `profile` step (tier 3): a framed profile
 // of one vLLM server — start_profile, a short frame (optionally with a
 // representative load), stop_profile on every path, then the files that
 // appeared collected, stored and read. Safe by construction: the fleet-wide
 // lease and budget (Env.Profiles) allow one capture per server at a time.
-type ProfileConfig struct {
+type Config struct {
 	// Target is the one server's base URL, scheme://host:port (templated from
 	// the alert; default http://<instance label>). Never a load-balanced
 	// Service: start and stop must reach the same process.
@@ -28,12 +28,12 @@ type ProfileConfig struct {
 	Expect string `yaml:"expect" json:"expect,omitempty" jsonschema:"enum=torch,enum=cuda" jsonschema_description:"torch (default): vLLM writes Chrome traces into torch_profiler_dir; cuda: vLLM only calls cudaProfilerStart/Stop under nsys, which writes .nsys-rep files."`
 	// Load sends representative requests during the frame, never when
 	// requests are already waiting.
-	Load *ProfileLoad `yaml:"load" json:"load,omitempty" jsonschema_description:"Representative requests sent to the target's /v1/completions during the frame; never sent when requests are already waiting."`
+	Load *Load `yaml:"load" json:"load,omitempty" jsonschema_description:"Representative requests sent to the target's /v1/completions during the frame; never sent when requests are already waiting."`
 	// StopTimeout bounds stop_profile, which blocks while the files are
 	// flushed (minutes on a large model); default 10m.
 	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout,omitempty" jsonschema_description:"Bound on stop_profile, which blocks while the trace files are flushed (minutes on a large model); default 10m. A stop past it is reported and the server stays leased."`
 	// Collect is where the files appear: a local folder or an agent.
-	Collect ProfileCollect `yaml:"collect" json:"collect,omitempty" jsonschema_description:"Where the profiler's files appear: dir (a folder this daemon sees) or agent (an autocapture agent beside the server). Empty: the files stay on the server."`
+	Collect Collect `yaml:"collect" json:"collect,omitempty" jsonschema_description:"Where the profiler's files appear: dir (a folder this daemon sees) or agent (an autocapture agent beside the server). Empty: the files stay on the server."`
 	// Cooldown refuses a new capture of this target within this long of its last start.
 	Cooldown time.Duration `yaml:"cooldown" json:"cooldown,omitempty" jsonschema_description:"No new capture of this target within this long of its last one (per target, across replicas)."`
 	// Baseline keeps this capture as the baseline later captures of the same
@@ -41,16 +41,16 @@ type ProfileConfig struct {
 	Baseline bool `yaml:"baseline" json:"baseline,omitempty" jsonschema_description:"Keep this capture as the baseline that later captures of the same model (else target) are compared with; take it when the server is healthy."`
 }
 
-// ProfileLoad is the representative load of a frame.
-type ProfileLoad struct {
+// Load is the representative load of a frame.
+type Load struct {
 	Requests     int    `yaml:"requests" json:"requests" jsonschema_description:"How many completions to send during the frame."`
 	PromptTokens int    `yaml:"prompt_tokens" json:"prompt_tokens,omitempty" jsonschema_description:"Prompt length in tokens (default 512)."`
 	MaxTokens    int    `yaml:"max_tokens" json:"max_tokens,omitempty" jsonschema_description:"Tokens to generate per request (default 64)."`
 	Model        string `yaml:"model" json:"model,omitempty" jsonschema_description:"Model name; default the alert's model_name label, else none (the server's only model)."`
 }
 
-// ProfileCollect says where the profiler's files are read from.
-type ProfileCollect struct {
+// Collect says where the profiler's files are read from.
+type Collect struct {
 	// Dir is a folder this daemon sees (the profiler's torch_profiler_dir).
 	Dir string `yaml:"dir" json:"dir,omitempty" jsonschema_description:"A folder this daemon sees: the server's torch_profiler_dir on a shared volume."`
 	// Agent is an `autocapture agent` base URL, scheme://host:port
@@ -78,7 +78,7 @@ const (
 
 // Profile is the `profile` step kind.
 type Profile struct {
-	cfg ProfileConfig
+	cfg Config
 	// tune holds the poll and bound timings; tests shorten them.
 	tune profileTuning
 }
@@ -112,14 +112,14 @@ var Kind = vocab.Kind{
 	Name:   "profile",
 	Tier:   vocab.TierProfile,
 	Doc:    "A framed torch (or cuda) profile of one vLLM server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
-	Config: func() any { return &ProfileConfig{} },
+	Config: func() any { return &Config{} },
 	Build:  buildProfile,
 }
 
 func buildProfile(c any) (vocab.Step, error) {
-	cfg, ok := c.(*ProfileConfig)
+	cfg, ok := c.(*Config)
 	if !ok {
-		return nil, fmt.Errorf("profile: config is %T, want *ProfileConfig", c)
+		return nil, fmt.Errorf("profile: config is %T, want *Config", c)
 	}
 	out := *cfg
 	if out.Duration == 0 {

@@ -21,9 +21,9 @@ const profileReportName = "profile-report.json"
 // profileTopKernels is how many kernels the findings list.
 const profileTopKernels = 5
 
-// ProfileReport is what a capture says, stored as profile-report.json: the
+// Report is what a capture says, stored as profile-report.json: the
 // window, the files, the merged analysis and the comparison with a baseline.
-type ProfileReport struct {
+type Report struct {
 	Target string            `json:"target"`
 	RunID  string            `json:"run_id"`
 	Key    string            `json:"key"`
@@ -54,7 +54,7 @@ func reportKey(in *vocab.Input, target string) string {
 // keeps this one for later comparisons (when it is whole), stores
 // profile-report.json and fills res.
 func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, files []collected) {
-	rep := ProfileReport{Target: fr.target, RunID: in.RunID, Key: reportKey(in, fr.target), Window: fr.window,
+	rep := Report{Target: fr.target, RunID: in.RunID, Key: reportKey(in, fr.target), Window: fr.window,
 		CutShort: fr.cut, Recovered: fr.recovered, StopSeconds: fr.stopTook.Seconds(), Files: files}
 	var reports []*torchtrace.Report
 	var names []string
@@ -112,7 +112,7 @@ func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result
 
 // compare looks up the baseline (before keeping this capture, so a capture
 // is never compared with itself), then keeps this one when its frame ran whole.
-func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *ProfileReport) {
+func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *Report) {
 	guard := in.Env.Profiles
 	kept, err := guard.Baseline(ctx, rep.Key)
 	if err != nil {
@@ -139,7 +139,7 @@ func (p *Profile) compare(ctx context.Context, in *vocab.Input, rep *ProfileRepo
 }
 
 // analysisFindings puts the analysis where `when` and the thread read it.
-func analysisFindings(f map[string]any, rep *ProfileReport) {
+func analysisFindings(f map[string]any, rep *Report) {
 	a := rep.Analysis
 	fams := map[string]float64{}
 	top, topShare := "", -1.0

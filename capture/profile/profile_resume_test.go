@@ -39,7 +39,7 @@ func TestProfileResumedSweptRecordingIsRecovered(t *testing.T) {
 	f.guard.resume = &vocab.Recording{Target: "http://" + tgt.host, State: vocab.LeaseStopped, Since: since,
 		Deadline: since.Add(100 * time.Millisecond), Saved: savedListing{Files: before}.marshal(),
 		StoppedBy: "sweeper host/1/abc", StoppedAt: stopped}
-	p := buildTestProfile(t, ProfileConfig{Duration: 5 * time.Second, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: 5 * time.Second, Collect: Collect{Dir: dir}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestProfileResumedSweptRecordingIsRecovered(t *testing.T) {
 	}
 	checkSimClean(t, tgt.sim, 1, 1)
 	checkStored(t, f.store, res, dir)
-	var rep ProfileReport
+	var rep Report
 	for _, a := range res.Artifacts {
 		if a.Name != profileReportName {
 			continue
@@ -96,7 +96,7 @@ func TestProfileLostFrameFails(t *testing.T) {
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir})
 	f.guard.refuse = &vocab.ProfileRefusal{Reason: vocab.RefusedRecorded, Lost: true, Detail: "an earlier attempt of run r-1's step profile " +
 		"started a frame on http://x:1 at 14:00; the sweeper stopped that frame after its owner died, and its files were left on the server (not collected): no second start"}
-	p := buildTestProfile(t, ProfileConfig{Duration: time.Second, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: time.Second, Collect: Collect{Dir: dir}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if _, skip := vocab.IsSkip(err); err == nil || skip || vocab.Classify(err) != vocab.ReasonRefused {
 		t.Fatalf("err %v: want a failure (refused), not a skip", err)

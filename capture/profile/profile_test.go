@@ -108,7 +108,7 @@ func (f *profileFixture) input(t *testing.T, host string, labels map[string]stri
 		Alert: template.Alert{Labels: kv}, Env: f.env, Log: zaptest.NewLogger(t)}
 }
 
-func buildTestProfile(t *testing.T, cfg ProfileConfig) *Profile {
+func buildTestProfile(t *testing.T, cfg Config) *Profile {
 	t.Helper()
 	st, err := buildProfile(&cfg)
 	if err != nil {
@@ -192,7 +192,7 @@ func TestProfileHappyPath(t *testing.T) {
 	f := newProfileFixture(t)
 	dir := t.TempDir()
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 100 * time.Millisecond, TensorParallel: 2})
-	p := buildTestProfile(t, ProfileConfig{Duration: 400 * time.Millisecond, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: 400 * time.Millisecond, Collect: Collect{Dir: dir}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err != nil {
 		t.Fatalf("run: %v (%+v)", err, res)
@@ -228,7 +228,7 @@ func TestProfileHappyPath(t *testing.T) {
 func TestProfileUnarmedIsOneFindingAndOneStart(t *testing.T) {
 	f := newProfileFixture(t)
 	tgt := startSim(t, f.log, vllmsim.Options{}) // no ProfilerDir: the routes do not exist
-	p := buildTestProfile(t, ProfileConfig{Duration: time.Second, Collect: ProfileCollect{Dir: t.TempDir()}})
+	p := buildTestProfile(t, Config{Duration: time.Second, Collect: Collect{Dir: t.TempDir()}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err == nil || vocab.Classify(err).Retryable() || !errors.Is(err, errNotArmed) {
 		t.Fatalf("err %v (reason %s): want profiler not armed, not retryable", err, vocab.Classify(err))
@@ -266,7 +266,7 @@ func TestProfileRefusalSkipsWithKind(t *testing.T) {
 			f := newProfileFixture(t)
 			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir()})
 			f.guard.refuse = &r
-			p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
+			p := buildTestProfile(t, Config{Duration: time.Second})
 			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 			why, ok := vocab.IsSkip(err)
 			if !ok || why != r.Reason+": "+r.Detail {
@@ -299,7 +299,7 @@ func TestProfileOptOutSkips(t *testing.T) {
 			f := newProfileFixture(t)
 			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir()})
 			tc.env(f.env, tgt.host)
-			p := buildTestProfile(t, ProfileConfig{Duration: time.Second})
+			p := buildTestProfile(t, Config{Duration: time.Second})
 			_, err := p.Run(context.Background(), f.input(t, tgt.host, tc.labels))
 			if why, ok := vocab.IsSkip(err); !ok || !strings.Contains(why, tc.want) {
 				t.Fatalf("err %v: want a skip saying %q", err, tc.want)
@@ -315,7 +315,7 @@ func TestProfileCancelledMidFrameStopsAtOnceAndKeepsThePartialProfile(t *testing
 	f := newProfileFixture(t)
 	dir := t.TempDir()
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 100 * time.Millisecond})
-	p := buildTestProfile(t, ProfileConfig{Duration: 25 * time.Second, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: 25 * time.Second, Collect: Collect{Dir: dir}})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	resolved := errors.New("the alert resolved")
 	go func() {
@@ -351,7 +351,7 @@ func TestProfileOperatorStopEndsTheFrame(t *testing.T) {
 	f := newProfileFixture(t)
 	dir := t.TempDir()
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 50 * time.Millisecond})
-	p := buildTestProfile(t, ProfileConfig{Duration: 25 * time.Second, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: 25 * time.Second, Collect: Collect{Dir: dir}})
 	go func() {
 		for f.log.count("http:start_profile 200") == 0 {
 			time.Sleep(10 * time.Millisecond)
@@ -389,8 +389,8 @@ func hangingTarget(t *testing.T, log *eventLog) string {
 func TestProfileHangingStopIsBoundedAndLeavesTheTargetLeased(t *testing.T) {
 	f := newProfileFixture(t)
 	host := hangingTarget(t, f.log)
-	p := buildTestProfile(t, ProfileConfig{Duration: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
-		Collect: ProfileCollect{Dir: t.TempDir()}})
+	p := buildTestProfile(t, Config{Duration: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
+		Collect: Collect{Dir: t.TempDir()}})
 	res, err := p.Run(context.Background(), f.input(t, host, nil))
 	if err == nil || vocab.Classify(err) != vocab.ReasonTimeout || !strings.Contains(err.Error(), "stop_timeout") {
 		t.Fatalf("err %v (reason %s): want a stop_timeout", err, vocab.Classify(err))
@@ -432,8 +432,8 @@ func TestProfileStopOnAServerThatLostItsProfiler(t *testing.T) {
 	})))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	p := buildTestProfile(t, ProfileConfig{Duration: 100 * time.Millisecond, StopTimeout: time.Second,
-		Collect: ProfileCollect{Dir: t.TempDir()}})
+	p := buildTestProfile(t, Config{Duration: 100 * time.Millisecond, StopTimeout: time.Second,
+		Collect: Collect{Dir: t.TempDir()}})
 	res, err := p.Run(context.Background(), f.input(t, u.Host, nil))
 	if err != nil {
 		t.Fatalf("err %v: want the step to end normally, nothing recording", err)
@@ -466,7 +466,7 @@ func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 	f.guard.resume = &vocab.Recording{Target: "http://" + tgt.host, State: vocab.LeaseRecording, Since: time.Now(),
 		Deadline: time.Now().Add(time.Minute), Saved: savedListing{Files: before}.marshal()}
 	time.Sleep(200 * time.Millisecond)
-	p := buildTestProfile(t, ProfileConfig{Duration: 5 * time.Second, Collect: ProfileCollect{Dir: dir}})
+	p := buildTestProfile(t, Config{Duration: 5 * time.Second, Collect: Collect{Dir: dir}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -488,18 +488,18 @@ func TestProfileResumedRecordingStopsFirstThenCollects(t *testing.T) {
 }
 
 func profileDirSource(dir string) profileSource {
-	p := &Profile{cfg: ProfileConfig{Collect: ProfileCollect{Dir: dir}}}
+	p := &Profile{cfg: Config{Collect: Collect{Dir: dir}}}
 	src, _ := p.source(&vocab.Input{Env: &vocab.Env{}})
 	return src
 }
 
 func TestProfileLoad(t *testing.T) {
 	t.Parallel()
-	load := &ProfileLoad{Requests: 6, PromptTokens: 32, MaxTokens: 4}
+	load := &Load{Requests: 6, PromptTokens: 32, MaxTokens: 4}
 	t.Run("never sent when requests are waiting", func(t *testing.T) {
 		f := newProfileFixture(t)
 		tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir(), ProfilerFlushDelay: 10 * time.Millisecond, Load: vllmsim.NoLoad})
-		p := buildTestProfile(t, ProfileConfig{Duration: 500 * time.Millisecond, Load: load})
+		p := buildTestProfile(t, Config{Duration: 500 * time.Millisecond, Load: load})
 		in := f.input(t, tgt.host, nil)
 		in.Prior = map[string]*vocab.Result{"snapshot": {Signals: vocab.Signals{vocab.SigQueueDepth: 7}}, "scrape": {Signals: vocab.Signals{vocab.SigQueueDepth: 0}}}
 		res, err := p.Run(context.Background(), in)
@@ -516,7 +516,7 @@ func TestProfileLoad(t *testing.T) {
 	t.Run("sent during the frame when nothing waits", func(t *testing.T) {
 		f := newProfileFixture(t)
 		tgt := startSim(t, f.log, vllmsim.Options{Model: "m", ProfilerDir: t.TempDir(), ProfilerFlushDelay: 10 * time.Millisecond, Load: vllmsim.NoLoad})
-		p := buildTestProfile(t, ProfileConfig{Duration: 2 * time.Second, Load: load})
+		p := buildTestProfile(t, Config{Duration: 2 * time.Second, Load: load})
 		res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -560,7 +560,7 @@ func TestProfileCollectsOnlyNewOrGrownFilesIncludingLateOnes(t *testing.T) {
 	})))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	p := buildTestProfile(t, ProfileConfig{Duration: 100 * time.Millisecond, Collect: ProfileCollect{Dir: dir, RemoveAfterUpload: true}})
+	p := buildTestProfile(t, Config{Duration: 100 * time.Millisecond, Collect: Collect{Dir: dir, RemoveAfterUpload: true}})
 	p.tune.poll = 200 * time.Millisecond // the late file lands between two polls
 	res, err := p.Run(context.Background(), f.input(t, u.Host, nil))
 	if err != nil {
@@ -579,22 +579,22 @@ func TestProfileCollectsOnlyNewOrGrownFilesIncludingLateOnes(t *testing.T) {
 func TestProfileBuildValidates(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  ProfileConfig
+		cfg  Config
 		want string
 	}{
-		{"path in target", ProfileConfig{Target: "http://10.0.0.7:8000/v1"}, "without a path"},
-		{"no port", ProfileConfig{Target: "http://10.0.0.7"}, "explicit port"},
-		{"host only", ProfileConfig{Target: "10.0.0.7:8000"}, "scheme"},
-		{"userinfo", ProfileConfig{Target: "http://u:p@10.0.0.7:8000"}, "nothing more"},
-		{"query", ProfileConfig{Target: "http://10.0.0.7:8000?x=1"}, "nothing more"},
-		{"ftp", ProfileConfig{Target: "ftp://10.0.0.7:21"}, "http or https"},
-		{"expect", ProfileConfig{Expect: "nsys"}, "torch or cuda"},
-		{"negative duration", ProfileConfig{Duration: -time.Second}, "duration"},
-		{"both collects", ProfileConfig{Collect: ProfileCollect{Dir: "/p", Agent: "http://a:9101"}}, "not both"},
-		{"agent with path", ProfileConfig{Collect: ProfileCollect{Agent: "http://a:9101/files"}}, "collect agent"},
-		{"remove without source", ProfileConfig{Collect: ProfileCollect{RemoveAfterUpload: true}}, "needs dir or agent"},
-		{"load without requests", ProfileConfig{Load: &ProfileLoad{}}, "load"},
-		{"too much load", ProfileConfig{Load: &ProfileLoad{Requests: 100000}}, "load"},
+		{"path in target", Config{Target: "http://10.0.0.7:8000/v1"}, "without a path"},
+		{"no port", Config{Target: "http://10.0.0.7"}, "explicit port"},
+		{"host only", Config{Target: "10.0.0.7:8000"}, "scheme"},
+		{"userinfo", Config{Target: "http://u:p@10.0.0.7:8000"}, "nothing more"},
+		{"query", Config{Target: "http://10.0.0.7:8000?x=1"}, "nothing more"},
+		{"ftp", Config{Target: "ftp://10.0.0.7:21"}, "http or https"},
+		{"expect", Config{Expect: "nsys"}, "torch or cuda"},
+		{"negative duration", Config{Duration: -time.Second}, "duration"},
+		{"both collects", Config{Collect: Collect{Dir: "/p", Agent: "http://a:9101"}}, "not both"},
+		{"agent with path", Config{Collect: Collect{Agent: "http://a:9101/files"}}, "collect agent"},
+		{"remove without source", Config{Collect: Collect{RemoveAfterUpload: true}}, "needs dir or agent"},
+		{"load without requests", Config{Load: &Load{}}, "load"},
+		{"too much load", Config{Load: &Load{Requests: 100000}}, "load"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := buildProfile(&tc.cfg)
@@ -603,7 +603,7 @@ func TestProfileBuildValidates(t *testing.T) {
 			}
 		})
 	}
-	st, err := buildProfile(&ProfileConfig{Target: "https://10.0.0.7:8000/"})
+	st, err := buildProfile(&Config{Target: "https://10.0.0.7:8000/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +616,7 @@ func TestProfileDurationIsCapped(t *testing.T) {
 	f := newProfileFixture(t)
 	f.env.Profiling.MaxDuration = 200 * time.Millisecond
 	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: t.TempDir(), ProfilerFlushDelay: 10 * time.Millisecond})
-	p := buildTestProfile(t, ProfileConfig{Duration: time.Minute})
+	p := buildTestProfile(t, Config{Duration: time.Minute})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -627,7 +627,7 @@ func TestProfileDurationIsCapped(t *testing.T) {
 }
 
 func TestProfileWithoutGuardIsBadConfig(t *testing.T) {
-	p := buildTestProfile(t, ProfileConfig{})
+	p := buildTestProfile(t, Config{})
 	_, err := p.Run(context.Background(), &vocab.Input{Alert: template.Alert{Labels: template.KV{"instance": "127.0.0.1:1"}},
 		Env: &vocab.Env{Targets: &http.Client{}}})
 	if vocab.Classify(err) != vocab.ReasonBadConfig {
@@ -648,8 +648,8 @@ func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // traffic under way
 		// The unexplained scenario's everyday traffic is light (0.5 rps): the
 		// step's representative load makes sure the frame sees iterations.
-		p := buildTestProfile(t, ProfileConfig{Duration: 2 * time.Second, Baseline: baseline, Collect: ProfileCollect{Dir: dir},
-			Load: &ProfileLoad{Requests: 4, PromptTokens: 256, MaxTokens: 32}})
+		p := buildTestProfile(t, Config{Duration: 2 * time.Second, Baseline: baseline, Collect: Collect{Dir: dir},
+			Load: &Load{Requests: 4, PromptTokens: 256, MaxTokens: 32}})
 		in := f.input(t, tgt.host, nil)
 		in.RunID = "run-" + scenario
 		res, err := p.Run(context.Background(), in)
@@ -692,7 +692,7 @@ func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
 // frame is never kept.
 func TestProfileReportComparesBeforeKeeping(t *testing.T) {
 	f := newProfileFixture(t)
-	p := buildTestProfile(t, ProfileConfig{Baseline: true})
+	p := buildTestProfile(t, Config{Baseline: true})
 	rep := func(gemm float64) *torchtrace.Report {
 		return &torchtrace.Report{Files: 1, KernelUS: 1000, IdleShare: 0.1,
 			Families:   map[torchtrace.Family]float64{torchtrace.FamilyGEMM: gemm, torchtrace.FamilyOther: 1 - gemm},

@@ -14,9 +14,9 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// TracesConfig is the config of a `traces` step: the slowest llm_request spans of
+// Config is the config of a `traces` step: the slowest llm_request spans of
 // the alert's window, ranked by the stage the alert is about.
-type TracesConfig struct {
+type Config struct {
 	// Limit is how many of the slowest spans to report (default 10).
 	Limit int `yaml:"limit" json:"limit,omitempty"`
 	// RankBy is ttft, queue, prefill, decode or e2e. Default from the alertname:
@@ -55,7 +55,7 @@ const maxSearches = 48
 
 // Traces is the `traces` step kind.
 type Traces struct {
-	cfg TracesConfig
+	cfg Config
 }
 
 var _ vocab.Step = (*Traces)(nil)
@@ -65,14 +65,14 @@ var Kind = vocab.Kind{
 	Name:   "traces",
 	Tier:   vocab.TierTraces,
 	Doc:    "The slowest llm_request spans of the alert's window from Jaeger or Tempo, ranked by TTFT, queue, prefill, decode or e2e time.",
-	Config: func() any { return &TracesConfig{} },
+	Config: func() any { return &Config{} },
 	Build:  buildTraces,
 }
 
 func buildTraces(c any) (vocab.Step, error) {
-	cfg, ok := c.(*TracesConfig)
+	cfg, ok := c.(*Config)
 	if !ok {
-		return nil, fmt.Errorf("traces: config is %T, want *TracesConfig", c)
+		return nil, fmt.Errorf("traces: config is %T, want *Config", c)
 	}
 	out := *cfg
 	if out.Limit == 0 {

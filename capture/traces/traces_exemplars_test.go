@@ -53,7 +53,7 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	env.Prometheus = &vocab.Endpoint{URL: prom.URL, Timeout: 5 * time.Second}
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.RankBy = 3, "ttft" })
+	step := buildStep(t, "traces", func(cfg *traces.Config) { cfg.Limit, cfg.RankBy = 3, "ttft" })
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})
@@ -68,7 +68,7 @@ func TestTracesUsesPrometheusExemplars(t *testing.T) {
 	}
 	// Without exemplars the search alone cannot see it.
 	off := false
-	step = buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.RankBy, cfg.Exemplars = 3, "ttft", &off })
+	step = buildStep(t, "traces", func(cfg *traces.Config) { cfg.Limit, cfg.RankBy, cfg.Exemplars = 3, "ttft", &off })
 	res, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow2", Env: env,
 		Window: vocab.Window{Start: base.Add(-time.Minute), End: time.Now()},
 		Alert:  template.Alert{Labels: template.KV{"alertname": "VLLMHighTTFT", "instance": instance}}})

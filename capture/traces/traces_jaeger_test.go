@@ -130,7 +130,7 @@ func TestTracesAgainstRealJaeger(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {
+			step := buildStep(t, "traces", func(cfg *traces.Config) {
 				cfg.Limit, cfg.Fetch, cfg.RankBy = 5, 20, c.rank
 			})
 			in := &vocab.Input{RunID: strings.ReplaceAll(t.Name(), "/", "-"), StepID: "slow", Env: env, Window: window,
@@ -184,7 +184,7 @@ func TestTracesBackendDownIsOneLineReason(t *testing.T) {
 	l.Close() // nothing listens there now
 	env, _ := steptest.Env(t)
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: url, Timeout: 2 * time.Second}, Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.Config) {})
 	_, err = step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "s", Env: env,
 		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
 	if vocab.Classify(err) != vocab.ReasonUnreachable {

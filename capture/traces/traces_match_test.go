@@ -48,7 +48,7 @@ func TestTracesMatchKeepsTheAlertingInstance(t *testing.T) {
 		t.Helper()
 		env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: j.QueryURL, Timeout: 10 * time.Second},
 			Backend: "jaeger", Service: service}
-		step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {
+		step := buildStep(t, "traces", func(cfg *traces.Config) {
 			cfg.Limit, cfg.Fetch = 5, 20
 			cfg.Match = map[string]string{"service.instance.id": instance}
 		})

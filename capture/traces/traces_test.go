@@ -123,7 +123,7 @@ func TestTracesOverTruncatingBackends(t *testing.T) {
 			srv, queries := fakeTraceServer(t, reqs, c.tempo)
 			env, _ := steptest.Env(t)
 			env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL}, Backend: c.backend, Service: "vllm-server"}
-			step := buildStep(t, "traces", func(cfg *traces.TracesConfig) { cfg.Limit, cfg.Fetch = 7, 25 })
+			step := buildStep(t, "traces", func(cfg *traces.Config) { cfg.Limit, cfg.Fetch = 7, 25 })
 			res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 				Window: vocab.Window{Start: base.Add(-time.Second), End: time.Now()},
 				Alert:  template.Alert{Labels: template.KV{"alertname": c.alertname}}})
@@ -154,7 +154,7 @@ func TestTracesBuildRejectsBadConfig(t *testing.T) {
 	if k.Tier != vocab.TierTraces {
 		t.Errorf("tier = %v", k.Tier)
 	}
-	bad := map[string]*traces.TracesConfig{
+	bad := map[string]*traces.Config{
 		"unknown rank":        {RankBy: "tpot"},
 		"fetch below limit":   {Limit: 50, Fetch: 10},
 		"negative min_dur":    {MinDuration: -time.Second},
@@ -177,7 +177,7 @@ func TestTracesBuildRejectsBadConfig(t *testing.T) {
 func TestTracesWithoutBackendIsNotConfigured(t *testing.T) {
 	env, _ := steptest.Env(t)
 	env.Traces = nil
-	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.Config) {})
 	_, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env})
 	what, ok := vocab.IsNotConfigured(err)
 	if !ok || what != "no trace backend (set traces.url to Jaeger or Tempo)" {
@@ -193,7 +193,7 @@ func TestTracesEmptyAnswerNamesTheService(t *testing.T) {
 	env, _ := steptest.Env(t)
 	env.Traces = &vocab.TracesEndpoint{Endpoint: vocab.Endpoint{URL: srv.URL, Timeout: 5 * time.Second},
 		Backend: "jaeger", Service: "vllm-server"}
-	step := buildStep(t, "traces", func(cfg *traces.TracesConfig) {})
+	step := buildStep(t, "traces", func(cfg *traces.Config) {})
 	res, err := step.Run(context.Background(), &vocab.Input{RunID: "r", StepID: "slow", Env: env,
 		Window: vocab.Window{Start: time.Now().Add(-time.Hour), End: time.Now()}})
 	if err != nil {

@@ -133,7 +133,7 @@ func checkRecoveredReport(t *testing.T, o *daemonOpts, sim *profSim, step execut
 		t.Fatalf("open %s: %v", key, err)
 	}
 	defer rc.Close()
-	var rep profile.ProfileReport
+	var rep profile.Report
 	if err := json.NewDecoder(rc).Decode(&rep); err != nil {
 		t.Fatalf("%s: %v", key, err)
 	}

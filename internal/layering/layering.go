@@ -3,11 +3,12 @@
 // only packages of a lower layer; the test harnesses sit on top, so no
 // production package can import one, and only the binaries wire everything.
 //
-// In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
-// step families ← capture (the registry), notify ← playbooks ← the executor
-// and the run vocabulary ← the profiling control plane, the thread outbox ←
-// grouping and cooldowns (they record into threads) ← runner and handlers ←
-// the binaries ← the test harnesses.
+// In one line, bottom to top: vocab and the leaves ← storage, database ← config and the
+// steps' shared kit ← the Prometheus query runner ← the step families ← triage ←
+// capture (the registry), notify ← playbooks ← the executor and the run
+// vocabulary ← the profiling control plane, the thread outbox ← grouping and
+// cooldowns (they record into threads) ← runner and handlers ← the binaries ←
+// the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -26,12 +27,14 @@ var Layers = []Layer{
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{
-		"config", "capture/internal/stepkit", "capture/internal/vllmexpo",
+		"config", "capture/internal/stepkit", "capture/internal/vllmexpo", "capture/internal/views",
 	}},
+	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
-		"capture/chart", "capture/httpstep", "capture/profile", "capture/traces",
+		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/scrape", "capture/traces",
 		"targets", "notify", "internal/webtls",
 	}},
+	{"the step family that reads the others' views", []string{"capture/triage"}},
 	{"the step registry and Slack: the notifier and its interactivity endpoint", []string{"capture", "notify/slack"}},
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},

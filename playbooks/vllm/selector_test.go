@@ -8,7 +8,8 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
-	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/capture/gpu"
+	"github.com/autocapture/autocapture/capture/peers"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -45,7 +46,7 @@ func TestGPUSelectorMapping(t *testing.T) {
 			t.Errorf("%s: no gpu step", c.instance)
 			continue
 		}
-		cfg, ok := ps.Config.(*capture.GPUConfig)
+		cfg, ok := ps.Config.(*gpu.Config)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%s: selector %+v (%v), want %s", c.instance, ps.Config, ps.RenderErr, c.want)
 		}
@@ -90,7 +91,7 @@ func TestPeersSelector(t *testing.T) {
 			t.Errorf("%v: no peers step", labels)
 			continue
 		}
-		cfg, ok := ps.Config.(*capture.PeersConfig)
+		cfg, ok := ps.Config.(*peers.Config)
 		if ps.RenderErr != nil || ps.Step == nil || !ok || cfg.Selector != c.want {
 			t.Errorf("%v: selector %+v (%v), want %q", labels, ps.Config, ps.RenderErr, c.want)
 		}

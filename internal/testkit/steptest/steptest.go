@@ -3,7 +3,9 @@ package steptest
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"testing"
 	"time"
@@ -58,4 +60,27 @@ func ReadArtifact(t *testing.T, st *storage.Local, key string) string {
 	defer rc.Close()
 	b, _ := io.ReadAll(rc)
 	return string(b)
+}
+
+// PromTS is the unix time a PromInput's window ends at, and the time the
+// fake Prometheus answers of the Prometheus families' tests carry.
+const PromTS = 1.8e9
+
+// PromOK writes a Prometheus API success answer carrying data.
+func PromOK(w http.ResponseWriter, data string) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"status":"success","data":%s}`, data)
+}
+
+// PromInput is an Input against url with a local store and a one-hour window
+// ending at PromTS.
+func PromInput(t testing.TB, url string) *vocab.Input {
+	t.Helper()
+	store, err := storage.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Unix(PromTS, 0)
+	return &vocab.Input{RunID: "r1", StepID: "snapshot", Window: vocab.Window{Start: end.Add(-time.Hour), End: end},
+		Env: &vocab.Env{Store: store, Prometheus: &vocab.Endpoint{URL: url, Client: http.DefaultClient, Timeout: 5 * time.Second}}}
 }

@@ -1,0 +1,244 @@
+package scrape
+
+import (
+	"math"
+	"time"
+
+	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/vocab"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Delta is what two scrapes of one instance say about the time between
+// them. With Prev nil (one scrape only), histograms and ratios cover the whole
+// life of the process and no rate can be computed; gauges are always the
+// latest reading.
+type Delta struct {
+	Prev *vllmexpo.Exposition // the first scrape; nil with one scrape only
+	Cur  vllmexpo.Exposition  // the last scrape
+	Gap  time.Duration        // the time between them
+}
+
+// counterDelta is cur − prev of a counter summed over its series (filtered by
+// keep); a reset (cur < prev) counts everything cur has.
+func (d Delta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+	now, ok := d.Cur.Value(m, vllmexpo.AggSum, keep)
+	if !ok {
+		return 0, false
+	}
+	if d.Prev == nil {
+		return now, true
+	}
+	before, ok := d.Prev.Value(m, vllmexpo.AggSum, keep)
+	if !ok || now < before {
+		return now, true
+	}
+	return now - before, true
+}
+
+// Rate is counterDelta per second of gap; only with two scrapes.
+func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+	if d.Prev == nil || d.Gap <= 0 {
+		return 0, false
+	}
+	v, ok := d.counterDelta(m, keep)
+	if !ok {
+		return 0, false
+	}
+	return v / d.Gap.Seconds(), true
+}
+
+// Hist returns a histogram's observations over the gap.
+func (d Delta) Hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
+	h, ok := d.Cur.Histogram(m)
+	if !ok {
+		return vllmexpo.Histogram{}, false
+	}
+	if d.Prev != nil {
+		if before, ok := d.Prev.Histogram(m); ok {
+			h = h.Since(before)
+		}
+	}
+	return h, true
+}
+
+// minObservationsP99 is the fewest observations a p99 is reported from: below
+// it the "p99" is just the slowest one or two requests (a warm-up outlier on an
+// idle server), which no operator would read as a tail.
+const minObservationsP99 = 20
+
+// Signals computes the canonical signals. Latency signals need observations in
+// the gap (p99 at least minObservationsP99): a gap in which no request finished
+// says nothing about latency, and the lifetime histogram would be a misleading
+// stand-in.
+func (d Delta) Signals() vocab.Signals {
+	s := d.gaugesOnly()
+	for _, hs := range vllmexpo.HistogramSignals {
+		h, ok := d.Hist(hs.Metric)
+		if !ok || h.Count <= 0 {
+			continue
+		}
+		setIf(s, hs.Mean, h.Mean)
+		if h.Count >= minObservationsP99 {
+			setIf(s, hs.P99, func() (float64, bool) { return h.Quantile(0.99) })
+		}
+		setIf(s, hs.P50, func() (float64, bool) { return h.Quantile(0.5) })
+	}
+	setIf(s, vocab.SigPromptTokensNow, d.promptTokensPerStart)
+	if _, ok := s[vocab.SigPromptTokens]; !ok {
+		setIf(s, vocab.SigPromptTokens, d.promptTokensPerStart)
+	}
+	if v, ok := d.Rate(vllmexpo.VMPreemptions, nil); ok {
+		s[vocab.SigPreemptionsRate] = v
+	}
+	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort }
+	all, okAll := d.counterDelta(vllmexpo.VMFinished, nil)
+	aborted, okAbort := d.counterDelta(vllmexpo.VMFinished, isAbort)
+	if okAll && okAbort && all > 0 {
+		s[vocab.SigAbortRatio] = aborted / all
+	}
+	if v, ok := d.Rate(vllmexpo.VMFinished, nil); ok {
+		s[vocab.SigRequestRate] = v
+	}
+	d.queueNow(s)
+	q, okQ := d.counterDelta(vllmexpo.VMPrefixQuery, nil)
+	h, okH := d.counterDelta(vllmexpo.VMPrefixHits, nil)
+	if okQ && okH && q > 0 {
+		s[vocab.SigPrefixHitRatio] = h / q
+	}
+	return s
+}
+
+// queueNow adds what the gap says about the queue as it is now, counted as it
+// happens rather than at each request's finish: how fast the waiting gauge
+// moved, how many requests per second reached their first token (the rate the
+// queue drains at; TTFT is observed at the first token, so it does not lag
+// like the lifecycle histograms), and how many requests the queue-time
+// histogram covers, so triage can weigh it. Only with two scrapes.
+func (d Delta) queueNow(s vocab.Signals) {
+	if d.Prev == nil || d.Gap <= 0 {
+		return
+	}
+	now, okNow := d.Cur.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	before, okBefore := d.Prev.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	if okNow && okBefore {
+		s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
+	}
+	if h, ok := d.Hist(vllmexpo.VMTTFT); ok {
+		s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
+	}
+	if h, ok := d.Hist(vllmexpo.VMQueueTime); ok {
+		s[vocab.SigQueueTimeN] = h.Count
+	}
+}
+
+// Windows says how many seconds each signal summarises: the gap for two
+// scrapes (gauges are the higher of two readings), 0 for one scrape's gauges.
+func (d Delta) Windows(s vocab.Signals) map[string]float64 {
+	out := make(map[string]float64, len(s))
+	for k := range s {
+		out[k] = d.Gap.Seconds()
+	}
+	return out
+}
+
+// gaugesOnly is the signals one moment can tell: queue, batch, KV.
+func (d Delta) gaugesOnly() vocab.Signals {
+	s := vocab.Signals{}
+	for _, g := range vllmexpo.GaugeSignals {
+		if v, ok := d.gauge(g.Metric, g.Agg); ok {
+			s[g.Signal] = v
+		}
+	}
+	return s
+}
+
+// gauge is the higher of the two readings of a gauge: a queue that was deep or
+// a KV pool that was full at either moment was so (KV usage drops for a moment
+// each time a preemption frees blocks).
+func (d Delta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool) {
+	v, ok := d.Cur.Value(m, agg, nil)
+	if d.Prev != nil {
+		if w, okPrev := d.Prev.Value(m, agg, nil); okPrev && (!ok || w > v) {
+			return w, true
+		}
+	}
+	return v, ok
+}
+
+// promptTokensPerStart is the prompt length of the requests admitted in the
+// gap (prompt_tokens_now): prompt tokens prefilled per first token emitted,
+// both counted as they happen, where request_prompt_tokens is observed at
+// the finish and lags at the onset of longer prompts. It also stands in for
+// prompt_tokens_mean when no request finished in the gap.
+func (d Delta) promptTokensPerStart() (float64, bool) {
+	tokens, ok := d.counterDelta(vllmexpo.VMPromptTokensTotal, nil)
+	if !ok {
+		return 0, false
+	}
+	ttft, ok := d.Hist(vllmexpo.VMTTFT)
+	if !ok || ttft.Count <= 0 {
+		return 0, false
+	}
+	return tokens / ttft.Count, true
+}
+
+// setIf stores f's value under name when name is wanted and f has one.
+func setIf(s vocab.Signals, name string, f func() (float64, bool)) {
+	if name == "" {
+		return
+	}
+	if v, ok := f(); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		s[name] = v
+	}
+}
+
+// metricFindings summarises the families matching patterns, for the step's
+// findings: gauges as their latest value, counters as a rate over the gap (or
+// their total with one scrape), histograms as count, mean and p50/p99 over the gap.
+func (d Delta) metricFindings(patterns []string) map[string]any {
+	out := map[string]any{}
+	for _, name := range d.Cur.FamilyNames(patterns) {
+		m := vllmexpo.Metric{name}
+		switch d.Cur.TypeOf(name) {
+		case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
+			if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
+				out[name] = finite(v)
+			}
+		case dto.MetricType_COUNTER:
+			if v, ok := d.Rate(m, nil); ok {
+				out[name] = map[string]any{"rate": finite(v)}
+			} else if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
+				out[name] = map[string]any{"total": finite(v)}
+			}
+		case dto.MetricType_HISTOGRAM:
+			if h, ok := d.Hist(m); ok {
+				out[name] = histogramFinding(h)
+			}
+		}
+	}
+	return out
+}
+
+// histogramFinding is a histogram's count, mean and quantiles as JSON values.
+func histogramFinding(h vllmexpo.Histogram) map[string]any {
+	f := map[string]any{"count": h.Count}
+	if v, ok := h.Mean(); ok {
+		f["mean"] = finite(v)
+	}
+	if v, ok := h.Quantile(0.5); ok {
+		f["p50"] = finite(v)
+	}
+	if v, ok := h.Quantile(0.99); ok {
+		f["p99"] = finite(v)
+	}
+	return f
+}
+
+// finite returns v, or nil for NaN and ±Inf, which JSON cannot carry.
+func finite(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
