@@ -5,7 +5,7 @@
 //
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config ← the
 // step families ← capture (the registry), notify ← playbooks ← the executor
-// and the run vocabulary ← the profiling control plane, the thread outbox ←
+// and the run vocabulary ← the profiling control plane, the thread outbox, the artifacts ←
 // runner and handlers ← the binaries ← the test harnesses.
 package layering
 
@@ -35,7 +35,7 @@ var Layers = []Layer{
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
-	{"the run service's parts: the profiling control plane, the thread outbox and its delivery", []string{"runner/profiling", "runner/outbox"}},
+	{"the run service's parts: the profiling control plane, the thread outbox and its delivery, the artifacts", []string{"runner/profiling", "runner/outbox", "runner/artifacts"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",
