@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -77,6 +80,33 @@ func (s *Service) linkKey(ctx context.Context) ([]byte, error) {
 			linkKeyName, links.MinKeyBytes)
 	}
 	return key, nil
+}
+
+// keeperRuns answers what the artifacts' Keeper needs of the run lifecycle
+// (artifacts.Runs).
+type keeperRuns struct{ s *Service }
+
+// UploadsDone records the thread's reply that the run's spooled artifacts
+// are all uploaded and, when the run is finished, asks for its manifest to
+// be rewritten: the manifest, written while uploads were pending (they say
+// "pending" there), is rewritten once tx commits. A run still running gets
+// its manifest at the finish anyway.
+func (r keeperRuns) UploadsDone(ctx context.Context, tx *sql.Tx, runID string, n int) error {
+	s := r.s
+	if err := s.out.Append(ctx, tx, runID, outbox.UploadsDone{N: n}); err != nil {
+		return err
+	}
+	finishedAt, err := s.tables.Runs.FinishedAt(ctx, tx, runID)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // deleted by retention meanwhile
+		}
+		return fmt.Errorf("runner: uploads of %s: %w", runID, err)
+	}
+	if !finishedAt.Valid {
+		return nil
+	}
+	return s.enqueueManifestTx(ctx, tx, runID)
 }
 
 // Signer is the link signer the /artifacts route verifies tokens with.

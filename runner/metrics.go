@@ -34,8 +34,6 @@ type metrics struct {
 	// cooldownRepeats counts alerts skipped inside a playbook's cooldown
 	// (each said in the thread that holds the evidence), by playbook.
 	cooldownRepeats *prometheus.CounterVec
-
-	retention retentionMetrics
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -70,7 +68,6 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		cooldownRepeats: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_cooldown_repeats_total",
 			Help: "Skips of a playbook inside its cooldown, by playbook: each said in the thread of the run that holds the evidence (a resumed run that plans again counts again, and says nothing twice)."},
 			[]string{"playbook"}),
-		retention: newRetentionMetrics(),
 	}
 	for _, v := range vocab.Verdicts { // every series from zero, so ratios work from the start
 		m.feedback.WithLabelValues(v, "true")
@@ -92,7 +89,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed, m.cooldownRepeats,
-		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.out.Collectors()...)...) {
+		&storeCollector{s: s}, orphanCollector{s: s}}, append(s.art.Collectors(), s.out.Collectors()...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

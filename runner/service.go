@@ -26,6 +26,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/profiling"
@@ -75,8 +76,8 @@ type Options struct {
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *vocab.Env
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
-	// nil: no late uploads. See upload.go.
-	Spool Spool
+	// nil: no late uploads. See runner/artifacts' upload.go.
+	Spool artifacts.Spool
 	Log   *zap.Logger
 	// Registerer receives the runner's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -89,6 +90,9 @@ type Options struct {
 	// anything uses them (the seam that makes a Service behave as a crashed
 	// process: see store), so the profiling plane goes through them too.
 	wrapStores func(db, beat store) (store, store)
+	// uploadBackoff, in tests, is the first wait after a failed late upload
+	// (0: artifacts' default).
+	uploadBackoff time.Duration
 }
 
 // Service accepts alerts into runs and executes them.
@@ -110,14 +114,14 @@ type Service struct {
 	// notifiers (runner/outbox).
 	out    *outbox.Outbox
 	signer *links.Signer    // the artifact links' (openSigner)
-	up     *uploader        // late uploads; nil without a spool
 	prof   *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
+	// art keeps the runs' artifacts: the byte cap, late uploads through the
+	// spool, retention (runner/artifacts).
+	art *artifacts.Keeper
 
-	mu sync.Mutex
-	// retentionMu serialises retention passes in this process (retention.go).
-	retentionMu sync.Mutex
-	active      map[string]*handle // runs this process executes, by id
-	runs        sync.WaitGroup     // their goroutines
+	mu     sync.Mutex
+	active map[string]*handle // runs this process executes, by id
+	runs   sync.WaitGroup     // their goroutines
 
 	bg     context.Context // background work: reaper, heartbeats
 	stopBG context.CancelFunc
@@ -161,7 +165,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		sdb, sbeat = o.wrapStores(sdb, sbeat)
 	}
 	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
-		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
+		id: fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	if s.signer, err = s.openSigner(ctx); err != nil {
 		return nil, closeBoth(err)
 	}
@@ -171,7 +175,10 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		LeaseTimeout: s.cfg.LeaseTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
 		RenewTimeout: s.renewTimeout, BeatReady: s.beatReady, Log: s.log})
 	s.bg, s.stopBG = context.WithCancel(context.Background())
-	s.up = newUploader(o)
+	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: s.tables,
+		Client: func() *river.Client[*sql.Tx] { return s.client }, Env: o.Env, Spool: o.Spool,
+		Replica: o.Config.Replica, Owner: s.id, MaxArtifactBytes: s.cfg.MaxArtifactBytes, Retention: o.Retention,
+		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Runs: keeperRuns{s}, Log: s.log})
 	if s.client, err = s.newRiver(drv); err != nil {
 		return nil, closeBoth(err)
 	}
@@ -186,9 +193,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
 		return nil, closeBoth(err)
 	}
-	if s.up != nil {
-		o.Spool.OnSpool(s.spooled)
-	}
+	s.art.HookSpool()
 	return s, nil
 }
 
@@ -209,10 +214,7 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.reaper()
 	go s.outboxSweeper()
 	s.prof.Start()
-	if s.up != nil {
-		s.bgDone.Add(1)
-		go s.uploadLoop()
-	}
+	s.art.Start()
 	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
 		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
 	return nil
@@ -277,6 +279,7 @@ func (s *Service) Ping(ctx context.Context) error {
 func (s *Service) stopBGWork() {
 	s.stopBG()
 	s.prof.Stop()
+	s.art.Stop()
 	s.bgDone.Wait()
 }
 
