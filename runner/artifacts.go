@@ -16,7 +16,11 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -106,7 +110,69 @@ func (r keeperRuns) UploadsDone(ctx context.Context, tx *sql.Tx, runID string, n
 	if !finishedAt.Valid {
 		return nil
 	}
-	return s.enqueueManifestTx(ctx, tx, runID)
+	return s.art.EnqueueManifestTx(ctx, tx, runID)
+}
+
+// ManifestOf is what run runID's manifest says of it (see
+// artifacts.Runs): its row, its plans rebuilt, its records and verdicts.
+func (r keeperRuns) ManifestOf(ctx context.Context, runID string) (artifacts.ManifestInput, bool, error) {
+	s := r.s
+	row, err := s.getRow(ctx, s.db, runID)
+	if errors.Is(err, runs.ErrNotFound) {
+		return artifacts.ManifestInput{}, false, nil
+	} else if err != nil {
+		return artifacts.ManifestInput{}, false, err
+	}
+	if !finished(row.Status) {
+		return artifacts.ManifestInput{}, false, nil // asked for by a finish that was not committed as such
+	}
+	if len(row.plans) == 0 {
+		return artifacts.ManifestInput{}, false, nil // skipped before any playbook ran: nothing was captured
+	}
+	steps, err := s.loadSteps(ctx, s.db, runID)
+	if err != nil {
+		return artifacts.ManifestInput{}, false, err
+	}
+	verdicts, err := s.loadVerdicts(ctx, s.db, runID)
+	if err != nil {
+		return artifacts.ManifestInput{}, false, err
+	}
+	in := s.manifestInput(row, steps)
+	in.Verdicts = verdicts
+	return in, true, nil
+}
+
+// manifestInput is what the manifest says of r with its step records recs:
+// its plans rebuilt from their stored source (for the rendered configs).
+func (s *Service) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.ManifestInput {
+	in := artifacts.ManifestInput{Alertname: r.Alertname, Verdict: r.Verdict, Records: recs,
+		Run: artifacts.ManifestRun{ID: r.ID, Key: r.Key, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt,
+			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
+		Alert: artifacts.ManifestAlert{Fingerprint: r.Fingerprint, StartsAt: r.StartsAt, GeneratorURL: r.alert.GeneratorURL,
+			Labels: r.Labels, Annotations: r.Annotations}}
+	if r.window != nil {
+		in.Run.WindowStart, in.Run.WindowEnd = &r.window.Start, &r.window.End
+	}
+	for _, sp := range r.plans {
+		in.Plans = append(in.Plans, artifacts.ManifestPlan{Stored: sp, Planned: s.rebuiltSteps(r, sp)})
+	}
+	return in
+}
+
+// rebuiltSteps are the plan's steps with their rendered configs, rebuilt from
+// the stored source the run ran; none when it cannot be rebuilt.
+func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
+	w := vocab.Window{}
+	if r.window != nil {
+		w = *r.window
+	}
+	p, err := s.o.Planner.Rebuild(sp, r.alert, w)
+	if err != nil {
+		s.log.Warn("Manifest: a run's plan cannot be rebuilt; its steps are listed without config.",
+			zap.String("run", r.ID), zap.String("playbook", sp.Playbook), zap.Error(err))
+		return nil
+	}
+	return p.Steps
 }
 
 // Signer is the link signer the /artifacts route verifies tokens with.

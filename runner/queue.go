@@ -8,7 +8,6 @@ import (
 	"maps"
 	"time"
 
-	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"go.uber.org/zap"
@@ -56,11 +55,6 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	return w.s.work(ctx, job.Args)
 }
 
-// queueBackground is the River queue of the daemon's housekeeping: manifests
-// (manifest.go) and retention (runner/artifacts). (The profile sweeper runs
-// on its own ticker: runner/profiling's sweep.go.)
-const queueBackground = artifacts.Queue
-
 // newRiver builds the client with settings for runs that last minutes.
 func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
@@ -70,22 +64,15 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := s.out.AddWorker(workers); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &manifestWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
-	}
-	if err := s.art.AddWorkers(workers); err != nil { // retention, late uploads
+	if err := s.art.AddWorkers(workers); err != nil { // manifests, retention, late uploads
 		return nil, err
 	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
-	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
-		// Manifests (manifest.go) and retention (runner/artifacts) share one
-		// queue, apart from runs and deliveries. One queue, not two: each
-		// queue is a producer polling the job table, and on SQLite every
-		// fetch is a write (a second one made a 200-alert storm's
-		// deliveries ~3x slower under the race detector).
-		queueBackground: {MaxWorkers: manifestWorkers + 1}}
+	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent}}
 	maps.Copy(queues, s.out.Queues()) // deliveries to notifiers (runner/outbox)
-	maps.Copy(queues, s.art.Queues()) // late uploads: this replica's own queue (runner/artifacts)
+	// Manifests and retention on the housekeeping queue, late uploads on
+	// this replica's own (runner/artifacts).
+	maps.Copy(queues, s.art.Queues())
 	c, err := river.NewClient(drv, &river.Config{
 		ID:     s.id,
 		Queues: queues,

@@ -18,9 +18,8 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Queue is the River queue of the daemon's housekeeping: retention here,
-// the runner's manifests beside it (one queue: each queue is a producer
-// polling the job table, and on SQLite every fetch is a write).
+// Queue is the River queue of the daemon's housekeeping: manifests and
+// retention.
 const Queue = "autocapture_background"
 
 // jobMaxAttempts is the runner's River default (its queue.go):
@@ -37,6 +36,10 @@ type Store interface {
 // Runs is what the Keeper needs of the run lifecycle, implemented by the
 // runner.
 type Runs interface {
+	// ManifestOf is what run runID's manifest says of it; false when none
+	// is to be written: the run is gone, not finished (asked for by a finish
+	// that was not committed as such), or skipped before any playbook ran.
+	ManifestOf(ctx context.Context, runID string) (ManifestInput, bool, error)
 	// UploadsDone runs in tx, the transaction that marked the run's last
 	// pending upload uploaded (n of them) under the run row's lock: it
 	// records the thread's reply (outbox.UploadsDone) and asks for the
@@ -124,8 +127,12 @@ func (k *Keeper) RunEnv(runID string, recorded map[string]map[string]executor.St
 	return RunEnv(k.d.Env, runID, k.d.MaxArtifactBytes, recorded)
 }
 
-// AddWorkers registers the Keeper's River workers: retention and uploads.
+// AddWorkers registers the Keeper's River workers: manifests, retention
+// and uploads.
 func (k *Keeper) AddWorkers(w *river.Workers) error {
+	if err := river.AddWorkerSafely(w, &manifestWorker{k: k}); err != nil {
+		return fmt.Errorf("runner: river worker: %w", err)
+	}
 	if err := river.AddWorkerSafely(w, &retentionWorker{k: k}); err != nil {
 		return fmt.Errorf("runner: river worker: %w", err)
 	}
@@ -135,13 +142,17 @@ func (k *Keeper) AddWorkers(w *river.Workers) error {
 	return nil
 }
 
-// Queues are the Keeper's own River queues: late uploads on this replica's
-// queue (none without a spool). Retention runs on Queue, the runner's.
+// Queues are the Keeper's River queues: manifests and retention share Queue,
+// apart from runs and deliveries (one queue, not two: each queue is a
+// producer polling the job table, and on SQLite every fetch is a write; a
+// second one made a 200-alert storm's deliveries ~3x slower under the race
+// detector); late uploads go on this replica's own queue (with a spool).
 func (k *Keeper) Queues() map[string]river.QueueConfig {
-	if k.up == nil {
-		return nil
+	q := map[string]river.QueueConfig{Queue: {MaxWorkers: manifestWorkers + 1}}
+	if k.up != nil {
+		q[k.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
 	}
-	return map[string]river.QueueConfig{k.up.queue: {MaxWorkers: uploadWorkers}}
+	return q
 }
 
 // Start begins the spool scans (with a spool); after River's start.
