@@ -2,20 +2,13 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -24,67 +17,6 @@ import (
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
-
-// ThreadLinks says how a thread links a step's artifacts (Options.Links).
-type ThreadLinks struct {
-	// Mode is config.LinksRoute ("" too) or config.LinksPresigned.
-	Mode string
-	// BaseURL is where the daemon's /artifacts route is reached (web.external_url,
-	// or the listen address when that is one a reader can open); empty in
-	// route mode: no artifact links.
-	BaseURL string
-	// TTL is a route link's lifetime (web.link_ttl); 0: config.DefaultLinkTTL.
-	TTL time.Duration
-	// Secret signs route links (web.link_secret); empty: the key kept in the
-	// database (linkKey), the same for every replica.
-	Secret []byte
-}
-
-// linkKeyName names the link-signing key in autocapture_keys.
-const linkKeyName = "link-signing"
-
-// openSigner builds the link signer from the configured secret, else from the
-// key in the database (a step of the start, retried while PostgreSQL is away:
-// linkKey is idempotent).
-func (s *Service) openSigner(ctx context.Context) (*links.Signer, error) {
-	key := s.o.Links.Secret
-	if len(key) == 0 {
-		err := s.startup.do(ctx, "link key", func(ctx context.Context) error {
-			var err error
-			key, err = s.linkKey(ctx)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return links.NewSigner(key)
-}
-
-// linkKey returns the link-signing key kept in the database, generating 32
-// random bytes the first time. Replicas starting together race safely: each
-// offers its own key with ON CONFLICT DO NOTHING, exactly one insert wins,
-// and every replica then reads the winner. The key never leaves the database
-// and this process (no log line, no error carries it).
-func (s *Service) linkKey(ctx context.Context) ([]byte, error) {
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("runner: link key: %w", err)
-	}
-	if err := s.tables.Keys.Offer(ctx, s.db, linkKeyName, base64.StdEncoding.EncodeToString(fresh)); err != nil {
-		return nil, fmt.Errorf("runner: link key: store: %w", err)
-	}
-	v, err := s.tables.Keys.Get(ctx, s.db, linkKeyName)
-	if err != nil {
-		return nil, fmt.Errorf("runner: link key: read: %w", err)
-	}
-	key, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(key) < links.MinKeyBytes {
-		return nil, fmt.Errorf("runner: link key: the stored %s key is not %d+ bytes of base64; delete its autocapture_keys row to make a new one (links made with it stop working)",
-			linkKeyName, links.MinKeyBytes)
-	}
-	return key, nil
-}
 
 // keeperRuns answers what the artifacts' Keeper needs of the run lifecycle
 // (artifacts.Runs).
@@ -176,7 +108,7 @@ func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.P
 }
 
 // Signer is the link signer the /artifacts route verifies tokens with.
-func (s *Service) Signer() *links.Signer { return s.signer }
+func (s *Service) Signer() *links.Signer { return s.art.Signer() }
 
 // RunArtifact says whether key is one of run runID's artifacts: recorded by
 // one of its steps, or its manifest. An unknown run is runs.ErrNotFound; the
@@ -201,44 +133,4 @@ func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, err
 		}
 	}
 	return false, nil
-}
-
-// artifactLink is the thread's link to one artifact, or false for none:
-// route mode links the daemon's /artifacts route with a token signed for
-// exactly this run and key (a click on S3 is redirected to a presigned URL
-// made then, so the link outlives a presigned URL's 7 days); presigned mode
-// uses the store's own link, its lifetime said in the text.
-func (s *Service) artifactLink(ctx context.Context, runID string, a vocab.Artifact) (notify.Link, bool) {
-	l := s.o.Links
-	if l.Mode == config.LinksPresigned {
-		env := s.o.Env
-		if env == nil || env.Store == nil {
-			return notify.Link{}, false
-		}
-		u, valid, err := env.Store.Link(ctx, a.Key)
-		if err != nil {
-			s.log.Warn("No link to an artifact.", zap.String("run", runID), zap.String("key", a.Key), zap.Error(err))
-			return notify.Link{}, false
-		}
-		return notify.Link{Name: a.Name, URL: u, Valid: valid}, true
-	}
-	if l.BaseURL == "" || s.signer == nil {
-		return notify.Link{}, false
-	}
-	ttl := l.TTL
-	if ttl <= 0 {
-		ttl = config.DefaultLinkTTL
-	}
-	q := s.signer.Sign(runID, a.Key, s.now().Add(ttl))
-	return notify.Link{Name: a.Name, URL: ArtifactURL(l.BaseURL, runID, a.Key) + "?" + q.Encode()}, true
-}
-
-// ArtifactURL is the /artifacts route's address of key of run runID under
-// base, each segment escaped.
-func ArtifactURL(base, runID, key string) string {
-	segs := strings.Split(key, "/")
-	for i, p := range segs {
-		segs[i] = url.PathEscape(p)
-	}
-	return strings.TrimRight(base, "/") + "/artifacts/" + url.PathEscape(runID) + "/" + strings.Join(segs, "/")
 }

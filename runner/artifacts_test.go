@@ -26,6 +26,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -182,7 +183,7 @@ func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
 				return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
 			},
 		), true, withEnv(&vocab.Env{Store: store}), notifyTo(n),
-			func(o *Options) { o.Links = ThreadLinks{BaseURL: base, TTL: time.Hour} })
+			func(o *Options) { o.Links = artifacts.ThreadLinks{BaseURL: base, TTL: time.Hour} })
 		h, err := handlers.New(handlers.Options{Runs: s, Registry: prometheus.NewRegistry(), Log: zaptest.NewLogger(t),
 			Auth:      config.Auth{BearerToken: "api-token"}, // a link needs no API credentials
 			Artifacts: &handlers.ArtifactOptions{Runs: s, Store: store, Links: s.Signer()}})
@@ -259,7 +260,7 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 			return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
 		},
 	), true, withEnv(&vocab.Env{Store: spool}), notifyTo(n),
-		func(o *Options) { o.Links = ThreadLinks{Mode: config.LinksPresigned} })
+		func(o *Options) { o.Links = artifacts.ThreadLinks{Mode: config.LinksPresigned} })
 	acc := acceptOne(t, s, firing("fp-presigned", time.Now()))
 	waitRun(t, s, acc.RunID, "finished", isFinished)
 	var link notify.Link

@@ -23,7 +23,6 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
-	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
@@ -85,7 +84,7 @@ type Options struct {
 	Now func() time.Time
 	// Links says how threads link artifacts; the zero value: signed links
 	// to the /artifacts route, but none without a BaseURL.
-	Links ThreadLinks
+	Links artifacts.ThreadLinks
 	// wrapStores, in tests, wraps the store and the heartbeat pool before
 	// anything uses them (the seam that makes a Service behave as a crashed
 	// process: see store), so the profiling plane goes through them too.
@@ -112,9 +111,8 @@ type Service struct {
 	m       *metrics
 	// out records the runs' thread operations and delivers them to the
 	// notifiers (runner/outbox).
-	out    *outbox.Outbox
-	signer *links.Signer    // the artifact links' (openSigner)
-	prof   *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
+	out  *outbox.Outbox
+	prof *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
 	// art keeps the runs' artifacts: the byte cap, late uploads through the
 	// spool, retention (runner/artifacts).
 	art *artifacts.Keeper
@@ -166,9 +164,6 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
 		id: fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
-	if s.signer, err = s.openSigner(ctx); err != nil {
-		return nil, closeBoth(err)
-	}
 	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: s.tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
 		Client: func() *river.Client[*sql.Tx] { return s.client }, Content: threadSource{s},
@@ -178,7 +173,11 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: s.tables,
 		Client: func() *river.Client[*sql.Tx] { return s.client }, Env: o.Env, Spool: o.Spool,
 		Replica: o.Config.Replica, Owner: s.id, MaxArtifactBytes: s.cfg.MaxArtifactBytes, Retention: o.Retention,
-		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Runs: keeperRuns{s}, Log: s.log})
+		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
+		Runs: keeperRuns{s}, Log: s.log})
+	if err := s.art.OpenSigner(ctx, s.startup.do); err != nil {
+		return nil, closeBoth(err)
+	}
 	if s.client, err = s.newRiver(drv); err != nil {
 		return nil, closeBoth(err)
 	}

@@ -6,7 +6,9 @@
 // while the store was down (upload.go: autocapture_uploads, a River job per
 // key on the replica's own queue, the spool scans); and retention, which
 // deletes old finished runs' objects and then their rows (retention.go: the
-// leader's periodic job and its metrics). One Keeper holds them (keeper.go).
+// leader's periodic job and its metrics); and the threads' links to
+// artifacts, signed with the key the replicas share (links.go). One Keeper
+// holds them (keeper.go).
 //
 // The runner is its composition root: it hands the Keeper its tables, its
 // store (read at each use, the tests' crash seam) and what it needs of the

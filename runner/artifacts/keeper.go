@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -71,8 +72,11 @@ type Deps struct {
 	Unfinished [2]string
 	// UploadBackoff is the first wait after a failed upload (0: 1 s).
 	UploadBackoff time.Duration
-	Runs          Runs
-	Log           *zap.Logger
+	// Links says how threads link artifacts; Now is the clock links expire on.
+	Links ThreadLinks
+	Now   func() time.Time
+	Runs  Runs
+	Log   *zap.Logger
 }
 
 // Keeper is the artifacts' part of the run service: the byte cap, late
@@ -81,7 +85,8 @@ type Keeper struct {
 	d      Deps
 	tables database.Tables
 	log    *zap.Logger
-	up     *uploader // nil without a spool
+	up     *uploader     // nil without a spool
+	signer *links.Signer // the artifact links' (OpenSigner)
 	m      Metrics
 	// retentionMu serialises retention passes in this process.
 	retentionMu sync.Mutex
