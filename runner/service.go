@@ -113,8 +113,8 @@ type Service struct {
 	// notifiers (runner/outbox).
 	out  *outbox.Outbox
 	prof *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
-	// art keeps the runs' artifacts: the byte cap, late uploads through the
-	// spool, retention (runner/artifacts).
+	// art keeps the runs' artifacts: the byte cap, manifests, late uploads
+	// through the spool, retention, the threads' links (runner/artifacts).
 	art *artifacts.Keeper
 
 	mu     sync.Mutex

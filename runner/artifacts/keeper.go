@@ -79,8 +79,8 @@ type Deps struct {
 	Log   *zap.Logger
 }
 
-// Keeper is the artifacts' part of the run service: the byte cap, late
-// uploads and retention.
+// Keeper is the artifacts' part of the run service: the byte cap, the
+// manifests, late uploads, retention and the threads' links.
 type Keeper struct {
 	d      Deps
 	tables database.Tables
