@@ -44,7 +44,7 @@ func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
 	if r.Verdicts, err = s.loadVerdicts(ctx, tx, id); err != nil {
 		return nil, err
 	}
-	if r.Uploads, err = s.loadUploads(ctx, tx, id); err != nil {
+	if r.Uploads, err = s.art.LoadUploads(ctx, tx, id); err != nil {
 		return nil, err
 	}
 	return &r.Run, nil

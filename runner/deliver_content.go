@@ -61,7 +61,7 @@ func (t threadSource) ChangeReply(ctx context.Context, runID, key, plan, step st
 }
 
 func (t threadSource) UploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
-	return t.s.uploadsReply(ctx, runID, key, retry)
+	return t.s.art.UploadsReply(ctx, runID, key, retry)
 }
 
 func (t threadSource) MemberReport(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
@@ -104,15 +104,15 @@ func (s *Service) resumeClaimer(ctx context.Context, runID string) (string, erro
 
 // stepReport is what a thread shows of a finished step, with links to its
 // artifacts made at delivery (a link made when the step finished would age in
-// the outbox; see artifactLink) and its charts as files to attach.
+// the outbox; see artifacts' Keeper.Link) and its charts as files to attach.
 func (s *Service) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
 	rep := notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
 		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond,
 		Verdict: rec.Verdict}
 	for _, a := range rec.Artifacts {
-		if a.Pending && s.artifactPending(ctx, a.Key) { // no link yet: the store does not hold it
+		if a.Pending && s.art.Pending(ctx, a.Key) { // no link yet: the store does not hold it
 			rep.Links = append(rep.Links, notify.Link{Name: a.Name, Pending: true})
-		} else if l, ok := s.artifactLink(ctx, runID, a); ok {
+		} else if l, ok := s.art.Link(ctx, runID, a); ok {
 			rep.Links = append(rep.Links, l)
 		}
 		if strings.HasPrefix(a.ContentType, "image/") {

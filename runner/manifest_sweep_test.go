@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/storage"
 )
 
@@ -24,7 +25,7 @@ func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 			fetched = `statement_timestamp() - interval '60 seconds'`
 		}
 		res, err := rawDB(a).ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = `+fetched+`
-			WHERE kind = $1`, manifestArgs{}.Kind())
+			WHERE kind = $1`, artifacts.ManifestKind)
 		if err != nil {
 			t.Fatal(err)
 		}

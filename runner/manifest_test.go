@@ -18,6 +18,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
@@ -28,11 +29,11 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // fixedVersions replaces the build info for the test's duration.
 func fixedVersions(t *testing.T) {
-	old := buildVersions
-	buildVersions = func() manifestVersions {
-		return manifestVersions{Autocapture: "v1.2.3", AutocaptureRevision: "0123abcd", Go: "go1.99"}
+	old := artifacts.BuildVersions
+	artifacts.BuildVersions = func() artifacts.ManifestVersions {
+		return artifacts.ManifestVersions{Autocapture: "v1.2.3", AutocaptureRevision: "0123abcd", Go: "go1.99"}
 	}
-	t.Cleanup(func() { buildVersions = old })
+	t.Cleanup(func() { artifacts.BuildVersions = old })
 }
 
 // goldenRun is one run as stored: two tier-1 steps with artifacts (one
@@ -105,18 +106,18 @@ func TestManifestGolden(t *testing.T) {
 	}
 	r, recs, fp := goldenRun(t, st)
 	s := &Service{o: Options{Planner: fp}, log: zap.NewNop()}
-	m, err := s.buildManifest(context.Background(), r, recs, st)
+	m, err := artifacts.BuildManifest(context.Background(), s.manifestInput(r, recs), st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.encode()
+	got, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same run in another record order gives the same bytes.
 	recs[0], recs[2] = recs[2], recs[0]
-	again, _ := s.buildManifest(context.Background(), r, recs, st)
-	if b, _ := again.encode(); !bytes.Equal(b, got) {
+	again, _ := artifacts.BuildManifest(context.Background(), s.manifestInput(r, recs), st)
+	if b, _ := again.Encode(); !bytes.Equal(b, got) {
 		t.Errorf("the manifest depends on the order records finished in")
 	}
 	golden := filepath.Join("testdata", "manifest.golden.json")
@@ -145,22 +146,8 @@ func TestManifestGolden(t *testing.T) {
 	}
 }
 
-// TestManifestTargetVersionOnlyFromVersionEndpoint: a JSON "version" from
-// another endpoint (a model card) is not the target's version.
-func TestManifestTargetVersionOnlyFromVersionEndpoint(t *testing.T) {
-	rec := func(url string) executor.StepRecord {
-		return executor.StepRecord{Kind: "http", Findings: map[string]any{"url": url, "json": map[string]any{"version": "9"}}}
-	}
-	if v := targetVersion([]executor.StepRecord{rec("http://h:8000/v1/models")}); v != "" {
-		t.Errorf("version from /v1/models = %q, want none", v)
-	}
-	if v := targetVersion([]executor.StepRecord{rec("http://h:8000/v1/models"), rec("http://h:8000/version?x=1")}); v != "9" {
-		t.Errorf("version from /version = %q, want 9", v)
-	}
-}
-
 // manifestOf reads the run's manifest from st.
-func manifestOf(t *testing.T, st storage.Store, key string) Manifest {
+func manifestOf(t *testing.T, st storage.Store, key string) artifacts.Manifest {
 	t.Helper()
 	rc, err := st.Open(context.Background(), key)
 	if err != nil {
@@ -168,7 +155,7 @@ func manifestOf(t *testing.T, st storage.Store, key string) Manifest {
 	}
 	defer rc.Close()
 	b, _ := io.ReadAll(rc)
-	var m Manifest
+	var m artifacts.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("manifest %s: %v\n%s", key, err, b)
 	}
@@ -275,7 +262,7 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 	})
 }
 
-// TestManifestRewrittenWhenALateUploadLands: enqueueManifestTx after the run
+// TestManifestRewrittenWhenALateUploadLands: EnqueueManifestTx after the run
 // changed rewrites the manifest (the one overwrite), with the new state.
 func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
@@ -326,7 +313,7 @@ func lateUpload(t *testing.T, s *Service, st storage.Store, r *runs.Run) string 
 	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_steps SET record = $1 WHERE run_id = $2 AND step_id = $3`, string(b), r.ID, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.enqueueManifestTx(ctx, tx, r.ID); err != nil {
+	if err := s.art.EnqueueManifestTx(ctx, tx, r.ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -370,7 +357,7 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 	r := waitManifest(t, s, acc.RunID)
 	rs.puts.Store(0) // the finish's job has put once and will not again (its seq was current)
 	rs.land = func() { lateUploadNoJob(t, s, local, r) }
-	if err := s.writeManifest(ctx, r.ID); err != nil {
+	if err := s.art.WriteManifest(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := rs.puts.Load(); n != 2 {

@@ -31,8 +31,6 @@ type metrics struct {
 	// run's verdict history).
 	verdicts *prometheus.CounterVec
 	changed  *prometheus.CounterVec
-
-	retention retentionMetrics
 }
 
 func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
@@ -64,7 +62,6 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
-		retention: newRetentionMetrics(),
 	}
 	for _, v := range vocab.Verdicts { // every series from zero, so ratios work from the start
 		m.feedback.WithLabelValues(v, "true")
@@ -86,7 +83,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed,
-		&storeCollector{s: s}, orphanCollector{s: s}}, append(m.retention.collectors(), s.out.Collectors()...)...) {
+		&storeCollector{s: s}, orphanCollector{s: s}}, append(s.art.Collectors(), s.out.Collectors()...)...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("runner: register metrics: %w", err)
 		}

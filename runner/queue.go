@@ -55,11 +55,6 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	return w.s.work(ctx, job.Args)
 }
 
-// queueBackground is the River queue of the daemon's housekeeping: manifests
-// (manifest.go) and retention (retention.go). (The profile sweeper runs on
-// its own ticker: runner/profiling's sweep.go.)
-const queueBackground = "autocapture_background"
-
 // newRiver builds the client with settings for runs that last minutes.
 func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
@@ -69,33 +64,21 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 	if err := s.out.AddWorker(workers); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &manifestWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &retentionWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &uploadWorker{s: s}); err != nil {
-		return nil, fmt.Errorf("runner: river worker: %w", err)
+	if err := s.art.AddWorkers(workers); err != nil { // manifests, retention, late uploads
+		return nil, err
 	}
 	poll := min(time.Second, s.cfg.HeartbeatInterval)
-	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent},
-		// Manifests (manifest.go) and retention (retention.go) share one
-		// queue, apart from runs and deliveries. One queue, not two: each
-		// queue is a producer polling the job table, and on SQLite every
-		// fetch is a write (a second one made a 200-alert storm's
-		// deliveries ~3x slower under the race detector).
-		queueBackground: {MaxWorkers: manifestWorkers + 1}}
+	queues := map[string]river.QueueConfig{queueRuns: {MaxWorkers: s.cfg.MaxConcurrent}}
 	maps.Copy(queues, s.out.Queues()) // deliveries to notifiers (runner/outbox)
-	if s.up != nil {                  // late uploads: this replica's own queue (upload.go)
-		queues[s.up.queue] = river.QueueConfig{MaxWorkers: uploadWorkers}
-	}
+	// Manifests and retention on the housekeeping queue, late uploads on
+	// this replica's own (runner/artifacts).
+	maps.Copy(queues, s.art.Queues())
 	c, err := river.NewClient(drv, &river.Config{
 		ID:     s.id,
 		Queues: queues,
 		// Retention's tick; River inserts periodic jobs on the elected
 		// leader only (the profile sweeper ticks on every replica instead).
-		PeriodicJobs: s.periodicJobs(),
+		PeriodicJobs: s.art.PeriodicJobs(),
 		Workers:      workers,
 		// Runs carry their own deadlines; liveness is the lease on the run row.
 		JobTimeout: -1,

@@ -56,7 +56,7 @@ func (s *Service) outboxSweeper() {
 		} else if n > 0 {
 			s.log.Info("Gave waiting thread operations a new deliverer.", zap.Int("threads", n))
 		}
-		if n, err := s.sweepManifests(s.bg); err != nil && s.bg.Err() == nil {
+		if n, err := s.art.SweepManifests(s.bg, s.cfg.LeaseTimeout); err != nil && s.bg.Err() == nil {
 			s.log.Warn("Could not sweep for orphaned manifest jobs.", zap.Error(err))
 		} else if n > 0 {
 			s.log.Info("Asked again for manifests whose writer died.", zap.Int("runs", n))

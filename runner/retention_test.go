@@ -17,6 +17,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -150,8 +151,8 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 			}
 			// River's periodic pass (RunOnStart) may have taken the old run
 			// first; passes take turns, so after this one it is gone either way.
-			n, err := f.s.retentionOnce(context.Background())
-			if total := testutil.ToFloat64(f.s.m.retention.deleted.WithLabelValues("runs")); err != nil || n > 1 || total != 1 {
+			n, err := f.s.art.RetentionOnce(context.Background())
+			if total := testutil.ToFloat64(f.s.art.Metrics().RetentionDeleted.WithLabelValues("runs")); err != nil || n > 1 || total != 1 {
 				t.Fatalf("retention deleted %d runs (%v in all), %v; want 1 in all", n, total, err)
 			}
 			if _, err := f.s.Get(context.Background(), f.old.ID); !errors.Is(err, runs.ErrNotFound) {
@@ -174,13 +175,13 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 					t.Errorf("run %s deleted: %v", r.ID, err)
 				}
 			}
-			if got := testutil.ToFloat64(f.s.m.retention.deleted.WithLabelValues("runs")); got != 1 {
+			if got := testutil.ToFloat64(f.s.art.Metrics().RetentionDeleted.WithLabelValues("runs")); got != 1 {
 				t.Errorf("deleted_total{kind=runs} = %v, want 1", got)
 			}
-			if got := testutil.ToFloat64(f.s.m.retention.deleted.WithLabelValues("objects")); got != 2 {
+			if got := testutil.ToFloat64(f.s.art.Metrics().RetentionDeleted.WithLabelValues("objects")); got != 2 {
 				t.Errorf("deleted_total{kind=objects} = %v, want 2", got)
 			}
-			if n, err := f.s.retentionOnce(context.Background()); n != 0 || err != nil {
+			if n, err := f.s.art.RetentionOnce(context.Background()); n != 0 || err != nil {
 				t.Errorf("a second tick deleted %d, %v; want nothing", n, err)
 			}
 		})
@@ -194,7 +195,7 @@ func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsBucket)
-			if n, err := f.s.retentionOnce(context.Background()); err != nil || n != 1 {
+			if n, err := f.s.art.RetentionOnce(context.Background()); err != nil || n != 1 {
 				t.Fatalf("retention deleted %d runs, %v; want 1", n, err)
 			}
 			if rows := f.rowsOf(t, f.old.ID); rows != 0 {
@@ -216,23 +217,23 @@ func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 			ctx := context.Background()
-			batch, err := f.s.oldRuns(ctx, month.Milliseconds(), nil)
-			if err != nil || len(batch) != 1 || batch[0].id != f.old.ID {
+			batch, err := f.s.art.OldRuns(ctx, month.Milliseconds(), nil)
+			if err != nil || len(batch) != 1 || batch[0].ID != f.old.ID {
 				t.Fatalf("old runs = %+v, %v; want the old run only", batch, err)
 			}
-			if err := f.s.deleteRunObjects(ctx, batch[0]); err != nil { // then the process dies
+			if err := f.s.art.DeleteRunObjects(ctx, batch[0]); err != nil { // then the process dies
 				t.Fatal(err)
 			}
 			if keys := f.objects(t, f.old); len(keys) != 0 || f.rowsOf(t, f.old.ID) == 0 {
 				t.Fatalf("after the objects: %v left, %d rows", keys, f.rowsOf(t, f.old.ID))
 			}
-			if n, err := f.s.retentionOnce(ctx); err != nil || n != 1 {
+			if n, err := f.s.art.RetentionOnce(ctx); err != nil || n != 1 {
 				t.Fatalf("the next tick deleted %d runs, %v; want 1 without error", n, err)
 			}
 			if rows := f.rowsOf(t, f.old.ID); rows != 0 {
 				t.Errorf("old run left %d rows", rows)
 			}
-			if got := testutil.ToFloat64(f.s.m.retention.errors); got != 0 {
+			if got := testutil.ToFloat64(f.s.art.Metrics().RetentionErrors); got != 0 {
 				t.Errorf("errors_total = %v, want 0 (a missing key is not an error)", got)
 			}
 		})
@@ -351,6 +352,6 @@ func completedPasses(t *testing.T, db dbRef) int {
 func countPasses(db *sql.DB) (int, error) {
 	var n int
 	err := db.QueryRowContext(context.Background(),
-		`SELECT COUNT(*) FROM river_job WHERE kind = $1 AND state = 'completed'`, retentionArgs{}.Kind()).Scan(&n)
+		`SELECT COUNT(*) FROM river_job WHERE kind = $1 AND state = 'completed'`, artifacts.RetentionKind).Scan(&n)
 	return n, err
 }

@@ -68,7 +68,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	}
 	log.Info("Run started.", zap.Int("attempt", r.Attempts), zap.Int("resumed", r.Resumed), zap.Int("plans", len(plans)))
 	var outs []executor.Outcome
-	env := s.runEnv(r.ID, done) // one byte cap over every plan of the attempt
+	env := s.art.RunEnv(r.ID, done) // one byte cap over every plan of the attempt
 	for _, p := range plans {
 		in := executor.Input{RunID: r.ID, Attempt: r.Attempts, Created: r.CreatedAt, Alert: r.alert, Window: window, Env: env, Log: s.log,
 			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,

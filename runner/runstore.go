@@ -47,7 +47,7 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 	if err := s.out.Append(wctx, tx, r.ID, outbox.Finished{}); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
-	if err := s.enqueueManifestTx(wctx, tx, r.ID); err != nil { // committed with the finish: see manifest.go
+	if err := s.art.EnqueueManifestTx(wctx, tx, r.ID); err != nil { // committed with the finish: see runner/artifacts' manifest.go
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -23,9 +23,9 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
-	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -77,8 +77,8 @@ type Options struct {
 	// Env is what steps may reach (storage, Prometheus, targets); built by serve.
 	Env *vocab.Env
 	// Spool is Env.Store's local spool (storage.Spool, with an S3 store);
-	// nil: no late uploads. See upload.go.
-	Spool Spool
+	// nil: no late uploads. See runner/artifacts' upload.go.
+	Spool artifacts.Spool
 	Log   *zap.Logger
 	// Registerer receives the runner's metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -86,11 +86,14 @@ type Options struct {
 	Now func() time.Time
 	// Links says how threads link artifacts; the zero value: signed links
 	// to the /artifacts route, but none without a BaseURL.
-	Links ThreadLinks
+	Links artifacts.ThreadLinks
 	// wrapStores, in tests, wraps the store and the heartbeat pool before
 	// anything uses them (the seam that makes a Service behave as a crashed
 	// process: see store), so the profiling plane goes through them too.
 	wrapStores func(db, beat store) (store, store)
+	// uploadBackoff, in tests, is the first wait after a failed late upload
+	// (0: artifacts' default).
+	uploadBackoff time.Duration
 }
 
 // Service accepts alerts into runs and executes them.
@@ -113,16 +116,15 @@ type Service struct {
 	out *outbox.Outbox
 	// grp groups runs into shared threads, routes threads to channels, and
 	// keeps the cooldowns and playbook slots (runner/grouping).
-	grp    *grouping.Grouper
-	signer *links.Signer    // the artifact links' (openSigner)
-	up     *uploader        // late uploads; nil without a spool
-	prof   *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
+	grp  *grouping.Grouper
+	prof *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
+	// art keeps the runs' artifacts: the byte cap, manifests, late uploads
+	// through the spool, retention, the threads' links (runner/artifacts).
+	art *artifacts.Keeper
 
-	mu sync.Mutex
-	// retentionMu serialises retention passes in this process (retention.go).
-	retentionMu sync.Mutex
-	active      map[string]*handle // runs this process executes, by id
-	runs        sync.WaitGroup     // their goroutines
+	mu     sync.Mutex
+	active map[string]*handle // runs this process executes, by id
+	runs   sync.WaitGroup     // their goroutines
 
 	bg     context.Context // background work: reaper, heartbeats
 	stopBG context.CancelFunc
@@ -166,17 +168,21 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		sdb, sbeat = o.wrapStores(sdb, sbeat)
 	}
 	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
-		id: fmt.Sprintf("%s/%d/%s", ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
-	if s.signer, err = s.openSigner(ctx); err != nil {
-		return nil, closeBoth(err)
-	}
+		id: fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
 	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: s.tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
 		Client: func() *river.Client[*sql.Tx] { return s.client }, Content: threadSource{s},
 		LeaseTimeout: s.cfg.LeaseTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
 		RenewTimeout: s.renewTimeout, BeatReady: s.beatReady, Log: s.log})
 	s.bg, s.stopBG = context.WithCancel(context.Background())
-	s.up = newUploader(o)
+	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: s.tables,
+		Client: func() *river.Client[*sql.Tx] { return s.client }, Env: o.Env, Spool: o.Spool,
+		Replica: o.Config.Replica, Owner: s.id, MaxArtifactBytes: s.cfg.MaxArtifactBytes, Retention: o.Retention,
+		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
+		Runs: keeperRuns{s}, Log: s.log})
+	if err := s.art.OpenSigner(ctx, s.startup.do); err != nil {
+		return nil, closeBoth(err)
+	}
 	if s.client, err = s.newRiver(drv); err != nil {
 		return nil, closeBoth(err)
 	}
@@ -196,9 +202,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	if s.m, err = newMetrics(s, o.Registerer); err != nil {
 		return nil, closeBoth(err)
 	}
-	if s.up != nil {
-		o.Spool.OnSpool(s.spooled)
-	}
+	s.art.HookSpool()
 	return s, nil
 }
 
@@ -219,10 +223,7 @@ func (s *Service) Start(ctx context.Context) error {
 	go s.reaper()
 	go s.outboxSweeper()
 	s.prof.Start()
-	if s.up != nil {
-		s.bgDone.Add(1)
-		go s.uploadLoop()
-	}
+	s.art.Start()
 	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
 		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
 	return nil
@@ -287,6 +288,7 @@ func (s *Service) Ping(ctx context.Context) error {
 func (s *Service) stopBGWork() {
 	s.stopBG()
 	s.prof.Stop()
+	s.art.Stop()
 	s.bgDone.Wait()
 }
 

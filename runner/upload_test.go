@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -50,6 +50,9 @@ func withSpool(sp *storage.Spool) svcOpt {
 	return func(o *Options) { o.Env, o.Spool = &vocab.Env{Store: sp}, sp }
 }
 
+// withUploadBackoff shortens the wait after a failed late upload.
+func withUploadBackoff(d time.Duration) svcOpt { return func(o *Options) { o.uploadBackoff = d } }
+
 // spoolFiles lists the keys in the spool.
 func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 	t.Helper()
@@ -78,8 +81,7 @@ func TestUploadAfterOutage(t *testing.T) {
 		body := []byte(strings.Repeat(`{"metric":"vllm:num_requests_waiting","value":42}`+"\n", 2000))
 		rec := &recNotifier{}
 		s := newService(t, db, planner(func() playbooks.PlannedStep { return uploadArtifactStep("prometheus.json", body) }), false,
-			notifyTo(rec), withSpool(sp))
-		s.up.backoff = 50 * time.Millisecond
+			notifyTo(rec), withSpool(sp), withUploadBackoff(50*time.Millisecond))
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -92,8 +94,8 @@ func TestUploadAfterOutage(t *testing.T) {
 			t.Fatalf("run %s, step %+v: want succeeded with one pending artifact", r.Status, step)
 		}
 		art := step.Artifacts[0]
-		if len(r.Uploads) != 1 || r.Uploads[0].Key != art.Key || r.Uploads[0].State != "pending" || r.Uploads[0].Replica != s.up.replica {
-			t.Errorf("run API uploads %+v, want %s pending on %s", r.Uploads, art.Key, s.up.replica)
+		if len(r.Uploads) != 1 || r.Uploads[0].Key != art.Key || r.Uploads[0].State != "pending" || r.Uploads[0].Replica != s.art.Replica() {
+			t.Errorf("run API uploads %+v, want %s pending on %s", r.Uploads, art.Key, s.art.Replica())
 		}
 		rec.eventually(t, "the step's artifact as stored locally, upload pending", func() bool {
 			for _, rep := range rec.replies {
@@ -161,14 +163,13 @@ func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
 		first := newService(t, db, planner(), false)
 		if _, err := rawDB(first).ExecContext(ctx, `INSERT INTO autocapture_uploads
 			(object_key, run_id, replica, size, sha256, state, created_at) VALUES ($1, 'r-gone', $2, $3, $4, 'pending', 0)`,
-			done.Key, ReplicaName(""), done.Size, done.SHA256); err != nil {
+			done.Key, artifacts.ReplicaName(""), done.Size, done.SHA256); err != nil {
 			t.Fatal(err)
 		}
 		first.Close()
 
 		sp2, _ := s3Spool(t, srv, "kill9", dir) // the restarted process's spool over the same folder
-		s := newService(t, db, planner(), false, withSpool(sp2))
-		s.up.backoff = 50 * time.Millisecond
+		s := newService(t, db, planner(), false, withSpool(sp2), withUploadBackoff(50*time.Millisecond))
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -204,16 +205,3 @@ func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
 		}
 	})
 }
-
-func TestReplicaName(t *testing.T) {
-	if got := ReplicaName("autocapture-0"); got != "autocapture-0" {
-		t.Errorf("configured name changed to %q", got)
-	}
-	got := ReplicaName("")
-	if !queueName.MatchString("autocapture_upload_"+got) || len("autocapture_upload_"+got) > 64 {
-		t.Errorf("hostname gives replica %q: not a River queue name", got)
-	}
-}
-
-// queueName is River's rule for queue names.
-var queueName = regexp.MustCompile(`^(?:[a-z0-9])+(?:[_|\-]?[a-z0-9]+)*$`)

@@ -40,7 +40,7 @@ import (
 // Replace must always be. A stale sidecar is never left beside new bytes.
 // Two writers replacing one key at once may leave one's sidecar beside the
 // other's bytes; the runner rebuilds the manifest until what it wrote is
-// current (see runner/manifest.go), so the last write carries the same bytes.
+// current (see runner/artifacts/manifest.go), so the last write carries the same bytes.
 func (l *Local) replace(ctx context.Context, key, p string, r io.Reader, meta Meta) (Object, error) {
 	e, err := newEncoding(ctx, key, r, meta, CompressionNone)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/targets"
 	"github.com/autocapture/autocapture/vocab"
@@ -311,7 +312,7 @@ func reloadOnHUP(ctx context.Context, reload, reloadTLS func() error, log *zap.L
 // client for targets from alert labels, and the configured backends. An S3
 // store is checked in the background until ctx ends (see newStore); its
 // spool (nil for the local backend) is returned for the runner's late uploads.
-func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*vocab.Env, runner.Spool, error) {
+func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (*vocab.Env, artifacts.Spool, error) {
 	store, spool, err := newStore(ctx, cfg.Storage, log.Named("storage"), reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: %w", err)
@@ -352,7 +353,7 @@ func profilingPolicy(p config.Profiling) vocab.Profiling {
 // autocapture_storage_upload_failures_total{reason}). With S3, an artifact
 // put while the bucket is unavailable is kept in the spool folder
 // storage.path/spool (autocapture_spool_* gauges) and uploaded later by this
-// replica (runs.replica; see runner/upload.go): the folder must survive a
+// replica (runs.replica; see runner/artifacts/upload.go): the folder must survive a
 // restart (a persistent volume).
 func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (storage.Store, *storage.Spool, error) {
 	m, err := storage.NewMetrics(reg)

@@ -22,7 +22,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/manifestcheck"
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
 )
@@ -573,9 +573,9 @@ func pendingInManifest(t *testing.T, key string, read manifestcheck.Read) bool {
 }
 
 // readManifest reads and decodes the manifest under key.
-func readManifest(t *testing.T, key string, read manifestcheck.Read) (runner.Manifest, bool) {
+func readManifest(t *testing.T, key string, read manifestcheck.Read) (artifacts.Manifest, bool) {
 	t.Helper()
-	var m runner.Manifest
+	var m artifacts.Manifest
 	raw, enc, err := read(key)
 	if err != nil {
 		return m, false

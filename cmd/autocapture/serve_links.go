@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -21,8 +22,8 @@ import (
 // In route mode without web.external_url the links fall back to the listen
 // address when a reader can open it (a concrete host or loopback address),
 // else a thread has none; either way the daemon says once to set it.
-func threadLinks(cfg *config.Config, env *vocab.Env, log *zap.Logger) runner.ThreadLinks {
-	tl := runner.ThreadLinks{Mode: cfg.Storage.Links, BaseURL: cfg.Web.ExternalURL, TTL: cfg.Web.LinkTTL,
+func threadLinks(cfg *config.Config, env *vocab.Env, log *zap.Logger) artifacts.ThreadLinks {
+	tl := artifacts.ThreadLinks{Mode: cfg.Storage.Links, BaseURL: cfg.Web.ExternalURL, TTL: cfg.Web.LinkTTL,
 		Secret: []byte(strings.TrimSpace(cfg.Web.LinkSecret.Reveal()))}
 	if tl.Mode == config.LinksRoute && tl.BaseURL == "" {
 		tl.BaseURL = listenURL(cfg.Web.ListenAddress)

@@ -6,9 +6,9 @@
 // In one line, bottom to top: vocab and the leaves ← storage, database ← config and the
 // steps' shared kit ← the Prometheus query runner ← the step families ← triage ←
 // capture (the registry), notify ← playbooks ← the executor and the run
-// vocabulary ← the profiling control plane, the thread outbox ← grouping and
-// cooldowns (they record into threads) ← runner and handlers ← the binaries ←
-// the test harnesses.
+// vocabulary ← the profiling control plane, the thread outbox, the artifacts ←
+// grouping and cooldowns (they record into threads) ← runner and handlers ←
+// the binaries ← the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -39,7 +39,7 @@ var Layers = []Layer{
 	{"the playbook language", []string{"playbooks"}},
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
-	{"the run service's parts: the profiling control plane, the thread outbox and its delivery", []string{"runner/profiling", "runner/outbox"}},
+	{"the run service's parts: the profiling control plane, the thread outbox and its delivery, the artifacts", []string{"runner/profiling", "runner/outbox", "runner/artifacts"}},
 	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{

@@ -347,7 +347,7 @@ func (o VerdictChanged) prepare(ctx context.Context, d delivery) (sendFunc, erro
 func verdictChangedKey(plan, step string) string { return "verdict/changed/" + plan + "/" + step }
 
 // UploadsDone replies that the run's N spooled artifacts are all uploaded
-// (the runner's upload.go).
+// (runner/artifacts' upload.go).
 type UploadsDone struct{ N int }
 
 func (UploadsDone) kind() opKind  { return opReply }

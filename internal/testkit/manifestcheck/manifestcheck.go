@@ -15,7 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -39,7 +39,7 @@ func Check(t testing.TB, r *runs.Run, read Read) int {
 		t.Errorf("run %s: manifest: %v", r.ID, err)
 		return 0
 	}
-	var m runner.Manifest
+	var m artifacts.Manifest
 	if err := json.Unmarshal(Decode(t, raw, enc), &m); err != nil {
 		t.Errorf("run %s: manifest: %v", r.ID, err)
 		return 0

@@ -1,4 +1,4 @@
-package runner
+package artifacts
 
 import (
 	"bytes"
@@ -31,9 +31,9 @@ import (
 // the versions of autocapture and of the target. It is what someone reading
 // the bucket, without the daemon, starts from.
 //
-// It is written by a River job (manifestArgs, queue autocapture_background)
-// inserted in the SAME transaction as the run's finish (enqueueManifestTx in
-// finish): a kill -9 before that commit leaves an unfinished run and no job
+// It is written by a River job (manifestArgs, on Queue)
+// inserted in the SAME transaction as the run's finish (EnqueueManifestTx in
+// the runner's finish): a kill -9 before that commit leaves an unfinished run and no job
 // (the run resumes and finishes again); after it, both, and the job is worked
 // by any live replica, whoever finished the run. The window that remains is
 // between the manifest's Put and the job's completion: the job is then run
@@ -44,11 +44,16 @@ import (
 // manifest_seq.
 //
 // The manifest is the only object ever rewritten (storage.Meta.Replace):
-// late uploads (another helper's spool) call enqueueManifestTx when they land.
+// late uploads (upload.go) have the runner call EnqueueManifestTx when they
+// land.
 // Each request bumps autocapture_runs.manifest_seq; a writer reads the seq
 // before the state it writes, and after its Put writes again while the seq
 // moved, so the last Put for a run is of its latest state even when two
 // replicas write at once.
+//
+// What the manifest says of the run (its row, plans, records, verdicts) is
+// the run lifecycle's: the writer asks for it (Runs.ManifestOf) and puts it
+// together with what the store says of each artifact (BuildManifest).
 
 // manifestWorkers bounds manifests written at once by this process.
 const manifestWorkers = 2
@@ -61,95 +66,82 @@ const manifestMaxAttempts = 12
 // keeps changing under it.
 const manifestRewrites = 5
 
+// ManifestKind names the manifest job's kind in River's table.
+const ManifestKind = "autocapture_manifest"
+
 // manifestArgs is the job that writes (or rewrites) a run's manifest.
 type manifestArgs struct {
 	RunID string `json:"run_id"`
 }
 
 // Kind names the job kind in River's table.
-func (manifestArgs) Kind() string { return "autocapture_manifest" }
+func (manifestArgs) Kind() string { return ManifestKind }
 
 // InsertOpts puts manifests on their own queue, so a slow store never holds
 // up runs or deliveries. Not unique: a request while a write is running must
 // not be dropped (River's uniqueness covers running jobs); duplicates write
 // the same bytes.
 func (manifestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueBackground, MaxAttempts: manifestMaxAttempts}
+	return river.InsertOpts{Queue: Queue, MaxAttempts: manifestMaxAttempts}
 }
 
 type manifestWorker struct {
 	river.WorkerDefaults[manifestArgs]
-	s *Service
+	k *Keeper
 }
 
 func (w *manifestWorker) Timeout(*river.Job[manifestArgs]) time.Duration { return 5 * time.Minute }
 
 func (w *manifestWorker) Work(ctx context.Context, job *river.Job[manifestArgs]) error {
-	return w.s.writeManifest(ctx, job.Args.RunID)
+	return w.k.WriteManifest(ctx, job.Args.RunID)
 }
 
-// enqueueManifestTx asks, in tx, for the run's manifest to be (re)written
+// EnqueueManifestTx asks, in tx, for the run's manifest to be (re)written
 // once tx commits: at the finish, and whenever what it describes changes
 // afterwards (a late upload landed). A tx that rolls back asks for nothing.
-func (s *Service) enqueueManifestTx(ctx context.Context, tx *sql.Tx, runID string) error {
-	if err := s.tables.Runs.BumpManifest(ctx, tx, runID); err != nil {
+func (k *Keeper) EnqueueManifestTx(ctx context.Context, tx *sql.Tx, runID string) error {
+	if err := k.tables.Runs.BumpManifest(ctx, tx, runID); err != nil {
 		return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 	}
-	if _, err := s.client.InsertTx(ctx, tx, manifestArgs{RunID: runID}, nil); err != nil {
+	if _, err := k.client().InsertTx(ctx, tx, manifestArgs{RunID: runID}, nil); err != nil {
 		return fmt.Errorf("runner: manifest of %s: enqueue: %w", runID, err)
 	}
 	return nil
 }
 
-// writeManifest builds the run's manifest from the store and puts it,
-// again while the run's manifest_seq moved under it. A run that is gone
-// (retention) or has no store to write to is done.
-func (s *Service) writeManifest(ctx context.Context, runID string) error {
-	st := s.artifactStore()
+// WriteManifest builds the run's manifest and puts it, again while the run's
+// manifest_seq moved under it. A run that is gone (retention), not to be
+// written (Runs.ManifestOf) or without a store to write to is done.
+func (k *Keeper) WriteManifest(ctx context.Context, runID string) error {
+	st := k.store()
 	if st == nil {
 		return nil
 	}
 	for range manifestRewrites {
-		seq, err := s.tables.Runs.ManifestSeq(ctx, s.db, runID)
+		seq, err := k.tables.Runs.ManifestSeq(ctx, k.db(), runID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
-		r, err := s.getRow(ctx, s.db, runID)
-		if errors.Is(err, runs.ErrNotFound) {
-			return nil
-		} else if err != nil {
+		in, ok, err := k.d.Runs.ManifestOf(ctx, runID)
+		if err != nil || !ok {
 			return err
 		}
-		if !finished(r.Status) {
-			return nil // asked for by a finish that was not committed as such
-		}
-		if len(r.plans) == 0 {
-			return nil // skipped before any playbook ran: nothing was captured
-		}
-		steps, err := s.loadSteps(ctx, s.db, runID)
+		m, err := BuildManifest(ctx, in, st)
 		if err != nil {
 			return err
 		}
-		verdicts, err := s.loadVerdicts(ctx, s.db, runID)
-		if err != nil {
-			return err
-		}
-		m, err := s.buildManifest(ctx, r, steps, st)
-		if err != nil {
-			return err
-		}
-		m.Verdicts = verdicts
-		b, err := m.encode()
+		m.Verdicts = in.Verdicts
+		b, err := m.Encode()
 		if err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
-		key := storage.ManifestKey(r.CreatedAt, r.Alertname, r.ID)
+		key := storage.ManifestKey(in.Run.CreatedAt, in.Alertname, in.Run.ID)
 		if _, err := st.Put(ctx, key, bytes.NewReader(b), storage.Meta{ContentType: "application/json", Replace: true}); err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
-		now, err := s.tables.Runs.SetManifest(ctx, s.db, runID, key)
+		now, err := k.tables.Runs.SetManifest(ctx, k.db(), runID, key)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Retention deleted the run while this was written: take the
 			// manifest back, or it would outlive the run in the store.
@@ -161,16 +153,31 @@ func (s *Service) writeManifest(ctx context.Context, runID string) error {
 			return nil
 		}
 	}
-	s.log.Warn("A run's manifest kept changing while it was written; a later request writes it again.", zap.String("run", runID))
+	k.log.Warn("A run's manifest kept changing while it was written; a later request writes it again.", zap.String("run", runID))
 	return nil
 }
 
-// artifactStore is where artifacts (and manifests) go; nil without one.
-func (s *Service) artifactStore() storage.Store {
-	if s.o.Env == nil {
-		return nil
-	}
-	return s.o.Env.Store
+// ManifestInput is what a manifest says of its run, from the run lifecycle.
+type ManifestInput struct {
+	// Run and Alert are the run's, as the manifest writes them.
+	Run       ManifestRun
+	Alert     ManifestAlert
+	Alertname string
+	Verdict   *vocab.Verdict
+	// Verdicts is the run's verdict history, oldest first (WriteManifest
+	// writes it; BuildManifest leaves it empty).
+	Verdicts []runs.VerdictEntry
+	// Plans are the run's stored plans, each with its steps rebuilt (with
+	// their rendered configs; none when it could not be rebuilt).
+	Plans []ManifestPlan
+	// Records are the run's step records.
+	Records []executor.StepRecord
+}
+
+// ManifestPlan is one of the run's stored plans with its rebuilt steps.
+type ManifestPlan struct {
+	Stored  playbooks.StoredPlan
+	Planned []playbooks.PlannedStep
 }
 
 // Manifest is the schema of manifest.json. Field order is the file's;
@@ -178,9 +185,9 @@ func (s *Service) artifactStore() storage.Store {
 // bytes.
 type Manifest struct {
 	Schema   int              `json:"schema"`
-	Run      manifestRun      `json:"run"`
-	Alert    manifestAlert    `json:"alert"`
-	Versions manifestVersions `json:"versions"`
+	Run      ManifestRun      `json:"run"`
+	Alert    ManifestAlert    `json:"alert"`
+	Versions ManifestVersions `json:"versions"`
 	Verdict  *vocab.Verdict   `json:"verdict"`
 	// Verdicts is the run's verdict history, oldest first, as the runs API
 	// gives it: the preliminary verdict the thread showed first and the
@@ -189,7 +196,8 @@ type Manifest struct {
 	Playbooks []manifestPlaybook  `json:"playbooks"`
 }
 
-type manifestRun struct {
+// ManifestRun is the run as its manifest says it.
+type ManifestRun struct {
 	ID          string     `json:"id"`
 	Key         string     `json:"key"`
 	Status      string     `json:"status"`
@@ -204,7 +212,8 @@ type manifestRun struct {
 	WindowEnd   *time.Time `json:"window_end,omitempty"`
 }
 
-type manifestAlert struct {
+// ManifestAlert is the run's alert as its manifest says it.
+type ManifestAlert struct {
 	Fingerprint  string            `json:"fingerprint"`
 	StartsAt     time.Time         `json:"starts_at"`
 	GeneratorURL string            `json:"generator_url,omitempty"`
@@ -212,9 +221,9 @@ type manifestAlert struct {
 	Annotations  map[string]string `json:"annotations"`
 }
 
-// manifestVersions: autocapture's from its build info; the target's (vLLM)
+// ManifestVersions: autocapture's from its build info; the target's (vLLM)
 // when a step found it (an http step of /version), else left out.
-type manifestVersions struct {
+type ManifestVersions struct {
 	Autocapture         string `json:"autocapture"`
 	AutocaptureRevision string `json:"autocapture_revision,omitempty"`
 	Go                  string `json:"go"`
@@ -270,28 +279,23 @@ type manifestArtifact struct {
 // statusNotRun marks a planned step without a record in the manifest.
 const statusNotRun = "not_run"
 
-// buildManifest assembles the manifest of r from its steps, the plans
-// rebuilt from their stored source (for the rendered configs) and the store
-// (for the artifacts' encodings).
-func (s *Service) buildManifest(ctx context.Context, r *runRow, recs []executor.StepRecord, st storage.Store) (*Manifest, error) {
-	m := &Manifest{Schema: 1, Verdict: r.Verdict, Versions: buildVersions(),
-		Run: manifestRun{ID: r.ID, Key: r.Key, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt,
-			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
-		Alert: manifestAlert{Fingerprint: r.Fingerprint, StartsAt: r.StartsAt, GeneratorURL: r.alert.GeneratorURL,
-			Labels: nonNil(r.Labels), Annotations: nonNil(r.Annotations)},
+// BuildManifest assembles the manifest of in: its plans' rebuilt steps (for
+// the rendered configs) with the run's records, and the store st (for the
+// artifacts' encodings).
+func BuildManifest(ctx context.Context, in ManifestInput, st storage.Store) (*Manifest, error) {
+	m := &Manifest{Schema: 1, Verdict: in.Verdict, Versions: BuildVersions(), Run: in.Run, Alert: in.Alert,
 		Playbooks: []manifestPlaybook{}, Verdicts: []runs.VerdictEntry{}}
-	if r.window != nil {
-		m.Run.WindowStart, m.Run.WindowEnd = &r.window.Start, &r.window.End
-	}
+	m.Alert.Labels, m.Alert.Annotations = nonNil(m.Alert.Labels), nonNil(m.Alert.Annotations)
+	recs := in.Records
 	byPlan := map[string][]executor.StepRecord{}
 	for _, rec := range recs {
 		byPlan[rec.Plan] = append(byPlan[rec.Plan], rec)
 	}
-	for _, sp := range r.plans {
+	for _, p := range in.Plans {
+		sp := p.Stored
 		pb := manifestPlaybook{Name: sp.Playbook, File: sp.File, Digest: sp.Digest, Steps: []manifestStep{}}
-		planned := s.rebuiltSteps(r, sp)
 		done := map[string]bool{}
-		for _, ps := range planned {
+		for _, ps := range p.Planned {
 			ms := manifestStep{ID: ps.ID, Kind: ps.Kind, Tier: ps.Tier, Config: ps.Config, Status: statusNotRun,
 				Artifacts: []manifestArtifact{}}
 			if i := slices.IndexFunc(byPlan[sp.Playbook], func(rec executor.StepRecord) bool { return rec.ID == ps.ID }); i >= 0 {
@@ -322,22 +326,6 @@ func (s *Service) buildManifest(ctx context.Context, r *runRow, recs []executor.
 	}
 	m.Versions.Target = targetVersion(recs)
 	return m, nil
-}
-
-// rebuiltSteps are the plan's steps with their rendered configs, rebuilt from
-// the stored source the run ran; none when it cannot be rebuilt.
-func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
-	w := vocab.Window{}
-	if r.window != nil {
-		w = *r.window
-	}
-	p, err := s.o.Planner.Rebuild(sp, r.alert, w)
-	if err != nil {
-		s.log.Warn("Manifest: a run's plan cannot be rebuilt; its steps are listed without config.",
-			zap.String("run", r.ID), zap.String("playbook", sp.Playbook), zap.Error(err))
-		return nil
-	}
-	return p.Steps
 }
 
 // fillStep copies rec into ms and describes its artifacts from the store.
@@ -392,11 +380,11 @@ func targetVersion(recs []executor.StepRecord) string {
 	return ""
 }
 
-// buildVersions is autocapture's version from the binary's build info (the
+// BuildVersions is autocapture's version from the binary's build info (the
 // module version, or "(devel)" for a build from a checkout, and the VCS
 // revision); tests replace it for a fixed golden file.
-var buildVersions = func() manifestVersions {
-	v := manifestVersions{Autocapture: "unknown", Go: runtime.Version()}
+var BuildVersions = func() ManifestVersions {
+	v := ManifestVersions{Autocapture: "unknown", Go: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
@@ -420,9 +408,9 @@ var buildVersions = func() manifestVersions {
 	return v
 }
 
-// encode is the manifest's bytes: indented JSON, HTML left unescaped, one
+// Encode is the manifest's bytes: indented JSON, HTML left unescaped, one
 // trailing newline.
-func (m *Manifest) encode() ([]byte, error) {
+func (m *Manifest) Encode() ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

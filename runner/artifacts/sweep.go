@@ -1,4 +1,4 @@
-package runner
+package artifacts
 
 import (
 	"context"
@@ -17,14 +17,15 @@ import (
 // the last Put is of the latest state.
 const manifestStuckAfter = 30 * time.Second
 
-// sweepManifests enqueues a new manifest job for every run whose manifest
+// SweepManifests enqueues a new manifest job for every run whose manifest
 // jobs are all running since before manifestStuckAfter (and none waits to
 // run): a replica killed while it wrote a manifest leaves its job running
 // until River's rescuer, an hour later. It runs on the reaper's tick on every
-// replica; two replicas may both enqueue one, which is harmless (see above).
-func (s *Service) sweepManifests(ctx context.Context) (int, error) {
-	stuck := max(manifestStuckAfter, 2*s.cfg.LeaseTimeout)
-	runIDs, err := s.tables.Jobs.Stuck(ctx, s.db, manifestArgs{}.Kind(), stuck)
+// replica (leaseTimeout is runs.lease_timeout); two replicas may both enqueue
+// one, which is harmless (see above).
+func (k *Keeper) SweepManifests(ctx context.Context, leaseTimeout time.Duration) (int, error) {
+	stuck := max(manifestStuckAfter, 2*leaseTimeout)
+	runIDs, err := k.tables.Jobs.Stuck(ctx, k.db(), manifestArgs{}.Kind(), stuck)
 	if err != nil {
 		return 0, fmt.Errorf("runner: manifest sweep: %w", err)
 	}
@@ -35,7 +36,7 @@ func (s *Service) sweepManifests(ctx context.Context) (int, error) {
 	if len(jobs) == 0 {
 		return 0, nil
 	}
-	if _, err := s.client.InsertMany(ctx, jobs); err != nil {
+	if _, err := k.client().InsertMany(ctx, jobs); err != nil {
 		return 0, fmt.Errorf("runner: manifest sweep: enqueue: %w", err)
 	}
 	return len(jobs), nil

@@ -1,4 +1,4 @@
-package runner
+package artifacts
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
-	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 )
@@ -69,7 +69,7 @@ func (uploadArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: jobMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// Spool is what the runner needs of the local spool (storage.Spool).
+// Spool is what the Keeper needs of the local spool (storage.Spool).
 type Spool interface {
 	OnSpool(fn func(ctx context.Context, obj storage.Object))
 	Upload(ctx context.Context, key string) (storage.Object, error)
@@ -86,7 +86,7 @@ const (
 	uploadBackoffMax = 5 * time.Minute
 )
 
-// uploader is the Service's late-upload state (nil without a spool).
+// uploader is the Keeper's late-upload state (nil without a spool).
 type uploader struct {
 	spool   Spool
 	replica string
@@ -96,13 +96,26 @@ type uploader struct {
 	backoff, scan time.Duration
 }
 
-// newUploader sets up late uploads for o.Spool (nil without one).
-func newUploader(o Options) *uploader {
-	if o.Spool == nil {
+// newUploader sets up late uploads for d.Spool (nil without one).
+func newUploader(d Deps) *uploader {
+	if d.Spool == nil {
 		return nil
 	}
-	r := ReplicaName(o.Config.Replica)
-	return &uploader{spool: o.Spool, replica: r, queue: "autocapture_upload_" + r, backoff: time.Second, scan: time.Minute}
+	r := ReplicaName(d.Replica)
+	backoff := d.UploadBackoff
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	return &uploader{spool: d.Spool, replica: r, queue: "autocapture_upload_" + r, backoff: backoff, scan: time.Minute}
+}
+
+// Replica is the replica whose queue takes this process's late uploads;
+// "" without a spool.
+func (k *Keeper) Replica() string {
+	if k.up == nil {
+		return ""
+	}
+	return k.up.replica
 }
 
 // ReplicaName is runs.replica, or else the hostname made a queue-name
@@ -137,17 +150,17 @@ func (u *uploader) opts() *river.InsertOpts {
 	return &river.InsertOpts{Queue: u.queue, MaxAttempts: jobMaxAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// uploadWorker hands River's upload jobs to the Service.
+// uploadWorker hands River's upload jobs to the Keeper.
 type uploadWorker struct {
 	river.WorkerDefaults[uploadArgs]
-	s *Service
+	k *Keeper
 }
 
 // Timeout: an upload of a large artifact is bounded by the store, not River's minute.
 func (w *uploadWorker) Timeout(*river.Job[uploadArgs]) time.Duration { return -1 }
 
 func (w *uploadWorker) Work(ctx context.Context, job *river.Job[uploadArgs]) error {
-	return w.s.workUpload(ctx, job.Args.Key)
+	return w.k.workUpload(ctx, job.Args.Key)
 }
 
 // runIDOfKey is the run id segment of an artifact key
@@ -163,37 +176,37 @@ func runIDOfKey(key string) string {
 // spooled is the spool's OnSpool hook: the file is durable; record the row
 // and the job in one transaction. A failure here leaves the file for the
 // scans (logged, not the step's failure: the bytes are safe).
-func (s *Service) spooled(ctx context.Context, obj storage.Object) {
+func (k *Keeper) spooled(ctx context.Context, obj storage.Object) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	err := s.recordUpload(ctx, obj, true, uploadArgs{Key: obj.Key, Boot: s.id + "/" + uuid.NewString()[:8]})
+	err := k.recordUpload(ctx, obj, true, uploadArgs{Key: obj.Key, Boot: k.d.Owner + "/" + uuid.NewString()[:8]})
 	if err != nil {
-		s.log.Error("An artifact is kept in the local spool, but its upload could not be recorded; the spool scan retries.",
+		k.log.Error("An artifact is kept in the local spool, but its upload could not be recorded; the spool scan retries.",
 			zap.String("key", obj.Key), zap.Error(err))
 		return
 	}
-	s.log.Warn("The artifact store is unavailable: the artifact is kept in the local spool and uploaded when it answers.",
-		zap.String("key", obj.Key), zap.Int64("size", obj.Size), zap.String("replica", s.up.replica))
+	k.log.Warn("The artifact store is unavailable: the artifact is kept in the local spool and uploaded when it answers.",
+		zap.String("key", obj.Key), zap.Int64("size", obj.Size), zap.String("replica", k.up.replica))
 }
 
 // recordUpload writes obj's row as pending (again, when it was uploaded and
 // is spooled anew) with repend, or only when it has none without it, and
 // inserts args' job when it wrote the row or repend is set.
-func (s *Service) recordUpload(ctx context.Context, obj storage.Object, repend bool, args uploadArgs) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (k *Keeper) recordUpload(ctx context.Context, obj storage.Object, repend bool, args uploadArgs) error {
+	tx, err := k.db().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
 	}
 	defer tx.Rollback()
-	wrote, err := s.tables.Uploads.Record(ctx, tx, database.Upload{Key: obj.Key, RunID: runIDOfKey(obj.Key),
-		Replica: s.up.replica, Size: obj.Size, SHA256: obj.SHA256}, repend)
+	wrote, err := k.tables.Uploads.Record(ctx, tx, database.Upload{Key: obj.Key, RunID: runIDOfKey(obj.Key),
+		Replica: k.up.replica, Size: obj.Size, SHA256: obj.SHA256}, repend)
 	if err != nil {
 		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
 	}
 	if !wrote && !repend {
 		return nil // recorded already
 	}
-	if _, err := s.client.InsertTx(ctx, tx, args, s.up.opts()); err != nil {
+	if _, err := k.client().InsertTx(ctx, tx, args, k.up.opts()); err != nil {
 		return fmt.Errorf("runner: record upload %s: enqueue: %w", obj.Key, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -206,47 +219,47 @@ func (s *Service) recordUpload(ctx context.Context, obj storage.Object, repend b
 // row is made pending and gets a job of this process, and so does every
 // pending row of this replica (its job may have died with the last
 // process); else only files without a row are recorded.
-func (s *Service) scanSpool(ctx context.Context, full bool) (int, error) {
+func (k *Keeper) scanSpool(ctx context.Context, full bool) (int, error) {
 	n := 0
-	err := s.up.spool.Spooled(ctx, func(obj storage.Object, _ time.Time) error {
+	err := k.up.spool.Spooled(ctx, func(obj storage.Object, _ time.Time) error {
 		n++
-		return s.recordUpload(ctx, obj, full, uploadArgs{Key: obj.Key, Boot: s.id})
+		return k.recordUpload(ctx, obj, full, uploadArgs{Key: obj.Key, Boot: k.d.Owner})
 	})
 	if err != nil || !full {
 		return n, err
 	}
-	keys, err := s.tables.Uploads.Pending(ctx, s.db, s.up.replica)
+	keys, err := k.tables.Uploads.Pending(ctx, k.db(), k.up.replica)
 	if err != nil {
 		return n, fmt.Errorf("runner: pending uploads: %w", err)
 	}
-	for _, k := range keys {
-		if _, err := s.client.Insert(ctx, uploadArgs{Key: k, Boot: s.id}, s.up.opts()); err != nil {
-			return n, fmt.Errorf("runner: pending upload %s: enqueue: %w", k, err)
+	for _, key := range keys {
+		if _, err := k.client().Insert(ctx, uploadArgs{Key: key, Boot: k.d.Owner}, k.up.opts()); err != nil {
+			return n, fmt.Errorf("runner: pending upload %s: enqueue: %w", key, err)
 		}
 	}
 	return n, nil
 }
 
 // uploadLoop scans the spool fully once (retrying until that succeeds),
-// then for files without a row every scan interval, until the Service stops.
-func (s *Service) uploadLoop() {
-	defer s.bgDone.Done()
-	t := time.NewTicker(s.up.scan)
+// then for files without a row every scan interval, until the Keeper stops.
+func (k *Keeper) uploadLoop() {
+	defer k.loops.Done()
+	t := time.NewTicker(k.up.scan)
 	defer t.Stop()
 	full := true
 	for {
-		n, err := s.scanSpool(s.bg, full)
+		n, err := k.scanSpool(k.bg, full)
 		switch {
-		case err != nil && s.bg.Err() == nil:
-			s.log.Warn("Could not scan the local spool for pending uploads.", zap.Bool("startup", full), zap.Error(err))
+		case err != nil && k.bg.Err() == nil:
+			k.log.Warn("Could not scan the local spool for pending uploads.", zap.Bool("startup", full), zap.Error(err))
 		case err == nil:
 			if full && n > 0 {
-				s.log.Info("Pending uploads found in the local spool.", zap.Int("files", n), zap.String("queue", s.up.queue))
+				k.log.Info("Pending uploads found in the local spool.", zap.Int("files", n), zap.String("queue", k.up.queue))
 			}
 			full = false
 		}
 		select {
-		case <-s.bg.Done():
+		case <-k.bg.Done():
 			return
 		case <-t.C:
 		}
@@ -256,18 +269,18 @@ func (s *Service) uploadLoop() {
 // workUpload uploads one spooled key and marks its row; a failure snoozes
 // the job with the backoff (never discarded: nothing is lost while the store
 // is down; the row keeps the count and the last error for the API).
-func (s *Service) workUpload(ctx context.Context, key string) error {
-	u, err := s.tables.Uploads.Get(ctx, s.db, key)
+func (k *Keeper) workUpload(ctx context.Context, key string) error {
+	u, err := k.tables.Uploads.Get(ctx, k.db(), key)
 	state, sha, runID, attempts := u.State, u.SHA256, u.RunID, u.Attempts
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // a job is inserted only with its row: deleted since
 	} else if err != nil {
 		return fmt.Errorf("runner: upload %s: %w", key, err)
 	}
-	if state == "uploaded" && !s.up.spool.Has(ctx, key) {
+	if state == "uploaded" && !k.up.spool.Has(ctx, key) {
 		return nil
 	}
-	obj, err := s.up.spool.Upload(ctx, key)
+	obj, err := k.up.spool.Upload(ctx, key)
 	if err == nil && sha != "" && obj.SHA256 != sha {
 		err = fmt.Errorf("upload %s: the store holds sha256 %s, the run recorded %s", key, obj.SHA256, sha)
 	}
@@ -276,11 +289,11 @@ func (s *Service) workUpload(ctx context.Context, key string) error {
 			return ctx.Err() // stopping: River runs it again
 		}
 		attempts++
-		if uerr := s.tables.Uploads.Failed(ctx, s.db, key, truncate(err.Error(), 1000)); uerr != nil {
+		if uerr := k.tables.Uploads.Failed(ctx, k.db(), key, truncate(err.Error(), 1000)); uerr != nil {
 			return fmt.Errorf("runner: upload %s: record failure: %w (after %v)", key, uerr, err)
 		}
-		wait := min(s.up.backoff<<min(attempts-1, 20), uploadBackoffMax)
-		log := s.log.With(zap.String("key", key), zap.Int("attempts", attempts), zap.Duration("retry_in", wait), zap.Error(err))
+		wait := min(k.up.backoff<<min(attempts-1, 20), uploadBackoffMax)
+		log := k.log.With(zap.String("key", key), zap.Int("attempts", attempts), zap.Duration("retry_in", wait), zap.Error(err))
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 			log.Error("A pending artifact is neither in the local spool nor in the store: it is lost (was the spool volume replaced?).")
@@ -292,38 +305,36 @@ func (s *Service) workUpload(ctx context.Context, key string) error {
 		}
 		return river.JobSnooze(wait)
 	}
-	return s.markUploaded(ctx, key, runID)
+	return k.markUploaded(ctx, key, runID)
 }
 
 // markUploaded marks key uploaded and, when it was the run's last pending
-// upload, records the thread's reply and calls afterUploads, all in one
+// upload, has the run lifecycle record the thread's reply and the
+// manifest's rewrite (Runs.UploadsDone), all in one
 // transaction under the run row's lock (two uploads landing at once must
 // not both see the other still pending).
-func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (k *Keeper) markUploaded(ctx context.Context, key, runID string) error {
+	tx, err := k.db().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: upload %s: mark: %w", key, err)
 	}
 	defer tx.Rollback()
 	if runID != "" {
-		if err := s.tables.Runs.Lock(ctx, tx, runID); err != nil {
+		if err := k.tables.Runs.Lock(ctx, tx, runID); err != nil {
 			return fmt.Errorf("runner: upload %s: lock run: %w", key, err)
 		}
 	}
-	marked, err := s.tables.Uploads.MarkUploaded(ctx, tx, key)
+	marked, err := k.tables.Uploads.MarkUploaded(ctx, tx, key)
 	if err != nil {
 		return fmt.Errorf("runner: upload %s: mark: %w", key, err)
 	}
 	if marked && runID != "" {
-		pending, uploaded, err := s.tables.Uploads.Counts(ctx, tx, runID)
+		pending, uploaded, err := k.tables.Uploads.Counts(ctx, tx, runID)
 		if err != nil {
 			return fmt.Errorf("runner: upload %s: count: %w", key, err)
 		}
 		if pending == 0 {
-			if err := s.out.Append(ctx, tx, runID, outbox.UploadsDone{N: uploaded}); err != nil {
-				return err
-			}
-			if err := s.afterUploads(ctx, tx, runID); err != nil {
+			if err := k.d.Runs.UploadsDone(ctx, tx, runID, uploaded); err != nil {
 				return err
 			}
 		}
@@ -331,46 +342,28 @@ func (s *Service) markUploaded(ctx context.Context, key, runID string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runner: upload %s: commit: %w", key, err)
 	}
-	s.log.Info("Uploaded a spooled artifact.", zap.String("key", key), zap.String("run", runID))
+	k.log.Info("Uploaded a spooled artifact.", zap.String("key", key), zap.String("run", runID))
 	return nil
 }
 
-// afterUploads runs in the transaction that marked the run's last pending
-// upload uploaded: the run's manifest, written while uploads were pending
-// (they say "pending" there), is rewritten once it commits. A run still
-// running gets its manifest at the finish anyway.
-func (s *Service) afterUploads(ctx context.Context, tx *sql.Tx, runID string) error {
-	finishedAt, err := s.tables.Runs.FinishedAt(ctx, tx, runID)
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // deleted by retention meanwhile
-		}
-		return fmt.Errorf("runner: uploads of %s: %w", runID, err)
-	}
-	if !finishedAt.Valid {
-		return nil
-	}
-	return s.enqueueManifestTx(ctx, tx, runID)
-}
-
-// artifactPending says whether a step's artifact recorded pending still
+// Pending says whether a step's artifact recorded pending still
 // waits for its upload (its row is pending, or, when its row could not be
 // recorded, its file is still in the spool).
-func (s *Service) artifactPending(ctx context.Context, key string) bool {
-	if s.up == nil {
+func (k *Keeper) Pending(ctx context.Context, key string) bool {
+	if k.up == nil {
 		return false
 	}
-	state, err := s.tables.Uploads.State(ctx, s.db, key)
+	state, err := k.tables.Uploads.State(ctx, k.db(), key)
 	if errors.Is(err, sql.ErrNoRows) {
-		return s.up.spool.Has(ctx, key)
+		return k.up.spool.Has(ctx, key)
 	}
 	return err != nil || state == "pending"
 }
 
-// uploadsReply is the thread's reply once a run's spooled artifacts are all
+// UploadsReply is the thread's reply once a run's spooled artifacts are all
 // uploaded (outbox.UploadsDone), with links made now.
-func (s *Service) uploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
-	ups, err := s.loadUploads(ctx, s.db, runID)
+func (k *Keeper) UploadsReply(ctx context.Context, runID, key string, retry bool) (notify.StepReport, error) {
+	ups, err := k.LoadUploads(ctx, k.db(), runID)
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: %w", key, err)
 	}
@@ -378,22 +371,23 @@ func (s *Service) uploadsReply(ctx context.Context, runID, key string, retry boo
 	if len(ups) == 1 {
 		what = "1 artifact kept in the local spool while the artifact store was unavailable is"
 	}
-	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: StatusSucceeded, Key: key, Retry: retry,
+	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: executor.Succeeded, Key: key, Retry: retry,
 		Notice: "late uploads done: " + what + " now in the store"}
 	for _, u := range ups {
-		if u.State != "uploaded" || s.o.Env == nil || s.o.Env.Store == nil {
+		if u.State != "uploaded" || k.store() == nil {
 			continue
 		}
-		if link, _, err := s.o.Env.Store.Link(ctx, u.Key); err == nil {
+		if link, _, err := k.store().Link(ctx, u.Key); err == nil {
 			rep.Links = append(rep.Links, notify.Link{Name: path.Base(u.Key), URL: link})
 		}
 	}
 	return rep, nil
 }
 
-// loadUploads returns a run's late uploads, oldest first.
-func (s *Service) loadUploads(ctx context.Context, q reader, runID string) ([]runs.Upload, error) {
-	rows, err := s.tables.Uploads.List(ctx, q, runID)
+// LoadUploads returns a run's late uploads, oldest first, read through q
+// (the runs API reads a run in one transaction).
+func (k *Keeper) LoadUploads(ctx context.Context, q database.RowsQuerier, runID string) ([]runs.Upload, error) {
+	rows, err := k.tables.Uploads.List(ctx, q, runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: uploads of run %s: %w", runID, err)
 	}

@@ -1,4 +1,4 @@
-package runner
+package artifacts
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// runEnv is the Env one attempt of a run executes with: the daemon's, its
-// store wrapped in the run's byte cap (runs.max_artifact_bytes) when there is
-// one. recorded holds the run's steps recorded so far (doneSteps): their
-// artifacts count against the cap, so it spans every attempt.
-func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.StepRecord) *vocab.Env {
-	env := s.o.Env
-	if env == nil || env.Store == nil || s.cfg.MaxArtifactBytes <= 0 {
+// RunEnv is the Env one attempt of run runID executes with: env, its store
+// wrapped in the run's byte cap (limit, runs.max_artifact_bytes) when there is
+// one. recorded holds the run's steps recorded so far (the runner's
+// doneSteps): their artifacts count against the cap, so it spans every
+// attempt.
+func RunEnv(env *vocab.Env, runID string, limit int64, recorded map[string]map[string]executor.StepRecord) *vocab.Env {
+	if env == nil || env.Store == nil || limit <= 0 {
 		return env
 	}
 	var used int64
@@ -31,7 +31,7 @@ func (s *Service) runEnv(runID string, recorded map[string]map[string]executor.S
 		}
 	}
 	e := *env
-	e.Store = &cappedStore{Store: env.Store, runID: runID, limit: s.cfg.MaxArtifactBytes, settled: used, start: used}
+	e.Store = &cappedStore{Store: env.Store, runID: runID, limit: limit, settled: used, start: used}
 	return &e
 }
 

@@ -1,4 +1,4 @@
-package runner
+package artifacts
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
 
@@ -39,40 +38,43 @@ import (
 // batches until none is left.
 const retentionBatch = 100
 
+// RetentionKind names retention's job kind in River's table.
+const RetentionKind = "autocapture_retention"
+
 type retentionArgs struct{}
 
 // Kind names the job kind in River's table.
-func (retentionArgs) Kind() string { return "autocapture_retention" }
+func (retentionArgs) Kind() string { return RetentionKind }
 
 // InsertOpts: one attempt (the next tick is the retry).
 func (retentionArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueBackground, MaxAttempts: 1}
+	return river.InsertOpts{Queue: Queue, MaxAttempts: 1}
 }
 
 type retentionWorker struct {
 	river.WorkerDefaults[retentionArgs]
-	s *Service
+	k *Keeper
 }
 
 // Timeout: a tick over a large backlog may take a while; bounded by the interval.
 func (w *retentionWorker) Timeout(*river.Job[retentionArgs]) time.Duration {
-	return max(time.Minute, w.s.retention().Interval)
+	return max(time.Minute, w.k.retention().Interval)
 }
 
 func (w *retentionWorker) Work(ctx context.Context, _ *river.Job[retentionArgs]) error {
-	n, err := w.s.retentionOnce(ctx)
+	n, err := w.k.RetentionOnce(ctx)
 	if n > 0 {
-		w.s.log.Info("Retention deleted old runs.", zap.Int("runs", n))
+		w.k.log.Info("Retention deleted old runs.", zap.Int("runs", n))
 	}
 	if err != nil {
-		w.s.log.Warn("Retention could not delete every old run; the next tick tries again.", zap.Error(err))
+		w.k.log.Warn("Retention could not delete every old run; the next tick tries again.", zap.Error(err))
 	}
 	return nil // counted and logged; the next tick retries
 }
 
 // retention is the configured retention with defaults filled in.
-func (s *Service) retention() config.Retention {
-	r := s.o.Retention
+func (k *Keeper) retention() config.Retention {
+	r := k.d.Retention
 	d := config.Default().Retention
 	if r.Artifacts == "" {
 		r.Artifacts = d.Artifacts
@@ -83,10 +85,10 @@ func (s *Service) retention() config.Retention {
 	return r
 }
 
-// periodicJobs are the jobs River's leader inserts on a schedule: retention,
+// PeriodicJobs are the jobs River's leader inserts on a schedule: retention,
 // when runs are not kept for ever.
-func (s *Service) periodicJobs() []*river.PeriodicJob {
-	r := s.retention()
+func (k *Keeper) PeriodicJobs() []*river.PeriodicJob {
+	r := k.retention()
 	if r.Runs <= 0 {
 		return nil
 	}
@@ -95,14 +97,14 @@ func (s *Service) periodicJobs() []*river.PeriodicJob {
 		&river.PeriodicJobOpts{RunOnStart: true, ID: "autocapture_retention"})}
 }
 
-// oldRun is a run retention deletes.
-type oldRun struct {
-	id, alertname string
-	created       time.Time
-	manifest      string
+// OldRun is a run retention deletes.
+type OldRun struct {
+	ID, Alertname string
+	Created       time.Time
+	Manifest      string // its manifest's key, "" when none was written
 }
 
-// retentionOnce deletes the finished runs older than retention.runs, a batch
+// RetentionOnce deletes the finished runs older than retention.runs, a batch
 // at a time, and returns how many went. A run whose objects cannot all be
 // deleted keeps its rows (the next tick tries again) and counts as an error.
 //
@@ -110,28 +112,28 @@ type oldRun struct {
 // one on start, and two passes over the same old run raced each other's
 // deletes (the later List found objects the earlier pass was deleting).
 // Across replicas only River's elected leader runs the job.
-func (s *Service) retentionOnce(ctx context.Context) (int, error) {
-	r := s.retention()
+func (k *Keeper) RetentionOnce(ctx context.Context) (int, error) {
+	r := k.retention()
 	if r.Runs <= 0 {
 		return 0, nil
 	}
-	s.retentionMu.Lock()
-	defer s.retentionMu.Unlock()
+	k.retentionMu.Lock()
+	defer k.retentionMu.Unlock()
 	ageMS := time.Duration(r.Runs).Milliseconds()
 	deleted := 0
 	var errs []error
 	failed := map[string]bool{} // kept this tick, not selected again
 	for {
-		batch, err := s.oldRuns(ctx, ageMS, failed)
+		batch, err := k.OldRuns(ctx, ageMS, failed)
 		if err != nil {
-			s.m.retention.errors.Inc()
+			k.m.RetentionErrors.Inc()
 			return deleted, errors.Join(append(errs, err)...)
 		}
 		for _, run := range batch {
-			if err := s.deleteOldRun(ctx, run, ageMS, r.Artifacts == config.RetainArtifactsDelete); err != nil {
-				s.m.retention.errors.Inc()
+			if err := k.deleteOldRun(ctx, run, ageMS, r.Artifacts == config.RetainArtifactsDelete); err != nil {
+				k.m.RetentionErrors.Inc()
 				errs = append(errs, err)
-				failed[run.id] = true
+				failed[run.ID] = true
 				continue
 			}
 			deleted++
@@ -142,17 +144,17 @@ func (s *Service) retentionOnce(ctx context.Context) (int, error) {
 	}
 }
 
-// oldRuns selects up to a batch of finished runs older than ageMS on the
+// OldRuns selects up to a batch of finished runs older than ageMS on the
 // database's clock, oldest first, except those in skip.
-func (s *Service) oldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]oldRun, error) {
-	rows, err := s.tables.Runs.Old(ctx, s.db, ageMS, StatusQueued, StatusRunning, retentionBatch+len(skip))
+func (k *Keeper) OldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]OldRun, error) {
+	rows, err := k.tables.Runs.Old(ctx, k.db(), ageMS, k.d.Unfinished[0], k.d.Unfinished[1], retentionBatch+len(skip))
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
 	}
-	var out []oldRun
+	var out []OldRun
 	for _, o := range rows {
-		r := oldRun{id: o.ID, alertname: o.Alertname, created: fromMS(o.CreatedAt), manifest: o.ManifestKey}
-		if !skip[r.id] && len(out) < retentionBatch {
+		r := OldRun{ID: o.ID, Alertname: o.Alertname, Created: time.UnixMilli(o.CreatedAt).UTC(), Manifest: o.ManifestKey}
+		if !skip[r.ID] && len(out) < retentionBatch {
 			out = append(out, r)
 		}
 	}
@@ -160,51 +162,54 @@ func (s *Service) oldRuns(ctx context.Context, ageMS int64, skip map[string]bool
 }
 
 // deleteOldRun deletes the run's objects (when objects), then its rows.
-func (s *Service) deleteOldRun(ctx context.Context, r oldRun, ageMS int64, objects bool) error {
+func (k *Keeper) deleteOldRun(ctx context.Context, r OldRun, ageMS int64, objects bool) error {
 	if objects {
-		if err := s.deleteRunObjects(ctx, r); err != nil {
+		if err := k.DeleteRunObjects(ctx, r); err != nil {
 			return err
 		}
 	}
 	// kill -9 here: rows without (all) their objects; the next tick deletes
 	// again and then the rows.
-	return s.deleteRunRows(ctx, r.id, ageMS)
+	return k.deleteRunRows(ctx, r.ID, ageMS)
 }
 
-// deleteRunObjects deletes every object of the run: what is under its folder
+// DeleteRunObjects deletes every object of the run: what is under its folder
 // and what its records name. Without a store there is nothing to delete.
-func (s *Service) deleteRunObjects(ctx context.Context, r oldRun) error {
-	st := s.artifactStore()
+// It is the first half of a run's deletion (OldRuns selects the runs,
+// RetentionOnce does both halves): a test stops after it, as a kill -9
+// before the rows would.
+func (k *Keeper) DeleteRunObjects(ctx context.Context, r OldRun) error {
+	st := k.store()
 	if st == nil {
 		return nil
 	}
-	keys, err := s.recordedKeys(ctx, r.id)
+	keys, err := k.recordedKeys(ctx, r.ID)
 	if err != nil {
 		return err
 	}
-	if r.manifest != "" {
-		keys = append(keys, r.manifest)
+	if r.Manifest != "" {
+		keys = append(keys, r.Manifest)
 	}
-	prefix := storage.RunPrefix(r.created, r.alertname, r.id)
+	prefix := storage.RunPrefix(r.Created, r.Alertname, r.ID)
 	if err := st.List(ctx, prefix, func(e storage.ListEntry) error {
 		keys = append(keys, e.Key)
 		return nil
 	}); err != nil {
-		return fmt.Errorf("runner: retention: run %s: %w", r.id, err)
+		return fmt.Errorf("runner: retention: run %s: %w", r.ID, err)
 	}
 	slices.Sort(keys)
-	for _, k := range slices.Compact(keys) {
-		if err := st.Delete(ctx, k); err != nil {
-			return fmt.Errorf("runner: retention: run %s: %w", r.id, err)
+	for _, key := range slices.Compact(keys) {
+		if err := st.Delete(ctx, key); err != nil {
+			return fmt.Errorf("runner: retention: run %s: %w", r.ID, err)
 		}
-		s.m.retention.deleted.WithLabelValues("objects").Inc()
+		k.m.RetentionDeleted.WithLabelValues("objects").Inc()
 	}
 	return nil
 }
 
 // recordedKeys are the artifact keys the run's step records name.
-func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, error) {
-	records, err := s.tables.Steps.Records(ctx, s.db, runID)
+func (k *Keeper) recordedKeys(ctx context.Context, runID string) ([]string, error) {
+	records, err := k.tables.Steps.Records(ctx, k.db(), runID)
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: steps of %s: %w", runID, err)
 	}
@@ -225,47 +230,25 @@ func (s *Service) recordedKeys(ctx context.Context, runID string) ([]string, err
 
 // deleteRunRows deletes the run's rows in one transaction, the run's last,
 // only if it is still finished and old (checked on the database's clock).
-func (s *Service) deleteRunRows(ctx context.Context, runID string, ageMS int64) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (k *Keeper) deleteRunRows(ctx context.Context, runID string, ageMS int64) error {
+	tx, err := k.db().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	old, err := s.tables.Runs.LockOld(ctx, tx, runID, ageMS)
+	old, err := k.tables.Runs.LockOld(ctx, tx, runID, ageMS)
 	if err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
 	if !old {
 		return nil // gone, or no longer old enough
 	}
-	if err := s.tables.Runs.Delete(ctx, tx, runID); err != nil {
+	if err := k.tables.Runs.Delete(ctx, tx, runID); err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("runner: retention: run %s: %w", runID, err)
 	}
-	s.m.retention.deleted.WithLabelValues("runs").Inc()
+	k.m.RetentionDeleted.WithLabelValues("runs").Inc()
 	return nil
-}
-
-// retentionMetrics are retention's counters.
-type retentionMetrics struct {
-	deleted *prometheus.CounterVec
-	errors  prometheus.Counter
-}
-
-func newRetentionMetrics() retentionMetrics {
-	m := retentionMetrics{
-		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_retention_deleted_total",
-			Help: "What retention deleted in this process: runs (with all their rows) and objects."}, []string{"kind"}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_retention_errors_total",
-			Help: "Old runs retention could not delete (they are tried again on the next tick), and failed scans."}),
-	}
-	m.deleted.WithLabelValues("runs")
-	m.deleted.WithLabelValues("objects")
-	return m
-}
-
-func (m retentionMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.deleted, m.errors}
 }
