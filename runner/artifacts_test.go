@@ -69,11 +69,11 @@ func TestLinkKeySharedByReplicas(t *testing.T) {
 		svcs := make([]*Service, 3)
 		errs := make([]error, len(svcs))
 		open := func(i int) {
-			svcs[i], errs[i] = Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: db.url, SQLitePath: db.path,
+			svcs[i], errs[i] = Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path,
 				Planner: planner(), Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
 		}
 		from := 0
-		if db.url == "" {
+		if db.URL == "" {
 			open(0)
 			from = 1
 		}
@@ -255,7 +255,7 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 	}
 	body := []byte(`{"queue":42}`)
 	n := &recNotifier{}
-	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(
+	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(
 		func() playbooks.PlannedStep {
 			return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
 		},

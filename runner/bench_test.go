@@ -25,11 +25,11 @@ type benchStore struct {
 // AUTOCAPTURE_BENCH_DATABASE_URL is set, that PostgreSQL ("postgres-url").
 func benchStores() []benchStore {
 	stores := []benchStore{
-		{"sqlite", func(b *testing.B) dbRef { return dbRef{path: filepath.Join(b.TempDir(), "bench.db")} }},
-		{"postgres", func(b *testing.B) dbRef { return dbRef{url: testenv.StartPostgres(b)} }},
+		{"sqlite", func(b *testing.B) dbRef { return dbRef{Path: filepath.Join(b.TempDir(), "bench.db")} }},
+		{"postgres", func(b *testing.B) dbRef { return dbRef{URL: testenv.StartPostgres(b)} }},
 	}
 	if u := os.Getenv("AUTOCAPTURE_BENCH_DATABASE_URL"); u != "" {
-		stores = append(stores, benchStore{"postgres-url", func(*testing.B) dbRef { return dbRef{url: u} }})
+		stores = append(stores, benchStore{"postgres-url", func(*testing.B) dbRef { return dbRef{URL: u} }})
 	}
 	return stores
 }

@@ -21,7 +21,7 @@ import (
 func BenchmarkStormToLastReply(b *testing.B) {
 	for b.Loop() {
 		stub := newGroupStub(b)
-		db := dbRef{path: filepath.Join(b.TempDir(), "autocapture.db")}
+		db := dbRef{Path: filepath.Join(b.TempDir(), "autocapture.db")}
 		s := newService(b, db, threeSteps(fakestep.NewCounter()), true, slackTo(b, stub, 1), withConcurrency(16))
 		var alerts []template.Alert
 		for i := range 200 {

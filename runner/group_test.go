@@ -123,7 +123,7 @@ func TestStormOneThread(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		n := 200
-		if db.url == "" {
+		if db.URL == "" {
 			n = 50
 		}
 		stub := newGroupStub(t)
@@ -256,7 +256,7 @@ func TestFleetOneThread(t *testing.T) {
 // TestFleetAcrossReplicas: two Services on one PostgreSQL accept alerts of
 // one fleet at the same moment: one fleet, one thread.
 func TestFleetAcrossReplicas(t *testing.T) {
-	db := dbRef{url: testenv.StartPostgres(t)}
+	db := dbRef{URL: testenv.StartPostgres(t)}
 	stub := newGroupStub(t)
 	a := newService(t, db, threeSteps(fakestep.NewCounter()), true, slackTo(t, stub, 50))
 	b := newService(t, db, threeSteps(fakestep.NewCounter()), true, slackTo(t, stub, 50))

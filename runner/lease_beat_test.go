@@ -84,7 +84,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 // holds its one write lock).
 func TestRenewalSkipsALockedRun(t *testing.T) {
 	t.Parallel()
-	db := dbRef{url: testenv.StartPostgres(t)}
+	db := dbRef{URL: testenv.StartPostgres(t)}
 	s, c, release, ids := heldRuns(t, db, []string{"locked", "free"})
 	locked, free := ids[0], ids[1]
 
@@ -132,7 +132,7 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 	// A lease of 4 s: renewals time out at 1.3 s, the watchdog stops the
 	// run 3.9 s after the last renewal; a connect takes 2 s.
 	lease := func(o *Options) { o.Config.LeaseTimeout = 4 * time.Second }
-	s, c, release, ids := heldRuns(t, dbRef{url: viaProxy(t, dsn, p)}, []string{"fp"}, lease)
+	s, c, release, ids := heldRuns(t, dbRef{URL: viaProxy(t, dsn, p)}, []string{"fp"}, lease)
 	id := ids[0]
 	slow := 2 * time.Second
 	if margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval; s.renewTimeout() >= slow || slow >= margin-time.Second {

@@ -342,7 +342,7 @@ func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta 
 // manifest is never older than the run's state (without the seq check, the
 // first writer's stale bytes could be the last Put).
 func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
-	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	local, _ := storage.NewLocal(t.TempDir())
 	rs := &racingStore{Store: local}
 	p := planner(func() playbooks.PlannedStep {

@@ -478,7 +478,7 @@ func TestRoutingLabelChoosesTheChannel(t *testing.T) {
 		pl.Channel = "C0VLLMTEAM"
 		return []*playbooks.Plan{pl}
 	}}
-	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, p, true, notifyTo(f),
+	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, p, true, notifyTo(f),
 		func(o *Options) { o.ChannelLabel = "slack_channel" })
 	routed := firing("fp-routed", time.Now().UTC())
 	routed.Labels["slack_channel"] = "C0PLATFORM"

@@ -244,7 +244,7 @@ func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 // the periodic job at start and it deletes an old run without a direct call.
 func TestRetentionRunsOnTheLeader(t *testing.T) {
 	t.Parallel()
-	db := dbRef{path: t.TempDir() + "/autocapture.db"}
+	db := dbRef{Path: t.TempDir() + "/autocapture.db"}
 	st, _ := storage.NewLocal(t.TempDir())
 	f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 	f.s.Close() // the fixture's Service has ticked already, before anything was old
@@ -271,7 +271,7 @@ func TestRetentionRunsOnTheLeader(t *testing.T) {
 // a migration that adds one cannot leave its rows behind for ever (the
 // uploads, groups and fleet tables were missed once).
 func TestRetentionKnowsEveryRunTable(t *testing.T) {
-	s := newService(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(), false)
+	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(), false)
 	ctx := context.Background()
 	rows, err := s.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'autocapture_%'`)
 	if err != nil {
@@ -337,7 +337,7 @@ func waitStartPass(t *testing.T, s *Service, before int) {
 // a database not migrated yet).
 func completedPasses(t *testing.T, db dbRef) int {
 	t.Helper()
-	conn, _, _, err := database.Open(db.url, db.path)
+	conn, _, _, err := database.Open(db.URL, db.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		stopped <- context.Cause(ctx)
 		return nil, ctx.Err()
 	})
-	db := dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", vocab.TierMetrics, hold) }), true)
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started

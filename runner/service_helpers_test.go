@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,20 +25,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several Services may share.
-type dbRef struct {
-	url, path string
-}
+// dbRef is one database several processes may share; forEachStore runs a
+// test on SQLite and on PostgreSQL (testenv.ForEachDB).
+type dbRef = testenv.DB
 
-// forEachStore runs f once on SQLite and once on PostgreSQL (a fresh database each).
-func forEachStore(t *testing.T, f func(t *testing.T, db dbRef)) {
-	t.Run("sqlite", func(t *testing.T) {
-		f(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		f(t, dbRef{url: testenv.StartPostgres(t)})
-	})
-}
+var forEachStore = testenv.ForEachDB
 
 // fastRuns are settings that make resumes take seconds, with a lease of 20
 // heartbeats so a loaded test machine does not lose it.
@@ -148,7 +138,7 @@ func withReplica(name string) svcOpt {
 // stops and closes it.
 func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
 	t.Helper()
-	o := Options{Config: fastRuns(), DatabaseURL: db.url, SQLitePath: db.path, Planner: p,
+	o := Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path, Planner: p,
 		Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()}
 	for _, f := range opts {
 		f(&o)

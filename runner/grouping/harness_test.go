@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -24,20 +23,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several Groupers (replicas) may share.
-type dbRef struct {
-	url, path string
-}
+// dbRef is one database several processes may share; forEachStore runs a
+// test on SQLite and on PostgreSQL (testenv.ForEachDB).
+type dbRef = testenv.DB
 
-// forEachStore runs f once on SQLite and once on PostgreSQL (a fresh database each).
-func forEachStore(t *testing.T, f func(t *testing.T, db dbRef)) {
-	t.Run("sqlite", func(t *testing.T) {
-		f(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		f(t, dbRef{url: testenv.StartPostgres(t)})
-	})
-}
+var forEachStore = testenv.ForEachDB
 
 // harness is one process's Grouper on a migrated store, with the outbox and
 // the runs it is handed stood in for.
@@ -54,7 +44,7 @@ type depsOpt func(*Deps)
 func newHarness(t *testing.T, db dbRef, p Planner, opts ...depsOpt) *harness {
 	t.Helper()
 	ctx := context.Background()
-	raw, d, drv, err := database.Open(db.url, db.path)
+	raw, d, drv, err := database.Open(db.URL, db.Path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -210,7 +210,7 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 // TestProfileBudget: max_concurrent counts every target held (a stop that
 // failed too), max_per_hour counts starts and leases about to start.
 func TestProfileBudget(t *testing.T) {
-	s := newPlane(t, dbRef{path: t.TempDir() + "/a.db"}, false,
+	s := newPlane(t, dbRef{Path: t.TempDir() + "/a.db"}, false,
 		withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 3}))
 	ctx := context.Background()
 	l1 := mustAcquire(t, s, req("http://h1:1", "r1", "p"))
@@ -259,7 +259,7 @@ func TestProfileBudget(t *testing.T) {
 // rounds of Acquires racing for one target and for the fleet budget: never
 // two winners for one target, never more than max_concurrent in all.
 func TestProfileAcquireConcurrentPostgres(t *testing.T) {
-	db := dbRef{url: testenv.StartPostgres(t)}
+	db := dbRef{URL: testenv.StartPostgres(t)}
 	p := config.Profiling{MaxConcurrent: 2, MaxPerHour: 1000}
 	svcs := []*Plane{newPlane(t, db, false, withProfiling(p)), newPlane(t, db, false, withProfiling(p))}
 	ctx := context.Background()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,20 +21,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several Planes (replicas) may share.
-type dbRef struct {
-	url, path string
-}
+// dbRef is one database several processes may share; forEachStore runs a
+// test on SQLite and on PostgreSQL (testenv.ForEachDB).
+type dbRef = testenv.DB
 
-// forEachStore runs f once on SQLite and once on PostgreSQL (a fresh database each).
-func forEachStore(t *testing.T, f func(t *testing.T, db dbRef)) {
-	t.Run("sqlite", func(t *testing.T) {
-		f(t, dbRef{path: filepath.Join(t.TempDir(), "autocapture.db")})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		f(t, dbRef{url: testenv.StartPostgres(t)})
-	})
-}
+var forEachStore = testenv.ForEachDB
 
 type planeOpt func(*Deps)
 
@@ -45,7 +35,7 @@ type planeOpt func(*Deps)
 func newPlane(t testing.TB, db dbRef, start bool, opts ...planeOpt) *Plane {
 	t.Helper()
 	ctx := context.Background()
-	raw, d, drv, err := database.Open(db.url, db.path)
+	raw, d, drv, err := database.Open(db.URL, db.Path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -53,7 +43,7 @@ func newPlane(t testing.TB, db dbRef, start bool, opts ...planeOpt) *Plane {
 		raw.Close()
 		t.Fatalf("migrate store: %v", err)
 	}
-	beat, err := database.OpenBeat(db.url, db.path)
+	beat, err := database.OpenBeat(db.URL, db.Path)
 	if err != nil {
 		raw.Close()
 		t.Fatalf("open heartbeat pool: %v", err)

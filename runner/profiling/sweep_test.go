@@ -188,7 +188,7 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
 		CollectWindow: 300 * time.Millisecond})
-	db := dbRef{path: t.TempDir() + "/a.db"}
+	db := dbRef{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, true, prof, withTargets(), func(d *Deps) { d.Registerer = reg })
 	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-hung", "profile")
@@ -337,7 +337,7 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 // that never ran is not counted, nor is another kind.
 func TestProfileStepResults(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := newPlane(t, dbRef{path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
+	s := newPlane(t, dbRef{Path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
 	rec := func(status string, f map[string]any) executor.StepRecord {
 		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
 	}
@@ -391,7 +391,7 @@ func TestProfileSweeperReleasesAnUnarmedServer(t *testing.T) {
 	}))
 	defer srv.Close()
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 2 * time.Second})
-	db := dbRef{path: t.TempDir() + "/a.db"}
+	db := dbRef{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, true, prof, withTargets())
 	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-restarted", "profile")

@@ -199,7 +199,7 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 // are), not when an earlier attempt collected them and released the target.
 func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 	prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: time.Second, CollectWindow: 100 * time.Millisecond})
-	db := dbRef{path: t.TempDir() + "/a.db"}
+	db := dbRef{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, false, prof)
 	ctx := context.Background()
 	left, collected := req("http://10.0.0.51:8000", "run-left", "profile"), req("http://10.0.0.52:8000", "run-got", "profile")

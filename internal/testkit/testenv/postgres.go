@@ -202,3 +202,19 @@ func startPostmaster(bin, base string, cred *syscall.Credential, port int) (*Pos
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// DB names one database several processes (replicas) of a test may share:
+// a PostgreSQL URL, or a SQLite file's path.
+type DB struct{ URL, Path string }
+
+// ForEachDB runs f once on SQLite and once on PostgreSQL, a fresh database
+// each: the run service's tests and its parts' hold both dialects to the
+// same assertions.
+func ForEachDB(t *testing.T, f func(t *testing.T, db DB)) {
+	t.Run("sqlite", func(t *testing.T) {
+		f(t, DB{Path: filepath.Join(t.TempDir(), "autocapture.db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		f(t, DB{URL: StartPostgres(t)})
+	})
+}
