@@ -52,7 +52,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.listenAddress, "web.listen-address", "", "address to listen on (overrides web.listen_address; default 127.0.0.1:9095)")
 	fs.StringVar(&f.storagePath, "storage.path", "", "folder of the SQLite run store and local artifacts (overrides storage.path; default ./data)")
 	fs.StringVar(&f.logLevel, "log.level", "", "debug, info, warn or error (overrides log.level; default info)")
-	fs.StringVar(&f.logFormat, "log.format", "", "json or console (overrides log.format; default json)")
+	fs.StringVar(&f.logFormat, "log.format", "", "json or console (overrides log.format; default console, the image's config json)")
 	if code, done := fs.parse(args); done {
 		return code
 	}
