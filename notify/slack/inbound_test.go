@@ -3,15 +3,11 @@ package slack
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 )
 
 // The example secret of Slack's documentation, and the tests' fixed clock.
@@ -111,25 +108,11 @@ func newRequest(b []byte, header http.Header, chunked bool) *http.Request {
 	return req
 }
 
-// clickBody is the form Slack posts for a click on one button.
-func clickBody(actionID, value string) []byte {
-	p := map[string]any{"type": "block_actions", "user": map[string]any{"id": "U0ALICE", "username": "alice", "name": "alice"},
-		"channel": map[string]any{"id": "C0AUTOCAP"}, "message": map[string]any{"ts": "1795921200.000100"},
-		"container": map[string]any{"type": "message"}, "response_url": "https://hooks.slack.com/actions/T0/1/x",
-		"actions": []map[string]any{{"action_id": actionID, "block_id": "feedback", "value": value, "type": "button"}}}
-	raw, _ := json.Marshal(p)
-	return []byte(url.Values{"payload": {string(raw)}}.Encode())
-}
-
-// signed are Slack's headers for body sent at ts, signed with secret.
-func signed(secret string, ts time.Time, body []byte) http.Header {
-	t := strconv.FormatInt(ts.Unix(), 10)
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("v0:" + t + ":"))
-	m.Write(body)
-	return http.Header{"X-Slack-Request-Timestamp": {t}, "X-Slack-Signature": {"v0=" + hex.EncodeToString(m.Sum(nil))},
-		"Content-Type": {"application/x-www-form-urlencoded"}}
-}
+// clickBody and signed are what Slack posts for a click (the stand-in's).
+var (
+	clickBody = slackstub.ClickBody
+	signed    = slackstub.Signed
+)
 
 const interactions = "/hooks/slack/interactions"
 
