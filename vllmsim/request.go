@@ -39,6 +39,16 @@ type request struct {
 
 	// wait, when set, is closed once the request finishes (HTTP callers).
 	wait chan struct{}
+
+	// SGLang's view (sglangobserve.go): whether the client streams (the
+	// load generator's clients do; the HTTP API takes stream=false only),
+	// the output chunks that reached the tokenizer, and when the last
+	// prefill chunk ended.
+	stream      bool
+	chunks      int
+	chunkAt     time.Duration
+	chunkTokens int
+	prefillAt   time.Duration
 }
 
 // requestParams are the sampling parameters a client set, reported as span

@@ -22,6 +22,7 @@ import (
 type Sim struct {
 	opts    Options
 	metrics *metrics
+	sgl     *sglangMetrics // SGLang's surface instead of vLLM's (Options.Engine)
 	spans   *spanEmitter
 	prof    *profiler
 	handler http.Handler
@@ -55,7 +56,7 @@ func New(opts Options) (*Sim, error) {
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	s := &Sim{
 		opts:         o,
-		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.Engine),
+		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.EngineConfig),
 		loadOverride: o.Load,
 		concOverride: o.Concurrency,
 		history:      newFinishedLog(o.MaxFinished),
@@ -68,7 +69,7 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vllmsim: traces: %w", err)
 	}
-	s.eng = newEngine(o.Engine, s)
+	s.eng = newEngine(o.EngineConfig, s)
 	s.eng.gpuSlowdown = s.gpuSlowdownAt
 	s.dcgm = newDCGMState(o)
 	if err := s.SetGPUFaults(o.GPUFaults); err != nil {
@@ -81,8 +82,14 @@ func New(opts Options) (*Sim, error) {
 	if o.ShiftAfter > 0 {
 		first = ScenarioHealthy
 	}
+	if o.Engine == EngineSGLang {
+		s.sgl = newSGLangMetrics(o)
+	}
 	if err := s.SetScenario(first); err != nil {
 		return nil, err
+	}
+	if s.sgl != nil {
+		s.sgl.log(s.eng, 0) // a fresh server shows its scheduler gauges (SGLANG.md §1)
 	}
 	if o.ShiftAfter > 0 {
 		if err := s.Shift(o.Scenario, o.ShiftAfter); err != nil {
@@ -181,6 +188,9 @@ func (s *Sim) advanceTo(target time.Duration) {
 	}
 	s.eng.now = target
 	s.clock.Store(int64(target))
+	if s.sgl != nil {
+		s.sgl.idle(s.eng, target)
+	}
 }
 
 // Now is the simulated clock as wall time: Options.Start plus the time run.
