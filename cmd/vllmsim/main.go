@@ -1,6 +1,7 @@
 // Command vllmsim serves a simulated vLLM server: vLLM's /metrics,
 // llm_request spans over OTLP, profiler endpoints and OpenAI routes, with
-// symptoms produced by an engine model under an injected scenario. See
+// symptoms produced by an engine model under an injected scenario; with
+// --engine=sglang, SGLang's /metrics and spans instead. See
 // vllmsim/README.md.
 package main
 
@@ -55,6 +56,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&o.OTLPProtocol, "otlp-protocol", envOr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), "grpc or http/protobuf")
 	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans")
 	o.ResourceAttributes = resourceAttributes(os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
+	fs.StringVar(&o.Engine, "engine", vllmsim.EngineVLLM, "serving engine whose surface the sim shows (/metrics, spans, /version): vllm or sglang; the engine model and scenarios are the same")
+	fs.StringVar(&o.SGLangEra, "sglang-era", "", "SGLang metric generation with --engine=sglang: "+strings.Join(vllmsim.SGLangEras(), ", ")+" (default 2026; the older eras export no spans)")
 	fs.BoolVar(&o.LegacyMetrics, "legacy-metrics", false, "expose the pre-2026 metric names (gpu_cache_usage_perc, time_per_output_token_seconds, gpu_prefix_cache_*)")
 	fs.StringVar(&o.Version, "vllm-version", "", "version /version reports (default by metric generation)")
 	fs.StringVar(&o.ProfilerDir, "profiler-dir", "", "arm the profiler, writing traces into this directory (unset: /start_profile answers 404)")
