@@ -141,6 +141,11 @@ func (s *Sim) record(r *request) FinishedRequest {
 		Preemptions:  r.preemptions,
 		Outcome:      r.reason,
 	}
-	f.TraceID, f.SpanID = s.spans.emit(r, f, s.opts.Model)
+	switch {
+	case s.sgl == nil:
+		f.TraceID, f.SpanID = s.spans.emit(r, f, s.opts.Model)
+	case s.opts.sglangTraces():
+		f.TraceID, f.SpanID = s.spans.emitSGLang(r, f, s.opts.Model, s.sgl.pid)
+	}
 	return f
 }

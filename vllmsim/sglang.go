@@ -161,6 +161,7 @@ type sglGauge struct {
 // bookkeeping. Every method runs with Sim.mu held.
 type sglangMetrics struct {
 	era   string
+	pid   string // the scheduler process's (pid labels, thread spans)
 	reg   *pyRegistry
 	sched []string // scheduler label values
 	tok   []string // tokenizer label values
@@ -193,7 +194,7 @@ type sglangMetrics struct {
 }
 
 func newSGLangMetrics(o Options) *sglangMetrics {
-	m := &sglangMetrics{era: o.SGLangEra, reg: newPyRegistry(), cfg: o.EngineConfig}
+	m := &sglangMetrics{era: o.SGLangEra, reg: newPyRegistry(), cfg: o.EngineConfig, pid: strconv.FormatUint(4000+o.Seed%60000, 10)}
 	m.stats.newTokenRatio = 0.7
 	m.stats.fwdOccupancy = math.NaN()
 	switch o.SGLangEra {
@@ -202,7 +203,7 @@ func newSGLangMetrics(o Options) *sglangMetrics {
 	case SGLangEra04:
 		m.build04(o.Model)
 	default:
-		m.build2026(o.Model, strconv.FormatUint(4000+o.Seed%60000, 10))
+		m.build2026(o.Model, m.pid)
 	}
 	m.stats.maxTokens = m.cfg.NumGPUBlocks * m.cfg.BlockSize
 	return m

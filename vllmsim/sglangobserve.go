@@ -31,8 +31,7 @@ func (m *sglangMetrics) arrived(r *request) {
 	switch m.era {
 	case SGLangEra2026:
 		// request_process: scheduler receipt to wait-queue entry.
-		process := 0.0003 + float64(r.prompt)*2e-7
-		m.stage.with(plus(m.sched, "request_process")...).observe(process)
+		m.stage.with(plus(m.sched, "request_process")...).observe(sglangRequestProcess(r).Seconds())
 	case SGLangEra04:
 		// generate_request returns a streamed request's generator at once;
 		// the decorator times only that (fixture 3: 14007 calls, 4.5 s).
@@ -92,6 +91,7 @@ func (m *sglangMetrics) chunk(r *request, now time.Duration) {
 		return
 	}
 	if r.chunks == 0 {
+		r.firstChunkAt = now
 		m.ttft.with(m.tokStream(r)...).observe((now - r.arrival).Seconds())
 	} else {
 		interval := (now - r.chunkAt).Seconds()

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Sim is one simulated vLLM server. Its methods are safe for concurrent use.
@@ -90,6 +92,9 @@ func New(opts Options) (*Sim, error) {
 	}
 	if s.sgl != nil {
 		s.sgl.log(s.eng, 0) // a fresh server shows its scheduler gauges (SGLANG.md §1)
+		if !o.sglangTraces() && (o.OTLPEndpoint != "" || o.SpanExporter != nil) {
+			o.Logger.Info("This SGLang era predates tracing: no spans are exported.", zap.String("sglang_era", o.SGLangEra))
+		}
 	}
 	if o.ShiftAfter > 0 {
 		if err := s.Shift(o.Scenario, o.ShiftAfter); err != nil {
