@@ -257,15 +257,19 @@ func (s *Sim) Requests() []FinishedRequest {
 
 // State is the engine's instantaneous state, as its gauges show it.
 type State struct {
-	Time        time.Time `json:"time"`
-	Scenario    string    `json:"scenario"`
-	Running     int       `json:"running"`
-	Waiting     int       `json:"waiting"`
-	KVUsage     float64   `json:"kv_usage"`
-	MaxNumSeqs  int       `json:"max_num_seqs"`
-	NumBlocks   int       `json:"num_gpu_blocks"`
-	Load        LoadSpec  `json:"load"`
-	Description string    `json:"description"`
+	Time time.Time `json:"time"`
+	// Engine is the serving engine the sim presents (EngineVLLM or
+	// EngineSGLang), SGLangEra its SGLang metric generation.
+	Engine      string   `json:"engine"`
+	SGLangEra   string   `json:"sglang_era,omitempty"`
+	Scenario    string   `json:"scenario"`
+	Running     int      `json:"running"`
+	Waiting     int      `json:"waiting"`
+	KVUsage     float64  `json:"kv_usage"`
+	MaxNumSeqs  int      `json:"max_num_seqs"`
+	NumBlocks   int      `json:"num_gpu_blocks"`
+	Load        LoadSpec `json:"load"`
+	Description string   `json:"description"`
 	// Since is when the scenario (and shape) took effect: the start, or the
 	// last switch or shift.
 	Since time.Time `json:"since"`
@@ -282,7 +286,8 @@ func (s *Sim) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return State{
-		Time: s.wall(s.eng.now), Scenario: s.scenario.Name, Description: s.scenario.Description,
+		Time: s.wall(s.eng.now), Engine: s.opts.Engine, SGLangEra: s.opts.SGLangEra,
+		Scenario: s.scenario.Name, Description: s.scenario.Description,
 		Running: len(s.eng.running), Waiting: len(s.eng.waiting), KVUsage: s.eng.kvUsage(),
 		MaxNumSeqs: s.eng.cfg.MaxNumSeqs, NumBlocks: s.eng.cfg.NumGPUBlocks, Load: s.effectiveLoad(),
 		Since: s.wall(s.since), Previous: s.previous, Shape: cloneShape(s.shape), Pending: s.pendingReport(),
