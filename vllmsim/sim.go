@@ -3,7 +3,9 @@
 // vLLM's real surface, and the symptoms they show come out of a small model
 // of the engine (scheduler, KV block pool, chunked prefill, preemption,
 // client timeouts) driven by a clock — real time with Run, virtual time with
-// Advance. Scenarios inject the causes the triage verdicts name.
+// Advance. Scenarios inject the causes the triage verdicts name. With
+// Options.Engine set to EngineSGLang the same engine shows SGLang's surface
+// instead (sglang.go): its /metrics in one of three eras and its spans.
 package vllmsim
 
 import (
