@@ -319,7 +319,9 @@ func (m *sglangMetrics) build2026(model, pid string) {
 	m.queueTime = r.family("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", pyHistogram, sglSchedLabels, sglBucketsQueue)
 	m.stage = r.family("sglang:per_stage_req_latency_seconds", "The latency of each stage of requests.", pyHistogram, plus(sglSchedLabels, "stage"), sglBucketsStage)
 
-	// Constants, written once at startup (emit_constants).
+	// Constants, written once at startup (emit_constants). The sim rewrites
+	// max_total_num_tokens at every log point instead, so that a scenario
+	// that resizes the KV pool (kv-pressure) shows as a server started so.
 	c := func(name, help string, v float64) {
 		r.family(name, help, pyGauge, sglSchedLabels, nil).with(m.sched...).set(v)
 	}
