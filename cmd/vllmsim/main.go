@@ -54,7 +54,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: the same seed gives the same run")
 	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP traces endpoint (host:port or URL); empty: no export")
 	fs.StringVar(&o.OTLPProtocol, "otlp-protocol", envOr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), "grpc or http/protobuf")
-	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans")
+	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans (ignored with --engine sglang, which hard-codes sglang as SGLang does)")
 	o.ResourceAttributes = resourceAttributes(os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
 	fs.StringVar(&o.Engine, "engine", vllmsim.EngineVLLM, "serving engine whose surface the sim shows (/metrics, spans, /version): vllm or sglang; the engine model and scenarios are the same")
 	fs.StringVar(&o.SGLangEra, "sglang-era", "", "SGLang metric generation with --engine=sglang: "+strings.Join(vllmsim.SGLangEras(), ", ")+" (default 2026; the older eras export no spans)")
