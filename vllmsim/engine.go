@@ -15,6 +15,7 @@ const (
 // observer receives what the engine does: the Sim turns it into metrics,
 // spans, profiler events and the finished-request log.
 type observer interface {
+	arrived(r *request)
 	admitted(r *request, cached int)
 	token(r *request, first bool, itl time.Duration)
 	stepDone(s *stepRecord)
@@ -97,6 +98,7 @@ func (e *engine) kvUsage() float64 {
 func (e *engine) add(r *request) {
 	r.arrival = e.now
 	e.waiting = append(e.waiting, r)
+	e.obs.arrived(r)
 	if !e.inflight {
 		e.startStep()
 	}

@@ -3,6 +3,8 @@ package vllmsim
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,56 @@ func TestFleetOptionsRefused(t *testing.T) {
 		if _, err := NewFleet(fo); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestSGLangFleet: a fleet whose Base.Engine is sglang presents SGLang on
+// every instance (/metrics, spans with each instance's service.instance.id,
+// State and GET /admin/scenario naming the engine and era), with the
+// per-instance scenarios showing in SGLang's series: the overloaded
+// instance's num_queue_reqs grows, the others' does not.
+func TestSGLangFleet(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	insts := []InstanceOptions{{Addr: "127.0.0.11:30000"}, {Addr: "127.0.0.12:30000", Scenario: ScenarioOverload}}
+	f, err := NewFleet(FleetOptions{Base: Options{Engine: EngineSGLang, Model: "m", Seed: 11, SpanExporter: exp, Start: time.Unix(1.8e9, 0)}, Instances: insts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	f.Advance(30 * time.Second)
+	if q0, q1 := sglValue(f.Instances[0].Sim, "sglang:num_queue_reqs", "", ""), sglValue(f.Instances[1].Sim, "sglang:num_queue_reqs", "", ""); q0 > 5 || q1 < 50 {
+		t.Errorf("num_queue_reqs: healthy instance %v, overloaded instance %v", q0, q1)
+	}
+	for i, in := range f.Instances {
+		if st := in.State(); st.Engine != EngineSGLang || st.SGLangEra != SGLangEra2026 {
+			t.Errorf("instance %d: state engine %q era %q", i, st.Engine, st.SGLangEra)
+		}
+		rec := httptest.NewRecorder()
+		in.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/admin/scenario", nil))
+		if !strings.Contains(rec.Body.String(), `"engine":"sglang","sglang_era":"2026"`) {
+			t.Errorf("instance %d: GET /admin/scenario %.300s", i, rec.Body.String())
+		}
+	}
+	for _, in := range f.Instances {
+		if err := in.spans.flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, sp := range exp.GetSpans().Snapshots() {
+		if !strings.HasPrefix(sp.Name(), "Req ") {
+			continue
+		}
+		for _, kv := range sp.Resource().Attributes() {
+			if kv.Key == "service.instance.id" {
+				seen[kv.Value.AsString()] = true
+			}
+		}
+		if sn, _ := sp.Resource().Set().Value("service.name"); sn.AsString() != "sglang" {
+			t.Fatalf("service.name %q", sn.AsString())
+		}
+	}
+	if !seen["127.0.0.11:30000"] || !seen["127.0.0.12:30000"] {
+		t.Errorf("root spans from instances %v, want both", seen)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // the sim's own /admin/ routes for tests.
 func (s *Sim) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metricsHandler(s.metrics.reg))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": s.opts.Version})
@@ -46,7 +46,7 @@ func (s *Sim) handleModels(w http.ResponseWriter, _ *http.Request) {
 		"object": "list",
 		"data": []map[string]any{{
 			"id": s.opts.Model, "object": "model", "created": created, "owned_by": "vllm",
-			"root": s.opts.Model, "parent": nil, "max_model_len": s.opts.Engine.MaxModelLen,
+			"root": s.opts.Model, "parent": nil, "max_model_len": s.opts.EngineConfig.MaxModelLen,
 			"permission": []map[string]any{{
 				"id": "modelperm-sim", "object": "model_permission", "created": created,
 				"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true,

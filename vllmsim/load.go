@@ -106,6 +106,7 @@ func (g *loadGen) newRequest(a arrival) *request {
 		params:       requestParams{maxTokensSet: true, n: 1},
 		client:       a.client,
 		loadEpoch:    a.epoch,
+		stream:       true, // chat clients stream; only SGLang's surface tells
 	}
 	if t := g.sample(s.Timeout); t > 0 {
 		r.deadline = a.at + time.Duration(t*float64(time.Second))

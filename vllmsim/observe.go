@@ -8,8 +8,19 @@ import "time"
 
 var _ observer = (*Sim)(nil)
 
+// arrived: a request reaches the engine (only SGLang's surface records it).
+func (s *Sim) arrived(r *request) {
+	if s.sgl != nil {
+		s.sgl.arrived(r)
+	}
+}
+
 // admitted counts a scheduling's prefix-cache lookup, in tokens.
 func (s *Sim) admitted(r *request, cached int) {
+	if s.sgl != nil {
+		s.sgl.admitted(r, cached)
+		return
+	}
 	s.metrics.prefixQueries.Add(float64(r.prompt))
 	s.metrics.prefixHits.Add(float64(cached))
 }
@@ -17,6 +28,10 @@ func (s *Sim) admitted(r *request, cached int) {
 // token records one sampled token: the first gives TTFT and the prompt
 // counters, the others an inter-token latency.
 func (s *Sim) token(r *request, first bool, itl time.Duration) {
+	if s.sgl != nil {
+		s.sgl.token(r, first, itl, s.eng.now)
+		return
+	}
 	m := s.metrics
 	m.genTokens.Inc()
 	if !first {
@@ -33,8 +48,15 @@ func (s *Sim) token(r *request, first bool, itl time.Duration) {
 // stepDone updates the gauges and the per-iteration series, and hands the
 // step to the profiler when one is recording.
 func (s *Sim) stepDone(st *stepRecord) {
-	m := s.metrics
 	s.busy.add(spanOf(st.start, st.end, st.work, st.cost))
+	if s.prof != nil {
+		s.prof.record(s.wall(st.start), st)
+	}
+	if s.sgl != nil {
+		s.sgl.stepDone(s.eng, st)
+		return
+	}
+	m := s.metrics
 	m.iterTokens.Observe(float64(st.work.prefillTokens + st.work.decodeSeqs))
 	m.running.Set(float64(st.running))
 	m.waiting.Set(float64(st.waiting))
@@ -44,18 +66,39 @@ func (s *Sim) stepDone(st *stepRecord) {
 	read, written := bytesOf(st.work)
 	m.readBytes.Add(read)
 	m.written.Add(written)
-	if s.prof != nil {
-		s.prof.record(s.wall(st.start), st)
-	}
 }
 
-// preempted counts a preemption.
-func (s *Sim) preempted(*request) { s.metrics.preemptions.Inc() }
+// preempted counts a preemption (SGLang: a retraction).
+func (s *Sim) preempted(r *request) {
+	if s.sgl != nil {
+		s.sgl.preempted(r)
+		return
+	}
+	s.metrics.preemptions.Inc()
+}
 
 // finished records a request's end everywhere it shows: the outcome
 // counter, the lifecycle histograms, its span, the finished log, the
 // closed-loop client's next request and the HTTP caller waiting for it.
 func (s *Sim) finished(r *request) {
+	if s.sgl != nil {
+		s.sgl.finished(r, s.eng.now)
+	} else {
+		s.observeFinished(r)
+	}
+	f := s.record(r)
+	if s.prof != nil {
+		s.prof.recordRequest(f)
+	}
+	s.history.add(f)
+	s.load.clientDone(r, s.eng.now)
+	if r.wait != nil {
+		close(r.wait)
+	}
+}
+
+// observeFinished records a finished request in vLLM's series.
+func (s *Sim) observeFinished(r *request) {
 	m := s.metrics
 	m.success.WithLabelValues(r.reason).Inc()
 	queue, prefill, decode, inference, _, e2e := r.timings()
@@ -77,16 +120,6 @@ func (s *Sim) finished(r *request) {
 	m.maxGenHist.Observe(float64(r.maxTokens))
 	m.maxTokensHist.Observe(float64(r.maxTokens))
 	m.nHist.Observe(float64(max(r.params.n, 1)))
-
-	f := s.record(r)
-	if s.prof != nil {
-		s.prof.recordRequest(f)
-	}
-	s.history.add(f)
-	s.load.clientDone(r, s.eng.now)
-	if r.wait != nil {
-		close(r.wait)
-	}
 }
 
 // record builds the request's FinishedRequest and emits its span.
@@ -108,6 +141,11 @@ func (s *Sim) record(r *request) FinishedRequest {
 		Preemptions:  r.preemptions,
 		Outcome:      r.reason,
 	}
-	f.TraceID, f.SpanID = s.spans.emit(r, f, s.opts.Model)
+	switch {
+	case s.sgl == nil:
+		f.TraceID, f.SpanID = s.spans.emit(r, f, s.opts.Model)
+	case s.opts.sglangTraces():
+		f.TraceID, f.SpanID = s.spans.emitSGLang(r, f, s.opts.Model, s.sgl.pid)
+	}
 	return f
 }

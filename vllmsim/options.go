@@ -59,8 +59,17 @@ type Options struct {
 	// Seed makes runs deterministic: the same seed, options and Advance
 	// calls give the same requests, timings and trace ids.
 	Seed uint64
-	// Engine is the engine's shape; zero fields take DefaultEngine's.
-	Engine EngineConfig
+	// Engine is the serving engine whose observable surface the sim shows:
+	// EngineVLLM (default) or EngineSGLang. The engine model and the
+	// scenarios are the same for both; /metrics, the spans and /version
+	// follow the engine named here.
+	Engine string
+	// SGLangEra is the SGLang metric generation exposed with EngineSGLang
+	// (SGLangEras; default SGLangEra2026). The eras before 2026 export no
+	// spans: SGLang had no tracing then.
+	SGLangEra string
+	// EngineConfig is the engine's shape; zero fields take DefaultEngine's.
+	EngineConfig EngineConfig
 	// LegacyMetrics exposes the pre-2026 metric generation
 	// (gpu_cache_usage_perc, gpu_prefix_cache_*, time_per_output_token_seconds).
 	LegacyMetrics bool
@@ -68,6 +77,8 @@ type Options struct {
 	Version string
 
 	// ServiceName is the OTel service.name of the spans; default "vllm-server".
+	// With EngineSGLang it is always "sglang", which SGLang hard-codes
+	// (SGLANG.md §6).
 	ServiceName string
 	// ResourceAttributes are extra OTel resource attributes of the spans, as an
 	// operator sets OTEL_RESOURCE_ATTRIBUTES on a vLLM pod (for example
@@ -145,15 +156,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Load < 0 && o.Load != NoLoad {
 		return o, fmt.Errorf("load %v: want a rate >= 0 or NoLoad", o.Load)
 	}
-	o.Engine = o.Engine.withDefaults()
-	if o.Version == "" {
-		o.Version = "0.15.1"
-		if o.LegacyMetrics {
-			o.Version = "0.10.2"
-		}
-	}
-	if o.ServiceName == "" {
-		o.ServiceName = "vllm-server"
+	o.EngineConfig = o.EngineConfig.withDefaults()
+	if err := o.engineDefaults(); err != nil {
+		return o, err
 	}
 	switch o.OTLPProtocol {
 	case "":
@@ -198,7 +203,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return o, o.Engine.validate()
+	return o, o.EngineConfig.validate()
 }
 
 func (e EngineConfig) withDefaults() EngineConfig {

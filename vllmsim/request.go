@@ -39,6 +39,17 @@ type request struct {
 
 	// wait, when set, is closed once the request finishes (HTTP callers).
 	wait chan struct{}
+
+	// SGLang's view (sglangobserve.go): whether the client streams (the
+	// load generator's clients do; the HTTP API takes stream=false only),
+	// the output chunks that reached the tokenizer, and when the last
+	// prefill chunk ended.
+	stream       bool
+	chunks       int
+	chunkAt      time.Duration
+	chunkTokens  int
+	firstChunkAt time.Duration
+	prefillAt    time.Duration
 }
 
 // requestParams are the sampling parameters a client set, reported as span
@@ -63,7 +74,9 @@ func (r *request) done() bool { return r.reason != "" }
 // FinishedRequest is one finished request as GET /admin/requests reports
 // it; durations are in seconds, like vLLM's histograms.
 type FinishedRequest struct {
-	ID           string    `json:"id"`
+	ID string `json:"id"`
+	// TraceID and SpanID are the request's span (SGLang: its root span);
+	// empty for an SGLang era that predates tracing.
 	TraceID      string    `json:"trace_id"`
 	SpanID       string    `json:"span_id"`
 	Arrival      time.Time `json:"arrival"`

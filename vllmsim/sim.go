@@ -3,7 +3,9 @@
 // vLLM's real surface, and the symptoms they show come out of a small model
 // of the engine (scheduler, KV block pool, chunked prefill, preemption,
 // client timeouts) driven by a clock — real time with Run, virtual time with
-// Advance. Scenarios inject the causes the triage verdicts name.
+// Advance. Scenarios inject the causes the triage verdicts name. With
+// Options.Engine set to EngineSGLang the same engine shows SGLang's surface
+// instead (sglang.go): its /metrics in one of three eras and its spans.
 package vllmsim
 
 import (
@@ -16,12 +18,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Sim is one simulated vLLM server. Its methods are safe for concurrent use.
 type Sim struct {
 	opts    Options
 	metrics *metrics
+	sgl     *sglangMetrics // SGLang's surface instead of vLLM's (Options.Engine)
 	spans   *spanEmitter
 	prof    *profiler
 	handler http.Handler
@@ -55,7 +60,7 @@ func New(opts Options) (*Sim, error) {
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	s := &Sim{
 		opts:         o,
-		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.Engine),
+		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.EngineConfig),
 		loadOverride: o.Load,
 		concOverride: o.Concurrency,
 		history:      newFinishedLog(o.MaxFinished),
@@ -68,7 +73,7 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vllmsim: traces: %w", err)
 	}
-	s.eng = newEngine(o.Engine, s)
+	s.eng = newEngine(o.EngineConfig, s)
 	s.eng.gpuSlowdown = s.gpuSlowdownAt
 	s.dcgm = newDCGMState(o)
 	if err := s.SetGPUFaults(o.GPUFaults); err != nil {
@@ -81,8 +86,17 @@ func New(opts Options) (*Sim, error) {
 	if o.ShiftAfter > 0 {
 		first = ScenarioHealthy
 	}
+	if o.Engine == EngineSGLang {
+		s.sgl = newSGLangMetrics(o)
+	}
 	if err := s.SetScenario(first); err != nil {
 		return nil, err
+	}
+	if s.sgl != nil {
+		s.sgl.log(s.eng, 0) // a fresh server shows its scheduler gauges (SGLANG.md §1)
+		if !o.sglangTraces() && (o.OTLPEndpoint != "" || o.SpanExporter != nil) {
+			o.Logger.Info("This SGLang era predates tracing: no spans are exported.", zap.String("sglang_era", o.SGLangEra))
+		}
 	}
 	if o.ShiftAfter > 0 {
 		if err := s.Shift(o.Scenario, o.ShiftAfter); err != nil {
@@ -181,6 +195,9 @@ func (s *Sim) advanceTo(target time.Duration) {
 	}
 	s.eng.now = target
 	s.clock.Store(int64(target))
+	if s.sgl != nil {
+		s.sgl.idle(s.eng, target)
+	}
 }
 
 // Now is the simulated clock as wall time: Options.Start plus the time run.
@@ -242,15 +259,19 @@ func (s *Sim) Requests() []FinishedRequest {
 
 // State is the engine's instantaneous state, as its gauges show it.
 type State struct {
-	Time        time.Time `json:"time"`
-	Scenario    string    `json:"scenario"`
-	Running     int       `json:"running"`
-	Waiting     int       `json:"waiting"`
-	KVUsage     float64   `json:"kv_usage"`
-	MaxNumSeqs  int       `json:"max_num_seqs"`
-	NumBlocks   int       `json:"num_gpu_blocks"`
-	Load        LoadSpec  `json:"load"`
-	Description string    `json:"description"`
+	Time time.Time `json:"time"`
+	// Engine is the serving engine the sim presents (EngineVLLM or
+	// EngineSGLang), SGLangEra its SGLang metric generation.
+	Engine      string   `json:"engine"`
+	SGLangEra   string   `json:"sglang_era,omitempty"`
+	Scenario    string   `json:"scenario"`
+	Running     int      `json:"running"`
+	Waiting     int      `json:"waiting"`
+	KVUsage     float64  `json:"kv_usage"`
+	MaxNumSeqs  int      `json:"max_num_seqs"`
+	NumBlocks   int      `json:"num_gpu_blocks"`
+	Load        LoadSpec `json:"load"`
+	Description string   `json:"description"`
 	// Since is when the scenario (and shape) took effect: the start, or the
 	// last switch or shift.
 	Since time.Time `json:"since"`
@@ -267,7 +288,8 @@ func (s *Sim) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return State{
-		Time: s.wall(s.eng.now), Scenario: s.scenario.Name, Description: s.scenario.Description,
+		Time: s.wall(s.eng.now), Engine: s.opts.Engine, SGLangEra: s.opts.SGLangEra,
+		Scenario: s.scenario.Name, Description: s.scenario.Description,
 		Running: len(s.eng.running), Waiting: len(s.eng.waiting), KVUsage: s.eng.kvUsage(),
 		MaxNumSeqs: s.eng.cfg.MaxNumSeqs, NumBlocks: s.eng.cfg.NumGPUBlocks, Load: s.effectiveLoad(),
 		Since: s.wall(s.since), Previous: s.previous, Shape: cloneShape(s.shape), Pending: s.pendingReport(),

@@ -46,7 +46,9 @@ type spanEmitter struct {
 
 func newSpanEmitter(o Options, rng *rand.Rand) (*spanEmitter, error) {
 	exp := o.SpanExporter
-	if exp == nil && o.OTLPEndpoint != "" {
+	if !o.sglangTraces() {
+		exp = nil // an SGLang era before tracing: nothing is exported
+	} else if exp == nil && o.OTLPEndpoint != "" {
 		var err error
 		if exp, err = otlpExporter(o.OTLPEndpoint, o.OTLPProtocol); err != nil {
 			return nil, err

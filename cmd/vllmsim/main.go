@@ -1,6 +1,7 @@
 // Command vllmsim serves a simulated vLLM server: vLLM's /metrics,
 // llm_request spans over OTLP, profiler endpoints and OpenAI routes, with
-// symptoms produced by an engine model under an injected scenario. See
+// symptoms produced by an engine model under an injected scenario; with
+// --engine=sglang, SGLang's /metrics and spans instead. See
 // vllmsim/README.md.
 package main
 
@@ -53,8 +54,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Uint64Var(&o.Seed, "seed", 1, "random seed: the same seed gives the same run")
 	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OTLP traces endpoint (host:port or URL); empty: no export")
 	fs.StringVar(&o.OTLPProtocol, "otlp-protocol", envOr("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"), "grpc or http/protobuf")
-	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans")
+	fs.StringVar(&o.ServiceName, "service-name", envOr("OTEL_SERVICE_NAME", "vllm-server"), "service.name of the spans (ignored with --engine sglang, which hard-codes sglang as SGLang does)")
 	o.ResourceAttributes = resourceAttributes(os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
+	fs.StringVar(&o.Engine, "engine", vllmsim.EngineVLLM, "serving engine whose surface the sim shows (/metrics, spans, /version): vllm or sglang; the engine model and scenarios are the same")
+	fs.StringVar(&o.SGLangEra, "sglang-era", "", "SGLang metric generation with --engine=sglang: "+strings.Join(vllmsim.SGLangEras(), ", ")+" (default 2026; the older eras export no spans)")
 	fs.BoolVar(&o.LegacyMetrics, "legacy-metrics", false, "expose the pre-2026 metric names (gpu_cache_usage_perc, time_per_output_token_seconds, gpu_prefix_cache_*)")
 	fs.StringVar(&o.Version, "vllm-version", "", "version /version reports (default by metric generation)")
 	fs.StringVar(&o.ProfilerDir, "profiler-dir", "", "arm the profiler, writing traces into this directory (unset: /start_profile answers 404)")
@@ -65,10 +68,10 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&o.ProfilerFaults.StopHang, "profiler-stop-hang", 0, "fault: /stop_profile blocks this much longer before flushing")
 	fs.StringVar(&o.ProfilerFaults.StartWhileFlushing, "profiler-start-while-flushing", "wait", "a start during a flush: wait (takes effect after it) or ignore (fault: dropped)")
 	fs.DurationVar(&o.ProfilerFaults.LateFiles, "profiler-late-files", 0, "fault: trace files are written this long after /stop_profile returns")
-	fs.IntVar(&o.Engine.MaxNumSeqs, "max-num-seqs", 0, "running slots (0: the default, 32; scenarios may override)")
-	fs.IntVar(&o.Engine.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "tokens per step (0: the default, 512)")
-	fs.IntVar(&o.Engine.MaxModelLen, "max-model-len", 0, "longest sequence (0: the default, 8192)")
-	fs.IntVar(&o.Engine.NumGPUBlocks, "num-gpu-blocks", 0, "KV pool size in 16-token blocks (0: the default, 8192)")
+	fs.IntVar(&o.EngineConfig.MaxNumSeqs, "max-num-seqs", 0, "running slots (0: the default, 32; scenarios may override)")
+	fs.IntVar(&o.EngineConfig.MaxNumBatchedTokens, "max-num-batched-tokens", 0, "tokens per step (0: the default, 512)")
+	fs.IntVar(&o.EngineConfig.MaxModelLen, "max-model-len", 0, "longest sequence (0: the default, 8192)")
+	fs.IntVar(&o.EngineConfig.NumGPUBlocks, "num-gpu-blocks", 0, "KV pool size in 16-token blocks (0: the default, 8192)")
 	fs.DurationVar(&o.StepInterval, "step-interval", 10*time.Millisecond, "how often the engine advances in real time")
 	c.fleet.register(fs, o)
 	if err := fs.Parse(args); err != nil {

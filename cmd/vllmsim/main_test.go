@@ -96,6 +96,10 @@ func TestFlagErrors(t *testing.T) {
 		{"--profiler-start-while-flushing", "sometimes"},
 		{"--profiler-layers", "-1"},
 		{"--profiler-late-files", "-1s"},
+		{"--engine", "tgi"},
+		{"--sglang-era", "0.4"}, // without --engine sglang
+		{"--engine", "sglang", "--sglang-era", "2027"},
+		{"--engine", "sglang", "--legacy-metrics"},
 		{"--no-such-flag"},
 		{"stray"},
 	} {
@@ -115,4 +119,33 @@ func TestProfilerFaultFlags(t *testing.T) {
 	if c.opts.ProfilerLayers != 4 || f.StopHang != 3*time.Second || f.StartWhileFlushing != "ignore" || f.LateFiles != 2*time.Second {
 		t.Errorf("layers %d, faults %+v", c.opts.ProfilerLayers, f)
 	}
+}
+
+// TestServeSGLang: --engine sglang serves SGLang's /metrics on the API's
+// port, single and as a fleet (every instance), in the era asked for.
+func TestServeSGLang(t *testing.T) {
+	addrs, stop := startRun(t, "--web.listen-address", "127.0.0.1:0", "--load", "-1", "--model", "m", "--engine", "sglang")
+	base := "http://" + addrs.VLLM[0]
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hello","max_tokens":20}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m := httpGet(t, base+"/metrics")
+	if !strings.Contains(m, `sglang:num_requests_total{engine_type="unified",is_streaming="false",model_name="m"} 1.0`+"\n") || strings.Contains(m, "vllm:") {
+		t.Errorf("--engine sglang: the request is not in SGLang's series, or vLLM's are there:\n%.1500s", m)
+	}
+	if v := httpGet(t, base+"/version"); !strings.Contains(v, `"0.5.23"`) {
+		t.Errorf("/version %s: want the 2026 era's SGLang version", v)
+	}
+	stop()
+
+	addrs, stop = startRun(t, "--fleet-listen", "127.0.0.1:0,127.0.0.1:0", "--load", "-1", "--model", "m",
+		"--engine", "sglang", "--sglang-era", "0.4")
+	for _, a := range addrs.VLLM {
+		if m := httpGet(t, "http://"+a+"/metrics"); !strings.Contains(m, `sglang:num_queue_reqs{model_name="m"} 0.0`+"\n") {
+			t.Errorf("fleet instance %s: not the 0.4 era's SGLang gauges:\n%.800s", a, m)
+		}
+	}
+	stop()
 }
