@@ -87,7 +87,7 @@ func Label(era string) string {
 	case EraV036:
 		return "SGLang v0.3.6–v0.4"
 	case Era2025:
-		return "SGLang 2025 (engine_type label)"
+		return "SGLang 2025"
 	case EraLate2025:
 		return "SGLang late 2025"
 	case Era2026:
