@@ -22,7 +22,7 @@ type Layer struct {
 var Layers = []Layer{
 	{"leaves: the shared words and self-contained libraries", []string{
 		"vocab", "links", "agent", "torchtrace", "torchtrace/internal/gen", "vllmsim",
-		"playbooks/vllm", "internal/bytesize", "internal/clip", "internal/dirwatch",
+		"playbooks/vllm", "playbooks/sglang", "internal/bytesize", "internal/clip", "internal/dirwatch",
 		"internal/yamlerr", "config/internal/refgen",
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
