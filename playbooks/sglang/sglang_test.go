@@ -68,7 +68,8 @@ func TestShippedSGLangPlaybooks(t *testing.T) {
 
 // TestSGLangQueriesParse plans every SGLang playbook for a complete alert and
 // parses every PromQL query its steps render (snapshot, peers, charts), so a
-// query that Prometheus would reject fails here, before any server runs it.
+// query that Prometheus would reject fails here, before any server runs it;
+// and its traces step looks for SGLang's spans.
 func TestSGLangQueriesParse(t *testing.T) {
 	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
@@ -94,6 +95,9 @@ func TestSGLangQueriesParse(t *testing.T) {
 			}
 			var cfg any
 			json.Unmarshal(b, &cfg)
+			if m, _ := cfg.(map[string]any); st.Kind == "traces" && m["engine"] != "sglang" {
+				t.Errorf("%s/%s: traces of engine %v, want sglang (SGLang's Req spans, service sglang)", pb.Name, st.ID, m["engine"])
+			}
 			for _, q := range queries(cfg) {
 				n++
 				q = strings.ReplaceAll(q, "$peers", `model_name="m"`) // the peers step's selector
