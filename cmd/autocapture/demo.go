@@ -23,12 +23,13 @@ import (
 )
 
 func init() {
-	register("demo", command{summary: "one command: a simulated vLLM, the daemon, a real alert, the thread as it fills in", run: runDemo})
+	register("demo", command{summary: "one command: a simulated vLLM (or SGLang), the daemon, a real alert, the thread as it fills in", run: runDemo})
 }
 
 // demoFlags are what `autocapture demo` is told.
 type demoFlags struct {
 	scenario   string
+	engine     string
 	dir        string
 	prometheus string
 	simListen  string
@@ -40,12 +41,16 @@ type demoFlags struct {
 // demoModel is the model the simulated server serves (label model_name).
 const demoModel = "meta-llama/Llama-3.1-8B-Instruct"
 
+// demoEngineName is how the intro names each engine.
+var demoEngineName = map[string]string{vllmsim.EngineVLLM: "vLLM", vllmsim.EngineSGLang: "SGLang"}
+
 // runDemo runs one alert through the daemon against an in-process vLLM
 // simulator and prints the thread; see README.md, "Try it".
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "[--scenario S] [--storage.path D] [--prometheus.url U] [--keep]", stdout, stderr)
+	fs := newFlags("demo", "[--engine E] [--scenario S] [--storage.path D] [--prometheus.url U] [--keep]", stdout, stderr)
 	var f demoFlags
 	fs.StringVar(&f.scenario, "scenario", vllmsim.ScenarioUnexplained, "the simulated cause: "+strings.Join(demoScenarios(), ", "))
+	fs.StringVar(&f.engine, "engine", vllmsim.EngineVLLM, "the simulated server: vllm, or sglang (its /metrics, spans and profiler; the shipped SGLang rules and playbooks)")
 	fs.StringVar(&f.dir, "storage.path", "", "folder for the run store, artifacts, profiler files and logs (default: a new temporary folder)")
 	fs.StringVar(&f.prometheus, "prometheus.url", "", "Prometheus URL that scrapes the simulator, for the full tier 1 (default: none; triage from the instance's /metrics)")
 	fs.StringVar(&f.simListen, "vllm.listen-address", "", "loopback address of the simulated vLLM, for a Prometheus to scrape (default: a free port; the agent takes port 9101 of the same host)")
@@ -61,7 +66,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	if _, ok := demoRules[f.scenario]; !ok {
+	if _, ok := demoRules[f.engine]; !ok {
+		fmt.Fprintf(stderr, "demo: --engine %q: want vllm or sglang\n", f.engine)
+		return 2
+	}
+	if _, ok := demoRules[f.engine][f.scenario]; !ok {
 		fmt.Fprintf(stderr, "demo: --scenario %q: want one of %s (healthy trips no alert)\n", f.scenario, strings.Join(demoScenarios(), ", "))
 		return 2
 	}
@@ -139,7 +148,7 @@ func startDemo(ctx context.Context, f demoFlags, stdout io.Writer) (_ *demoSetup
 		return nil, err
 	}
 	token := randomToken()
-	if s.sim, err = startDemoSim(ctx, f.scenario, f.simListen, filepath.Join(dir, "profiler"), token, s.log); err != nil {
+	if s.sim, err = startDemoSim(ctx, f.engine, f.scenario, f.simListen, filepath.Join(dir, "profiler"), token, s.log); err != nil {
 		return nil, err
 	}
 	undo = append(undo, s.sim.stop)
@@ -164,7 +173,7 @@ func startDemo(ctx context.Context, f demoFlags, stdout io.Writer) (_ *demoSetup
 // printIntro says what runs where before anything happens.
 func (s *demoSetup) printIntro(stdout io.Writer, f demoFlags) {
 	fmt.Fprintf(stdout, "autocapture demo: scenario %s (%s)\n", f.scenario, s.sim.description)
-	fmt.Fprintf(stdout, "  vLLM (simulated): http://%s   profile agent: %s   profiler files: %s\n", s.sim.addr, s.sim.agentURL, s.sim.profDir)
+	fmt.Fprintf(stdout, "  %s (simulated): http://%s   profile agent: %s   profiler files: %s\n", demoEngineName[f.engine], s.sim.addr, s.sim.agentURL, s.sim.profDir)
 	fmt.Fprintf(stdout, "  daemon: %s   folder: %s   log: %s\n", s.url, s.dir, s.logFile)
 	if f.prometheus == "" {
 		fmt.Fprintln(stdout, "  no Prometheus: tier 1 from the instance's own /metrics (pass --prometheus.url URL for the full tier 1)")

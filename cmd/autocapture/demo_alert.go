@@ -16,17 +16,19 @@ import (
 	"github.com/autocapture/autocapture/vllmsim"
 )
 
-// demoRule is the shipped alert rule (deploy/prometheus/vllm-alerts.yml) a
-// simulated cause trips, with the rule's summary annotation.
+// demoRule is the shipped alert rule (deploy/prometheus/vllm-alerts.yml or
+// sglang-alerts.yml) a simulated cause trips, with the rule's summary annotation.
 type demoRule struct {
 	alertname string
 	summary   string // fmt: instance, model
 }
 
-// demoRules maps each vllmsim scenario that pages to the rule it trips; the
-// summaries are the rules' annotations with the labels filled in. healthy
-// trips none: the demo refuses it.
-var demoRules = map[string]demoRule{
+// demoRules maps each engine's vllmsim scenarios that page to the rule they
+// trip; the summaries are the rules' annotations with the labels filled in.
+// healthy trips none: the demo refuses it.
+var demoRules = map[string]map[string]demoRule{vllmsim.EngineVLLM: demoRulesVLLM, vllmsim.EngineSGLang: demoRulesSGLang}
+
+var demoRulesVLLM = map[string]demoRule{
 	vllmsim.ScenarioOverload:     {"VLLMQueueDeep", "more than 10 requests waiting on %s (%s)"},
 	vllmsim.ScenarioKVPressure:   {"VLLMKVCachePressure", "KV cache above 95%% on %s (%s)"},
 	vllmsim.ScenarioPrefillBound: {"VLLMHighTTFT", "p99 time to first token above 2s on %s (%s)"},
@@ -35,10 +37,19 @@ var demoRules = map[string]demoRule{
 	vllmsim.ScenarioUnexplained:  {"VLLMHighITL", "p99 inter-token latency above 200ms on %s (%s)"},
 }
 
-// demoScenarios are the scenarios the demo runs, sorted.
+var demoRulesSGLang = map[string]demoRule{
+	vllmsim.ScenarioOverload:     {"SGLangQueueDeep", "more than 10 requests waiting on %s (%s, SGLang)"},
+	vllmsim.ScenarioKVPressure:   {"SGLangKVCachePressure", "KV token pool above 95%% on %s (%s, SGLang)"},
+	vllmsim.ScenarioPrefillBound: {"SGLangHighTTFT", "p99 time to first token above 2s on %s (%s, SGLang)"},
+	vllmsim.ScenarioDecodeBound:  {"SGLangHighITL", "p99 inter-token latency above 200ms on %s (%s, SGLang)"},
+	vllmsim.ScenarioClientAborts: {"SGLangHighAbortRatio", "more than 5%% of requests aborted on %s (%s, SGLang)"},
+	vllmsim.ScenarioUnexplained:  {"SGLangHighITL", "p99 inter-token latency above 200ms on %s (%s, SGLang)"},
+}
+
+// demoScenarios are the scenarios the demo runs, sorted (the same for both engines).
 func demoScenarios() []string {
-	out := make([]string, 0, len(demoRules))
-	for s := range demoRules {
+	out := make([]string, 0, len(demoRulesVLLM))
+	for s := range demoRulesVLLM {
 		out = append(out, s)
 	}
 	sort.Strings(out)
@@ -57,9 +68,10 @@ type amWebhook struct {
 // demoWebhook is the Alertmanager v4 webhook body Alertmanager would send
 // for the rule firing on instance since startsAt: one group of one alert,
 // grouped by alertname and instance.
-func demoWebhook(rule demoRule, instance, model string, startsAt time.Time) ([]byte, error) {
+// job is the scrape job's name (the engine's).
+func demoWebhook(rule demoRule, instance, model, job string, startsAt time.Time) ([]byte, error) {
 	labels := template.KV{"alertname": rule.alertname, "instance": instance, "model_name": model,
-		"severity": "page", "job": "vllm"}
+		"severity": "page", "job": job}
 	ann := template.KV{"summary": fmt.Sprintf(rule.summary, instance, model)}
 	groupLabels := template.KV{"alertname": rule.alertname, "instance": instance}
 	msg := amWebhook{

@@ -25,12 +25,13 @@ func (s *demoSetup) fire(ctx context.Context, f demoFlags, stdout io.Writer) err
 		return ctx.Err()
 	case <-time.After(f.warmup):
 	}
-	body, err := demoWebhook(demoRules[f.scenario], s.sim.addr, demoModel, s.sim.started)
+	rule := demoRules[f.engine][f.scenario]
+	body, err := demoWebhook(rule, s.sim.addr, demoModel, f.engine, s.sim.started)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nFiring %s for instance %s (an Alertmanager v4 webhook) after %s of traffic.\n\n",
-		demoRules[f.scenario].alertname, s.sim.addr, f.warmup)
+		rule.alertname, s.sim.addr, f.warmup)
 	fired := time.Now()
 	if err := postWebhook(ctx, s.url, body); err != nil {
 		return err

@@ -43,10 +43,10 @@ type demoSim struct {
 	servers  []*http.Server
 }
 
-// startDemoSim starts the simulator on scenario and its agent (token) until
+// startDemoSim starts the simulator of engine on scenario and its agent (token) until
 // stop or ctx ends. listen is the simulator's address; "" picks a free port
 // on the loopback host whose port 9101 is free.
-func startDemoSim(ctx context.Context, scenario, listen, profDir, token string, log *zap.Logger) (*demoSim, error) {
+func startDemoSim(ctx context.Context, engine, scenario, listen, profDir, token string, log *zap.Logger) (*demoSim, error) {
 	if err := os.MkdirAll(profDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func startDemoSim(ctx context.Context, scenario, listen, profDir, token string, 
 		return nil, err
 	}
 	now := time.Now()
-	sim, err := vllmsim.New(vllmsim.Options{Scenario: scenario, Model: demoModel, Seed: 1, ProfilerDir: profDir,
+	sim, err := vllmsim.New(vllmsim.Options{Engine: engine, Scenario: scenario, Model: demoModel, Seed: 1, ProfilerDir: profDir,
 		Start: now.Add(-demoHistory), Logger: log.Named("vllmsim")})
 	if err != nil {
 		agentLn.Close()

@@ -79,48 +79,67 @@ func runDemoBinary(t *testing.T, args ...string) demoResult {
 // it names holds the run's artifacts (the profile's trace files for
 // unexplained, which alone goes to tier 3).
 func TestDemoScenarios(t *testing.T) {
-	for _, sc := range demoScenarios() {
-		t.Run(sc, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			r := runDemoBinary(t, "--scenario", sc, "--storage.path", dir, "--warmup", "3s", "--timeout", "45s")
-			if r.code != 0 || r.verdict != sc {
-				t.Fatalf("exit %d, verdict %q, want 0 and %s\nstdout:\n%s\nstderr:\n%s", r.code, r.verdict, sc, r.stdout, r.stderr)
-			}
-			if !strings.Contains(r.stdout, "not configured: no Prometheus (set prometheus.url); tier 1 from the instance's own /metrics") ||
-				regexp.MustCompile(`step snapshot \(prometheus, tier 1\) failed`).MatchString(r.stdout) {
-				t.Errorf("the thread does not say plainly that no Prometheus runs:\n%s", r.stdout)
-			}
-			// One order: parent, step replies as they finish, then the
-			// outcome once (the verdict's parent edits printed it first,
-			// before the replies, and again at the end).
-			ends := regexp.MustCompile(`(?m)^── run \S+ (succeeded|partial|failed)`).FindAllStringIndex(r.stdout, -1)
-			lastStep := strings.LastIndex(r.stdout, " · step ")
-			if len(ends) != 1 || lastStep < 0 || lastStep > ends[0][0] {
-				t.Errorf("want every step reply, then one outcome block; %d outcome blocks, the last step reply at %d:\n%s", len(ends), lastStep, r.stdout)
-			}
-			if strings.Contains(r.stdout, "(bad-config)") {
-				t.Errorf("the partial run's reason still lists the Prometheus steps as failures:\n%s", r.stdout)
-			}
-			files := checkDemoArtifacts(t, r, dir)
-			traces := 0
-			for _, f := range files {
-				if strings.HasSuffix(f, ".pt.trace.json.gz") {
-					traces++
-				}
-			}
-			if sc == vllmsim.ScenarioUnexplained {
-				checkReadmeDemo(t, r.stdout) // the README shows this run
-				if traces == 0 || !contains(files, "/profile/profile-report.json") {
-					t.Errorf("unexplained: no trace files or profile report among the artifacts: %v", files)
-				}
-				if !strings.Contains(r.stdout, "GEMM") {
-					t.Errorf("unexplained: the profile's report does not name the GEMM regression:\n%s", r.stdout)
-				}
-			} else if traces != 0 {
-				t.Errorf("%s: a profile was taken though triage explained the alert: %v", sc, files)
-			}
-		})
+	for _, engine := range []string{vllmsim.EngineVLLM, vllmsim.EngineSGLang} {
+		for _, sc := range demoScenarios() {
+			t.Run(engine+"/"+sc, func(t *testing.T) {
+				t.Parallel()
+				checkDemoScenario(t, engine, sc)
+			})
+		}
+	}
+}
+
+// checkDemoScenario runs the demo of one engine's simulated cause; see
+// TestDemoScenarios. The SGLang demo runs the shipped SGLang rules'
+// alert and playbooks, and its thread names the dialect it read.
+func checkDemoScenario(t *testing.T, engine, sc string) {
+	dir := t.TempDir()
+	r := runDemoBinary(t, "--engine", engine, "--scenario", sc, "--storage.path", dir, "--warmup", "3s", "--timeout", "45s")
+	if r.code != 0 || r.verdict != sc {
+		t.Fatalf("exit %d, verdict %q, want 0 and %s\nstdout:\n%s\nstderr:\n%s", r.code, r.verdict, sc, r.stdout, r.stderr)
+	}
+	rule := demoRules[engine][sc]
+	if !strings.Contains(r.stdout, "Firing "+rule.alertname+" ") || !strings.Contains(r.stdout, `job="`+engine+`"`) {
+		t.Errorf("%s: the demo did not fire %s for a %s job:\n%s", engine, rule.alertname, engine, r.stdout)
+	}
+	if engine == vllmsim.EngineSGLang && !strings.Contains(r.stdout, "(SGLang 2026)") {
+		t.Errorf("sglang: the scrape's reply does not name the dialect it read:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "not configured: no Prometheus (set prometheus.url); tier 1 from the instance's own /metrics") ||
+		regexp.MustCompile(`step snapshot \(prometheus, tier 1\) failed`).MatchString(r.stdout) {
+		t.Errorf("the thread does not say plainly that no Prometheus runs:\n%s", r.stdout)
+	}
+	// One order: parent, step replies as they finish, then the
+	// outcome once (the verdict's parent edits printed it first,
+	// before the replies, and again at the end).
+	ends := regexp.MustCompile(`(?m)^── run \S+ (succeeded|partial|failed)`).FindAllStringIndex(r.stdout, -1)
+	lastStep := strings.LastIndex(r.stdout, " · step ")
+	if len(ends) != 1 || lastStep < 0 || lastStep > ends[0][0] {
+		t.Errorf("want every step reply, then one outcome block; %d outcome blocks, the last step reply at %d:\n%s", len(ends), lastStep, r.stdout)
+	}
+	if strings.Contains(r.stdout, "(bad-config)") {
+		t.Errorf("the partial run's reason still lists the Prometheus steps as failures:\n%s", r.stdout)
+	}
+	files := checkDemoArtifacts(t, r, dir)
+	traces := 0
+	for _, f := range files {
+		// vLLM's <name>.pt.trace.json.gz, SGLang's <id>-TP-<n>.trace.json.gz
+		if strings.HasSuffix(f, ".trace.json.gz") {
+			traces++
+		}
+	}
+	if sc == vllmsim.ScenarioUnexplained {
+		if engine == vllmsim.EngineVLLM {
+			checkReadmeDemo(t, r.stdout) // the README shows this run
+		}
+		if traces == 0 || !contains(files, "/profile/profile-report.json") {
+			t.Errorf("unexplained: no trace files or profile report among the artifacts: %v", files)
+		}
+		if !strings.Contains(r.stdout, "GEMM") {
+			t.Errorf("unexplained: the profile's report does not name the GEMM regression:\n%s", r.stdout)
+		}
+	} else if traces != 0 {
+		t.Errorf("%s: a profile was taken though triage explained the alert: %v", sc, files)
 	}
 }
 
