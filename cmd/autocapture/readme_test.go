@@ -10,11 +10,11 @@ import (
 )
 
 // The README shows what `autocapture demo` prints, between these markers.
-// TestDemoScenarios/unexplained holds that sample to the real run it just
+// TestDemoScenarios/vllm/unexplained holds that sample to the real run it just
 // made (readmeSample below); -update-readme rewrites it from that run.
 const (
 	readmeFile        = "../../README.md"
-	readmeDemoBegin   = "<!-- demo output: written by go test ./cmd/autocapture -run TestDemoScenarios/unexplained -update-readme -->"
+	readmeDemoBegin   = "<!-- demo output: written by go test ./cmd/autocapture -run TestDemoScenarios/vllm/unexplained -update-readme -->"
 	readmeDemoEnd     = "<!-- end of demo output -->"
 	readmeSampleWidth = 110
 )
