@@ -12,14 +12,9 @@ import (
 // onto the canonical signals as SGLANG.md §4 (team notes) lays out, so triage
 // judges an SGLang server by the same rules as a vLLM one.
 
-// EngineOf says which engine's dialect an exposition speaks, by its families'
-// prefix: vocab.EngineSGLang when it has sglang: families and no vllm: ones.
-func EngineOf(e vllmexpo.Exposition) string {
-	if len(e.FamilyNames([]string{sglangexpo.Prefix + "*"})) > 0 && len(e.FamilyNames([]string{"vllm:*"})) == 0 {
-		return vocab.EngineSGLang
-	}
-	return vocab.EngineVLLM
-}
+// EngineOf says which engine's dialect an exposition speaks (vllmexpo's
+// Exposition.Engine: by its families' prefix).
+func EngineOf(e vllmexpo.Exposition) string { return e.Engine() }
 
 // totalPriority keeps the all-priorities series of a 2026 scheduler gauge
 // (priority="" is the total with --enable-priority-scheduling, §2); older
