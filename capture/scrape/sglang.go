@@ -258,5 +258,16 @@ func (d Delta) sglangExtras(era string) map[string]float64 {
 			}
 		}
 	}
+	// The other request stages (PD bootstrap, KV transfer, decode waiting…):
+	// mean seconds per request over the gap (§3).
+	for _, stage := range d.Cur.LabelValues(sglangexpo.StageLatency, "stage") {
+		if stage == sglangexpo.StagePrefill {
+			continue // prefill_time_mean
+		}
+		h, ok := d.HistWhere(sglangexpo.StageLatency, func(ls map[string]string) bool { return ls["stage"] == stage })
+		if m, okM := h.Mean(); ok && okM {
+			out["stage_"+stage+"_mean_s"] = m
+		}
+	}
 	return out
 }
