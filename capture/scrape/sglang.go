@@ -141,20 +141,28 @@ func (d Delta) sglangSignals() vocab.Signals {
 		s[vocab.SigRequestRate] = finished / d.Gap.Seconds()
 	}
 	setIf(s, vocab.SigPrefixHitRatio, d.sglangPrefixHits)
-	if d.Prev != nil && d.Gap > 0 {
-		now, okNow := sglangCount(d.Cur, sglangexpo.Queue)
-		before, okBefore := sglangCount(*d.Prev, sglangexpo.Queue)
-		if okNow && okBefore {
-			s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
-		}
-		if h, ok := d.HistWhere(sglangexpo.TTFT, nil); ok { // every first token, streamed or not
-			s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
-		}
-		if h, ok := d.HistWhere(sglangexpo.QueueTime, nil); ok {
-			s[vocab.SigQueueTimeN] = h.Count
-		}
-	}
+	d.sglangQueueNow(s)
 	return s
+}
+
+// sglangQueueNow is queueNow in SGLang's dialect: the queue's growth, the
+// first tokens per second (every one, streamed or not) and the requests the
+// queue-time histogram covers. Only with two scrapes.
+func (d Delta) sglangQueueNow(s vocab.Signals) {
+	if d.Prev == nil || d.Gap <= 0 {
+		return
+	}
+	now, okNow := sglangCount(d.Cur, sglangexpo.Queue)
+	before, okBefore := sglangCount(*d.Prev, sglangexpo.Queue)
+	if okNow && okBefore {
+		s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
+	}
+	if h, ok := d.HistWhere(sglangexpo.TTFT, nil); ok {
+		s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
+	}
+	if h, ok := d.HistWhere(sglangexpo.QueueTime, nil); ok {
+		s[vocab.SigQueueTimeN] = h.Count
+	}
 }
 
 // sglangPromptTokensNow is prompt tokens prefilled (computed and cached,
@@ -210,6 +218,23 @@ func (d Delta) sglangPrefixHits() (float64, bool) {
 		return cached / prompt, true
 	}
 	return 0, false
+}
+
+// sglangFindings records what SGLang's era cannot tell (not_exposed, judged
+// on the lifetime figures with one scrape), what it tells beyond the signals
+// (engine_extras) and how its figures differ from vLLM's (engine_notes).
+func (d Delta) sglangFindings(res *vocab.Result, era string) {
+	all := res.Signals
+	if life, ok := res.Findings["lifetime_signals"].(vocab.Signals); ok {
+		all = life
+	}
+	if gaps := sglangNotExposed(era, d.Cur, all); len(gaps) > 0 {
+		res.Findings[vocab.FindingNotExposed] = gaps
+	}
+	if x := d.sglangExtras(era); len(x) > 0 {
+		res.Findings[vocab.FindingEngineExtras] = x
+	}
+	res.Findings[vocab.FindingEngineNotes] = sglangexpo.Notes(era)
 }
 
 // sglangNotExposed maps each canonical signal the scrape has no value for,
