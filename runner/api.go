@@ -16,7 +16,7 @@ import (
 )
 
 // Get returns a run with its steps, verdict history and feedback, or runs.ErrNotFound.
-func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) {
+func (s *lifecycle) Get(ctx context.Context, id string) (*runs.Run, error) {
 	// One read snapshot: the row's verdict (the latest) and the history,
 	// steps and uploads beside it are of one moment (read apart, a
 	// preliminary verdict committed between two reads showed in the history
@@ -61,7 +61,7 @@ type reader interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
-func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
+func (s *lifecycle) getRow(ctx context.Context, q querier, id string) (*runRow, error) {
 	raw, err := s.tables.Runs.Get(ctx, q, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", runs.ErrNotFound, id)
@@ -77,7 +77,7 @@ func (s *Service) getRow(ctx context.Context, q querier, id string) (*runRow, er
 }
 
 // loadSteps returns a run's step records in the order they finished.
-func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executor.StepRecord, error) {
+func (s *lifecycle) loadSteps(ctx context.Context, q reader, id string) ([]executor.StepRecord, error) {
 	records, err := s.tables.Steps.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: steps of run %s: %w", id, err)
@@ -95,7 +95,7 @@ func (s *Service) loadSteps(ctx context.Context, q reader, id string) ([]executo
 
 // List returns runs newest first, filtered by alertname and status, a page at a
 // time (runs.Page.Next is the cursor of the next page). Steps are left out.
-func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
+func (s *lifecycle) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
 	f, limit, err := listFilter(q)
 	if err != nil {
 		return runs.Page{}, err
@@ -161,7 +161,7 @@ func decodeCursor(c string) (int64, string, error) {
 // Cancel asks for a run to stop. A queued run ends cancelled at once; a running
 // one is cancelled by the process holding it (a flag on the row its heartbeat
 // reads, so it works across processes). runs.ErrFinished for a run that has ended.
-func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
+func (s *lifecycle) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	asked, err := s.tables.Runs.RequestCancel(ctx, s.db, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)

@@ -17,7 +17,7 @@ const enqueueChunk = 100
 // in between leaves neither. The reaper finds a run's job by that id, the
 // primary key of river_job (see abandoned). A duplicate insert (the same run
 // and generation, already enqueued) answers the existing job, whose id it is.
-func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, jobs []runArgs) error {
+func (s *lifecycle) enqueue(ctx context.Context, tx *sql.Tx, jobs []runArgs) error {
 	if len(jobs) == 0 {
 		return nil
 	}

@@ -26,7 +26,7 @@ const (
 // run and runs.ErrBadFeedback for a verdict that is not one of
 // vocab.Verdicts or an empty user id. An answer that changes nothing (the
 // same click again) is not counted twice.
-func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
+func (s *lifecycle) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
 	if !slices.Contains(vocab.Verdicts, verdict) {
 		return fmt.Errorf("%w: verdict %q is not one of vocab.Verdicts", runs.ErrBadFeedback, clip.String(verdict, 80))
 	}
@@ -58,7 +58,7 @@ func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct b
 }
 
 // loadFeedback returns a run's feedback, oldest answer first.
-func (s *Service) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
+func (s *lifecycle) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
 	rows, err := s.tables.Feedback.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)

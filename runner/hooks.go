@@ -13,7 +13,7 @@ import (
 )
 
 // hooks connect executor.Run to the store and the thread for one run.
-func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
+func (s *lifecycle) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 	keys := map[string]string{} // plan/step → step cooldown key
 	for _, p := range plans {
 		for _, st := range p.Steps {
@@ -49,7 +49,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 // it differs from the preliminary one, the reply saying so): a kill -9 leaves
 // the step and its reply, or neither — never a stored step whose reply is
 // never sent.
-func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
+func (s *lifecycle) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	b, err := json.Marshal(rec)

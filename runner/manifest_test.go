@@ -105,7 +105,7 @@ func TestManifestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, recs, fp := goldenRun(t, st)
-	s := &Service{o: Options{Planner: fp}, log: zap.NewNop()}
+	s := &lifecycle{planner: fp, log: zap.NewNop()}
 	m, err := artifacts.BuildManifest(context.Background(), s.manifestInput(r, recs), st)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 		p, a, acc, row := finishedUnwritten(t, db, st, "fp-m2")
 		ctx := context.Background()
 		a.abandon() // kill -9 right after the commit
-		if r, _ := a.o.Env.Store.Stat(ctx, storage.ManifestKey(row.CreatedAt, row.Alertname, row.ID)); r.Key != "" {
+		if r, _ := st.Stat(ctx, storage.ManifestKey(row.CreatedAt, row.Alertname, row.ID)); r.Key != "" {
 			t.Fatal("a manifest was written before any worker ran")
 		}
 		b := newService(t, db, p, true, withStore(st))

@@ -33,7 +33,7 @@ type metrics struct {
 	changed  *prometheus.CounterVec
 }
 
-func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(s *lifecycle, reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_runs_finished_total",
 			Help: "Runs this process finished, by final status."}, []string{"status"}),
@@ -106,7 +106,7 @@ var (
 )
 
 // storeCollector reads the run gauges from the database at scrape time.
-type storeCollector struct{ s *Service }
+type storeCollector struct{ s *lifecycle }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRuns
@@ -150,7 +150,7 @@ type Backlog struct {
 // OutboxBacklog counts the undelivered thread operations by sink: every
 // configured sink (zero when it has none) and any other that still has rows
 // (a notifier since removed from the config).
-func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
+func (s *lifecycle) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
 	out := make(map[string]Backlog, len(s.out.Sinks()))
 	for _, sink := range s.out.Sinks() {
 		out[sink] = Backlog{}
@@ -173,7 +173,7 @@ type QueueStats struct {
 }
 
 // QueueStats counts runs by status and measures the oldest queued run's wait.
-func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) {
+func (s *lifecycle) QueueStats(ctx context.Context) (QueueStats, error) {
 	st := QueueStats{ByStatus: map[string]int{}}
 	byStatus, err := s.tables.Runs.CountByStatus(ctx, s.db)
 	if err != nil {

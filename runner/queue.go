@@ -39,10 +39,10 @@ func (runArgs) InsertOpts() river.InsertOpts {
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// runWorker hands River's jobs to the Service.
+// runWorker hands River's jobs to the run lifecycle.
 type runWorker struct {
 	river.WorkerDefaults[runArgs]
-	s *Service
+	s *lifecycle
 }
 
 // Timeout disables River's per-job timeout: a run is bounded by its plans'
@@ -55,8 +55,9 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	return w.s.work(ctx, job.Args)
 }
 
-// newRiver builds the client with settings for runs that last minutes.
-func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.Tx], error) {
+// newRiver builds the client over every part's workers (runs, deliveries,
+// manifests, retention, uploads), with settings for runs that last minutes.
+func newRiver(drv riverdriver.Driver[*sql.Tx], s *lifecycle) (*river.Client[*sql.Tx], error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &runWorker{s: s}); err != nil {
 		return nil, fmt.Errorf("runner: river worker: %w", err)
@@ -109,8 +110,8 @@ func (s *Service) newRiver(drv riverdriver.Driver[*sql.Tx]) (*river.Client[*sql.
 // PR #1187; River's Test_Client_Start/CanRestartAfterFailure).
 //
 // The client works under ctx without its cancel: Stop ends it, not a signal.
-func (s *Service) startRiver(ctx context.Context) error {
-	return s.startup.do(ctx, "river start", func(context.Context) error {
+func (s *lifecycle) startRiver(ctx context.Context) error {
+	return s.retry(ctx, "river start", func(context.Context) error {
 		if err := s.client.Start(context.WithoutCancel(ctx)); err != nil {
 			return fmt.Errorf("runner: start river: %w", err)
 		}

@@ -23,7 +23,7 @@ import (
 //     between), or it ended without claiming (discarded after store failures).
 //     Runs waiting behind runs.max_concurrent (job available) or a playbook's
 //     max_concurrent (job scheduled, or fetched moments ago) keep their job.
-func (s *Service) reaper() {
+func (s *lifecycle) reaper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -46,7 +46,7 @@ func (s *Service) reaper() {
 // reaper's, a tick that resumed a dead replica's runs (a transaction each,
 // seconds on a loaded database) held back the threads that replica was
 // delivering, and their runs' ends reached the thread seconds late.
-func (s *Service) outboxSweeper() {
+func (s *lifecycle) outboxSweeper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -78,7 +78,7 @@ const (
 )
 
 // reapOnce resumes the abandoned runs and returns how many.
-func (s *Service) reapOnce(ctx context.Context) (int, error) {
+func (s *lifecycle) reapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for _, k := range []reapKind{reapExpired, reapStranded} {
 		cands, err := s.reapCandidates(ctx, k)
@@ -105,7 +105,7 @@ type reapCand = database.Abandoned
 
 // reapCandidates lists up to 100 runs abandoned in kind k (an index read on
 // every reaper tick of every replica: see database.Runs.ReapQuery).
-func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
+func (s *lifecycle) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
 	cands, err := s.tables.Runs.Abandoned(ctx, s.db, k, s.cfg.LeaseTimeout, StatusQueued)
 	if err != nil {
 		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
@@ -117,7 +117,7 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 // still abandoned in kind k and held by the owner scanned (both re-checked in
 // the update). Its thread reply, recorded in the same commit, carries that
 // owner, so it can say which replica gave the run up and which one took it.
-func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
+func (s *lifecycle) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
 	id, gen := c.ID, c.Generation
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

@@ -248,7 +248,7 @@ func TestRetentionRunsOnTheLeader(t *testing.T) {
 	st, _ := storage.NewLocal(t.TempDir())
 	f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 	f.s.Close() // the fixture's Service has ticked already, before anything was old
-	s := newService(t, db, f.s.o.Planner, true, withStore(st),
+	s := newService(t, db, f.s.planner, true, withStore(st),
 		withRetention(config.Retention{Runs: config.Age(month), Artifacts: config.RetainArtifactsDelete, Interval: time.Hour}))
 	deadline := time.Now().Add(60 * time.Second) // a hang guard, not a timing assertion
 	for {

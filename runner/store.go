@@ -35,6 +35,6 @@ const (
 )
 
 // dbNow reads the database's clock (Unix ms) through q.
-func (s *Service) dbNow(ctx context.Context, q querier) (int64, error) {
+func (s *lifecycle) dbNow(ctx context.Context, q querier) (int64, error) {
 	return s.dialect.Now(ctx, q)
 }
