@@ -2,6 +2,14 @@
 // durable River queue (SQLite by default, PostgreSQL for several replicas),
 // executed with deadlines, leased with a heartbeat on the run row, resumed after
 // a crash from the last persisted step, cancelled through a flag on the row.
+//
+// It is the composition root of the run service: Open opens the store and
+// builds one package per job — the run lifecycle (runner/lifecycle), the
+// thread outbox (runner/outbox), grouping and cooldowns (runner/grouping), the
+// artifacts (runner/artifacts), the profiling control plane
+// (runner/profiling) — with River's client over their workers, and connects
+// their seams; the Service holds them, starts and stops them, and hands out
+// what the daemon needs of them.
 package runner
 
 import (
@@ -14,7 +22,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"go.uber.org/zap"
@@ -26,17 +33,15 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/grouping"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/profiling"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // Planner turns an alert into plans (playbook matching) and rebuilds a stored
-// plan for a resumed run, whatever the playbook set looks like now.
-type Planner interface {
-	Plan(alert template.Alert, w vocab.Window) ([]*playbooks.Plan, error)
-	Rebuild(p playbooks.StoredPlan, alert template.Alert, w vocab.Window) (*playbooks.Plan, error)
-}
+// plan for a resumed run (the run lifecycle's, lifecycle.Planner).
+type Planner = lifecycle.Planner
 
 // The playbook sets the daemon plans with: a loaded set, and the reloader
 // that swaps sets on an edit.
@@ -94,24 +99,25 @@ type Options struct {
 }
 
 // Service accepts alerts into runs and executes them: the composition root
-// of the run service. It holds the parts Open built and wired, and hands out
-// what the daemon needs of them; the runs themselves (accept, execute, lease,
-// reap, the API's reads) are the lifecycle's (lifecycle.go), whose API
-// methods it answers.
+// of the run service. It holds the parts Open built and connected, starts and
+// stops them, and answers the run lifecycle's API (api.go).
 type Service struct {
-	*lifecycle
+	life *lifecycle.Runs // accept, execute, lease, reap; the API's reads
+	// client is River's over every part's workers; the lifecycle starts and
+	// stops it with the runs.
+	client *river.Client[*sql.Tx]
 	// db and beat are the store's pools (the heartbeat's apart, see
 	// database.OpenBeat), opened by Open and closed by Close; tests wrap both
 	// (see store).
 	db, beat store
-	// prof is tier 3's control plane (Profiling); art keeps the artifacts
-	// (Signer).
-	prof *profiling.Plane
-	art  *artifacts.Keeper
+	out      *outbox.Outbox    // the runs' thread operations and their delivery
+	grp      *grouping.Grouper // shared threads, routing, cooldowns, playbook slots
+	art      *artifacts.Keeper // byte cap, manifests, late uploads, retention, links
+	prof     *profiling.Plane  // tier 3's leases, budget, kill switches, sweeper
 }
 
-// Open migrates the store, builds the parts and the River client and wires
-// them together; Start begins work.
+// Open migrates the store, builds the parts and River's client and connects
+// them; Start begins work.
 func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Planner == nil {
 		return nil, fmt.Errorf("runner: no planner")
@@ -139,65 +145,84 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		return nil, err
 	}
 	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	var sdb, sbeat store = db, beat
+	s := &Service{db: db, beat: beat}
 	if o.wrapStores != nil {
-		sdb, sbeat = o.wrapStores(sdb, sbeat)
+		s.db, s.beat = o.wrapStores(s.db, s.beat)
 	}
-	l := &lifecycle{cfg: o.Config, planner: o.Planner, clock: o.Now, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d),
-		retry: st.do, log: log, id: fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]),
-		active: map[string]*handle{}}
-	l.bg, l.stopBG = context.WithCancel(context.Background())
-	client := func() *river.Client[*sql.Tx] { return l.client }
-	l.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: l.tables,
-		Store: func() outbox.Store { return sdb }, Beat: func() outbox.Store { return sbeat },
-		Client: client, Content: threadSource{l},
-		LeaseTimeout: l.cfg.LeaseTimeout, HeartbeatInterval: l.cfg.HeartbeatInterval,
-		RenewTimeout: l.renewTimeout, BeatReady: l.beatReady, Log: log})
-	l.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return sdb }, Tables: l.tables,
+	owner := fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])
+	tables := database.NewTables(d)
+	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
+		Dialect: d, Owner: owner, Retry: st.do, Log: log, Registerer: o.Registerer})
+	seams := s.life.Seams()
+	client := func() *river.Client[*sql.Tx] { return s.client }
+	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: tables,
+		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
+		Client: client, Content: seams.Thread,
+		LeaseTimeout: o.Config.LeaseTimeout, HeartbeatInterval: o.Config.HeartbeatInterval,
+		RenewTimeout: s.life.RenewTimeout, BeatReady: s.life.BeatReady, Log: log})
+	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
 		Client: client, Env: o.Env, Spool: o.Spool,
-		Replica: o.Config.Replica, Owner: l.id, MaxArtifactBytes: l.cfg.MaxArtifactBytes, Retention: o.Retention,
+		Replica: o.Config.Replica, Owner: owner, MaxArtifactBytes: o.Config.MaxArtifactBytes, Retention: o.Retention,
 		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
-		Runs: keeperRuns{l}, Log: log})
-	if err := l.art.OpenSigner(ctx, st.do); err != nil {
+		Runs: seams.Keeper, Log: log})
+	if err := s.art.OpenSigner(ctx, st.do); err != nil {
 		return nil, closeBoth(err)
 	}
-	if l.client, err = newRiver(drv, l); err != nil {
+	if s.client, err = newRiver(drv, o.Config, owner, log, s.life, s.out, s.art); err != nil {
 		return nil, closeBoth(err)
 	}
 	var targets *http.Client
 	if o.Env != nil {
 		targets = o.Env.Targets
 	}
-	if l.prof, err = profiling.New(profiling.Deps{DB: sdb, Beat: sbeat, Tables: l.tables, Dialect: d, Owner: l.id,
-		Log: log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: planeRuns{l}}); err != nil {
+	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: tables, Dialect: d, Owner: owner,
+		Log: log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: seams.Plane}); err != nil {
 		return nil, closeBoth(err)
 	}
-	if l.grp, err = grouping.New(grouping.Deps{DB: sdb, Tables: l.tables, Outbox: l.out, Runs: groupRuns{l},
-		Planner: o.Planner, Lookback: l.cfg.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: l.id,
+	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: tables, Outbox: s.out, Runs: seams.Grouper,
+		Planner: o.Planner, Lookback: o.Config.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: owner,
 		Log: log, Registerer: o.Registerer}); err != nil {
 		return nil, closeBoth(err)
 	}
-	if l.m, err = newMetrics(l, o.Registerer); err != nil {
+	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
+		Loops: []lifecycle.Loop{s.prof, s.art}}); err != nil {
 		return nil, closeBoth(err)
 	}
-	l.art.HookSpool()
-	return &Service{lifecycle: l, db: sdb, beat: sbeat, prof: l.prof, art: l.art}, nil
+	if err := register(o.Registerer, append(s.art.Collectors(), s.out.Collectors()...)...); err != nil {
+		return nil, closeBoth(err)
+	}
+	s.art.HookSpool()
+	return s, nil
 }
 
-// Start starts River's workers and this process's background work. Stop ends
-// them; cancelling ctx does not (a signal context must not cut running steps
-// short).
-func (s *Service) Start(ctx context.Context) error { return s.lifecycle.start(ctx) }
+// register registers cs with reg (none when nil).
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("runner: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Start starts River's workers, the run lifecycle's background work and the
+// parts'. Stop ends them; cancelling ctx does not (a signal context must not
+// cut running steps short).
+func (s *Service) Start(ctx context.Context) error { return s.life.Start(ctx) }
 
 // Stop stops taking work, lets running steps end within runs.shutdown_grace,
 // then interrupts the rest and releases their leases: they resume after a
 // restart (or at once on another replica) and say they were resumed.
-func (s *Service) Stop(ctx context.Context) error { return s.lifecycle.stop(ctx) }
+func (s *Service) Stop(ctx context.Context) error { return s.life.Stop(ctx) }
 
 // Close stops the Service if Stop was not called (waiting up to
 // runs.shutdown_grace for running steps) and releases the database.
 func (s *Service) Close() error {
-	s.lifecycle.close()
+	s.life.Close()
+	s.prof.Close() // waits for the sweeper's stops in flight
 	return errors.Join(s.db.Close(), s.beat.Close())
 }
 

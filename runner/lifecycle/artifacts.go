@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // keeperRuns answers what the artifacts' Keeper needs of the run lifecycle
 // (artifacts.Runs).
-type keeperRuns struct{ s *lifecycle }
+type keeperRuns struct{ s *Runs }
 
 // UploadsDone records the thread's reply that the run's spooled artifacts
 // are all uploaded and, when the run is finished, asks for its manifest to
@@ -75,7 +75,7 @@ func (r keeperRuns) ManifestOf(ctx context.Context, runID string) (artifacts.Man
 
 // manifestInput is what the manifest says of r with its step records recs:
 // its plans rebuilt from their stored source (for the rendered configs).
-func (s *lifecycle) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.ManifestInput {
+func (s *Runs) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.ManifestInput {
 	in := artifacts.ManifestInput{Alertname: r.Alertname, Verdict: r.Verdict, Records: recs,
 		Run: artifacts.ManifestRun{ID: r.ID, Key: r.Key, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
@@ -92,7 +92,7 @@ func (s *lifecycle) manifestInput(r *runRow, recs []executor.StepRecord) artifac
 
 // rebuiltSteps are the plan's steps with their rendered configs, rebuilt from
 // the stored source the run ran; none when it cannot be rebuilt.
-func (s *lifecycle) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
+func (s *Runs) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
 	w := vocab.Window{}
 	if r.window != nil {
 		w = *r.window
@@ -109,7 +109,7 @@ func (s *lifecycle) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks
 // RunArtifact says whether key is one of run runID's artifacts: recorded by
 // one of its steps, or its manifest. An unknown run is runs.ErrNotFound; the
 // artifact route answers 404 for either, so no other key can be probed.
-func (s *lifecycle) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
+func (s *Runs) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
 	r, err := s.getRow(ctx, s.db, runID)
 	if err != nil {
 		return false, err

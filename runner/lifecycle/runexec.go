@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const waitSnooze = 2 * time.Second
 
 // execute runs a claimed run to its end, or releases it when interrupted.
 // It returns an error only for River: a snooze, or a store failure.
-func (s *lifecycle) execute(ctx context.Context, h *handle) error {
+func (s *Runs) execute(ctx context.Context, h *handle) error {
 	r, err := s.getRow(ctx, s.db, h.id)
 	var corrupt corruptError
 	if errors.As(err, &corrupt) {
@@ -124,7 +124,7 @@ func isStoreErr(err error) bool { var se storeError; return errors.As(err, &se) 
 // run may have taken the slot while it was queued) and marks it as holding
 // them, in one transaction under the playbooks' locks (grouping's
 // TakeSlots). grouping.ErrWait: no slot.
-func (s *lifecycle) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
+func (s *Runs) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return storeError{fmt.Errorf("runner: take slots: %w", err)}
@@ -145,7 +145,7 @@ func (s *lifecycle) takeSlots(ctx context.Context, r *runRow, plans []*playbooks
 // plansFor returns the run's plans: built by the Planner at first execution
 // (cooldown and max_concurrent checked, identity and window persisted), rebuilt
 // from what was stored on resume. skip is set when no plan is left to run.
-func (s *lifecycle) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
+func (s *Runs) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
 	if r.plans != nil && r.window != nil {
 		for _, sp := range r.plans {
 			p, err := s.planner.Rebuild(sp, r.alert, *r.window)
@@ -193,7 +193,7 @@ func (s *lifecycle) plansFor(ctx context.Context, r *runRow) (plans []*playbooks
 // reply: the thread says each of them here, before this one, as the
 // parent's count does ("resumed after an interruption — 1st resume"); the
 // ones recorded already are no-op repeats.
-func (s *lifecycle) recordResumed(ctx context.Context, r *runRow) error {
+func (s *Runs) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
 	}
@@ -219,7 +219,7 @@ func (s *lifecycle) recordResumed(ctx context.Context, r *runRow) error {
 }
 
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
-func (s *lifecycle) failCorrupt(ctx context.Context, h *handle, err error) error {
+func (s *Runs) failCorrupt(ctx context.Context, h *handle, err error) error {
 	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
 	uerr := s.tables.Runs.FailOwned(context.WithoutCancel(ctx), s.db, h.id, s.id, StatusFailed, "cannot read the run: "+err.Error())
 	if uerr != nil {
