@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
@@ -129,26 +130,44 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	o.Config = o.Config.Filled()
-	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
-	if err != nil {
-		return nil, err
-	}
 	log := o.Log.Named("runner")
-	st := newStartup(d, o.DatabaseWait, log)
-	if err := prepareStore(ctx, st, db, d, drv); err != nil {
-		db.Close()
-		return nil, err
-	}
-	beat, err := database.OpenBeat(o.DatabaseURL, o.SQLitePath)
+	db, beat, d, drv, st, err := openStore(ctx, o, log)
 	if err != nil {
-		db.Close()
 		return nil, err
 	}
-	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
 	s := &Service{db: db, beat: beat}
 	if o.wrapStores != nil {
 		s.db, s.beat = o.wrapStores(s.db, s.beat)
 	}
+	if err := s.compose(ctx, o, d, drv, st, log); err != nil {
+		db.Close()
+		beat.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStore opens the store's pools (the heartbeat's apart), migrated, and
+// starts the start's budget of retries while PostgreSQL is away.
+func openStore(ctx context.Context, o Options, log *zap.Logger) (db *sql.DB, beat database.Pool, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, err error) {
+	if db, d, drv, err = database.Open(o.DatabaseURL, o.SQLitePath); err != nil {
+		return nil, nil, d, nil, nil, err
+	}
+	st = newStartup(d, o.DatabaseWait, log)
+	if err := prepareStore(ctx, st, db, d, drv); err != nil {
+		db.Close()
+		return nil, nil, d, nil, nil, err
+	}
+	if beat, err = database.OpenBeat(o.DatabaseURL, o.SQLitePath); err != nil {
+		db.Close()
+		return nil, nil, d, nil, nil, err
+	}
+	return db, beat, d, drv, st, nil
+}
+
+// compose builds the parts on s's pools, River's client over their workers,
+// and connects them.
+func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, log *zap.Logger) error {
 	owner := fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])
 	tables := database.NewTables(d)
 	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
@@ -166,10 +185,11 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
 		Runs: seams.Keeper, Log: log})
 	if err := s.art.OpenSigner(ctx, st.do); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
+	var err error
 	if s.client, err = newRiver(drv, o.Config, owner, log, s.life, s.out, s.art); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
 	var targets *http.Client
 	if o.Env != nil {
@@ -177,22 +197,22 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 	}
 	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: tables, Dialect: d, Owner: owner,
 		Log: log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: seams.Plane}); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
 	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: tables, Outbox: s.out, Runs: seams.Grouper,
 		Planner: o.Planner, Lookback: o.Config.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: owner,
 		Log: log, Registerer: o.Registerer}); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
 	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
 		Loops: []lifecycle.Loop{s.prof, s.art}}); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
 	if err := register(o.Registerer, append(s.art.Collectors(), s.out.Collectors()...)...); err != nil {
-		return nil, closeBoth(err)
+		return err
 	}
 	s.art.HookSpool()
-	return s, nil
+	return nil
 }
 
 // register registers cs with reg (none when nil).
