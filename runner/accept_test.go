@@ -324,7 +324,7 @@ func TestAcceptAfterALostResolution(t *testing.T) {
 		first := acceptOne(t, s, firing("lost", t0))
 		// The run finished at 10:05; no resolution ever arrives.
 		if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET status = $1, finished_at = $2 WHERE id = $3`,
-			StatusSucceeded, toMS(t0.Add(5*time.Minute)), first.RunID); err != nil {
+			StatusSucceeded, t0.Add(5*time.Minute).UnixMilli(), first.RunID); err != nil {
 			t.Fatal(err)
 		}
 		for name, startsAt := range map[string]time.Time{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -41,17 +42,17 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		if _, err := s2.db.ExecContext(ctx, `UPDATE autocapture_runs SET lease_until = 0 WHERE id = $1`, a); err != nil {
 			t.Fatal(err) // a's lease expired now rather than in lease_timeout
 		}
-		if n, err := s2.reapOnce(ctx); err != nil || n != 1 {
+		if n, err := s2.life.ReapOnce(ctx); err != nil || n != 1 {
 			t.Fatalf("reaper took %d runs (%v), want a", n, err)
 		}
 		b := acceptOne(t, s2, firing("b", time.Now().UTC())).RunID
 		bDone := make(chan error, 1)
-		go func() { bDone <- s2.work(ctx, runArgs{RunID: b}) }()
+		go func() { bDone <- s2.life.Work(ctx, lifecycle.RunJob{RunID: b}) }()
 		if got := fakestep.WaitFor(t, started, "run b to start"); got != b+"/hold" {
 			t.Fatalf("%s started, want b's step", got)
 		}
 		aDone := make(chan error, 1)
-		go func() { aDone <- s2.work(ctx, runArgs{RunID: a, Generation: 1}) }()
+		go func() { aDone <- s2.life.Work(ctx, lifecycle.RunJob{RunID: a, Generation: 1}) }()
 		var snooze *rivertype.JobSnoozeError
 		select {
 		case got := <-started:
@@ -64,15 +65,18 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("work on resumed run a did not return")
 		}
-		r, err := s2.getRow(ctx, s2.db, a)
-		if err != nil || r.owner.Valid || r.Status != StatusQueued || r.Attempts != 1 {
-			t.Fatalf("waiting run a: owner %v status %s attempts %d (%v); want unowned, queued, the wait not counted", r.owner, r.Status, r.Attempts, err)
+		r, err := s2.Get(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner := leaseOf(t, s2, a).owner; owner.Valid || r.Status != StatusQueued || r.Attempts != 1 {
+			t.Fatalf("waiting run a: owner %v status %s attempts %d; want unowned, queued, the wait not counted", owner, r.Status, r.Attempts)
 		}
 		close(release)
 		if err := <-bDone; err != nil {
 			t.Fatalf("run b: %v", err)
 		}
-		if err := s2.work(ctx, runArgs{RunID: a, Generation: 1}); err != nil {
+		if err := s2.life.Work(ctx, lifecycle.RunJob{RunID: a, Generation: 1}); err != nil {
 			t.Fatalf("run a after b: %v", err)
 		}
 		if r, _ := s2.Get(ctx, a); r.Status != StatusSucceeded || c.Count(a+"/hold") != 2 {

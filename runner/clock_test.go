@@ -42,11 +42,11 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				other := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), false, skewed(tc.other), shortLease)
 				id := acceptOne(t, owner, firing("fp-"+tc.name, time.Now().UTC())).RunID
 				fakestep.WaitFor(t, started, "step b to start on the owner")
-				if n, err := other.reapOnce(ctx); err != nil || n != 0 {
+				if n, err := other.life.ReapOnce(ctx); err != nil || n != 0 {
 					t.Fatalf("the other replica's reaper took %d runs (%v) while the owner heartbeats; want none", n, err)
 				}
-				if r, _ := owner.getRow(ctx, owner.db, id); r.owner.String != owner.id || r.Resumed != 0 {
-					t.Fatalf("live run held by %q, resumed %d; want the owner's, never resumed", r.owner.String, r.Resumed)
+				if r, _ := owner.Get(ctx, id); leaseOf(t, owner, id).owner.String != owner.life.Owner() || r.Resumed != 0 {
+					t.Fatalf("live run held by %q, resumed %d; want the owner's, never resumed", leaseOf(t, owner, id).owner.String, r.Resumed)
 				}
 				owner.abandon()
 				crashed := time.Now()
@@ -76,7 +76,7 @@ func TestStrandedRunsUseTheDatabaseClock(t *testing.T) {
 		id := acceptOne(t, ahead, firing("fp", time.Now().UTC())).RunID
 		setJob(t, other, id, "state = 'discarded', attempt = 5, finalized_at = "+dbTime(other, 0))
 		time.Sleep(fastRuns().LeaseTimeout + 200*time.Millisecond)
-		if n, err := other.reapOnce(context.Background()); err != nil || n != 1 {
+		if n, err := other.life.ReapOnce(context.Background()); err != nil || n != 1 {
 			t.Fatalf("reaper took %d runs (%v), want the stranded one", n, err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -57,12 +58,21 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		})
 
 		// The skip recorded again (a resumed run plans again): one reply still.
-		r, err := s.getRow(context.Background(), s.db, second)
-		if err != nil {
+		// The run is worked again by hand, on a Service that has stopped
+		// taking work (no reaper races the hand).
+		ctx := context.Background()
+		if err := s.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.storePlans(context.Background(), r, p.plans(r.alert), vocab.Window{}); err != nil {
+		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = NULL, owner = NULL
+			WHERE id = $2`, StatusQueued, second); err != nil {
 			t.Fatal(err)
+		}
+		if err := s.life.Work(ctx, lifecycle.RunJob{RunID: second}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Get(ctx, second); err != nil || r.Status != StatusSkipped {
+			t.Fatalf("replayed run: %v (%v), want skipped again", r, err)
 		}
 		// What the thread will show is what the outbox holds: one operation
 		// per playbook, in the first run's thread, none for the replay.

@@ -70,7 +70,7 @@ func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
 		fakestep.WaitFor(t, hang.hung, "the first step's reply to hang")
 		waitRun(t, first, id, "finished", isFinished)
 		newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
-		cfg := first.cfg
+		cfg := first.life.Config()
 		time.Sleep(3 * cfg.LeaseTimeout) // the live replica's sweeper runs all along
 		if held, ended := hang.counts(); held != 1 || ended != 0 {
 			t.Fatalf("the hanging reply was sent %d times, %d of them cut short, while its deliverer was alive: want one call, "+

@@ -23,7 +23,7 @@ func TestFeedbackRecordedAndOverwritten(t *testing.T) {
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		alice, bob := runs.User{ID: "U0ALICE", Name: "alice"}, runs.User{ID: "U0BOB"}
 		count := func(correct string) float64 {
-			return testutil.ToFloat64(s.m.feedback.WithLabelValues(vocab.VerdictKVPressure, correct))
+			return testutil.ToFloat64(s.life.Metrics().Feedback.WithLabelValues(vocab.VerdictKVPressure, correct))
 		}
 		feedback := func(u runs.User, correct bool) {
 			t.Helper()

@@ -48,20 +48,20 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 		if pool.Stats().InUse != len(conns) {
 			t.Fatalf("took %d of the pool's connections, %d in use", len(conns), pool.Stats().InUse)
 		}
-		hold := 3 * s.cfg.LeaseTimeout
+		hold := 3 * s.life.Config().LeaseTimeout
 		time.Sleep(hold)
 
 		// Read through a taken connection: the lease is still this
 		// process's and runs beyond now on the database's clock.
 		var owner string
 		var left int64
-		err := conns[0].QueryRowContext(ctx, s.dialect.SQL(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
+		err := conns[0].QueryRowContext(ctx, dialectOf(s).SQL(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
 			Scan(&owner, &left)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if owner != s.id || left <= 0 {
-			t.Errorf("after %v with the pool taken: run owner %q, lease %d ms ahead; want %q, ahead", hold, owner, left, s.id)
+		if owner != s.life.Owner() || left <= 0 {
+			t.Errorf("after %v with the pool taken: run owner %q, lease %d ms ahead; want %q, ahead", hold, owner, left, s.life.Owner())
 		}
 		freePool()
 		close(release)
@@ -96,11 +96,11 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `SELECT id FROM autocapture_runs WHERE id = $1 FOR UPDATE`, locked); err != nil {
 		t.Fatal(err)
 	}
-	hold := 2 * s.cfg.LeaseTimeout
+	hold := 2 * s.life.Config().LeaseTimeout
 	time.Sleep(hold)
 	var left int64
-	if err := rawDB(s).QueryRowContext(ctx, s.dialect.SQL(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
-		free, s.id).Scan(&left); err != nil || left <= 0 {
+	if err := rawDB(s).QueryRowContext(ctx, dialectOf(s).SQL(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
+		free, s.life.Owner()).Scan(&left); err != nil || left <= 0 {
 		t.Errorf("after %v with run %s locked: run %s lease %d ms ahead (%v); want still this process's, ahead", hold, locked, free, left, err)
 	}
 	tx.Rollback()
@@ -135,13 +135,13 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 	s, c, release, ids := heldRuns(t, dbRef{URL: viaProxy(t, dsn, p)}, []string{"fp"}, lease)
 	id := ids[0]
 	slow := 2 * time.Second
-	if margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval; s.renewTimeout() >= slow || slow >= margin-time.Second {
-		t.Fatalf("connects of %v must outlast a renewal's %v and leave the watchdog's %v a second", slow, s.renewTimeout(), margin)
+	if margin := s.life.Config().LeaseTimeout - s.life.Config().HeartbeatInterval; s.life.RenewTimeout() >= slow || slow >= margin-time.Second {
+		t.Fatalf("connects of %v must outlast a renewal's %v and leave the watchdog's %v a second", slow, s.life.RenewTimeout(), margin)
 	}
 	p.SlowConnects(slow)
 	cut := p.Cut()
 	before := p.Accepted()
-	hold := 3 * s.cfg.LeaseTimeout
+	hold := 3 * s.life.Config().LeaseTimeout
 	time.Sleep(hold)
 	close(release)
 	r := waitRun(t, s, id, "finished", isFinished)

@@ -21,7 +21,7 @@ func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 		ctx := context.Background()
 		// a's worker fetched the manifest job a minute ago and died writing.
 		fetched := `datetime('now', 'subsec', '-60 seconds')`
-		if a.dialect == dialectPostgres {
+		if dialectOf(a) == dialectPostgres {
 			fetched = `statement_timestamp() - interval '60 seconds'`
 		}
 		res, err := rawDB(a).ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = `+fetched+`

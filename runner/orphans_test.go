@@ -26,7 +26,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 		s := newService(t, db, planner(), false, func(o *Options) { o.Registerer = reg }) // not started: nothing works the job
 		lease := fastRuns().LeaseTimeout.Milliseconds()
 		readme := ""
-		if s.dialect == dialectPostgres {
+		if dialectOf(s) == dialectPostgres {
 			readme = readmeOrphanQuery(t, fastRuns().LeaseTimeout)
 		}
 		for i, tc := range []struct {
@@ -53,7 +53,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 		} {
 			id := acceptOne(t, s, firing(fmt.Sprintf("fp-orphan-%d", i), time.Now().UTC())).RunID
 			setJob(t, s, id, tc.job)
-			run := strings.ReplaceAll(s.dialect.SQL(tc.run), "{lease}", strconv.FormatInt(lease, 10))
+			run := strings.ReplaceAll(dialectOf(s).SQL(tc.run), "{lease}", strconv.FormatInt(lease, 10))
 			if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET `+run+` WHERE id = $1`, id); err != nil {
 				t.Fatalf("%s: set run: %v", tc.name, err)
 			}

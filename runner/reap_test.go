@@ -15,7 +15,7 @@ import (
 // dbTime is an SQL expression for the database's clock plus secs, in the
 // format River stores on each dialect.
 func dbTime(s *Service, secs int) string {
-	if s.dialect == dialectPostgres {
+	if dialectOf(s) == dialectPostgres {
 		return fmt.Sprintf("now() + make_interval(secs => %d)", secs)
 	}
 	return fmt.Sprintf("datetime('now', 'subsec', '%+d seconds')", secs)
@@ -23,7 +23,7 @@ func dbTime(s *Service, secs int) string {
 
 // jobArg is an SQL expression reading one field of a River job's args.
 func jobArg(s *Service, field string) string {
-	if s.dialect == dialectPostgres {
+	if dialectOf(s) == dialectPostgres {
 		return "(args->>'" + field + "')"
 	}
 	return "json_extract(args, '$." + field + "')"
@@ -46,7 +46,7 @@ func setJob(t *testing.T, s *Service, id, set string) {
 func liveJobs(t *testing.T, s *Service, id string, gen int) int {
 	t.Helper()
 	var want any = gen // json_extract yields an integer on SQLite, ->> text on PostgreSQL
-	if s.dialect == dialectPostgres {
+	if dialectOf(s) == dialectPostgres {
 		want = fmt.Sprint(gen)
 	}
 	var n int
@@ -98,18 +98,19 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		n, err := s.reapOnce(ctx)
+		n, err := s.life.ReapOnce(ctx)
 		if err != nil {
 			t.Fatalf("reap: %v", err)
 		}
 		for i, tc := range cases {
-			r, err := s.getRow(ctx, s.db, ids[i])
+			r, err := s.Get(ctx, ids[i])
 			if err != nil {
 				t.Fatal(err)
 			}
-			taken := r.generation == 1 && r.Resumed == 1 && r.Status == StatusQueued && !r.owner.Valid
+			l := leaseOf(t, s, ids[i])
+			taken := l.generation == 1 && r.Resumed == 1 && r.Status == StatusQueued && !l.owner.Valid
 			if taken != tc.stranded {
-				t.Errorf("%s: generation %d resumed %d status %s; taken = %v, want %v", tc.name, r.generation, r.Resumed, r.Status, taken, tc.stranded)
+				t.Errorf("%s: generation %d resumed %d status %s; taken = %v, want %v", tc.name, l.generation, r.Resumed, r.Status, taken, tc.stranded)
 			}
 			if tc.stranded && liveJobs(t, s, ids[i], 1) != 1 {
 				t.Errorf("%s: taken without a fresh job for generation 1", tc.name)
@@ -118,7 +119,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 		if n != 2 {
 			t.Errorf("reaper took %d runs, want 2", n)
 		}
-		if n, err := s.reapOnce(ctx); err != nil || n != 0 {
+		if n, err := s.life.ReapOnce(ctx); err != nil || n != 0 {
 			t.Errorf("second pass took %d (%v), want 0: the fresh jobs are live", n, err)
 		}
 
@@ -143,7 +144,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 }
 
 // isClaim says whether query is the claim of a run.
-func isClaim(s *Service, query string) bool { return query == s.dialect.SQL(database.QClaim) }
+func isClaim(s *Service, query string) bool { return query == dialectOf(s).SQL(database.QClaim) }
 
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it

@@ -37,7 +37,7 @@ func TestEveryResumeReachesTheThread(t *testing.T) {
 				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := s.reapOnce(ctx); err != nil || n != 1 {
+			if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
 				t.Fatalf("resume %d: reaper took %d runs (%v), want 1", gen+1, n, err)
 			}
 		}
@@ -81,7 +81,7 @@ func TestResumesBeforeTheThreadReachIt(t *testing.T) {
 				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := s.reapOnce(ctx); err != nil || n != 1 {
+			if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
 				t.Fatalf("resume %d: reaper took %d runs (%v), want 1", gen+1, n, err)
 			}
 		}
@@ -119,7 +119,7 @@ func TestAResumeWaitingForItsClaimCountsNoAttempt(t *testing.T) {
 			lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.reapOnce(ctx); err != nil || n != 1 {
+		if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
 			t.Fatalf("reaper took %d runs (%v), want 1", n, err)
 		}
 		for range 3 {

@@ -54,6 +54,7 @@ const month = 30 * 24 * time.Hour
 // running), each with objects under its folder.
 type retentionFixture struct {
 	s                      *Service
+	planner                Planner // the Service's
 	st                     storage.Store
 	old, young, unfinished *runs.Run
 }
@@ -73,7 +74,7 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 	passes := completedPasses(t, db) // fixtures may share a database: count this service's pass only
 	s := newService(t, db, p, true, withStore(st),
 		withRetention(config.Retention{Runs: config.Age(month), Artifacts: artifacts, Interval: time.Hour}))
-	f := &retentionFixture{s: s, st: st}
+	f := &retentionFixture{s: s, planner: p, st: st}
 	at := time.Now().Add(-time.Minute)
 	// Fingerprints of this test only: fixtures may share a database.
 	oldID := acceptOne(t, s, firing("fp-old "+t.Name(), at)).RunID
@@ -248,7 +249,7 @@ func TestRetentionRunsOnTheLeader(t *testing.T) {
 	st, _ := storage.NewLocal(t.TempDir())
 	f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 	f.s.Close() // the fixture's Service has ticked already, before anything was old
-	s := newService(t, db, f.s.o.Planner, true, withStore(st),
+	s := newService(t, db, f.planner, true, withStore(st),
 		withRetention(config.Retention{Runs: config.Age(month), Artifacts: config.RetainArtifactsDelete, Interval: time.Hour}))
 	deadline := time.Now().Add(60 * time.Second) // a hang guard, not a timing assertion
 	for {

@@ -52,8 +52,8 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		if !errors.Is(cause, executor.ErrInterrupted) {
 			t.Fatalf("step stopped by %v, want an interruption", cause)
 		}
-		t.Logf("stopped %s after the store hung (lease %s, heartbeat %s)", time.Since(held), s.cfg.LeaseTimeout, s.cfg.HeartbeatInterval)
-	case <-time.After(10 * s.cfg.LeaseTimeout):
+		t.Logf("stopped %s after the store hung (lease %s, heartbeat %s)", time.Since(held), s.life.Config().LeaseTimeout, s.life.Config().HeartbeatInterval)
+	case <-time.After(10 * s.life.Config().LeaseTimeout):
 		t.Fatal("the run kept working although its lease could not be renewed")
 	}
 	tx.Rollback()
@@ -87,7 +87,7 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 		if status != StatusFailed || !strings.Contains(reason, "cannot read the run") {
 			t.Fatalf("status %q reason %q", status, reason)
 		}
-		time.Sleep(3 * s.cfg.LeaseTimeout) // long enough for a reaper to take it again, if it would
+		time.Sleep(3 * s.life.Config().LeaseTimeout) // long enough for a reaper to take it again, if it would
 		var after int
 		s.db.QueryRowContext(ctx, `SELECT generation FROM autocapture_runs WHERE id = $1`, acc.RunID).Scan(&after)
 		if after != generation || c.Count(acc.RunID+"/a") != 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/autocapture/autocapture/runner/lifecycle"
 )
 
 // qSeedRuns inserts $1 runs in one statement (both dialects): one in 100
@@ -42,7 +44,7 @@ func seedRuns(tb testing.TB, s *Service, n int) {
 		tb.Fatal(err)
 	}
 	defer tx.Rollback()
-	now, err := s.dbNow(ctx, tx)
+	now, err := dialectOf(s).Now(ctx, tx)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -52,13 +54,13 @@ func seedRuns(tb testing.TB, s *Service, n int) {
 	if _, err := tx.ExecContext(ctx, qSeedPlaybooks); err != nil {
 		tb.Fatalf("seed playbooks: %v", err)
 	}
-	var jobs []runArgs
+	var jobs []lifecycle.RunJob
 	for i := 0; i < n; i += 100 {
-		jobs = append(jobs, runArgs{RunID: fmt.Sprintf("seed-%d", i)})
+		jobs = append(jobs, lifecycle.RunJob{RunID: fmt.Sprintf("seed-%d", i)})
 	}
 	for len(jobs) > 0 { // River's batch insert, 1000 at a time
 		k := min(len(jobs), 1000)
-		if err := s.enqueue(ctx, tx, jobs[:k]); err != nil {
+		if err := s.life.Enqueue(ctx, tx, jobs[:k]); err != nil {
 			tb.Fatalf("seed jobs: %v", err)
 		}
 		jobs = jobs[k:]

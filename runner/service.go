@@ -2,6 +2,14 @@
 // durable River queue (SQLite by default, PostgreSQL for several replicas),
 // executed with deadlines, leased with a heartbeat on the run row, resumed after
 // a crash from the last persisted step, cancelled through a flag on the row.
+//
+// It is the composition root of the run service: Open opens the store and
+// builds one package per job — the run lifecycle (runner/lifecycle), the
+// thread outbox (runner/outbox), grouping and cooldowns (runner/grouping), the
+// artifacts (runner/artifacts), the profiling control plane
+// (runner/profiling) — with River's client over their workers, and connects
+// their seams; the Service holds them, starts and stops them, and hands out
+// what the daemon needs of them.
 package runner
 
 import (
@@ -11,35 +19,30 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/grouping"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/profiling"
-	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // Planner turns an alert into plans (playbook matching) and rebuilds a stored
-// plan for a resumed run, whatever the playbook set looks like now.
-type Planner interface {
-	Plan(alert template.Alert, w vocab.Window) ([]*playbooks.Plan, error)
-	Rebuild(p playbooks.StoredPlan, alert template.Alert, w vocab.Window) (*playbooks.Plan, error)
-}
+// plan for a resumed run (the run lifecycle's, lifecycle.Planner).
+type Planner = lifecycle.Planner
 
 // The playbook sets the daemon plans with: a loaded set, and the reloader
 // that swaps sets on an edit.
@@ -96,47 +99,26 @@ type Options struct {
 	uploadBackoff time.Duration
 }
 
-// Service accepts alerts into runs and executes them.
+// Service accepts alerts into runs and executes them: the composition root
+// of the run service. It holds the parts Open built and connected, starts and
+// stops them, and answers the run lifecycle's API (api.go).
 type Service struct {
-	o   Options
-	cfg config.Runs
-	db  store // *sql.DB; tests wrap it (see store)
-	// beat is the heartbeat's own pool on the same database: lease renewals
-	// only (database.OpenBeat). Tests wrap it with db.
-	beat    store
-	dialect dialect
-	tables  database.Tables // our statements, for dialect
-	client  *river.Client[*sql.Tx]
-	startup *startup // the start's retries of PostgreSQL (dbwait.go)
-	log     *zap.Logger
-	id      string // this process's lease owner id: runs.replica/pid/random (replicaOf)
-	m       *metrics
-	// out records the runs' thread operations and delivers them to the
-	// notifiers (runner/outbox).
-	out *outbox.Outbox
-	// grp groups runs into shared threads, routes threads to channels, and
-	// keeps the cooldowns and playbook slots (runner/grouping).
-	grp  *grouping.Grouper
-	prof *profiling.Plane // tier 3's leases, budget, kill switches, sweeper
-	// art keeps the runs' artifacts: the byte cap, manifests, late uploads
-	// through the spool, retention, the threads' links (runner/artifacts).
-	art *artifacts.Keeper
-
-	mu     sync.Mutex
-	active map[string]*handle // runs this process executes, by id
-	runs   sync.WaitGroup     // their goroutines
-
-	bg     context.Context // background work: reaper, heartbeats
-	stopBG context.CancelFunc
-	bgDone sync.WaitGroup
-	// The lease renewer (lease.go) outlives Stop's grace: Close ends it.
-	stopRenew context.CancelFunc
-	renewDone sync.WaitGroup
-	started   atomic.Bool
-	stopping  atomic.Bool
+	life *lifecycle.Runs // accept, execute, lease, reap; the API's reads
+	// client is River's over every part's workers; the lifecycle starts and
+	// stops it with the runs.
+	client *river.Client[*sql.Tx]
+	// db and beat are the store's pools (the heartbeat's apart, see
+	// database.OpenBeat), opened by Open and closed by Close; tests wrap both
+	// (see store).
+	db, beat store
+	out      *outbox.Outbox    // the runs' thread operations and their delivery
+	grp      *grouping.Grouper // shared threads, routing, cooldowns, playbook slots
+	art      *artifacts.Keeper // byte cap, manifests, late uploads, retention, links
+	prof     *profiling.Plane  // tier 3's leases, budget, kill switches, sweeper
 }
 
-// Open migrates the store and builds the River client; Start begins work.
+// Open migrates the store, builds the parts and River's client and connects
+// them; Start begins work.
 func Open(ctx context.Context, o Options) (*Service, error) {
 	if o.Planner == nil {
 		return nil, fmt.Errorf("runner: no planner")
@@ -148,132 +130,119 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	o.Config = o.Config.Filled()
-	db, d, drv, err := database.Open(o.DatabaseURL, o.SQLitePath)
+	log := o.Log.Named("runner")
+	db, beat, d, drv, st, err := openStore(ctx, o, log)
 	if err != nil {
 		return nil, err
 	}
-	st := newStartup(d, o.DatabaseWait, o.Log.Named("runner"))
+	s := &Service{db: db, beat: beat}
+	if o.wrapStores != nil {
+		s.db, s.beat = o.wrapStores(s.db, s.beat)
+	}
+	if err := s.compose(ctx, o, d, drv, st, log); err != nil {
+		db.Close()
+		beat.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStore opens the store's pools (the heartbeat's apart), migrated, and
+// starts the start's budget of retries while PostgreSQL is away.
+func openStore(ctx context.Context, o Options, log *zap.Logger) (db *sql.DB, beat database.Pool, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, err error) {
+	if db, d, drv, err = database.Open(o.DatabaseURL, o.SQLitePath); err != nil {
+		return nil, nil, d, nil, nil, err
+	}
+	st = newStartup(d, o.DatabaseWait, log)
 	if err := prepareStore(ctx, st, db, d, drv); err != nil {
 		db.Close()
-		return nil, err
+		return nil, nil, d, nil, nil, err
 	}
-	beat, err := database.OpenBeat(o.DatabaseURL, o.SQLitePath)
-	if err != nil {
+	if beat, err = database.OpenBeat(o.DatabaseURL, o.SQLitePath); err != nil {
 		db.Close()
-		return nil, err
+		return nil, nil, d, nil, nil, err
 	}
-	closeBoth := func(err error) error { db.Close(); beat.Close(); return err }
-	var sdb, sbeat store = db, beat
-	if o.wrapStores != nil {
-		sdb, sbeat = o.wrapStores(sdb, sbeat)
-	}
-	s := &Service{o: o, cfg: o.Config, db: sdb, beat: sbeat, dialect: d, tables: database.NewTables(d), startup: st, log: o.Log.Named("runner"),
-		id: fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8]), active: map[string]*handle{}}
-	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: s.tables,
+	return db, beat, d, drv, st, nil
+}
+
+// compose builds the parts on s's pools, River's client over their workers,
+// and connects them.
+func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, log *zap.Logger) error {
+	owner := fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])
+	tables := database.NewTables(d)
+	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
+		Dialect: d, Owner: owner, Retry: st.do, Log: log, Registerer: o.Registerer})
+	seams := s.life.Seams()
+	client := func() *river.Client[*sql.Tx] { return s.client }
+	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
-		Client: func() *river.Client[*sql.Tx] { return s.client }, Content: threadSource{s},
-		LeaseTimeout: s.cfg.LeaseTimeout, HeartbeatInterval: s.cfg.HeartbeatInterval,
-		RenewTimeout: s.renewTimeout, BeatReady: s.beatReady, Log: s.log})
-	s.bg, s.stopBG = context.WithCancel(context.Background())
-	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: s.tables,
-		Client: func() *river.Client[*sql.Tx] { return s.client }, Env: o.Env, Spool: o.Spool,
-		Replica: o.Config.Replica, Owner: s.id, MaxArtifactBytes: s.cfg.MaxArtifactBytes, Retention: o.Retention,
+		Client: client, Content: seams.Thread,
+		LeaseTimeout: o.Config.LeaseTimeout, HeartbeatInterval: o.Config.HeartbeatInterval,
+		RenewTimeout: s.life.RenewTimeout, BeatReady: s.life.BeatReady, Log: log})
+	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
+		Client: client, Env: o.Env, Spool: o.Spool,
+		Replica: o.Config.Replica, Owner: owner, MaxArtifactBytes: o.Config.MaxArtifactBytes, Retention: o.Retention,
 		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
-		Runs: keeperRuns{s}, Log: s.log})
-	if err := s.art.OpenSigner(ctx, s.startup.do); err != nil {
-		return nil, closeBoth(err)
+		Runs: seams.Keeper, Log: log})
+	if err := s.art.OpenSigner(ctx, st.do); err != nil {
+		return err
 	}
-	if s.client, err = s.newRiver(drv); err != nil {
-		return nil, closeBoth(err)
+	var err error
+	if s.client, err = newRiver(drv, o.Config, owner, log, s.life, s.out, s.art); err != nil {
+		return err
 	}
 	var targets *http.Client
 	if o.Env != nil {
 		targets = o.Env.Targets
 	}
-	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: s.tables, Dialect: d, Owner: s.id,
-		Log: s.log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: planeRuns{s}}); err != nil {
-		return nil, closeBoth(err)
-	}
-	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: s.tables, Outbox: s.out, Runs: groupRuns{s},
-		Planner: o.Planner, Lookback: s.cfg.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: s.id,
-		Log: s.log, Registerer: o.Registerer}); err != nil {
-		return nil, closeBoth(err)
-	}
-	if s.m, err = newMetrics(s, o.Registerer); err != nil {
-		return nil, closeBoth(err)
-	}
-	s.art.HookSpool()
-	return s, nil
-}
-
-// Start starts River's workers and this process's reaper. Stop ends them;
-// cancelling ctx does not (a signal context must not cut running steps short).
-func (s *Service) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
-		return fmt.Errorf("runner: already started")
-	}
-	if err := s.startRiver(ctx); err != nil {
+	if s.prof, err = profiling.New(profiling.Deps{DB: s.db, Beat: s.beat, Tables: tables, Dialect: d, Owner: owner,
+		Log: log, Registerer: o.Registerer, Config: o.Profiling, Targets: targets, Runs: seams.Plane}); err != nil {
 		return err
 	}
-	renewCtx, stopRenew := context.WithCancel(context.Background())
-	s.stopRenew = stopRenew
-	s.renewDone.Add(1)
-	go s.renewer(renewCtx)
-	s.bgDone.Add(2)
-	go s.reaper()
-	go s.outboxSweeper()
-	s.prof.Start()
-	s.art.Start()
-	s.log.Info("Runner started.", zap.String("owner", s.id), zap.String("database", string(s.dialect)),
-		zap.Int("max_concurrent", s.cfg.MaxConcurrent))
+	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: tables, Outbox: s.out, Runs: seams.Grouper,
+		Planner: o.Planner, Lookback: o.Config.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: owner,
+		Log: log, Registerer: o.Registerer}); err != nil {
+		return err
+	}
+	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
+		Loops: []lifecycle.Loop{s.prof, s.art}}); err != nil {
+		return err
+	}
+	if err := register(o.Registerer, append(s.art.Collectors(), s.out.Collectors()...)...); err != nil {
+		return err
+	}
+	s.art.HookSpool()
 	return nil
 }
+
+// register registers cs with reg (none when nil).
+func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("runner: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// Start starts River's workers, the run lifecycle's background work and the
+// parts'. Stop ends them; cancelling ctx does not (a signal context must not
+// cut running steps short).
+func (s *Service) Start(ctx context.Context) error { return s.life.Start(ctx) }
 
 // Stop stops taking work, lets running steps end within runs.shutdown_grace,
 // then interrupts the rest and releases their leases: they resume after a
 // restart (or at once on another replica) and say they were resumed.
-func (s *Service) Stop(ctx context.Context) error {
-	if !s.started.Load() || !s.stopping.CompareAndSwap(false, true) {
-		return nil
-	}
-	s.stopBGWork()
-	done := make(chan error, 1)
-	go func() { done <- s.client.Stop(context.WithoutCancel(ctx)) }()
-	grace := time.NewTimer(s.cfg.ShutdownGrace)
-	defer grace.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-grace.C:
-	case <-ctx.Done():
-	}
-	n := s.interruptAll(fmt.Errorf("%w: shutdown grace %s passed", executor.ErrInterrupted, s.cfg.ShutdownGrace))
-	s.log.Warn("Shutdown grace passed: interrupted running runs, they resume after restart.", zap.Int("runs", n))
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("runner: stop: %w", ctx.Err())
-	}
-}
+func (s *Service) Stop(ctx context.Context) error { return s.life.Stop(ctx) }
 
 // Close stops the Service if Stop was not called (waiting up to
 // runs.shutdown_grace for running steps) and releases the database.
 func (s *Service) Close() error {
-	if s.started.Load() && !s.stopping.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace+10*time.Second)
-		err := s.Stop(ctx)
-		cancel()
-		if err != nil {
-			s.log.Warn("Stopping the runner on close failed.", zap.Error(err))
-		}
-	}
-	s.stopBGWork()
-	if s.stopRenew != nil {
-		s.stopRenew()
-		s.renewDone.Wait()
-	}
-	s.prof.Close()
+	s.life.Close()
+	s.prof.Close() // waits for the sweeper's stops in flight
 	return errors.Join(s.db.Close(), s.beat.Close())
 }
 
@@ -285,68 +254,10 @@ func (s *Service) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (s *Service) stopBGWork() {
-	s.stopBG()
-	s.prof.Stop()
-	s.art.Stop()
-	s.bgDone.Wait()
-}
-
 // Profiling is the profiling control plane: the guard over framed profiles
 // (for Env.Profiles) and the operators' kill switches (for the API's
 // profiling routes).
 func (s *Service) Profiling() *profiling.Plane { return s.prof }
 
-// planeRuns answers the profiling plane's one question of the run store
-// (profiling.Runs).
-type planeRuns struct{ s *Service }
-
-// CheckRun is nil when the run exists, runs.ErrNotFound when it does not.
-func (r planeRuns) CheckRun(ctx context.Context, runID string) error {
-	_, err := r.s.getRow(ctx, r.s.db, runID)
-	return err
-}
-
-// groupRuns is what the grouper reads of the runs (grouping.Runs).
-type groupRuns struct{ s *Service }
-
-// Run reads a run with its steps.
-func (g groupRuns) Run(ctx context.Context, runID string) (*runs.Run, error) {
-	r, err := g.s.getRow(ctx, g.s.db, runID)
-	if err != nil {
-		return nil, err
-	}
-	if r.Steps, err = g.s.loadSteps(ctx, g.s.db, runID); err != nil {
-		return nil, err
-	}
-	return &r.Run, nil
-}
-
-// GroupRuns reads the runs of lead's group in the order they joined.
-func (g groupRuns) GroupRuns(ctx context.Context, lead string) ([]*runs.Run, error) {
-	rows, err := g.s.tables.Runs.GroupMembers(ctx, g.s.db, lead)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*runs.Run, 0, len(rows))
-	for _, raw := range rows {
-		r, err := decodeRun(raw)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &r.Run)
-	}
-	return out, nil
-}
-
-// interruptAll cancels every run this process executes with cause.
-func (s *Service) interruptAll(cause error) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, h := range s.active {
-		h.cancel(cause)
-	}
-	return len(s.active)
-}
-
-func (s *Service) now() time.Time { return s.o.Now() }
+// Signer is the link signer the /artifacts route verifies tokens with.
+func (s *Service) Signer() *links.Signer { return s.art.Signer() }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -144,8 +145,12 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 		f(&o)
 	}
 	ctx := context.Background()
+	d := database.SQLite
+	if db.URL != "" {
+		d = database.Postgres
+	}
 	o.wrapStores = func(db, beat store) (store, store) {
-		cut := &cutStore{store: db}
+		cut := &cutStore{store: db, dialect: d}
 		return cut, &cutStore{store: beat, of: cut}
 	}
 	s, err := Open(ctx, o)
@@ -173,8 +178,9 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 // nothing more), and hold, when set before Start, runs before each statement.
 type cutStore struct {
 	store
-	cut  atomic.Bool
-	hold func(ctx context.Context, query string, args []any)
+	dialect database.Dialect // the database's, for the tests' own statements
+	cut     atomic.Bool
+	hold    func(ctx context.Context, query string, args []any)
 	// of is the Service's db seam when this one wraps its heartbeat pool:
 	// cut and hold are that one's, so a crashed process renews nothing.
 	of *cutStore
@@ -221,12 +227,12 @@ func (c *cutStore) QueryRowContext(ctx context.Context, query string, args ...an
 }
 
 // Ready passes the heartbeat pool's wait for a connection through (see
-// Service.beatReady); a cut store has none to wait for.
+// lifecycle's BeatReady); a cut store has none to wait for.
 func (c *cutStore) Ready(ctx context.Context) error {
 	if err := c.before(ctx, "ready", nil); err != nil {
 		return err
 	}
-	if r, ok := c.store.(beatReadier); ok {
+	if r, ok := c.store.(interface{ Ready(context.Context) error }); ok {
 		return r.Ready(ctx)
 	}
 	return nil
@@ -241,15 +247,15 @@ func (c *cutStore) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, e
 
 // abandon makes s behave as a crashed process: its store is cut off (no more
 // heartbeats, releases, step records or reaping reach the database), its
-// River client stopped, its leases left to expire.
+// background work ended, every run interrupted at once, its River client
+// stopped with its jobs cancelled, its leases left to expire.
 func (s *Service) abandon() {
 	s.db.(*cutStore).cut.Store(true)
-	s.stopBGWork()
-	s.interruptAll(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
+	s.life.StopBackground()
+	s.life.Interrupt(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = s.client.StopAndCancel(ctx)
-	s.runs.Wait()
 }
 
 func firing(fp string, startsAt time.Time) template.Alert {
@@ -301,6 +307,29 @@ func stepByID(r *runs.Run, id string) executor.StepRecord {
 		}
 	}
 	return executor.StepRecord{}
+}
+
+// dialectOf is the database a test Service's store is on.
+func dialectOf(s *Service) database.Dialect { return s.db.(*cutStore).dialect }
+
+// tablesOf are the typed statements of a test Service's database.
+func tablesOf(s *Service) database.Tables { return database.NewTables(dialectOf(s)) }
+
+// lease is what a run's row says of who holds it.
+type lease struct {
+	owner      sql.NullString // NULL: nobody holds it
+	generation int            // its job's: the reaper's resumes count it up
+}
+
+// leaseOf reads run id's lease from its row.
+func leaseOf(t *testing.T, s *Service, id string) lease {
+	t.Helper()
+	var l lease
+	if err := rawDB(s).QueryRowContext(context.Background(), `SELECT owner, generation FROM autocapture_runs WHERE id = $1`, id).
+		Scan(&l.owner, &l.generation); err != nil {
+		t.Fatalf("lease of run %s: %v", id, err)
+	}
+	return l
 }
 
 // rawDB is the *sql.DB under a test Service's store seam.

@@ -1,22 +1,20 @@
 package runner
 
 import (
-	"context"
 	"database/sql"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 )
 
-// store is what the Service reads and writes its own tables through (the
-// typed statements of package database run on it): the *sql.DB in production. It is the seam tests cut to make a Service behave as
-// a crashed process (every later statement fails, nothing more is written),
-// and to hold a statement the way a process stalled before it would.
-// River keeps the *sql.DB itself.
+// store is a pool of the run store as Open opens it and Close closes it (the
+// typed statements of package database run on it): the *sql.DB in
+// production. Every part reads and writes through it. It is the seam tests
+// cut to make a Service behave as a crashed process (every later statement
+// fails, nothing more is written), and to hold a statement the way a process
+// stalled before it would. River keeps the *sql.DB itself.
 type store interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	lifecycle.Store
 	Close() error
 }
 
@@ -29,12 +27,4 @@ var (
 // are all in package database.
 type dialect = database.Dialect
 
-const (
-	dialectSQLite   = database.SQLite
-	dialectPostgres = database.Postgres
-)
-
-// dbNow reads the database's clock (Unix ms) through q.
-func (s *Service) dbNow(ctx context.Context, q querier) (int64, error) {
-	return s.dialect.Now(ctx, q)
-}
+const dialectPostgres = database.Postgres

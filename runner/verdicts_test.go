@@ -174,13 +174,13 @@ func TestPreliminaryVerdictRefined(t *testing.T) {
 // change counted changes times.
 func checkVerdictCounts(t *testing.T, s *Service, pre, ref string, changes float64) {
 	t.Helper()
-	if n := testutil.ToFloat64(s.m.verdicts.WithLabelValues(runs.VerdictPreliminary, pre)); n != 1 {
+	if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictPreliminary, pre)); n != 1 {
 		t.Errorf("autocapture_verdicts_total{kind=preliminary,verdict=%s} = %v, want 1", pre, n)
 	}
-	if n := testutil.ToFloat64(s.m.verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
+	if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
 		t.Errorf("autocapture_verdicts_total{kind=refined,verdict=%s} = %v, want 1", ref, n)
 	}
-	if n := testutil.ToFloat64(s.m.changed.WithLabelValues(pre)); n != changes {
+	if n := testutil.ToFloat64(s.life.Metrics().Changed.WithLabelValues(pre)); n != changes {
 		t.Errorf("autocapture_verdict_changes_total{was=%s} = %v, want %v (now %s)", pre, n, changes, ref)
 	}
 }

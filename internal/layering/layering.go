@@ -7,8 +7,8 @@
 // steps' shared kit ← the Prometheus query runner ← the step families ← triage ←
 // capture (the registry), notify ← playbooks ← the executor and the run
 // vocabulary ← the profiling control plane, the thread outbox, the artifacts ←
-// grouping and cooldowns (they record into threads) ← runner and handlers ←
-// the binaries ← the test harnesses.
+// grouping and cooldowns (they record into threads) ← the run lifecycle ←
+// runner and handlers ← the binaries ← the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -41,6 +41,7 @@ var Layers = []Layer{
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
 	{"the run service's parts: the profiling control plane, the thread outbox and its delivery, the artifacts", []string{"runner/profiling", "runner/outbox", "runner/artifacts"}},
 	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping"}},
+	{"the run lifecycle: accept, lease, execute, reap, over the parts", []string{"runner/lifecycle"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",

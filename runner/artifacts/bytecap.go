@@ -15,7 +15,7 @@ import (
 
 // RunEnv is the Env one attempt of run runID executes with: env, its store
 // wrapped in the run's byte cap (limit, runs.max_artifact_bytes) when there is
-// one. recorded holds the run's steps recorded so far (the runner's
+// one. recorded holds the run's steps recorded so far (runner/lifecycle's
 // doneSteps): their artifacts count against the cap, so it spans every
 // attempt.
 func RunEnv(env *vocab.Env, runID string, limit int64, recorded map[string]map[string]executor.StepRecord) *vocab.Env {

@@ -34,8 +34,8 @@ type Store interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
 
-// Runs is what the Keeper needs of the run lifecycle, implemented by the
-// runner.
+// Runs is what the Keeper needs of the run lifecycle (runner/lifecycle's
+// Seams).
 type Runs interface {
 	// ManifestOf is what run runID's manifest says of it; false when none
 	// is to be written: the run is gone, not finished (asked for by a finish

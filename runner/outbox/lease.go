@@ -16,7 +16,7 @@ import (
 // autocapture_threads row (pump_owner, pump_until on the database's clock).
 // The lease is the run's: runs.lease_timeout, renewed every
 // runs.heartbeat_interval by the same heartbeat loop that renews the runs
-// (the runner's renewer calls RenewBeside), in one statement per process
+// (runner/lifecycle's renewer calls RenewBeside), in one statement per process
 // for all the threads its deliverers hold. A deliverer whose process dies is
 // therefore replaced within lease_timeout + heartbeat_interval (the sweeper,
 // on the reaper's tick, gives the thread a new job once the lease lapsed:
@@ -112,7 +112,7 @@ func (p *pumpHolds) rearm(h *pumpHold, d time.Duration) bool {
 	return true
 }
 
-// RenewBeside renews the threads' leases beside the runs' (the runner's renewer),
+// RenewBeside renews the threads' leases beside the runs' (runner/lifecycle's renewer),
 // not after them: on a slow store, waiting for one more statement would
 // space the runs' renewals further apart and cost them their leases. One
 // renewal at a time; the renewer's end waits for it.

@@ -16,7 +16,7 @@ func (e NotYetError) Error() string { return "not ready yet" }
 // resumedNotice is what a resume's reply says, as the on-call reads it:
 // which replica goes on, after what, and which resume this is ("resumed by
 // replica r1 after r0 stopped (kill or crash) — 2nd resume"). from and on
-// are lease owners (the runner's Service.id); "another replica" is decided by their
+// are lease owners (runner/lifecycle's Owner); "another replica" is decided by their
 // replica names (runs.replica), not by the process: a replica that
 // restarted is the same replica.
 func resumedNotice(n int, from, on string) string {

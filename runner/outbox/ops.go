@@ -68,7 +68,7 @@ type Op interface {
 }
 
 // Content is what operations read their content from at delivery:
-// the run lifecycle's rows as a thread shows them (the runner's Service,
+// the run lifecycle's rows as a thread shows them (runner/lifecycle's Seams,
 // its deliver_content.go). key is the operation's row key, retry says an
 // earlier attempt may have posted it; both go into what is sent.
 type Content interface {
@@ -329,7 +329,7 @@ func decodeCooldown(ref string) (Op, error) {
 }
 
 // VerdictChanged replies that the refined verdict of the triage step Plan/Step
-// differs from the preliminary one (the runner's verdicts.go).
+// differs from the preliminary one (runner/lifecycle's verdicts.go).
 type VerdictChanged struct{ Plan, Step string }
 
 func (VerdictChanged) kind() opKind  { return opReply }

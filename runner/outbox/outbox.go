@@ -50,7 +50,7 @@ type Config struct {
 	// runs.heartbeat_interval): a thread's lease is a run's.
 	LeaseTimeout, HeartbeatInterval time.Duration
 	// RenewTimeout bounds one renewal statement; BeatReady waits for the
-	// heartbeat pool before one (the runner's lease.go).
+	// heartbeat pool before one (runner/lifecycle's lease.go).
 	RenewTimeout func() time.Duration
 	BeatReady    func(ctx context.Context)
 	Log          *zap.Logger

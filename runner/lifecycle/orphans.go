@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -26,8 +26,8 @@ var descOrphanedJobs = prometheus.NewDesc("autocapture_river_jobs_orphaned",
 // (see descOrphanedJobs and database.Jobs.Orphaned): started more than
 // lease_timeout ago, their run neither held by a live lease at their
 // generation nor finished within lease_timeout.
-func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {
-	n, err := s.tables.Jobs.Orphaned(ctx, s.db, runArgs{}.Kind(), s.cfg.LeaseTimeout)
+func (s *Runs) OrphanedRunJobs(ctx context.Context) (int, error) {
+	n, err := s.tables.Jobs.Orphaned(ctx, s.db, RunJob{}.Kind(), s.cfg.LeaseTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("runner: orphaned river jobs: %w", err)
 	}
@@ -37,7 +37,7 @@ func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {
 // orphanCollector reads autocapture_river_jobs_orphaned at scrape time. A
 // store that does not answer leaves the series out of the scrape, as
 // storeCollector does (autocapture_runs_store_up says the store is down).
-type orphanCollector struct{ s *Service }
+type orphanCollector struct{ s *Runs }
 
 func (c orphanCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descOrphanedJobs }
 

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // fingerprint + startsAt) with its job; a resolved alert sets its run's
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
-func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
+func (s *Runs) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
@@ -80,12 +80,12 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 	if err := s.grp.Accepted(ctx, tx, alerts, created, now); err != nil { // storms and fleets (runner/grouping)
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
-	var jobs []runArgs
+	var jobs []RunJob
 	for _, i := range firing {
 		a := alerts[i]
 		if id, ok := created[i]; ok {
 			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeAccepted}
-			jobs = append(jobs, runArgs{RunID: id})
+			jobs = append(jobs, RunJob{RunID: id})
 			continue
 		}
 		// The firing already has a run (an earlier delivery, another replica, an
@@ -104,12 +104,12 @@ func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.A
 		}
 		if newID, ok := again[i]; ok {
 			out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: newID, Outcome: runs.OutcomeAccepted}
-			jobs = append(jobs, runArgs{RunID: newID})
+			jobs = append(jobs, RunJob{RunID: newID})
 			continue
 		}
 		out[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: id, Outcome: runs.OutcomeDeduplicated}
 	}
-	if err := s.enqueue(ctx, tx, jobs); err != nil {
+	if err := s.Enqueue(ctx, tx, jobs); err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -141,7 +141,7 @@ const insertRunsChunk = 100
 // PostgreSQL. The database decides races: the run key is unique, and so is the
 // fingerprint among unresolved runs; a row that conflicts is not inserted. It
 // returns the new run's id by alert index.
-func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Alert, idx []int, now time.Time) (map[int]string, error) {
+func (s *Runs) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Alert, idx []int, now time.Time) (map[int]string, error) {
 	created := make(map[int]string, len(idx))
 	for len(idx) > 0 {
 		chunk := idx[:min(len(idx), insertRunsChunk)]
@@ -185,7 +185,7 @@ func (s *Service) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.
 // is marked resolved at the new start and a new run is inserted; it returns the
 // new run's id by index, or nothing when run id is no such stale run (a repeat,
 // or a startsAt shifted by an HA pair or a restart while the run still ran).
-func (s *Service) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, alerts []template.Alert, i int, now time.Time) (map[int]string, error) {
+func (s *Runs) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, alerts []template.Alert, i int, now time.Time) (map[int]string, error) {
 	a := alerts[i]
 	stale, err := s.tables.Runs.ResolveStale(ctx, tx, id, toMS(a.StartsAt))
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Service) replaceStaleRun(ctx context.Context, tx *sql.Tx, id string, al
 
 // existingRun returns the fingerprint's unresolved run, else the run of this
 // exact episode (a late repeat of a resolved firing), else "".
-func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert) (string, error) {
+func (s *Runs) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert) (string, error) {
 	id, err := s.tables.Runs.Unresolved(ctx, tx, a.Fingerprint)
 	if errors.Is(err, sql.ErrNoRows) {
 		id, err = s.tables.Runs.ByKey(ctx, tx, runKey(a))
@@ -219,7 +219,7 @@ func (s *Service) existingRun(ctx context.Context, tx *sql.Tx, a template.Alert)
 // the thread is to say so). A repeat of a resolution already recorded answers
 // with that run; with no run at all the alert is counted and logged, nothing
 // more.
-func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (acc runs.Accepted, fresh bool, err error) {
+func (s *Runs) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Alert, now time.Time) (acc runs.Accepted, fresh bool, err error) {
 	acc = runs.Accepted{Fingerprint: a.Fingerprint, Outcome: runs.OutcomeResolved}
 	at := a.EndsAt
 	if at.IsZero() || at.After(now) {
@@ -244,7 +244,7 @@ func (s *Service) acceptResolved(ctx context.Context, tx *sql.Tx, a template.Ale
 
 // signalResolved tells a run this process executes that its alert resolved;
 // other processes learn it from the row at their next heartbeat.
-func (s *Service) signalResolved(id string) {
+func (s *Runs) signalResolved(id string) {
 	s.mu.Lock()
 	h := s.active[id]
 	s.mu.Unlock()

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -11,13 +11,13 @@ import (
 // enqueueChunk bounds the runs of one job-id UPDATE (2 parameters each).
 const enqueueChunk = 100
 
-// enqueue inserts a River job for each run (at its generation) and records the
+// Enqueue inserts a River job for each run (at its generation) and records the
 // job's id on the run row (river_job_id), in tx: the run's new generation, its
 // job and the job's id commit together or not at all, so a kill -9 anywhere
 // in between leaves neither. The reaper finds a run's job by that id, the
 // primary key of river_job (see abandoned). A duplicate insert (the same run
 // and generation, already enqueued) answers the existing job, whose id it is.
-func (s *Service) enqueue(ctx context.Context, tx *sql.Tx, jobs []runArgs) error {
+func (s *Runs) Enqueue(ctx context.Context, tx *sql.Tx, jobs []RunJob) error {
 	if len(jobs) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // hooks connect executor.Run to the store and the thread for one run.
-func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
+func (s *Runs) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 	keys := map[string]string{} // plan/step → step cooldown key
 	for _, p := range plans {
 		for _, st := range p.Steps {
@@ -28,14 +28,14 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 			if err := s.persistStep(ctx, r.ID, rec, keys[rec.Plan+"/"+rec.ID]); err != nil {
 				return err // the executor stops the run: the step runs again on resume
 			}
-			s.m.steps.WithLabelValues(rec.Kind, rec.Status).Inc()
+			s.m.Steps.WithLabelValues(rec.Kind, rec.Status).Inc()
 			if rec.Status != executor.Skipped && rec.Status != executor.NotConfigured { // ran: its time counts
-				s.m.stepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
+				s.m.StepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
 			}
 			s.prof.CountStep(rec)
 			return nil
 		},
-		Abandoned: func(kind string, delta int) { s.m.abandoned.WithLabelValues(kind).Add(float64(delta)) },
+		Abandoned: func(kind string, delta int) { s.m.Abandoned.WithLabelValues(kind).Add(float64(delta)) },
 		Preliminary: func(ctx context.Context, p executor.Preliminary) error {
 			return s.persistPreliminary(ctx, r.ID, p)
 		},
@@ -49,7 +49,7 @@ func (s *Service) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 // it differs from the preliminary one, the reply saying so): a kill -9 leaves
 // the step and its reply, or neither — never a stored step whose reply is
 // never sent.
-func (s *Service) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
+func (s *Runs) persistStep(ctx context.Context, runID string, rec executor.StepRecord, cooldownKey string) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	b, err := json.Marshal(rec)

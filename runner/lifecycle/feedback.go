@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const (
 // run and runs.ErrBadFeedback for a verdict that is not one of
 // vocab.Verdicts or an empty user id. An answer that changes nothing (the
 // same click again) is not counted twice.
-func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
+func (s *Runs) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
 	if !slices.Contains(vocab.Verdicts, verdict) {
 		return fmt.Errorf("%w: verdict %q is not one of vocab.Verdicts", runs.ErrBadFeedback, clip.String(verdict, 80))
 	}
@@ -43,7 +43,7 @@ func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct b
 		return fmt.Errorf("runner: feedback on run %s: %w", runID, err)
 	}
 	if n > 0 {
-		s.m.feedback.WithLabelValues(verdict, strconv.FormatBool(correct)).Inc()
+		s.m.Feedback.WithLabelValues(verdict, strconv.FormatBool(correct)).Inc()
 		return nil
 	}
 	// Nothing written: the same answer again, or no such run.
@@ -58,7 +58,7 @@ func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct b
 }
 
 // loadFeedback returns a run's feedback, oldest answer first.
-func (s *Service) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
+func (s *Runs) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Feedback, error) {
 	rows, err := s.tables.Feedback.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: feedback of run %s: %w", id, err)

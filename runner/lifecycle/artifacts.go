@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -20,7 +19,7 @@ import (
 
 // keeperRuns answers what the artifacts' Keeper needs of the run lifecycle
 // (artifacts.Runs).
-type keeperRuns struct{ s *Service }
+type keeperRuns struct{ s *Runs }
 
 // UploadsDone records the thread's reply that the run's spooled artifacts
 // are all uploaded and, when the run is finished, asks for its manifest to
@@ -76,7 +75,7 @@ func (r keeperRuns) ManifestOf(ctx context.Context, runID string) (artifacts.Man
 
 // manifestInput is what the manifest says of r with its step records recs:
 // its plans rebuilt from their stored source (for the rendered configs).
-func (s *Service) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.ManifestInput {
+func (s *Runs) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.ManifestInput {
 	in := artifacts.ManifestInput{Alertname: r.Alertname, Verdict: r.Verdict, Records: recs,
 		Run: artifacts.ManifestRun{ID: r.ID, Key: r.Key, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
@@ -93,12 +92,12 @@ func (s *Service) manifestInput(r *runRow, recs []executor.StepRecord) artifacts
 
 // rebuiltSteps are the plan's steps with their rendered configs, rebuilt from
 // the stored source the run ran; none when it cannot be rebuilt.
-func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
+func (s *Runs) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.PlannedStep {
 	w := vocab.Window{}
 	if r.window != nil {
 		w = *r.window
 	}
-	p, err := s.o.Planner.Rebuild(sp, r.alert, w)
+	p, err := s.planner.Rebuild(sp, r.alert, w)
 	if err != nil {
 		s.log.Warn("Manifest: a run's plan cannot be rebuilt; its steps are listed without config.",
 			zap.String("run", r.ID), zap.String("playbook", sp.Playbook), zap.Error(err))
@@ -107,13 +106,10 @@ func (s *Service) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.P
 	return p.Steps
 }
 
-// Signer is the link signer the /artifacts route verifies tokens with.
-func (s *Service) Signer() *links.Signer { return s.art.Signer() }
-
 // RunArtifact says whether key is one of run runID's artifacts: recorded by
 // one of its steps, or its manifest. An unknown run is runs.ErrNotFound; the
 // artifact route answers 404 for either, so no other key can be probed.
-func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
+func (s *Runs) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
 	r, err := s.getRow(ctx, s.db, runID)
 	if err != nil {
 		return false, err

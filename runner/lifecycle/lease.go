@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func (h *handle) resolve() { h.resolvedOnce.Do(func() { close(h.resolved) }) }
 
 // work is one River job: claim the run, execute it under a heartbeat, finish or
 // release it. It returns an error only when the store failed (River retries).
-func (s *Service) work(ctx context.Context, args runArgs) error {
+func (s *Runs) work(ctx context.Context, args RunJob) error {
 	started, ok, err := s.claim(ctx, args)
 	if err != nil {
 		return err
@@ -46,15 +46,13 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 	s.mu.Lock()
 	s.active[h.id] = h
 	s.mu.Unlock()
-	s.runs.Add(1)
 	defer func() {
 		s.mu.Lock()
 		delete(s.active, h.id)
 		s.mu.Unlock()
-		s.runs.Done()
 	}()
-	s.m.executing.Inc()
-	defer s.m.executing.Dec()
+	s.m.Executing.Inc()
+	defer s.m.Executing.Dec()
 	return s.execute(runCtx, h)
 }
 
@@ -64,7 +62,7 @@ func (s *Service) work(ctx context.Context, args runArgs) error {
 // the playbook's timeout counts from it, across attempts, as a deadline). The
 // elapsed time is the database's, so a replica whose clock is off neither
 // gains nor loses the difference.
-func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, error) {
+func (s *Runs) claim(ctx context.Context, args RunJob) (time.Time, bool, error) {
 	elapsed, err := s.tables.Runs.Claim(ctx, s.db, s.id, s.cfg.LeaseTimeout.Milliseconds(),
 		StatusRunning, args.RunID, args.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -76,7 +74,7 @@ func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, err
 	return time.Now().Add(-time.Duration(elapsed) * time.Millisecond), true, nil
 }
 
-// The heartbeat: one loop per process (renewer, started with the Service and
+// The heartbeat: one loop per process (renewer, started with the Runs and
 // ended by Close, after Stop's grace, so runs finishing within it keep
 // their leases) renews the leases of every run this process executes in one
 // statement each heartbeat_interval and reads their rows' flags: a cancel
@@ -96,7 +94,7 @@ func (s *Service) claim(ctx context.Context, args runArgs) (time.Time, bool, err
 const maxRenewBatch = 500
 
 // watch arms run h's watchdog; the renewer resets it on each renewal.
-func (s *Service) watch(h *handle) {
+func (s *Runs) watch(h *handle) {
 	margin := s.cfg.LeaseTimeout - s.cfg.HeartbeatInterval
 	h.watchdog = time.AfterFunc(margin, func() {
 		s.log.Warn("Could not renew a run's lease in time; stopping work on it.", zap.String("run", h.id))
@@ -104,7 +102,7 @@ func (s *Service) watch(h *handle) {
 	})
 }
 
-// renewTimeout bounds one renewal statement: a third of the time a lease
+// RenewTimeout bounds one renewal statement: a third of the time a lease
 // has left after a heartbeat (lease_timeout - heartbeat_interval), so three
 // tries fit before the watchdog stops the work, and never less than a
 // heartbeat. It was one heartbeat: with the tests' 100 ms heartbeat, a
@@ -112,18 +110,18 @@ func (s *Service) watch(h *handle) {
 // writes) was cancelled mid-connect every tick, never got one, and healthy
 // runs on an idle machine lost their leases within 2 s and were resumed
 // (TestTwoReplicasOneThread: 5 of 15 runs; the chaos test: 186 of 200).
-// Renewals now have connections of their own (Service.beat), but a fresh
+// Renewals now have connections of their own (Runs.beat), but a fresh
 // one must still be opened after the database restarts. A renewal may
 // outlast a tick: the loop waits for it, and the next tick renews whatever
 // it missed.
-func (s *Service) renewTimeout() time.Duration {
+func (s *Runs) RenewTimeout() time.Duration {
 	return max(s.cfg.HeartbeatInterval, (s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)/3)
 }
 
 // renewer renews this process's leases every heartbeat_interval until ctx
 // ends: its runs', and beside them its deliverers' threads' (one more
 // statement).
-func (s *Service) renewer(ctx context.Context) {
+func (s *Runs) renewer(ctx context.Context) {
 	defer s.renewDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -149,14 +147,14 @@ func (s *Service) renewer(ctx context.Context) {
 }
 
 // renew renews the leases of hs in one statement and acts on what it read.
-func (s *Service) renew(ctx context.Context, hs []*handle) {
+func (s *Runs) renew(ctx context.Context, hs []*handle) {
 	now := s.now()
 	ids := make([]string, len(hs))
 	for i, h := range hs {
 		ids[i] = h.id
 	}
-	s.beatReady(ctx)
-	rctx, cancel := context.WithTimeout(ctx, s.renewTimeout())
+	s.BeatReady(ctx)
+	rctx, cancel := context.WithTimeout(ctx, s.RenewTimeout())
 	defer cancel()
 	renewed, err := s.renewRows(rctx, ids)
 	if err != nil {
@@ -220,7 +218,7 @@ func (s *Service) renew(ctx context.Context, hs []*handle) {
 // slowest of 16 transactions past its timeout, every tick (the chaos test
 // with -race and a CPU hog: 355 lock waits over a second, 88 healthy runs
 // stopped by their watchdogs).
-func (s *Service) stillOwned(ctx context.Context, hs []*handle, renewed map[string]runFlags) (map[string]bool, error) {
+func (s *Runs) stillOwned(ctx context.Context, hs []*handle, renewed map[string]runFlags) (map[string]bool, error) {
 	var ids []string
 	for _, h := range hs {
 		if _, ok := renewed[h.id]; !ok {
@@ -237,7 +235,7 @@ type beatReadier interface {
 	Ready(ctx context.Context) error
 }
 
-// beatReady waits, up to the time the watchdogs leave a lease after a
+// BeatReady waits, up to the time the watchdogs leave a lease after a
 // renewal, for the heartbeat pool to have a connection, before a renewal
 // starts its statement against its own, shorter deadline: a connection the
 // database is slow to accept (forking and authenticating a backend under
@@ -246,7 +244,7 @@ type beatReadier interface {
 // acquirer wait for the connect it began, not for one finished meanwhile).
 // A renewal that found no connection in time fails as before, and the
 // watchdogs stop the work.
-func (s *Service) beatReady(ctx context.Context) {
+func (s *Runs) BeatReady(ctx context.Context) {
 	r, ok := s.beat.(beatReadier)
 	if !ok {
 		return
@@ -261,7 +259,7 @@ type runFlags struct{ cancel, resolved bool }
 
 // renewRows renews this process's leases on runs ids on the heartbeat's
 // connections and returns the flags of the rows it renewed, by id.
-func (s *Service) renewRows(ctx context.Context, ids []string) (map[string]runFlags, error) {
+func (s *Runs) renewRows(ctx context.Context, ids []string) (map[string]runFlags, error) {
 	renewed, err := s.tables.Runs.Renew(ctx, s.beat, s.id, s.cfg.LeaseTimeout.Milliseconds(), ids)
 	if err != nil {
 		return nil, err
@@ -276,7 +274,7 @@ func (s *Service) renewRows(ctx context.Context, ids []string) (map[string]runFl
 // release gives the run up after an interruption or a store failure: the lease
 // expires now, so a reaper (here after restart, or on another replica) resumes it
 // at once. A shutdown or lost lease does not use up one of the run's attempts.
-func (s *Service) release(h *handle, cause error) {
+func (s *Runs) release(h *handle, cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the run's context is done
 	defer cancel()
 	// Only an interruption (shutdown, a lost lease) gives the attempt back; a

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -11,64 +11,65 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// metrics are the runner's: counters on transitions in this process, and
-// gauges read from the store at scrape time (the same on every replica).
-// Alert intake is counted by handlers (autocapture_alerts_total{outcome}).
-type metrics struct {
-	finished  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	steps     *prometheus.CounterVec
-	stepTime  *prometheus.HistogramVec
-	executing prometheus.Gauge
-	resumed   prometheus.Counter
-	abandoned *prometheus.GaugeVec
+// Metrics are the runs': counters on transitions in this process (the gauges
+// are read from the store at scrape time, the same on every replica: see
+// storeCollector). Alert intake is counted by handlers
+// (autocapture_alerts_total{outcome}).
+type Metrics struct {
+	Finished  *prometheus.CounterVec
+	Duration  *prometheus.HistogramVec
+	Steps     *prometheus.CounterVec
+	StepTime  *prometheus.HistogramVec
+	Executing prometheus.Gauge
+	Resumed   prometheus.Counter
+	Abandoned *prometheus.GaugeVec
 
-	feedback *prometheus.CounterVec
-	// verdicts counts verdicts recorded by kind (preliminary, refined) and
-	// id; changed counts refined verdicts that differ from the preliminary
+	Feedback *prometheus.CounterVec
+	// Verdicts counts verdicts recorded by kind (preliminary, refined) and
+	// id; Changed counts refined verdicts that differ from the preliminary
 	// one the thread showed first, by the preliminary's id (every id from
 	// zero, as a ratio over verdicts needs; the pair was→now is in the
 	// run's verdict history).
-	verdicts *prometheus.CounterVec
-	changed  *prometheus.CounterVec
+	Verdicts *prometheus.CounterVec
+	Changed  *prometheus.CounterVec
 }
 
-func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_runs_finished_total",
+func newMetrics() *Metrics {
+	m := &Metrics{
+		Finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_runs_finished_total",
 			Help: "Runs this process finished, by final status."}, []string{"status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_run_duration_seconds",
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_run_duration_seconds",
 			Help:    "From a run's first start to its end, by final status.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 2400}}, []string{"status"}),
-		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_steps_total",
+		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_steps_total",
 			Help: "Finished steps by kind and status."}, []string{"kind", "status"}),
-		stepTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_step_duration_seconds",
+		StepTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "autocapture_step_duration_seconds",
 			Help:    "How long finished steps ran (skipped ones excluded), by kind.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}}, []string{"kind"}),
-		executing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_runs_executing",
+		Executing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "autocapture_runs_executing",
 			Help: "Runs this process is executing now (at most runs.max_concurrent)."}),
-		resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
+		Resumed: prometheus.NewCounter(prometheus.CounterOpts{Name: "autocapture_runs_resumed_total",
 			Help: "Abandoned runs this process's reaper put back in the queue."}),
-		abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_steps_abandoned",
+		Abandoned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "autocapture_steps_abandoned",
 			Help: "Steps this process stopped waiting for (they ignored their deadline) whose goroutine has not returned yet."},
 			[]string{"kind"}),
-		feedback: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_feedback_total",
+		Feedback: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_feedback_total",
 			Help: "Readers' answers to a run's verdict this process recorded, by verdict and whether they said it was right " +
 				"(correct=\"true\"); a reader who changes their answer counts again, under the new one."},
 			[]string{"verdict", "correct"}),
-		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdicts_total",
+		Verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdicts_total",
 			Help: "Verdicts this process recorded in a run's history, by kind (preliminary: the PromQL snapshot alone; " +
 				"refined: the triage step's) and verdict id."}, []string{"kind", "verdict"}),
-		changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
+		Changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
 	}
 	for _, v := range vocab.Verdicts { // every series from zero, so ratios work from the start
-		m.feedback.WithLabelValues(v, "true")
-		m.feedback.WithLabelValues(v, "false")
-		m.verdicts.WithLabelValues(runs.VerdictPreliminary, v)
-		m.verdicts.WithLabelValues(runs.VerdictRefined, v)
-		m.changed.WithLabelValues(v)
+		m.Feedback.WithLabelValues(v, "true")
+		m.Feedback.WithLabelValues(v, "false")
+		m.Verdicts.WithLabelValues(runs.VerdictPreliminary, v)
+		m.Verdicts.WithLabelValues(runs.VerdictRefined, v)
+		m.Changed.WithLabelValues(v)
 	}
 	// Every final status and every sink's failure reasons from zero too: rate()
 	// and increase() miss the first increment of a series that appears with it,
@@ -76,19 +77,28 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	// fire on exactly those.
 	for _, st := range Statuses {
 		if st != StatusQueued && st != StatusRunning {
-			m.finished.WithLabelValues(st)
+			m.Finished.WithLabelValues(st)
 		}
 	}
+	return m
+}
+
+// Metrics are the runs' counters (tests read them).
+func (s *Runs) Metrics() *Metrics { return s.m }
+
+// register registers m and the gauges s reads from the store at scrape
+// time with reg (none when nil).
+func (m *Metrics) register(s *Runs, reg prometheus.Registerer) error {
 	if reg == nil {
-		return m, nil
+		return nil
 	}
-	for _, c := range append([]prometheus.Collector{m.finished, m.duration, m.steps, m.stepTime, m.executing, m.resumed, m.abandoned, m.feedback, m.verdicts, m.changed,
-		&storeCollector{s: s}, orphanCollector{s: s}}, append(s.art.Collectors(), s.out.Collectors()...)...) {
+	for _, c := range []prometheus.Collector{m.Finished, m.Duration, m.Steps, m.StepTime, m.Executing, m.Resumed, m.Abandoned,
+		m.Feedback, m.Verdicts, m.Changed, &storeCollector{s: s}, orphanCollector{s: s}} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("runner: register metrics: %w", err)
+			return fmt.Errorf("runner: register metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 var (
@@ -106,7 +116,7 @@ var (
 )
 
 // storeCollector reads the run gauges from the database at scrape time.
-type storeCollector struct{ s *Service }
+type storeCollector struct{ s *Runs }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRuns
@@ -150,7 +160,7 @@ type Backlog struct {
 // OutboxBacklog counts the undelivered thread operations by sink: every
 // configured sink (zero when it has none) and any other that still has rows
 // (a notifier since removed from the config).
-func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
+func (s *Runs) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
 	out := make(map[string]Backlog, len(s.out.Sinks()))
 	for _, sink := range s.out.Sinks() {
 		out[sink] = Backlog{}
@@ -173,7 +183,7 @@ type QueueStats struct {
 }
 
 // QueueStats counts runs by status and measures the oldest queued run's wait.
-func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) {
+func (s *Runs) QueueStats(ctx context.Context) (QueueStats, error) {
 	st := QueueStats{ByStatus: map[string]int{}}
 	byStatus, err := s.tables.Runs.CountByStatus(ctx, s.db)
 	if err != nil {

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"database/sql"
@@ -33,7 +33,7 @@ var Statuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusPart
 // storedPlans is what a run persists about its plans at first execution.
 type storedPlans []playbooks.StoredPlan
 
-// runRow is a run as stored, with what only the runner reads.
+// runRow is a run as stored, with what only the lifecycle reads.
 type runRow struct {
 	runs.Run
 	alert      template.Alert

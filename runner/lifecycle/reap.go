@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -23,12 +23,12 @@ import (
 //     between), or it ended without claiming (discarded after store failures).
 //     Runs waiting behind runs.max_concurrent (job available) or a playbook's
 //     max_concurrent (job scheduled, or fetched moments ago) keep their job.
-func (s *Service) reaper() {
+func (s *Runs) reaper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		if n, err := s.reapOnce(s.bg); err != nil && s.bg.Err() == nil {
+		if n, err := s.ReapOnce(s.bg); err != nil && s.bg.Err() == nil {
 			s.log.Warn("Reaper could not scan for abandoned runs.", zap.Error(err))
 		} else if n > 0 {
 			s.log.Info("Resumed abandoned runs.", zap.Int("runs", n))
@@ -46,7 +46,7 @@ func (s *Service) reaper() {
 // reaper's, a tick that resumed a dead replica's runs (a transaction each,
 // seconds on a loaded database) held back the threads that replica was
 // delivering, and their runs' ends reached the thread seconds late.
-func (s *Service) outboxSweeper() {
+func (s *Runs) outboxSweeper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -77,8 +77,9 @@ const (
 	reapStranded = database.Stranded
 )
 
-// reapOnce resumes the abandoned runs and returns how many.
-func (s *Service) reapOnce(ctx context.Context) (int, error) {
+// ReapOnce is one tick of the reaper: it resumes the runs abandoned now and
+// returns how many.
+func (s *Runs) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
 	for _, k := range []reapKind{reapExpired, reapStranded} {
 		cands, err := s.reapCandidates(ctx, k)
@@ -94,7 +95,7 @@ func (s *Service) reapOnce(ctx context.Context) (int, error) {
 			}
 			if won {
 				n++
-				s.m.resumed.Inc()
+				s.m.Resumed.Inc()
 			}
 		}
 	}
@@ -105,7 +106,7 @@ type reapCand = database.Abandoned
 
 // reapCandidates lists up to 100 runs abandoned in kind k (an index read on
 // every reaper tick of every replica: see database.Runs.ReapQuery).
-func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
+func (s *Runs) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
 	cands, err := s.tables.Runs.Abandoned(ctx, s.db, k, s.cfg.LeaseTimeout, StatusQueued)
 	if err != nil {
 		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
@@ -117,7 +118,7 @@ func (s *Service) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, e
 // still abandoned in kind k and held by the owner scanned (both re-checked in
 // the update). Its thread reply, recorded in the same commit, carries that
 // owner, so it can say which replica gave the run up and which one took it.
-func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
+func (s *Runs) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
 	id, gen := c.ID, c.Generation
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -140,7 +141,7 @@ func (s *Service) resume(ctx context.Context, k reapKind, c reapCand) (bool, err
 	if err := s.out.Append(ctx, tx, id, outbox.Resumed{N: resumed, From: c.Owner}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
-	if err := s.enqueue(ctx, tx, []runArgs{{RunID: id, Generation: gen + 1}}); err != nil {
+	if err := s.Enqueue(ctx, tx, []RunJob{{RunID: id, Generation: gen + 1}}); err != nil {
 		return false, fmt.Errorf("runner: reaper: run %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {

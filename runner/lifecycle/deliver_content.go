@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // runInfo is the parent message's content; channel is the playbook's
 // notify.channel recorded with the operation ("" for the default).
-func (s *Service) runInfo(ctx context.Context, runID, channel string, retry bool) (notify.RunInfo, error) {
+func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (notify.RunInfo, error) {
 	r, err := s.getRow(ctx, s.db, runID)
 	if err != nil {
 		return notify.RunInfo{}, err
@@ -39,8 +39,8 @@ func parentInfo(r *runRow) notify.RunInfo {
 	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
-// threadSource is the Service as the outbox reads it (outbox.Content).
-type threadSource struct{ s *Service }
+// threadSource is the run lifecycle as the outbox reads it (outbox.Content).
+type threadSource struct{ s *Runs }
 
 var _ outbox.Content = threadSource{}
 
@@ -73,7 +73,7 @@ func (t threadSource) ResumeClaimer(ctx context.Context, runID string) (string, 
 }
 
 // stepReply is a finished step's reply, from its record.
-func (s *Service) stepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
+func (s *Runs) stepReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
 	raw, err := s.tables.Steps.Get(ctx, s.db, runID, plan, step)
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: read step: %w", key, err)
@@ -91,7 +91,7 @@ func (s *Service) stepReply(ctx context.Context, runID, key, plan, step string, 
 // while no replica has: a resume's reply waits for it (within a lease, so a
 // run no replica has room for does not hold its thread); "" once it waited
 // a lease, or the run is done, without one.
-func (s *Service) resumeClaimer(ctx context.Context, runID string) (string, error) {
+func (s *Runs) resumeClaimer(ctx context.Context, runID string) (string, error) {
 	owner, done, queuedFor, err := s.tables.Runs.QueueState(ctx, s.db, runID)
 	if err != nil {
 		return "", fmt.Errorf("read owner: %w", err)
@@ -105,7 +105,7 @@ func (s *Service) resumeClaimer(ctx context.Context, runID string) (string, erro
 // stepReport is what a thread shows of a finished step, with links to its
 // artifacts made at delivery (a link made when the step finished would age in
 // the outbox; see artifacts' Keeper.Link) and its charts as files to attach.
-func (s *Service) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
+func (s *Runs) stepReport(ctx context.Context, runID string, rec executor.StepRecord) notify.StepReport {
 	rep := notify.StepReport{RunID: runID, Plan: rec.Plan, StepID: rec.ID, Kind: rec.Kind, Tier: rec.Tier, Status: rec.Status,
 		Summary: rec.Summary, Reason: rec.Reason, Error: rec.Error, Duration: time.Duration(rec.DurationMS) * time.Millisecond,
 		Verdict: rec.Verdict}
@@ -123,7 +123,7 @@ func (s *Service) stepReport(ctx context.Context, runID string, rec executor.Ste
 }
 
 // summaryFor is an update's content: the run's state now.
-func (s *Service) summaryFor(ctx context.Context, runID, key string, retry bool) (notify.Summary, error) {
+func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (notify.Summary, error) {
 	r, err := s.getRow(ctx, s.db, runID)
 	if err != nil {
 		return notify.Summary{}, err

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // Writes use a context that outlives a cancelled run. A run that ends
 // without a verdict keeps the latest it recorded (a preliminary one, when
 // triage never ran after it).
-func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, v *vocab.Verdict) error {
+func (s *Runs) finish(ctx context.Context, r *runRow, status, reason string, v *vocab.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var verdict sql.NullString
@@ -54,15 +54,15 @@ func (s *Service) finish(ctx context.Context, r *runRow, status, reason string, 
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	took := time.Duration(tookMS) * time.Millisecond
-	s.m.finished.WithLabelValues(status).Inc()
-	s.m.duration.WithLabelValues(status).Observe(took.Seconds())
+	s.m.Finished.WithLabelValues(status).Inc()
+	s.m.Duration.WithLabelValues(status).Observe(took.Seconds())
 	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", status), zap.String("reason", reason))
 	return nil
 }
 
 // unclaim hands a run back to the queue without counting the attempt (it waits
 // for a playbook slot) and returns ret for River.
-func (s *Service) unclaim(h *handle, ret error) error {
+func (s *Runs) unclaim(h *handle, ret error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.tables.Runs.Unclaim(ctx, s.db, h.id, s.id, StatusQueued); err != nil {
@@ -79,7 +79,7 @@ func (s *Service) unclaim(h *handle, ret error) error {
 // playbook make the count-then-hold atomic across workers and replicas. It
 // returns the kept plans and why the others were skipped; grouping.ErrWait
 // when a playbook has no slot.
-func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Plan, w vocab.Window) ([]*playbooks.Plan, []string, error) {
+func (s *Runs) storePlans(ctx context.Context, r *runRow, all []*playbooks.Plan, w vocab.Window) ([]*playbooks.Plan, []string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, storeError{fmt.Errorf("runner: store plans: %w", err)}
@@ -120,7 +120,7 @@ func (s *Service) storePlans(ctx context.Context, r *runRow, all []*playbooks.Pl
 	return plans, skipped, nil
 }
 
-func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w vocab.Window) error {
+func (s *Runs) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*playbooks.Plan, w vocab.Window) error {
 	stored := make(storedPlans, len(plans))
 	for i, p := range plans {
 		stored[i] = p.Stored()
@@ -151,7 +151,7 @@ func (s *Service) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans 
 }
 
 // doneSteps loads the steps persisted by earlier attempts, by plan and step id.
-func (s *Service) doneSteps(ctx context.Context, runID string) (map[string]map[string]executor.StepRecord, error) {
+func (s *Runs) doneSteps(ctx context.Context, runID string) (map[string]map[string]executor.StepRecord, error) {
 	recs, err := s.loadSteps(ctx, s.db, runID)
 	if err != nil {
 		return nil, storeError{err}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -48,7 +48,7 @@ const refinedKey = "refined"
 // column and the parent's edit in one transaction, while this process owns
 // the run. A verdict recorded before (the same evidence, an earlier attempt)
 // records nothing.
-func (s *Service) persistPreliminary(ctx context.Context, runID string, p executor.Preliminary) error {
+func (s *Runs) persistPreliminary(ctx context.Context, runID string, p executor.Preliminary) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	e := runs.VerdictEntry{Kind: runs.VerdictPreliminary, Plan: p.Plan, Step: p.StepID, At: p.At.UTC(),
@@ -69,7 +69,7 @@ func (s *Service) persistPreliminary(ctx context.Context, runID string, p execut
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("preliminary verdict of %s: %w", runID, err)
 	}
-	s.m.verdicts.WithLabelValues(runs.VerdictPreliminary, e.Verdict.ID).Inc()
+	s.m.Verdicts.WithLabelValues(runs.VerdictPreliminary, e.Verdict.ID).Inc()
 	s.log.Info("Preliminary verdict recorded.", zap.String("run", runID), zap.String("plan", p.Plan),
 		zap.String("verdict", e.Verdict.ID), zap.Strings("sources", e.Sources), zap.Strings("waiting", p.Waiting))
 	return nil
@@ -83,20 +83,20 @@ type refined struct {
 }
 
 // count counts it, once its transaction committed.
-func (r refined) count(m *metrics, now string) {
+func (r refined) count(m *Metrics, now string) {
 	if !r.added {
 		return
 	}
-	m.verdicts.WithLabelValues(runs.VerdictRefined, now).Inc()
+	m.Verdicts.WithLabelValues(runs.VerdictRefined, now).Inc()
 	if r.was != "" {
-		m.changed.WithLabelValues(r.was).Inc()
+		m.Changed.WithLabelValues(r.was).Inc()
 	}
 }
 
 // recordRefined records a triage step's verdict in tx (persistStep's) and
 // returns the thread operation saying it changed, if it differs from the
 // step's latest preliminary verdict.
-func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, refined, error) {
+func (s *Runs) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, refined, error) {
 	e := runs.VerdictEntry{Kind: runs.VerdictRefined, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(), Verdict: rec.Verdict}
 	e.Sources, e.Origins = sourcesOf(rec.Findings, nil)
 	prev, err := s.latestVerdict(ctx, tx, runID, rec.Plan, rec.ID)
@@ -120,7 +120,7 @@ func (s *Service) recordRefined(ctx context.Context, tx *sql.Tx, runID string, r
 // run's last, and makes it the run's verdict; false when the key was
 // recorded before (nothing is written then). It fails when this process no
 // longer owns the run.
-func (s *Service) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key string, e runs.VerdictEntry) (bool, error) {
+func (s *Runs) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key string, e runs.VerdictEntry) (bool, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return false, fmt.Errorf("verdict %s of %s: encode: %w", key, runID, err)
@@ -153,7 +153,7 @@ func (s *Service) insertVerdict(ctx context.Context, tx *sql.Tx, runID, key stri
 }
 
 // latestVerdict is the step's last recorded verdict, nil without one.
-func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, step string) (*runs.VerdictEntry, error) {
+func (s *Runs) latestVerdict(ctx context.Context, q querier, runID, plan, step string) (*runs.VerdictEntry, error) {
 	raw, ok, err := s.tables.Verdicts.Latest(ctx, q, runID, plan, step)
 	if err != nil {
 		return nil, fmt.Errorf("verdicts of %s: %w", runID, err)
@@ -169,7 +169,7 @@ func (s *Service) latestVerdict(ctx context.Context, q querier, runID, plan, ste
 }
 
 // loadVerdicts returns the run's verdict history in the order recorded.
-func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs.VerdictEntry, error) {
+func (s *Runs) loadVerdicts(ctx context.Context, q reader, id string) ([]runs.VerdictEntry, error) {
 	records, err := s.tables.Verdicts.List(ctx, q, id)
 	if err != nil {
 		return nil, fmt.Errorf("runner: verdicts of run %s: %w", id, err)
@@ -187,7 +187,7 @@ func (s *Service) loadVerdicts(ctx context.Context, q reader, id string) ([]runs
 
 // changeReply is the content of the reply saying the refined verdict
 // differs: read from the refined entry at delivery.
-func (s *Service) changeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
+func (s *Runs) changeReply(ctx context.Context, runID, key, plan, step string, retry bool) (notify.StepReport, error) {
 	raw, err := s.tables.Verdicts.Get(ctx, s.db, runID, plan, step, refinedKey)
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("reply %s: read verdict: %w", key, err)

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const waitSnooze = 2 * time.Second
 
 // execute runs a claimed run to its end, or releases it when interrupted.
 // It returns an error only for River: a snooze, or a store failure.
-func (s *Service) execute(ctx context.Context, h *handle) error {
+func (s *Runs) execute(ctx context.Context, h *handle) error {
 	r, err := s.getRow(ctx, s.db, h.id)
 	var corrupt corruptError
 	if errors.As(err, &corrupt) {
@@ -72,7 +72,7 @@ func (s *Service) execute(ctx context.Context, h *handle) error {
 	for _, p := range plans {
 		in := executor.Input{RunID: r.ID, Attempt: r.Attempts, Created: r.CreatedAt, Alert: r.alert, Window: window, Env: env, Log: s.log,
 			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,
-			Started: h.started, AbandonGrace: s.cfg.AbandonGrace, Now: s.o.Now}
+			Started: h.started, AbandonGrace: s.cfg.AbandonGrace, Now: s.clock}
 		out := executor.Run(ctx, p, in, s.hooks(r, plans))
 		if out.Interrupted {
 			s.release(h, out.Cause)
@@ -124,7 +124,7 @@ func isStoreErr(err error) bool { var se storeError; return errors.As(err, &se) 
 // run may have taken the slot while it was queued) and marks it as holding
 // them, in one transaction under the playbooks' locks (grouping's
 // TakeSlots). grouping.ErrWait: no slot.
-func (s *Service) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
+func (s *Runs) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return storeError{fmt.Errorf("runner: take slots: %w", err)}
@@ -145,10 +145,10 @@ func (s *Service) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.P
 // plansFor returns the run's plans: built by the Planner at first execution
 // (cooldown and max_concurrent checked, identity and window persisted), rebuilt
 // from what was stored on resume. skip is set when no plan is left to run.
-func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
+func (s *Runs) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
 	if r.plans != nil && r.window != nil {
 		for _, sp := range r.plans {
-			p, err := s.o.Planner.Rebuild(sp, r.alert, *r.window)
+			p, err := s.planner.Rebuild(sp, r.alert, *r.window)
 			if err != nil {
 				return nil, w, "", fmt.Errorf("rebuild playbook %s (%s, %.12s): %w", sp.Playbook, sp.File, sp.Digest, err)
 			}
@@ -163,7 +163,7 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 	// run (a storm's runs wait behind max_concurrent): the snapshot
 	// describes the moment of the page.
 	w = vocab.AlertWindow(r.StartsAt, s.cfg.Lookback, r.CreatedAt.UTC())
-	all, err := s.o.Planner.Plan(r.alert, w)
+	all, err := s.planner.Plan(r.alert, w)
 	if err != nil {
 		return nil, w, "", fmt.Errorf("planning: %w", err)
 	}
@@ -193,7 +193,7 @@ func (s *Service) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.P
 // reply: the thread says each of them here, before this one, as the
 // parent's count does ("resumed after an interruption — 1st resume"); the
 // ones recorded already are no-op repeats.
-func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
+func (s *Runs) recordResumed(ctx context.Context, r *runRow) error {
 	if r.Resumed == 0 {
 		return nil
 	}
@@ -219,7 +219,7 @@ func (s *Service) recordResumed(ctx context.Context, r *runRow) error {
 }
 
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
-func (s *Service) failCorrupt(ctx context.Context, h *handle, err error) error {
+func (s *Runs) failCorrupt(ctx context.Context, h *handle, err error) error {
 	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
 	uerr := s.tables.Runs.FailOwned(context.WithoutCancel(ctx), s.db, h.id, s.id, StatusFailed, "cannot read the run: "+err.Error())
 	if uerr != nil {
