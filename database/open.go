@@ -64,7 +64,7 @@ type Pool interface {
 }
 
 // OpenBeat opens the heartbeat's own pool on the run store (see the runner's
-// Service.beat): a few connections the renewals of leases (runs, threads,
+// runner.Service's beat pool): a few connections the renewals of leases (runs, threads,
 // profiles) use and nothing else, so a pool exhausted by the steps' writes,
 // the deliveries and River never costs a live replica its leases
 // (TestRenewalsDoNotWaitForABusyPool: on the main pool, a run whose pool
