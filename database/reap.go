@@ -39,7 +39,10 @@ func (r Runs) abandoned(k Abandon, first int, lease time.Duration, queued string
 	}
 	// The run's job of its current generation is river_job_id (enqueue writes
 	// both in one transaction): one primary-key lookup per queued run.
-	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < {now} - $%d AND NOT EXISTS (
+	// A run a worker unclaimed within lease_timeout (no playbook slot) has a
+	// job whose snooze River may not have written yet (migration 014).
+	cond := fmt.Sprintf(`owner IS NULL AND status = $%d AND queued_at < {now} - $%d
+		AND (unclaimed_at IS NULL OR unclaimed_at < {now} - $%[2]d) AND NOT EXISTS (
 		SELECT 1 FROM river_job j WHERE j.id = autocapture_runs.river_job_id AND j.state IN %s
 		AND (j.state <> 'running' OR j.attempted_at >= %s))`,
 		first, first+1, liveJobStates, fresh)

@@ -308,10 +308,12 @@ func (r Runs) Finish(ctx context.Context, q RowQuerier, id, owner, status, reaso
 }
 
 // Unclaim hands run id, while owner owns it, back to the queue with status
-// without counting the attempt.
-func (Runs) Unclaim(ctx context.Context, q Querier, id, owner, status string) error {
-	_, err := q.ExecContext(ctx, `UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
-		attempts = attempts - 1 WHERE id = $2 AND owner = $3`, status, id, owner)
+// without counting the attempt, and stamps unclaimed_at (the database's
+// clock) so the reaper does not take it for stranded while River records the
+// job's snooze (migration 014).
+func (r Runs) Unclaim(ctx context.Context, q Querier, id, owner, status string) error {
+	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
+		attempts = attempts - 1, unclaimed_at = {now} WHERE id = $2 AND owner = $3`), status, id, owner)
 	return err
 }
 

@@ -181,3 +181,42 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		}
 	})
 }
+
+// TestReaperLeavesARunUnclaimedForASlot is the window between a worker
+// handing a run back for want of a playbook slot (Unclaim) and River's
+// completer writing the job's snooze: the job still reads 'running' with the
+// attempted_at of its fetch. Under load that fetch can be lease_timeout old;
+// the reaper must not take the run for stranded while its unclaim is fresh
+// (a spurious resume and reply), and must take it once the unclaim is older
+// than lease_timeout and the job still never moved (the process died there).
+func TestReaperLeavesARunUnclaimedForASlot(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(nil, nil)) }), false)
+		ctx := context.Background()
+		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
+		// Fetched an hour ago as far as River's row says, its snooze unwritten.
+		setJob(t, s, id, "state = 'running', attempt = 1, attempted_at = "+dbTime(s, -3600))
+		unclaimedAgo := func(ms int) {
+			t.Helper()
+			if _, err := s.db.ExecContext(ctx, dialectOf(s).SQL(`UPDATE autocapture_runs SET queued_at = queued_at - 3600000,
+				unclaimed_at = {now} - $1 WHERE id = $2`), ms, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		unclaimedAgo(0)
+		if n, err := s.life.ReapOnce(ctx); err != nil || n != 0 {
+			t.Fatalf("reaper took %d runs (%v) unclaimed just now, want 0: River may not have written the snooze yet", n, err)
+		}
+		if l := leaseOf(t, s, id); l.generation != 0 {
+			t.Fatalf("generation %d after a reap of a fresh unclaim, want 0", l.generation)
+		}
+		unclaimedAgo(int(fastRuns().LeaseTimeout.Milliseconds()) + 1000)
+		if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
+			t.Fatalf("reaper took %d runs (%v) unclaimed past lease_timeout with its job never moved, want 1", n, err)
+		}
+		if l := leaseOf(t, s, id); l.generation != 1 || liveJobs(t, s, id, 1) != 1 {
+			t.Fatalf("taken run: generation %d, %d live jobs of generation 1; want 1 and 1", l.generation, liveJobs(t, s, id, 1))
+		}
+	})
+}
