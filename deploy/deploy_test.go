@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccy/go-yaml"
+	"go.uber.org/zap"
+
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/playbooks"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -36,9 +40,11 @@ func TestPromtoolRuleUnitTests(t *testing.T) {
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
-	out := run(t, "promtool", "check", "rules", "prometheus/vllm-alerts.yml")
-	if !strings.Contains(out, "SUCCESS: 5 rules found") {
-		t.Errorf("promtool check rules:\n%s", out)
+	for _, f := range []string{"prometheus/vllm-alerts.yml", "prometheus/sglang-alerts.yml"} {
+		out := run(t, "promtool", "check", "rules", f)
+		if !strings.Contains(out, "SUCCESS: 5 rules found") {
+			t.Errorf("promtool check rules %s:\n%s", f, out)
+		}
 	}
 }
 
@@ -56,12 +62,14 @@ func TestAmtoolCheckConfig(t *testing.T) {
 }
 
 func TestEmbeddedRulesAreTheFile(t *testing.T) {
-	onDisk, err := os.ReadFile("prometheus/vllm-alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(onDisk, VLLMAlertRules) {
-		t.Error("embedded rules differ from the file")
+	for f, embedded := range map[string][]byte{"prometheus/vllm-alerts.yml": VLLMAlertRules, "prometheus/sglang-alerts.yml": SGLangRules} {
+		onDisk, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(onDisk, embedded) {
+			t.Errorf("embedded rules differ from %s", f)
+		}
 	}
 }
 
@@ -76,32 +84,75 @@ func TestAlertRulesShortened(t *testing.T) {
 		{"e2e", 30 * time.Second, 5 * time.Second, []string{"[30s])"}, "for: 5s"},
 		{"window only", time.Minute, 0, []string{"[1m])"}, "for: 2m"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, err := AlertRules(tc.window, tc.hold)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := string(b)
-			for _, w := range tc.windows {
-				// TTFT, ITL (two generations) and abort ratio (two) use rate
-				// windows, and so does the traffic floor of those three alerts.
-				if n := strings.Count(s, w); n != 8 {
-					t.Errorf("%s occurs %d times, want 8", w, n)
+		for engine, rules := range map[string]func(window, hold time.Duration) ([]byte, error){"vllm": AlertRules, "sglang": SGLangAlertRules} {
+			t.Run(tc.name+"/"+engine, func(t *testing.T) {
+				b, err := rules(tc.window, tc.hold)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if n := strings.Count(s, "\n        "+tc.fors+"\n"); n != 5 {
-				t.Errorf("%q occurs %d times, want 5", tc.fors, n)
-			}
-			path := filepath.Join(t.TempDir(), "rules.yml")
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out := run(t, "promtool", "check", "rules", path); !strings.Contains(out, "5 rules found") {
-				t.Errorf("promtool check rules on the shortened rules:\n%s", out)
-			}
-		})
+				s := string(b)
+				for _, w := range tc.windows {
+					// TTFT, ITL (two generations) and abort ratio (two) use rate
+					// windows, and so does the traffic floor of those three alerts
+					// (SGLang's as vLLM's).
+					if n := strings.Count(s, w); n != 8 {
+						t.Errorf("%s occurs %d times, want 8", w, n)
+					}
+				}
+				if n := strings.Count(s, "\n        "+tc.fors+"\n"); n != 5 {
+					t.Errorf("%q occurs %d times, want 5", tc.fors, n)
+				}
+				path := filepath.Join(t.TempDir(), "rules.yml")
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if out := run(t, "promtool", "check", "rules", path); !strings.Contains(out, "5 rules found") {
+					t.Errorf("promtool check rules on the shortened rules:\n%s", out)
+				}
+			})
+		}
 	}
 	if _, err := AlertRules(-time.Second, 0); err == nil {
 		t.Error("a negative window is accepted")
+	}
+	if _, err := SGLangAlertRules(0, -time.Second); err == nil {
+		t.Error("a negative hold is accepted")
+	}
+}
+
+// TestEveryShippedAlertHasItsPlaybook: each alert of the shipped rules routes,
+// in the shipped playbook set, to a playbook of its own engine (an
+// SGLang alert to an SGLang playbook), so no shipped alert pages with nothing
+// to run.
+func TestEveryShippedAlertHasItsPlaybook(t *testing.T) {
+	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prefix, rules := range map[string][]byte{playbooks.EmbeddedPrefix: VLLMAlertRules, playbooks.EmbeddedSGLangPrefix: SGLangRules} {
+		var groups struct {
+			Groups []struct {
+				Rules []struct {
+					Alert  string            `yaml:"alert"`
+					Labels map[string]string `yaml:"labels"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(rules, &groups); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				n++
+				got := playbooks.Match(set.Playbooks, map[string]string{"alertname": r.Alert, "severity": r.Labels["severity"], "instance": "10.0.0.7:8000", "model_name": "m"})
+				if len(got) == 0 || !strings.HasPrefix(got[0].File, prefix) {
+					t.Errorf("%s routes to %v, want a playbook of %s", r.Alert, got, prefix)
+				}
+			}
+		}
+		if n != 5 {
+			t.Errorf("%s: %d rules, want 5", prefix, n)
+		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package deploy holds what runs beside autocapture: Prometheus alert rules for
-// vLLM (prometheus/vllm-alerts.yml, with promtool unit tests), an Alertmanager
+// vLLM and SGLang (prometheus/vllm-alerts.yml, sglang-alerts.yml, with promtool
+// unit tests), an Alertmanager
 // route and receiver (alertmanager/), and for autocapture itself the image's
 // config (docker/), alert rules (prometheus/autocapture-alerts.yml) and a
 // Grafana dashboard (grafana/); a Compose topology (compose/) and a Kustomize
@@ -7,7 +8,7 @@
 // top-level Dockerfile and .dockerignore, that the self-monitoring files name
 // only metrics a running daemon exports, that the Compose file and the
 // manifests load strictly and agree with the configs they carry, and start
-// the Compose topology from local binaries on loopback. AlertRules gives tests and demos the rules
+// the Compose topology from local binaries on loopback. AlertRules and SGLangAlertRules give tests and demos the rules
 // with shorter windows, so an alert fires within seconds against vllmsim.
 package deploy
 
@@ -25,7 +26,14 @@ import (
 //go:embed prometheus/vllm-alerts.yml
 var VLLMAlertRules []byte
 
-// Shipped window and hold of every rule in vllm-alerts.yml.
+// SGLangRules is deploy/prometheus/sglang-alerts.yml as shipped: the same
+// alert family as VLLMAlertRules (SGLangHighTTFT, SGLangHighITL,
+// SGLangQueueDeep, SGLangKVCachePressure, SGLangHighAbortRatio).
+//
+//go:embed prometheus/sglang-alerts.yml
+var SGLangRules []byte
+
+// Shipped window and hold of every rule in vllm-alerts.yml and sglang-alerts.yml.
 const (
 	DefaultWindow = 5 * time.Minute
 	DefaultFor    = 2 * time.Minute
@@ -41,10 +49,21 @@ var (
 // (e.g. AlertRules(30*time.Second, 5*time.Second)). Zero keeps the shipped value.
 // A window should span at least two scrapes, or rate() has nothing to work on.
 func AlertRules(window, hold time.Duration) ([]byte, error) {
+	return shorten(VLLMAlertRules, window, hold)
+}
+
+// SGLangAlertRules returns sglang-alerts.yml shortened as AlertRules does
+// vllm-alerts.yml.
+func SGLangAlertRules(window, hold time.Duration) ([]byte, error) {
+	return shorten(SGLangRules, window, hold)
+}
+
+// shorten sets every rate window and every `for:` of rules.
+func shorten(rules []byte, window, hold time.Duration) ([]byte, error) {
 	if window < 0 || hold < 0 {
 		return nil, fmt.Errorf("deploy: alert rules: negative window %s or for %s", window, hold)
 	}
-	out := VLLMAlertRules
+	out := rules
 	if window > 0 {
 		out = windowRE.ReplaceAll(out, []byte("["+model.Duration(window).String()+"])"))
 	}

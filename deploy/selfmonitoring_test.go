@@ -58,6 +58,14 @@ type dashboardPanel struct {
 
 func dashboardExprs(t *testing.T) []exprSource {
 	t.Helper()
+	return dashboardExprsOf(t, dashboardFile)
+}
+
+// dashboardExprsOf checks a dashboard's panels (unique ids, titles, queries on
+// the ${datasource} variable) and returns their expressions, each with where
+// it is ("panel \"title\" query A").
+func dashboardExprsOf(t *testing.T, dashboardFile string) []exprSource {
+	t.Helper()
 	b, err := os.ReadFile(dashboardFile)
 	if err != nil {
 		t.Fatal(err)

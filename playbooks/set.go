@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/yamlerr"
+	"github.com/autocapture/autocapture/playbooks/sglang"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -30,8 +31,8 @@ type Set struct {
 }
 
 // Sources says where a set comes from: the files Globs match, in lexical
-// order of their paths, layered over the shipped vLLM playbooks embedded in
-// the binary unless Shipped is false.
+// order of their paths, layered over the shipped vLLM and SGLang playbooks
+// embedded in the binary unless Shipped is false.
 //
 // Layered: the files' playbooks come first in matching order (an alert that
 // one of them matches is routed there, as Alertmanager routes, and reaches a
@@ -49,7 +50,7 @@ type Sources struct {
 // set, and files.
 func (s *Set) Origins() (shipped, files int) {
 	for _, pb := range s.Playbooks {
-		if strings.HasPrefix(pb.File, EmbeddedPrefix) {
+		if IsShipped(pb.File) {
 			shipped++
 		} else {
 			files++
@@ -79,8 +80,28 @@ func (s *Set) Summary() string {
 // Shipped is the shipped set alone.
 var Shipped = Sources{Shipped: true}
 
-// EmbeddedPrefix names the shipped playbook files in positions and plans.
+// EmbeddedPrefix names the shipped vLLM playbook files in positions and plans.
 const EmbeddedPrefix = "embedded:vllm/"
+
+// EmbeddedSGLangPrefix names the shipped SGLang playbook files.
+const EmbeddedSGLangPrefix = "embedded:sglang/"
+
+// shippedFS are the shipped playbook packages, each under its prefix, in
+// the order their files load (a preset of one may be used by the other).
+var shippedFS = []struct {
+	prefix string
+	fsys   fs.FS
+}{{EmbeddedPrefix, vllm.FS}, {EmbeddedSGLangPrefix, sglang.FS}}
+
+// IsShipped says whether a playbook file is one of the shipped set's.
+func IsShipped(file string) bool {
+	for _, s := range shippedFS {
+		if strings.HasPrefix(file, s.prefix) {
+			return true
+		}
+	}
+	return false
+}
 
 // Load loads the set src names; see Sources.
 func Load(src Sources, log *zap.Logger) (*Set, error) {
@@ -116,13 +137,19 @@ func Load(src Sources, log *zap.Logger) (*Set, error) {
 	}
 	var shipped []string
 	if src.Shipped {
-		if shipped, err = fsFiles(vllm.FS, EmbeddedPrefix); err != nil {
-			return nil, err
+		for _, sh := range shippedFS {
+			names, err := fsFiles(sh.fsys, sh.prefix)
+			if err != nil {
+				return nil, err
+			}
+			shipped = append(shipped, names...)
 		}
 	}
 	s, err := build(files, shipped, func(name string) ([]byte, error) {
-		if n, ok := strings.CutPrefix(name, EmbeddedPrefix); ok {
-			return fs.ReadFile(vllm.FS, n)
+		for _, sh := range shippedFS {
+			if n, ok := strings.CutPrefix(name, sh.prefix); ok {
+				return fs.ReadFile(sh.fsys, n)
+			}
 		}
 		return os.ReadFile(name)
 	})

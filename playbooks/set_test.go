@@ -192,7 +192,7 @@ func TestEmbeddedSetLoads(t *testing.T) {
 		t.Fatalf("embedded set: %v", err)
 	}
 	for _, f := range s.Files {
-		if !strings.HasPrefix(f, EmbeddedPrefix) {
+		if !IsShipped(f) {
 			t.Errorf("embedded file named %q", f)
 		}
 	}
@@ -271,7 +271,7 @@ presets:
 		t.Errorf("replaced %v", s.Replaced)
 	}
 	for _, tc := range s.Tests {
-		if strings.HasPrefix(tc.File, EmbeddedPrefix) {
+		if IsShipped(tc.File) {
 			t.Errorf("a shipped test case in a layered set: %s:%d", tc.File, tc.Line)
 		}
 	}

@@ -1,6 +1,7 @@
 // Package scrape is the scrape step: the alerting instance's /metrics read
 // twice a gap apart, and the rates and latency quantiles over the gap
-// (scrapecalc.go's Delta), on both vLLM metric generations.
+// (scrapecalc.go's Delta), on both vLLM metric generations and SGLang's eras
+// (sglang.go): the engine and its era are told from the exposition itself.
 package scrape
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/views"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
@@ -45,7 +47,8 @@ type Config struct {
 	MinRequests int `yaml:"min_requests,omitempty" json:"min_requests,omitempty"`
 	// Timeout bounds each of the two requests; default 5s.
 	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	// Match lists metric-name globs reported in the findings; default ["vllm:*"].
+	// Match lists metric-name globs reported in the findings; default the
+	// engine's own families ("vllm:*" or "sglang:*", as the scrape finds).
 	// Signals for triage are computed from the whole scrape either way.
 	Match []string `yaml:"match,omitempty" json:"match,omitempty"`
 	// Labels keeps only series carrying these label values, e.g.
@@ -72,7 +75,7 @@ func (s *Step) SetSleep(sleep func(ctx context.Context, d time.Duration) error) 
 var Kind = vocab.Kind{
 	Name:   "scrape",
 	Tier:   vocab.TierMetrics,
-	Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (both vLLM metric generations).",
+	Doc:    "Scrapes the alerting instance's /metrics twice a gap apart and computes rates and latency quantiles over the gap (vLLM of both metric generations, or SGLang of any era: the engine is told from the exposition).",
 	Config: func() any { return &Config{} },
 	Build:  func(cfg any) (vocab.Step, error) { return New(*cfg.(*Config)) },
 }
@@ -93,9 +96,6 @@ func New(cfg Config) (*Step, error) {
 	}
 	if cfg.MinRequests == 0 {
 		cfg.MinRequests = 20
-	}
-	if len(cfg.Match) == 0 {
-		cfg.Match = []string{"vllm:*"}
 	}
 	switch {
 	case cfg.Scheme != "http" && cfg.Scheme != "https":
@@ -234,16 +234,41 @@ func (s *Step) Analyse(res *vocab.Result, prev, last *Sample) error {
 	res.Findings[vocab.FindingSignalWindows] = d.Windows(res.Signals)
 	res.Findings[vocab.FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
 	res.Findings["source"] = vocab.SourceScrape
-	res.Findings["generation"] = vllmexpo.GenerationOf(cur)
 	res.Findings["gap_s"] = gap.Seconds()
-	res.Findings["metrics"] = d.metricFindings(s.cfg.Match)
-	if len(cur.FamilyNames([]string{"vllm:*"})) == 0 {
-		res.Summary = fmt.Sprintf("scrape of %s: no vLLM series found", res.Findings["target"])
+	engine, prefix, era := EngineOf(cur), "vllm:", vllmexpo.GenerationOf(cur)
+	res.Findings[vocab.FindingEngine] = engine
+	if engine == vocab.EngineSGLang {
+		prefix, era = sglangexpo.Prefix, sglangexpo.EraOf(cur.Fams)
+		all := res.Signals
+		if life, ok := res.Findings["lifetime_signals"].(vocab.Signals); ok {
+			all = life
+		}
+		if gaps := sglangNotExposed(era, cur, all); len(gaps) > 0 {
+			res.Findings[vocab.FindingNotExposed] = gaps
+		}
+		if x := d.sglangExtras(era); len(x) > 0 {
+			res.Findings[vocab.FindingEngineExtras] = x
+		}
+		res.Findings[vocab.FindingEngineNotes] = sglangexpo.Notes(era)
+	} else {
+		res.Findings["generation"] = era // the key vLLM runs have always had
+	}
+	res.Findings[vocab.FindingEra] = era
+	match := s.cfg.Match
+	if len(match) == 0 {
+		match = []string{prefix + "*"}
+	}
+	res.Findings["metrics"] = d.metricFindings(match)
+	if len(cur.FamilyNames([]string{"vllm:*", sglangexpo.Prefix + "*"})) == 0 {
+		res.Summary = fmt.Sprintf("scrape of %s: no vLLM or SGLang series found", res.Findings["target"])
 		return nil
 	}
 	over := "over " + gap.Round(100*time.Millisecond).String()
 	if prev == nil {
 		over = "(one scrape: gauges only; lifetime figures in findings)"
+	}
+	if engine == vocab.EngineSGLang {
+		over = "(" + sglangexpo.Label(era) + ") " + over
 	}
 	res.Summary = fmt.Sprintf("scrape of %s %s: %s", res.Findings["target"], over, views.SignalLine(res.Signals))
 	return nil
@@ -287,7 +312,7 @@ func (s *Step) secondScrape(ctx context.Context, in *vocab.Input, u string, firs
 		if !early || cur.err != nil || waited >= s.cfg.Gap || !at.Before(deadline) {
 			return cur, nil
 		}
-		if n, ok := (Delta{Prev: &first.Exp, Cur: cur.Exp}).counterDelta(vllmexpo.VMFinished, nil); ok && n >= float64(s.cfg.MinRequests) {
+		if n, ok := (Delta{Prev: &first.Exp, Cur: cur.Exp}).finished(); ok && n >= float64(s.cfg.MinRequests) {
 			return cur, nil
 		}
 	}

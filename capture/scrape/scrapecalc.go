@@ -36,6 +36,15 @@ func (d Delta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool
 	return now - before, true
 }
 
+// finished is how many requests finished between the scrapes, in the
+// engine's dialect.
+func (d Delta) finished() (float64, bool) {
+	if EngineOf(d.Cur) == vocab.EngineSGLang {
+		return d.sglangFinished()
+	}
+	return d.counterDelta(vllmexpo.VMFinished, nil)
+}
+
 // Rate is counterDelta per second of gap; only with two scrapes.
 func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
 	if d.Prev == nil || d.Gap <= 0 {
@@ -49,13 +58,17 @@ func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float
 }
 
 // Hist returns a histogram's observations over the gap.
-func (d Delta) Hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) {
-	h, ok := d.Cur.Histogram(m)
+func (d Delta) Hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) { return d.HistWhere(m, nil) }
+
+// HistWhere returns the observations over the gap of a histogram's series
+// that pass keep (nil keeps all).
+func (d Delta) HistWhere(m vllmexpo.Metric, keep func(map[string]string) bool) (vllmexpo.Histogram, bool) {
+	h, ok := d.Cur.HistogramWhere(m, keep)
 	if !ok {
 		return vllmexpo.Histogram{}, false
 	}
 	if d.Prev != nil {
-		if before, ok := d.Prev.Histogram(m); ok {
+		if before, ok := d.Prev.HistogramWhere(m, keep); ok {
 			h = h.Since(before)
 		}
 	}
@@ -72,6 +85,9 @@ const minObservationsP99 = 20
 // says nothing about latency, and the lifetime histogram would be a misleading
 // stand-in.
 func (d Delta) Signals() vocab.Signals {
+	if EngineOf(d.Cur) == vocab.EngineSGLang {
+		return d.sglangSignals()
+	}
 	s := d.gaugesOnly()
 	for _, hs := range vllmexpo.HistogramSignals {
 		h, ok := d.Hist(hs.Metric)
@@ -144,6 +160,9 @@ func (d Delta) Windows(s vocab.Signals) map[string]float64 {
 
 // gaugesOnly is the signals one moment can tell: queue, batch, KV.
 func (d Delta) gaugesOnly() vocab.Signals {
+	if EngineOf(d.Cur) == vocab.EngineSGLang {
+		return d.sglangGauges()
+	}
 	s := vocab.Signals{}
 	for _, g := range vllmexpo.GaugeSignals {
 		if v, ok := d.gauge(g.Metric, g.Agg); ok {

@@ -28,6 +28,10 @@ type Config struct {
 	// While an answer comes back full, the search is repeated with a higher
 	// minimum duration until the top Limit is certain.
 	Fetch int `yaml:"fetch" json:"fetch,omitempty"`
+	// Engine is the serving engine whose request spans are ranked: vllm
+	// (default; llm_request spans of traces.service) or sglang (the "Req …"
+	// root spans of service "sglang", which SGLang sets itself).
+	Engine string `yaml:"engine" json:"engine,omitempty" jsonschema:"enum=vllm,enum=sglang"`
 	// Exemplars also looks up trace ids in Prometheus exemplars of the ranked
 	// histogram when Prometheus is configured (default true; vLLM attaches none,
 	// pipelines that add them help here).
@@ -55,7 +59,8 @@ const maxSearches = 48
 
 // Traces is the `traces` step kind.
 type Traces struct {
-	cfg Config
+	cfg  Config
+	kind spanKind // the engine's request spans
 }
 
 var _ vocab.Step = (*Traces)(nil)
@@ -64,7 +69,7 @@ var _ vocab.Step = (*Traces)(nil)
 var Kind = vocab.Kind{
 	Name:   "traces",
 	Tier:   vocab.TierTraces,
-	Doc:    "The slowest llm_request spans of the alert's window from Jaeger or Tempo, ranked by TTFT, queue, prefill, decode or e2e time.",
+	Doc:    "The slowest request spans of the alert's window from Jaeger or Tempo (vLLM's llm_request, or SGLang's Req spans), ranked by TTFT, queue, prefill, decode or e2e time.",
 	Config: func() any { return &Config{} },
 	Build:  buildTraces,
 }
@@ -89,7 +94,11 @@ func buildTraces(c any) (vocab.Step, error) {
 	case out.RankBy != "" && spanRankValue(out.RankBy) == nil:
 		return nil, fmt.Errorf("traces: rank_by %q: want ttft, queue, prefill, decode or e2e", out.RankBy)
 	}
-	return &Traces{cfg: out}, nil
+	k, ok := kindOf(out.Engine)
+	if !ok {
+		return nil, fmt.Errorf("traces: engine %q: want vllm or sglang", out.Engine)
+	}
+	return &Traces{cfg: out, kind: k}, nil
 }
 
 // rankFor is the configured rank, or the one the alert's name suggests.
@@ -184,6 +193,17 @@ type SpanQuery struct {
 	// values; backends that can filter server-side (Tempo) do, every answer is
 	// also filtered client-side.
 	Match map[string]string
+	// Kind decides, with Operation, which span names an answer keeps.
+	Kind spanKind
+}
+
+// wants says whether a span of this name answers q: its exact Operation, or
+// a name its Kind's pattern matches.
+func (q SpanQuery) wants(name string) bool {
+	if q.Kind.re != nil {
+		return q.Kind.re.MatchString(name)
+	}
+	return q.Operation == "" || name == q.Operation
 }
 
 // traceBackend is a trace store that can be searched for spans.
@@ -224,8 +244,11 @@ func (t *Traces) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error
 	}
 	rank := t.rankFor(in.Alert.Labels["alertname"])
 	value := spanRankValue(rank)
-	q := SpanQuery{Service: service, Operation: "llm_request", Start: in.Window.Start, End: in.Window.End,
-		MinDuration: t.cfg.MinDuration, Limit: t.cfg.Fetch, Match: t.cfg.Match}
+	if t.kind.service != "" {
+		service = t.kind.service
+	}
+	q := SpanQuery{Service: service, Operation: t.kind.operation, Start: in.Window.Start, End: in.Window.End,
+		MinDuration: t.cfg.MinDuration, Limit: t.cfg.Fetch, Match: t.cfg.Match, Kind: t.kind}
 	set := spanSet{}
 	rounds, complete, err := t.searchAll(ctx, be, q, value, set)
 	if err != nil {
@@ -252,7 +275,7 @@ func (t *Traces) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error
 	}
 	exemplars := 0
 	if t.cfg.Exemplars == nil || *t.cfg.Exemplars {
-		exemplars = addExemplarTraces(ctx, in, be, rank, t.cfg.Limit, set)
+		exemplars = addExemplarTraces(ctx, in, be, t.kind, rank, t.cfg.Limit, set)
 	}
 	ranked := set.ranked(value)
 	top := ranked[:min(t.cfg.Limit, len(ranked))]
@@ -266,8 +289,9 @@ func (t *Traces) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error
 	}
 	res, err := t.result(ctx, in, be, rank, ranked, top, f)
 	if err == nil && len(top) == 0 {
-		// The usual cause: vLLM exports as unknown_service unless OTEL_SERVICE_NAME is set.
-		res.Summary = fmt.Sprintf("no llm_request spans of service %q with %s in the window (is traces.service the servers' OTEL_SERVICE_NAME?)", service, rank)
+		// The usual cause: vLLM exports as unknown_service unless
+		// OTEL_SERVICE_NAME is set; SGLang only with --enable-trace.
+		res.Summary = fmt.Sprintf("no %s spans of service %q with %s in the window (%s)", t.kind.label, service, rank, t.kind.none)
 	}
 	if err == nil && matchNote != "" {
 		res.Summary += "; " + matchNote
@@ -366,12 +390,12 @@ func (t *Traces) result(ctx context.Context, in *vocab.Input, be traceBackend, r
 		})
 	}
 	f["slowest"] = slowest
-	summary := fmt.Sprintf("no llm_request spans with %s in the window", rank)
+	summary := fmt.Sprintf("no %s spans with %s in the window", t.kind.label, rank)
 	if len(top) > 0 {
 		v := spanRankValue(rank)
 		s := top[0]
-		summary = fmt.Sprintf("slowest %d of %d llm_request spans by %s: %.2fs..%.2fs; worst %s (queue %.2fs, prefill %.2fs, decode %.2fs)",
-			len(top), len(ranked), rank, v(s), v(top[len(top)-1]), shortID(s.TraceID), s.Queue, s.Prefill, s.Decode)
+		summary = fmt.Sprintf("slowest %d of %d %s spans by %s: %.2fs..%.2fs; worst %s (queue %.2fs, prefill %.2fs, decode %.2fs)",
+			len(top), len(ranked), t.kind.label, rank, v(s), v(top[len(top)-1]), shortID(s.TraceID), s.Queue, s.Prefill, s.Decode)
 	}
 	return &vocab.Result{Summary: summary, Findings: f, Artifacts: []vocab.Artifact{art}}, nil
 }

@@ -50,6 +50,8 @@ func newSpan(traceID, spanID, name string, start time.Time, dur time.Duration, a
 	}
 	if id, ok := attrs[attrRequestID].(string); ok {
 		s.RequestID = id
+	} else if id, ok := attrs["rid"].(string); ok { // SGLang's root span (SGLANG.md §6)
+		s.RequestID = id
 	}
 	return s
 }
@@ -90,12 +92,12 @@ var exemplarTraceLabels = []string{"trace_id", "traceID", "traceId"}
 // window (the alert's instance only, when it has one), fetches the traces of the
 // highest ones that the search missed, and returns how many exemplars it saw.
 // Exemplars are a bonus: any failure is logged and ignored.
-func addExemplarTraces(ctx context.Context, in *vocab.Input, be traceBackend, rank string, limit int, set spanSet) int {
-	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" {
+func addExemplarTraces(ctx context.Context, in *vocab.Input, be traceBackend, kind spanKind, rank string, limit int, set spanSet) int {
+	sel := kind.exemplars[rank]
+	if in.Env == nil || in.Env.Prometheus == nil || in.Env.Prometheus.URL == "" || sel == "" {
 		return 0
 	}
 	log := stepkit.Logger(in)
-	sel := exemplarMetric[rank]
 	if inst := in.Alert.Labels["instance"]; inst != "" {
 		sel += "{instance=" + strconv.Quote(inst) + "}"
 	}
@@ -138,16 +140,17 @@ func addExemplarTraces(ctx context.Context, in *vocab.Input, be traceBackend, ra
 			log.Info("Could not fetch an exemplar's trace.", zap.String("trace_id", e.id), zap.Error(err))
 			continue
 		}
-		set.add(filterOperation(spans, "llm_request"), nil) // exemplars come from the alerting instance's own histogram
+		set.add(filterKind(spans, kind), nil) // exemplars come from the alerting instance's own histogram
 		known[e.id] = true
 	}
 	return len(all)
 }
 
-func filterOperation(spans []Span, op string) []Span {
+// filterKind keeps the spans of a trace that the kind ranks.
+func filterKind(spans []Span, kind spanKind) []Span {
 	out := spans[:0:0]
 	for _, s := range spans {
-		if s.Name == op {
+		if kind.wants(s.Name) {
 			out = append(out, s)
 		}
 	}

@@ -42,7 +42,9 @@ func (j *jaeger) Granularity() time.Duration { return time.Microsecond }
 func (j *jaeger) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 	v := url.Values{}
 	v.Set("query.service_name", q.Service)
-	v.Set("query.operation_name", q.Operation)
+	if q.Operation != "" {
+		v.Set("query.operation_name", q.Operation)
+	}
 	v.Set("query.start_time_min", q.Start.UTC().Format(time.RFC3339Nano))
 	v.Set("query.start_time_max", q.End.UTC().Format(time.RFC3339Nano))
 	v.Set("query.num_traces", strconv.Itoa(q.Limit))
@@ -55,7 +57,7 @@ func (j *jaeger) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 	}
 	switch {
 	case status == http.StatusOK:
-		return parseOTLPAnswer(body, q.Operation)
+		return parseOTLPAnswer(body, q.wants)
 	case status == http.StatusNotFound && isJaegerNoTraces(body):
 		return nil, nil
 	case status == http.StatusNotFound:
@@ -76,14 +78,16 @@ func (j *jaeger) Get(ctx context.Context, traceID string) ([]Span, error) {
 	if status != http.StatusOK {
 		return nil, stepkit.HTTPStatusError("jaeger "+j.base+"/api/v3/traces/"+traceID, status, string(body))
 	}
-	return parseOTLPAnswer(body, "")
+	return parseOTLPAnswer(body, func(string) bool { return true })
 }
 
 // searchV1 is the /api/traces search of Jaeger's internal (v1) query API.
 func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 	v := url.Values{}
 	v.Set("service", q.Service)
-	v.Set("operation", q.Operation)
+	if q.Operation != "" {
+		v.Set("operation", q.Operation)
+	}
 	v.Set("start", strconv.FormatInt(q.Start.UnixMicro(), 10))
 	v.Set("end", strconv.FormatInt(q.End.UnixMicro(), 10))
 	v.Set("limit", strconv.Itoa(q.Limit))
@@ -123,7 +127,7 @@ func (j *jaeger) searchV1(ctx context.Context, q SpanQuery) ([]Span, error) {
 	var out []Span
 	for _, tr := range ans.Data {
 		for _, s := range tr.Spans {
-			if q.Operation != "" && s.OperationName != q.Operation {
+			if !q.wants(s.OperationName) {
 				continue
 			}
 			attrs := make(map[string]any, len(s.Tags))
@@ -213,7 +217,7 @@ func otlpAttrs(kvs []otlpKV) map[string]any {
 }
 
 // parseOTLPAnswer reads the v3 API's {"result": TracesData} answer.
-func parseOTLPAnswer(body []byte, operation string) ([]Span, error) {
+func parseOTLPAnswer(body []byte, wants func(name string) bool) ([]Span, error) {
 	var ans struct {
 		Result struct {
 			ResourceSpans []struct {
@@ -240,7 +244,7 @@ func parseOTLPAnswer(body []byte, operation string) ([]Span, error) {
 	for _, rs := range ans.Result.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				if operation != "" && s.Name != operation {
+				if !wants(s.Name) {
 					continue
 				}
 				start, end := unixNano(s.Start), unixNano(s.End)

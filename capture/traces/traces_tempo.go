@@ -46,6 +46,9 @@ var tempoSelect = []string{attrTTFT, attrE2E, attrQueue, attrPrefill, attrDecode
 // long, selecting vLLM's attributes.
 func traceQL(q SpanQuery) string {
 	conds := []string{fmt.Sprintf("name = %s", strconv.Quote(q.Operation))}
+	if q.Kind.pattern != "" {
+		conds = []string{fmt.Sprintf("name =~ %s", strconv.Quote(q.Kind.pattern))}
+	}
 	if q.Service != "" {
 		conds = append([]string{fmt.Sprintf("resource.service.name = %s", strconv.Quote(q.Service))}, conds...)
 	}
@@ -90,7 +93,7 @@ func (t *tempo) Search(ctx context.Context, q SpanQuery) ([]Span, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, stepkit.HTTPStatusError("tempo "+t.base+"/api/search", resp.StatusCode, string(body))
 	}
-	return parseTempoSearch(body, q.Operation)
+	return parseTempoSearch(body, q)
 }
 
 // tempoSpanSet is one spanSet of a Tempo search answer.
@@ -106,7 +109,7 @@ type tempoSpanSet struct {
 
 // parseTempoSearch reads {"traces":[{traceID, spanSets:[{spans:[…]}]}]}; older
 // Tempo answers carry one "spanSet" instead of "spanSets".
-func parseTempoSearch(body []byte, operation string) ([]Span, error) {
+func parseTempoSearch(body []byte, q SpanQuery) ([]Span, error) {
 	var ans struct {
 		Traces []struct {
 			TraceID  string         `json:"traceID"`
@@ -126,7 +129,7 @@ func parseTempoSearch(body []byte, operation string) ([]Span, error) {
 		seen := map[string]bool{}
 		for _, set := range sets {
 			for _, s := range set.Spans {
-				if seen[s.SpanID] || (s.Name != "" && operation != "" && s.Name != operation) {
+				if seen[s.SpanID] || (s.Name != "" && !q.wants(s.Name)) {
 					continue
 				}
 				seen[s.SpanID] = true
@@ -134,7 +137,7 @@ func parseTempoSearch(body []byte, operation string) ([]Span, error) {
 				dur, _ := strconv.ParseInt(s.DurationNanos, 10, 64)
 				name := s.Name
 				if name == "" {
-					name = operation // the query matched on it
+					name = q.Operation // the query matched on it ("" for a pattern)
 				}
 				out = append(out, newSpan(tempoTraceID(tr.TraceID), s.SpanID, name, time.Unix(0, start),
 					time.Duration(dur), otlpAttrs(s.Attributes)))

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/autocapture/autocapture/capture/internal/views"
@@ -250,9 +251,8 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 	v.Scope, scopeLines = r.scope(v, held)
 	lines = views.AppendNew(lines, scopeLines...)
 	lines = views.AppendNew(lines, gpuContext(r)...) // "GPU not measured" is said, never taken for healthy
-	if m := missing(r); m != "" {
-		lines = append(lines, m)
-	}
+	lines = append(lines, missing(r)...)
+	lines = append(lines, dialectLines(r)...)
 	v.Untrusted = r.untrusted()
 	if len(v.Untrusted) > 0 {
 		lines = append(lines, "not trusted: "+strings.Join(v.Untrusted, "; "))
@@ -272,19 +272,53 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 	return v, derived
 }
 
-// missing names the key signals no step measured.
-func missing(r reading) string {
-	var out []string
-	for _, n := range []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigKVUsage, vocab.SigTTFTP99, vocab.SigITLP99,
-		vocab.SigPrefillMean, vocab.SigPromptTokens, vocab.SigAbortRatio} {
-		if _, ok := r.get(n); !ok {
+// missing names the key signals no step measured. A signal the engine's
+// dialect has no series for is said so, one line each ("prefill_time_mean:
+// not exposed by SGLang v0.3.6–v0.4"): a gap in what the engine tells, not
+// an outage of the metrics.
+func missing(r reading) []string {
+	var out, gaps []string
+	for _, n := range []string{vocab.SigQueueDepth, vocab.SigRunning, vocab.SigKVUsage, vocab.SigPreemptionsRate,
+		vocab.SigTTFTP99, vocab.SigITLP99, vocab.SigPrefillMean, vocab.SigPromptTokens, vocab.SigAbortRatio} {
+		if _, ok := r.get(n); ok {
+			continue
+		}
+		if why := r.vw.dialect.notExposed[n]; why != "" {
+			gaps = append(gaps, n+": "+why)
+		} else if n != vocab.SigPreemptionsRate { // vLLM's rate is absent only with its Prometheus and scrape both down
 			out = append(out, n)
 		}
 	}
-	if len(out) == 0 {
-		return ""
+	if len(out) > 0 {
+		gaps = append(gaps, "not measured: "+strings.Join(out, ", "))
 	}
-	return "not measured: " + strings.Join(out, ", ")
+	return gaps
+}
+
+// dialectLines are what the engine tells beyond the canonical signals, and
+// how its figures differ from vLLM's (an SGLang server: SGLANG.md §3, §4).
+func dialectLines(r reading) []string {
+	d := r.vw.dialect
+	if d.engine == "" {
+		return nil
+	}
+	var out []string
+	if len(d.extras) > 0 {
+		keys := make([]string, 0, len(d.extras))
+		for k := range d.extras {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %.3g", k, d.extras[k])
+		}
+		out = append(out, d.engine+" also reports: "+strings.Join(parts, ", "))
+	}
+	for _, n := range d.notes {
+		out = append(out, d.engine+": "+n)
+	}
+	return out
 }
 
 // advice per verdict, in the seed's terms.

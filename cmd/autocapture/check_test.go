@@ -71,7 +71,7 @@ func TestCheck(t *testing.T) {
 	}{
 		// A file given is checked over the shipped set, as serve runs it.
 		{"good file", []string{"check", cliData + "a-good.yaml"}, 0,
-			"ok: 6 playbooks: 1 from files, 5 shipped (48 steps, 2 tests) in 7 files\n", nil, 0},
+			"ok: 11 playbooks: 1 from files, 10 shipped (93 steps, 2 tests) in 13 files\n", nil, 0},
 		{"config globs", []string{"check", "--config.file", goodCfg}, 0,
 			"ok: 1 playbooks (3 steps, 2 tests) in 1 files, config " + goodCfg + " ok\n", nil, 0},
 		{"bad file lists every error with its position", []string{"check", cliData + "b-bad.yaml"}, 1, "", []string{
@@ -113,17 +113,17 @@ func TestCheckSaysWhereThePlaybooksCameFrom(t *testing.T) {
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("playbooks: [%q]\n", pb)), 0o644)
 	code, out, errOut := cli("check", "--config.file", cfg)
-	if want := "ok: 5 playbooks: 1 from files, 4 shipped (replaced by a file's: vllm-high-itl) ("; code != 0 || !strings.HasPrefix(out, want) {
+	if want := "ok: 10 playbooks: 1 from files, 9 shipped (replaced by a file's: vllm-high-itl) ("; code != 0 || !strings.HasPrefix(out, want) {
 		t.Errorf("check: exit %d, stdout %q, stderr %q; want 0 and %q…", code, out, errOut, want)
 	}
 	// A file that uses a shipped preset checks by its path as it runs.
 	uses := filepath.Join(dir, "uses.yaml")
 	os.WriteFile(uses, []byte("playbooks:\n  - name: mine\n    match: ['alertname=\"Mine\"']\n    steps:\n      - use: vllm-triage\n"), 0o644)
-	if code, out, errOut := cli("check", uses); code != 0 || !strings.HasPrefix(out, "ok: 6 playbooks: 1 from files, 5 shipped") {
+	if code, out, errOut := cli("check", uses); code != 0 || !strings.HasPrefix(out, "ok: 11 playbooks: 1 from files, 10 shipped") {
 		t.Errorf("check %s: exit %d, stdout %q, stderr %q", uses, code, out, errOut)
 	}
 	code, out, _ = cli("check")
-	if code != 0 || !strings.HasPrefix(out, "ok: 5 shipped playbooks (") {
+	if code != 0 || !strings.HasPrefix(out, "ok: 10 shipped playbooks (") {
 		t.Errorf("check with no config: exit %d, %q", code, out)
 	}
 	os.WriteFile(cfg, []byte("shipped_playbooks: false\n"), 0o644)

@@ -19,7 +19,7 @@ const presetData = cliData + "presets/"
 func TestCommandsSeePresetSteps(t *testing.T) {
 	t.Run("check counts the expanded steps", func(t *testing.T) {
 		code, out, errOut := cli("check", presetData)
-		if code != 0 || out != "ok: 6 playbooks: 1 from files, 5 shipped (48 steps, 1 tests) in 8 files\n" { // 45 of the steps are the shipped set's
+		if code != 0 || out != "ok: 11 playbooks: 1 from files, 10 shipped (93 steps, 1 tests) in 14 files\n" { // 90 of the steps are the shipped set's (vLLM's 45, SGLang's 45)
 			t.Errorf("exit %d stdout %q\nstderr:\n%s", code, out, errOut)
 		}
 	})

@@ -22,12 +22,12 @@ type Layer struct {
 var Layers = []Layer{
 	{"leaves: the shared words and self-contained libraries", []string{
 		"vocab", "links", "agent", "torchtrace", "torchtrace/internal/gen", "vllmsim",
-		"playbooks/vllm", "internal/bytesize", "internal/clip", "internal/dirwatch",
+		"playbooks/vllm", "playbooks/sglang", "internal/bytesize", "internal/clip", "internal/dirwatch",
 		"internal/yamlerr", "config/internal/refgen",
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{
-		"config", "capture/internal/stepkit", "capture/internal/vllmexpo", "capture/internal/views",
+		"config", "capture/internal/stepkit", "capture/internal/vllmexpo", "capture/internal/sglangexpo", "capture/internal/views",
 	}},
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ func TestShippedPlansMatchGolden(t *testing.T) {
 	var got []goldenPlan
 	for _, name := range []string{"complete", "no-instance"} {
 		for _, pb := range set.Playbooks {
+			if !strings.HasPrefix(pb.File, playbooks.EmbeddedPrefix) {
+				continue // the golden file holds vLLM's plans; SGLang's are tested by their own tests
+			}
 			a := template.Alert{Status: "firing", StartsAt: start, Fingerprint: "f00d", Labels: template.KV{}}
 			for k, v := range alerts[name] {
 				a.Labels[k] = v

@@ -45,7 +45,7 @@ func TestShippedPlaybooksLoadAndPassTheirTests(t *testing.T) {
 		t.Fatalf("shipped playbooks: %v", err)
 	}
 	for _, f := range set.Files {
-		if !strings.HasPrefix(f, playbooks.EmbeddedPrefix) || !strings.HasSuffix(f, ".yaml") {
+		if !playbooks.IsShipped(f) || !strings.HasSuffix(f, ".yaml") {
 			t.Errorf("embedded file %q", f)
 		}
 	}

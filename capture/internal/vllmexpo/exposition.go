@@ -36,6 +36,12 @@ func (e Exposition) has(name string) bool {
 	return ok
 }
 
+// Has says whether the exposition has any of m's names.
+func (e Exposition) Has(m Metric) bool {
+	_, ok := e.family(m)
+	return ok
+}
+
 // family returns the first of m's names the exposition has.
 func (e Exposition) family(m Metric) (*dto.MetricFamily, bool) {
 	for _, n := range m {
@@ -100,6 +106,31 @@ func (e Exposition) Value(m Metric, agg Aggregation, keep func(map[string]string
 	return out, true
 }
 
+// Series is one gauge's or counter's series: its labels and value.
+type Series struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Series lists the series of m's first present family that pass keep, for
+// aggregations Value does not do (SGLang's: max over the TP ranks of one DP
+// rank, summed over DP ranks).
+func (e Exposition) Series(m Metric, keep func(map[string]string) bool) []Series {
+	f, ok := e.family(m)
+	if !ok {
+		return nil
+	}
+	var out []Series
+	for _, s := range e.metrics(f, keep) {
+		ls := make(map[string]string, len(s.GetLabel()))
+		for _, lp := range s.GetLabel() {
+			ls[lp.GetName()] = lp.GetValue()
+		}
+		out = append(out, Series{Labels: ls, Value: s.GetGauge().GetValue() + s.GetCounter().GetValue() + s.GetUntyped().GetValue()})
+	}
+	return out
+}
+
 // Histogram is one histogram with every series merged (buckets added by upper
 // bound), cumulative as exposed; the last bucket is +Inf.
 type Histogram struct {
@@ -110,12 +141,16 @@ type Histogram struct {
 }
 
 // Histogram merges the series of m's first present family.
-func (e Exposition) Histogram(m Metric) (Histogram, bool) {
+func (e Exposition) Histogram(m Metric) (Histogram, bool) { return e.HistogramWhere(m, nil) }
+
+// HistogramWhere merges the series of m's first present family that pass
+// keep (nil keeps all): SGLang's TTFT of streamed requests only, say.
+func (e Exposition) HistogramWhere(m Metric, keep func(map[string]string) bool) (Histogram, bool) {
 	f, ok := e.family(m)
 	if !ok || f.GetType() != dto.MetricType_HISTOGRAM {
 		return Histogram{}, false
 	}
-	ms := e.metrics(f, nil)
+	ms := e.metrics(f, keep)
 	if len(ms) == 0 {
 		return Histogram{}, false
 	}
