@@ -239,17 +239,7 @@ func (s *Step) Analyse(res *vocab.Result, prev, last *Sample) error {
 	res.Findings[vocab.FindingEngine] = engine
 	if engine == vocab.EngineSGLang {
 		prefix, era = sglangexpo.Prefix, sglangexpo.EraOf(cur.Fams)
-		all := res.Signals
-		if life, ok := res.Findings["lifetime_signals"].(vocab.Signals); ok {
-			all = life
-		}
-		if gaps := sglangNotExposed(era, cur, all); len(gaps) > 0 {
-			res.Findings[vocab.FindingNotExposed] = gaps
-		}
-		if x := d.sglangExtras(era); len(x) > 0 {
-			res.Findings[vocab.FindingEngineExtras] = x
-		}
-		res.Findings[vocab.FindingEngineNotes] = sglangexpo.Notes(era)
+		d.sglangFindings(res, era)
 	} else {
 		res.Findings["generation"] = era // the key vLLM runs have always had
 	}

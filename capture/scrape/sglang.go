@@ -12,14 +12,9 @@ import (
 // onto the canonical signals as SGLANG.md §4 (team notes) lays out, so triage
 // judges an SGLang server by the same rules as a vLLM one.
 
-// EngineOf says which engine's dialect an exposition speaks, by its families'
-// prefix: vocab.EngineSGLang when it has sglang: families and no vllm: ones.
-func EngineOf(e vllmexpo.Exposition) string {
-	if len(e.FamilyNames([]string{sglangexpo.Prefix + "*"})) > 0 && len(e.FamilyNames([]string{"vllm:*"})) == 0 {
-		return vocab.EngineSGLang
-	}
-	return vocab.EngineVLLM
-}
+// EngineOf says which engine's dialect an exposition speaks (vllmexpo's
+// Exposition.Engine: by its families' prefix).
+func EngineOf(e vllmexpo.Exposition) string { return e.Engine() }
 
 // totalPriority keeps the all-priorities series of a 2026 scheduler gauge
 // (priority="" is the total with --enable-priority-scheduling, §2); older
@@ -146,20 +141,28 @@ func (d Delta) sglangSignals() vocab.Signals {
 		s[vocab.SigRequestRate] = finished / d.Gap.Seconds()
 	}
 	setIf(s, vocab.SigPrefixHitRatio, d.sglangPrefixHits)
-	if d.Prev != nil && d.Gap > 0 {
-		now, okNow := sglangCount(d.Cur, sglangexpo.Queue)
-		before, okBefore := sglangCount(*d.Prev, sglangexpo.Queue)
-		if okNow && okBefore {
-			s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
-		}
-		if h, ok := d.HistWhere(sglangexpo.TTFT, nil); ok { // every first token, streamed or not
-			s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
-		}
-		if h, ok := d.HistWhere(sglangexpo.QueueTime, nil); ok {
-			s[vocab.SigQueueTimeN] = h.Count
-		}
-	}
+	d.sglangQueueNow(s)
 	return s
+}
+
+// sglangQueueNow is queueNow in SGLang's dialect: the queue's growth, the
+// first tokens per second (every one, streamed or not) and the requests the
+// queue-time histogram covers. Only with two scrapes.
+func (d Delta) sglangQueueNow(s vocab.Signals) {
+	if d.Prev == nil || d.Gap <= 0 {
+		return
+	}
+	now, okNow := sglangCount(d.Cur, sglangexpo.Queue)
+	before, okBefore := sglangCount(*d.Prev, sglangexpo.Queue)
+	if okNow && okBefore {
+		s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
+	}
+	if h, ok := d.HistWhere(sglangexpo.TTFT, nil); ok {
+		s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
+	}
+	if h, ok := d.HistWhere(sglangexpo.QueueTime, nil); ok {
+		s[vocab.SigQueueTimeN] = h.Count
+	}
 }
 
 // sglangPromptTokensNow is prompt tokens prefilled (computed and cached,
@@ -217,6 +220,23 @@ func (d Delta) sglangPrefixHits() (float64, bool) {
 	return 0, false
 }
 
+// sglangFindings records what SGLang's era cannot tell (not_exposed, judged
+// on the lifetime figures with one scrape), what it tells beyond the signals
+// (engine_extras) and how its figures differ from vLLM's (engine_notes).
+func (d Delta) sglangFindings(res *vocab.Result, era string) {
+	all := res.Signals
+	if life, ok := res.Findings["lifetime_signals"].(vocab.Signals); ok {
+		all = life
+	}
+	if gaps := sglangNotExposed(era, d.Cur, all); len(gaps) > 0 {
+		res.Findings[vocab.FindingNotExposed] = gaps
+	}
+	if x := d.sglangExtras(era); len(x) > 0 {
+		res.Findings[vocab.FindingEngineExtras] = x
+	}
+	res.Findings[vocab.FindingEngineNotes] = sglangexpo.Notes(era)
+}
+
 // sglangNotExposed maps each canonical signal the scrape has no value for,
 // and SGLang's era has no series for, to why (vocab.FindingNotExposed).
 func sglangNotExposed(era string, e vllmexpo.Exposition, s vocab.Signals) map[string]string {
@@ -261,6 +281,17 @@ func (d Delta) sglangExtras(era string) map[string]float64 {
 				}
 				out[x.Key] = v
 			}
+		}
+	}
+	// The other request stages (PD bootstrap, KV transfer, decode waiting…):
+	// mean seconds per request over the gap (§3).
+	for _, stage := range d.Cur.LabelValues(sglangexpo.StageLatency, "stage") {
+		if stage == sglangexpo.StagePrefill {
+			continue // prefill_time_mean
+		}
+		h, ok := d.HistWhere(sglangexpo.StageLatency, func(ls map[string]string) bool { return ls["stage"] == stage })
+		if m, okM := h.Mean(); ok && okM {
+			out["stage_"+stage+"_mean_s"] = m
 		}
 	}
 	return out

@@ -311,8 +311,12 @@ func TestSGLang2026Signals(t *testing.T) {
 		t.Errorf("not exposed %v: 2026 lacks only the decode time", gaps)
 	}
 	x, _ := res.Findings[vocab.FindingEngineExtras].(map[string]float64)
-	if x["spec_accept_rate"] != 0.7 || x["pd_prefill_bootstrap_queue"] != 3 || x["retracted_input_tokens_per_s"] != 400 {
+	if x["spec_accept_rate"] != 0.7 || x["pd_prefill_bootstrap_queue"] != 3 || x["retracted_input_tokens_per_s"] != 400 ||
+		x["stage_decode_waiting_mean_s"] != 10 { // 500 s over 50 requests; prefill_forward is the signal, not an extra
 		t.Errorf("extras %v", x)
+	}
+	if _, dup := x["stage_prefill_forward_mean_s"]; dup {
+		t.Errorf("the prefill stage is prefill_time_mean, not an extra too: %v", x)
 	}
 }
 

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -97,6 +98,22 @@ func TestSGLangRecordedScrapesTriage(t *testing.T) {
 				}
 			}
 			checkEvidenceAgainstSignals(t, out.Signals, DefaultThresholds, v)
+			// A resumed run reads the scrape's result back from its JSON record.
+			b, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stored vocab.Result
+			if err := json.Unmarshal(b, &stored); err != nil {
+				t.Fatal(err)
+			}
+			again, err := tri.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{"scrape": &stored}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(again.Verdict.Evidence, "\n"); got != ev {
+				t.Errorf("from the JSON record the evidence reads\n%s\nnot\n%s", got, ev)
+			}
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Exposition is one parsed /metrics scrape, optionally narrowed to the series
@@ -233,6 +235,37 @@ func (h Histogram) Quantile(q float64) (float64, bool) {
 		return end, true
 	}
 	return start + (end-start)*(rank-prevCum)/(h.Cum[i]-prevCum), true
+}
+
+// LabelValues lists the values a label takes across the series of m's first
+// present family (after the exposition's filter), sorted.
+func (e Exposition) LabelValues(m Metric, label string) []string {
+	f, ok := e.family(m)
+	if !ok {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range e.metrics(f, nil) {
+		for _, lp := range s.GetLabel() {
+			if lp.GetName() == label && !seen[lp.GetValue()] {
+				seen[lp.GetValue()] = true
+				out = append(out, lp.GetValue())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Engine says which serving engine's dialect the exposition speaks, by its
+// families' prefix: vocab.EngineSGLang when it has "sglang:" families and no
+// "vllm:" ones, else vocab.EngineVLLM (docs/engines.md).
+func (e Exposition) Engine() string {
+	if len(e.FamilyNames([]string{"sglang:*"})) > 0 && len(e.FamilyNames([]string{"vllm:*"})) == 0 {
+		return vocab.EngineSGLang
+	}
+	return vocab.EngineVLLM
 }
 
 // FamilyNames returns the names of the families matching any of the glob
