@@ -34,3 +34,33 @@ func TestPreemptionSaidInTheEngineWords(t *testing.T) {
 		})
 	}
 }
+
+// TestSGLangExtrasAtZeroLeftToTheFindings: SGLang writes every scheduler
+// gauge at each log point, so a server without speculative decoding or PD
+// reports them at 0; the evidence line names only the figures that say
+// something, and says nothing when none does.
+func TestSGLangExtrasAtZeroLeftToTheFindings(t *testing.T) {
+	sig := vocab.Signals{vocab.SigKVUsage: 0.99, vocab.SigQueueDepth: 2, vocab.SigRunning: 14}
+	for _, tc := range []struct {
+		name   string
+		extras map[string]float64
+		want   string // "" for no line
+	}{
+		{"some figures", map[string]float64{"spec_accept_rate": 0, "gen_throughput": 203, "pd_decode_transfer_queue": 0, "retracted_input_tokens_per_s": 1830},
+			"sglang also reports: gen_throughput 203, retracted_input_tokens_per_s 1.83e+03"},
+		{"only zeros", map[string]float64{"spec_accept_rate": 0, "grammar_queue": 0}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, _ := diagnose(sig, nil, Thresholds{}, true, beyond{dialect: dialectView{engine: vocab.EngineSGLang, extras: tc.extras}})
+			var got string
+			for _, l := range v.Evidence {
+				if strings.HasPrefix(l, "sglang also reports") {
+					got = l
+				}
+			}
+			if got != tc.want {
+				t.Errorf("extras line %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
