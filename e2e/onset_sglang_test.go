@@ -180,10 +180,12 @@ func sglang04Honest(cause string, r *runs.Run) string {
 // checkSGLangWords holds a run's evidence to SGLang's dialect: the scrape
 // told SGLang and its era, no line names a vLLM family or says preemption
 // (SGLang says retraction; the canonical signal name preemptions_per_s
-// aside), a kv-pressure verdict that measured them speaks of retractions,
-// every key signal the era lacks (gaps) is said not exposed, and "not
-// measured" names none of them, nor anything at all on a 2026 server, which
-// exposes every key signal triage reads.
+// aside), SGLang's extra figures are those not at 0 (a server without
+// speculative decoding or PD writes those gauges at 0), a kv-pressure
+// verdict that measured retractions speaks of them, every key signal the
+// era lacks (gaps) is said not exposed, and "not measured" names none of
+// them, nor anything at all on a 2026 server, which exposes every key signal
+// triage reads.
 func checkSGLangWords(t *testing.T, sc string, r *runs.Run, era string, gaps []string) {
 	t.Helper()
 	if st := stepByKind(r, "scrape"); st == nil {
@@ -207,6 +209,13 @@ func checkSGLangWords(t *testing.T, sc string, r *runs.Run, era string, gaps []s
 		t.Errorf("%s: kv-pressure evidence does not speak of retractions:\n%s", sc, ev)
 	}
 	for _, l := range r.Verdict.Evidence {
+		if extras, ok := strings.CutPrefix(l, vocab.EngineSGLang+" also reports: "); ok {
+			for _, x := range strings.Split(extras, ", ") {
+				if strings.HasSuffix(x, " 0") {
+					t.Errorf("%s: %q lists a figure at 0 (%s), which says nothing", sc, l, x)
+				}
+			}
+		}
 		if !strings.HasPrefix(l, "not measured") {
 			continue
 		}
