@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vllmsim"
 )
 
 // fleetSpec is one vllmsim process serving N instances of one model
@@ -25,6 +26,12 @@ type fleetSpec struct {
 	Args []string
 	// DCGM serves (--dcgm-listen) and scrapes each instance's DCGM surface.
 	DCGM bool
+	// Engine is the surface the instances show (vllmsim --engine; "": vLLM).
+	Engine string
+	// Subnet is the third octet of its instances' loopback addresses
+	// (fleetHost; 0: 40 + the fleet's index), so that two stacks' fleets
+	// never share an address.
+	Subnet int
 }
 
 // fleet is a started fleetSpec.
@@ -37,8 +44,14 @@ type fleet struct {
 }
 
 // fleetHost is fleet k's instance i's loopback address: 127.0.(40+k).(11+i),
-// away from the 127.0.0.x the other tests use.
-func fleetHost(k, i int) string { return fmt.Sprintf("127.0.%d.%d", 40+k, 11+i) }
+// away from the 127.0.0.x the other tests use (the spec's Subnet instead of
+// 40+k when set).
+func fleetHost(sp fleetSpec, k, i int) string {
+	if sp.Subnet != 0 {
+		return fmt.Sprintf("127.0.%d.%d", sp.Subnet, 11+i)
+	}
+	return fmt.Sprintf("127.0.%d.%d", 40+k, 11+i)
+}
 
 // startFleets starts one vllmsim per spec and returns the vLLM and DCGM
 // targets for Prometheus.
@@ -49,14 +62,19 @@ func (s *stack) startFleets(t testing.TB, simBin string, specs []fleetSpec) (tar
 		port, dport := strconv.Itoa(testenv.FreePort(t)), strconv.Itoa(testenv.FreePort(t))
 		f := &fleet{Spec: sp, Model: "e2e-fleet-" + sp.Name}
 		for i := range sp.N {
-			f.Addrs = append(f.Addrs, net.JoinHostPort(fleetHost(k, i), port))
+			f.Addrs = append(f.Addrs, net.JoinHostPort(fleetHost(sp, k, i), port))
 			if sp.DCGM {
-				f.DCGM = append(f.DCGM, net.JoinHostPort(fleetHost(k, i), dport))
+				f.DCGM = append(f.DCGM, net.JoinHostPort(fleetHost(sp, k, i), dport))
 			}
 		}
 		args := []string{"--fleet-listen=" + strings.Join(f.Addrs, ","), "--model=" + f.Model,
 			fmt.Sprintf("--seed=%d", 500+k), "--otlp-endpoint=http://" + s.Jaeger.OTLPHTTP,
-			"--otlp-protocol=http/protobuf", "--service-name=vllm-server"}
+			"--otlp-protocol=http/protobuf"}
+		if sp.Engine != "" {
+			args = append(args, "--engine="+sp.Engine) // SGLang hard-codes its service.name
+		} else {
+			args = append(args, "--service-name=vllm-server")
+		}
 		if sp.DCGM {
 			args = append(args, "--dcgm-listen="+strings.Join(f.DCGM, ","))
 		}
@@ -133,6 +151,14 @@ type fleetCase struct {
 // snapshot's alone.
 func TestFleetScopeAndGPU(t *testing.T) {
 	t.Parallel()
+	fleetScopeAndGPU(t, "", 0)
+}
+
+// fleetScopeAndGPU is TestFleetScopeAndGPU's proof on fleets of engine
+// (vllmsim --engine; "": vLLM), their instances on loopback subnets from
+// subnet on (0: fleetHost's default).
+func fleetScopeAndGPU(t *testing.T, engine string, subnet int) {
+	t.Helper()
 	fleets := []fleetSpec{
 		{Name: "one", N: 4, DCGM: true, Args: []string{"--instance-scenario=1=overload"}},
 		{Name: "all", N: 4, DCGM: true, Args: []string{"--scenario=overload"}},
@@ -152,6 +178,12 @@ func TestFleetScopeAndGPU(t *testing.T) {
 		{fleet: "hot", instance: 1, verdict: "gpu-degraded", absent: []string{"routing-imbalance"}, evidence: []string{fleetThrottleReason + ": hardware slowdown", "SM 297/1980 MHz"}},
 		{fleet: "blind", instance: 1, verdict: "unexplained", absent: []string{"routing-imbalance"}, evidence: []string{"GPU not measured"}},
 		{fleet: "xid", instance: 2, verdict: "gpu-degraded", absent: []string{"routing-imbalance"}, evidence: []string{"XID 79", "fallen off the bus"}},
+	}
+	for k := range fleets {
+		fleets[k].Engine = engine
+		if subnet != 0 {
+			fleets[k].Subnet = subnet + k
+		}
 	}
 	s := startStack(t, stackOptions{Fleets: fleets, FireAtOnset: true, ShortPlaybooks: true})
 
@@ -305,4 +337,12 @@ func median(xs []float64) float64 {
 		return 0
 	}
 	return s[len(s)/2]
+}
+
+// TestSGLangFleetScopeAndGPU is TestFleetScopeAndGPU on fleets of SGLang
+// servers (2026 era): the shipped SGLang rules and playbooks (their peers and
+// gpu steps) tell this server, the whole fleet or the GPU as they do for vLLM.
+func TestSGLangFleetScopeAndGPU(t *testing.T) {
+	t.Parallel()
+	fleetScopeAndGPU(t, vllmsim.EngineSGLang, 60)
 }

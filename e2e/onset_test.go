@@ -44,59 +44,8 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 	for _, c := range causes {
 		scenarios = append(scenarios, c, c+legacySuffix)
 	}
-	s := startStack(t, stackOptions{Scenarios: scenarios, ShiftAfter: onsetHealthyFor, FireAtOnset: true,
-		ShortPlaybooks: true, Baseline: onsetBaseline})
-	byAddr := map[string]string{}
-	shiftAt := map[string]time.Time{}
-	var lastShift time.Time
-	for sc, sm := range s.Sims {
-		byAddr[sm.Addr] = sc
-		if sc == vllmsim.ScenarioHealthy {
-			continue
-		}
-		st := sm.state(t)
-		if st.Pending == nil || st.Scenario != vllmsim.ScenarioHealthy {
-			t.Fatalf("%s: state %+v, want healthy with a shift pending", sc, st)
-		}
-		shiftAt[sc] = st.Pending.At
-		if st.Pending.At.After(lastShift) {
-			lastShift = st.Pending.At
-		}
-	}
-	t.Logf("healthy until %s (%.0f s from now), then each cause", lastShift.Format(time.TimeOnly), time.Until(lastShift).Seconds())
-
-	deadline := lastShift.Add(100 * time.Second)
-	var all []runs.Run
-	for {
-		all = s.runs(t)
-		if allCausesDone(all, byAddr, scenarios) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Second)
-	}
-	all = waitAllFinished(t, s, 60*time.Second)
-
-	first := map[string]*runs.Run{}
-	var every []*runs.Run
-	for _, lr := range all {
-		sc := byAddr[lr.Labels["instance"]]
-		switch {
-		case sc == "":
-			t.Errorf("run for an unknown instance: %s %v", lr.Alertname, lr.Labels)
-			continue
-		case sc == vllmsim.ScenarioHealthy:
-			t.Errorf("healthy instance fired %s: %s", lr.Alertname, describe(s.run(t, lr.ID)))
-			continue
-		case lr.StartsAt.Before(shiftAt[sc]):
-			t.Errorf("%s: %s started at %s, %.1f s before the shift: the healthy traffic fired it", sc,
-				lr.Alertname, lr.StartsAt.Format(time.TimeOnly), shiftAt[sc].Sub(lr.StartsAt).Seconds())
-		}
-		r := s.run(t, lr.ID)
-		if f := first[sc]; f == nil || r.CreatedAt.Before(f.CreatedAt) {
-			first[sc] = r
-		}
-		every = append(every, r)
-	}
+	o := runOnset(t, scenarios, scenarios[1:])
+	s, byAddr, shiftAt, first, every := o.s, o.byAddr, o.shiftAt, o.first, o.every
 	// Every run, not only the first, must name its instance's cause, or be
 	// the one honest exception (honestAtOnset).
 	for _, r := range every {
@@ -138,18 +87,86 @@ func TestVerdictAtOnsetPerShiftedCause(t *testing.T) {
 	t.Log(tally.String())
 }
 
+// onset is what one onset stack gave: its runs, judged by the caller.
+type onset struct {
+	s       *stack
+	byAddr  map[string]string    // instance → scenario
+	shiftAt map[string]time.Time // scenario → the moment its sim shifted
+	first   map[string]*runs.Run // scenario → its instance's first run
+	every   []*runs.Run
+}
+
+// runOnset runs the onset proof's stack over scenarios (the first healthy,
+// each other healthy for onsetHealthyFor and then its cause; the rules `for:
+// 0s`, the playbooks shortened), waits until every scenario of paging has a
+// finished run (at most 100 s after the last shift) and every run is final,
+// and reads every run. It fails the test for a run of an unknown instance, of
+// a healthy one, or of an alert that started before its instance's shift.
+func runOnset(t *testing.T, scenarios, paging []string) *onset {
+	t.Helper()
+	s := startStack(t, stackOptions{Scenarios: scenarios, ShiftAfter: onsetHealthyFor, FireAtOnset: true,
+		ShortPlaybooks: true, Baseline: onsetBaseline})
+	o := &onset{s: s, byAddr: map[string]string{}, shiftAt: map[string]time.Time{}, first: map[string]*runs.Run{}}
+	var lastShift time.Time
+	for sc, sm := range s.Sims {
+		o.byAddr[sm.Addr] = sc
+		if cause, _ := simVariant(sc); cause == vllmsim.ScenarioHealthy {
+			continue
+		}
+		st := sm.state(t)
+		if st.Pending == nil || st.Scenario != vllmsim.ScenarioHealthy {
+			t.Fatalf("%s: state %+v, want healthy with a shift pending", sc, st)
+		}
+		o.shiftAt[sc] = st.Pending.At
+		if st.Pending.At.After(lastShift) {
+			lastShift = st.Pending.At
+		}
+	}
+	t.Logf("healthy until %s (%.0f s from now), then each cause", lastShift.Format(time.TimeOnly), time.Until(lastShift).Seconds())
+
+	deadline := lastShift.Add(100 * time.Second)
+	for {
+		if allCausesDone(s.runs(t), o.byAddr, paging) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	for _, lr := range waitAllFinished(t, s, 60*time.Second) {
+		sc := o.byAddr[lr.Labels["instance"]]
+		cause, _ := simVariant(sc)
+		switch {
+		case sc == "":
+			t.Errorf("run for an unknown instance: %s %v", lr.Alertname, lr.Labels)
+			continue
+		case cause == vllmsim.ScenarioHealthy:
+			t.Errorf("healthy instance %s fired %s: %s", sc, lr.Alertname, describe(s.run(t, lr.ID)))
+			continue
+		case lr.StartsAt.Before(o.shiftAt[sc]):
+			t.Errorf("%s: %s started at %s, %.1f s before the shift: the healthy traffic fired it", sc,
+				lr.Alertname, lr.StartsAt.Format(time.TimeOnly), o.shiftAt[sc].Sub(lr.StartsAt).Seconds())
+		}
+		r := s.run(t, lr.ID)
+		if f := o.first[sc]; f == nil || r.CreatedAt.Before(f.CreatedAt) {
+			o.first[sc] = r
+		}
+		o.every = append(o.every, r)
+	}
+	return o
+}
+
 // honestAtOnset says whether run r's verdict is the honest one for an
 // instance whose cause is cause: that cause, with one exception. 240 clients
 // arriving within 8 s can outrun admission for a few seconds; if that queue
 // pages (VLLMQueueDeep), overload is the truth of that second, and the
 // verdict must then name decode-bound as contributing (capture/README.md,
 // Triage, "The onset of a wide batch"). vllmsim's ramp peaks at 5-7 waiting,
-// so the queue alert does not fire in practice.
+// so the queue alert does not fire in practice. The same holds on SGLang
+// (SGLangQueueDeep).
 func honestAtOnset(cause string, r *runs.Run) bool {
 	if verdictID(r) == cause {
 		return true
 	}
-	return cause == vllmsim.ScenarioDecodeBound && r.Alertname == "VLLMQueueDeep" &&
+	return cause == vllmsim.ScenarioDecodeBound && (r.Alertname == "VLLMQueueDeep" || r.Alertname == "SGLangQueueDeep") &&
 		verdictID(r) == vllmsim.ScenarioOverload && slices.Contains(contributing(r), vllmsim.ScenarioDecodeBound)
 }
 

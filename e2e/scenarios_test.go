@@ -29,12 +29,25 @@ import (
 // slowest requests of the window.
 func TestVerdictPerInjectedCause(t *testing.T) {
 	t.Parallel()
-	scenarios := []string{
+	bucket := testenv.StartMinIO(t) // the artifacts go to a real S3 server: checkBucket
+	s, all := verdictPerInjectedCause(t, "", bucket)
+	checkBucket(t, s, bucket, all)
+}
+
+// verdictPerInjectedCause is TestVerdictPerInjectedCause's proof for sims of
+// one variant (a stackOptions scenario suffix: "" for vLLM, sglangSuffix),
+// with the artifacts in bucket (nil: the local backend). It returns the stack
+// and the runs it judged.
+func verdictPerInjectedCause(t *testing.T, variant string, bucket *testenv.S3Server) (*stack, []runs.Run) {
+	t.Helper()
+	var scenarios []string
+	for _, c := range []string{
 		vllmsim.ScenarioHealthy, vllmsim.ScenarioOverload, vllmsim.ScenarioKVPressure,
 		vllmsim.ScenarioPrefillBound, vllmsim.ScenarioDecodeBound, vllmsim.ScenarioClientAborts,
 		vllmsim.ScenarioUnexplained,
+	} {
+		scenarios = append(scenarios, c+variant)
 	}
-	bucket := testenv.StartMinIO(t) // the artifacts go to a real S3 server: checkBucket
 	s := startStack(t, stackOptions{Scenarios: scenarios, S3: bucket})
 	byAddr := map[string]string{}
 	for sc, sm := range s.Sims {
@@ -47,7 +60,7 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 	var all []runs.Run
 	for {
 		all = s.runs(t)
-		if allCausesDone(all, byAddr, scenarios) || time.Now().After(deadline) {
+		if allCausesDone(all, byAddr, scenarios[1:]) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(2 * time.Second)
@@ -57,18 +70,19 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 	seen := map[string]int{}
 	for _, lr := range all {
 		sc := byAddr[lr.Labels["instance"]]
+		cause, _ := simVariant(sc)
 		r := s.run(t, lr.ID)
 		if sc == "" {
 			t.Errorf("run for an unknown instance: %s", describe(r))
 			continue
 		}
-		if sc == vllmsim.ScenarioHealthy {
+		if cause == vllmsim.ScenarioHealthy {
 			t.Errorf("healthy instance fired %s: %s", r.Alertname, describe(r))
 			continue
 		}
 		seen[sc]++
-		if r.Verdict == nil || r.Verdict.ID != sc {
-			t.Errorf("%s: want verdict %s, got %s", sc, sc, describe(r))
+		if r.Verdict == nil || r.Verdict.ID != cause {
+			t.Errorf("%s: want verdict %s, got %s", sc, cause, describe(r))
 			continue
 		}
 		checkTier2(t, s, r, s.Sims[sc])
@@ -82,7 +96,7 @@ func TestVerdictPerInjectedCause(t *testing.T) {
 			t.Errorf("%s: no run; alerts firing now: %v", sc, s.Prom.Query(t, `ALERTS{alertstate="firing"}`))
 		}
 	}
-	checkBucket(t, s, bucket, all)
+	return s, all
 }
 
 func allCausesDone(all []runs.Run, byAddr map[string]string, scenarios []string) bool {

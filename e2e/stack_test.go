@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/playbooks/sglang"
 	"github.com/autocapture/autocapture/playbooks/vllm"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -39,6 +41,30 @@ const (
 // legacySuffix on a stackOptions scenario runs that sim with the pre-2026
 // metric names (--legacy-metrics): "overload" + legacySuffix.
 const legacySuffix = "@legacy"
+
+// sglangSuffix on a stackOptions scenario runs that sim as an SGLang server
+// of the 2026 era (--engine=sglang): "overload" + sglangSuffix; followed by
+// "-" and an era (sglangEraSuffix), as that era: "overload@sglang-0.4".
+const sglangSuffix = "@sglang"
+
+// sglangEraSuffix is the scenario suffix of an SGLang sim of era.
+func sglangEraSuffix(era string) string { return sglangSuffix + "-" + era }
+
+// simVariant splits a stackOptions scenario into the cause its sim injects
+// and the vllmsim flags of its engine and metric generation.
+func simVariant(sc string) (cause string, args []string) {
+	if cause, ok := strings.CutSuffix(sc, legacySuffix); ok {
+		return cause, []string{"--legacy-metrics"}
+	}
+	if cause, era, ok := strings.Cut(sc, sglangSuffix); ok {
+		args = []string{"--engine=" + vllmsim.EngineSGLang}
+		if era, ok := strings.CutPrefix(era, "-"); ok {
+			args = append(args, "--sglang-era="+era)
+		}
+		return cause, args
+	}
+	return sc, nil
+}
 
 // sim is one vllmsim process serving one injected cause.
 type sim struct {
@@ -102,8 +128,11 @@ type stackOptions struct {
 const s3Prefix = "e2e"
 
 // startStack starts Jaeger, one vllmsim per scenario, Prometheus with the shipped
-// rules (windows shortened through deploy.AlertRules, nothing else changed),
-// Alertmanager routing every vLLM alert to the daemon, and the daemon itself.
+// rules of both engines (windows shortened through deploy.AlertRules and
+// deploy.SGLangAlertRules, nothing else changed), Alertmanager routing every
+// alert to the daemon, and the daemon itself. The daemon's traces.service is
+// the vLLM sims' service.name; the SGLang playbooks' traces steps search
+// service "sglang" (capture/traces, engine: sglang), so one Jaeger serves both.
 func startStack(t testing.TB, o stackOptions) *stack {
 	t.Helper()
 	s := &stack{Sims: map[string]*sim{}, Fleets: map[string]*fleet{}, Dir: t.TempDir()}
@@ -117,14 +146,14 @@ func startStack(t testing.TB, o stackOptions) *stack {
 			host = h
 		}
 		addr := net.JoinHostPort(host, strconv.Itoa(testenv.FreePort(t)))
-		cause, legacy := strings.CutSuffix(sc, legacySuffix)
+		cause, variant := simVariant(sc)
 		args := []string{"--web.listen-address=" + addr, "--scenario=" + cause,
 			fmt.Sprintf("--seed=%d", 100+i), "--otlp-endpoint=http://" + s.Jaeger.OTLPHTTP,
-			"--otlp-protocol=http/protobuf", "--service-name=vllm-server",
-			"--model=e2e-" + strings.ReplaceAll(sc, "@", "-")}
-		if legacy {
-			args = append(args, "--legacy-metrics")
+			"--otlp-protocol=http/protobuf", "--model=e2e-" + strings.ReplaceAll(sc, "@", "-")}
+		if !strings.Contains(sc, sglangSuffix) { // SGLang hard-codes service.name "sglang"
+			args = append(args, "--service-name=vllm-server")
 		}
+		args = append(args, variant...)
 		if o.ShiftAfter > 0 && cause != vllmsim.ScenarioHealthy {
 			args = append(args, "--shift-after="+o.ShiftAfter.String())
 		}
@@ -144,19 +173,26 @@ func startStack(t testing.TB, o stackOptions) *stack {
 	s.API = fmt.Sprintf("http://127.0.0.1:%d", daemonPort)
 	s.AM = testenv.StartAlertmanager(t, alertmanagerConfig(s.API))
 
-	rules, err := deploy.AlertRules(ruleWindow, ruleHold)
-	if err != nil {
-		t.Fatal(err)
+	var ruleFiles []string
+	for name, shipped := range map[string]func(window, hold time.Duration) ([]byte, error){
+		"vllm-alerts.yml": deploy.AlertRules, "sglang-alerts.yml": deploy.SGLangAlertRules,
+	} {
+		rules, err := shipped(ruleWindow, ruleHold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.FireAtOnset {
+			rules = regexp.MustCompile(`(?m)^(\s+for: )\S+$`).ReplaceAll(rules, []byte("${1}0s"))
+		}
+		rulesPath := filepath.Join(s.Dir, name)
+		if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, rulesPath)
 	}
-	if o.FireAtOnset {
-		rules = regexp.MustCompile(`(?m)^(\s+for: )\S+$`).ReplaceAll(rules, []byte("${1}0s"))
-	}
-	rulesPath := filepath.Join(s.Dir, "vllm-alerts.yml")
-	if err := os.WriteFile(rulesPath, rules, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sort.Strings(ruleFiles)
 	s.Prom = testenv.StartPrometheus(t, testenv.PrometheusOptions{
-		ScrapeTargets: targets, RuleFiles: []string{rulesPath}, AlertmanagerURL: s.AM.URL,
+		ScrapeTargets: targets, RuleFiles: ruleFiles, AlertmanagerURL: s.AM.URL,
 		ExtraScrapeConfigs: dcgmScrapeConfig(dcgmTargets),
 	})
 
@@ -203,16 +239,16 @@ targets:
 	return s
 }
 
-// shortPlaybooks copies the shipped playbooks into dir/playbooks shortened as
-// the rules are, and returns the config line that loads them instead of the
-// embedded set ("" without o.ShortPlaybooks). Every range of their PromQL
-// ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, at least
-// minPlaybookRange, so a
-// snapshot spans the same share of the rule's window as it does shipped (a
-// 2m snapshot of a 30s rule would read mostly the calm before an onset the
-// rule already sees); the baseline window becomes o.Baseline (a YAML flow
-// map), since the shipped 30m ending 5m before startsAt lies before a test
-// stack existed.
+// shortPlaybooks copies the shipped playbooks of both engines (playbooks/vllm,
+// playbooks/sglang) into dir/playbooks/<engine> shortened as the rules are,
+// and returns the config line that loads them over the embedded set, which
+// they replace by name ("" without o.ShortPlaybooks). Every range of their
+// PromQL ([5m], [2m], [1m:]) is scaled by ruleWindow/deploy.DefaultWindow, at
+// least minPlaybookRange, so a snapshot spans the same share of the rule's
+// window as it does shipped (a 2m snapshot of a 30s rule would read mostly
+// the calm before an onset the rule already sees); the baseline window
+// becomes o.Baseline (a YAML flow map), since the shipped 30m ending 5m before
+// startsAt lies before a test stack existed.
 // minPlaybookRange is the shortest range shortPlaybooks makes: a mean over a
 // window must hold a few requests (the shipped 1m holds 30 at 0.5 req/s, 6 s
 // would hold 3, and one long prompt among them read as "prompts 2.5× longer").
@@ -223,20 +259,35 @@ func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
 	if !o.ShortPlaybooks {
 		return ""
 	}
-	out := filepath.Join(dir, "playbooks")
+	var globs []string
+	for _, set := range []struct {
+		engine string
+		fsys   fs.FS
+	}{{vllmsim.EngineVLLM, vllm.FS}, {vllmsim.EngineSGLang, sglang.FS}} {
+		out := filepath.Join(dir, "playbooks", set.engine)
+		shortenPlaybooks(t, set.fsys, out, o.Baseline)
+		globs = append(globs, filepath.Join(out, "*.yaml"))
+	}
+	return fmt.Sprintf("playbooks: [%s]\n", strings.Join(globs, ", "))
+}
+
+// shortenPlaybooks writes fsys's playbook files into out, shortened as
+// shortPlaybooks says.
+func shortenPlaybooks(t testing.TB, fsys fs.FS, out, baseline string) {
+	t.Helper()
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	scale := float64(ruleWindow) / float64(deploy.DefaultWindow)
 	rangeRE := regexp.MustCompile(`\[([0-9]+[smh])(:?)\]`)
 	baselineRE := regexp.MustCompile(`(?m)^(\s+baseline: )\{[^}]*\}`)
-	files, err := fs.Glob(vllm.FS, "*.yaml")
+	files, err := fs.Glob(fsys, "*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ranges, baselines := 0, 0
 	for _, f := range files {
-		b, err := fs.ReadFile(vllm.FS, f)
+		b, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,18 +301,17 @@ func shortPlaybooks(t testing.TB, dir string, o stackOptions) string {
 			short := max(time.Duration(float64(d)*scale), minPlaybookRange)
 			return fmt.Appendf(nil, "[%s%s]", model.Duration(short).String(), sub[2])
 		})
-		if o.Baseline != "" {
+		if baseline != "" {
 			baselines += len(baselineRE.FindAll(b, -1))
-			b = baselineRE.ReplaceAll(b, []byte("${1}"+o.Baseline))
+			b = baselineRE.ReplaceAll(b, []byte("${1}"+baseline))
 		}
 		if err := os.WriteFile(filepath.Join(out, f), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ranges == 0 || (o.Baseline != "" && baselines == 0) {
-		t.Fatalf("shipped playbooks: %d ranges, %d baselines to shorten", ranges, baselines)
+	if ranges == 0 || (baseline != "" && baselines == 0) {
+		t.Fatalf("shipped playbooks for %s: %d ranges, %d baselines to shorten", out, ranges, baselines)
 	}
-	return fmt.Sprintf("playbooks: [%s]\n", filepath.Join(out, "*.yaml"))
 }
 
 // launch writes the daemon's config and runs the autocapture binary on it

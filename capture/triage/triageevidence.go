@@ -17,13 +17,24 @@ func kvEvidence(r reading) []string {
 		out = append(out, fmt.Sprintf("KV cache %.3g full (threshold %.3g)", kv, r.th.KVUsage))
 	}
 	if p, ok := r.get(vocab.SigPreemptionsRate); ok {
+		w := r.preemption()
 		if p > r.th.PreemptionsPerS {
-			out = append(out, fmt.Sprintf("%.3g preemptions/s: running requests are evicted and recomputed", p))
+			out = append(out, fmt.Sprintf("%.3g %ss/s: running requests are evicted and recomputed", p, w))
 		} else {
-			out = append(out, "no preemption in the window yet: the pool is at its ceiling, preemption is next")
+			out = append(out, "no "+w+" in the window yet: the pool is at its ceiling, "+w+" is next")
 		}
 	}
 	return out
+}
+
+// preemption is the engine's word for a preemption: SGLang calls it a
+// retraction (SGLANG.md §4, team notes), and its on-call searches its logs
+// and metrics (num_retracted_requests_total) by that word.
+func (r reading) preemption() string {
+	if r.vw.dialect.engine == vocab.EngineSGLang {
+		return "retraction"
+	}
+	return "preemption"
 }
 
 func overloadEvidence(r reading) []string {
@@ -261,9 +272,9 @@ func loadParts(r reading) (parts []string, high bool) {
 	}
 	if v, ok := r.get(vocab.SigPreemptionsRate); ok {
 		if v == 0 {
-			parts = append(parts, "no preemptions")
+			parts = append(parts, "no "+r.preemption()+"s")
 		} else {
-			mark(fmt.Sprintf("%.2g preemptions/s", v), r.preempting(), fmt.Sprintf("pressure from %.2g/s", r.th.PreemptionsPerS))
+			mark(fmt.Sprintf("%.2g %ss/s", v, r.preemption()), r.preempting(), fmt.Sprintf("pressure from %.2g/s", r.th.PreemptionsPerS))
 		}
 	}
 	return parts, high

@@ -303,11 +303,17 @@ func dialectLines(r reading) []string {
 		return nil
 	}
 	var out []string
-	if len(d.extras) > 0 {
-		keys := make([]string, 0, len(d.extras))
-		for k := range d.extras {
+	// A figure at 0 is left to the findings: SGLang writes every scheduler
+	// gauge at each log point, so a server without speculative decoding, PD
+	// or grammars reports spec_accept_rate 0 and empty PD queues, which
+	// would read as a finding ("no draft accepted").
+	keys := make([]string, 0, len(d.extras))
+	for k, v := range d.extras {
+		if v != 0 {
 			keys = append(keys, k)
 		}
+	}
+	if len(keys) > 0 {
 		sort.Strings(keys)
 		parts := make([]string, len(keys))
 		for i, k := range keys {
