@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +13,22 @@ import (
 	"github.com/goccy/go-yaml"
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the tests from deploy/, the folder of the manifests and
+// rules they check: their paths (compose/compose.yaml, prometheus/tests/,
+// kubernetes/, ".." for the repository) are written relative to it, as when
+// these tests lived there.
+func TestMain(m *testing.M) {
+	if err := os.Chdir(filepath.Join("..", "..", "deploy")); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/deploy:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m)
+}
 
 // run executes a tool and fails the test with its output when it fails.
 func run(t *testing.T, tool string, args ...string) string {
@@ -62,7 +74,7 @@ func TestAmtoolCheckConfig(t *testing.T) {
 }
 
 func TestEmbeddedRulesAreTheFile(t *testing.T) {
-	for f, embedded := range map[string][]byte{"prometheus/vllm-alerts.yml": VLLMAlertRules, "prometheus/sglang-alerts.yml": SGLangRules} {
+	for f, embedded := range map[string][]byte{"prometheus/vllm-alerts.yml": deploy.VLLMAlertRules, "prometheus/sglang-alerts.yml": deploy.SGLangRules} {
 		onDisk, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +96,7 @@ func TestAlertRulesShortened(t *testing.T) {
 		{"e2e", 30 * time.Second, 5 * time.Second, []string{"[30s])"}, "for: 5s"},
 		{"window only", time.Minute, 0, []string{"[1m])"}, "for: 2m"},
 	} {
-		for engine, rules := range map[string]func(window, hold time.Duration) ([]byte, error){"vllm": AlertRules, "sglang": SGLangAlertRules} {
+		for engine, rules := range map[string]func(window, hold time.Duration) ([]byte, error){"vllm": deploy.AlertRules, "sglang": deploy.SGLangAlertRules} {
 			t.Run(tc.name+"/"+engine, func(t *testing.T) {
 				b, err := rules(tc.window, tc.hold)
 				if err != nil {
@@ -112,10 +124,10 @@ func TestAlertRulesShortened(t *testing.T) {
 			})
 		}
 	}
-	if _, err := AlertRules(-time.Second, 0); err == nil {
+	if _, err := deploy.AlertRules(-time.Second, 0); err == nil {
 		t.Error("a negative window is accepted")
 	}
-	if _, err := SGLangAlertRules(0, -time.Second); err == nil {
+	if _, err := deploy.SGLangAlertRules(0, -time.Second); err == nil {
 		t.Error("a negative hold is accepted")
 	}
 }
@@ -129,7 +141,7 @@ func TestEveryShippedAlertHasItsPlaybook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for prefix, rules := range map[string][]byte{playbooks.EmbeddedPrefix: VLLMAlertRules, playbooks.EmbeddedSGLangPrefix: SGLangRules} {
+	for prefix, rules := range map[string][]byte{playbooks.EmbeddedPrefix: deploy.VLLMAlertRules, playbooks.EmbeddedSGLangPrefix: deploy.SGLangRules} {
 		var groups struct {
 			Groups []struct {
 				Rules []struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 
+	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -243,7 +244,7 @@ func TestComposeTopologyOnLoopback(t *testing.T) {
 	tp.start(t, "autocapture", acBin, imageCmd, tp.url(t, "autocapture:9095", "/-/ready"))
 
 	prom := service(t, p, "prometheus")
-	rules, err := AlertRules(topologyRuleWindow, topologyRuleHold)
+	rules, err := deploy.AlertRules(topologyRuleWindow, topologyRuleHold)
 	if err != nil {
 		t.Fatal(err)
 	}
