@@ -86,7 +86,7 @@ func scrapeSim(t *testing.T, opts Options) map[string]family {
 // both recorded V1 scrapes, family by family, both ways. Their token-count
 // histograms end at 2000, so the sim runs with max-model-len 2048.
 func TestMetricsMatchCurrentVLLM(t *testing.T) {
-	got := scrapeSim(t, Options{Engine: EngineConfig{MaxModelLen: 2048}})
+	got := scrapeSim(t, Options{EngineConfig: EngineConfig{MaxModelLen: 2048}})
 	for _, fixture := range []string{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", "v1-2026-08-blackbox-rca-cpu.prom"} {
 		t.Run(fixture, func(t *testing.T) {
 			want := readFixture(t, fixture)
@@ -162,7 +162,7 @@ var (
 // names only.
 func TestMetricsMatchLegacyVLLM(t *testing.T) {
 	// The v0.5 token-count buckets end at 10000: max_model_len in [10000, 20000).
-	got := scrapeSim(t, Options{LegacyMetrics: true, Engine: EngineConfig{MaxModelLen: 16384}})
+	got := scrapeSim(t, Options{LegacyMetrics: true, EngineConfig: EngineConfig{MaxModelLen: 16384}})
 	want := readFixture(t, "v0.5.x-2024-08-kubeai.prom")
 	for name, w := range want {
 		g, ok := got[name]

@@ -152,8 +152,8 @@ func TestExpositionFormatMatchesRealVLLM(t *testing.T) {
 		fixtures []string
 		sameLE   bool
 	}{
-		{Options{Engine: EngineConfig{MaxModelLen: 2048}, Seed: 3}, []string{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", "v1-2026-08-blackbox-rca-cpu.prom"}, true},
-		{Options{LegacyMetrics: true, Engine: EngineConfig{MaxModelLen: 16384}, Seed: 3}, []string{"v0.5.x-2024-08-kubeai.prom"}, false},
+		{Options{EngineConfig: EngineConfig{MaxModelLen: 2048}, Seed: 3}, []string{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", "v1-2026-08-blackbox-rca-cpu.prom"}, true},
+		{Options{LegacyMetrics: true, EngineConfig: EngineConfig{MaxModelLen: 16384}, Seed: 3}, []string{"v0.5.x-2024-08-kubeai.prom"}, false},
 	} {
 		text, _ := simText(t, tc.opts, 15*time.Second)
 		got := parseLines(t, text)

@@ -46,7 +46,7 @@ func (s *Sim) handleModels(w http.ResponseWriter, _ *http.Request) {
 		"object": "list",
 		"data": []map[string]any{{
 			"id": s.opts.Model, "object": "model", "created": created, "owned_by": "vllm",
-			"root": s.opts.Model, "parent": nil, "max_model_len": s.opts.Engine.MaxModelLen,
+			"root": s.opts.Model, "parent": nil, "max_model_len": s.opts.EngineConfig.MaxModelLen,
 			"permission": []map[string]any{{
 				"id": "modelperm-sim", "object": "model_permission", "created": created,
 				"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true,

@@ -96,7 +96,7 @@ func (s *Sim) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool)
 // distribution capped by max_tokens.
 func (s *Sim) newHTTPRequest(r *http.Request, body *completionRequest, chat bool) (*request, error) {
 	prompt := body.promptTokens(chat)
-	maxLen := s.opts.Engine.MaxModelLen
+	maxLen := s.opts.EngineConfig.MaxModelLen
 	maxTokens := 16 // vLLM's default for /v1/completions
 	set := false
 	for _, v := range []*int{body.MaxTokens, body.MaxCompletionTokens} {

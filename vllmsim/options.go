@@ -59,8 +59,11 @@ type Options struct {
 	// Seed makes runs deterministic: the same seed, options and Advance
 	// calls give the same requests, timings and trace ids.
 	Seed uint64
-	// Engine is the engine's shape; zero fields take DefaultEngine's.
-	Engine EngineConfig
+	// Engine is the serving engine whose observable surface the sim shows:
+	// "vllm" (default) or "sglang".
+	Engine string
+	// EngineConfig is the engine's shape; zero fields take DefaultEngine's.
+	EngineConfig EngineConfig
 	// LegacyMetrics exposes the pre-2026 metric generation
 	// (gpu_cache_usage_perc, gpu_prefix_cache_*, time_per_output_token_seconds).
 	LegacyMetrics bool
@@ -145,7 +148,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Load < 0 && o.Load != NoLoad {
 		return o, fmt.Errorf("load %v: want a rate >= 0 or NoLoad", o.Load)
 	}
-	o.Engine = o.Engine.withDefaults()
+	o.EngineConfig = o.EngineConfig.withDefaults()
 	if o.Version == "" {
 		o.Version = "0.15.1"
 		if o.LegacyMetrics {
@@ -198,7 +201,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return o, o.Engine.validate()
+	return o, o.EngineConfig.validate()
 }
 
 func (e EngineConfig) withDefaults() EngineConfig {

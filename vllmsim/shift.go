@@ -87,7 +87,7 @@ func (s *Sim) ShiftTo(c Change) error {
 			return fmt.Errorf("vllmsim: %w", err)
 		}
 	}
-	if err := s.loadFor(sc, shape).validate(s.opts.Engine.MaxModelLen); err != nil {
+	if err := s.loadFor(sc, shape).validate(s.opts.EngineConfig.MaxModelLen); err != nil {
 		return fmt.Errorf("vllmsim: %s: %w", sc.Name, err)
 	}
 	if c.After == 0 {
@@ -126,7 +126,7 @@ func (s *Sim) apply(sc Scenario, shape *Shape) {
 		s.previous = s.scenario.Name
 	}
 	s.scenario, s.shape, s.since = sc, shape, s.eng.now
-	s.eng.configure(s.opts.Engine, sc)
+	s.eng.configure(s.opts.EngineConfig, sc)
 	s.load.reset(s.effectiveLoad(), s.eng.now)
 	if !s.eng.inflight {
 		s.eng.startStep()

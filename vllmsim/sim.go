@@ -55,7 +55,7 @@ func New(opts Options) (*Sim, error) {
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	s := &Sim{
 		opts:         o,
-		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.Engine),
+		metrics:      newMetrics(o.Model, o.LegacyMetrics, o.EngineConfig),
 		loadOverride: o.Load,
 		concOverride: o.Concurrency,
 		history:      newFinishedLog(o.MaxFinished),
@@ -68,7 +68,7 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vllmsim: traces: %w", err)
 	}
-	s.eng = newEngine(o.Engine, s)
+	s.eng = newEngine(o.EngineConfig, s)
 	s.eng.gpuSlowdown = s.gpuSlowdownAt
 	s.dcgm = newDCGMState(o)
 	if err := s.SetGPUFaults(o.GPUFaults); err != nil {
