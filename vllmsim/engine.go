@@ -59,6 +59,26 @@ type engine struct {
 	batch     []*request
 	work      stepWork
 	cost      stepCost
+	// holdUntil is when the scheduler thread is free again after a stall
+	// (a profiler export on it: SGLang's stop, see sglang_profiler.go): no
+	// step starts before it. 0: no stall.
+	holdUntil time.Duration
+}
+
+// held says whether the scheduler thread is stalled at now.
+func (e *engine) held() bool { return e.now < e.holdUntil }
+
+// hasWork says whether any request waits or runs.
+func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
+
+// hold stalls the scheduler thread from the end of the iteration in flight
+// (or now) until until; a later call replaces it. A stall that ends before
+// now lets the engine resume at once.
+func (e *engine) hold(until time.Duration) {
+	e.holdUntil = until
+	if !e.inflight && !e.held() && e.hasWork() {
+		e.startStep()
+	}
 }
 
 func newEngine(cfg EngineConfig, obs observer) *engine {
@@ -97,7 +117,7 @@ func (e *engine) kvUsage() float64 {
 func (e *engine) add(r *request) {
 	r.arrival = e.now
 	e.waiting = append(e.waiting, r)
-	if !e.inflight {
+	if !e.inflight && !e.held() {
 		e.startStep()
 	}
 }

@@ -33,6 +33,8 @@ func (p profilerState) String() string {
 // ProfilerStatus is what GET /admin/profiler reports: how the profiler was
 // driven, what it wrote, and every breach of vLLM's protocol by kind.
 type ProfilerStatus struct {
+	// Engine is the profiler's dialect: "" for vLLM's, "sglang" for SGLang's.
+	Engine       string         `json:"engine,omitempty"`
 	Armed        bool           `json:"armed"`
 	State        string         `json:"state"`
 	Starts       int            `json:"starts"`
@@ -49,6 +51,9 @@ type ProfilerStatus struct {
 	// ranks, from the simulator's own bookkeeping (not read back from the
 	// files): the truth a capture's analysis is held to.
 	LastCapture CaptureTruth `json:"last_capture"`
+	// Stalls are the freezes of serving the exports caused, oldest first
+	// (SGLang's stop exports on the scheduler thread).
+	Stalls []ProfilerStall `json:"stalls,omitempty"`
 }
 
 // CaptureTruth is the GPU work one capture's rank traces hold.
@@ -277,18 +282,23 @@ func (s *Sim) Profiler() ProfilerStatus {
 // profilerRoutes registers /start_profile and /stop_profile: only when armed,
 // so an unarmed sim answers 404 as vLLM does.
 func (s *Sim) profilerRoutes(mux *http.ServeMux) {
-	if s.prof == nil {
+	if sg, ok := s.prof.(*sglangProfiler); ok {
+		s.sglangProfilerRoutes(mux, sg)
+		return
+	}
+	prof, ok := s.prof.(*profiler)
+	if !ok {
 		return
 	}
 	if err := os.MkdirAll(s.opts.ProfilerDir, 0o755); err != nil {
 		s.opts.Logger.Warn("Profiler directory could not be created.")
 	}
 	mux.HandleFunc("POST /start_profile", func(w http.ResponseWriter, r *http.Request) {
-		s.prof.start(r)
+		prof.start(r)
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("POST /stop_profile", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.prof.stop(s.inflight()); err != nil {
+		if err := prof.stop(s.inflight()); err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}
