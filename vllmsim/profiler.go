@@ -105,6 +105,10 @@ type profiler struct {
 	last       CaptureTruth
 	faults     ProfilerFaults
 	pending    int // stops whose files are not written yet
+	// freeze stalls the engine until the returned release: vLLM's flush
+	// runs on the worker's main thread, so no iteration runs while a stop
+	// blocks (PROFILES.md: PR #51816 moves the export off it). nil: no stall.
+	freeze func() (release func())
 }
 
 func newProfiler(o Options, now func() time.Time) *profiler {
@@ -153,7 +157,7 @@ func (p *profiler) start(r *http.Request) {
 }
 
 // stop ends a recording: it blocks for the flush delay (plus the stop_hang
-// fault), then writes the trace files, or with the late_files fault returns
+// fault), serving nothing meanwhile, then writes the trace files, or with the late_files fault returns
 // and writes them that much later. It runs to the end even if the caller
 // goes away, as vLLM's flush does. A stop with nothing recording is counted
 // and answered. inflight, when set, is the iteration running at the stop:
@@ -188,7 +192,12 @@ func (p *profiler) stop(inflight *profiledStep) error {
 	ended := p.now()
 	p.mu.Unlock()
 
+	release := func() {}
+	if p.freeze != nil {
+		release = p.freeze()
+	}
 	time.Sleep(faults.StopHang + p.opts.ProfilerFlushDelay)
+	release()
 	if faults.LateFiles > 0 {
 		p.mu.Lock()
 		p.pending++

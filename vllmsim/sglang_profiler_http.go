@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"time"
 )
@@ -27,9 +28,31 @@ func (s *Sim) newProfilerEngine() profilerEngine {
 		return newSGLangProfiler(s)
 	}
 	if s.opts.ProfilerDir != "" {
-		return newProfiler(s.opts, s.Now)
+		p := newProfiler(s.opts, s.Now)
+		p.freeze = s.freezeEngine
+		return p
 	}
 	return nil
+}
+
+// freezeEngine stalls the engine from the end of the iteration in flight
+// until the returned release, as a profiler's blocking export on the
+// engine's thread does; the stall lasts what the export took in real time.
+func (s *Sim) freezeEngine() (release func()) {
+	s.mu.Lock()
+	e := s.eng
+	at := e.now
+	if e.inflight {
+		at = max(at, e.stepEnd)
+	}
+	e.holdUntil = math.MaxInt64
+	s.mu.Unlock()
+	begun := time.Now()
+	return func() {
+		s.mu.Lock()
+		e.hold(at + time.Since(begun))
+		s.mu.Unlock()
+	}
 }
 
 // sglangProfilerRoutes registers SGLang's routes, GET or POST as its
