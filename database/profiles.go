@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"database/sql"
+	"errors"
 )
 
 // ProfileEvents is autocapture_profile_events: each profile lease's audit
@@ -103,6 +104,27 @@ func (ProfileStarts) LastOf(ctx context.Context, q RowQuerier, runID, plan, step
 		WHERE run_id = $1 AND plan = $2 AND step_id = $3 AND target = $4`,
 		runID, plan, stepID, target).Scan(&started)
 	return started, err
+}
+
+// SetStall records how long the stop of a run's step's last capture on
+// target kept it from serving (stall_ms), on that capture's start row.
+// false: no start of that step on target is recorded.
+func (ProfileStarts) SetStall(ctx context.Context, q Querier, runID, plan, stepID, target string, stallMS int64) (bool, error) {
+	return affected(q.ExecContext(ctx, `UPDATE autocapture_profile_starts SET stall_ms = $1
+		WHERE run_id = $2 AND plan = $3 AND step_id = $4 AND target = $5 AND started_at = (
+			SELECT MAX(started_at) FROM autocapture_profile_starts WHERE run_id = $2 AND plan = $3 AND step_id = $4 AND target = $5)`,
+		stallMS, runID, plan, stepID, target))
+}
+
+// LastStall is the stall of target's latest measured capture and when that
+// capture started (Unix ms); ok is false when none was measured.
+func (ProfileStarts) LastStall(ctx context.Context, q RowQuerier, target string) (stallMS, startedAt int64, ok bool, err error) {
+	err = q.QueryRowContext(ctx, `SELECT stall_ms, started_at FROM autocapture_profile_starts
+		WHERE target = $1 AND stall_ms IS NOT NULL ORDER BY started_at DESC LIMIT 1`, target).Scan(&stallMS, &startedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return stallMS, startedAt, err == nil, err
 }
 
 // ProfileReports is autocapture_profile_reports: capture analyses kept for

@@ -76,3 +76,46 @@ func TestKeysOfferOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestProfileStartStall: a capture's stall lands on its step's latest start
+// on that target; the target's last stall is the latest measured capture's,
+// an unmeasured later one does not hide it, and another target's is apart.
+func TestProfileStartStall(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *sql.DB, tb Tables) {
+		ctx := context.Background()
+		s := tb.ProfileStarts
+		if _, _, ok, err := s.LastStall(ctx, db, "http://a:1"); ok || err != nil {
+			t.Fatalf("empty: ok %v err %v", ok, err)
+		}
+		for _, st := range []struct {
+			target, run string
+			at          int64
+		}{{"http://a:1", "r1", 1000}, {"http://a:1", "r1", 2000}, {"http://a:1", "r2", 3000}, {"http://b:1", "r3", 4000}} {
+			if err := s.Add(ctx, db, st.target, st.run, "pb", "profile", st.at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, err := s.SetStall(ctx, db, "r1", "pb", "profile", "http://a:1", 2500); !ok || err != nil {
+			t.Fatalf("set r1: %v %v", ok, err)
+		}
+		if ok, err := s.SetStall(ctx, db, "r9", "pb", "profile", "http://a:1", 1); ok || err != nil {
+			t.Fatalf("set a run without a start: %v %v, want false", ok, err)
+		}
+		stall, at, ok, err := s.LastStall(ctx, db, "http://a:1")
+		if err != nil || !ok || stall != 2500 || at != 2000 {
+			t.Fatalf("last stall %d at %d (%v %v): want r1's latest start (2000) with 2500 ms, r2 unmeasured", stall, at, ok, err)
+		}
+		if _, err := s.SetStall(ctx, db, "r3", "pb", "profile", "http://b:1", 100); err != nil {
+			t.Fatal(err)
+		}
+		if stall, _, _, _ := s.LastStall(ctx, db, "http://a:1"); stall != 2500 {
+			t.Errorf("another target's stall leaked: %d", stall)
+		}
+		if _, err := s.SetStall(ctx, db, "r2", "pb", "profile", "http://a:1", 0); err != nil {
+			t.Fatal(err)
+		}
+		if stall, at, _, _ := s.LastStall(ctx, db, "http://a:1"); stall != 0 || at != 3000 {
+			t.Errorf("last stall %d at %d: want r2's 0 at 3000", stall, at)
+		}
+	})
+}
