@@ -26,6 +26,11 @@ type frameRun struct {
 	// prefix names this capture's files (SGLang's profile_prefix).
 	prefix string
 	window torchtrace.Window
+	// cost is the capture's scrapes of the instance's counters (nil for a
+	// resumed attempt, or when /metrics cannot be read); costResult what
+	// they say once the stop answered.
+	cost       *costRun
+	costResult *Cost
 	// notRecording says why the stop found nothing recording (SGLang's
 	// num_steps auto-stop, a restart); "" when the stop ended the recording.
 	notRecording string
@@ -126,6 +131,18 @@ func (p *Profile) target(in *vocab.Input) (string, error) {
 // fresh is a first attempt: list, make the recording durable, start, frame,
 // stop, collect.
 func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration) (*vocab.Result, error) {
+	if why := p.lastStallRefusal(ctx, in, fr.target); why != "" {
+		return p.costSkip(ctx, in, res, fr, why)
+	}
+	cr, err := p.measureBefore(ctx, fr, frame)
+	if err != nil {
+		p.release(ctx, in, fr) // start_profile was never sent
+		return res, p.cutByContext(ctx, fr, 0)
+	}
+	fr.cost = cr
+	if why := p.ceilingRefusal(in, cr); why != "" {
+		return p.costSkip(ctx, in, res, fr, why)
+	}
 	before, err := listSource(ctx, fr.src)
 	if err != nil {
 		p.release(ctx, in, fr)
@@ -191,8 +208,12 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	return p.finish(ctx, in, res, fr, cutErr)
 }
 
-// finish stops the recording and, once the server answered, collects.
+// finish stops the recording and, once the server answered, measures its
+// cost and collects.
 func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, cutErr error) (*vocab.Result, error) {
+	if fr.cost != nil && fr.cost.ok {
+		fr.cost.preStop, fr.cost.preStopOK = p.scrapeCost(context.WithoutCancel(ctx), fr.client, fr.target)
+	}
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
 		if errors.Is(err, vocab.ErrLeaseLost) {
@@ -206,6 +227,7 @@ func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result
 			httpTarget(fr.target), fr.stopTook.Round(time.Millisecond))
 		return res, errors.Join(err, cutErr)
 	}
+	p.measureStop(ctx, in, fr)
 	return p.collectAndReport(ctx, in, res, fr, cutErr)
 }
 

@@ -1,0 +1,165 @@
+package profile
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
+)
+
+// stallGuard is the fake guard with a StallMemory, as the runner's plane has.
+type stallGuard struct {
+	*fakeGuard
+	mu     sync.Mutex
+	stalls map[string]time.Duration
+	wrote  []vocab.LeaseRequest
+}
+
+func (g *stallGuard) RecordStall(_ context.Context, req vocab.LeaseRequest, stall time.Duration) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stalls[req.Target] = stall
+	g.wrote = append(g.wrote, req)
+	return nil
+}
+
+func (g *stallGuard) LastStall(_ context.Context, target string) (time.Duration, time.Time, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.stalls[target]
+	return s, time.Now().Add(-time.Hour), ok, nil
+}
+
+func withStallMemory(f *profileFixture) *stallGuard {
+	g := &stallGuard{fakeGuard: f.guard, stalls: map[string]time.Duration{}}
+	f.env.Profiles = g
+	return g
+}
+
+// costOfRun reads the cost finding back as the run's JSON has it.
+func costOfRun(t *testing.T, res *vocab.Result) Cost {
+	t.Helper()
+	b, err := json.Marshal(res.Findings["cost"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Cost
+	if err := json.Unmarshal(b, &c); err != nil || c.Before == nil {
+		t.Fatalf("cost finding %s (%v): want before, frame and stop", b, err)
+	}
+	return c
+}
+
+// TestProfileCostMeasuresTheStopsStall: for both engines the capture
+// measures what its stop cost serving, from the instance's own /metrics:
+// SGLang's export freezes the scheduler, vLLM's flush blocks the engine.
+// The stall is near what the sim froze, said in the summary and the run's
+// JSON, and remembered for the target's next capture.
+func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
+	for _, engine := range []string{EngineSGLang, EngineVLLM} {
+		t.Run(engine, func(t *testing.T) {
+			f := newProfileFixture(t)
+			mem := withStallMemory(f)
+			dir := t.TempDir()
+			o := vllmsim.Options{ProfilerDir: dir, ProfilerLayers: 4, ProfilerFlushDelay: time.Second}
+			var tgt *simTarget
+			if engine == EngineSGLang {
+				o.ProfilerExportRate = 60e3 // bytes/s: about a second for these traces
+				tgt = sglangSim(t, f.log, o)
+			} else {
+				tgt = startSim(t, f.log, o)
+			}
+			p := buildTestProfile(t, Config{Engine: engine, Duration: 800 * time.Millisecond, Collect: Collect{Dir: dir}})
+			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
+			if err != nil {
+				t.Fatalf("run: %v (%+v)", err, res)
+			}
+			c := costOfRun(t, res)
+			truth := time.Second // vLLM: the flush delay
+			if st := tgt.sim.Profiler(); engine == EngineSGLang {
+				if len(st.Stalls) != 1 {
+					t.Fatalf("sim stalls %+v", st.Stalls)
+				}
+				truth = st.Stalls[0].Stall
+			}
+			b, _ := json.Marshal(c)
+			t.Logf("%s: %s; measured stall %.2f s, the sim froze %v; cost %s", engine, c.Summary, c.StallSeconds, truth, b)
+			if !c.Measured || c.Before.TokensPerSecond == nil || *c.Before.TokensPerSecond <= 0 {
+				t.Fatalf("no token rate before the frame: %+v", c.Before)
+			}
+			if got := time.Duration(c.StallSeconds * float64(time.Second)); got < truth/2 || got > truth+2*time.Second {
+				t.Errorf("measured stall %v, the sim froze serving %v", got, truth)
+			}
+			if !strings.Contains(c.Summary, "stop froze serving") || !strings.Contains(res.Summary, c.Summary) {
+				t.Errorf("summary %q (step %q): want the freeze said", c.Summary, res.Summary)
+			}
+			if c.Stop == nil || c.Stop.TokensPerSecond == nil || *c.Stop.TokensPerSecond >= 0.5**c.Before.TokensPerSecond {
+				t.Errorf("tokens/s during the stop %+v vs before %v: the freeze is not in the rate", c.Stop, *c.Before.TokensPerSecond)
+			}
+			if len(mem.wrote) != 1 || mem.wrote[0].RunID != "run-1" || mem.stalls["http://"+tgt.host] != time.Duration(c.StallSeconds*float64(time.Second)) {
+				t.Errorf("stall remembered %v for %v, want %.3f s for this run", mem.stalls, mem.wrote, c.StallSeconds)
+			}
+		})
+	}
+}
+
+// TestProfileCostBoundsSkipBeforeTheStart: a target whose last capture
+// stalled serving past max_last_stall, or whose latency is already past a
+// ceiling (the run's tier-1 p99, else the instance's /metrics just
+// before), is not profiled: no start is sent and the lease is released.
+func TestProfileCostBoundsSkipBeforeTheStart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cost  CostBounds
+		prior map[string]float64
+		stall time.Duration
+		want  string
+	}{
+		"last stall":             {cost: CostBounds{MaxLastStall: 2 * time.Second}, stall: 5 * time.Second, want: "stalled serving 5s, over cost.max_last_stall 2s"},
+		"itl ceiling, measured":  {cost: CostBounds{MaxITL: time.Microsecond}, want: "inter-token latency p99 is already"},
+		"ttft ceiling, snapshot": {cost: CostBounds{MaxTTFT: 2 * time.Second}, prior: map[string]float64{vocab.SigTTFTP99: 3.5}, want: "step metrics's ttft_p99"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newProfileFixture(t)
+			mem := withStallMemory(f)
+			dir := t.TempDir()
+			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 50 * time.Millisecond})
+			if tc.stall > 0 {
+				mem.stalls["http://"+tgt.host] = tc.stall
+			}
+			in := f.input(t, tgt.host, nil)
+			if tc.prior != nil {
+				in.Prior = map[string]*vocab.Result{"metrics": {Signals: tc.prior}}
+			}
+			p := buildTestProfile(t, Config{Duration: 300 * time.Millisecond, Cost: tc.cost, Collect: Collect{Dir: dir}})
+			res, err := p.Run(context.Background(), in)
+			if _, skipped := vocab.IsSkip(err); !skipped {
+				t.Fatalf("run: %v (%+v), want a skip", err, res)
+			}
+			if why, _ := res.Findings["cost_skipped"].(string); !strings.Contains(why, tc.want) {
+				t.Errorf("cost_skipped %q, want %q", why, tc.want)
+			}
+			if n := f.log.count("http:start_profile"); n != 0 {
+				t.Errorf("start sent %d times", n)
+			}
+			if f.guard.held("http://"+tgt.host) != nil || len(f.guard.contractViolations()) > 0 {
+				t.Errorf("lease held or contract violated: %v", f.guard.contractViolations())
+			}
+		})
+	}
+	// Under its bounds the same target is profiled.
+	f := newProfileFixture(t)
+	mem := withStallMemory(f)
+	dir := t.TempDir()
+	tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 50 * time.Millisecond})
+	mem.stalls["http://"+tgt.host] = time.Second
+	p := buildTestProfile(t, Config{Duration: 300 * time.Millisecond, Cost: CostBounds{MaxLastStall: 2 * time.Second, MaxITL: time.Minute},
+		Collect: Collect{Dir: dir}})
+	if res, err := p.Run(context.Background(), f.input(t, tgt.host, nil)); err != nil {
+		t.Fatalf("under the bounds: %v (%v)", err, res.Findings["cost_skipped"])
+	}
+}
