@@ -127,3 +127,43 @@ func TestProfilePauseAppliesToSGLang(t *testing.T) {
 		t.Errorf("the lease is still held after the capture")
 	}
 }
+
+// TestProfileStallIsRememberedAcrossReplicas: one replica records a
+// capture's stall on its start; another reads it as the target's last, and
+// a later unmeasured capture does not hide it.
+func TestProfileStallIsRememberedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, db dbRef) {
+		ctx := context.Background()
+		a := newPlane(t, db, false)
+		b := newPlane(t, db, false)
+		const target = "http://10.0.0.9:30000"
+		if _, _, ok, err := b.LastStall(ctx, target); ok || err != nil {
+			t.Fatalf("no capture yet: ok %v err %v", ok, err)
+		}
+		r := req(target+"/", "run-a", "profile") // a trailing slash is the same target
+		l := mustAcquire(t, a, r)
+		if _, err := l.Recording(ctx, time.Second, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Stopping(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Stopped(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RecordStall(ctx, r, 2300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stall, at, ok, err := b.LastStall(ctx, target)
+		if err != nil || !ok || stall != 2300*time.Millisecond || at.IsZero() {
+			t.Fatalf("the other replica reads %v at %v (%v %v), want 2.3s", stall, at, ok, err)
+		}
+		if err := a.RecordStall(ctx, req(target, "run-never", "profile"), time.Second); err == nil {
+			t.Error("a stall recorded for a run that never started there")
+		}
+	})
+}
