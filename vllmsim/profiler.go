@@ -108,7 +108,7 @@ type profiler struct {
 	// freeze stalls the engine until the returned release: vLLM's flush
 	// runs on the worker's main thread, so no iteration runs while a stop
 	// blocks (PROFILES.md: PR #51816 moves the export off it). nil: no stall.
-	freeze func() (release func())
+	freeze func() (release func(modeled time.Duration))
 }
 
 func newProfiler(o Options, now func() time.Time) *profiler {
@@ -192,13 +192,14 @@ func (p *profiler) stop(inflight *profiledStep) error {
 	ended := p.now()
 	p.mu.Unlock()
 
-	release := func() {}
+	blocked := faults.StopHang + p.opts.ProfilerFlushDelay
+	release := func(time.Duration) {}
 	if p.freeze != nil {
 		release = p.freeze()
 	}
-	time.Sleep(faults.StopHang + p.opts.ProfilerFlushDelay)
-	release()
+	time.Sleep(blocked)
 	if faults.LateFiles > 0 {
+		release(blocked) // the export runs off the engine's thread
 		p.mu.Lock()
 		p.pending++
 		p.state = profIdle
@@ -211,6 +212,7 @@ func (p *profiler) stop(inflight *profiledStep) error {
 		return nil
 	}
 	files, truth, err := writeProfile(p.opts, begun, ended, steps, reqs)
+	release(blocked)
 	p.mu.Lock()
 	p.pending++
 	p.state = profIdle

@@ -273,7 +273,7 @@ func (p *sglangProfiler) takeStop() (at time.Duration, export bool, err error) {
 // takes the recording for export. Callers hold the sim's mu and p.mu.
 func (p *sglangProfiler) freeze() time.Duration {
 	e := p.sim.eng
-	at := e.now
+	at := p.sim.engineNow()
 	if e.inflight {
 		at = max(at, e.stepEnd)
 	}

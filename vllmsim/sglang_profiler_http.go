@@ -37,22 +37,40 @@ func (s *Sim) newProfilerEngine() profilerEngine {
 
 // freezeEngine stalls the engine from the end of the iteration in flight
 // until the returned release, as a profiler's blocking export on the
-// engine's thread does; the stall lasts what the export took in real time.
-func (s *Sim) freezeEngine() (release func()) {
+// engine's thread does. The stall lasts modeled (the export's modeled
+// length) of simulated time, or under Run what the export took in real
+// time if longer (the engine's clock follows real time there).
+func (s *Sim) freezeEngine() (release func(modeled time.Duration)) {
 	s.mu.Lock()
 	e := s.eng
-	at := e.now
+	at := s.engineNow()
 	if e.inflight {
 		at = max(at, e.stepEnd)
 	}
 	e.holdUntil = math.MaxInt64
 	s.mu.Unlock()
 	begun := time.Now()
-	return func() {
+	return func(modeled time.Duration) {
 		s.mu.Lock()
-		e.hold(at + time.Since(begun))
+		stall := modeled
+		if s.running {
+			stall = max(stall, time.Since(begun))
+		}
+		e.hold(at + stall)
 		s.mu.Unlock()
 	}
+}
+
+// engineNow is the engine's now for a stall that begins at once: under Run,
+// real time since the start, which the engine's clock may lag by a few
+// ticks on a loaded machine (else the engine would serve that lag inside
+// the stall when it catches up); under Advance, the engine's clock.
+// Callers hold mu.
+func (s *Sim) engineNow() time.Duration {
+	if s.running {
+		return max(s.eng.now, time.Since(s.opts.Start))
+	}
+	return s.eng.now
 }
 
 // sglangProfilerRoutes registers SGLang's routes, GET or POST as its
