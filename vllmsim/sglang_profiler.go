@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -213,19 +214,10 @@ func (p *sglangProfiler) begin() {
 // digits that read back the same float (e.g. 1728625868.5155685).
 func pyTime(t time.Time) string {
 	s := strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', -1, 64)
-	if !containsDot(s) {
+	if !strings.Contains(s, ".") {
 		s += ".0"
 	}
 	return s
-}
-
-func containsDot(s string) bool {
-	for i := range len(s) {
-		if s[i] == '.' {
-			return true
-		}
-	}
-	return false
 }
 
 // stop ends the recording: the scheduler thread exports every rank's trace

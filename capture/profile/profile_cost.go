@@ -144,11 +144,18 @@ func slower(now, then *float64) *float64 {
 	return &r
 }
 
-// summary is the cost in one phrase: "cost: decode 31% slower for 5.0 s,
-// stop froze serving 2.1 s".
+// summary is the cost in one phrase: "cost: first tokens 12% slower,
+// decode 31% slower for 5.0 s, stop froze serving 2.1 s".
 func (c *Cost) summary(frame, stop *CostWindow) string {
 	var parts []string
 	if frame != nil {
+		if d := c.FirstTokenSlower; d != nil && math.Abs(*d) >= 0.05 {
+			word := "slower"
+			if *d < 0 {
+				word = "faster"
+			}
+			parts = append(parts, fmt.Sprintf("first tokens %.0f%% %s", 100*math.Abs(*d), word))
+		}
 		switch d := c.DecodeSlower; {
 		case d == nil:
 			parts = append(parts, fmt.Sprintf("no decode seen in the %.1f s frame", frame.Seconds))

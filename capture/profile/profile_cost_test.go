@@ -165,3 +165,36 @@ func TestProfileCostBoundsSkipBeforeTheStart(t *testing.T) {
 		t.Fatalf("under the bounds: %v (%v)", err, res.Findings["cost_skipped"])
 	}
 }
+
+// TestCostOf: the frame and the stop are held to the stretch before: a
+// decode and first-token change of 5% or more is said, the stall is the
+// stop's length times the token rate it lost, and without a rate before
+// the stop's length is the (unmeasured) stall.
+func TestCostOf(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	before := &CostWindow{Seconds: 5, TTFTMean: f(0.2), ITLMean: f(0.02), TokensPerSecond: f(400)}
+	for name, tc := range map[string]struct {
+		before, frame, stop *CostWindow
+		stopTook            time.Duration
+		stall               float64
+		measured            bool
+		summary             string
+	}{
+		"sglang freeze": {before, &CostWindow{Seconds: 5, TTFTMean: f(0.2), ITLMean: f(0.0262), TokensPerSecond: f(390)},
+			&CostWindow{Seconds: 2, TokensPerSecond: f(0)}, 2 * time.Second, 2, true,
+			"cost: decode 31% slower for 5.0 s, stop froze serving 2.0 s"},
+		"partial loss": {before, &CostWindow{Seconds: 5, TTFTMean: f(0.3), ITLMean: f(0.0201), TokensPerSecond: f(400)},
+			&CostWindow{Seconds: 4, TokensPerSecond: f(200)}, 4 * time.Second, 2, true,
+			"cost: first tokens 50% slower, decode unchanged for 5.0 s, stop took 4.0 s, serving 2.0 s lost"},
+		"idle before": {&CostWindow{Seconds: 5, TokensPerSecond: f(0)}, &CostWindow{Seconds: 5}, &CostWindow{Seconds: 1.5},
+			1500 * time.Millisecond, 1.5, false,
+			"cost: no decode seen in the 5.0 s frame, stop took 1.5 s (no traffic before it to measure a stall by)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := costOf(tc.before, tc.frame, tc.stop, tc.stopTook)
+			if d := c.StallSeconds - tc.stall; d > 1e-9 || d < -1e-9 || c.Measured != tc.measured || c.Summary != tc.summary {
+				t.Errorf("stall %v measured %v %q; want %v %v %q", c.StallSeconds, c.Measured, c.Summary, tc.stall, tc.measured, tc.summary)
+			}
+		})
+	}
+}

@@ -129,6 +129,22 @@ func (p *Profile) costSkip(ctx context.Context, in *vocab.Input, res *vocab.Resu
 	return res, vocab.Skipf("cost: %s", why)
 }
 
+// costScrapeBeforeStop bounds the scrape that ends the frame's stretch: it
+// runs between the lease's Stopping and stop_profile, so it may delay the
+// stop this long at most.
+const costScrapeBeforeStop = time.Second
+
+// scrapeBeforeStop reads the counters at the frame's end, right before the
+// stop is sent (the lease already says stopping).
+func (p *Profile) scrapeBeforeStop(ctx context.Context, fr *frameRun) {
+	if fr.cost == nil || !fr.cost.ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, costScrapeBeforeStop)
+	defer cancel()
+	fr.cost.preStop, fr.cost.preStopOK = p.scrapeCost(ctx, fr.client, fr.target)
+}
+
 // measureStop closes the cost once the stop answered: the stretch from the
 // frame's end to the answer, against the one before; the stall is
 // remembered for the next capture's max_last_stall.

@@ -211,9 +211,6 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 // finish stops the recording and, once the server answered, measures its
 // cost and collects.
 func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, cutErr error) (*vocab.Result, error) {
-	if fr.cost != nil && fr.cost.ok {
-		fr.cost.preStop, fr.cost.preStopOK = p.scrapeCost(context.WithoutCancel(ctx), fr.client, fr.target)
-	}
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
 		if errors.Is(err, vocab.ErrLeaseLost) {
@@ -345,6 +342,7 @@ func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error
 		}
 		stepkit.Logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
 	}
+	p.scrapeBeforeStop(base, fr)
 	sctx, cancel := context.WithTimeoutCause(base, p.cfg.StopTimeout,
 		fmt.Errorf("stop_profile did not answer within stop_timeout %s", p.cfg.StopTimeout))
 	defer cancel()
