@@ -44,7 +44,7 @@ func (p *Profile) measureBefore(ctx context.Context, fr *frameRun, frame time.Du
 	if !ok {
 		return nil, ctx.Err()
 	}
-	if err := stepkit.SleepCtx(ctx, min(frame, p.tune.before)); err != nil {
+	if err := p.holdFor(ctx, fr, min(frame, p.tune.before)); err != nil {
 		return nil, err
 	}
 	b, ok := p.scrapeCost(ctx, fr.client, fr.target)
@@ -52,6 +52,28 @@ func (p *Profile) measureBefore(ctx context.Context, fr *frameRun, frame time.Du
 		return nil, ctx.Err()
 	}
 	return &costRun{start: b, ok: true, before: between(a, b)}, nil
+}
+
+// holdFor waits d with the lease renewed every renewEvery, as the frame
+// does: a lease left to its hold would lapse, and the sweeper release it,
+// before the start. An error only when ctx ended.
+func (p *Profile) holdFor(ctx context.Context, fr *frameRun, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	tick := time.NewTicker(p.tune.renewEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if err := fr.lease.Renew(ctx, p.tune.hold); err != nil && ctx.Err() == nil {
+				return nil // Recording, next, says what became of the lease
+			}
+		}
+	}
 }
 
 // lastStallRefusal says why the target's last stall forbids this capture, or "".
