@@ -117,14 +117,19 @@ func (e *engine) kvUsage() float64 {
 func (e *engine) add(r *request) {
 	r.arrival = e.now
 	e.waiting = append(e.waiting, r)
-	if !e.inflight && !e.held() {
+	if !e.inflight {
 		e.startStep()
 	}
 }
 
 // startStep drops aborted and timed-out requests, schedules the next
-// iteration and prices it; with nothing to run the engine goes idle.
+// iteration and prices it; with nothing to run the engine goes idle. While
+// the scheduler thread is stalled (held) nothing starts: the stall's end
+// starts the next iteration (hold, advanceTo).
 func (e *engine) startStep() {
+	if e.held() {
+		return
+	}
 	e.reapAborts()
 	budget := e.cfg.MaxNumBatchedTokens
 	e.batch = e.batch[:0]

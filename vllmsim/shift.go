@@ -128,7 +128,7 @@ func (s *Sim) apply(sc Scenario, shape *Shape) {
 	s.scenario, s.shape, s.since = sc, shape, s.eng.now
 	s.eng.configure(s.opts.EngineConfig, sc)
 	s.load.reset(s.effectiveLoad(), s.eng.now)
-	if !s.eng.inflight && !s.eng.held() {
+	if !s.eng.inflight {
 		s.eng.startStep()
 	}
 }

@@ -179,9 +179,7 @@ func (s *Sim) advanceTo(target time.Duration) {
 		if s.eng.inflight {
 			s.eng.completeStep()
 		}
-		if !s.eng.held() {
-			s.eng.startStep()
-		}
+		s.eng.startStep()
 	}
 	s.eng.now = target
 	s.clock.Store(int64(target))
