@@ -70,7 +70,7 @@ func listSource(ctx context.Context, src profileSource) (listing, error) {
 // since before, of the kinds expect writes (for SGLang, named with this
 // capture's prefix), sorted by name.
 func (p *Profile) wanted(before, now listing, prefix string) []agent.File {
-	var out []agent.File
+	var out, bare []agent.File
 	for name, size := range now {
 		if old, ok := before[name]; ok && old == size {
 			continue
@@ -79,9 +79,17 @@ func (p *Profile) wanted(before, now listing, prefix string) []agent.File {
 			continue
 		}
 		if p.cfg.Engine == EngineSGLang && p.cfg.Expect == ExpectTorch && !sglangOwns(name, prefix) {
+			if sglangUnprefixed(name) {
+				bare = append(bare, agent.File{Name: name, Size: size})
+			}
 			continue // another capture's, or a half-written export's temporary
 		}
 		out = append(out, agent.File{Name: name, Size: size})
+	}
+	if len(out) == 0 {
+		// No file took the prefix: a build that ignores profile_prefix
+		// names them "<profile_id>-TP-<r>…"; the new ones are this frame's.
+		out = bare
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/autocapture/autocapture/vocab"
@@ -91,6 +92,13 @@ func sglangOwns(name, prefix string) bool {
 	}
 	return strings.HasPrefix(base, prefix+"-") && strings.Contains(base, "-TP-")
 }
+
+// sglangUnprefixedName is a rank file of a build without profile_prefix
+// (SGLANG.md §5: "{profile_id}-TP-{tp}[-DP-…][-PP-…][-EP-…][-stage]").
+var sglangUnprefixedName = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?-TP-[0-9]+(-DP-[0-9]+)?(-PP-[0-9]+)?(-EP-[0-9]+)?(-EXTEND|-DECODE)?\.trace\.json\.gz$`)
+
+// sglangUnprefixed says whether name is an SGLang rank file with no prefix.
+func sglangUnprefixed(name string) bool { return sglangUnprefixedName.MatchString(path.Base(name)) }
 
 // stopFor sends engine's stop_profile to target. For SGLang a 500 (or a
 // message naming "not in progress") is ErrNotRecording.

@@ -228,3 +228,34 @@ func TestProfileSGLangBuildValidates(t *testing.T) {
 		t.Errorf("prefix %q: only [A-Za-z0-9._-] may reach a file name", got)
 	}
 }
+
+// TestSGLangWantedFiles: this capture's prefixed rank files are taken, not
+// another capture's nor an export's temporary; when no file took the
+// prefix (a build that ignores profile_prefix), the new unprefixed rank
+// files are this frame's; files there before are never taken.
+func TestSGLangWantedFiles(t *testing.T) {
+	p := buildTestProfile(t, Config{Engine: EngineSGLang})
+	const pre = "autocapture-r-s"
+	before := listing{"1764790000.5-TP-0.trace.json.gz": 10}
+	for name, tc := range map[string]struct {
+		now  listing
+		want []string
+	}{
+		"prefixed": {listing{pre + "-1764790001.25-TP-0.trace.json.gz": 5, pre + "-1764790001.25-TP-1-DECODE.trace.json.gz": 5,
+			"other-1764790001.3-TP-0.trace.json.gz": 5, "1764790001.4-TP-0.trace.json.gz": 5, "." + pre + "-1.0-TP-0.trace.json.gz.tmp": 1},
+			[]string{pre + "-1764790001.25-TP-0.trace.json.gz", pre + "-1764790001.25-TP-1-DECODE.trace.json.gz"}},
+		"prefix ignored": {listing{"1764790000.5-TP-0.trace.json.gz": 10, "1764790002.75-TP-0-DP-1.trace.json.gz": 7, "1764790002.75-TP-1.trace.json.gz": 7,
+			"1764790002.75-TP-0-memory.pickle": 3},
+			[]string{"1764790002.75-TP-0-DP-1.trace.json.gz", "1764790002.75-TP-1.trace.json.gz"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, f := range p.wanted(before, tc.now, pre) {
+				got = append(got, f.Name)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("wanted %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
