@@ -28,12 +28,13 @@ var (
 	costTokens = vllmexpo.Metric{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}
 )
 
-// costPoint is one scrape of the instance's counters.
+// costPoint is one scrape of the instance's counters. A family the
+// exposition lacks counts as empty: SGLang's (a Python registry) show a
+// series only once its first request came.
 type costPoint struct {
 	at        time.Time
 	ttft, itl vllmexpo.Histogram
 	tokens    float64
-	hasTokens bool
 }
 
 // CostWindow is what the instance served over one stretch of time.
@@ -67,7 +68,7 @@ type Cost struct {
 }
 
 // scrapeCost reads the instance's counters now; ok is false when /metrics
-// cannot be read or has none of them.
+// cannot be read.
 func (p *Profile) scrapeCost(ctx context.Context, client *http.Client, target string) (costPoint, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.tune.health)
 	defer cancel()
@@ -89,11 +90,10 @@ func (p *Profile) scrapeCost(ctx context.Context, client *http.Client, target st
 	if err != nil {
 		return pt, false
 	}
-	var okT, okI bool
-	pt.ttft, okT = e.Histogram(costTTFT)
-	pt.itl, okI = e.Histogram(costITL)
-	pt.tokens, pt.hasTokens = e.Value(costTokens, vllmexpo.AggSum, nil)
-	return pt, okT || okI || pt.hasTokens
+	pt.ttft, _ = e.Histogram(costTTFT)
+	pt.itl, _ = e.Histogram(costITL)
+	pt.tokens, _ = e.Value(costTokens, vllmexpo.AggSum, nil)
+	return pt, true
 }
 
 // between is what was served from a to b.
@@ -105,7 +105,7 @@ func between(a, b costPoint) *CostWindow {
 	w.TTFTP99 = opt(ttft.Quantile(0.99))
 	w.ITLMean = opt(itl.Mean())
 	w.ITLP99 = opt(itl.Quantile(0.99))
-	if a.hasTokens && b.hasTokens && w.Seconds > 0 && b.tokens >= a.tokens {
+	if w.Seconds > 0 && b.tokens >= a.tokens {
 		r := (b.tokens - a.tokens) / w.Seconds
 		w.TokensPerSecond = &r
 	}

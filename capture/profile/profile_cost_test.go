@@ -3,8 +3,12 @@ package profile
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,5 +200,46 @@ func TestCostOf(t *testing.T) {
 				t.Errorf("stall %v measured %v %q; want %v %v %q", c.StallSeconds, c.Measured, c.Summary, tc.stall, tc.measured, tc.summary)
 			}
 		})
+	}
+}
+
+// TestCostReadsSGLangsExposition: SGLang's names are read, and a family
+// SGLang does not show yet (its registry adds a series with the first
+// request) counts as empty, so the stretch from an idle start is measured.
+func TestCostReadsSGLangsExposition(t *testing.T) {
+	var body atomic.Value
+	body.Store("# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 0.0\n")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body.Load()) }))
+	defer srv.Close()
+	p := buildTestProfile(t, Config{Engine: EngineSGLang})
+	a, ok := p.scrapeCost(context.Background(), srv.Client(), srv.URL)
+	if !ok || a.ttft.Count != 0 || a.tokens != 0 {
+		t.Fatalf("idle scrape %+v ok %v", a, ok)
+	}
+	body.Store(`# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 1.0
+sglang:time_to_first_token_seconds_bucket{le="0.2",model_name="m"} 3.0
+sglang:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4.0
+sglang:time_to_first_token_seconds_sum{model_name="m"} 0.8
+sglang:time_to_first_token_seconds_count{model_name="m"} 4.0
+# TYPE sglang:inter_token_latency_seconds histogram
+sglang:inter_token_latency_seconds_bucket{le="0.02",model_name="m"} 90.0
+sglang:inter_token_latency_seconds_bucket{le="+Inf",model_name="m"} 100.0
+sglang:inter_token_latency_seconds_sum{model_name="m"} 2.5
+sglang:inter_token_latency_seconds_count{model_name="m"} 100.0
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{is_streaming="true",model_name="m"} 60.0
+sglang:generation_tokens_total{is_streaming="false",model_name="m"} 40.0
+`)
+	b, ok := p.scrapeCost(context.Background(), srv.Client(), srv.URL)
+	if !ok {
+		t.Fatal("second scrape failed")
+	}
+	b.at = a.at.Add(2 * time.Second)
+	w := between(a, b)
+	if w.Requests != 4 || w.TTFTMean == nil || *w.TTFTMean != 0.2 || w.ITLMean == nil || *w.ITLMean != 0.025 ||
+		w.TokensPerSecond == nil || *w.TokensPerSecond != 50 {
+		b, _ := json.Marshal(w)
+		t.Errorf("stretch %s: want 4 first tokens at 0.2 s mean, ITL 0.025 s, 50 tokens/s", b)
 	}
 }
