@@ -18,14 +18,17 @@ import (
 // own /metrics: scrapes before the frame (a window as long as the frame,
 // at most tune.before), at the start, before the stop and after the stop's
 // answer. Between two scrapes the histograms' and the counter's deltas give
-// the mean TTFT and inter-token latency, the ITL p99 and the generated
-// tokens per second of that stretch; the frame and the stop are each held
-// to the stretch before. Engines' names: vLLM's first, then SGLang's (an
-// exposition has one or the other).
+// the mean TTFT and inter-token latency, the ITL p99 and the tokens that
+// reached clients per second: first tokens (TTFT observations) plus the
+// inter-token observations (vLLM observes one per token after the first;
+// SGLang's ITL histogram counts tokens, SGLANG.md §4). Not the generated-
+// tokens counter: SGLang bumps it only when a request finishes, so a
+// stretch of seconds would read no tokens. The frame and the stop are each
+// held to the stretch before. Engines' names: vLLM's first, then SGLang's
+// (an exposition has one or the other).
 var (
-	costTTFT   = vllmexpo.Metric{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
-	costITL    = vllmexpo.Metric{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
-	costTokens = vllmexpo.Metric{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}
+	costTTFT = vllmexpo.Metric{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
+	costITL  = vllmexpo.Metric{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
 )
 
 // costPoint is one scrape of the instance's counters. A family the
@@ -34,13 +37,17 @@ var (
 type costPoint struct {
 	at        time.Time
 	ttft, itl vllmexpo.Histogram
-	tokens    float64
 }
+
+// tokens is how many tokens had reached clients: first tokens plus the
+// inter-token observations.
+func (p costPoint) tokens() float64 { return p.ttft.Count + p.itl.Count }
 
 // CostWindow is what the instance served over one stretch of time.
 type CostWindow struct {
 	Seconds float64 `json:"seconds"`
-	// Requests is how many first tokens came (TTFT observations).
+	// Requests is how many first tokens came (TTFT observations);
+	// TokensPerSecond how many tokens reached clients a second.
 	Requests        float64  `json:"requests"`
 	TTFTMean        *float64 `json:"ttft_mean_s,omitempty"`
 	TTFTP99         *float64 `json:"ttft_p99_s,omitempty"`
@@ -92,7 +99,6 @@ func (p *Profile) scrapeCost(ctx context.Context, client *http.Client, target st
 	}
 	pt.ttft, _ = e.Histogram(costTTFT)
 	pt.itl, _ = e.Histogram(costITL)
-	pt.tokens, _ = e.Value(costTokens, vllmexpo.AggSum, nil)
 	return pt, true
 }
 
@@ -105,8 +111,8 @@ func between(a, b costPoint) *CostWindow {
 	w.TTFTP99 = opt(ttft.Quantile(0.99))
 	w.ITLMean = opt(itl.Mean())
 	w.ITLP99 = opt(itl.Quantile(0.99))
-	if w.Seconds > 0 && b.tokens >= a.tokens {
-		r := (b.tokens - a.tokens) / w.Seconds
+	if w.Seconds > 0 && b.tokens() >= a.tokens() {
+		r := (b.tokens() - a.tokens()) / w.Seconds
 		w.TokensPerSecond = &r
 	}
 	return w
