@@ -79,7 +79,11 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 			} else {
 				tgt = startSim(t, f.log, o)
 			}
-			p := buildTestProfile(t, Config{Engine: engine, Duration: 800 * time.Millisecond, Collect: Collect{Dir: dir}})
+			p := buildTestProfile(t, Config{Engine: engine, Duration: time.Second, Collect: Collect{Dir: dir}})
+			// A stretch before of a second of steady traffic, past the
+			// sim's first second (its load ramps up from nothing).
+			p.tune.before = time.Second
+			time.Sleep(time.Second)
 			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 			if err != nil {
 				t.Fatalf("run: %v (%+v)", err, res)
