@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
@@ -92,8 +93,11 @@ func startProfile(ctx context.Context, client *http.Client, target, engine strin
 	return false, nil
 }
 
-// requestsWaiting reads vllm:num_requests_waiting (summed over engines and
-// models) from the target's /metrics: ok false when it cannot be read.
+// requestsWaiting reads the waiting queue from the target's /metrics: vLLM's
+// num_requests_waiting summed over engines and models, or SGLang's
+// num_queue_reqs summed over its ranks (priority "" only: the total under
+// priority scheduling, SGLANG.md §4; more than zero is all the load guard
+// asks). ok false when it cannot be read.
 func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, target string) (float64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.tune.health)
 	defer cancel()
@@ -116,6 +120,9 @@ func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, targ
 	e, err := vllmexpo.ParseExposition(body, nil)
 	if err != nil {
 		return 0, false
+	}
+	if e.Engine() == vocab.EngineSGLang {
+		return e.Value(sglangexpo.Queue, vllmexpo.AggSum, func(ls map[string]string) bool { return ls["priority"] == "" })
 	}
 	return e.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -258,4 +259,58 @@ func TestSGLangWantedFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProfileSGLangLoadReadsItsQueue holds the load guard to SGLang's
+// /metrics: it reads sglang:num_queue_reqs (vLLM's num_requests_waiting is
+// absent there, which read as "could not be read" and never sent load to an
+// idle SGLang server), sends the load to an idle one and none to one whose
+// queue holds requests, without the triage's signals to go by.
+func TestProfileSGLangLoadReadsItsQueue(t *testing.T) {
+	t.Parallel()
+	load := &Load{Requests: 4, PromptTokens: 32, MaxTokens: 4}
+	t.Run("idle: sent", func(t *testing.T) {
+		f := newProfileFixture(t)
+		tgt := sglangSim(t, f.log, vllmsim.Options{Model: "m", Load: vllmsim.NoLoad})
+		p := buildTestProfile(t, Config{Engine: EngineSGLang, Duration: time.Second, Load: load, Collect: Collect{Dir: tgt.dir}})
+		res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := res.Findings["load"].(map[string]int64); got["ok"] == 0 {
+			t.Errorf("load %v (%v): want completions sent to an idle SGLang server", res.Findings["load"], res.Findings["load_error"])
+		}
+	})
+	t.Run("queued: not sent", func(t *testing.T) {
+		f := newProfileFixture(t)
+		tgt := sglangSim(t, f.log, vllmsim.Options{Model: "m", Scenario: vllmsim.ScenarioOverload})
+		waitQueued(t, tgt)
+		p := buildTestProfile(t, Config{Engine: EngineSGLang, Duration: 500 * time.Millisecond, Load: load, Collect: Collect{Dir: tgt.dir}})
+		res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why, _ := res.Findings["load"].(string); !strings.Contains(why, "requests waiting on") {
+			t.Errorf("load finding %v: want it not sent, naming the waiting requests", res.Findings["load"])
+		}
+	})
+}
+
+// waitQueued waits until the SGLang sim's /metrics shows requests waiting.
+func waitQueued(t *testing.T, tgt *simTarget) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + tgt.host + "/metrics")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "sglang:num_queue_reqs{") && !strings.HasSuffix(line, " 0.0") {
+				return
+			}
+		}
+	}
+	t.Fatal("the overloaded SGLang sim showed no waiting requests within 20 s")
 }
