@@ -13,10 +13,11 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The serving engines a capture speaks to (Config.Engine).
+// The serving engines a capture speaks to (Config.Engine): vocab's names,
+// which the scrape step's findings and the traces step use too.
 const (
-	EngineVLLM   = "vllm"
-	EngineSGLang = "sglang"
+	EngineVLLM   = vocab.EngineVLLM
+	EngineSGLang = vocab.EngineSGLang
 )
 
 // ErrNotRecording is SGLang's "Profiling is not in progress" on a stop: the
