@@ -99,6 +99,15 @@ func TestProfileUnexplainedEndToEnd(t *testing.T) {
 		t.Errorf("profile compared_with %v, want the kept baseline of run %s", prof.Findings["compared_with"], base.ID)
 	}
 	t.Logf("unexplained %s (%s): %s", profRun.ID, profRun.Alertname, prof.Summary)
+	// The capture's cost to live traffic, in the run's JSON: measured from
+	// the sim's /metrics around the frame and the stop, whose flush blocks
+	// the engine.
+	cost, _ := prof.Findings["cost"].(map[string]any)
+	if cost == nil || cost["before"] == nil || cost["stop"] == nil || !strings.Contains(prof.Summary, "cost: ") {
+		t.Errorf("profile cost %v, summary %q: want it measured and said", prof.Findings["cost"], prof.Summary)
+	} else {
+		t.Logf("unexplained capture's cost: %v (stall %v s)", cost["summary"], cost["stall_s"])
+	}
 
 	ctx := context.Background()
 	read := func(key string) []byte {

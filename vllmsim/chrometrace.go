@@ -30,7 +30,7 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 	var errs []error
 	for rank := range opts.TensorParallel {
 		name := fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d.%d.pt.trace.json.gz", rank, rank, stamp)
-		table, written, err := rankTrace(filepath.Join(dir, name), opts, rank, begun, ended, steps)
+		table, written, err := rankTrace(filepath.Join(dir, name), opts, rank, begun, ended, steps, vllmRank(opts, rank))
 		truth.add(written)
 		if err != nil {
 			errs = append(errs, err)
@@ -54,6 +54,23 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 	return files, truth, errors.Join(errs...)
 }
 
+// rankFlavor is what differs between the engines' rank traces: the host
+// process's name, the metadata keys of the header and the trace's name.
+type rankFlavor struct {
+	process   string // "VllmWorker rank=0", "TP0"
+	meta      string // header keys after profile_memory, each ending in a comma
+	traceName string
+	stack     int // with_stack as Kineto writes it (0 or 1)
+	shapes    int // record_shapes
+}
+
+// vllmRank is a vLLM worker's: vllm_version in the header, with_stack and
+// record_shapes as the simulated --profiler-config leaves them.
+func vllmRank(opts Options, rank int) rankFlavor {
+	return rankFlavor{process: fmt.Sprintf("VllmWorker rank=%d", rank), meta: fmt.Sprintf("\n  \"vllm_version\": %q,", opts.Version),
+		traceName: fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank)}
+}
+
 // rankTrace writes a worker's trace and returns its key_averages table. Per
 // iteration: an execute_model annotation and the scheduler's frame on the
 // host thread; per kernel (see stepKernels) the cpu_op that launches it
@@ -63,7 +80,7 @@ func writeProfile(opts Options, begun, ended time.Time, steps []profiledStep, re
 // The sampled tokens are copied back on a second stream. The iteration
 // running when the recording starts and the one running at its end keep
 // only their events inside it (traceWriter.within).
-func rankTrace(path string, opts Options, rank int, begun, ended time.Time, steps []profiledStep) (string, CaptureTruth, error) {
+func rankTrace(path string, opts Options, rank int, begun, ended time.Time, steps []profiledStep, fl rankFlavor) (string, CaptureTruth, error) {
 	hostPid := 1000 + rank
 	head := fmt.Sprintf(`"schemaVersion": 1,
   "deviceProperties": [
@@ -75,13 +92,12 @@ func rankTrace(path string, opts Options, rank int, begun, ended time.Time, step
       "sharedMemPerBlock": 49152, "numSms": 80
     }
   ],
-  "with_stack": 0, "record_shapes": 0, "profile_memory": 0,
-  "vllm_version": %q,`, rank, opts.Version)
+  "with_stack": %d, "record_shapes": %d, "profile_memory": 0,%s`, rank, fl.stack, fl.shapes, fl.meta)
 	tw, err := createTrace(path, begun, ended, head)
 	if err != nil {
 		return "", CaptureTruth{}, err
 	}
-	tw.meta("process_name", hostPid, 0, as("name", fmt.Sprintf("VllmWorker rank=%d", rank)))
+	tw.meta("process_name", hostPid, 0, as("name", fl.process))
 	tw.meta("thread_name", hostPid, hostTid, as("name", "python"))
 	tw.meta("process_name", gpuPid+rank, 0, as("name", fmt.Sprintf("GPU %d", rank)))
 	tw.meta("process_labels", gpuPid+rank, 0, as("labels", fmt.Sprintf("GPU %d", rank)))
@@ -94,7 +110,7 @@ func rankTrace(path string, opts Options, rank int, begun, ended time.Time, step
 	tail := fmt.Sprintf(`"distributedInfo": {"backend": "nccl", "rank": %d, "world_size": %d, "pg_count": 1, "nccl_version": "2.21.5"}`,
 		rank, opts.TensorParallel)
 	table := kernelTable(tw.table, tw.order)
-	return table, tw.written, tw.close(tail, fmt.Sprintf("dp0_pp0_tp%d_dcp0_ep0_rank%d", rank, rank))
+	return table, tw.written, tw.close(tail, fl.traceName)
 }
 
 // traceIDs are a file's External id and correlation counters.

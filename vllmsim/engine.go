@@ -60,6 +60,26 @@ type engine struct {
 	batch     []*request
 	work      stepWork
 	cost      stepCost
+	// holdUntil is when the scheduler thread is free again after a stall
+	// (a profiler export on it: SGLang's stop, see sglang_profiler.go): no
+	// step starts before it. 0: no stall.
+	holdUntil time.Duration
+}
+
+// held says whether the scheduler thread is stalled at now.
+func (e *engine) held() bool { return e.now < e.holdUntil }
+
+// hasWork says whether any request waits or runs.
+func (e *engine) hasWork() bool { return len(e.waiting)+len(e.running) > 0 }
+
+// hold stalls the scheduler thread from the end of the iteration in flight
+// (or now) until until; a later call replaces it. A stall that ends before
+// now lets the engine resume at once.
+func (e *engine) hold(until time.Duration) {
+	e.holdUntil = until
+	if !e.inflight && !e.held() && e.hasWork() {
+		e.startStep()
+	}
 }
 
 func newEngine(cfg EngineConfig, obs observer) *engine {
@@ -105,8 +125,13 @@ func (e *engine) add(r *request) {
 }
 
 // startStep drops aborted and timed-out requests, schedules the next
-// iteration and prices it; with nothing to run the engine goes idle.
+// iteration and prices it; with nothing to run the engine goes idle. While
+// the scheduler thread is stalled (held) nothing starts: the stall's end
+// starts the next iteration (hold, advanceTo).
 func (e *engine) startStep() {
+	if e.held() {
+		return
+	}
 	e.reapAborts()
 	budget := e.cfg.MaxNumBatchedTokens
 	e.batch = e.batch[:0]

@@ -3,6 +3,7 @@ package vllmsim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -113,6 +114,13 @@ type Options struct {
 	// ProfilerFaults are the profiler misbehaviours injected (none by
 	// default); POST /admin/profiler/faults changes them at run time.
 	ProfilerFaults ProfilerFaults
+	// ProfilerExportRate is the bytes per second one rank's trace export
+	// runs at when Engine is "sglang": SGLang's stop exports on the
+	// scheduler thread and serving freezes meanwhile (SGLANG.md §5); default
+	// DefaultSGLangExportRate. With "sglang", ProfilerDir is only the
+	// default output_dir (SGLANG_TORCH_PROFILER_DIR; default the temp dir):
+	// SGLang's profiler needs no arming.
+	ProfilerExportRate float64
 
 	// DCGM shapes the DCGM exporter surface (DCGMHandler).
 	DCGM DCGMOptions
@@ -184,6 +192,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := o.ProfilerFaults.validate(); err != nil {
 		return o, err
+	}
+	if o.ProfilerExportRate == 0 {
+		o.ProfilerExportRate = DefaultSGLangExportRate
+	}
+	if o.ProfilerExportRate < 0 || math.IsInf(o.ProfilerExportRate, 0) || math.IsNaN(o.ProfilerExportRate) {
+		return o, fmt.Errorf("profiler export rate %v: want bytes per second > 0", o.ProfilerExportRate)
 	}
 	if o.TensorParallel < 1 || o.TensorParallel > 8 {
 		return o, fmt.Errorf("tensor parallel %d: want 1..8", o.TensorParallel)

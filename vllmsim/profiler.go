@@ -33,6 +33,8 @@ func (p profilerState) String() string {
 // ProfilerStatus is what GET /admin/profiler reports: how the profiler was
 // driven, what it wrote, and every breach of vLLM's protocol by kind.
 type ProfilerStatus struct {
+	// Engine is the profiler's dialect: "" for vLLM's, "sglang" for SGLang's.
+	Engine       string         `json:"engine,omitempty"`
 	Armed        bool           `json:"armed"`
 	State        string         `json:"state"`
 	Starts       int            `json:"starts"`
@@ -49,6 +51,9 @@ type ProfilerStatus struct {
 	// ranks, from the simulator's own bookkeeping (not read back from the
 	// files): the truth a capture's analysis is held to.
 	LastCapture CaptureTruth `json:"last_capture"`
+	// Stalls are the freezes of serving the exports caused, oldest first
+	// (SGLang's stop exports on the scheduler thread).
+	Stalls []ProfilerStall `json:"stalls,omitempty"`
 }
 
 // CaptureTruth is the GPU work one capture's rank traces hold.
@@ -100,6 +105,10 @@ type profiler struct {
 	last       CaptureTruth
 	faults     ProfilerFaults
 	pending    int // stops whose files are not written yet
+	// freeze stalls the engine until the returned release: vLLM's flush
+	// runs on the worker's main thread, so no iteration runs while a stop
+	// blocks (PROFILES.md: PR #51816 moves the export off it). nil: no stall.
+	freeze func() (release func(modeled time.Duration))
 }
 
 func newProfiler(o Options, now func() time.Time) *profiler {
@@ -148,7 +157,7 @@ func (p *profiler) start(r *http.Request) {
 }
 
 // stop ends a recording: it blocks for the flush delay (plus the stop_hang
-// fault), then writes the trace files, or with the late_files fault returns
+// fault), serving nothing meanwhile, then writes the trace files, or with the late_files fault returns
 // and writes them that much later. It runs to the end even if the caller
 // goes away, as vLLM's flush does. A stop with nothing recording is counted
 // and answered. inflight, when set, is the iteration running at the stop:
@@ -183,8 +192,14 @@ func (p *profiler) stop(inflight *profiledStep) error {
 	ended := p.now()
 	p.mu.Unlock()
 
-	time.Sleep(faults.StopHang + p.opts.ProfilerFlushDelay)
+	blocked := faults.StopHang + p.opts.ProfilerFlushDelay
+	release := func(time.Duration) {}
+	if p.freeze != nil {
+		release = p.freeze()
+	}
+	time.Sleep(blocked)
 	if faults.LateFiles > 0 {
+		release(blocked) // the export runs off the engine's thread
 		p.mu.Lock()
 		p.pending++
 		p.state = profIdle
@@ -197,6 +212,7 @@ func (p *profiler) stop(inflight *profiledStep) error {
 		return nil
 	}
 	files, truth, err := writeProfile(p.opts, begun, ended, steps, reqs)
+	release(blocked)
 	p.mu.Lock()
 	p.pending++
 	p.state = profIdle
@@ -277,18 +293,23 @@ func (s *Sim) Profiler() ProfilerStatus {
 // profilerRoutes registers /start_profile and /stop_profile: only when armed,
 // so an unarmed sim answers 404 as vLLM does.
 func (s *Sim) profilerRoutes(mux *http.ServeMux) {
-	if s.prof == nil {
+	if sg, ok := s.prof.(*sglangProfiler); ok {
+		s.sglangProfilerRoutes(mux, sg)
+		return
+	}
+	prof, ok := s.prof.(*profiler)
+	if !ok {
 		return
 	}
 	if err := os.MkdirAll(s.opts.ProfilerDir, 0o755); err != nil {
 		s.opts.Logger.Warn("Profiler directory could not be created.")
 	}
 	mux.HandleFunc("POST /start_profile", func(w http.ResponseWriter, r *http.Request) {
-		s.prof.start(r)
+		prof.start(r)
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("POST /stop_profile", func(w http.ResponseWriter, r *http.Request) {
-		if err := s.prof.stop(s.inflight()); err != nil {
+		if err := prof.stop(s.inflight()); err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
 		}

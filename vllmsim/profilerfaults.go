@@ -98,12 +98,13 @@ func (s *Sim) SetProfilerFaults(f ProfilerFaults) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if s.prof == nil {
-		return fmt.Errorf("profiler faults: the profiler is not armed")
+	prof, ok := s.prof.(*profiler)
+	if !ok {
+		return fmt.Errorf("profiler faults: the profiler is not armed (or not vLLM's)")
 	}
-	s.prof.mu.Lock()
-	s.prof.faults = f
-	s.prof.mu.Unlock()
+	prof.mu.Lock()
+	prof.faults = f
+	prof.mu.Unlock()
 	return nil
 }
 

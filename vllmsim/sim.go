@@ -28,7 +28,7 @@ type Sim struct {
 	metrics *metrics
 	sgl     *sglangMetrics // SGLang's surface instead of vLLM's (Options.Engine)
 	spans   *spanEmitter
-	prof    *profiler
+	prof    profilerEngine // nil: vLLM's, unarmed
 	handler http.Handler
 
 	mu           sync.Mutex
@@ -79,9 +79,7 @@ func New(opts Options) (*Sim, error) {
 	if err := s.SetGPUFaults(o.GPUFaults); err != nil {
 		return nil, err
 	}
-	if o.ProfilerDir != "" {
-		s.prof = newProfiler(o, s.Now)
-	}
+	s.prof = s.newProfilerEngine()
 	first := o.Scenario
 	if o.ShiftAfter > 0 {
 		first = ScenarioHealthy
@@ -171,6 +169,8 @@ func (s *Sim) advanceTo(target time.Duration) {
 		next, isArrival := time.Duration(-1), false
 		if s.eng.inflight {
 			next = s.eng.stepEnd
+		} else if s.eng.holdUntil > s.eng.now && s.eng.holdUntil <= target && s.eng.hasWork() {
+			next = s.eng.holdUntil // the stall ends: the scheduler resumes
 		}
 		if at, ok := s.load.next(); ok && (next < 0 || at < next) {
 			next, isArrival = at, true
@@ -190,7 +190,9 @@ func (s *Sim) advanceTo(target time.Duration) {
 			s.eng.add(s.load.pop())
 			continue
 		}
-		s.eng.completeStep()
+		if s.eng.inflight {
+			s.eng.completeStep()
+		}
 		s.eng.startStep()
 	}
 	s.eng.now = target

@@ -11,7 +11,7 @@ import (
 )
 
 // Config is the config of a `profile` step (tier 3): a framed profile
-// of one vLLM server — start_profile, a short frame (optionally with a
+// of one vLLM or SGLang server — start_profile, a short frame (optionally with a
 // representative load), stop_profile on every path, then the files that
 // appeared collected, stored and read. Safe by construction: the fleet-wide
 // lease and budget (Env.Profiles) allow one capture per server at a time.
@@ -20,6 +20,16 @@ type Config struct {
 	// the alert; default http://<instance label>). Never a load-balanced
 	// Service: start and stop must reach the same process.
 	Target string `yaml:"target" json:"target,omitempty" jsonschema_description:"The one server's base URL, scheme://host:port, e.g. http://{{ .Labels.instance }} (the default). A pod or host address, never a load-balanced Service: start and stop must reach the same process."`
+	// Engine is the server's engine: vllm (default) or sglang, whose
+	// profiler takes a JSON body, needs no arming, names its files per
+	// rank and freezes serving while its stop exports (SGLANG.md §5).
+	Engine string `yaml:"engine" json:"engine,omitempty" jsonschema:"enum=vllm,enum=sglang" jsonschema_description:"The server's engine: vllm (default; armed with --profiler-config, no body, files in torch_profiler_dir) or sglang (no arming; the step sends output_dir, CPU+GPU activities and a profile_prefix naming this capture, and collects only the per-rank <prefix>-<id>-TP-<r>.trace.json.gz files; its stop exports on the scheduler thread and serving freezes meanwhile)."`
+	// OutputDir is, for SGLang, the folder on the server the files go to
+	// (output_dir); default collect.dir, else the server's own default.
+	OutputDir string `yaml:"output_dir" json:"output_dir,omitempty" jsonschema_description:"sglang only: the folder on the server's disk the traces are written to (sent as output_dir). Default: collect.dir (the same path on both sides of a shared volume), else the server's SGLANG_TORCH_PROFILER_DIR, else /tmp."`
+	// NumSteps is, for SGLang, a server-side bound: the recording stops
+	// itself after this many forward passes even if this daemon dies.
+	NumSteps int `yaml:"num_steps" json:"num_steps,omitempty" jsonschema_description:"sglang only: sent as num_steps, the server stops the recording itself after this many forward passes (a bound that holds even if autocapture dies mid-frame; never reached on an idle server). A stop after that answers 'not in progress', which the step takes as done. 0 (default): not sent."`
 	// Duration is the frame's length (default 5 s), capped by the daemon's
 	// profiling.max_duration (default 30 s).
 	Duration time.Duration `yaml:"duration" json:"duration,omitempty" jsonschema_description:"The frame's length (default 5s), capped by the daemon's profiling.max_duration (default 30s)."`
@@ -36,6 +46,8 @@ type Config struct {
 	Collect Collect `yaml:"collect" json:"collect,omitempty" jsonschema_description:"Where the profiler's files appear: dir (a folder this daemon sees) or agent (an autocapture agent beside the server). Empty: the files stay on the server."`
 	// Cooldown refuses a new capture of this target within this long of its last start.
 	Cooldown time.Duration `yaml:"cooldown" json:"cooldown,omitempty" jsonschema_description:"No new capture of this target within this long of its last one (per target, across replicas)."`
+	// Cost bounds what the capture may cost live traffic.
+	Cost CostBounds `yaml:"cost" json:"cost,omitzero" jsonschema_description:"What the capture may cost the instance's live traffic. Every capture measures it (TTFT, inter-token latency and tokens/s from the instance's /metrics before the frame, during it and during the stop) and reports it; these bounds skip a capture before it starts."`
 	// Baseline keeps this capture as the baseline later captures of the same
 	// model (else target) are compared with (take it when healthy).
 	Baseline bool `yaml:"baseline" json:"baseline,omitempty" jsonschema_description:"Keep this capture as the baseline that later captures of the same model (else target) are compared with; take it when the server is healthy."`
@@ -93,10 +105,12 @@ type profileTuning struct {
 	collect    time.Duration // bound on storing the files (detached from the step)
 	health     time.Duration // preflight and /metrics read bound
 	leaseWrite time.Duration // bound on one lease write made after the step's context ended
+	before     time.Duration // longest stretch measured before the frame (the cost's baseline)
 }
 
 var defaultProfileTuning = profileTuning{renewEvery: 2 * time.Second, hold: 15 * time.Second, poll: 500 * time.Millisecond,
-	settle: 30 * time.Second, collect: 10 * time.Minute, health: 5 * time.Second, leaseWrite: 10 * time.Second}
+	settle: 30 * time.Second, collect: 10 * time.Minute, health: 5 * time.Second, leaseWrite: 10 * time.Second,
+	before: 10 * time.Second}
 
 var _ vocab.Step = (*Profile)(nil)
 
@@ -111,7 +125,7 @@ func (p *Profile) WindDown() time.Duration {
 var Kind = vocab.Kind{
 	Name:   "profile",
 	Tier:   vocab.TierProfile,
-	Doc:    "A framed torch (or cuda) profile of one vLLM server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
+	Doc:    "A framed torch (or cuda) profile of one vLLM or SGLang server under a fleet-wide lease and budget: start, a short frame, stop on every path, then the new files stored and read (top kernels, family shares, GPU idle, against a baseline).",
 	Config: func() any { return &Config{} },
 	Build:  buildProfile,
 }
@@ -128,6 +142,9 @@ func buildProfile(c any) (vocab.Step, error) {
 	if out.Expect == "" {
 		out.Expect = ExpectTorch
 	}
+	if out.Engine == "" {
+		out.Engine = EngineVLLM
+	}
 	if out.StopTimeout == 0 {
 		out.StopTimeout = profileDefaultStopTimeout
 	}
@@ -138,8 +155,16 @@ func buildProfile(c any) (vocab.Step, error) {
 		return nil, fmt.Errorf("profile: duration %v must be positive", out.Duration)
 	case out.Expect != ExpectTorch && out.Expect != ExpectCUDA:
 		return nil, fmt.Errorf("profile: expect %q: want torch or cuda", out.Expect)
+	case out.Engine != EngineVLLM && out.Engine != EngineSGLang:
+		return nil, fmt.Errorf("profile: engine %q: want vllm or sglang", out.Engine)
+	case out.Engine != EngineSGLang && (out.OutputDir != "" || out.NumSteps != 0):
+		return nil, fmt.Errorf("profile: output_dir and num_steps are sglang's (vLLM writes into its --profiler-config torch_profiler_dir and stops by max_iterations there)")
+	case out.NumSteps < 0:
+		return nil, fmt.Errorf("profile: num_steps %d must not be negative", out.NumSteps)
 	case out.StopTimeout < 0:
 		return nil, fmt.Errorf("profile: stop_timeout %v must be positive", out.StopTimeout)
+	case out.Cost.MaxITL < 0 || out.Cost.MaxTTFT < 0 || out.Cost.MaxLastStall < 0:
+		return nil, fmt.Errorf("profile: cost: max_itl, max_ttft and max_last_stall must not be negative")
 	case out.Cooldown < 0:
 		return nil, fmt.Errorf("profile: cooldown %v must not be negative", out.Cooldown)
 	case out.Collect.Dir != "" && out.Collect.Agent != "":

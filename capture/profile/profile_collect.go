@@ -67,9 +67,10 @@ func listSource(ctx context.Context, src profileSource) (listing, error) {
 }
 
 // wanted is what the capture produced: files that appeared or changed size
-// since before, of the kinds expect writes, sorted by name.
-func (p *Profile) wanted(before, now listing) []agent.File {
-	var out []agent.File
+// since before, of the kinds expect writes (for SGLang, named with this
+// capture's prefix), sorted by name.
+func (p *Profile) wanted(before, now listing, prefix string) []agent.File {
+	var out, bare []agent.File
 	for name, size := range now {
 		if old, ok := before[name]; ok && old == size {
 			continue
@@ -77,7 +78,18 @@ func (p *Profile) wanted(before, now listing) []agent.File {
 		if p.cfg.Expect == ExpectCUDA && !strings.HasSuffix(name, ".nsys-rep") {
 			continue
 		}
+		if p.cfg.Engine == EngineSGLang && p.cfg.Expect == ExpectTorch && !sglangOwns(name, prefix) {
+			if sglangUnprefixed(name) {
+				bare = append(bare, agent.File{Name: name, Size: size})
+			}
+			continue // another capture's, or a half-written export's temporary
+		}
 		out = append(out, agent.File{Name: name, Size: size})
+	}
+	if len(out) == 0 {
+		// No file took the prefix: a build that ignores profile_prefix
+		// names them "<profile_id>-TP-<r>…"; the new ones are this frame's.
+		out = bare
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -87,7 +99,7 @@ func (p *Profile) wanted(before, now listing) []agent.File {
 // in two polls in a row (and, for torch, at least one file: vLLM may write
 // after stop_profile answered). It gives up after the tuning's settle bound
 // and returns what it last saw.
-func (p *Profile) settle(ctx context.Context, src profileSource, before listing) ([]agent.File, bool, error) {
+func (p *Profile) settle(ctx context.Context, src profileSource, before listing, prefix string) ([]agent.File, bool, error) {
 	deadline := time.Now().Add(p.tune.settle)
 	var last []agent.File
 	stableOnce := false
@@ -96,7 +108,7 @@ func (p *Profile) settle(ctx context.Context, src profileSource, before listing)
 		if err != nil {
 			return last, false, err
 		}
-		cur := p.wanted(before, now)
+		cur := p.wanted(before, now, prefix)
 		if last != nil && sameFiles(cur, last) && (len(cur) > 0 || p.cfg.Expect == ExpectCUDA) {
 			if stableOnce {
 				return cur, true, nil
@@ -250,9 +262,21 @@ func (s *analysisSink) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// savedListing is what the step stores with Recording.
+// savedListing is what the step stores with Recording: the pre-start
+// listing, and the engine and prefix the recording was started with, so a
+// resumed attempt and the runner's sweeper (StopRecording) speak its dialect.
 type savedListing struct {
-	Files listing `json:"files"`
+	Files  listing `json:"files"`
+	Engine string  `json:"engine,omitempty"`
+	Prefix string  `json:"prefix,omitempty"`
+}
+
+// engine is the saved engine; none saved (an older row): vLLM.
+func (s savedListing) engine() string {
+	if s.Engine == "" {
+		return EngineVLLM
+	}
+	return s.Engine
 }
 
 func (s savedListing) marshal() json.RawMessage {

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
@@ -50,13 +52,26 @@ func (p *Profile) preflight(ctx context.Context, client *http.Client, target str
 	return nil
 }
 
-// startProfile sends POST /start_profile once. A 404 is errNotArmed; an
-// error that proves nothing reached the server (the dial failed) is marked
-// by notSent, so the caller knows no stop is owed.
-func startProfile(ctx context.Context, client *http.Client, target string) (notSent bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/start_profile", nil)
+// errSGLangRefused marks an SGLang start answered with an error: it raised
+// before anything recorded.
+var errSGLangRefused = errors.New("sglang refused the start")
+
+// startProfile sends POST /start_profile once, with body when not nil (a
+// JSON ProfileReqInput for SGLang). A 404 is errNotArmed; an error that
+// proves nothing began recording is marked by notSent, so the caller knows
+// no stop is owed: the dial failed, or SGLang answered with an error (it
+// raises before anything records, SGLANG.md §5).
+func startProfile(ctx context.Context, client *http.Client, target, engine string, body []byte) (notSent bool, err error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/start_profile", rd)
 	if err != nil {
 		return true, vocab.Errorf(vocab.ReasonBadConfig, "profile %s: start_profile: %v", target, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -64,18 +79,25 @@ func startProfile(ctx context.Context, client *http.Client, target string) (notS
 		return refused, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: start_profile: %w", target, err)}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return true, &vocab.Error{Reason: vocab.ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
 	case resp.StatusCode/100 != 2:
-		return false, stepkit.HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(body))
+		err := stepkit.HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(reply))
+		if engine == EngineSGLang {
+			return true, fmt.Errorf("%w: %w", errSGLangRefused, err)
+		}
+		return false, err
 	}
 	return false, nil
 }
 
-// requestsWaiting reads vllm:num_requests_waiting (summed over engines and
-// models) from the target's /metrics: ok false when it cannot be read.
+// requestsWaiting reads the waiting queue from the target's /metrics: vLLM's
+// num_requests_waiting summed over engines and models, or SGLang's
+// num_queue_reqs summed over its ranks (priority "" only: the total under
+// priority scheduling, SGLANG.md §4; more than zero is all the load guard
+// asks). ok false when it cannot be read.
 func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, target string) (float64, bool) {
 	ctx, cancel := context.WithTimeout(ctx, p.tune.health)
 	defer cancel()
@@ -98,6 +120,9 @@ func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, targ
 	e, err := vllmexpo.ParseExposition(body, nil)
 	if err != nil {
 		return 0, false
+	}
+	if e.Engine() == vocab.EngineSGLang {
+		return e.Value(sglangexpo.Queue, vllmexpo.AggSum, func(ls map[string]string) bool { return ls["priority"] == "" })
 	}
 	return e.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
 }

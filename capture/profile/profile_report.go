@@ -39,7 +39,9 @@ type Report struct {
 	Analysis    *torchtrace.Report `json:"analysis,omitempty"`
 	Baseline    *vocab.BaselineRef `json:"baseline,omitempty"`
 	Deltas      []torchtrace.Delta `json:"deltas,omitempty"`
-	Summary     string             `json:"summary"`
+	// Cost is what the capture cost the instance's live traffic.
+	Cost    *Cost  `json:"cost,omitempty"`
+	Summary string `json:"summary"`
 }
 
 // reportKey is what captures are compared by: the model, else the target.
@@ -55,7 +57,11 @@ func reportKey(in *vocab.Input, target string) string {
 // profile-report.json and fills res.
 func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, files []collected) {
 	rep := Report{Target: fr.target, RunID: in.RunID, Key: reportKey(in, fr.target), Window: fr.window,
-		CutShort: fr.cut, Recovered: fr.recovered, StopSeconds: fr.stopTook.Seconds(), Files: files}
+		CutShort: fr.cut, Recovered: fr.recovered, StopSeconds: fr.stopTook.Seconds(), Files: files, Cost: fr.costResult}
+	if c := fr.costResult; c != nil {
+		res.Findings["cost"] = jsonValue(c)
+		res.Findings["stall_seconds"] = c.StallSeconds
+	}
 	var reports []*torchtrace.Report
 	var names []string
 	var notRead []string
@@ -102,6 +108,9 @@ func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result
 		}
 	}
 	res.Summary = fmt.Sprintf("profile %s %s: %s", httpTarget(fr.target), fr.window.End.Sub(fr.window.Start).Round(time.Millisecond), rep.Summary)
+	if c := fr.costResult; c != nil && c.Summary != "" {
+		res.Summary += " · " + c.Summary
+	}
 	if fr.cut != "" {
 		res.Summary += " (cut short: " + fr.cut + ")"
 	}

@@ -27,6 +27,9 @@ func (p *Profile) resume(ctx context.Context, in *vocab.Input, res *vocab.Result
 		}
 	}
 	fr.before = saved.Files
+	if saved.Prefix != "" {
+		fr.prefix = saved.Prefix
+	}
 	fr.window.Start = rec.Since
 	fr.cut = "resumed after an interruption (state " + rec.State + ")"
 	switch rec.State {

@@ -23,7 +23,17 @@ type frameRun struct {
 	lease  vocab.ProfileLease
 	src    profileSource
 	before listing
+	// prefix names this capture's files (SGLang's profile_prefix).
+	prefix string
 	window torchtrace.Window
+	// cost is the capture's scrapes of the instance's counters (nil for a
+	// resumed attempt, or when /metrics cannot be read); costResult what
+	// they say once the stop answered.
+	cost       *costRun
+	costResult *Cost
+	// notRecording says why the stop found nothing recording (SGLang's
+	// num_steps auto-stop, a restart); "" when the stop ended the recording.
+	notRecording string
 	// cut says why the frame ended early ("" when it ran its duration).
 	cut string
 	// recovered says how a resumed attempt got an earlier attempt's frame
@@ -70,11 +80,11 @@ func (p *Profile) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 		return nil, err
 	}
 	frame := min(p.cfg.Duration, pol.MaxDuration)
-	res := &vocab.Result{Findings: map[string]any{"target": target, "expect": p.cfg.Expect, "duration": frame.String()}}
+	res := &vocab.Result{Findings: map[string]any{"target": target, "engine": p.cfg.Engine, "expect": p.cfg.Expect, "duration": frame.String()}}
 	if frame < p.cfg.Duration {
 		res.Findings["duration_capped"] = fmt.Sprintf("%s capped to profiling.max_duration %s", p.cfg.Duration, pol.MaxDuration)
 	}
-	fr := &frameRun{target: target, client: in.Env.Targets, src: src}
+	fr := &frameRun{target: target, client: in.Env.Targets, src: src, prefix: capturePrefix(in.RunID, in.StepID)}
 	if err := p.preflight(ctx, fr.client, target); err != nil {
 		res.Summary = fmt.Sprintf("profile %s: the server does not answer: %s", httpTarget(target), vocab.Classify(err))
 		return res, err
@@ -121,6 +131,18 @@ func (p *Profile) target(in *vocab.Input) (string, error) {
 // fresh is a first attempt: list, make the recording durable, start, frame,
 // stop, collect.
 func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration) (*vocab.Result, error) {
+	if why := p.lastStallRefusal(ctx, in, fr.target); why != "" {
+		return p.costSkip(ctx, in, res, fr, why)
+	}
+	cr, err := p.measureBefore(ctx, fr, frame)
+	if err != nil {
+		p.release(ctx, in, fr) // start_profile was never sent
+		return res, p.cutByContext(ctx, fr, 0)
+	}
+	fr.cost = cr
+	if why := p.ceilingRefusal(in, cr); why != "" {
+		return p.costSkip(ctx, in, res, fr, why)
+	}
 	before, err := listSource(ctx, fr.src)
 	if err != nil {
 		p.release(ctx, in, fr)
@@ -132,7 +154,8 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 		res.Findings["load"] = lp.why
 	}
 	recorded := time.Now()
-	if _, err := fr.lease.Recording(ctx, frame, savedListing{Files: before}.marshal()); err != nil {
+	saved := savedListing{Files: before, Engine: p.cfg.Engine, Prefix: fr.prefix}
+	if _, err := fr.lease.Recording(ctx, frame, saved.marshal()); err != nil {
 		p.release(ctx, in, fr) // start_profile was never sent
 		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
 	}
@@ -141,13 +164,24 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 		return res, p.cutByContext(ctx, fr, 0)
 	}
 	sent := time.Now()
-	notSent, err := startProfile(ctx, fr.client, fr.target)
+	var body []byte
+	if p.cfg.Engine == EngineSGLang {
+		body = p.sglangStartBody(fr.prefix)
+	}
+	notSent, err := startProfile(ctx, fr.client, fr.target, p.cfg.Engine, body)
 	fr.startTook = time.Since(sent)
 	if errors.Is(err, errNotArmed) {
 		res.Findings["armed"] = false
 		res.Findings["how_to_arm"] = howToArm
 		res.Summary = fmt.Sprintf("profile %s: profiler not armed (start_profile answered 404): %s", httpTarget(fr.target), howToArm)
 		p.notStarted(ctx, in, fr, "start_profile answered 404: the profiler is not armed")
+		return res, err
+	}
+	if errors.Is(err, errSGLangRefused) {
+		why := sglangStartRefused(fr.target, err)
+		res.Findings["start_refused"] = why
+		p.notStarted(ctx, in, fr, why)
+		res.Summary = "profile " + why
 		return res, err
 	}
 	if err != nil && notSent {
@@ -174,7 +208,8 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	return p.finish(ctx, in, res, fr, cutErr)
 }
 
-// finish stops the recording and, once the server answered, collects.
+// finish stops the recording and, once the server answered, measures its
+// cost and collects.
 func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, cutErr error) (*vocab.Result, error) {
 	if err := p.stop(ctx, in, fr); err != nil {
 		res.Findings["stop_error"] = err.Error()
@@ -189,6 +224,7 @@ func (p *Profile) finish(ctx context.Context, in *vocab.Input, res *vocab.Result
 			httpTarget(fr.target), fr.stopTook.Round(time.Millisecond))
 		return res, errors.Join(err, cutErr)
 	}
+	p.measureStop(ctx, in, fr)
 	return p.collectAndReport(ctx, in, res, fr, cutErr)
 }
 
@@ -208,10 +244,13 @@ func (p *Profile) collectAndReport(ctx context.Context, in *vocab.Input, res *vo
 	if fr.recovered != "" {
 		res.Findings["recovered"] = fr.recovered
 	}
+	if fr.notRecording != "" {
+		res.Findings["already_stopped"] = fr.notRecording
+	}
 	defer p.keepLease(cctx, in, fr)()
 	var files []collected
 	if fr.src != nil {
-		found, stable, err := p.settle(cctx, fr.src, fr.before)
+		found, stable, err := p.settle(cctx, fr.src, fr.before, fr.prefix)
 		if err != nil {
 			res.Findings["collect_error"] = err.Error()
 		}
@@ -303,12 +342,21 @@ func (p *Profile) stop(ctx context.Context, in *vocab.Input, fr *frameRun) error
 		}
 		stepkit.Logger(in).Warn("The lease could not record the stop; sending it anyway.", zap.Error(err))
 	}
+	p.scrapeBeforeStop(base, fr)
 	sctx, cancel := context.WithTimeoutCause(base, p.cfg.StopTimeout,
 		fmt.Errorf("stop_profile did not answer within stop_timeout %s", p.cfg.StopTimeout))
 	defer cancel()
 	begun := time.Now()
-	err := StopProfile(sctx, fr.client, fr.target)
+	err := stopFor(sctx, fr.client, fr.target, p.cfg.Engine)
 	fr.stopTook = time.Since(begun)
+	if errors.Is(err, ErrNotRecording) {
+		// SGLang had already stopped: its num_steps auto-stop wrote the
+		// files (collected as usual), or it restarted. Nothing records.
+		fr.notRecording = "stop_profile answered that profiling was not in progress: the recording had already stopped " +
+			"(num_steps reached, or the server restarted)"
+		stepkit.Logger(in).Info("stop_profile found nothing recording; taking the stop as done.", zap.String("target", fr.target))
+		err = nil
+	}
 	if errors.Is(err, ErrNotArmed) {
 		// No profiler there now (the server restarted unarmed mid-frame):
 		// nothing records, so nothing is owed; what it wrote before is

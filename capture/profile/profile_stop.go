@@ -29,12 +29,23 @@ func profileCall(ctx context.Context, client *http.Client, target, path string) 
 		return err
 	}
 	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<12))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("%s %s: HTTP 404: %w", target, path, ErrNotArmed)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: HTTP %d", target, path, resp.StatusCode)
+		return &statusError{target: target, path: path, code: resp.StatusCode, body: string(body)}
 	}
 	return nil
 }
+
+// statusError is a profiler call's non-2xx answer; body is its start, for
+// the engines whose reply says why (the message is not in the error text).
+type statusError struct {
+	target, path string
+	code         int
+	body         string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("%s %s: HTTP %d", e.target, e.path, e.code) }

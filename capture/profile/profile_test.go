@@ -27,7 +27,8 @@ import (
 
 // fastTuning keeps the step's clocks short for tests.
 var fastTuning = profileTuning{renewEvery: 50 * time.Millisecond, hold: 2 * time.Second, poll: 50 * time.Millisecond,
-	settle: 3 * time.Second, collect: 30 * time.Second, health: 2 * time.Second, leaseWrite: 2 * time.Second}
+	settle: 3 * time.Second, collect: 30 * time.Second, health: 2 * time.Second, leaseWrite: 2 * time.Second,
+	before: 300 * time.Millisecond}
 
 // logged wraps a target's handler and records, in log, every profiler call
 // and completion with its status ("http:start_profile 200").

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,6 +138,14 @@ func checkDemoScenario(t *testing.T, engine, sc string) {
 		}
 		if !strings.Contains(r.stdout, "GEMM") {
 			t.Errorf("unexplained: the profile's report does not name the GEMM regression:\n%s", r.stdout)
+		}
+		if !strings.Contains(r.stdout, " · cost: ") {
+			t.Errorf("unexplained: the profile's summary does not say what the capture cost serving:\n%s", r.stdout)
+		}
+		// SGLang's profiler names each rank's file <prefix>-<time>-TP-<r> (SGLANG.md §5).
+		if rankFile := regexp.MustCompile(`-TP-[0-9]+\.trace\.json\.gz$`); engine == vllmsim.EngineSGLang &&
+			!slices.ContainsFunc(files, rankFile.MatchString) {
+			t.Errorf("sglang: no SGLang rank trace file among the artifacts: %v", files)
 		}
 	} else if traces != 0 {
 		t.Errorf("%s: a profile was taken though triage explained the alert: %v", sc, files)

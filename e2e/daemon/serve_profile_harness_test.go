@@ -62,6 +62,10 @@ type pfSimOpts struct {
 	// hangs waits for it (and is dropped if its caller gave up meanwhile).
 	// The sim alone answers a stop during a flush at once.
 	SerialStops bool
+	// SGLang makes the sim an SGLang server (no arming) whose stop exports
+	// at ExportRate bytes/s, freezing serving meanwhile.
+	SGLang     bool
+	ExportRate float64
 }
 
 // startPFSim starts a sim (healthy traffic, 2 decoder layers per
@@ -74,6 +78,9 @@ func startPFSim(t *testing.T, o pfSimOpts) *pfSim {
 	if !o.Unarmed {
 		ps.Dir = t.TempDir()
 		opts.ProfilerDir = ps.Dir
+	}
+	if o.SGLang {
+		opts.Engine, opts.ProfilerExportRate = "sglang", o.ExportRate
 	}
 	if o.SerialStops {
 		ps.serialStops = make(chan struct{}, 1)
@@ -175,6 +182,8 @@ type pfStep struct {
 	StopTimeout     time.Duration
 	Cooldown        time.Duration
 	ContinueOnError bool
+	Engine          string        // engine: "" (vLLM's default) or sglang
+	MaxLastStall    time.Duration // cost.max_last_stall; 0: none
 }
 
 // pfPlaybook is the harness playbook: a tier-1 GET of the instance's
@@ -198,6 +207,12 @@ func pfPlaybook(s pfStep) string {
 `, pfAlertname, s.ContinueOnError, s.Duration, s.StopTimeout)
 	if s.Cooldown > 0 {
 		fmt.Fprintf(&b, "          cooldown: %s\n", s.Cooldown)
+	}
+	if s.Engine != "" {
+		fmt.Fprintf(&b, "          engine: %s\n", s.Engine)
+	}
+	if s.MaxLastStall > 0 {
+		fmt.Fprintf(&b, "          cost: {max_last_stall: %s}\n", s.MaxLastStall)
 	}
 	if s.Dir != "" {
 		fmt.Fprintf(&b, "          collect: {dir: %q}\n", s.Dir)

@@ -22,7 +22,7 @@ import (
 //   - stopped: the server answered the stop, nobody collects; released.
 //   - recording or stopping, past its deadline or with an operator's stop
 //     request: claimed (owner "sweeper <id>", a new token, held for
-//     stop_timeout) and stopped with profile.StopProfile through Env.Targets,
+//     stop_timeout) and stopped with profile.StopRecording through Env.Targets,
 //     bounded by profiling.stop_timeout. Answered: the row stays, stopped with
 //     no owner, for profiling.collect_window (sweepStopped), so the run's
 //     resumed attempt collects the files with no new start; released when the
@@ -170,7 +170,7 @@ func (pl *Plane) sweeperStop(r *leaseRow, token string) {
 	if pl.targets == nil {
 		err = errors.New("no targets client (Env.Targets) to send the stop through")
 	} else {
-		err = profile.StopProfile(ctx, pl.targets, r.target)
+		err = profile.StopRecording(ctx, pl.targets, r.target, []byte(r.saved.String)) // in the recording's engine dialect
 	}
 	if err != nil && pl.bg.Err() != nil { // shutdown, not the server's answer
 		pl.handBack(r.target, token)
