@@ -7,7 +7,7 @@
 #   docker build -t autocapture .
 #
 # What it reads and keeps, and how to run it: README.md, "Deploy".
-# deploy/dockerfile_test.go checks this file's structure and runs its go build.
+# e2e/deploy/dockerfile_test.go checks this file's structure and runs its go build.
 
 # Pinned to go.mod's go version (the test checks they agree).
 FROM golang:1.26.8-bookworm AS builder

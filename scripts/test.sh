@@ -47,11 +47,13 @@ if [ "$found" -ne "$(tr '|' '\n' <<<"$NORACE_TESTS" | wc -l)" ]; then
 fi
 # The longest packages first (measured 2026-12-03 with their wait-bound tests
 # in parallel: cmd/autocapture ~480 s, runner ~310, e2e ~240, capture ~115,
-# deploy ~75, capture/triage ~65 under -race): go test starts packages in the
-# order given, and with the alphabetical order runner began 12 minutes in and
-# ran alone at the end.
+# deploy ~75, capture/triage ~65 under -race; since then cmd/autocapture's
+# system tests live in e2e/daemon and deploy's in e2e/deploy, and
+# cmd/autocapture keeps the demo's and the unit tests): go test starts
+# packages in the order given, and with the alphabetical order runner began
+# 12 minutes in and ran alone at the end.
 mod=$(go list -m)
-slow="$mod/cmd/autocapture $mod/runner $mod/e2e $mod/capture/triage $mod/capture $mod/deploy"
+slow="$mod/e2e/daemon $mod/runner $mod/e2e $mod/capture/triage $mod/capture $mod/e2e/deploy $mod/cmd/autocapture"
 pkgs="$slow $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$slow"))"
 # The no-race pass and the fuzz targets run beside the race pass. The no-race
 # pass (CPU-bound, ~25 s) runs at nice 19: that pass leaves a core idle much

@@ -55,7 +55,7 @@ var Layers = []Layer{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",
 		"internal/testkit/manifestcheck", "internal/testkit/steptest",
 	}},
-	{"test-only packages", []string{"e2e", "deploy", "internal/layering"}},
+	{"test-only packages", []string{"e2e", "e2e/daemon", "e2e/deploy", "deploy", "internal/layering"}},
 }
 
 // layerOf returns the index of the layer holding pkg.
