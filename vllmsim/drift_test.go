@@ -30,35 +30,45 @@ type family struct {
 
 func parseFamilies(t *testing.T, text string) map[string]family {
 	t.Helper()
+	out := map[string]family{}
+	for name, mf := range parseExposition(t, text) {
+		if !strings.HasPrefix(name, "vllm:") || strings.HasSuffix(name, "_created") {
+			continue
+		}
+		out[name] = shapeOf(mf)
+	}
+	return out
+}
+
+// parseExposition parses a text exposition into its families.
+func parseExposition(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatalf("parse exposition: %v", err)
 	}
-	out := map[string]family{}
-	for name, mf := range mfs {
-		if !strings.HasPrefix(name, "vllm:") || strings.HasSuffix(name, "_created") {
-			continue
-		}
-		f := family{typ: mf.GetType()}
-		seen := map[string]bool{}
-		for _, m := range mf.Metric {
-			for _, lp := range m.Label {
-				if !seen[lp.GetName()] {
-					seen[lp.GetName()] = true
-					f.labels = append(f.labels, lp.GetName())
-				}
-			}
-			if h := m.GetHistogram(); h != nil && f.buckets == nil {
-				for _, b := range h.Bucket {
-					f.buckets = append(f.buckets, b.GetUpperBound())
-				}
+	return mfs
+}
+
+// shapeOf is a family's type, label names (sorted, le excluded as the
+// histogram's buckets) and bucket boundaries.
+func shapeOf(mf *dto.MetricFamily) family {
+	f := family{typ: mf.GetType()}
+	for _, m := range mf.Metric {
+		for _, lp := range m.Label {
+			if !slices.Contains(f.labels, lp.GetName()) {
+				f.labels = append(f.labels, lp.GetName())
 			}
 		}
-		slices.Sort(f.labels)
-		out[name] = f
+		if h := m.GetHistogram(); h != nil && f.buckets == nil {
+			for _, b := range h.Bucket {
+				f.buckets = append(f.buckets, b.GetUpperBound())
+			}
+		}
 	}
-	return out
+	slices.Sort(f.labels)
+	return f
 }
 
 func readFixture(t *testing.T, name string) map[string]family {

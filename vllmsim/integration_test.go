@@ -273,8 +273,21 @@ func TestPrometheusSelectsPythonLabels(t *testing.T) {
 		`count({__name__=~"vllm:.+_bucket", le=~"[0-9]+\\.0"})`: func(s []testenv.Sample) bool { return len(s) == 1 && s[0].Value >= 100 },
 		`max_over_time(vllm:num_requests_waiting[1m]) > 10`:     func(s []testenv.Sample) bool { return len(s) == 1 },
 	}
+	if !awaitQueries(t, prom, want, 15*time.Second) {
+		return
+	}
+	if st := ls.sim.State(); st.Scenario != vllmsim.ScenarioOverload || st.Previous != vllmsim.ScenarioHealthy || st.Pending != nil {
+		t.Errorf("state after --shift-after: %+v", st)
+	}
+}
+
+// awaitQueries polls Prometheus until every query's check holds, or fails
+// the test with each query that does not once within passes; it says
+// whether they all held.
+func awaitQueries(t *testing.T, prom *testenv.Prometheus, want map[string]func([]testenv.Sample) bool, within time.Duration) bool {
+	t.Helper()
 	var got map[string][]testenv.Sample
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(within); ; time.Sleep(500 * time.Millisecond) {
 		got = map[string][]testenv.Sample{}
 		ok := true
 		for q, check := range want {
@@ -282,7 +295,7 @@ func TestPrometheusSelectsPythonLabels(t *testing.T) {
 			ok = ok && check(got[q])
 		}
 		if ok {
-			break
+			return true
 		}
 		if time.Now().After(deadline) {
 			for q, check := range want {
@@ -290,10 +303,7 @@ func TestPrometheusSelectsPythonLabels(t *testing.T) {
 					t.Errorf("%s: %+v", q, got[q])
 				}
 			}
-			return
+			return false
 		}
-	}
-	if st := ls.sim.State(); st.Scenario != vllmsim.ScenarioOverload || st.Previous != vllmsim.ScenarioHealthy || st.Pending != nil {
-		t.Errorf("state after --shift-after: %+v", st)
 	}
 }

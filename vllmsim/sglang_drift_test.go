@@ -15,8 +15,6 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // The SGLang drift test holds the sim's SGLang exposition, era by era, to
@@ -33,31 +31,11 @@ type sglFamily struct {
 
 func parseSGLang(t *testing.T, text string) map[string]sglFamily {
 	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("parse exposition: %v", err)
-	}
 	out := map[string]sglFamily{}
-	for name, mf := range mfs {
-		if !strings.HasPrefix(name, "sglang:") {
-			continue
+	for name, mf := range parseExposition(t, text) {
+		if strings.HasPrefix(name, "sglang:") {
+			out[name] = sglFamily{family: shapeOf(mf), help: mf.GetHelp()}
 		}
-		f := sglFamily{family: family{typ: mf.GetType()}, help: mf.GetHelp()}
-		for _, m := range mf.Metric {
-			for _, lp := range m.Label {
-				if !slices.Contains(f.labels, lp.GetName()) {
-					f.labels = append(f.labels, lp.GetName())
-				}
-			}
-			if h := m.GetHistogram(); h != nil && f.buckets == nil {
-				for _, b := range h.Bucket {
-					f.buckets = append(f.buckets, b.GetUpperBound())
-				}
-			}
-		}
-		slices.Sort(f.labels)
-		out[name] = f
 	}
 	return out
 }

@@ -44,24 +44,5 @@ func TestPrometheusSelectsSGLangSeries(t *testing.T) {
 		`sum by (model_name, instance) (sglang:prompt_tokens_total)`:                                                                           all,
 		`count({__name__=~"sglang:.+_bucket", le=~"[0-9]+"})`:                                                                                  func(s []testenv.Sample) bool { return len(s) == 0 },
 	}
-	var got map[string][]testenv.Sample
-	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		got = map[string][]testenv.Sample{}
-		ok := true
-		for q, check := range want {
-			got[q] = prom.Query(t, q)
-			ok = ok && check(got[q])
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			for q, check := range want {
-				if !check(got[q]) {
-					t.Errorf("%s: %+v", q, got[q])
-				}
-			}
-			return
-		}
-	}
+	awaitQueries(t, prom, want, 25*time.Second)
 }
