@@ -107,7 +107,11 @@ func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv r
 //     (connection exception), 57P01 admin_shutdown (a fast shutdown or
 //     pg_terminate_backend ended the session), 57P02 crash_shutdown, 57P03
 //     cannot_connect_now (starting up, shutting down, in recovery), 53300
-//     too_many_connections;
+//     too_many_connections, 57014 query_canceled (a session still being set
+//     up when a fast shutdown began was ended with it: "FATAL: canceling
+//     statement due to user request" inside the connect error, seen by
+//     TestStartupSurvivesPostgresRestart; our own cancel, ctx, is told apart
+//     before this is asked);
 //   - no answer: a connection refused, reset or timed out (net.Error, the
 //     errno), a session cut mid-statement (io.EOF, io.ErrUnexpectedEOF,
 //     pgconn.ErrConnClosed, pgconn's SafeToRetry and Timeout), a pooled
@@ -120,7 +124,7 @@ func transient(err error) bool {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		switch pg.Code {
-		case "57P01", "57P02", "57P03", "53300":
+		case "57P01", "57P02", "57P03", "53300", "57014":
 			return true
 		}
 		return strings.HasPrefix(pg.Code, "08")

@@ -267,6 +267,7 @@ func TestTransient(t *testing.T) {
 		{"refused connect", connect(closed), true},
 		{"57P01 admin shutdown", fmt.Errorf("runner: start river: %w", &pgconn.PgError{Code: "57P01"}), true},
 		{"57P03 starting up", &pgconn.PgError{Code: "57P03"}, true},
+		{"57014 a connect cut by a fast shutdown", fmt.Errorf("runner: database: %w", &pgconn.PgError{Severity: "FATAL", Code: "57014"}), true},
 		{"53300 too many connections", &pgconn.PgError{Code: "53300"}, true},
 		{"08006 connection failure", &pgconn.PgError{Code: "08006"}, true},
 		{"bad connection from the pool", fmt.Errorf("x: %w", driver.ErrBadConn), true},
