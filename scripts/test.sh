@@ -45,13 +45,11 @@ found=$(git grep -hoE "^func (${NORACE_TESTS})\(" -- '*_test.go' | sort -u | wc 
 if [ "$found" -ne "$(tr '|' '\n' <<<"$NORACE_TESTS" | wc -l)" ]; then
   echo "NORACE names $(tr '|' ' ' <<<"$NORACE_TESTS"); only $found of them exist as test functions"; exit 1
 fi
-# The longest packages first (measured 2026-12-03 with their wait-bound tests
-# in parallel: cmd/autocapture ~480 s, runner ~310, e2e ~240, capture ~115,
-# deploy ~75, capture/triage ~65 under -race; since then cmd/autocapture's
-# system tests live in e2e/daemon and deploy's in e2e/deploy, and
-# cmd/autocapture keeps the demo's and the unit tests): go test starts
-# packages in the order given, and with the alphabetical order runner began
-# 12 minutes in and ran alone at the end.
+# The longest packages first: go test starts packages in the order given, and
+# with the alphabetical order runner began 12 minutes in and ran alone at the
+# end. Measured 2026-12-04 under -race, warm, -parallel 4: e2e/daemon 426 s
+# (345 s of it the replica-killing tests, which run one at a time), e2e 263,
+# runner 245, capture 73, cmd/autocapture 66, capture/triage 55.
 mod=$(go list -m)
 slow="$mod/e2e/daemon $mod/runner $mod/e2e $mod/capture/triage $mod/capture $mod/cmd/autocapture"
 # e2e/deploy runs whole in the no-race pass: its tests read the manifests and
@@ -62,18 +60,20 @@ slow="$mod/e2e/daemon $mod/runner $mod/e2e $mod/capture/triage $mod/capture $mod
 # was minutes of a fresh machine's run.
 NORACE_PKG=$mod/e2e/deploy
 pkgs="$slow $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$slow $NORACE_PKG"))"
-# The no-race pass and the fuzz targets run beside the race pass. The no-race
-# pass (CPU-bound, ~25 s) runs at nice 19: that pass leaves a core idle much
-# of the time (its system tests wait on frames, scrapes and leases; 74-104 %
-# of the 2 cores over a run), and it takes only what is left. The fuzz
-# targets run at once, at normal priority, while the race pass is still
-# compiling its test binaries (no test is running yet): at nice 19 they were
-# starved (28-5,700 execs in their 15 s instead of 9,000-30,000); run after
-# the race pass they added 70 s.
+# The no-race pass and the fuzz targets run beside the race pass, whose
+# system tests wait on frames, scrapes and leases: with 2 at a time per
+# package (the default -parallel, GOMAXPROCS) the 2 cores were 40-90 % idle
+# for most of it, hence -parallel 4 below. The CPU-bound no-race tests
+# (~25 s) run at nice 19 and take what is left. The fuzz targets run at once,
+# at normal priority, while the race pass is still linking its test binaries:
+# at nice 19 they were starved. Their "execs:" line understates: a worker
+# reports its count when a batch or the minimizing of a new input ends, and
+# what it ran since is not added when the time runs out (FuzzParse printed
+# 25 while its worker, minimizing, ran ~18,000 inputs/s).
 bgdir=$(mktemp -d)
-# shellcheck disable=SC2086 # word splitting of the package list is meant
 # e2e/deploy first, at normal priority: its tests wait on the processes they
 # start, which would inherit a nice 19.
+# shellcheck disable=SC2086 # word splitting of the package list is meant
 (go test -count=1 -p 1 -timeout 10m "$@" "$NORACE_PKG" >"$bgdir/norace.log" 2>&1 &&
   nice -n 19 go test -count=1 -p 1 -timeout 20m -run "$NORACE" "$@" $norace_pkgs >>"$bgdir/norace.log" 2>&1
   echo $? >"$bgdir/norace.rc") &
