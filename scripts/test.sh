@@ -74,9 +74,11 @@ bgdir=$(mktemp -d)
 # e2e/deploy first, at normal priority: its tests wait on the processes they
 # start, which would inherit a nice 19.
 # shellcheck disable=SC2086 # word splitting of the package list is meant
-(go test -count=1 -p 1 -timeout 10m "$@" "$NORACE_PKG" >"$bgdir/norace.log" 2>&1 &&
-  nice -n 19 go test -count=1 -p 1 -timeout 20m -run "$NORACE" "$@" $norace_pkgs >>"$bgdir/norace.log" 2>&1
-  echo $? >"$bgdir/norace.rc") &
+# Both run whatever the first gives; the pass fails if either did.
+(rc=0
+  go test -count=1 -p 1 -timeout 10m "$@" "$NORACE_PKG" >"$bgdir/norace.log" 2>&1 || rc=1
+  nice -n 19 go test -count=1 -p 1 -timeout 20m -run "$NORACE" "$@" $norace_pkgs >>"$bgdir/norace.log" 2>&1 || rc=1
+  echo "$rc" >"$bgdir/norace.rc") &
 norace_pid=$!
 
 fuzz_all() {
@@ -94,27 +96,26 @@ fuzz_all() {
   # 15 s each. Go 1.26's coordinator can report a bare "context deadline
   # exceeded" as the time runs out with no failing input (golang/go#75804,
   # fixed in Go 1.27): that alone is not a failure.
-  local fuzzdir pids=() failed=0 pkg dir bin target log entry pid name cache
+  local fuzzdir pids=() failed=0 pkg dir targets bin target log entry pid rest name cache
   fuzzdir=$(mktemp -d)
   cache="$(go env GOCACHE)/fuzz"
-  for pkg in $(go list ./...); do
-    dir=$(go list -f '{{.Dir}}' "$pkg")
-    grep -qs '^func Fuzz' "$dir"/*_test.go || continue
+  while read -r pkg dir; do
+    targets=$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' || true)
+    [ -n "$targets" ] || continue
     bin="$fuzzdir/${pkg##*/}.test"
     if ! go test -c -fuzz . -o "$bin" "$pkg" >"$fuzzdir/build.log" 2>&1; then
       echo "$pkg: building its fuzz binary FAILED"; cat "$fuzzdir/build.log"; failed=1; continue
     fi
-    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go | sed 's/^func //'); do
+    for target in $targets; do
       log="$fuzzdir/${pkg##*/}.$target.log"
-      echo "$pkg $target" >"$log.name"
       (cd "$dir" && exec "$bin" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime 15s \
-        -test.parallel 1 -test.timeout 10m -test.fuzzcachedir "$cache/$pkg") >"$log" 2>&1 &
-      pids+=("$!:$log")
+        -test.parallel 1 -test.timeout 10m -test.fuzzcachedir "$cache/$pkg") </dev/null >"$log" 2>&1 &
+      pids+=("$!:$log:$pkg $target")
     done
-  done
+  done < <(go list -f '{{.ImportPath}} {{.Dir}}' ./...)
   for entry in "${pids[@]}"; do
-    pid=${entry%%:*} log=${entry#*:}
-    name=$(cat "$log.name")
+    pid=${entry%%:*} rest=${entry#*:}
+    log=${rest%%:*} name=${rest#*:}
     if wait "$pid"; then
       echo "$name: $(grep 'execs:' "$log" | tail -n 1)"
     elif grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
