@@ -84,15 +84,9 @@ func rankTrace(path string, opts Options, rank int, begun, ended time.Time, step
 	hostPid := 1000 + rank
 	head := fmt.Sprintf(`"schemaVersion": 1,
   "deviceProperties": [
-    {
-      "id": %d, "name": "NVIDIA A10G (simulated)", "totalGlobalMem": 23836098560,
-      "computeMajor": 8, "computeMinor": 6,
-      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 1536,
-      "regsPerBlock": 65536, "warpSize": 32,
-      "sharedMemPerBlock": 49152, "numSms": 80
-    }
+    %s
   ],
-  "with_stack": %d, "record_shapes": %d, "profile_memory": 0,%s`, rank, fl.stack, fl.shapes, fl.meta)
+  "with_stack": %d, "record_shapes": %d, "profile_memory": 0,%s`, deviceProperties(opts.ProfilerGPU, rank), fl.stack, fl.shapes, fl.meta)
 	tw, err := createTrace(path, begun, ended, head)
 	if err != nil {
 		return "", CaptureTruth{}, err
@@ -120,75 +114,27 @@ const usec = float64(time.Microsecond)
 
 func at(t time.Time, us float64) time.Time { return t.Add(time.Duration(us * usec)) }
 
-// writeStep writes one iteration on one rank.
-func writeStep(tw *traceWriter, opts Options, rank, hostPid, i int, ps profiledStep, ids *traceIDs) {
-	st := ps.rec
-	total := float64((st.end - st.start).Nanoseconds()) / 1e3
-	tw.x("user_annotation", "execute_model", hostPid, hostTid, ps.start, total,
-		ai("External id", ids.ext), ai("step", int64(i)), ai("num_running", int64(st.running)),
-		ai("num_waiting", int64(st.waiting)), ai("prefill_tokens", int64(st.work.prefillTokens)),
-		ai("decode_seqs", int64(st.work.decodeSeqs)))
-	ids.ext++
-	sched, work := stepKernels(st.cost, st.work, opts.ProfilerLayers, opts.TensorParallel)
-	tw.x("python_function", "vllm/v1/core/sched/scheduler.py(213): schedule", hostPid, hostTid, ps.start, sched)
-	cpu, gpu := sched, sched // µs since the step's start
-	for _, g := range work {
-		k := g.k
-		op, outer := ids.ext, int64(0)
-		ids.ext++
-		if k.outer != "" {
-			outer = ids.ext
-			ids.ext++
-			tw.x("cpu_op", k.outer, hostPid, hostTid, at(ps.start, cpu), 5, ai("External id", outer))
-		}
-		opIn := tw.x("cpu_op", k.op, hostPid, hostTid, at(ps.start, cpu+0.5), 4, ai("External id", op))
-		launch := cpu + 1.5
-		corr := ids.corr
-		ids.corr++
-		launched := tw.x("cuda_runtime", k.launchCall(), hostPid, hostTid, at(ps.start, launch), 2.5,
-			ai("External id", op), ai("cbid", 211), ai("correlation", corr))
-		cpu += 6
-		start := gpu
-		if k.onStream() == computeStream {
-			start = max(gpu, launch+4.5)
-		}
-		// CUPTI records the kernels launched while it is enabled: one
-		// launched before the recording began is not in the trace, though
-		// it runs inside it.
-		if opIn && launched && writeGPU(tw, k, rank, at(ps.start, start), g.us, op, corr, st.work) {
-			tw.flow("s", corr, hostPid, hostTid, at(ps.start, launch))
-			tw.flow("f", corr, gpuPid+rank, k.onStream(), at(ps.start, start))
-		}
-		if k.onStream() == computeStream {
-			gpu = start + g.us
-		}
-	}
-	// The sampled tokens go back to the host on the copy stream.
-	opIn := tw.x("cpu_op", kTokD2H.op, hostPid, hostTid, at(ps.start, cpu), 4, ai("External id", ids.ext))
-	launched := tw.x("cuda_runtime", kTokD2H.launchCall(), hostPid, hostTid, at(ps.start, cpu+0.5), 2.5,
-		ai("External id", ids.ext), ai("cbid", 41), ai("correlation", ids.corr))
-	if opIn && launched {
-		writeGPU(tw, kTokD2H, rank, at(ps.start, max(gpu, cpu+3)), 2+0.01*float64(st.work.sampled), ids.ext, ids.corr, st.work)
-	}
-	ids.ext++
-	ids.corr++
-}
-
 // writeGPU writes a kernel or a copy with Kineto's args, when it lies
 // inside the recording, and says whether it did.
 func writeGPU(tw *traceWriter, k kspec, rank int, start time.Time, us float64, ext, corr int64, w stepWork) bool {
+	// Kineto writes an External id only for a kernel whose launching op is
+	// in the trace: not for graph-replayed or pre-recording ones.
+	args := make([]kv, 0, 14)
+	if ext != 0 {
+		args = append(args, ai("External id", ext))
+	}
 	var ok bool
 	if k.category() == "gpu_memcpy" {
 		bytes := int64(8 * (w.prefillTokens + w.decodeSeqs + 1))
-		ok = tw.x("gpu_memcpy", k.name, gpuPid+rank, k.onStream(), start, us,
-			ai("External id", ext), ai("device", int64(rank)), ai("context", 1), ai("stream", int64(k.onStream())),
+		args = append(args, ai("device", int64(rank)), ai("context", 1), ai("stream", int64(k.onStream())),
 			ai("correlation", corr), ai("bytes", bytes), af("memory bandwidth (GB/s)", float64(bytes)/1e3/max(us, 0.001)))
+		ok = tw.x("gpu_memcpy", k.name, gpuPid+rank, k.onStream(), start, us, args...)
 	} else {
-		ok = tw.x("kernel", k.name, gpuPid+rank, k.onStream(), start, us,
-			ai("External id", ext), ai("queued", 0), ai("device", int64(rank)), ai("context", 1),
+		args = append(args, ai("queued", 0), ai("device", int64(rank)), ai("context", 1),
 			ai("stream", int64(k.onStream())), ai("correlation", corr), ai("registers per thread", 128),
 			ai("shared memory", 49152), af("blocks per SM", 1.6), af("warps per SM", 12.8),
 			as("grid", "[128, 1, 1]"), as("block", "[256, 1, 1]"), ai("est. achieved occupancy %", 25))
+		ok = tw.x("kernel", k.name, gpuPid+rank, k.onStream(), start, us, args...)
 	}
 	if ok {
 		tw.written.GPUus += max(us, 0)

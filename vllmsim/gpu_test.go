@@ -290,7 +290,7 @@ func TestThrottledTraceShowsEverythingSlower(t *testing.T) {
 	w := stepWork{prefillTokens: 200, prefillPairs: 200 * 300, decodeSeqs: 24, decodeCtx: 24 * 500, sampled: 25}
 	slow := 1 / throttleSpecs[ThrottleSWThermal].clock
 	byName := func(c stepCost) map[string]float64 {
-		_, ks := stepKernels(c, w, 4, 1)
+		_, ks := stepKernels(c, w, 4, 1, ampereKernels)
 		out := map[string]float64{}
 		for _, k := range ks {
 			out[k.k.name] += k.us

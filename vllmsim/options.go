@@ -111,6 +111,13 @@ type Options struct {
 	// default 32, the model's. Fewer make smaller files with the same
 	// GPU-time mix.
 	ProfilerLayers int
+	// EnforceEager is vLLM's --enforce-eager: no CUDA graphs, every kernel
+	// launched one by one. Off (the default, as vLLM V1 runs), a step of
+	// decodes alone replays its decoder layers from one cudaGraphLaunch.
+	EnforceEager bool
+	// ProfilerGPU is the GPU a rank's trace shows, its device properties and
+	// kernel names: GPUA10G (default, Ampere) or GPUB200 (Blackwell).
+	ProfilerGPU string
 	// ProfilerFaults are the profiler misbehaviours injected (none by
 	// default); POST /admin/profiler/faults changes them at run time.
 	ProfilerFaults ProfilerFaults
@@ -189,6 +196,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ProfilerLayers < 1 || o.ProfilerLayers > 256 {
 		return o, fmt.Errorf("profiler layers %d: want 1..256", o.ProfilerLayers)
+	}
+	switch o.ProfilerGPU {
+	case "":
+		o.ProfilerGPU = GPUA10G
+	case GPUA10G, GPUB200:
+	default:
+		return o, fmt.Errorf("profiler gpu %q: want %s or %s", o.ProfilerGPU, GPUA10G, GPUB200)
 	}
 	if err := o.ProfilerFaults.validate(); err != nil {
 		return o, err

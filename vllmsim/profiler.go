@@ -61,12 +61,19 @@ type CaptureTruth struct {
 	Kernels int     `json:"kernels"` // kernels and copies written
 	GPUus   float64 `json:"gpu_us"`  // their summed duration
 	GEMMus  float64 `json:"gemm_us"` // the part that is the cost model's GEMMs
+	// Graphed are the kernels replayed from a cudaGraphLaunch in the file
+	// (its correlation, no External id); PreFrame those launched before the
+	// recording, whose launch rows are not in the file.
+	Graphed  int `json:"graph_kernels"`
+	PreFrame int `json:"preframe_kernels"`
 }
 
 func (c *CaptureTruth) add(o CaptureTruth) {
 	c.Kernels += o.Kernels
 	c.GPUus += o.GPUus
 	c.GEMMus += o.GEMMus
+	c.Graphed += o.Graphed
+	c.PreFrame += o.PreFrame
 }
 
 // GEMMShare is the GEMM share of the GPU time written (0 without any).

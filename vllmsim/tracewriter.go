@@ -232,13 +232,13 @@ func (tw *traceWriter) end(b []byte, args []kv) {
 }
 
 // count adds an event to the key_averages table: GPU categories to CUDA
-// time, cpu_op and cuda_runtime to CPU time.
+// time, cpu_op and the runtime and driver calls to CPU time.
 func (tw *traceWriter) count(cat, name string, dur float64) {
 	var cuda bool
 	switch cat {
 	case "kernel", "gpu_memcpy", "gpu_memset":
 		cuda = true
-	case "cpu_op", "cuda_runtime":
+	case "cpu_op", "cuda_runtime", "cuda_driver":
 	default:
 		return
 	}

@@ -65,6 +65,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&o.ProfilerMaxRecording, "profiler-max-recording", time.Minute, "recordings longer than this count as a protocol violation")
 	fs.IntVar(&o.TensorParallel, "tensor-parallel-size", 1, "worker ranks, one trace file each")
 	fs.IntVar(&o.ProfilerLayers, "profiler-layers", 32, "decoder layers a rank's trace shows per iteration (fewer: smaller files, same GPU-time mix)")
+	fs.BoolVar(&o.EnforceEager, "enforce-eager", false, "no CUDA graphs: decode steps launch every kernel instead of one cudaGraphLaunch")
+	fs.StringVar(&o.ProfilerGPU, "profiler-gpu", "a10g", "GPU the rank traces show: a10g (Ampere names) or b200 (Blackwell: nvjet, trtllm-gen bmm, fmhaSm100)")
 	fs.DurationVar(&o.ProfilerFaults.StopHang, "profiler-stop-hang", 0, "fault: /stop_profile blocks this much longer before flushing")
 	fs.StringVar(&o.ProfilerFaults.StartWhileFlushing, "profiler-start-while-flushing", "wait", "a start during a flush: wait (takes effect after it) or ignore (fault: dropped)")
 	fs.DurationVar(&o.ProfilerFaults.LateFiles, "profiler-late-files", 0, "fault: trace files are written this long after /stop_profile returns")
