@@ -62,6 +62,10 @@ func ClipKV[M ~map[string]string](m M) M {
 // invisible format characters shown escaped as Go's %q writes them.
 func Text(s string) string { return visible(s, false) }
 
+// Quote is Text in double quotes, with quotes and backslashes inside
+// escaped, so where the value ends is never in doubt (as %q, for a label set).
+func Quote(s string) string { return `"` + visible(quoteReplacer.Replace(s), false) + `"` }
+
 // Visible is Text keeping line feeds, for surfaces where a line break cannot
 // pass for the surface's own structure (a Slack section, an HTML cell).
 func Visible(s string) string { return visible(s, true) }
@@ -167,6 +171,7 @@ func mentions(s string) string {
 
 var (
 	mrkdwnReplacer = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+	quoteReplacer  = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 	// mentionRe finds the mentions Slack notifies a whole channel for when
 	// they are written bare, in any case.
 	mentionRe = regexp.MustCompile(`(?i)@(here|channel|everyone)\b`)

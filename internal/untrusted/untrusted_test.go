@@ -53,6 +53,9 @@ func TestText(t *testing.T) {
 			t.Errorf("Text(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+	if got, want := Quote("a\"b\\c\nd\u202e"), `"a\"b\\c\nd\u202e"`; got != want {
+		t.Errorf("Quote = %s, want %s", got, want)
+	}
 	if got := Visible("a\nb\rc"); got != "a\nb\\rc" {
 		t.Errorf("Visible kept %q", got)
 	}
