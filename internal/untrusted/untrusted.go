@@ -19,18 +19,25 @@ import (
 // elsewhere (the run's manifest).
 const MaxValue = 4 << 10
 
+// MaxIndexed is the most bytes of a label value a database index holds (the
+// run list's alertname): well under PostgreSQL's B-tree entry limit.
+const MaxIndexed = 1 << 10
+
 // maxMarks is how many combining marks in a row are shown on one character:
 // enough for any script, too few to stack a glyph over the lines around it.
 const maxMarks = 4
 
 // Clip returns s cut to MaxValue bytes, never inside a rune, ending in a
 // visible marker saying how long it was.
-func Clip(s string) string {
-	if len(s) <= MaxValue {
+func Clip(s string) string { return ClipTo(s, MaxValue) }
+
+// ClipTo is Clip to max bytes (at least the marker's length).
+func ClipTo(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
 	marker := "…[clipped: " + strconv.Itoa(len(s)) + " bytes]"
-	n := MaxValue - len(marker)
+	n := max(limit-len(marker), 0)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
