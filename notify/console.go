@@ -80,10 +80,10 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 	}
 	for _, l := range r.Links {
 		if l.Pending {
-			fmt.Fprintf(&b, "   %s: %s\n", l.Name, PendingNote)
+			fmt.Fprintf(&b, "   %s: %s\n", untrusted.Text(l.Name), PendingNote)
 			continue
 		}
-		fmt.Fprintf(&b, "   %s: %s\n", l.Text(), l.URL)
+		fmt.Fprintf(&b, "   %s: %s\n", untrusted.Text(l.Text()), untrusted.Text(l.URL))
 	}
 	c.print(b.String())
 	return nil

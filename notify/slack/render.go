@@ -156,7 +156,7 @@ func RenderParent(p Parent) Message {
 		}
 	}
 	if p.Instance != "" {
-		add("Instance", code(p.Instance))
+		add("Instance", code(clip.Runes(p.Instance, maxField/2))) // the span closes within the field
 	}
 	add("Model", esc(p.Model))
 	if !p.Since.IsZero() {

@@ -79,8 +79,10 @@ func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
 }
 
+// plainText is Slack's plain_text: shown as written, so only what would act
+// on the reader's screen is escaped.
 func plainText(s string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, s, true, false)
+	return slack.NewTextBlockObject(slack.PlainTextType, untrusted.Text(s), true, false)
 }
 
 func section(id, s string) *slack.SectionBlock {
