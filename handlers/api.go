@@ -48,6 +48,7 @@ func (s *Server) listRuns(c *gin.Context) {
 	if page.Runs == nil {
 		page.Runs = []runs.Run{}
 	}
+	page.Runs = boundedRuns(page.Runs)
 	c.JSON(http.StatusOK, page)
 }
 

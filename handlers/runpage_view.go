@@ -45,6 +45,7 @@ type listRow struct {
 }
 
 func newListRow(r runs.Run) listRow {
+	r = shownRun(r)
 	row := listRow{Run: r, Href: runPath(r.ID), Instance: r.Labels["instance"]}
 	if r.Verdict != nil {
 		row.Verdict = r.Verdict.ID
@@ -142,6 +143,8 @@ func decodeFindings(f map[string]any, dst any) bool {
 }
 
 func (s *Server) newRunView(r *runs.Run) runView {
+	shown := shownRun(*r)
+	r = &shown
 	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict,
 		Timeline: newTimeline(r, s.opts.Now())}
 	if r.Verdict != nil {

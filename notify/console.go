@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -26,11 +27,11 @@ func NewConsole(w io.Writer) *Console { return &Console{w: w} }
 // Open prints the run's header block.
 func (c *Console) Open(_ context.Context, run RunInfo) (Thread, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "── run %s opened ── %s\n", run.ID, run.Alert.Labels["alertname"])
+	fmt.Fprintf(&b, "── run %s opened ── %s\n", run.ID, alertText(run.Alert.Labels["alertname"]))
 	fmt.Fprintf(&b, "   alert:     %s\n", labelString(run.Alert.Labels))
 	fmt.Fprintf(&b, "   since:     %s\n", run.Alert.StartsAt.UTC().Format(time.RFC3339))
 	if s := run.Alert.Annotations["summary"]; s != "" {
-		fmt.Fprintf(&b, "   summary:   %s\n", s)
+		fmt.Fprintf(&b, "   summary:   %s\n", alertText(s))
 	}
 	if len(run.Playbooks) > 0 {
 		fmt.Fprintf(&b, "   playbooks: %s\n", strings.Join(run.Playbooks, ", "))
@@ -59,7 +60,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		return nil
 	}
 	if r.Status == StatusNotConfigured { // grey, one line: what is missing, not a failure
-		fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) not configured: %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Reason)
+		fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) not configured: %s\n", t.TS, r.StepID, r.Kind, r.Tier, untrusted.Text(r.Reason))
 		c.print(b.String())
 		return nil
 	}
@@ -69,20 +70,20 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) %s in %s\n", t.TS, r.StepID, r.Kind, r.Tier, r.Status, r.Duration.Round(time.Millisecond))
 	}
 	if r.Summary != "" {
-		fmt.Fprintf(&b, "   %s\n", r.Summary)
+		fmt.Fprintf(&b, "   %s\n", untrusted.Text(r.Summary))
 	}
 	switch {
 	case r.Reason != "" && r.Error != "":
-		fmt.Fprintf(&b, "   why: %s: %s\n", r.Reason, r.Error)
+		fmt.Fprintf(&b, "   why: %s: %s\n", untrusted.Text(r.Reason), untrusted.Text(r.Error))
 	case r.Reason != "" || r.Error != "":
-		fmt.Fprintf(&b, "   why: %s%s\n", r.Reason, r.Error)
+		fmt.Fprintf(&b, "   why: %s%s\n", untrusted.Text(r.Reason), untrusted.Text(r.Error))
 	}
 	for _, l := range r.Links {
 		if l.Pending {
-			fmt.Fprintf(&b, "   %s: %s\n", l.Name, PendingNote)
+			fmt.Fprintf(&b, "   %s: %s\n", untrusted.Text(l.Name), PendingNote)
 			continue
 		}
-		fmt.Fprintf(&b, "   %s: %s\n", l.Text(), l.URL)
+		fmt.Fprintf(&b, "   %s: %s\n", untrusted.Text(l.Text()), untrusted.Text(l.URL))
 	}
 	c.print(b.String())
 	return nil
@@ -113,7 +114,7 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 	}
 	b.WriteString(" ──\n")
 	if s.Reason != "" {
-		fmt.Fprintf(&b, "   why: %s\n", s.Reason)
+		fmt.Fprintf(&b, "   why: %s\n", untrusted.Text(s.Reason))
 	}
 	if v := s.Verdict; v != nil {
 		fmt.Fprintf(&b, "   verdict: %s", v.ID)
@@ -155,7 +156,11 @@ func labelString(kv map[string]string) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%q", k, kv[k])
+		parts[i] = alertText(k) + "=" + untrusted.Quote(untrusted.Clip(kv[k]))
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }
+
+// alertText is a label or annotation as the console prints it: bounded, on
+// one line, nothing in it acting on the terminal.
+func alertText(s string) string { return untrusted.Text(untrusted.Clip(s)) }

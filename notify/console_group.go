@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/internal/untrusted"
 )
 
 // The console shows a group as the Slack notifier does: the headline with
@@ -18,7 +20,7 @@ func groupBlock(b *strings.Builder, thread string, g Group) {
 	}
 	fmt.Fprintf(b, "── thread %s: %s ── %s\n", thread, kind, g.Headline())
 	for _, m := range g.Members {
-		fmt.Fprintf(b, "   %-24s %-20s %s\n", m.Instance, m.Model, memberState(m))
+		fmt.Fprintf(b, "   %-24s %-20s %s\n", alertText(m.Instance), alertText(m.Model), memberState(m))
 	}
 }
 
@@ -38,7 +40,7 @@ func memberState(m Member) string {
 // memberBlock prints a member's compact reply.
 func memberBlock(b *strings.Builder, thread string, r MemberReport) {
 	m := r.Member
-	fmt.Fprintf(b, "── thread %s · run %s on %s: %s", thread, m.RunID, m.Instance, m.Status)
+	fmt.Fprintf(b, "── thread %s · run %s on %s: %s", thread, m.RunID, alertText(m.Instance), m.Status)
 	if r.Duration > 0 {
 		fmt.Fprintf(b, " after %s", r.Duration.Round(time.Second))
 	}
@@ -51,12 +53,12 @@ func memberBlock(b *strings.Builder, thread string, r MemberReport) {
 		b.WriteString("\n")
 	}
 	if r.Reason != "" {
-		fmt.Fprintf(b, "   why: %s\n", r.Reason)
+		fmt.Fprintf(b, "   why: %s\n", untrusted.Text(r.Reason))
 	}
 	for _, st := range r.Steps {
 		fmt.Fprintf(b, "   · %s (%s) %s", st.StepID, st.Kind, st.Status)
 		if st.Summary != "" {
-			fmt.Fprintf(b, ": %s", st.Summary)
+			fmt.Fprintf(b, ": %s", untrusted.Text(st.Summary))
 		}
 		b.WriteString("\n")
 	}

@@ -478,7 +478,8 @@ func canaryRun(t *testing.T, remote bool) {
 		for _, part := range strings.Split(string(all), `"`) {
 			if i := strings.Index(part, d.URL+"/artifacts/"); i >= 0 {
 				u := strings.ReplaceAll(part[i+len(d.URL):], `\u0026`, "&")
-				u, _, _ = strings.Cut(u, "|") // mrkdwn: <url|text>
+				u = strings.ReplaceAll(u, "&amp;", "&") // Slack unescapes a link's &amp;
+				u, _, _ = strings.Cut(u, "|")           // mrkdwn: <url|text>
 				u, _, _ = strings.Cut(u, `\u003e`)
 				if code, b := call("thread link", "GET", u, nil, nil); code == 200 || (remote && code == http.StatusFound) {
 					links++

@@ -23,7 +23,7 @@ var Layers = []Layer{
 	{"leaves: the shared words and self-contained libraries", []string{
 		"vocab", "links", "agent", "torchtrace", "torchtrace/internal/gen", "vllmsim",
 		"playbooks/vllm", "playbooks/sglang", "internal/bytesize", "internal/clip", "internal/dirwatch",
-		"internal/yamlerr", "config/internal/refgen",
+		"internal/yamlerr", "internal/untrusted", "config/internal/refgen",
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{
@@ -49,7 +49,7 @@ var Layers = []Layer{
 	}},
 	{"test harnesses, imported by tests only: real components, stand-ins", []string{
 		"internal/testkit/testenv", "internal/testkit/slackstub", "internal/testkit/fixtures",
-		"internal/testkit/webtlstest",
+		"internal/testkit/webtlstest", "internal/testkit/hostile",
 	}},
 	{"test harnesses built on those", []string{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",

@@ -156,7 +156,7 @@ func RenderParent(p Parent) Message {
 		}
 	}
 	if p.Instance != "" {
-		add("Instance", "`"+esc(p.Instance)+"`")
+		add("Instance", code(clip.Runes(p.Instance, maxField/2))) // the span closes within the field
 	}
 	add("Model", esc(p.Model))
 	if !p.Since.IsZero() {
@@ -203,7 +203,7 @@ func (p Parent) statusLine(markup bool) string {
 		parts = append(parts, e(":large_green_circle:", r))
 	}
 	if markup {
-		parts = append(parts, "run `"+esc(p.RunID)+"`")
+		parts = append(parts, "run "+code(p.RunID))
 	} else {
 		parts = append(parts, "run "+p.RunID)
 	}

@@ -98,7 +98,7 @@ func memberLine(m notify.Member, withAlert bool) string {
 		b.WriteString(esc(m.Alert) + " ")
 	}
 	if m.Instance != "" {
-		b.WriteString("`" + esc(clip.Runes(m.Instance, 80)) + "` ")
+		b.WriteString(code(clip.Runes(m.Instance, 80)) + " ")
 	}
 	if m.Model != "" {
 		b.WriteString(esc(clip.Runes(m.Model, 60)) + " ")
@@ -140,10 +140,10 @@ func RenderMemberReply(r notify.MemberReport) Message {
 	m := r.Member
 	head := ""
 	if m.Instance != "" {
-		head = "`" + esc(m.Instance) + "` "
+		head = code(clip.Runes(m.Instance, 80)) + " "
 	}
 	if m.Model != "" {
-		head += esc(m.Model) + " "
+		head += esc(clip.Runes(m.Model, 60)) + " "
 	}
 	head += "— " + statusEmoji(m.Status) + " *" + esc(m.Status) + "*"
 	text := strings.TrimSpace(m.Instance + " " + m.Status)
@@ -183,5 +183,5 @@ func RenderMemberReply(r notify.MemberReport) Message {
 		}
 		out += "\n" + l
 	}
-	return Message{Text: clip.Runes(esc(text), maxFallback), Blocks: []slack.Block{section("member", out)}}
+	return Message{Text: clip.Runes(esc(text), maxFallback), Blocks: []slack.Block{section("member", clip.Runes(out, maxSection))}}
 }

@@ -108,7 +108,7 @@ func linkLine(links []notify.Link) (string, int) {
 		} else if webURL(l.URL) {
 			p = "<" + escURL(l.URL) + "|" + esc(linkName(l.Text())) + ">"
 		} else {
-			p = esc(l.Text()) + ": `" + esc(l.URL) + "`"
+			p = esc(l.Text()) + ": " + code(l.URL)
 		}
 		if n+len([]rune(p))+3 > maxField-40 {
 			more := fmt.Sprintf("and %d more", len(links)-i)

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/notify"
 )
 
@@ -25,15 +25,16 @@ const (
 	maxURL        = 3000 // a button's url
 )
 
-// esc escapes the three characters Slack's mrkdwn and fallback text reserve.
-func esc(s string) string {
-	return escReplacer.Replace(s)
-}
+// esc is the one way text reaches Slack's mrkdwn and fallback text: the
+// three characters Slack reserves escaped, mentions broken, control and
+// invisible characters shown (untrusted.Mrkdwn).
+func esc(s string) string { return untrusted.Mrkdwn(s) }
+
+// code is s in a `code span` it cannot close.
+func code(s string) string { return "`" + untrusted.Code(s) + "`" }
 
 // escURL keeps a URL inside Slack's <url|name> link syntax.
-func escURL(u string) string {
-	return escURLReplacer.Replace(u)
-}
+func escURL(u string) string { return untrusted.URL(u) }
 
 // fmtDur prints a duration as a person says it: 132ms, 6.2s, 14m, 1h2m.
 func fmtDur(d time.Duration) string {
@@ -78,8 +79,10 @@ func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
 }
 
+// plainText is Slack's plain_text: shown as written, so only what would act
+// on the reader's screen is escaped.
 func plainText(s string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.PlainTextType, s, true, false)
+	return slack.NewTextBlockObject(slack.PlainTextType, untrusted.Text(s), true, false)
 }
 
 func section(id, s string) *slack.SectionBlock {
@@ -87,7 +90,7 @@ func section(id, s string) *slack.SectionBlock {
 }
 
 func header(id, s string) *slack.HeaderBlock {
-	return slack.NewHeaderBlock(plainText(clip.Runes(s, maxHeader)), slack.HeaderBlockOptionBlockID(id))
+	return slack.NewHeaderBlock(plainText(clip.Runes(untrusted.Text(s), maxHeader)), slack.HeaderBlockOptionBlockID(id))
 }
 
 // webURL says whether Slack can open u: http or https with a host.
@@ -105,9 +108,3 @@ func safeName(s string) string {
 	}
 	return s
 }
-
-// Built once: esc and escURL run dozens of times per message.
-var (
-	escReplacer    = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-	escURLReplacer = strings.NewReplacer("|", "%7C", ">", "%3E", "<", "%3C", " ", "%20")
-)

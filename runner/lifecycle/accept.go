@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -162,7 +163,7 @@ func (s *Runs) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Ale
 				byKey[runKey(a)] = i
 			}
 			rows = append(rows, database.NewRun{ID: id.String(), Key: runKey(a), Fingerprint: a.Fingerprint,
-				Alertname: a.Labels["alertname"], Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: StatusQueued,
+				Alertname: untrusted.ClipTo(a.Labels["alertname"], untrusted.MaxIndexed), Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: StatusQueued,
 				CreatedAt: toMS(now), QueuedAt: toMS(now)})
 		}
 		inserted, err := s.tables.Runs.Insert(ctx, tx, rows)

@@ -80,7 +80,7 @@ func (s *Runs) manifestInput(r *runRow, recs []executor.StepRecord) artifacts.Ma
 		Run: artifacts.ManifestRun{ID: r.ID, Key: r.Key, Status: r.Status, Reason: r.Reason, CreatedAt: r.CreatedAt,
 			StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ResolvedAt: r.ResolvedAt, Attempts: r.Attempts, Resumed: r.Resumed},
 		Alert: artifacts.ManifestAlert{Fingerprint: r.Fingerprint, StartsAt: r.StartsAt, GeneratorURL: r.alert.GeneratorURL,
-			Labels: r.Labels, Annotations: r.Annotations}}
+			Labels: r.received.Labels, Annotations: r.received.Annotations}}
 	if r.window != nil {
 		in.Run.WindowStart, in.Run.WindowEnd = &r.window.Start, &r.window.End
 	}

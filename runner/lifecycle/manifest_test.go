@@ -64,7 +64,7 @@ func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, 
 		Fingerprint: alert.Fingerprint, Alertname: "VLLMSlowTTFT", Labels: alert.Labels, Annotations: alert.Annotations,
 		StartsAt: alert.StartsAt, Status: StatusSucceeded, CreatedAt: created, StartedAt: &started, FinishedAt: &finishedAt,
 		Attempts: 2, Resumed: 1, Verdict: &vocab.Verdict{ID: vocab.VerdictOverload, Evidence: []string{"queue 42 > 10"}}},
-		alert: alert, plans: storedPlans{p.Stored()},
+		alert: alert, received: alert, plans: storedPlans{p.Stored()},
 		window: &vocab.Window{Start: at("2026-12-01T09:49:30Z"), End: at("2026-12-01T10:00:03Z")}}
 	put := func(step, file, ctype string, body []byte) vocab.Artifact {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: created, Alertname: r.Alertname, RunID: r.ID,

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -36,7 +37,8 @@ type storedPlans []playbooks.StoredPlan
 // runRow is a run as stored, with what only the lifecycle reads.
 type runRow struct {
 	runs.Run
-	alert      template.Alert
+	alert      template.Alert // labels and annotations clipped (untrusted.Clip)
+	received   template.Alert // the alert as received, whole: for the manifest
 	generation int
 	owner      sql.NullString
 	leaseUntil sql.NullInt64
@@ -55,9 +57,12 @@ func decodeRun(raw database.Run) (*runRow, error) {
 	resolved, cancelReq, started, finished := raw.ResolvedAt, raw.CancelRequestedAt, raw.StartedAt, raw.FinishedAt
 	plans, verdict, manifest := raw.Plans, raw.Verdict, raw.ManifestKey
 	wStart, wEnd := raw.WindowStart, raw.WindowEnd
-	if err := json.Unmarshal([]byte(alertJSON), &r.alert); err != nil {
+	if err := json.Unmarshal([]byte(alertJSON), &r.received); err != nil {
 		return nil, corruptError{fmt.Errorf("run %s: decode alert: %w", r.ID, err)}
 	}
+	// Every surface and log reads the run from here: bounded once.
+	r.alert = r.received
+	r.alert.Labels, r.alert.Annotations = untrusted.ClipKV(r.alert.Labels), untrusted.ClipKV(r.alert.Annotations)
 	r.Labels, r.Annotations = r.alert.Labels, r.alert.Annotations
 	r.StartsAt, r.CreatedAt = fromMS(startsAt), fromMS(createdAt)
 	r.ResolvedAt, r.CancelRequestedAt = optTime(resolved), optTime(cancelReq)
