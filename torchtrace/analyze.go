@@ -35,6 +35,7 @@ const (
 
 // stat is one name's sums.
 type stat struct {
+	name  string // as shown (demangled); the map key when empty
 	fam   Family
 	us    float64
 	count int
@@ -499,8 +500,10 @@ func (a *analysis) kernelStat(cat, name []byte) *stat {
 		return st
 	}
 	key := string(name)
-	fam := Classify(string(cat), key)
+	shown := KernelName(key)
+	fam := classify(string(cat), shown)
 	if len(a.kernels) >= maxNames {
+		shown = ""
 		key = otherKernels + " " + string(fam)
 		if st := a.kernels[key]; st != nil {
 			return st
@@ -512,6 +515,9 @@ func (a *analysis) kernelStat(cat, name []byte) *stat {
 	// (__amd_rocclr_copyBuffer) run on the compute units: busy.
 	busy := !isCopyCat(cat) && !strings.HasPrefix(lower, "memcpy") && !strings.HasPrefix(lower, "memset")
 	st := &stat{fam: fam, busy: busy}
+	if shown != key {
+		st.name = shown
+	}
 	a.kernels[key] = st
 	return st
 }

@@ -150,7 +150,7 @@ func compare(t *testing.T, what string, got *Report, want refFigures) {
 		t.Errorf("%s: %d kernel names, reference %d", what, len(kernels), len(want.kernels))
 	}
 	for name, st := range want.kernels {
-		e := kernels[name]
+		e := kernels[KernelName(name)]
 		if e.Count != st.count || math.Abs(e.GPUus-st.us) > tol(st.us, st.count) {
 			t.Errorf("%s: kernel %.60s: %d × %.3f µs, reference %d × %.3f", what, name, e.Count, e.GPUus, st.count, st.us)
 		}

@@ -114,6 +114,9 @@ func share(part, whole float64) float64 {
 func top(m map[string]*stat, total float64, n int, withFamily bool) []Entry {
 	out := make([]Entry, 0, len(m))
 	for name, st := range m {
+		if st.name != "" {
+			name = st.name
+		}
 		e := Entry{Name: name, GPUus: st.us, Count: st.count, Share: share(st.us, total)}
 		if withFamily {
 			e.Family = st.fam
@@ -192,7 +195,7 @@ func addStats(dst, src map[string]*stat) {
 	for name, st := range src {
 		d := dst[name]
 		if d == nil {
-			d = &stat{fam: st.fam}
+			d = &stat{name: st.name, fam: st.fam}
 			dst[name] = d
 		}
 		d.us += st.us
