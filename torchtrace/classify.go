@@ -23,6 +23,10 @@ const (
 	catDriver   = "cuda_driver"
 	catRT19     = "runtime"
 	catTrace    = "trace" // the profiler's own span, "PyTorch Profiler (0)"
+	// Enclosers of graph launches (graphs.go): record_function and NVTX
+	// ranges, and the Python stack (with_stack=True).
+	catAnnotation = "user_annotation"
+	catPython     = "python_function"
 )
 
 // isCopyCat says whether cat is one of the copy categories (the copy

@@ -163,9 +163,12 @@ func compare(t *testing.T, what string, got *Report, want refFigures) {
 	if math.Abs(got.IdleShare-want.idle) > 1e-6 {
 		t.Errorf("%s: idle %.6f, reference %.6f", what, got.IdleShare, want.idle)
 	}
-	credited := got.Attribution.ByExternalID + got.Attribution.ByLaunch
-	if credited != want.credited || got.Attribution.Uncredited != want.events-want.credited {
-		t.Errorf("%s: %d of %d credited (%+v), reference %d", what, credited, want.events, got.Attribution, want.credited)
+	at := got.Attribution
+	credited := at.ByExternalID + at.ByLaunch + at.ByFrame + at.ByGraph + at.ByKernelName
+	if credited != want.credited || at.BeforeFrame != want.before || at.ByKernelName != want.byName ||
+		at.Uncredited != want.events-want.credited-(want.before-want.byName) {
+		t.Errorf("%s: %d of %d credited (%+v), reference %d (%d before the frame, %d by name)",
+			what, credited, want.events, at, want.credited, want.before, want.byName)
 	}
 	ops := map[string]float64{}
 	for _, e := range got.TopOps {
