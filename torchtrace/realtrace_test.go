@@ -91,6 +91,7 @@ func TestRealTraces(t *testing.T) {
 			})
 		}
 	}
+	t.Run("llm-traces", func(t *testing.T) { llmRealTraces(t, fixtures.Dir(t, "llm-traces")) })
 }
 
 func layoutsAll() []string { return layouts }
