@@ -536,19 +536,19 @@ func (st *stat) add(us float64) {
 // the kernels already seen under that id) and keeps its interval for the
 // launches whose External id is no operator's (attribute.go).
 func (a *analysis) cpuOp(name []byte, pid, tid int64, ts, dur float64, ext int64) {
-	a.attr.operator(a, a.internOp(string(name)), pid, tid, ts, dur, ext)
+	a.attr.operator(a, a.internOp(name), pid, tid, ts, dur, ext)
 }
 
 // internOp is the index of the operator called name, made on first sight
 // (past maxNames, otherOps').
-func (a *analysis) internOp(name string) int32 {
-	idx, ok := a.opIndex[name]
+func (a *analysis) internOp(name []byte) int32 {
+	idx, ok := a.opIndex[string(name)]
 	if !ok {
 		if len(a.opNames) >= maxNames {
 			idx, ok = a.opIndex[otherOps]
 		}
 		if !ok {
-			key := name
+			key := string(name)
 			if len(a.opNames) >= maxNames {
 				key = otherOps
 			}

@@ -340,7 +340,7 @@ func (at *attributor) walk(a *analysis, ops []opInterval, qs []query) {
 		if !ok && len(stack) > 0 {
 			// No operator: the Python frame or annotation that launched it
 			// (a Triton kernel called from Python, a library's own launch).
-			op, ok, method = a.internOp(at.frameNames[stack[len(stack)-1].op]), true, &at.byFrame
+			op, ok, method = a.internOp([]byte(at.frameNames[stack[len(stack)-1].op])), true, &at.byFrame
 		}
 		if !ok {
 			at.reasons[reasonNoEnclose] += int(q.p.count)

@@ -42,9 +42,9 @@ const (
 type graphState struct {
 	graphs     map[int64]*graphLaunch // correlation → graph launch
 	frameNames []string
-	frameIndex map[string]uint16
-	nOps       int // operator intervals kept
-	nFrames    int // frame intervals kept
+	frameIndex map[string]int32 // -1: a replay frame (replayFrame)
+	nOps       int              // operator intervals kept
+	nFrames    int              // frame intervals kept
 	minCorr    int64
 	corrSeen   bool
 	byFrame    credits // launch walk ending at a frame, no operator
@@ -54,7 +54,7 @@ type graphState struct {
 }
 
 func newGraphState() graphState {
-	return graphState{graphs: map[int64]*graphLaunch{}, frameIndex: map[string]uint16{}}
+	return graphState{graphs: map[int64]*graphLaunch{}, frameIndex: map[string]int32{}}
 }
 
 // graphLaunch is one cudaGraphLaunch / hipGraphLaunch call.
@@ -121,7 +121,7 @@ func (at *attributor) creditGraph(a *analysis, q query, stack []opInterval) {
 	if encl != "" {
 		name += " in " + encl
 	}
-	idx := a.internOp(name)
+	idx := a.internOp([]byte(name))
 	st := a.opStat(idx)
 	st.us += q.p.us
 	st.count += int(q.p.count)
@@ -150,23 +150,30 @@ func (at *attributor) creditBefore(a *analysis, before []pend) {
 // frame keeps a user_annotation or python_function interval, for graph
 // launches to be credited to.
 func (at *attributor) frame(name []byte, pid, tid int64, ts, dur float64) {
-	if at.nFrames >= maxFrameIntervals || replayFrame(name) {
+	if at.nFrames >= maxFrameIntervals {
 		return
 	}
 	idx, ok := at.frameIndex[string(name)]
 	if !ok {
-		if len(at.frameNames) >= maxNames {
+		if len(at.frameIndex) >= 2*maxNames {
 			return
 		}
-		idx = uint16(len(at.frameNames))
-		at.frameNames = append(at.frameNames, string(name))
-		at.frameIndex[string(name)] = idx
+		key := string(name)
+		idx = -1 // the replay machinery, or past the names kept: never kept
+		if !replayFrame(key) && len(at.frameNames) < maxNames {
+			idx = int32(len(at.frameNames))
+			at.frameNames = append(at.frameNames, key)
+		}
+		at.frameIndex[key] = idx
+	}
+	if idx < 0 {
+		return
 	}
 	th, ok := at.thread(pid, tid)
 	if !ok {
 		return
 	}
-	at.opIvs = append(at.opIvs, opInterval{ts: ts, dur: dur, op: idx, thread: th, frame: true})
+	at.opIvs = append(at.opIvs, opInterval{ts: ts, dur: dur, op: uint16(idx), thread: th, frame: true})
 	at.nFrames++
 }
 
@@ -177,8 +184,7 @@ func (at *attributor) frame(name []byte, pid, tid int64, ts, dur float64) {
 // graph), vllm/compilation/ (cuda_graph.py __call__, the piecewise
 // backend), triton/ (its launcher, driver.py __call__) and SGLang's
 // cuda_graph_runner.py replay.
-func replayFrame(name []byte) bool {
-	s := string(name)
+func replayFrame(s string) bool {
 	if strings.HasPrefix(s, "<") || strings.HasPrefix(s, "nn.Module: GraphModule") {
 		return true
 	}
