@@ -35,10 +35,14 @@ const (
 
 // stat is one name's sums.
 type stat struct {
+	name  string // as shown (demangled); the map key when empty
 	fam   Family
 	us    float64
 	count int
 	busy  bool // counts toward the device's busy time (not a copy)
+	// votes: how many of this kernel's instances each operator was
+	// credited with, for kernels launched before the frame (graphs.go).
+	votes []opVotes
 }
 
 // analysis is the state of one file being read.
@@ -315,7 +319,9 @@ func (a *analysis) event(v *fastjson.Value) {
 		a.cpuOp(name, pid, tid, ts, dur, ext)
 	case isCat(cat, catRuntime), isCat(cat, catDriver), isCat(cat, catRT19):
 		ext, corr := links(args)
-		a.attr.launch(pid, tid, ts, ext, corr)
+		a.attr.launch(name, pid, tid, ts, ext, corr)
+	case isCat(cat, catAnnotation), isCat(cat, catPython):
+		a.attr.frame(name, pid, tid, ts, dur)
 	case isCat(cat, catTrace):
 		a.spans.add(name, ts, dur)
 	}
@@ -486,7 +492,7 @@ func (a *analysis) gpu(cat, name []byte, dev int, ts, dur float64, ext, corr int
 	if st.busy {
 		d.set.add(lo, hi)
 	}
-	ref := a.attr.credit(a, us, ext, corr)
+	ref := a.attr.credit(a, st, us, ext, corr)
 	if a.edges != nil {
 		a.edges.add(gpuRec{ts: ts, end: ts + dur, st: st, ref: ref, seq: a.gpuSeq, dev: int32(dev)})
 	}
@@ -499,8 +505,10 @@ func (a *analysis) kernelStat(cat, name []byte) *stat {
 		return st
 	}
 	key := string(name)
-	fam := Classify(string(cat), key)
+	shown := KernelName(key)
+	fam := classify(string(cat), shown)
 	if len(a.kernels) >= maxNames {
+		shown = ""
 		key = otherKernels + " " + string(fam)
 		if st := a.kernels[key]; st != nil {
 			return st
@@ -512,14 +520,11 @@ func (a *analysis) kernelStat(cat, name []byte) *stat {
 	// (__amd_rocclr_copyBuffer) run on the compute units: busy.
 	busy := !isCopyCat(cat) && !strings.HasPrefix(lower, "memcpy") && !strings.HasPrefix(lower, "memset")
 	st := &stat{fam: fam, busy: busy}
+	if shown != key {
+		st.name = shown
+	}
 	a.kernels[key] = st
 	return st
-}
-
-// pend is what kernels under one id took before they could be credited.
-type pend struct {
-	us    float64
-	count int32
 }
 
 func (st *stat) add(us float64) {
@@ -531,6 +536,12 @@ func (st *stat) add(us float64) {
 // the kernels already seen under that id) and keeps its interval for the
 // launches whose External id is no operator's (attribute.go).
 func (a *analysis) cpuOp(name []byte, pid, tid int64, ts, dur float64, ext int64) {
+	a.attr.operator(a, a.internOp(name), pid, tid, ts, dur, ext)
+}
+
+// internOp is the index of the operator called name, made on first sight
+// (past maxNames, otherOps').
+func (a *analysis) internOp(name []byte) int32 {
 	idx, ok := a.opIndex[string(name)]
 	if !ok {
 		if len(a.opNames) >= maxNames {
@@ -546,7 +557,7 @@ func (a *analysis) cpuOp(name []byte, pid, tid int64, ts, dur float64, ext int64
 			a.opIndex[key] = idx
 		}
 	}
-	a.attr.operator(a, idx, pid, tid, ts, dur, ext)
+	return idx
 }
 
 func (a *analysis) opStat(idx int32) *stat {

@@ -2,9 +2,7 @@ package torchtrace
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 )
 
 // Attribution: which CPU operator launched each GPU event.
@@ -23,7 +21,19 @@ import (
 //   - otherwise the walk HTA and PyTorch's profiler plugin do: correlation →
 //     the runtime call with that correlation → the innermost cpu_op enclosing
 //     it on its thread (method "launch"), resolved at the end of the file;
-//   - what neither credits is counted, with the reason.
+//   - a kernel replayed from a CUDA or HIP graph carries the correlation of
+//     the graph launch, not of the operators that captured it: it is
+//     credited to the launch and to what encloses it (graphs.go);
+//   - a kernel whose launch precedes the recording has no runtime call in
+//     the trace: it is counted apart, and credited by its name (graphs.go);
+//   - what none credits is counted, with the reason.
+//
+// Every launch path is read by its category, whatever the call's name:
+// cuda_runtime (cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync,
+// cudaGraphLaunch, and ROCm's hipLaunchKernel, hipModuleLaunchKernel,
+// hipExtModuleLaunchKernel, hipGraphLaunch, which roctracer files there too)
+// and cuda_driver (cuLaunchKernel, cuLaunchKernelEx: Triton and
+// TensorRT-LLM-gen cubins).
 
 // Bounds of the launch walk (it is needed only on traces whose runtime calls
 // carry their own correlation as External id).
@@ -34,10 +44,6 @@ const (
 	// maxOpIntervals bounds the operator intervals kept for the walk (32
 	// bytes each, 16 MiB).
 	maxOpIntervals = 1 << 19
-	// trustedLaunches: once this many runtime calls carried an operator's
-	// External id and none its own correlation, the trace needs no walk and
-	// the operator intervals are dropped.
-	trustedLaunches = 64
 )
 
 // Why a GPU event was not credited.
@@ -88,8 +94,9 @@ type opInterval struct {
 	ts     float64
 	dur    float64
 	seq    int64
-	op     uint16
+	op     uint16 // an operator's index, or a frame's (frame set)
 	thread uint16
+	frame  bool // a user_annotation or python_function (graphs.go)
 }
 
 func (o opInterval) end() float64 { return o.ts + float64(o.dur) }
@@ -102,30 +109,40 @@ type attributor struct {
 	launches   map[int64]launch // correlation → runtime call, where its External id is its own
 	threads    map[[2]int64]uint16
 	opIvs      []opInterval
-	keepOps    bool
-	trusted    int // runtime calls carrying an operator's External id
-	untrusted  int // runtime calls carrying their own correlation
-	byExt      int // GPU events credited through their External id
-	byLaunch   int // … through the walk
+	byExt      credits
+	byLaunch   credits
 	reasons    [nReasons]int
+	graphState // graph launches, frames, launches before the frame
+}
+
+// credits counts the GPU events one method credited, and their time.
+type credits struct {
+	n  int
+	us float64
+}
+
+func (c *credits) add(n int, us float64) {
+	c.n += n
+	c.us += us
 }
 
 func newAttributor() *attributor {
 	return &attributor{opOf: newLinkTable(), pendExt: map[int64]pend{}, pendLaunch: map[int64]pend{},
-		launches: map[int64]launch{}, threads: map[[2]int64]uint16{}, keepOps: true}
+		launches: map[int64]launch{}, threads: map[[2]int64]uint16{}, graphState: newGraphState()}
 }
 
 // credit files us of GPU time of one event under its operator, or where it
 // waits for one.
-func (at *attributor) credit(a *analysis, us float64, ext, corr int64) creditRef {
+func (at *attributor) credit(a *analysis, st *stat, us float64, ext, corr int64) creditRef {
 	if ext != 0 && ext != corr {
 		if op, ok := at.opOf.get(ext); ok {
 			a.opStat(op).add(us)
-			at.byExt++
+			st.vote(op, 1)
+			at.byExt.add(1, us)
 			return creditRef{creditOp, int64(op)}
 		}
 		if p, ok := at.pendExt[ext]; ok || len(at.pendExt) < maxPending {
-			at.pendExt[ext] = pend{p.us + us, p.count + 1}
+			at.pendExt[ext] = p.with(st, us)
 			return creditRef{creditExt, ext}
 		}
 		at.reasons[reasonBound]++
@@ -136,7 +153,7 @@ func (at *attributor) credit(a *analysis, us float64, ext, corr int64) creditRef
 		return creditRef{creditNone, reasonNoLink}
 	}
 	if p, ok := at.pendLaunch[corr]; ok || len(at.pendLaunch) < maxPending {
-		at.pendLaunch[corr] = pend{p.us + us, p.count + 1}
+		at.pendLaunch[corr] = p.with(st, us)
 		return creditRef{creditLaunch, corr}
 	}
 	at.reasons[reasonBound]++
@@ -145,7 +162,7 @@ func (at *attributor) credit(a *analysis, us float64, ext, corr int64) creditRef
 
 // uncredit takes back us of GPU time (and count events) credited by ref: a
 // GPU event cut, or cut short, at the frame's ends.
-func (at *attributor) uncredit(a *analysis, ref creditRef, us float64, count int) {
+func (at *attributor) uncredit(a *analysis, ref creditRef, kernel *stat, us float64, count int) {
 	take := func(st *stat) {
 		st.us = max(0, st.us-us)
 		st.count -= count
@@ -155,17 +172,18 @@ func (at *attributor) uncredit(a *analysis, ref creditRef, us float64, count int
 		at.reasons[ref.key] -= count
 	case creditOp:
 		take(a.opStat(int32(ref.key)))
-		at.byExt -= count
+		kernel.vote(int32(ref.key), -count)
+		at.byExt.add(-count, -us)
 	case creditExt:
 		if p, ok := at.pendExt[ref.key]; ok {
-			at.pendExt[ref.key] = pend{max(0, p.us-us), p.count - int32(count)}
+			at.pendExt[ref.key] = p.less(us, count)
 		} else if op, ok := at.opOf.get(ref.key); ok {
 			take(a.opStat(op))
-			at.byExt -= count
+			at.byExt.add(-count, -us)
 		}
 	case creditLaunch:
 		if p, ok := at.pendLaunch[ref.key]; ok {
-			at.pendLaunch[ref.key] = pend{max(0, p.us-us), p.count - int32(count)}
+			at.pendLaunch[ref.key] = p.less(us, count)
 		}
 	}
 }
@@ -177,12 +195,13 @@ func (at *attributor) operator(a *analysis, idx int32, pid, tid int64, ts, dur f
 			st := a.opStat(idx)
 			st.us += p.us
 			st.count += int(p.count)
-			at.byExt += int(p.count)
+			p.vote(idx)
+			at.byExt.add(int(p.count), p.us)
 			delete(at.pendExt, ext)
 		}
 		at.opOf.set(ext, idx)
 	}
-	if !at.keepOps || len(at.opIvs) >= maxOpIntervals {
+	if at.nOps >= maxOpIntervals {
 		return
 	}
 	th, ok := at.thread(pid, tid)
@@ -190,22 +209,26 @@ func (at *attributor) operator(a *analysis, idx int32, pid, tid int64, ts, dur f
 		return
 	}
 	at.opIvs = append(at.opIvs, opInterval{ts: ts, dur: dur, seq: ext, op: uint16(idx), thread: th})
+	at.nOps++
 }
 
 // launch reads a runtime call: kept for the walk when its External id is
 // its own correlation (or absent).
-func (at *attributor) launch(pid, tid int64, ts float64, ext, corr int64) {
+func (at *attributor) launch(name []byte, pid, tid int64, ts float64, ext, corr int64) {
 	if corr == 0 {
 		return
 	}
-	if ext != 0 && ext != corr {
-		at.trusted++
-		if at.keepOps && at.untrusted == 0 && at.trusted >= trustedLaunches {
-			at.keepOps, at.opIvs = false, nil
-		}
+	at.sawLaunch(corr)
+	if isGraphLaunch(name) {
+		at.graphLaunch(name, pid, tid, ts, ext, corr)
 		return
 	}
-	at.untrusted++
+	if ext != 0 && ext != corr {
+		// Its kernels carry the operator's External id: no walk needed. The
+		// operator intervals are kept all the same: a graph launch later in
+		// the file needs them.
+		return
+	}
 	if len(at.launches) >= maxLaunches {
 		return
 	}
@@ -227,10 +250,12 @@ func (at *attributor) thread(pid, tid int64) (uint16, bool) {
 	return th, true
 }
 
-// query is a walk to do: the GPU time p launched at ts on a thread.
+// query is a walk to do: the GPU time p launched at ts on a thread (by a
+// graph launch when graph is set).
 type query struct {
-	ts float64
-	p  pend
+	ts    float64
+	p     pend
+	graph *graphLaunch
 }
 
 // resolve ends the file: what still awaits its operator is walked or
@@ -241,18 +266,24 @@ func (at *attributor) resolve(a *analysis) {
 	}
 	at.pendExt = nil
 	byThread := map[uint16][]query{}
+	var before []pend
 	for corr, p := range at.pendLaunch {
 		if p.count <= 0 {
 			continue
 		}
 		l, ok := at.launches[corr]
-		if !ok {
+		switch {
+		case ok:
+			byThread[l.thread] = append(byThread[l.thread], query{ts: l.ts, p: p})
+		case at.graphQuery(corr, p, byThread):
+		case at.beforeFrame(corr):
+			before = append(before, p)
+		default:
 			at.reasons[reasonNoLaunch] += int(p.count)
-			continue
 		}
-		byThread[l.thread] = append(byThread[l.thread], query{l.ts, p})
 	}
 	at.pendLaunch, at.launches = nil, nil
+	defer at.creditBefore(a, before)
 	if len(byThread) == 0 {
 		return
 	}
@@ -266,6 +297,9 @@ func (at *attributor) resolve(a *analysis) {
 		}
 		if c := cmp.Compare(y.end(), x.end()); c != 0 {
 			return c // the outer first: the inner ends on top
+		}
+		if x.frame != y.frame {
+			return cmpBool(y.frame, x.frame) // a frame encloses the operator it runs
 		}
 		return cmp.Compare(x.seq, y.seq)
 	})
@@ -297,34 +331,46 @@ func (at *attributor) walk(a *analysis, ops []opInterval, qs []query) {
 		for len(stack) > 0 && stack[len(stack)-1].end() < q.ts {
 			stack = stack[:len(stack)-1]
 		}
-		if len(stack) == 0 {
+		if q.graph != nil {
+			at.creditGraph(a, q, stack)
+			continue
+		}
+		op, ok := innermostOp(stack)
+		method := &at.byLaunch
+		if !ok && len(stack) > 0 {
+			// No operator: the Python frame or annotation that launched it
+			// (a Triton kernel called from Python, a library's own launch).
+			op, ok, method = a.internOp([]byte(at.frameNames[stack[len(stack)-1].op])), true, &at.byFrame
+		}
+		if !ok {
 			at.reasons[reasonNoEnclose] += int(q.p.count)
 			continue
 		}
-		st := a.opStat(int32(stack[len(stack)-1].op))
+		st := a.opStat(op)
 		st.us += q.p.us
 		st.count += int(q.p.count)
-		at.byLaunch += int(q.p.count)
+		q.p.vote(op)
+		method.add(int(q.p.count), q.p.us)
 	}
 }
 
-// summary is the attribution of the events GPU events kept.
-func (at *attributor) summary(events int, hasOps bool) Attribution {
-	s := Attribution{Events: events, ByExternalID: at.byExt, ByLaunch: at.byLaunch}
-	s.Uncredited = max(0, events-s.ByExternalID-s.ByLaunch)
-	if s.Uncredited == 0 {
-		return s
-	}
-	if !hasOps {
-		s.Note = "the trace has no operators (cpu_op)"
-		return s
-	}
-	var parts []string
-	for i, n := range at.reasons {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, reasonText[i]))
+// innermostOp is the innermost operator (not a frame) on a stack of
+// enclosing intervals.
+func innermostOp(stack []opInterval) (int32, bool) {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if !stack[i].frame {
+			return int32(stack[i].op), true
 		}
 	}
-	s.Note = strings.Join(parts, "; ")
-	return s
+	return 0, false
+}
+
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case x:
+		return 1
+	}
+	return -1
 }

@@ -1,6 +1,10 @@
 package torchtrace
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+)
 
 // GPU event categories as Kineto names them (libkineto ActivityType.cpp:
 // "kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "cuda_runtime",
@@ -19,6 +23,10 @@ const (
 	catDriver   = "cuda_driver"
 	catRT19     = "runtime"
 	catTrace    = "trace" // the profiler's own span, "PyTorch Profiler (0)"
+	// Enclosers of graph launches (graphs.go): record_function and NVTX
+	// ranges, and the Python stack (with_stack=True).
+	catAnnotation = "user_annotation"
+	catPython     = "python_function"
 )
 
 // isCopyCat says whether cat is one of the copy categories (the copy
@@ -34,6 +42,7 @@ const (
 	fnPrefix   ruleKind = iota // the function's identifier starts with pat
 	fnContains                 // the identifier contains pat
 	inNS                       // one of the namespaces is pat
+	nsPrefix                   // one of the namespaces starts with pat
 )
 
 // rule is one pattern of a family, with where the name comes from.
@@ -51,9 +60,18 @@ type rule struct {
 // trace in the team's fixtures (kineto-traces/, see its SOURCES.md).
 //
 // Decisions:
-//   - reshape_and_cache / concat_and_cache_mla / AppendPagedKVCache (the
-//     attention layer writing K and V into the paged cache) are attention:
-//     they run once per layer inside it and grow with the tokens attended.
+//   - reshape_and_cache / concat_and_cache_mla / AppendPagedKVCache /
+//     SGLang's store_kvcache (the attention layer writing K and V into the
+//     paged cache) are attention: they run once per layer inside it and grow
+//     with the tokens attended.
+//   - MoE routing (top-k, histograms, permutation) and finalize (the
+//     weighted scatter back to token order) are other: they move and reduce
+//     activations, no matrix product, and their time is not the experts'
+//     GEMMs' (a reader weighing an FP4 GEMM against FP8 must not see them).
+//   - Inductor's generated kernels triton_{poi,red,per}_fused_* are
+//     pointwise ops and reductions (other) whatever ops their fused name
+//     lists (…_all_reduce_…, …_moe_forward_…); triton_tem_fused_* are
+//     template kernels, GEMM when their name says mm.
 //   - Implicit-GEMM convolutions are GEMM (cuDNN's implicit_convolve_sgemm,
 //     xmma fprop implicit_gemm: their names say so); other cuDNN kernels
 //     (winograd, dgrad/wgrad engines, batch norm) are other.
@@ -61,6 +79,24 @@ type rule struct {
 //     embedding), softmax, sampling and FlashInfer's non-attention kernels
 //     (sampling::, norm::, activation::) are other.
 var rules = []rule{
+	// MoE routing and finalize (see Decisions): TRT-LLM-gen's
+	// moe::dev::routing::routingIndicesHistogramKernel,
+	// moe::dev::finalize::finalizeKernelVecLoad run by FlashInfer's
+	// trtllm_fp4_block_scale_moe (flashinfer csrc/trtllm_fused_moe_routing_*.cu,
+	// trtllm_fused_moe_dev_kernel.cu; fixtures: TraceLens b200/eager_trace);
+	// TRT-LLM's CUTLASS MoE finalizeMoeRoutingKernel, expandInputRowsKernel
+	// (tensorrt_llm/kernels/cutlass_kernels/moe_gemm); triton_kernels'
+	// _finalize_matmul_scatter, _combined_routing_compute, _topk_forward
+	// (openai/triton python/triton_kernels/triton_kernels/routing.py,
+	// matmul_ogs_details/_finalize_matmul.py; fixtures: llm-traces vLLM
+	// gpt-oss); vLLM's moe_align_block_size_kernel, topkGatingSoftmax
+	// (csrc/moe/).
+	{FamilyOther, inNS, "routing"},
+	{FamilyOther, inNS, "finalize"},
+	{FamilyOther, fnPrefix, "_finalize_matmul"},
+	{FamilyOther, fnContains, "moerouting"},
+	{FamilyOther, fnContains, "expandinputrows"},
+
 	// NCCL ≤ 2.18 ncclKernel_AllReduce_RING_LL_Sum_float (fixtures:
 	// hta/nccl_parser_config, hta/trace_filter); NCCL ≥ 2.19
 	// ncclDevKernel_AllReduce_Sum_bf16_RING_LL (NVIDIA/nccl
@@ -84,6 +120,8 @@ var rules = []rule{
 	{FamilyCommunication, fnContains, "reducescatter"},
 	{FamilyCommunication, fnContains, "alltoall"},
 	{FamilyCommunication, fnContains, "all_to_all"},
+	// ROCm quick all-reduce allreduce_prototype_twoshot (vllm
+	// csrc/quickreduce/quick_reduce_impl.cuh) reads as allreduce above.
 	// DeepEP's expert-parallel dispatch/combine (deepseek-ai/DeepEP
 	// csrc/kernels/intranode.cu, internode.cu: namespace deep_ep).
 	{FamilyCommunication, inNS, "deep_ep"},
@@ -134,6 +172,10 @@ var rules = []rule{
 	// concat_and_cache_mla_kernel (vllm csrc/cache_kernels.cu).
 	{FamilyAttention, fnContains, "reshape_and_cache"},
 	{FamilyAttention, fnContains, "concat_and_cache_mla"},
+	// SGLang's store_kvcache<…> (sgl-kernel csrc/memory/store.cu; fixtures:
+	// llm-traces SGLang MI300X) and nano-vllm's Triton store_kvcache_kernel
+	// (nanovllm/layers/attention.py; fixtures: llm-traces nano-vllm).
+	{FamilyAttention, fnContains, "store_kvcache"},
 
 	// cuBLAS ampere_sgemm_32x32_sliced1x4_tn, volta_sgemm_128x64_nn,
 	// ampere_gcgemm_64x64_nt, gemmk1_kernel (fixtures: hta/critical_path,
@@ -155,7 +197,9 @@ var rules = []rule{
 	// Tensile GEMMs as hipBLASLt and rocBLAS name them, Cijk_Alik_Bljk_SB_…
 	// (ROCm/Tensile Tensile/SolutionStructs.py; fixtures: hta/amd_trace).
 	{FamilyGEMM, fnPrefix, "cijk_"},
-	// cuBLASLt's split-K reduction cublasLt::splitKreduce_kernel.
+	// cuBLASLt's split-K reduction cublasLt::splitKreduce_kernel. hipBLASLt's
+	// GlobalSplitU reductions are Tensile kernels too (Cijk_…_PostGSU…,
+	// ROCm/hipBLASLt tensilelite/Tensile/KernelWriterConversion.py): cijk_.
 	{FamilyGEMM, inNS, "cublaslt"},
 	{FamilyGEMM, fnContains, "splitkreduce"},
 	// Triton matmuls (matmul_kernel, vLLM _w8a8_block_fp8_matmul) and vLLM's
@@ -166,8 +210,21 @@ var rules = []rule{
 	{FamilyGEMM, fnContains, "fused_moe"},
 	{FamilyGEMM, fnContains, "scaled_mm"},
 	{FamilyGEMM, fnContains, "wgmma"},
-	{FamilyGEMM, inNS, "marlin"},
+	{FamilyGEMM, nsPrefix, "marlin"},
 	{FamilyGEMM, inNS, "machete"},
+	// TensorRT-LLM-gen batched GEMMs as FlashInfer runs them for MoE on
+	// Blackwell: bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_…_sm100f,
+	// bmm_Bfloat16_E2m1E2m1_Fp32_… (flashinfer include/flashinfer/trtllm/
+	// batched_gemm/trtllmGen_bmm_export/KernelMetaInfo.h; fixtures: TraceLens
+	// b200/eager_trace, 45% of its GPU time), and its dense GEMMs
+	// GemmKernel_… / GemmGatedActKernel_… (…/trtllmGen_gemm_export/).
+	{FamilyGEMM, fnPrefix, "bmm_"},
+	// vLLM's ROCm skinny GEMMs wvSplitK_hf_sml_, wvSplitK_hf_big_,
+	// wvSplitKQ_hf_ and LLGemm1_kernel (csrc/rocm/skinny_gemms.cu).
+	{FamilyGEMM, fnPrefix, "wvsplitk"},
+	// triton_kernels' MoE matmul _matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1
+	// (…/matmul_ogs_details/_matmul_ogs.py; fixtures: llm-traces vLLM
+	// gpt-oss MI300X) reads as matmul above; its finalize is other.
 	// Any other CUTLASS kernel: CUTLASS is a GEMM library (attention kernels
 	// built on it matched above).
 	{FamilyGEMM, inNS, "cutlass"},
@@ -183,9 +240,27 @@ var memoryKernels = []string{"memcpy", "memset", "__amd_rocclr_copy", "__amd_roc
 
 // Classify names the family of a GPU event from its category and name
 // ("kernel" + "sm90_xmma_gemm_…" → gemm; "gpu_memcpy" → memory; …). It reads
-// the kernel's own name, never its arguments. CPU events (cpu_op,
+// the kernel's own name, never its arguments; an Itanium-mangled name
+// (ROCm writes _ZN7ck_tile6kentry…) is demangled first. CPU events (cpu_op,
 // cuda_runtime, …) are other.
 func Classify(cat, name string) Family {
+	return classify(cat, KernelName(name))
+}
+
+// KernelName is a kernel's name as a reader should see it: Itanium-mangled
+// names (_Z…, as roctracer leaves them) demangled, others as written.
+func KernelName(name string) string {
+	if !strings.HasPrefix(name, "_Z") {
+		return name
+	}
+	if s, err := demangle.ToString(name); err == nil {
+		return s
+	}
+	return name
+}
+
+// classify is Classify on a demangled name.
+func classify(cat, name string) Family {
 	c := []byte(cat)
 	switch {
 	case isCopyCat(c):
@@ -200,6 +275,9 @@ func Classify(cat, name string) Family {
 		}
 	}
 	k := parseKernelName(name)
+	if f, ok := inductor(k.fn); ok {
+		return f
+	}
 	if k.wrapped != "" {
 		if f, ok := match(parseKernelName(k.wrapped)); ok {
 			return f
@@ -222,13 +300,35 @@ func match(k kernelName) (Family, bool) {
 			if strings.Contains(k.fn, r.pat) {
 				return r.fam, true
 			}
-		case inNS:
+		case inNS, nsPrefix:
 			for _, ns := range k.ns {
-				if ns == r.pat {
+				if ns == r.pat || (r.kind == nsPrefix && strings.HasPrefix(ns, r.pat)) {
 					return r.fam, true
 				}
 			}
 		}
+	}
+	return "", false
+}
+
+// inductor classifies the kernels PyTorch Inductor generates
+// (torch/_inductor/codegen/triton.py names them triton_<kind>_fused_<ops>_<n>:
+// poi pointwise, red and per reductions, tem templates): their fused op list
+// names what was fused, so triton_poi_fused_…_all_reduce_… is no collective
+// and triton_poi_fused_constant_pad_nd_moe_forward_0 (fixtures: llm-traces
+// vLLM gpt-oss) no MoE GEMM. A template with mm in its list (mm, addmm, bmm)
+// is Inductor's Triton GEMM.
+func inductor(fn string) (Family, bool) {
+	for _, kind := range []string{"triton_poi_", "triton_red_", "triton_per_"} {
+		if strings.HasPrefix(fn, kind) {
+			return FamilyOther, true
+		}
+	}
+	if rest, ok := strings.CutPrefix(fn, "triton_tem_"); ok {
+		if strings.Contains(rest, "mm") {
+			return FamilyGEMM, true
+		}
+		return FamilyOther, true
 	}
 	return "", false
 }

@@ -72,6 +72,34 @@ func TestClassify(t *testing.T) {
 		{"kernel", "void marlin::Marlin<__nv_bfloat16, 4, 256, 1, 8, 8, true, 4, 8, false>(...)", FamilyGEMM},
 		{"kernel", "_w8a8_block_fp8_matmul", FamilyGEMM},
 		{"kernel", "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(...)", FamilyGEMM},
+		// Inference in 2025-2026: TRT-LLM-gen MoE GEMMs on Blackwell, triton_kernels
+		// MoE, ROCm skinny GEMMs, Marlin MoE, Inductor templates.
+		{"kernel", "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f", FamilyGEMM},
+		{"kernel", "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", FamilyGEMM},
+		{"kernel", "void wvSplitK_hf_sml_<__hip_bfloat16, 64, 2, 16, 8, 2, 1>(...)", FamilyGEMM},
+		{"kernel", "void marlin_moe_wna16::Marlin<...>(...)", FamilyGEMM},
+		{"kernel", "triton_tem_fused_addmm_0", FamilyGEMM},
+		{"kernel", "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", FamilyAttention},
+		{"kernel", "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)", FamilyAttention},
+		{"kernel", "store_kvcache_kernel", FamilyAttention},
+		{"kernel", "attn_fwd", FamilyAttention},
+		{"kernel", "reduce_segments", FamilyAttention},
+		{"kernel", "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)", FamilyCommunication},
+		// Mangled ROCm names are read demangled: CK tile FMHA behind kentry,
+		// an aiter norm.
+		{"kernel", "_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelIiEEJEEEvDpT1_", FamilyAttention},
+		{"kernel", "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb1ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib", FamilyOther},
+		// MoE routing and finalize are other, whatever library runs them.
+		{"kernel", "void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, true> >(...)", FamilyOther},
+		{"kernel", "void moe::dev::routing::routingIndicesHistogramKernel<...>(...)", FamilyOther},
+		{"kernel", "_finalize_matmul_scatter_bf16", FamilyOther},
+		{"kernel", "void tensorrt_llm::kernels::cutlass_kernels::finalizeMoeRoutingKernel<...>(...)", FamilyOther},
+		// False friends: Inductor pointwise kernels naming a collective or MoE,
+		// arguments naming flashinfer:: or cutlass::.
+		{"kernel", "triton_poi_fused_add_all_reduce_mul_0", FamilyOther},
+		{"kernel", "triton_red_fused_moe_forward_sum_1", FamilyOther},
+		{"kernel", "triton_poi_fused_constant_pad_nd_moe_forward_0", FamilyOther},
+		{"kernel", "void vllm::rms_norm_kernel<c10::BFloat16>(cutlass::bfloat16_t*, flashinfer::Params)", FamilyOther},
 	}
 	for _, tc := range cases {
 		if got := Classify(tc.cat, tc.name); got != tc.want {
@@ -126,6 +154,21 @@ func TestClassifyRealNames(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%s: no kernel named %s…", filepath.Base(c.trace), c.prefix)
+		}
+	}
+}
+
+// TestKernelName: mangled ROCm names are shown demangled; others as written.
+func TestKernelName(t *testing.T) {
+	cases := map[string]string{
+		"_ZN7ck_tile6kentryILi2ENS_13FmhaFwdKernelIiEEJEEEvDpT1_":                                                 "void ck_tile::kentry<2, ck_tile::FmhaFwdKernel<int> >()",
+		"_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb1ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib": "void aiter::add_rmsnorm_quant_kernel<std::bfloat16_t, std::bfloat16_t, 256, 16, true, false, true, 1>(std::bfloat16_t*, std::bfloat16_t*, float*, std::bfloat16_t*, std::bfloat16_t*, std::bfloat16_t*, double, int, int, int, int, int, int, int, bool)",
+		"_Znot_mangled": "_Znot_mangled",
+		"nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT": "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT",
+	}
+	for in, want := range cases {
+		if got := KernelName(in); got != want {
+			t.Errorf("KernelName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -209,5 +209,5 @@ func (a *analysis) take(r *gpuRec, us float64, count int) {
 	if count > 0 {
 		a.devices[int(r.dev)].n--
 	}
-	a.attr.uncredit(a, r.ref, us, count)
+	a.attr.uncredit(a, r.ref, r.st, us, count)
 }

@@ -1,6 +1,9 @@
 package torchtrace
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // kernelName is a kernel's name as CUPTI/roctracer demangle it, cut into the
 // parts classification reads: the namespaces, the function's own
@@ -123,4 +126,43 @@ func cutArg(targs string) (arg, rest string) {
 		end = len(targs)
 	}
 	return strings.TrimSpace(targs[:end]), ""
+}
+
+// functorRE finds what a generic PyTorch kernel runs in its template
+// arguments: at::native::elementwise_kernel<128, 4, gpu_kernel_impl_nocast<
+// BinaryFunctor<…, MulFunctor<float>>>> runs MulFunctor;
+// direct_copy_kernel_cuda, silu_kernel, pow_tensor_scalar_kernel_impl.
+var functorRE = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*(?:Functor[A-Za-z0-9_]*|_kernel_cuda|_kernel_impl|_kernel|Kernel|Copy)\b`)
+
+// shortName is a kernel's name cut for a summary line: its identifier
+// without return type and parameters, and for a kernel that runs a functor
+// or wrapped type, the innermost-named one ("elementwise_kernel<MulFunctor>",
+// "kentry<FmhaBatchPrefillWithPagedKVCacheKernel>").
+func shortName(name string) string {
+	s := strings.ReplaceAll(strings.TrimSpace(name), "(anonymous namespace)::", "")
+	s = stripTrailing(s, '(', ')')
+	targs := ""
+	if strings.HasSuffix(s, ">") {
+		if i := matching(s, '<', '>'); i > 0 {
+			targs, s = s[i+1:len(s)-1], s[:i]
+		}
+	}
+	if i := strings.LastIndexByte(s, ' '); i >= 0 {
+		s = s[i+1:]
+	}
+	if i := strings.LastIndex(s, "::"); i >= 0 {
+		s = s[i+2:]
+	}
+	var last string
+	for _, m := range functorRE.FindAllString(targs, -1) {
+		if m != "gpu_kernel_impl" && !strings.HasSuffix(m, "OffsetCalculator") {
+			if strings.Contains(m, "Functor") || last == "" {
+				last = m
+			}
+		}
+	}
+	if last != "" {
+		return s + "<" + last + ">"
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,9 +20,14 @@ import (
 // summed by name, the busy union per device by sorting, and every GPU event
 // credited by HTA's walk (correlation → runtime call → the innermost cpu_op
 // enclosing it on its thread, found by scanning), falling back to the
-// event's External id where no runtime call carries its correlation. Only
-// the kernel-name classification (Classify) is shared: it is held to real
-// names by TestClassifyRealNames.
+// event's External id where no runtime call carries its correlation. A
+// kernel whose runtime call is a graph launch is credited to
+// "<launch> in <innermost cpu_op, user_annotation or Python frame enclosing
+// it>" (frames that only replay a graph skipped); one whose correlation is
+// below every runtime call's was launched before the frame, and is credited
+// to the operator credited most often with the same kernel in the frame,
+// counting kernels launched on their own (not from a graph; ties by name). Only the kernel-name classification (Classify) is shared:
+// it is held to real names by TestClassifyRealNames.
 
 // refDoc is a trace decoded whole.
 type refDoc struct {
@@ -93,6 +99,7 @@ type refFigures struct {
 	kernels          map[string]*stat
 	ops              map[string]float64 // operator → GPU µs credited
 	events, credited int
+	before, byName   int // launched before the frame; of them credited by name
 	idle             float64
 	kernelUS         float64
 	famUS            map[Family]float64
@@ -145,11 +152,21 @@ func (d refDoc) figures(lo, hi int64) refFigures {
 	}
 	busy := map[string][]iv{}
 	opsByThread := map[string][]op{}
+	framesByThread := map[string][]op{} // cpu_ops, annotations and Python frames
 	opByExt := map[int64]string{}
 	runtime := map[int64]refEvent{}
+	minCorr := int64(math.MaxInt64)
 	for _, e := range d.Events {
 		if e.Ph != "X" {
 			continue
+		}
+		k := key(e.Pid) + "/" + key(e.Tid)
+		switch strings.ToLower(e.Cat) {
+		case "cpu_op", "operator", "user_annotation", "python_function":
+			if !refReplayFrame(e.Name) {
+				t0 := base + ns(e.Ts)
+				framesByThread[k] = append(framesByThread[k], op{t0, t0 + ns(e.Dur), max(id(e.Args.Ext), id(e.Args.Ext19)), e.Name})
+			}
 		}
 		switch strings.ToLower(e.Cat) {
 		case "cpu_op", "operator":
@@ -163,7 +180,11 @@ func (d refDoc) figures(lo, hi int64) refFigures {
 			}
 		case "cuda_runtime", "cuda_driver", "runtime":
 			runtime[id(e.Args.Corr)] = e
+			minCorr = min(minCorr, id(e.Args.Corr))
 		}
+	}
+	for _, ops := range framesByThread {
+		slices.SortFunc(ops, func(x, y op) int { return cmp.Compare(x.lo, y.lo) })
 	}
 	for _, ops := range opsByThread {
 		slices.SortFunc(ops, func(x, y op) int {
@@ -190,6 +211,27 @@ func (d refDoc) figures(lo, hi int64) refFigures {
 		}
 		return ""
 	}
+	// A graph launch's encloser: its operator's External id, else the
+	// shortest interval of any kind around it on its thread.
+	graphEncloser := func(r refEvent) string {
+		if x := id(r.Args.Ext); x != 0 && x != id(r.Args.Corr) && opByExt[x] != "" {
+			return opByExt[x]
+		}
+		t0 := base + ns(r.Ts)
+		best, bestLen := "", int64(math.MaxInt64)
+		for _, o := range framesByThread[key(r.Pid)+"/"+key(r.Tid)] {
+			if o.lo <= t0 && o.hi >= t0 && o.hi-o.lo < bestLen {
+				best, bestLen = o.name, o.hi-o.lo
+			}
+		}
+		return best
+	}
+	type early struct {
+		kernel string
+		us     float64
+	}
+	var before []early
+	votes := map[string]map[string]int{} // kernel → operator → credits
 	for _, e := range d.Events {
 		c := strings.ToLower(e.Cat)
 		if e.Ph != "X" || (c != "kernel" && c != "gpu_memcpy" && c != "gpu_memset" && c != "memcpy" && c != "memset") {
@@ -220,14 +262,45 @@ func (d refDoc) figures(lo, hi int64) refFigures {
 		}
 		corr := id(e.Args.Corr)
 		name := ""
-		if r, ok := runtime[corr]; ok && corr != 0 {
-			name = enclosing(r)
-		} else if x := max(id(e.Args.Ext), id(e.Args.Ext19)); x != 0 && x != corr {
+		r, ok := runtime[corr]
+		switch x := max(id(e.Args.Ext), id(e.Args.Ext19)); {
+		case ok && corr != 0 && strings.HasSuffix(r.Name, "GraphLaunch"):
+			name = r.Name
+			if encl := graphEncloser(r); encl != "" {
+				name += " in " + encl
+			}
+		case ok && corr != 0:
+			if name = enclosing(r); name == "" {
+				name = graphEncloser(r) // no operator: the Python frame or annotation
+			}
+		case x != 0 && x != corr:
 			name = opByExt[x]
+		case corr != 0 && corr < minCorr:
+			before = append(before, early{e.Name, us})
 		}
 		if name != "" {
 			f.ops[name] += us
 			f.credited++
+			if !ok || !strings.HasSuffix(r.Name, "GraphLaunch") { // a graph's kernels do not vote
+				if votes[e.Name] == nil {
+					votes[e.Name] = map[string]int{}
+				}
+				votes[e.Name][name]++
+			}
+		}
+	}
+	for _, b := range before {
+		f.before++
+		best, n := "", 0
+		for op, c := range votes[b.kernel] {
+			if c > n || (c == n && op < best) {
+				best, n = op, c
+			}
+		}
+		if best != "" {
+			f.ops[best] += b.us
+			f.credited++
+			f.byName++
 		}
 	}
 	var idle float64
@@ -254,4 +327,16 @@ func (d refDoc) figures(lo, hi int64) refFigures {
 		f.idle = idle / float64(len(busy))
 	}
 	return f
+}
+
+// refReplayFrame: the Python frames that only replay a graph or run
+// PyTorch's machinery (built-ins, generated code, torch/, FX graph modules,
+// vLLM's compilation wrappers, SGLang's graph runner).
+func refReplayFrame(name string) bool {
+	for _, p := range []string{"<", "nn.Module: GraphModule", "torch/", "vllm/compilation/", "triton/"} {
+		if strings.HasPrefix(name, p) || strings.Contains(name, "-packages/"+p) {
+			return true
+		}
+	}
+	return strings.Contains(name, "cuda_graph_runner.py")
 }

@@ -91,6 +91,7 @@ func TestRealTraces(t *testing.T) {
 			})
 		}
 	}
+	t.Run("llm-traces", func(t *testing.T) { llmRealTraces(t, fixtures.Dir(t, "llm-traces")) })
 }
 
 func layoutsAll() []string { return layouts }
@@ -150,7 +151,7 @@ func compare(t *testing.T, what string, got *Report, want refFigures) {
 		t.Errorf("%s: %d kernel names, reference %d", what, len(kernels), len(want.kernels))
 	}
 	for name, st := range want.kernels {
-		e := kernels[name]
+		e := kernels[KernelName(name)]
 		if e.Count != st.count || math.Abs(e.GPUus-st.us) > tol(st.us, st.count) {
 			t.Errorf("%s: kernel %.60s: %d × %.3f µs, reference %d × %.3f", what, name, e.Count, e.GPUus, st.count, st.us)
 		}
@@ -163,9 +164,12 @@ func compare(t *testing.T, what string, got *Report, want refFigures) {
 	if math.Abs(got.IdleShare-want.idle) > 1e-6 {
 		t.Errorf("%s: idle %.6f, reference %.6f", what, got.IdleShare, want.idle)
 	}
-	credited := got.Attribution.ByExternalID + got.Attribution.ByLaunch
-	if credited != want.credited || got.Attribution.Uncredited != want.events-want.credited {
-		t.Errorf("%s: %d of %d credited (%+v), reference %d", what, credited, want.events, got.Attribution, want.credited)
+	at := got.Attribution
+	credited := at.ByExternalID + at.ByLaunch + at.ByFrame + at.ByGraph + at.ByKernelName
+	if credited != want.credited || at.BeforeFrame != want.before || at.ByKernelName != want.byName ||
+		at.Uncredited != want.events-want.credited-(want.before-want.byName) {
+		t.Errorf("%s: %d of %d credited (%+v), reference %d (%d before the frame, %d by name)",
+			what, credited, want.events, at, want.credited, want.before, want.byName)
 	}
 	ops := map[string]float64{}
 	for _, e := range got.TopOps {

@@ -2,7 +2,6 @@ package torchtrace
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -65,7 +64,7 @@ func (a *analysis) report() *Report {
 			sm.idle[dev] = clamp01(1 - d.set.busyWithin(lo, hi)/(hi-lo))
 		}
 	}
-	r.Attribution = a.attr.summary(kept, len(a.opNames) > 0)
+	r.Attribution = a.attr.summary(kept, a.total, len(a.opNames) > 0)
 	r.fill(sm)
 	return r
 }
@@ -99,8 +98,9 @@ func (r *Report) fill(sm *sums) {
 	if len(sm.idle) > 0 {
 		r.IdleShare = idle / float64(len(sm.idle))
 	}
-	r.TopKernels = top(sm.kernels, r.KernelUS, sm.top, true)
-	r.TopOps = top(sm.ops, r.KernelUS, sm.top, false)
+	r.TopKernels = top(sm.kernels, r.KernelUS, sm.top, true, "")
+	r.TopOps = top(sm.ops, r.KernelUS, sm.top, false, "")
+	r.Unclassified = top(sm.kernels, r.KernelUS, sm.top, true, FamilyOther)
 }
 
 func share(part, whole float64) float64 {
@@ -110,10 +110,17 @@ func share(part, whole float64) float64 {
 	return part / whole
 }
 
-// top lists the n names with the most GPU time, ties by name.
-func top(m map[string]*stat, total float64, n int, withFamily bool) []Entry {
+// top lists the n names with the most GPU time (of family only, when
+// set), ties by name.
+func top(m map[string]*stat, total float64, n int, withFamily bool, only Family) []Entry {
 	out := make([]Entry, 0, len(m))
 	for name, st := range m {
+		if only != "" && st.fam != only {
+			continue
+		}
+		if st.name != "" {
+			name = st.name
+		}
 		e := Entry{Name: name, GPUus: st.us, Count: st.count, Share: share(st.us, total)}
 		if withFamily {
 			e.Family = st.fam
@@ -188,8 +195,13 @@ func Merge(reports ...*Report) *Report {
 	return out
 }
 
+// addStats sums src into dst, by the names shown: a file's mangled name
+// and a report read back from JSON (demangled) are one kernel.
 func addStats(dst, src map[string]*stat) {
 	for name, st := range src {
+		if st.name != "" {
+			name = st.name
+		}
 		d := dst[name]
 		if d == nil {
 			d = &stat{fam: st.fam}
@@ -203,7 +215,7 @@ func addStats(dst, src map[string]*stat) {
 // rebuild recovers sums from a report's JSON fields.
 func (r *Report) rebuild() *sums {
 	sm := &sums{kernels: map[string]*stat{}, ops: map[string]*stat{}, famUS: map[Family]float64{}, idle: map[int]float64{}, top: len(r.TopKernels)}
-	for _, e := range r.TopKernels {
+	for _, e := range slices.Concat(r.TopKernels, r.Unclassified) {
 		sm.kernels[e.Name] = &stat{fam: e.Family, us: e.GPUus, count: e.Count}
 	}
 	for _, e := range r.TopOps {
@@ -238,8 +250,14 @@ func mergeFrames(a, b FrameInfo) FrameInfo {
 
 // mergeAttribution adds the counts; notes of different files are joined.
 func mergeAttribution(a, b Attribution) Attribution {
-	out := Attribution{Events: a.Events + b.Events, ByExternalID: a.ByExternalID + b.ByExternalID,
-		ByLaunch: a.ByLaunch + b.ByLaunch, Uncredited: a.Uncredited + b.Uncredited, Note: a.Note}
+	out := Attribution{Events: a.Events + b.Events, GPUus: a.GPUus + b.GPUus,
+		ByExternalID: a.ByExternalID + b.ByExternalID, ByExternalIDUS: a.ByExternalIDUS + b.ByExternalIDUS,
+		ByLaunch: a.ByLaunch + b.ByLaunch, ByLaunchUS: a.ByLaunchUS + b.ByLaunchUS,
+		ByFrame: a.ByFrame + b.ByFrame, ByFrameUS: a.ByFrameUS + b.ByFrameUS,
+		ByGraph: a.ByGraph + b.ByGraph, ByGraphUS: a.ByGraphUS + b.ByGraphUS,
+		BeforeFrame: a.BeforeFrame + b.BeforeFrame, BeforeFrameUS: a.BeforeFrameUS + b.BeforeFrameUS,
+		ByKernelName: a.ByKernelName + b.ByKernelName, ByKernelNameUS: a.ByKernelNameUS + b.ByKernelNameUS,
+		Uncredited: a.Uncredited + b.Uncredited, UncreditedUS: a.UncreditedUS + b.UncreditedUS, Note: a.Note}
 	switch {
 	case out.Note == "":
 		out.Note = b.Note
@@ -286,64 +304,4 @@ func Compare(cur, base *Report) []Delta {
 		return cmp.Compare(math.Abs(b.Share-b.Baseline), math.Abs(a.Share-a.Baseline))
 	})
 	return out
-}
-
-// Summary is the one line a thread shows, e.g. "GEMM 81% of GPU time
-// (baseline 38%) · top kernel sm90_xmma_gemm_… 42% · GPU idle 6%". The
-// family it leads with is the one that grew most against the baseline, or
-// without deltas the largest.
-func Summary(r *Report, deltas []Delta) string {
-	if r == nil || r.KernelUS <= 0 {
-		return "no GPU activity in the profile"
-	}
-	lead, leadShare, baseline := FamilyOther, -1.0, -1.0
-	for _, d := range deltas {
-		if d.Share > d.Baseline {
-			lead, leadShare, baseline = d.Family, d.Share, d.Baseline
-			break
-		}
-	}
-	if leadShare < 0 {
-		for _, f := range Families {
-			if r.Families[f] > leadShare {
-				lead, leadShare = f, r.Families[f]
-			}
-		}
-	}
-	parts := []string{fmt.Sprintf("%s %s of GPU time", familyLabel(lead), pct(leadShare))}
-	if baseline >= 0 {
-		parts[0] += fmt.Sprintf(" (baseline %s)", pct(baseline))
-	}
-	if len(r.TopKernels) > 0 {
-		k := r.TopKernels[0]
-		parts = append(parts, fmt.Sprintf("top kernel %s %s", shorten(k.Name, 48), pct(k.Share)))
-	}
-	parts = append(parts, "GPU idle "+pct(r.IdleShare))
-	if a := r.Attribution; a.Events > 0 && a.Credited() < minCredited {
-		line := fmt.Sprintf("operator unknown for %d of %d kernels", a.Uncredited, a.Events)
-		if a.Note != "" {
-			line += " (" + a.Note + ")"
-		}
-		parts = append(parts, line)
-	}
-	if r.Frame.Inexact {
-		parts = append(parts, "frame inexact: more GPU activity lay outside it than could be taken out")
-	}
-	return strings.Join(parts, " · ")
-}
-
-// minCredited is the share of kernels credited to an operator below which a
-// summary says how many were not (the top operators then miss that time).
-const minCredited = 0.95
-
-func pct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
-
-// shorten cuts a kernel name (templates run to hundreds of characters)
-// to n runes, marking the cut.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -117,7 +117,7 @@ func TestSummarySaysWhatIsNotCredited(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Summary(r, nil)
-	if r.Attribution.Uncredited != 2 || !strings.Contains(s, "operator unknown for 2 of 2 kernels (2 no runtime call with their correlation)") {
+	if r.Attribution.Uncredited != 2 || !strings.Contains(s, "operator unknown for 2 of 2 kernels, 100% of GPU time (2 no runtime call with their correlation)") {
 		t.Errorf("attribution %+v, summary %q", r.Attribution, s)
 	}
 	// The same with the launches: the walk credits both to aten::mm.

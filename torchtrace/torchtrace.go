@@ -87,6 +87,9 @@ type Report struct {
 	// kernel is linked to its operator).
 	TopKernels []Entry `json:"top_kernels"`
 	TopOps     []Entry `json:"top_ops,omitempty"`
+	// Unclassified are the kernels of family other with the most GPU time
+	// (as many as TopKernels), so that "other" always has names.
+	Unclassified []Entry `json:"unclassified,omitempty"`
 	// Attribution says how many GPU events were credited to an operator,
 	// and how.
 	Attribution Attribution `json:"attribution"`
@@ -119,26 +122,57 @@ type FrameInfo struct {
 	Inexact bool `json:"inexact,omitempty"`
 }
 
-// Attribution counts the GPU events credited to the CPU operator that
-// launched them, by method.
+// Attribution counts the GPU events credited to what launched them, by
+// method, with their GPU time (µs). Methods are disjoint; BeforeFrame
+// overlaps ByKernelName (those of them credited by name).
 type Attribution struct {
-	Events int `json:"events"`
+	Events int     `json:"events"`
+	GPUus  float64 `json:"gpu_us"`
 	// ByExternalID: the event's External id named its operator.
-	ByExternalID int `json:"by_external_id"`
+	ByExternalID   int     `json:"by_external_id"`
+	ByExternalIDUS float64 `json:"by_external_id_us"`
 	// ByLaunch: correlation → runtime call → the cpu_op enclosing it (for
 	// writers whose External id is the event's own correlation).
-	ByLaunch   int    `json:"by_launch"`
-	Uncredited int    `json:"uncredited"`
-	Note       string `json:"note,omitempty"` // why some were not credited
+	ByLaunch   int     `json:"by_launch"`
+	ByLaunchUS float64 `json:"by_launch_us"`
+	// ByFrame: the launch walk found no cpu_op around the runtime call but
+	// a Python frame or user_annotation (a Triton kernel called from
+	// Python), which is credited.
+	ByFrame   int     `json:"by_frame"`
+	ByFrameUS float64 `json:"by_frame_us"`
+	// ByGraph: replayed from a CUDA/HIP graph, credited to the graph launch
+	// and what encloses it (a cpu_op, a user_annotation, a Python frame).
+	ByGraph   int     `json:"by_graph"`
+	ByGraphUS float64 `json:"by_graph_us"`
+	// BeforeFrame: launched before the recording began (their runtime call
+	// is not in the trace); ByKernelName of them were credited to the
+	// operator launching the same kernel in the frame. The others are
+	// neither credited nor Uncredited.
+	BeforeFrame    int     `json:"before_frame"`
+	BeforeFrameUS  float64 `json:"before_frame_us"`
+	ByKernelName   int     `json:"by_kernel_name"`
+	ByKernelNameUS float64 `json:"by_kernel_name_us"`
+	Uncredited     int     `json:"uncredited"`
+	UncreditedUS   float64 `json:"uncredited_us"`
+	Note           string  `json:"note,omitempty"` // why some were not credited
 }
 
-// Credited is the share of GPU events credited to an operator (0..1; 1
-// without events).
+// Credited is the share of GPU events credited to what launched them (0..1;
+// 1 without events).
 func (a Attribution) Credited() float64 {
 	if a.Events == 0 {
 		return 1
 	}
-	return float64(a.ByExternalID+a.ByLaunch) / float64(a.Events)
+	return float64(a.ByExternalID+a.ByLaunch+a.ByFrame+a.ByGraph+a.ByKernelName) / float64(a.Events)
+}
+
+// CreditedTime is the share of GPU time credited (0..1; 1 without GPU
+// time).
+func (a Attribution) CreditedTime() float64 {
+	if a.GPUus <= 0 {
+		return 1
+	}
+	return min(1, (a.ByExternalIDUS+a.ByLaunchUS+a.ByFrameUS+a.ByGraphUS+a.ByKernelNameUS)/a.GPUus)
 }
 
 // ErrNotTrace: the input is not a Chrome trace (no traceEvents array).
