@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,12 @@ func TestTraceInTheCurrentKinetoLayout(t *testing.T) {
 		// launched before the recording, carry none.
 		if a := r.Attribution; a.ByExternalID != a.Events-(rankTruth.Graphed+rankTruth.PreFrame) || a.ByExternalID == 0 {
 			t.Errorf("%s: attribution %+v, want all but the %d graph-replayed and %d pre-recording kernels credited through their External id",
+				filepath.Base(path), a, rankTruth.Graphed, rankTruth.PreFrame)
+		}
+		// The reader credits the replayed kernels to their graph launch and
+		// counts those from before the recording apart, exactly as written.
+		if a := r.Attribution; a.ByGraph != rankTruth.Graphed || a.BeforeFrame != rankTruth.PreFrame || a.Uncredited != 0 {
+			t.Errorf("%s: attribution %+v, want %d by graph, %d before the frame, none uncredited",
 				filepath.Base(path), a, rankTruth.Graphed, rankTruth.PreFrame)
 		}
 		reports = append(reports, r)
@@ -159,5 +166,39 @@ func checkKinetoLayout(t *testing.T, name string, raw []byte, begun, ended time.
 				break
 			}
 		}
+	}
+}
+
+// TestB200ReadsAsItsGEMMs: on the Blackwell option every GEMM the cost model
+// ran (cuBLAS nvjet, TensorRT-LLM-gen bmm_* MoE GEMMs) reads as GEMM, so a
+// GEMM regression on a B200 shows as GEMM growing, not "other".
+func TestB200ReadsAsItsGEMMs(t *testing.T) {
+	for _, sc := range []string{ScenarioHealthy, ScenarioUnexplained} {
+		t.Run(sc, func(t *testing.T) {
+			o := Options{Scenario: sc, ProfilerGPU: GPUB200, Seed: 7, ProfilerLayers: 2,
+				ProfilerDir: t.TempDir(), ProfilerFlushDelay: time.Millisecond}
+			s, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := s.Handler()
+			s.Advance(15 * time.Second)
+			w := torchtrace.Window{Start: s.Now()}
+			post(t, h, "/start_profile")
+			s.Advance(2 * time.Second)
+			w.End = s.Now()
+			post(t, h, "/stop_profile")
+			truth := s.Profiler().LastCapture
+			files, _ := filepath.Glob(filepath.Join(o.ProfilerDir, "dp0_*.pt.trace.json.gz"))
+			got := analyzeFiles(t, files, w)
+			if d := got.Families[torchtrace.FamilyGEMM] - truth.GEMMShare(); math.Abs(d) > 1e-6 || truth.GEMMShare() == 0 {
+				t.Errorf("GEMM share read %.4f, the simulator wrote %.4f", got.Families[torchtrace.FamilyGEMM], truth.GEMMShare())
+			}
+			for _, e := range got.Unclassified {
+				if strings.HasPrefix(e.Name, "bmm_") || strings.HasPrefix(e.Name, "nvjet") || strings.HasPrefix(e.Name, "fmhaSm100") {
+					t.Errorf("%s read as unclassified (%.1f%%)", e.Name, 100*e.Share)
+				}
+			}
+		})
 	}
 }
