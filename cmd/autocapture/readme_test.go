@@ -52,6 +52,7 @@ func readmeSample(stdout string) (full, cut []string) {
 	cut = make([]string, len(out))
 	for i, l := range out {
 		l = runIDs.ReplaceAllString(l, "${1}-…")
+		l = testFolder.ReplaceAllString(l, "<folder>/data/")
 		out[i] = l
 		if r := []rune(l); len(r) > readmeSampleWidth {
 			l = string(r[:readmeSampleWidth-2]) + " …"
@@ -62,7 +63,11 @@ func readmeSample(stdout string) (full, cut []string) {
 }
 
 var (
-	runIDs = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	// testFolder is the test's temporary --storage.path before the data
+	// folder: the README says <folder>, as its prose does, not a path that
+	// existed once on the machine that wrote it.
+	testFolder = regexp.MustCompile(`\S*/data/`)
+	runIDs     = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 	// varying is what differs between two runs of the same demo: ids,
 	// addresses, numbers and durations, dates and temporary folders.
 	varying = regexp.MustCompile(`01[0-9a-f]{6}-…|/tmp/\S+|\d+\.\d+\.\d+\.\d+:\d+|\d+(\.\d+)?`)
@@ -110,6 +115,23 @@ func checkReadmeDemo(t *testing.T, stdout string) {
 	if !ok {
 		t.Errorf("the README's demo sample is stale (rerun with -update-readme):\nREADME:\n%s\nthis run:\n%s",
 			strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestReadmeSampleNamesNoTestFolder: the README's demo sample shows where
+// the artifacts are as <folder>, not the temporary folder of the test run
+// that wrote it.
+func TestReadmeSampleNamesNoTestFolder(t *testing.T) {
+	raw, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`/tmp/\S*|Test[A-Z]\w+\d{5,}`).Find(raw); m != nil {
+		t.Errorf("the README names a test's temporary folder: %s", m)
+	}
+	_, cut := readmeSample("══ 01a23c3b-0000-0000-0000-000000000000 in 18.8s\n   artifacts: /tmp/TestDemoScenariosunexplained1754922611/001/data/artifacts/2026/x")
+	if got := cut[len(cut)-1]; got != "   artifacts: <folder>/data/artifacts/2026/x" {
+		t.Errorf("sample line %q, want the folder said as <folder>", got)
 	}
 }
 
