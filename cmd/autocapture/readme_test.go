@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/config"
 )
 
 // The README shows what `autocapture demo` prints, between these markers.
@@ -202,3 +207,45 @@ func TestReadmeStaysShort(t *testing.T) {
 }
 
 var docsLink = regexp.MustCompile(`\]\((docs/[^)#]+)`)
+
+// TestReadmeAlertByHand: the README's and docs/examples' curl examples post
+// to serve's default address a committed file that is an Alertmanager v4
+// body whose alerts name their alertname and instance, as the webhook needs.
+func TestReadmeAlertByHand(t *testing.T) {
+	curl := regexp.MustCompile(`curl -sS (\S+) -H 'Content-Type: application/json' --data @(\S+)`)
+	want := "http://" + config.Default().Web.ListenAddress + "/hooks/alertmanager"
+	seen := 0
+	for _, doc := range []string{readmeFile, "../../docs/examples/README.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range curl.FindAllStringSubmatch(string(raw), -1) {
+			seen++
+			if m[1] != want {
+				t.Errorf("%s: curl posts to %s, want serve's default %s", doc, m[1], want)
+			}
+			body, err := os.ReadFile("../../" + m[2])
+			if err != nil {
+				t.Errorf("%s: curl sends %s: %v", doc, m[2], err)
+				continue
+			}
+			var d template.Data
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Errorf("%s: %v", m[2], err)
+				continue
+			}
+			if len(d.Alerts) == 0 || d.Receiver == "" {
+				t.Errorf("%s: %d alerts, receiver %q: not a webhook body", m[2], len(d.Alerts), d.Receiver)
+			}
+			for _, a := range d.Alerts {
+				if a.Labels["alertname"] == "" || a.Labels["instance"] == "" || a.Status != d.Status {
+					t.Errorf("%s: alert %v (%s in a %s body) lacks what a run needs", m[2], a.Labels, a.Status, d.Status)
+				}
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d curl examples found, want the README's and docs/examples' (firing and resolved)", seen)
+	}
+}
