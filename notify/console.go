@@ -128,7 +128,7 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 		if sc := vocab.ScopeText(v); sc != "" {
 			fmt.Fprintf(&b, "   %s\n", sc)
 		}
-		for _, e := range v.Evidence {
+		for _, e := range vocab.EvidenceBesideScope(v) { // the scope is said once, above
 			fmt.Fprintf(&b, "   · %s\n", e)
 		}
 		for _, a := range vocab.AllAdvice(v) {

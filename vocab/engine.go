@@ -8,6 +8,15 @@ const (
 	EngineSGLang = "sglang"
 )
 
+// EngineName is how the on-call writes the engine: "vLLM", "SGLang"; an
+// engine not named (a step that did not say) is vLLM, the default dialect.
+func EngineName(engine string) string {
+	if engine == EngineSGLang {
+		return "SGLang"
+	}
+	return "vLLM"
+}
+
 // Findings keys with which a metrics step says which dialect it read and
 // what that dialect cannot tell (capture/README.md, Engine dialects).
 const (

@@ -82,6 +82,10 @@ type Endpoint struct {
 	URL     string
 	Client  *http.Client
 	Timeout time.Duration
+	// Default: URL is the built-in default, not one the operator set. Nothing
+	// listening there means no such service was set up (a step is not
+	// configured), not that one failed.
+	Default bool
 }
 
 // TracesEndpoint is the configured trace backend.

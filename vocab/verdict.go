@@ -117,6 +117,26 @@ func ScopeLine(v *Verdict) string {
 	return ""
 }
 
+// EvidenceBesideScope is the verdict's evidence less the line ScopeText
+// already says, for a surface that prints ScopeText above the evidence: the
+// scope is said once, not again as a bullet under it.
+func EvidenceBesideScope(v *Verdict) []string {
+	if v == nil {
+		return nil
+	}
+	line := ScopeLine(v)
+	if line == "" || ScopeText(v) == "" {
+		return v.Evidence
+	}
+	out := make([]string, 0, len(v.Evidence))
+	for _, e := range v.Evidence {
+		if e != line {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // ScopeText is where the verdict's cause sits, for a thread, a console or
 // the run page: "scope: single-instance — only this instance: queue 48 vs
 // peers' median 0 (5 peers)", "scope: not measured — …" when the peers were

@@ -252,3 +252,18 @@ func parserFor(q string) (parser.Expr, error) { return parser.NewParser(parser.O
 
 // promInput is an Input against url with a local store and a one-hour window.
 func promInput(t testing.TB, url string) *vocab.Input { return steptest.PromInput(t, url) }
+
+// TestFailedListSaysOneErrorOnce: queries that failed alike (a Prometheus
+// that is down) are named together with their error said once; different
+// failures keep their own.
+func TestFailedListSaysOneErrorOnce(t *testing.T) {
+	refused := `unreachable: Post "http://localhost:9090/api/v1/query": dial tcp 127.0.0.1:9090: connect: connection refused`
+	got := FailedList(map[string]string{"gpu_gauges": refused, "gpu_errors": refused, "gpu_clock_max": refused, "gpu_clock_events": "timeout"})
+	want := "gpu_clock_events timeout; gpu_clock_max, gpu_errors and gpu_gauges " + refused
+	if got != want {
+		t.Errorf("FailedList:\n %s\nwant\n %s", got, want)
+	}
+	if n := strings.Count(got, "connection refused"); n != 1 {
+		t.Errorf("the refused error said %d times, want once: %s", n, got)
+	}
+}

@@ -192,15 +192,34 @@ func UnmeasuredWhy(v *views.GPUView) string {
 	return why
 }
 
-// FailedList is "name reason, …" in name order.
+// FailedList is "name reason; …" in name order, the queries that failed the
+// same way named together ("gpu_errors and gpu_gauges unreachable: …"): a
+// Prometheus that is down fails every query alike, and its error is said once.
 func FailedList(failed map[string]string) string {
 	names := make([]string, 0, len(failed))
 	for n := range failed {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for i, n := range names {
-		names[i] = n + " " + failed[n]
+	byWhy := map[string][]string{}
+	var order []string
+	for _, n := range names {
+		if _, seen := byWhy[failed[n]]; !seen {
+			order = append(order, failed[n])
+		}
+		byWhy[failed[n]] = append(byWhy[failed[n]], n)
 	}
-	return strings.Join(names, ", ")
+	out := make([]string, len(order))
+	for i, why := range order {
+		out[i] = andList(byWhy[why]) + " " + why
+	}
+	return strings.Join(out, "; ")
+}
+
+// andList is "a", "a and b", "a, b and c".
+func andList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }

@@ -151,16 +151,20 @@ func slower(now, then *float64) *float64 {
 }
 
 // summary is the cost in one phrase: "cost: first tokens 12% slower,
-// decode 31% slower for 5.0 s, stop froze serving 2.1 s".
+// decode 31% slower for 5.0 s, stop froze serving 2.1 s". A capture cannot
+// speed serving up: a frame that measured faster than the stretch before it
+// says no slowdown was measured, with the difference as the noise band
+// ("no first-token slowdown measured (±50% noise over 12 requests)").
 func (c *Cost) summary(frame, stop *CostWindow) string {
 	var parts []string
 	if frame != nil {
 		if d := c.FirstTokenSlower; d != nil && math.Abs(*d) >= 0.05 {
-			word := "slower"
-			if *d < 0 {
-				word = "faster"
+			if *d > 0 {
+				parts = append(parts, fmt.Sprintf("first tokens %.0f%% slower", 100**d))
+			} else {
+				parts = append(parts, fmt.Sprintf("no first-token slowdown measured (±%.0f%% noise over %.0f requests)",
+					-100**d, frame.Requests))
 			}
-			parts = append(parts, fmt.Sprintf("first tokens %.0f%% %s", 100*math.Abs(*d), word))
 		}
 		switch d := c.DecodeSlower; {
 		case d == nil:
@@ -170,7 +174,7 @@ func (c *Cost) summary(frame, stop *CostWindow) string {
 		case *d > 0:
 			parts = append(parts, fmt.Sprintf("decode %.0f%% slower for %.1f s", 100**d, frame.Seconds))
 		default:
-			parts = append(parts, fmt.Sprintf("decode %.0f%% faster for %.1f s", -100**d, frame.Seconds))
+			parts = append(parts, fmt.Sprintf("no decode slowdown measured for %.1f s (±%.0f%% noise)", frame.Seconds, -100**d))
 		}
 	}
 	if stop != nil {

@@ -194,6 +194,10 @@ func TestCostOf(t *testing.T) {
 		"partial loss": {before, &CostWindow{Seconds: 5, TTFTMean: f(0.3), ITLMean: f(0.0201), TokensPerSecond: f(400)},
 			&CostWindow{Seconds: 4, TokensPerSecond: f(200)}, 4 * time.Second, 2, true,
 			"cost: first tokens 50% slower, decode unchanged for 5.0 s, stop took 4.0 s, serving 2.0 s lost"},
+		// A capture cannot speed serving up: a frame faster than before is noise.
+		"faster frame": {before, &CostWindow{Seconds: 5, Requests: 12, TTFTMean: f(0.1), ITLMean: f(0.015), TokensPerSecond: f(400)},
+			&CostWindow{Seconds: 1, TokensPerSecond: f(400)}, time.Second, 0, true,
+			"cost: no first-token slowdown measured (±50% noise over 12 requests), no decode slowdown measured for 5.0 s (±25% noise), stop took 1.0 s, serving 0.0 s lost"},
 		"idle before": {&CostWindow{Seconds: 5, TokensPerSecond: f(0)}, &CostWindow{Seconds: 5}, &CostWindow{Seconds: 1.5},
 			1500 * time.Millisecond, 1.5, false,
 			"cost: no decode seen in the 5.0 s frame, stop took 1.5 s (no traffic before it to measure a stall by)"},

@@ -64,3 +64,22 @@ func TestSGLangExtrasAtZeroLeftToTheFindings(t *testing.T) {
 		})
 	}
 }
+
+// TestAdviceNamesTheRunsEngine: the unexplained verdict's advice to check
+// recent changes names the engine the run is about, never the other one.
+func TestAdviceNamesTheRunsEngine(t *testing.T) {
+	sig := vocab.Signals{vocab.SigTTFTP99: 5, vocab.SigQueueDepth: 0, vocab.SigRunning: 2, vocab.SigKVUsage: 0.1}
+	for _, tc := range []struct{ engine, want, not string }{
+		{vocab.EngineSGLang, "SGLang version", "vLLM"},
+		{"", "vLLM version", "SGLang"},
+	} {
+		v, _ := diagnose(sig, nil, Thresholds{}, true, beyond{dialect: dialectView{engine: tc.engine}})
+		if v.ID != vocab.VerdictUnexplained {
+			t.Fatalf("engine %q: verdict %s, want unexplained: %v", tc.engine, v.ID, v.Evidence)
+		}
+		all := strings.Join(v.Advice, "\n")
+		if !strings.Contains(all, "check recent changes: "+tc.want) || strings.Contains(all, tc.not) || strings.Contains(all, engineWord) {
+			t.Errorf("engine %q: advice, want %q and no %q:\n%s", tc.engine, tc.want, tc.not, all)
+		}
+	}
+}

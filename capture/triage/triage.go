@@ -264,16 +264,27 @@ func (t *Step) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 }
 
 // missedEvidence names, by step id, what kept each step from measuring:
-// "snapshot: not configured: no Prometheus (set prometheus.url)".
+// "snapshot: not configured: no Prometheus (set prometheus.url)". Steps kept
+// out by the same words share one line ("gpu, peers, snapshot: …"): five
+// PromQL steps without a Prometheus are one absence, said once.
 func missedEvidence(missed map[string]string) []string {
 	ids := make([]string, 0, len(missed))
 	for id := range missed {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id + ": " + missed[id]
+	byWhy := map[string][]string{}
+	var order []string
+	for _, id := range ids {
+		why := missed[id]
+		if _, seen := byWhy[why]; !seen {
+			order = append(order, why)
+		}
+		byWhy[why] = append(byWhy[why], id)
+	}
+	out := make([]string, len(order))
+	for i, why := range order {
+		out[i] = strings.Join(byWhy[why], ", ") + ": " + why
 	}
 	return out
 }

@@ -438,6 +438,8 @@ func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
 	step, _ := New(Config{})
 	res, err := step.Run(context.Background(), &vocab.Input{Prior: map[string]*vocab.Result{}, Missed: map[string]string{
 		"snapshot": "not configured: no Prometheus (set prometheus.url)",
+		"peers":    "not configured: no Prometheus (set prometheus.url)",
+		"gpu":      "not configured: no Prometheus (set prometheus.url)",
 		"scrape":   "refused: dial 10.0.0.7:8000: not in targets.allow",
 	}})
 	if err != nil {
@@ -449,8 +451,9 @@ func TestTriageWithNothingMeasuredNamesWhy(t *testing.T) {
 	}
 	want := []string{
 		"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out",
+		// one absence, said once for the steps it kept out
+		"gpu, peers, snapshot: not configured: no Prometheus (set prometheus.url)",
 		"scrape: refused: dial 10.0.0.7:8000: not in targets.allow",
-		"snapshot: not configured: no Prometheus (set prometheus.url)",
 	}
 	if len(v.Evidence) < len(want) || strings.Join(v.Evidence[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Errorf("evidence:\n%s\nwant first:\n%s", strings.Join(v.Evidence, "\n"), strings.Join(want, "\n"))

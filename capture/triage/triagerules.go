@@ -223,7 +223,7 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 	if len(sig) == 0 {
 		v.ID = vocab.VerdictNoEvidence
 		v.Evidence = append([]string{"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out"}, gpuContext(r)...)
-		v.Advice = advice[v.ID]
+		v.Advice = adviceFor(v.ID, vw.dialect.engine)
 		return v, nil
 	}
 	held := map[string]bool{}
@@ -262,7 +262,7 @@ func diagnose(sig vocab.Signals, org map[string]vocab.Origin, th Thresholds, noB
 		lines = append(lines, line)
 	}
 	v.Evidence = lines
-	v.Advice = advice[v.ID]
+	v.Advice = adviceFor(v.ID, vw.dialect.engine)
 	var derived vocab.Signals
 	if _, given := sig[vocab.SigQueueWait]; !given {
 		if w := r.waitNow(); w.known && !w.stuck {
@@ -358,7 +358,7 @@ var advice = map[string][]string{
 	vocab.VerdictUnexplained: {
 		"escalate to traces (tier 2): which stage of which requests is slow (queue, prefill or decode)",
 		"if a stage is slow for no visible reason, take a short framed profile (tier 3) and read the hot kernels",
-		"check recent changes: vLLM version, model, drivers, GPU health",
+		"check recent changes: " + engineWord + " version, model, drivers, GPU health",
 	},
 	vocab.VerdictGPUDegraded: {
 		"the GPU itself is slow: every kernel is slower, so a profile would only show \"everything slow\"; fix the hardware first",
@@ -375,6 +375,19 @@ var advice = map[string][]string{
 		"then fire the alert again (or replay it with `autocapture replay`): a verdict needs at least one tier-1 reading",
 		"traces and a profile would not tell the cause without the metrics to place them",
 	},
+}
+
+// engineWord stands in advice for the engine the run is about (adviceFor).
+const engineWord = "{engine}"
+
+// adviceFor is the verdict's advice in the words of the run's engine ("" is
+// vLLM's): an SGLang run is not told to check its vLLM version.
+func adviceFor(id, engine string) []string {
+	out := make([]string, 0, len(advice[id]))
+	for _, a := range advice[id] {
+		out = append(out, strings.ReplaceAll(a, engineWord, vocab.EngineName(engine)))
+	}
+	return out
 }
 
 // fmtSec prints seconds with three significant digits.

@@ -94,6 +94,11 @@ type demoSetup struct {
 	url          string // the daemon's http://127.0.0.1:port
 }
 
+// keepHint says, before a demo without --keep exits, that the links it
+// printed stop answering then and how to keep them.
+const keepHint = "\nThe page and run links above stop answering when the demo exits (now); " +
+	"the artifacts stay in the folder. To read the run page, run the demo again with --keep: it goes on serving until Ctrl-C."
+
 // demo starts the simulator, its agent and the daemon, fires the alert, waits
 // for the run and prints where everything is.
 func demo(ctx context.Context, f demoFlags, stdout io.Writer) error {
@@ -109,6 +114,9 @@ func demo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 	go func() { served <- s.daemon.wait(ctx) }()
 	stopDaemon := func() error { cancel(); return <-served }
 	runErr := s.fire(ctx, f, stdout)
+	if runErr == nil && !f.keep {
+		fmt.Fprintln(stdout, keepHint)
+	}
 	if runErr == nil && f.keep {
 		fmt.Fprintf(stdout, "\nServing the API at %s (runs: %s/api/v1/runs, page: %s/runs/%s); Ctrl-C to stop.\n",
 			s.url, s.url, s.url, s.thread.runID)

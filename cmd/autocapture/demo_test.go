@@ -129,6 +129,9 @@ func checkDemoScenario(t *testing.T, engine, sc string) {
 	if len(ends) != 1 || lastStep < 0 || lastStep > ends[0][0] {
 		t.Errorf("want every step reply, then one outcome block; %d outcome blocks, the last step reply at %d:\n%s", len(ends), lastStep, r.stdout)
 	}
+	if !strings.Contains(r.stdout, "stop answering when the demo exits") || !strings.Contains(r.stdout, "--keep") {
+		t.Errorf("the demo exits without saying its links die with it and that --keep keeps them:\n%s", r.stdout)
+	}
 	if strings.Contains(r.stdout, "(bad-config)") {
 		t.Errorf("the partial run's reason still lists the Prometheus steps as failures:\n%s", r.stdout)
 	}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/config"
 )
 
 // The README shows what `autocapture demo` prints, between these markers.
@@ -52,6 +57,7 @@ func readmeSample(stdout string) (full, cut []string) {
 	cut = make([]string, len(out))
 	for i, l := range out {
 		l = runIDs.ReplaceAllString(l, "${1}-…")
+		l = testFolder.ReplaceAllString(l, "<folder>/data/")
 		out[i] = l
 		if r := []rune(l); len(r) > readmeSampleWidth {
 			l = string(r[:readmeSampleWidth-2]) + " …"
@@ -62,7 +68,11 @@ func readmeSample(stdout string) (full, cut []string) {
 }
 
 var (
-	runIDs = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	// testFolder is the test's temporary --storage.path before the data
+	// folder: the README says <folder>, as its prose does, not a path that
+	// existed once on the machine that wrote it.
+	testFolder = regexp.MustCompile(`\S*/data/`)
+	runIDs     = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 	// varying is what differs between two runs of the same demo: ids,
 	// addresses, numbers and durations, dates and temporary folders.
 	varying = regexp.MustCompile(`01[0-9a-f]{6}-…|/tmp/\S+|\d+\.\d+\.\d+\.\d+:\d+|\d+(\.\d+)?`)
@@ -110,6 +120,23 @@ func checkReadmeDemo(t *testing.T, stdout string) {
 	if !ok {
 		t.Errorf("the README's demo sample is stale (rerun with -update-readme):\nREADME:\n%s\nthis run:\n%s",
 			strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestReadmeSampleNamesNoTestFolder: the README's demo sample shows where
+// the artifacts are as <folder>, not the temporary folder of the test run
+// that wrote it.
+func TestReadmeSampleNamesNoTestFolder(t *testing.T) {
+	raw, err := os.ReadFile(readmeFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`/tmp/\S*|Test[A-Z]\w+\d{5,}`).Find(raw); m != nil {
+		t.Errorf("the README names a test's temporary folder: %s", m)
+	}
+	_, cut := readmeSample("══ 01a23c3b-0000-0000-0000-000000000000 in 18.8s\n   artifacts: /tmp/TestDemoScenariosunexplained1754922611/001/data/artifacts/2026/x")
+	if got := cut[len(cut)-1]; got != "   artifacts: <folder>/data/artifacts/2026/x" {
+		t.Errorf("sample line %q, want the folder said as <folder>", got)
 	}
 }
 
@@ -180,3 +207,45 @@ func TestReadmeStaysShort(t *testing.T) {
 }
 
 var docsLink = regexp.MustCompile(`\]\((docs/[^)#]+)`)
+
+// TestReadmeAlertByHand: the README's and docs/examples' curl examples post
+// to serve's default address a committed file that is an Alertmanager v4
+// body whose alerts name their alertname and instance, as the webhook needs.
+func TestReadmeAlertByHand(t *testing.T) {
+	curl := regexp.MustCompile(`curl -sS (\S+) -H 'Content-Type: application/json' --data @(\S+)`)
+	want := "http://" + config.Default().Web.ListenAddress + "/hooks/alertmanager"
+	seen := 0
+	for _, doc := range []string{readmeFile, "../../docs/examples/README.md"} {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range curl.FindAllStringSubmatch(string(raw), -1) {
+			seen++
+			if m[1] != want {
+				t.Errorf("%s: curl posts to %s, want serve's default %s", doc, m[1], want)
+			}
+			body, err := os.ReadFile("../../" + m[2])
+			if err != nil {
+				t.Errorf("%s: curl sends %s: %v", doc, m[2], err)
+				continue
+			}
+			var d template.Data
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Errorf("%s: %v", m[2], err)
+				continue
+			}
+			if len(d.Alerts) == 0 || d.Receiver == "" {
+				t.Errorf("%s: %d alerts, receiver %q: not a webhook body", m[2], len(d.Alerts), d.Receiver)
+			}
+			for _, a := range d.Alerts {
+				if a.Labels["alertname"] == "" || a.Labels["instance"] == "" || a.Status != d.Status {
+					t.Errorf("%s: alert %v (%s in a %s body) lacks what a run needs", m[2], a.Labels, a.Status, d.Status)
+				}
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d curl examples found, want the README's and docs/examples' (firing and resolved)", seen)
+	}
+}

@@ -324,7 +324,8 @@ func newEnv(ctx context.Context, cfg *config.Config, log *zap.Logger, reg promet
 	}
 	env := &vocab.Env{Store: store, Targets: policy.Client(0), Profiling: profilingPolicy(cfg.Profiling)}
 	if cfg.Prometheus.URL != "" {
-		env.Prometheus = &vocab.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout}
+		env.Prometheus = &vocab.Endpoint{URL: cfg.Prometheus.URL, Client: &http.Client{}, Timeout: cfg.Prometheus.Timeout,
+			Default: cfg.Prometheus.URL == config.Default().Prometheus.URL} // nothing there: not set up, not failed
 	}
 	if cfg.Traces.URL != "" {
 		env.Traces = &vocab.TracesEndpoint{Backend: cfg.Traces.Backend, Service: cfg.Traces.Service,

@@ -305,8 +305,11 @@ func (o CooldownRepeat) ref() string {
 		o.Cooldown.Milliseconds(), refSep, o.Fired.UnixMilli())
 }
 
+// prepare: a notice shows no status, but it must not carry the skipped one,
+// which Slack hides by default (notify.slack.post_skipped): the skipped run
+// is the repeat, not the holder whose thread this is.
 func (o CooldownRepeat) prepare(_ context.Context, d delivery) (sendFunc, error) {
-	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: executor.Skipped, Key: d.key,
+	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: executor.Succeeded, Key: d.key,
 		Retry: d.retry, Notice: o.notice()}), nil
 }
 

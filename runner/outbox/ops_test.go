@@ -1,9 +1,13 @@
 package outbox
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/executor"
 )
 
 // TestOpRefsRoundTrip: every thread operation writes the row (kind, key,
@@ -91,5 +95,40 @@ func TestCooldownNotice(t *testing.T) {
 	want := "fired again at 03:12:05 UTC (run run-2); within vllm-queue-deep's 10m cooldown — evidence above"
 	if got := o.(CooldownRepeat).notice(); got != want {
 		t.Errorf("notice %q, want %q", got, want)
+	}
+}
+
+// replyRecorder is a notifier that keeps the replies it is given.
+type replyRecorder struct{ replies []notify.StepReport }
+
+func (r *replyRecorder) Open(context.Context, notify.RunInfo) (notify.Thread, error) {
+	return notify.Thread{}, nil
+}
+func (r *replyRecorder) Reply(_ context.Context, _ notify.Thread, rep notify.StepReport) error {
+	r.replies = append(r.replies, rep)
+	return nil
+}
+func (r *replyRecorder) Close(context.Context, notify.Thread, notify.Summary) error { return nil }
+
+// TestCooldownRepeatIsNotASkippedStep: the repeat's reply is a notice in the
+// holder's thread, not a skipped step's report: Slack drops those unless
+// notify.slack.post_skipped is set, and on the defaults the reply never
+// reached the thread although the outbox marked it delivered.
+func TestCooldownRepeatIsNotASkippedStep(t *testing.T) {
+	rec := &replyRecorder{}
+	o := CooldownRepeat{Repeat: "run-2", Playbook: "pb", Cooldown: time.Minute, Fired: time.Unix(0, 0)}
+	send, err := o.prepare(context.Background(), delivery{n: rec, runID: "run-1", key: o.Key()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := send(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.replies) != 1 {
+		t.Fatalf("%d replies, want 1", len(rec.replies))
+	}
+	rep := rec.replies[0]
+	if rep.Status == executor.Skipped || rep.Notice == "" || rep.RunID != "run-1" {
+		t.Errorf("reply %+v: want a notice in run-1's thread whose status is not %q", rep, executor.Skipped)
 	}
 }

@@ -2,8 +2,12 @@ package stepkit
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -20,8 +24,13 @@ func HTTPClientOf(e *vocab.Endpoint) *http.Client {
 	return &http.Client{Timeout: e.Timeout}
 }
 
-// PromAPIOf is the Prometheus HTTP API of a configured Prometheus.
+// PromAPIOf is the Prometheus HTTP API of a configured Prometheus. At the
+// default address (e.Default) with nothing listening there, the step is not
+// configured (DefaultPromAbsent), not failed: the operator never set one up.
 func PromAPIOf(e *vocab.Endpoint) (v1.API, error) {
+	if e.Default && nothingListens(e.URL) {
+		return nil, vocab.NotConfigured("%s", DefaultPromAbsent(e.URL))
+	}
 	c, err := api.NewClient(api.Config{Address: e.URL, Client: HTTPClientOf(e)})
 	if err != nil {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus %s: %w", RedactURL(e.URL), err)
@@ -77,4 +86,34 @@ func PromErrReason(err error) vocab.Reason {
 		return vocab.ReasonUpstream4xx
 	}
 	return vocab.ReasonUpstream5xx
+}
+
+// DefaultPromAbsent says, once in words, that nothing answers at the default
+// Prometheus address and what tier 1 used instead.
+func DefaultPromAbsent(promURL string) string {
+	return fmt.Sprintf("no Prometheus answers at %s (prometheus.url): tier 1 used the instance's own /metrics", RedactURL(promURL))
+}
+
+// nothingListens says whether a connection to rawURL's host is refused (a
+// loopback default answers that at once); any other outcome, a dial that
+// times out included, is left to the queries to report.
+func nothingListens(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(u.Hostname(), port)
+	}
+	c, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	c.Close()
+	return false
 }
