@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"github.com/autocapture/autocapture/internal/untrusted"
 )
 
 // Cooldowns is autocapture_cooldowns: one claim per (scope, key), the run
@@ -30,6 +32,7 @@ const qClaimCooldown = `INSERT INTO autocapture_cooldowns (scope, cooldown_key, 
 // inside the cooldown of withinMS and when that run took it (Unix ms);
 // holder is "" when the claim is runID's.
 func (c Cooldowns) Claim(ctx context.Context, q RowQuerier, scope, key, runID string, withinMS int64) (holder string, atMS int64, err error) {
+	key = untrusted.Key(key)
 	var got string
 	err = q.QueryRowContext(ctx, c.d.SQL(qClaimCooldown), scope, key, runID, withinMS).Scan(&got)
 	if err == nil {
@@ -47,6 +50,7 @@ func (c Cooldowns) Claim(ctx context.Context, q RowQuerier, scope, key, runID st
 
 // Recent counts the claims of key in scope taken less than withinMS ago.
 func (c Cooldowns) Recent(ctx context.Context, q RowQuerier, scope, key string, withinMS int64) (int, error) {
+	key = untrusted.Key(key)
 	var n int
 	err := q.QueryRowContext(ctx, c.d.SQL(`SELECT COUNT(*) FROM autocapture_cooldowns
 		WHERE scope = $1 AND cooldown_key = $2 AND claimed_at >= {now} - $3`),
@@ -57,6 +61,6 @@ func (c Cooldowns) Recent(ctx context.Context, q RowQuerier, scope, key string, 
 // Release gives key of scope back if runID holds it.
 func (Cooldowns) Release(ctx context.Context, q Querier, scope, key, runID string) error {
 	_, err := q.ExecContext(ctx, `DELETE FROM autocapture_cooldowns
-			WHERE scope = $1 AND cooldown_key = $2 AND run_id = $3`, scope, key, runID)
+			WHERE scope = $1 AND cooldown_key = $2 AND run_id = $3`, scope, untrusted.Key(key), runID)
 	return err
 }

@@ -3,6 +3,8 @@ package database
 import (
 	"context"
 	"database/sql"
+
+	"github.com/autocapture/autocapture/internal/untrusted"
 )
 
 // Groups is autocapture_groups (a row per group of runs sharing a thread,
@@ -67,20 +69,20 @@ func (Groups) ClaimFleet(ctx context.Context, q RowQuerier, key, id string, nowM
 	return q.QueryRowContext(ctx, `INSERT INTO autocapture_fleets (fleet_key, lead_run, opened_at) VALUES ($1, $2, $3)
 		ON CONFLICT (fleet_key) DO UPDATE SET lead_run = excluded.lead_run, opened_at = excluded.opened_at
 		WHERE autocapture_fleets.opened_at < $4 RETURNING lead_run`,
-		key, id, nowMS, sinceMS).Scan(&lead)
+		untrusted.Key(key), id, nowMS, sinceMS).Scan(&lead)
 }
 
 // Fleet reads fleet key's lead run and its group's kind ("" when the lead's
 // group is gone).
 func (Groups) Fleet(ctx context.Context, q RowQuerier, key string) (lead, kind string, err error) {
 	err = q.QueryRowContext(ctx, `SELECT f.lead_run, COALESCE(g.kind, '') FROM autocapture_fleets f
-		LEFT JOIN autocapture_groups g ON g.lead_run = f.lead_run WHERE f.fleet_key = $1`, key).Scan(&lead, &kind)
+		LEFT JOIN autocapture_groups g ON g.lead_run = f.lead_run WHERE f.fleet_key = $1`, untrusted.Key(key)).Scan(&lead, &kind)
 	return lead, kind, err
 }
 
 // RestartFleet makes run id fleet key's lead, opened at openedAt.
 func (Groups) RestartFleet(ctx context.Context, q Querier, key, id string, openedAt int64) error {
 	_, err := q.ExecContext(ctx, `UPDATE autocapture_fleets SET lead_run = $1, opened_at = $2 WHERE fleet_key = $3`,
-		id, openedAt, key)
+		id, openedAt, untrusted.Key(key))
 	return err
 }

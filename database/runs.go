@@ -8,6 +8,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/autocapture/autocapture/internal/untrusted"
 )
 
 // Runs is autocapture_runs, a row per alert run.
@@ -334,7 +336,7 @@ func (Runs) StorePlans(ctx context.Context, q Querier, id, owner, plans string, 
 // for max_concurrent), with the cooldown key it held.
 func (Runs) AddPlaybook(ctx context.Context, q Querier, id, playbook, cooldownKey string, createdAt int64) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO autocapture_run_playbooks (run_id, playbook, cooldown_key, created_at)
-			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, id, playbook, cooldownKey, createdAt)
+			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, id, playbook, untrusted.Key(cooldownKey), createdAt)
 	return err
 }
 

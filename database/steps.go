@@ -1,6 +1,10 @@
 package database
 
-import "context"
+import (
+	"context"
+
+	"github.com/autocapture/autocapture/internal/untrusted"
+)
 
 // Steps is autocapture_steps: each finished step's record (JSON), with the
 // cooldown key it held.
@@ -18,7 +22,7 @@ func (Steps) Add(ctx context.Context, q Querier, st Step) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO autocapture_steps
 		(run_id, plan, step_id, kind, status, cooldown_key, finished_at, record)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		st.RunID, st.Plan, st.ID, st.Kind, st.Status, st.CooldownKey, st.FinishedAt, st.Record)
+		st.RunID, st.Plan, st.ID, st.Kind, st.Status, untrusted.Key(st.CooldownKey), st.FinishedAt, st.Record)
 	return err
 }
 

@@ -7,6 +7,8 @@
 package untrusted
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"strconv"
 	"strings"
@@ -183,3 +185,20 @@ var (
 	// they are written bare, in any case.
 	mentionRe = regexp.MustCompile(`(?i)@(here|channel|everyone)\b`)
 )
+
+// Key bounds a key a database index holds (a cooldown key, a fleet key) to
+// MaxIndexed bytes while keeping it unique: a longer key keeps its start
+// and ends in the SHA-256 of the whole, so two keys that differ only past
+// the bound stay two keys.
+func Key(s string) string {
+	if len(s) <= MaxIndexed {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	tail := "…sha256:" + hex.EncodeToString(sum[:])
+	n := MaxIndexed - len(tail)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + tail
+}
