@@ -97,7 +97,7 @@ func (s *Runs) rebuiltSteps(r *runRow, sp playbooks.StoredPlan) []playbooks.Plan
 	if r.window != nil {
 		w = *r.window
 	}
-	p, err := s.planner.Rebuild(sp, r.alert, w)
+	p, err := s.planner.Rebuild(sp, r.received, w)
 	if err != nil {
 		s.log.Warn("Manifest: a run's plan cannot be rebuilt; its steps are listed without config.",
 			zap.String("run", r.ID), zap.String("playbook", sp.Playbook), zap.Error(err))

@@ -38,7 +38,7 @@ type storedPlans []playbooks.StoredPlan
 type runRow struct {
 	runs.Run
 	alert      template.Alert // labels and annotations clipped (untrusted.Clip)
-	received   template.Alert // the alert as received, whole: for the manifest
+	received   template.Alert // the alert as received, whole: what the steps and plans read, and the manifest
 	generation int
 	owner      sql.NullString
 	leaseUntil sql.NullInt64

@@ -70,7 +70,7 @@ func (s *Runs) execute(ctx context.Context, h *handle) error {
 	var outs []executor.Outcome
 	env := s.art.RunEnv(r.ID, done) // one byte cap over every plan of the attempt
 	for _, p := range plans {
-		in := executor.Input{RunID: r.ID, Attempt: r.Attempts, Created: r.CreatedAt, Alert: r.alert, Window: window, Env: env, Log: s.log,
+		in := executor.Input{RunID: r.ID, Attempt: r.Attempts, Created: r.CreatedAt, Alert: r.received, Window: window, Env: env, Log: s.log,
 			Done: done[p.Playbook], Resolved: h.resolved, DefaultTimeout: s.cfg.DefaultTimeout,
 			Started: h.started, AbandonGrace: s.cfg.AbandonGrace, Now: s.clock}
 		out := executor.Run(ctx, p, in, s.hooks(r, plans))
@@ -148,7 +148,7 @@ func (s *Runs) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan
 func (s *Runs) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
 	if r.plans != nil && r.window != nil {
 		for _, sp := range r.plans {
-			p, err := s.planner.Rebuild(sp, r.alert, *r.window)
+			p, err := s.planner.Rebuild(sp, r.received, *r.window)
 			if err != nil {
 				return nil, w, "", fmt.Errorf("rebuild playbook %s (%s, %.12s): %w", sp.Playbook, sp.File, sp.Digest, err)
 			}
@@ -163,7 +163,7 @@ func (s *Runs) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan
 	// run (a storm's runs wait behind max_concurrent): the snapshot
 	// describes the moment of the page.
 	w = vocab.AlertWindow(r.StartsAt, s.cfg.Lookback, r.CreatedAt.UTC())
-	all, err := s.planner.Plan(r.alert, w)
+	all, err := s.planner.Plan(r.received, w)
 	if err != nil {
 		return nil, w, "", fmt.Errorf("planning: %w", err)
 	}

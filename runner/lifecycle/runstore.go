@@ -143,7 +143,7 @@ func (s *Runs) insertPlans(ctx context.Context, tx *sql.Tx, r *runRow, plans []*
 	}
 	// The parent goes out before any step: its operation commits with the
 	// plans (a kill -9 leaves both or neither).
-	if err := s.out.Append(ctx, tx, r.ID, outbox.Open{Channel: s.grp.Channel(r.alert, plans)}); err != nil {
+	if err := s.out.Append(ctx, tx, r.ID, outbox.Open{Channel: s.grp.Channel(r.received, plans)}); err != nil {
 		return err
 	}
 	r.plans, r.window = stored, &w
