@@ -2,7 +2,8 @@
 # Installs every real component the tests talk to, idempotently:
 #   Debian: prometheus, prometheus-alertmanager, postgresql, wrk, chromium (the run page's browser test)
 #   Go-built into $AUTOCAPTURE_TOOLS/bin (default ~/.cache/autocapture-tools): jaeger,
-#   versitygw and minio (S3 test servers; MinIO is AGPL: run as a test server, never imported)
+#   versitygw and minio (S3 test servers; MinIO is AGPL: run as a test server, never imported),
+#   helm (lints and renders deploy/helm/autocapture)
 # Safe to run again: each piece is skipped when already present.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ TOOLS="${AUTOCAPTURE_TOOLS:-$HOME/.cache/autocapture-tools}"
 mkdir -p "$TOOLS/bin"
 JAEGER_VERSION=v1.76.0
 VERSITYGW_VERSION=v1.8.0
+HELM_VERSION=v4.3.2
 # MinIO publishes no semver tags to the module proxy; this pseudo-version is what
 # @latest resolved to on 2026-12-01. Pinned so every machine tests the same server.
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
@@ -74,6 +76,8 @@ go_install_tool() { # name module@version
 }
 [ -x "$TOOLS/bin/versitygw" ] || bg versitygw go_install_tool versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 [ -x "$TOOLS/bin/minio" ] || bg minio go_install_tool minio "github.com/minio/minio@$MINIO_VERSION"
+# The chart's tests run the real helm (lint --strict, template); its go.mod has no replace.
+[ -x "$TOOLS/bin/helm" ] || bg helm go_install_tool helm "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
 
 failed=0
 for entry in "${pids[@]}"; do
@@ -91,4 +95,4 @@ for svc in prometheus prometheus-alertmanager prometheus-node-exporter postgresq
 done
 
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-log "ready: prometheus=$(command -v prometheus) alertmanager=$(command -v prometheus-alertmanager) pg=$PG_BIN jaeger=$TOOLS/bin/jaeger versitygw=$TOOLS/bin/versitygw minio=$TOOLS/bin/minio"
+log "ready: prometheus=$(command -v prometheus) alertmanager=$(command -v prometheus-alertmanager) pg=$PG_BIN jaeger=$TOOLS/bin/jaeger versitygw=$TOOLS/bin/versitygw minio=$TOOLS/bin/minio helm=$TOOLS/bin/helm"

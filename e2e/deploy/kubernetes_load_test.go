@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -30,12 +32,15 @@ const kubeDir = "kubernetes"
 // kubeKinds are the types a manifest here may be, by apiVersion and kind.
 // Anything else is an error: a typo in either is caught too.
 var kubeKinds = map[string]func() any{
-	"apps/v1/Deployment":                 func() any { return &appsv1.Deployment{} },
-	"v1/Service":                         func() any { return &corev1.Service{} },
-	"v1/ConfigMap":                       func() any { return &corev1.ConfigMap{} },
-	"v1/Secret":                          func() any { return &corev1.Secret{} },
-	"networking.k8s.io/v1/NetworkPolicy": func() any { return &networkingv1.NetworkPolicy{} },
-	"policy/v1/PodDisruptionBudget":      func() any { return &policyv1.PodDisruptionBudget{} },
+	"apps/v1/Deployment":                            func() any { return &appsv1.Deployment{} },
+	"v1/Service":                                    func() any { return &corev1.Service{} },
+	"v1/ConfigMap":                                  func() any { return &corev1.ConfigMap{} },
+	"v1/Secret":                                     func() any { return &corev1.Secret{} },
+	"networking.k8s.io/v1/NetworkPolicy":            func() any { return &networkingv1.NetworkPolicy{} },
+	"policy/v1/PodDisruptionBudget":                 func() any { return &policyv1.PodDisruptionBudget{} },
+	"v1/PersistentVolumeClaim":                      func() any { return &corev1.PersistentVolumeClaim{} },
+	"monitoring.coreos.com/v1/ServiceMonitor":       func() any { return &monitoringv1.ServiceMonitor{} },
+	"monitoring.coreos.com/v1/PrometheusRule":       func() any { return &monitoringv1.PrometheusRule{} },
 	"kustomize.config.k8s.io/v1beta1/Kustomization": func() any { return &kusttypes.Kustomization{} },
 	"kustomize.config.k8s.io/v1alpha1/Component":    func() any { return &kusttypes.Kustomization{} },
 }
@@ -112,13 +117,17 @@ type kubeObjects struct {
 	secrets     map[string]*corev1.Secret
 	policies    map[string]*networkingv1.NetworkPolicy
 	pdbs        map[string]*policyv1.PodDisruptionBudget
+	pvcs        map[string]*corev1.PersistentVolumeClaim
+	monitors    map[string]*monitoringv1.ServiceMonitor
+	rules       map[string]*monitoringv1.PrometheusRule
 }
 
 func (k *kubeObjects) add(t *testing.T, obj any) {
 	t.Helper()
 	if k.deployments == nil {
 		*k = kubeObjects{map[string]*appsv1.Deployment{}, map[string]*corev1.Service{}, map[string]*corev1.ConfigMap{},
-			map[string]*corev1.Secret{}, map[string]*networkingv1.NetworkPolicy{}, map[string]*policyv1.PodDisruptionBudget{}}
+			map[string]*corev1.Secret{}, map[string]*networkingv1.NetworkPolicy{}, map[string]*policyv1.PodDisruptionBudget{},
+			map[string]*corev1.PersistentVolumeClaim{}, map[string]*monitoringv1.ServiceMonitor{}, map[string]*monitoringv1.PrometheusRule{}}
 	}
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
@@ -133,6 +142,12 @@ func (k *kubeObjects) add(t *testing.T, obj any) {
 		k.policies[o.Name] = o
 	case *policyv1.PodDisruptionBudget:
 		k.pdbs[o.Name] = o
+	case *corev1.PersistentVolumeClaim:
+		k.pvcs[o.Name] = o
+	case *monitoringv1.ServiceMonitor:
+		k.monitors[o.Name] = o
+	case *monitoringv1.PrometheusRule:
+		k.rules[o.Name] = o
 	default:
 		t.Errorf("rendered a %T", obj)
 	}

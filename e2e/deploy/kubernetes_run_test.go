@@ -77,12 +77,10 @@ func TestKubernetesVLLMComponent(t *testing.T) {
 	if simVol == nil || agentVol == nil || simVol.Name != agentVol.Name || rest != "" || simVol.EmptyDir == nil {
 		t.Errorf("vLLM's /profiles (%v) and the agent's --profiler.dir %s (%v) are not one emptyDir", simVol, agentDir, agentVol)
 	}
-	tokVol, _, key := mountedAt(pod, *agent, mustFlagIn(t, agent.Args, "web.token-file"))
 	daemon := renderDaemon(t)
-	daemonVol, _, daemonKey := mountedAt(daemon.dep.Spec.Template.Spec, daemon.c, daemon.cfg.Profiling.AgentTokenFile)
-	if tokVol == nil || tokVol.Secret == nil || daemonVol == nil || daemonVol.Secret == nil ||
-		tokVol.Secret.SecretName != daemonVol.Secret.SecretName || secretKey(tokVol, key) != secretKey(daemonVol, daemonKey) {
-		t.Errorf("the agent's --web.token-file and the daemon's profiling.agent_token_file are not one Secret key")
+	agentRef := secretOf(t, pod, *agent, mustFlagIn(t, agent.Args, "web.token-file"))
+	if daemonRef := secretOf(t, daemon.dep.Spec.Template.Spec, daemon.c, daemon.cfg.Profiling.AgentTokenFile); agentRef == "" || agentRef != daemonRef {
+		t.Errorf("the agent's --web.token-file (%q) and the daemon's profiling.agent_token_file (%q) are not one Secret key", agentRef, daemonRef)
 	}
 	listen := mustFlagIn(t, agent.Args, "web.listen-address")
 	if _, p, _ := net.SplitHostPort(listen); p != agentPortOfPreset(t) || len(agent.Ports) != 1 || fmt.Sprint(agent.Ports[0].ContainerPort) != p {
@@ -164,11 +162,13 @@ func TestKubernetesProbesOnARealDaemon(t *testing.T) {
 		switch {
 		case vol.ConfigMap != nil:
 			files = d.objs.configMapByPrefix(t, vol.ConfigMap.Name).Data
-		case vol.Secret != nil:
-			for _, it := range vol.Secret.Items {
-				files[it.Path] = example.secrets[vol.Secret.SecretName].StringData[it.Key]
-				if it.Key == "database_url" {
-					files[it.Path] = testenv.StartPostgres(t)
+		case vol.Projected != nil:
+			for _, src := range vol.Projected.Sources {
+				for _, it := range src.Secret.Items {
+					files[it.Path] = example.secrets[src.Secret.Name].StringData[it.Key]
+					if it.Key == "database_url" {
+						files[it.Path] = testenv.StartPostgres(t)
+					}
 				}
 			}
 		}
@@ -219,15 +219,6 @@ func get(t *testing.T, u string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-func secretKey(v *corev1.Volume, path string) string {
-	for _, it := range v.Secret.Items {
-		if it.Path == path {
-			return it.Key
-		}
-	}
-	return path
 }
 
 func mustFlagIn(t *testing.T, args []string, name string) string {

@@ -26,7 +26,7 @@ import (
 )
 
 // kubeManifests are the files of deploy/kubernetes that are Kubernetes or
-// Kustomize documents (not the config and playbooks a ConfigMap carries).
+// Kustomize documents (not the chart values the base is rendered from).
 func kubeManifests(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -35,7 +35,7 @@ func kubeManifests(t *testing.T) []string {
 			return err
 		}
 		rel, _ := filepath.Rel(kubeDir, p)
-		if !strings.HasSuffix(p, ".yaml") || strings.HasPrefix(rel, "playbooks"+string(filepath.Separator)) || rel == "autocapture.yaml" {
+		if !strings.HasSuffix(p, ".yaml") || rel == "chart-values.yaml" {
 			return nil
 		}
 		out = append(out, p)
@@ -54,14 +54,14 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 			kinds[typeName(obj)]++
 		}
 	}
-	want := map[string]int{"Deployment": 2, "Service": 1, "Secret": 2, "NetworkPolicy": 2, "PodDisruptionBudget": 1, "Kustomization": 2}
+	want := map[string]int{"Deployment": 2, "Service": 1, "ConfigMap": 1, "Secret": 2, "NetworkPolicy": 2, "PodDisruptionBudget": 1, "Kustomization": 2}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s documents, want %d (all: %v)", kinds[k], k, n, kinds)
 		}
 	}
 	// Strict: a misspelt field, one at the wrong level, a duplicate key.
-	good, err := os.ReadFile(filepath.Join(kubeDir, "deployment.yaml"))
+	good, err := os.ReadFile(filepath.Join(kubeDir, "autocapture.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +71,15 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 		{"duplicate", "  replicas: 2\n", "  replicas: 2\n  replicas: 3\n"},
 	} {
 		if !bytes.Contains(good, []byte(tc.from)) {
-			t.Fatalf("deployment.yaml no longer has %q", tc.from)
+			t.Fatalf("autocapture.yaml no longer has %q", tc.from)
 		}
-		if _, err := decodeStrict(bytes.Replace(good, []byte(tc.from), []byte(tc.to), 1)); err == nil {
+		docs, err := yamlDocs(bytes.Replace(good, []byte(tc.from), []byte(tc.to), 1))
+		failed := err != nil
+		for _, d := range docs {
+			_, err := decodeStrict(d)
+			failed = failed || err != nil
+		}
+		if !failed {
 			t.Errorf("%s field: decoded without an error", tc.name)
 		}
 	}
@@ -88,9 +94,10 @@ func typeName(v any) string {
 	return n[strings.LastIndex(n, ".")+1:]
 }
 
-// TestKubernetesKustomizationLists: the base lists every manifest but the
-// example Secret, and the playbooks ConfigMap is the shipped set, byte for
-// byte.
+// TestKubernetesKustomizationLists: the base is the chart's rendering
+// alone (TestKustomizeBaseIsTheChart holds it equal), nothing hand-kept
+// beside it; the example Secrets stay out of it (an apply would overwrite
+// the real ones).
 func TestKubernetesKustomizationLists(t *testing.T) {
 	var k kusttypes.Kustomization
 	b, err := os.ReadFile(filepath.Join(kubeDir, "kustomization.yaml"))
@@ -100,40 +107,9 @@ func TestKubernetesKustomizationLists(t *testing.T) {
 	if err := yaml.UnmarshalStrict(b, &k); err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, p := range kubeManifests(t) {
-		rel, _ := filepath.Rel(kubeDir, p)
-		if filepath.Dir(rel) == "." && rel != "kustomization.yaml" && rel != "secret.example.yaml" {
-			want = append(want, rel)
-		}
-	}
-	slices.Sort(want)
-	got := slices.Sorted(slices.Values(k.Resources))
-	if !slices.Equal(got, want) {
-		t.Errorf("kustomization resources %q, the folder has %q", got, want)
-	}
-	shipped, err := fs.Glob(vllm.FS, "*.yaml")
-	if err != nil || len(shipped) == 0 {
-		t.Fatal("no shipped playbooks", err)
-	}
-	var listed []string
-	for _, g := range k.ConfigMapGenerator {
-		if g.Name == "autocapture-playbooks" {
-			listed = g.FileSources
-		}
-	}
-	for _, n := range shipped {
-		if !slices.Contains(listed, "playbooks/"+n) {
-			t.Errorf("autocapture-playbooks does not list playbooks/%s", n)
-		}
-		want, _ := vllm.FS.ReadFile(n)
-		have, err := os.ReadFile(filepath.Join(kubeDir, "playbooks", n))
-		if err != nil || !bytes.Equal(want, have) {
-			t.Errorf("deploy/kubernetes/playbooks/%s differs from the shipped playbooks/vllm/%s (cp playbooks/vllm/*.yaml deploy/kubernetes/playbooks/)", n, n)
-		}
-	}
-	if len(listed) != len(shipped) {
-		t.Errorf("autocapture-playbooks lists %q, the shipped set is %q", listed, shipped)
+	if !slices.Equal(k.Resources, []string{"autocapture.yaml"}) || len(k.ConfigMapGenerator)+len(k.SecretGenerator)+len(k.Patches) != 0 {
+		t.Errorf("kustomization: resources %q, %d generators, %d patches: want the rendered chart alone",
+			k.Resources, len(k.ConfigMapGenerator)+len(k.SecretGenerator), len(k.Patches))
 	}
 }
 
@@ -285,35 +261,21 @@ func TestKubernetesDeployment(t *testing.T) {
 		"storage.s3.secret_access_key_file": d.cfg.Storage.S3.SecretAccessKeyFile,
 		"profiling.agent_token_file":        d.cfg.Profiling.AgentTokenFile,
 	} {
-		vol, m, name := mountedAt(pod, d.c, path)
-		if vol == nil || vol.Secret == nil {
-			t.Errorf("%s %s is not on a Secret volume", what, path)
+		ref := secretOf(t, pod, d.c, path)
+		name, key, _ := strings.Cut(ref, "/")
+		if ref == "" {
+			t.Errorf("%s %s is not on a read-only Secret volume", what, path)
 			continue
 		}
-		key := name
-		for _, it := range vol.Secret.Items {
-			if it.Path == name {
-				key = it.Key
-			}
-		}
-		sec := example.secrets[vol.Secret.SecretName]
-		if sec == nil {
-			t.Errorf("%s: Secret %s is not in secret.example.yaml", what, vol.Secret.SecretName)
+		if sec := example.secrets[name]; sec == nil {
+			t.Errorf("%s: Secret %s is not in secret.example.yaml", what, name)
 		} else if _, ok := sec.StringData[key]; !ok {
-			t.Errorf("%s: Secret %s has no key %s in secret.example.yaml", what, vol.Secret.SecretName, key)
-		}
-		if !m.ReadOnly {
-			t.Errorf("%s: the Secret is mounted writable", what)
+			t.Errorf("%s: Secret %s has no key %s in secret.example.yaml", what, name, key)
 		}
 	}
-	if len(d.cfg.Playbooks) != 1 {
-		t.Fatalf("playbooks %q: want the ConfigMap's folder", d.cfg.Playbooks)
-	}
-	vol, m, _ := mountedAt(pod, d.c, filepath.Dir(d.cfg.Playbooks[0]))
-	if vol == nil || vol.ConfigMap == nil || m.SubPath != "" || !strings.HasPrefix(vol.ConfigMap.Name, "autocapture-playbooks") {
-		t.Errorf("playbooks %s: not the autocapture-playbooks ConfigMap mounted as a folder (a subPath never sees updates)", d.cfg.Playbooks[0])
-	} else if cm := d.objs.configMaps[vol.ConfigMap.Name]; cm == nil || len(cm.Data) < 2 {
-		t.Errorf("playbooks ConfigMap %s missing or empty", vol.ConfigMap.Name)
+	// The shipped playbooks come with the binary; yours, from the chart's playbooks value (TestHelmPlaybooks).
+	if len(d.cfg.Playbooks) != 0 || !d.cfg.ShippedPlaybooks {
+		t.Errorf("playbooks %q shipped %v: want the shipped set", d.cfg.Playbooks, d.cfg.ShippedPlaybooks)
 	}
 	for _, p := range []string{d.cfg.Storage.Path, "/tmp"} {
 		if vol, _, _ := mountedAt(pod, d.c, p); vol == nil || vol.EmptyDir == nil {
