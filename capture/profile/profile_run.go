@@ -36,6 +36,9 @@ type frameRun struct {
 	notRecording string
 	// cut says why the frame ended early ("" when it ran its duration).
 	cut string
+	// room says, when the step's deadline left less than the frame, how
+	// much it left ("" when the frame fits).
+	room string
 	// recovered says how a resumed attempt got an earlier attempt's frame
 	// back ("" for a frame of this attempt).
 	recovered string
@@ -134,27 +137,27 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	if why := p.lastStallRefusal(ctx, in, fr.target); why != "" {
 		return p.costSkip(ctx, in, res, fr, why)
 	}
-	cr, err := p.measureBefore(ctx, fr, frame)
-	if err != nil {
-		p.release(ctx, in, fr) // start_profile was never sent
-		return res, p.cutByContext(ctx, fr, 0)
-	}
-	fr.cost = cr
-	if why := p.ceilingRefusal(in, cr); why != "" {
+	before := beforeFromRun(in, fr.target)
+	if why := p.ceilingRefusal(in, before); why != "" {
 		return p.costSkip(ctx, in, res, fr, why)
 	}
-	before, err := listSource(ctx, fr.src)
+	listed, err := listSource(ctx, fr.src)
 	if err != nil {
 		p.release(ctx, in, fr)
 		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), err)}
 	}
-	fr.before = before
+	fr.before = listed
 	lp := p.planLoad(ctx, in, fr.client, fr.target)
 	if lp.why != "" {
 		res.Findings["load"] = lp.why
 	}
+	fr.cost = p.startCost(ctx, fr, before)
+	fr.room = frameRoom(ctx, frame)
+	if fr.room != "" {
+		res.Findings["frame_room"] = fr.room
+	}
 	recorded := time.Now()
-	saved := savedListing{Files: before, Engine: p.cfg.Engine, Prefix: fr.prefix}
+	saved := savedListing{Files: listed, Engine: p.cfg.Engine, Prefix: fr.prefix}
 	if _, err := fr.lease.Recording(ctx, frame, saved.marshal()); err != nil {
 		p.release(ctx, in, fr) // start_profile was never sent
 		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
@@ -318,12 +321,27 @@ func (p *Profile) frame(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	}
 }
 
+// frameRoom says, before the start, how much of the frame the step's
+// deadline leaves when it is less than the frame; "" when the frame fits.
+// The capture starts all the same (a short frame is still evidence) and is
+// cut at the deadline.
+func frameRoom(ctx context.Context, frame time.Duration) string {
+	dl, ok := ctx.Deadline()
+	if left := time.Until(dl); ok && left < frame {
+		return fmt.Sprintf("the step's timeout left %.1f s of the %s frame", max(left, 0).Seconds(), frame)
+	}
+	return ""
+}
+
 func (p *Profile) cutByContext(ctx context.Context, fr *frameRun, after time.Duration) error {
 	cause := context.Cause(ctx)
 	fr.cut = cause.Error()
 	reason := vocab.ReasonCancelled
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		reason = vocab.ReasonTimeout
+		if fr.room != "" {
+			fr.cut = fr.room + " (" + fr.cut + ")"
+		}
 	}
 	return &vocab.Error{Reason: reason, Err: fmt.Errorf("profile %s: frame cut short after %s: %w", httpTarget(fr.target), after.Round(time.Millisecond), cause)}
 }
