@@ -90,6 +90,13 @@ func (s *Runs) persistStep(ctx context.Context, runID string, rec executor.StepR
 		}
 		ops = append(append(ops, changed...), outbox.VerdictEdit{})
 	}
+	if rec.Profile != nil {
+		edit, err := s.recordProfiled(wctx, tx, runID, rec)
+		if err != nil {
+			return fmt.Errorf("persist step %s: %w", rec.ID, err)
+		}
+		ops = append(ops, edit...)
+	}
 	if err := s.out.Append(wctx, tx, runID, ops...); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
