@@ -82,20 +82,26 @@ func (f *ProfileFinding) Against() string {
 // Text is the finding in one phrase: "profile: GEMM 92% of GPU time vs 49%
 // in the healthy baseline (top kernel ampere_… 61%)", or without a capture
 // to compare with "profile: GEMM 92% of GPU time; no healthy baseline to
-// compare (set one with …)".
+// compare (set one with …); top kernel ampere_… 61%".
 func (f *ProfileFinding) Text() string {
 	if f == nil {
 		return ""
 	}
 	s := fmt.Sprintf("profile: %s %.0f%% of GPU time", FamilyWords(f.Family), 100*f.Share)
+	top := ""
+	if f.TopKernel != "" {
+		top = fmt.Sprintf("top kernel %s %.0f%%", shortKernel(f.TopKernel), 100*f.TopKernelShare)
+	}
 	if f.HasBaseline {
 		s += fmt.Sprintf(" vs %.0f%% in %s", 100*f.BaselineShare, f.Against())
+		if top != "" {
+			s += " (" + top + ")"
+		}
+		return s
 	}
-	if f.TopKernel != "" {
-		s += fmt.Sprintf(" (top kernel %s %.0f%%)", shortKernel(f.TopKernel), 100*f.TopKernelShare)
-	}
-	if !f.HasBaseline {
-		s += "; no healthy baseline to compare (" + setBaselineHint + ")"
+	s += "; no healthy baseline to compare (" + setBaselineHint + ")"
+	if top != "" {
+		s += "; " + top
 	}
 	return s
 }
