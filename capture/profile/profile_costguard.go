@@ -14,7 +14,7 @@ import (
 
 // CostBounds are what a playbook lets a capture cost live traffic.
 type CostBounds struct {
-	MaxITL       time.Duration `yaml:"max_itl" json:"max_itl,omitempty" jsonschema_description:"Skip the capture when the instance's inter-token latency p99 before the frame is already above this (the run's tier-1 itl_p99 when a step measured it, else the instance's /metrics over a window as long as the frame just before it). 0: no ceiling."`
+	MaxITL       time.Duration `yaml:"max_itl" json:"max_itl,omitempty" jsonschema_description:"Skip the capture when the instance's inter-token latency p99 before the frame is already above this (the run's tier-1 itl_p99 when a step measured it, else the run's scrape step's two reads of the instance). 0: no ceiling."`
 	MaxTTFT      time.Duration `yaml:"max_ttft" json:"max_ttft,omitempty" jsonschema_description:"Skip the capture when the instance's time-to-first-token p99 before the frame is already above this (as max_itl). 0: no ceiling."`
 	MaxLastStall time.Duration `yaml:"max_last_stall" json:"max_last_stall,omitempty" jsonschema_description:"Skip the capture when the last capture of this target (by any replica) stalled serving longer than this: SGLang's stop freezes the scheduler while it exports, vLLM's blocks while it flushes. 0: no bound."`
 }
