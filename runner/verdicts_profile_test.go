@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/notify"
@@ -89,6 +90,9 @@ func TestProfileRefinesTheVerdict(t *testing.T) {
 		s := newService(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true, notifyTo(th))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		checkProfiled(t, waitRun(t, s, id, "finished", isFinished), th)
+		if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictProfiled, vocab.VerdictKVPressure)); n != 1 {
+			t.Errorf("autocapture_verdicts_total{kind=profiled,verdict=kv-pressure} = %v, want 1", n)
+		}
 	})
 }
 

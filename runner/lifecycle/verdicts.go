@@ -130,11 +130,12 @@ func (s *Runs) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec 
 
 // recordProfiled records, in tx (persistStep's), the run's latest verdict of
 // the step's plan refined by the profile's finding, and returns the parent's
-// edit showing it; nothing when no verdict was reached before the profile.
-func (s *Runs) recordProfiled(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, error) {
+// edit showing it and the verdict's id to count once tx commits; nothing
+// when no verdict was reached before the profile.
+func (s *Runs) recordProfiled(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, string, error) {
 	history, err := s.loadVerdicts(ctx, tx, runID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var latest, ofPlan *vocab.Verdict
 	for _, e := range history {
@@ -148,15 +149,23 @@ func (s *Runs) recordProfiled(ctx context.Context, tx *sql.Tx, runID string, rec
 	}
 	base := cmp.Or(ofPlan, latest) // the plan's latest, else the run's
 	if base == nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	e := runs.VerdictEntry{Kind: runs.VerdictProfiled, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(),
 		Verdict: vocab.WithProfile(base, rec.Profile), Sources: []string{rec.ID}}
 	added, err := s.insertVerdict(ctx, tx, runID, profiledKey, e)
 	if err != nil || !added {
-		return nil, err
+		return nil, "", err
 	}
-	return []outbox.Op{outbox.VerdictEdit{Profiled: rec.Plan + "/" + rec.ID}}, nil
+	return []outbox.Op{outbox.VerdictEdit{Profiled: rec.Plan + "/" + rec.ID}}, e.Verdict.ID, nil
+}
+
+// countProfiled counts a profiled verdict (id) once its transaction
+// committed; "" counts nothing.
+func (s *Runs) countProfiled(id string) {
+	if id != "" {
+		s.m.Verdicts.WithLabelValues(runs.VerdictProfiled, id).Inc()
+	}
 }
 
 // insertVerdict adds e to the run's history under key, numbered after the
