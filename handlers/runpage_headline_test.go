@@ -168,6 +168,15 @@ func TestRunPageProfileAgainstBaseline(t *testing.T) {
 		t.Errorf("families table: %q", all)
 	}
 
+	// A record from before the shift was kept as data: compared, but the
+	// page does not read the change back from text.
+	old := profileStep(true)
+	delete(old.Findings, "shift")
+	old.Findings["deltas"] = []any{"gemm 93% (baseline 49%)"}
+	if all := text(servePage(t, hlRun("pf-old", runner.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
+		t.Errorf("a record without the shift: %q", all)
+	}
+
 	lone := profileStep(false)
 	delete(lone.Findings, "compared_with")
 	delete(lone.Findings, "shift")

@@ -103,6 +103,10 @@ func (p profileView) row(f string) familyShare {
 	if !r.Compared {
 		return r
 	}
+	if p.Shift == nil { // a record from before the shift was kept as data: the page does not read its text
+		r.Baseline, r.Change = "—", "not recorded"
+		return r
+	}
 	m, moved := p.Moved[f]
 	if !moved { // Compare lists every family that moved by half a point
 		r.Baseline, r.Change = fmt.Sprintf("≈ %.0f%%", 100*r.Share), "about the same"

@@ -47,9 +47,11 @@ func finding(in *vocab.Input, rep *Report, reportKey string) *vocab.ProfileFindi
 	return f
 }
 
-// shiftOf is the comparison's deltas as the verdict and the run page read them.
+// shiftOf is the comparison's deltas as the verdict and the run page read
+// them; empty, not nil, when nothing moved (the run page tells "compared,
+// nothing moved" from a record without the shift).
 func shiftOf(deltas []torchtrace.Delta) []vocab.FamilyShift {
-	var out []vocab.FamilyShift
+	out := make([]vocab.FamilyShift, 0, len(deltas))
 	for _, d := range deltas {
 		out = append(out, vocab.FamilyShift{Family: string(d.Family), Share: d.Share, Baseline: d.Baseline})
 	}
