@@ -100,7 +100,7 @@ func scopeOf(v *vocab.Verdict) (scope, why string) {
 
 // newHeadline says the run's answer: its verdict and the line that explains
 // it, or why it has none.
-func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
+func newHeadline(r *runs.Run, stepsDone int) headline {
 	h := headline{Instance: r.Labels["instance"], Model: r.Labels["model_name"]}
 	if !r.StartsAt.IsZero() {
 		h.Origin = whenPtr(&r.StartsAt)
@@ -110,7 +110,10 @@ func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
 		h.Verdict, h.Line, h.Class = noVerdict(r, stepsDone)
 		return h
 	}
-	h.Verdict, h.Line, h.Preliminary = verdictInWords(v.ID), explainLine(v, profiles), v.Preliminary
+	h.Verdict, h.Line, h.Preliminary = verdictInWords(v.ID), explainLine(v), v.Preliminary
+	if v.Profile != nil && v.ID == vocab.VerdictUnexplained { // the metrics found no cause; the kernels did
+		h.Verdict = "unexplained by the metrics"
+	}
 	h.Scope, h.ScopeWhy = scopeOf(v)
 	switch v.ID {
 	case vocab.VerdictHealthy:
@@ -125,17 +128,13 @@ func newHeadline(r *runs.Run, profiles []profileView, stepsDone int) headline {
 	return h
 }
 
-// explainLine is the one line that explains v: for an unexplained verdict
-// the profile's finding against its baseline, when a profile was compared
-// with one (the metrics found no cause; the kernels did); else the first
-// line of the verdict's own evidence, which its deciding rule writes.
-func explainLine(v *vocab.Verdict, profiles []profileView) string {
-	if v.ID == vocab.VerdictUnexplained {
-		for _, p := range profiles {
-			if l := p.Finding(); l != "" {
-				return "profile: " + l
-			}
-		}
+// explainLine is the one line that explains v: the profile's finding once
+// a profile refined it (the verdict's own record, vocab.ProfileFinding);
+// else the first line of the verdict's own evidence, which its deciding
+// rule writes.
+func explainLine(v *vocab.Verdict) string {
+	if v.Profile != nil {
+		return v.Profile.Text()
 	}
 	scope := vocab.ScopeLine(v)
 	for _, l := range v.Evidence {

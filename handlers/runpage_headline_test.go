@@ -44,7 +44,15 @@ func profileStep(baseline bool) executor.StepRecord {
 			"families":      map[string]any{"gemm": 0.93, "attention": 0.04, "communication": 0.0, "memory": 0.02, "other": 0.01},
 			"top_kernels":   []any{map[string]any{"name": "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", "family": "gemm", "share": 0.88, "gpu_us": 2.6e7}},
 			"compared_with": map[string]any{"run_id": "0197-healthy", "taken_at": "2026-04-30T09:00:00Z", "baseline": baseline},
-			"deltas":        []any{"attention 4% (baseline 40%)", "gemm 93% (baseline 49%)", "other 1% (baseline 9%)"}}}
+			"shift": []any{map[string]any{"family": "attention", "share": 0.04, "baseline": 0.40},
+				map[string]any{"family": "gemm", "share": 0.93, "baseline": 0.49}, map[string]any{"family": "other", "share": 0.01, "baseline": 0.09}}}}
+}
+
+// gemmFinding is the finding profileStep's capture refines the verdict with.
+func gemmFinding(baseline bool) *vocab.ProfileFinding {
+	return &vocab.ProfileFinding{Plan: "vllm", Step: "profile", Family: "gemm", Share: 0.93, HasBaseline: true, BaselineShare: 0.49,
+		Baseline: &vocab.BaselineRef{RunID: "0197-healthy", Baseline: baseline}, TopKernel: "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+		TopKernelShare: 0.88, Shares: map[string]float64{"gemm": 0.93, "attention": 0.04, "memory": 0.02, "other": 0.01}, OtherShare: 0.01}
 }
 
 // hlRun is a run of VLLMHighITL on 10.0.0.9:8000 in status, with v and steps.
@@ -77,11 +85,20 @@ func TestRunPageHeadline(t *testing.T) {
 		run             *runs.Run
 		headline, scope string // scope "": no scope line
 	}{
-		{"unexplained, profile against the healthy baseline", hlRun("hl-profile", runner.StatusSucceeded, "", unexplained, triage, profileStep(true)),
-			"unexplained — profile: GEMM 93% of GPU time vs 49% in the healthy baseline: a GEMM kernel regression",
+		{"unexplained, profile against the healthy baseline", hlRun("hl-profile", runner.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(true)), triage, profileStep(true)),
+			"unexplained by the metrics — profile: GEMM 93% of GPU time vs 49% in the healthy baseline (top kernel ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_st… 88%)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
-		{"unexplained, profile against the previous capture", hlRun("hl-previous", runner.StatusSucceeded, "", unexplained, triage, profileStep(false)),
-			"unexplained — profile: GEMM 93% of GPU time vs 49% in the previous capture: a GEMM kernel regression",
+		{"unexplained, profile against the previous capture", hlRun("hl-previous", runner.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(false)), triage, profileStep(false)),
+			"unexplained by the metrics — profile: GEMM 93% of GPU time vs 49% in the previous capture (top kernel ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_st… 88%)",
+			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
+		{"unexplained, profile with no baseline", hlRun("hl-nobase", runner.StatusSucceeded, "", vocab.WithProfile(unexplained,
+			&vocab.ProfileFinding{Family: "gemm", Share: 0.92, Shares: map[string]float64{"gemm": 0.92}}), triage),
+			"unexplained by the metrics — profile: GEMM 92% of GPU time; no healthy baseline to compare (set one with `baseline: true` on a profile step run while the server is healthy)",
+			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
+		// The headline reads the verdict's record, not the profile step's
+		// text: a verdict no profile refined keeps its evidence line.
+		{"unexplained, a profile step but no finding in the verdict", hlRun("hl-unrefined", runner.StatusSucceeded, "", unexplained, triage, profileStep(true)),
+			"unexplained — ITL p99 0.412 s (threshold 0.2 s)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
 		{"unexplained, no profile", hlRun("hl-noprofile", runner.StatusSucceeded, "", unexplained, triage),
 			"unexplained — ITL p99 0.412 s (threshold 0.2 s)",
@@ -151,9 +168,18 @@ func TestRunPageProfileAgainstBaseline(t *testing.T) {
 		t.Errorf("families table: %q", all)
 	}
 
+	// A record from before the shift was kept as data: compared, but the
+	// page does not read the change back from text.
+	old := profileStep(true)
+	delete(old.Findings, "shift")
+	old.Findings["deltas"] = []any{"gemm 93% (baseline 49%)"}
+	if all := text(servePage(t, hlRun("pf-old", runner.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
+		t.Errorf("a record without the shift: %q", all)
+	}
+
 	lone := profileStep(false)
 	delete(lone.Findings, "compared_with")
-	delete(lone.Findings, "deltas")
+	delete(lone.Findings, "shift")
 	if all := text(servePage(t, hlRun("pf-lone", runner.StatusSucceeded, "", nil, lone))); !strings.Contains(all, "Not compared: no earlier capture") {
 		t.Errorf("a profile compared with nothing does not say so: %q", all)
 	}
@@ -259,7 +285,7 @@ func TestRunPagesTablesLabelled(t *testing.T) {
 // not in a found cause's red.
 func TestNoEvidenceIsNoCause(t *testing.T) {
 	h := newHeadline(hlRun("hl-none", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence,
-		Evidence: []string{"nothing measured: …"}}), nil, 1)
+		Evidence: []string{"nothing measured: …"}}), 1)
 	if h.Class != "other" || h.Verdict != "no evidence" {
 		t.Errorf("headline class %q, verdict %q: want other (grey) and no evidence", h.Class, h.Verdict)
 	}

@@ -3,9 +3,7 @@ package handlers
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
-	"strconv"
 
 	"github.com/autocapture/autocapture/torchtrace"
 	"github.com/autocapture/autocapture/vocab"
@@ -25,10 +23,10 @@ type profileView struct {
 	IdleShare    *float64              `json:"idle_share"`
 	TopKernels   []kernelView          `json:"top_kernels"`
 	ComparedWith *vocab.BaselineRef    `json:"compared_with"`
-	Deltas       []string              `json:"deltas"`
+	Shift        []vocab.FamilyShift   `json:"shift"` // what moved, largest change first
 	RawFamilies  map[string]float64    `json:"families"`
 	Families     []familyShare         `json:"-"`
-	Moved        map[string]familyMove `json:"-"` // the deltas read back, by family id
+	Moved        map[string]familyMove `json:"-"` // the shift by family id
 }
 
 // familyShare is one kernel family's row: its share, and against the
@@ -59,18 +57,6 @@ type kernelView struct {
 // different workload or a different kernel, not noise between captures.
 const abnormalPoints = 10
 
-// deltaRE reads a delta as the findings spell it: "gemm 93% (baseline 49%)".
-var deltaRE = regexp.MustCompile(`^(\S+) (\d+(?:\.\d+)?)% \(baseline (\d+(?:\.\d+)?)%\)$`)
-
-// familyWords are the kernel families as a reader says them.
-var familyWords = map[string]string{
-	string(torchtrace.FamilyGEMM):          "GEMM",
-	string(torchtrace.FamilyAttention):     "attention",
-	string(torchtrace.FamilyCommunication): "communication",
-	string(torchtrace.FamilyMemory):        "memory copies",
-	string(torchtrace.FamilyOther):         "other kernels",
-}
-
 // growthMeaning is what a family taking more of the GPU's time than in the
 // compared capture means.
 var growthMeaning = map[string]string{
@@ -81,12 +67,7 @@ var growthMeaning = map[string]string{
 	string(torchtrace.FamilyOther):         "more time in other kernels",
 }
 
-func familyInWords(f string) string {
-	if w, ok := familyWords[f]; ok {
-		return w
-	}
-	return f
-}
+func familyInWords(f string) string { return vocab.FamilyWords(f) }
 
 // newProfileView reads a profile step's findings; false when they hold no
 // analysis.
@@ -96,14 +77,8 @@ func newProfileView(step, summary string, findings map[string]any) (profileView,
 		return p, false
 	}
 	p.Moved = map[string]familyMove{}
-	for _, d := range p.Deltas {
-		m := deltaRE.FindStringSubmatch(d)
-		if m == nil {
-			continue
-		}
-		now, _ := strconv.ParseFloat(m[2], 64)
-		was, _ := strconv.ParseFloat(m[3], 64)
-		p.Moved[m[1]] = familyMove{now / 100, was / 100}
+	for _, d := range p.Shift {
+		p.Moved[d.Family] = familyMove{d.Share, d.Baseline}
 	}
 	ids := make([]string, 0, len(p.RawFamilies))
 	for f := range p.RawFamilies {
@@ -128,13 +103,17 @@ func (p profileView) row(f string) familyShare {
 	if !r.Compared {
 		return r
 	}
+	if p.Shift == nil { // a record from before the shift was kept as data: the page does not read its text
+		r.Baseline, r.Change = "—", "not recorded"
+		return r
+	}
 	m, moved := p.Moved[f]
 	if !moved { // Compare lists every family that moved by half a point
 		r.Baseline, r.Change = fmt.Sprintf("≈ %.0f%%", 100*r.Share), "about the same"
 		return r
 	}
-	// The deltas hold whole percents: the change is between those, so it
-	// reads as the headline's "93% vs 49%" does.
+	// The change is between whole percents, so it reads as the headline's
+	// "93% vs 49%" does.
 	pts := math.Round(100*m.Share) - math.Round(100*m.Baseline)
 	r.Baseline, r.Moved, r.Abnormal = fmt.Sprintf("%.0f%%", 100*m.Baseline), true, math.Abs(pts) >= abnormalPoints
 	r.Change = fmt.Sprintf("%+.0f points", pts)
@@ -172,17 +151,12 @@ func (p profileView) Finding() string {
 	if p.ComparedWith == nil {
 		return ""
 	}
-	for _, d := range p.Deltas { // largest change first
-		m := deltaRE.FindStringSubmatch(d)
-		if m == nil {
+	for _, d := range p.Shift { // largest change first
+		if d.Share <= d.Baseline {
 			continue
 		}
-		mv := p.Moved[m[1]]
-		if mv.Share <= mv.Baseline {
-			continue
-		}
-		line := fmt.Sprintf("%s %.0f%% of GPU time vs %.0f%% in %s", familyInWords(m[1]), 100*mv.Share, 100*mv.Baseline, p.Against())
-		if w, ok := growthMeaning[m[1]]; ok {
+		line := fmt.Sprintf("%s %.0f%% of GPU time vs %.0f%% in %s", familyInWords(d.Family), 100*d.Share, 100*d.Baseline, p.Against())
+		if w, ok := growthMeaning[d.Family]; ok {
 			line += ": " + w
 		}
 		return line

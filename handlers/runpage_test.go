@@ -86,7 +86,7 @@ func pageRunFixture(png []byte) *runs.Run {
 					"families":      map[string]any{"attention": 0.61, "gemm": 0.3, "comm": 0.0},
 					"top_kernels":   []any{map[string]any{"name": "flash_fwd_kernel<" + hostile + ">", "family": "attention", "share": 0.55, "gpu_us": 123456.0}},
 					"compared_with": map[string]any{"run_id": "0197-old", "taken_at": "2026-04-30T10:00:00Z", "baseline": true},
-					"deltas":        []any{"attention 61% (baseline 20%)"}}},
+					"shift":         []any{map[string]any{"family": "attention", "share": 0.61, "baseline": 0.20}}}},
 			{Plan: "vllm", ID: "scrape", Kind: "scrape", Tier: vocab.TierMetrics, Status: "failed", Reason: "timeout", DurationMS: 15000,
 				StartedAt: at.Add(2 * time.Second), FinishedAt: at.Add(17 * time.Second)},
 		},

@@ -192,7 +192,7 @@ func (s *Server) newRunView(r *runs.Run) runView {
 			}
 		}
 	}
-	v.Head = newHeadline(r, v.Profiles, len(r.Steps))
+	v.Head = newHeadline(r, len(r.Steps))
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
 			Href: s.artifactHref(r.ID, r.Manifest)}

@@ -97,7 +97,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 // triage step's own reply says the verdict where it comes, and the end's
 // block has it whole: parent, replies as steps finish, verdict, end.
 func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
-	if s.Key == KeyCloseVerdict || s.Key == KeyCloseVerdictPreliminary {
+	if VerdictEdit(s.Key) {
 		return nil
 	}
 	var b strings.Builder
@@ -117,7 +117,7 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 		fmt.Fprintf(&b, "   why: %s\n", untrusted.Text(s.Reason))
 	}
 	if v := s.Verdict; v != nil {
-		fmt.Fprintf(&b, "   verdict: %s", v.ID)
+		fmt.Fprintf(&b, "   verdict: %s", vocab.VerdictText(v))
 		if v.Preliminary {
 			b.WriteString(" (preliminary)")
 		}

@@ -174,8 +174,11 @@ const (
 	// (reached before the scrape's second sample); KeyCloseVerdict then
 	// edits it with the refined one.
 	KeyCloseVerdictPreliminary = "close/verdict/preliminary"
-	KeyCloseFinished           = "close/finished"
-	KeyCloseResolved           = "close/resolved"
+	// KeyCloseVerdictProfiled, followed by "/<plan>/<step>", edits the
+	// parent with the verdict a profile step's finding refined.
+	KeyCloseVerdictProfiled = "close/verdict/profiled"
+	KeyCloseFinished        = "close/finished"
+	KeyCloseResolved        = "close/resolved"
 )
 
 // RateLimitedError asks the caller to try again after RetryAfter (Slack's 429

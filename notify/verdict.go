@@ -44,7 +44,13 @@ func verdictName(v *vocab.Verdict) string {
 }
 
 // EditOnly says whether an update only edits the parent, with no reply of
-// its own: the verdict's edits (preliminary and refined) and a group's.
+// its own: the verdict's edits (preliminary, refined, profiled) and a group's.
 func EditOnly(key string) bool {
-	return key == KeyCloseVerdict || key == KeyCloseVerdictPreliminary || key == KeyGroupUpdate
+	return VerdictEdit(key) || key == KeyGroupUpdate
+}
+
+// VerdictEdit says whether an update is one of the verdict's edits of the
+// parent: preliminary, refined, or refined by a profile.
+func VerdictEdit(key string) bool {
+	return key == KeyCloseVerdict || key == KeyCloseVerdictPreliminary || strings.HasPrefix(key, KeyCloseVerdictProfiled+"/")
 }

@@ -108,6 +108,9 @@ type Result struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Verdict is set by the triage step only.
 	Verdict *Verdict `json:"verdict,omitempty"`
+	// Profile is set by a profile step whose traces were read: the finding
+	// that refines the run's verdict.
+	Profile *ProfileFinding `json:"profile,omitempty"`
 }
 
 // Artifact is one stored object.

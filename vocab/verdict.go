@@ -26,6 +26,9 @@ type Verdict struct {
 	// Scope is where the cause sits: ScopeSingle, ScopeSeveral or ScopeFleet
 	// (below); empty when the instance's peers were not measured.
 	Scope string `json:"scope,omitempty"`
+	// Profile is what a framed profile found, once one refined the verdict
+	// (WithProfile): the metrics' cause stays the id, the profile explains it.
+	Profile *ProfileFinding `json:"profile,omitempty"`
 }
 
 // Verdict ids, the fixed list used everywhere.

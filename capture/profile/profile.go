@@ -47,7 +47,7 @@ type Config struct {
 	// Cooldown refuses a new capture of this target within this long of its last start.
 	Cooldown time.Duration `yaml:"cooldown" json:"cooldown,omitempty" jsonschema_description:"No new capture of this target within this long of its last one (per target, across replicas)."`
 	// Cost bounds what the capture may cost live traffic.
-	Cost CostBounds `yaml:"cost" json:"cost,omitzero" jsonschema_description:"What the capture may cost the instance's live traffic. Every capture measures it (TTFT, inter-token latency and tokens/s from the instance's /metrics before the frame, during it and during the stop) and reports it; these bounds skip a capture before it starts."`
+	Cost CostBounds `yaml:"cost" json:"cost,omitzero" jsonschema_description:"What the capture may cost the instance's live traffic. Every capture measures it (TTFT, inter-token latency and tokens/s: before the frame from the run's scrape step, during the frame and the stop from the instance's /metrics) and reports it; these bounds skip a capture before it starts."`
 	// Baseline keeps this capture as the baseline later captures of the same
 	// model (else target) are compared with (take it when healthy).
 	Baseline bool `yaml:"baseline" json:"baseline,omitempty" jsonschema_description:"Keep this capture as the baseline that later captures of the same model (else target) are compared with; take it when the server is healthy."`
@@ -105,12 +105,10 @@ type profileTuning struct {
 	collect    time.Duration // bound on storing the files (detached from the step)
 	health     time.Duration // preflight and /metrics read bound
 	leaseWrite time.Duration // bound on one lease write made after the step's context ended
-	before     time.Duration // longest stretch measured before the frame (the cost's baseline)
 }
 
 var defaultProfileTuning = profileTuning{renewEvery: 2 * time.Second, hold: 15 * time.Second, poll: 500 * time.Millisecond,
-	settle: 30 * time.Second, collect: 10 * time.Minute, health: 5 * time.Second, leaseWrite: 10 * time.Second,
-	before: 10 * time.Second}
+	settle: 30 * time.Second, collect: 10 * time.Minute, health: 5 * time.Second, leaseWrite: 10 * time.Second}
 
 var _ vocab.Step = (*Profile)(nil)
 

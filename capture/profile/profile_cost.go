@@ -12,20 +12,23 @@ import (
 
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // What a capture cost the profiled instance's live traffic, read from its
-// own /metrics: scrapes before the frame (a window as long as the frame,
-// at most tune.before), at the start, before the stop and after the stop's
-// answer. Between two scrapes the histograms' and the counter's deltas give
-// the mean TTFT and inter-token latency, the ITL p99 and the tokens that
-// reached clients per second: first tokens (TTFT observations) plus the
-// inter-token observations (vLLM observes one per token after the first;
-// SGLang's ITL histogram counts tokens, SGLANG.md §4). Not the generated-
-// tokens counter: SGLang bumps it only when a request finishes, so a
-// stretch of seconds would read no tokens. The frame and the stop are each
-// held to the stretch before. Engines' names: vLLM's first, then SGLang's
-// (an exposition has one or the other).
+// own /metrics: the stretch before the frame is the run's scrape step's two
+// reads of the instance (no live wait: start_profile goes out at once);
+// the capture reads the counters at the start, before the stop and after
+// the stop's answer. Between two reads the histograms' and the counter's
+// deltas give the mean TTFT and inter-token latency, the ITL p99 and the
+// tokens that reached clients per second: first tokens (TTFT observations)
+// plus the inter-token observations (vLLM observes one per token after the
+// first; SGLang's ITL histogram counts tokens, SGLANG.md §4). Not the
+// generated-tokens counter: SGLang bumps it only when a request finishes,
+// so a stretch of seconds would read no tokens. The frame is held to the
+// stretch before; the stop to it, else (no scrape in the run) to the frame.
+// Engines' names: vLLM's first, then SGLang's (an exposition has one or
+// the other).
 var (
 	costTTFT = vllmexpo.Metric{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
 	costITL  = vllmexpo.Metric{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
@@ -46,6 +49,9 @@ func (p costPoint) tokens() float64 { return p.ttft.Count + p.itl.Count }
 // CostWindow is what the instance served over one stretch of time.
 type CostWindow struct {
 	Seconds float64 `json:"seconds"`
+	// From says where a stretch the capture did not read itself comes from
+	// ("step scrape's reads of the instance").
+	From string `json:"from,omitempty"`
 	// Requests is how many first tokens came (TTFT observations);
 	// TokensPerSecond how many tokens reached clients a second.
 	Requests        float64  `json:"requests"`
@@ -125,7 +131,8 @@ func opt(v float64, ok bool) *float64 {
 	return &v
 }
 
-// costOf holds the frame and the stop to the stretch before them; stopTook
+// costOf holds the frame and the stop to the stretch before them (the stop
+// to the frame when there is no stretch before with a token rate); stopTook
 // is the stop's round trip, the stall when no rate says better.
 func costOf(before, frame, stop *CostWindow, stopTook time.Duration) *Cost {
 	c := &Cost{Before: before, Frame: frame, Stop: stop, StallSeconds: stopTook.Seconds()}
@@ -133,8 +140,12 @@ func costOf(before, frame, stop *CostWindow, stopTook time.Duration) *Cost {
 		c.DecodeSlower = slower(frame.ITLMean, before.ITLMean)
 		c.FirstTokenSlower = slower(frame.TTFTMean, before.TTFTMean)
 	}
-	if before != nil && stop != nil && before.TokensPerSecond != nil && *before.TokensPerSecond > 0 && stop.TokensPerSecond != nil {
-		lost := math.Max(0, 1 - *stop.TokensPerSecond / *before.TokensPerSecond)
+	ref := before
+	if rate := func(w *CostWindow) bool { return w != nil && w.TokensPerSecond != nil && *w.TokensPerSecond > 0 }; !rate(ref) && rate(frame) {
+		ref = frame
+	}
+	if ref != nil && stop != nil && ref.TokensPerSecond != nil && *ref.TokensPerSecond > 0 && stop.TokensPerSecond != nil {
+		lost := math.Max(0, 1 - *stop.TokensPerSecond / *ref.TokensPerSecond)
 		c.StallSeconds, c.Measured = stop.Seconds*lost, true
 	}
 	c.Summary = c.summary(frame, stop)
@@ -167,6 +178,8 @@ func (c *Cost) summary(frame, stop *CostWindow) string {
 			}
 		}
 		switch d := c.DecodeSlower; {
+		case c.Before == nil:
+			parts = append(parts, fmt.Sprintf("%.1f s frame not compared (no scrape of the instance in the run to compare with)", frame.Seconds))
 		case d == nil:
 			parts = append(parts, fmt.Sprintf("no decode seen in the %.1f s frame", frame.Seconds))
 		case math.Abs(*d) < 0.05:
@@ -202,4 +215,53 @@ func jsonValue(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// beforeFromRun is the stretch before the frame as the run already measured
+// it: the latest scrape step's two reads of this instance (its findings:
+// the histograms' deltas over gap_s). nil when no earlier step read the
+// instance twice.
+func beforeFromRun(in *vocab.Input, target string) *CostWindow {
+	type hist struct {
+		Count     float64
+		Mean, P99 *float64
+	}
+	var best *CostWindow
+	var bestAt time.Time
+	for id, r := range in.Prior {
+		if r == nil {
+			continue
+		}
+		var f struct {
+			Source  string                     `json:"source"`
+			Target  string                     `json:"target"`
+			Gap     float64                    `json:"gap_s"`
+			At      time.Time                  `json:"signals_at"`
+			Metrics map[string]json.RawMessage `json:"metrics"` // a gauge is a number, a histogram an object
+		}
+		if b, err := json.Marshal(r.Findings); err != nil || json.Unmarshal(b, &f) != nil {
+			continue
+		}
+		if f.Source != vocab.SourceScrape || f.Gap <= 0 || f.Target != httpTarget(target) || (best != nil && !f.At.After(bestAt)) {
+			continue
+		}
+		first := func(names vllmexpo.Metric) (hist, bool) {
+			for _, n := range names {
+				var h hist
+				if raw, ok := f.Metrics[n]; ok && json.Unmarshal(raw, &h) == nil {
+					return h, true
+				}
+			}
+			return hist{}, false
+		}
+		ttft, okT := first(costTTFT)
+		itl, okI := first(costITL)
+		if !okT && !okI {
+			continue
+		}
+		tps := (ttft.Count + itl.Count) / f.Gap
+		best, bestAt = &CostWindow{Seconds: f.Gap, From: "step " + id + "'s reads of the instance", Requests: ttft.Count,
+			TTFTMean: ttft.Mean, TTFTP99: ttft.P99, ITLMean: itl.Mean, ITLP99: itl.P99, TokensPerSecond: &tps}, f.At
+	}
+	return best
 }

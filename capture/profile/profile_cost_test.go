@@ -12,9 +12,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
 )
+
+// runScrape runs the real scrape step against the input's instance, over a
+// one-second gap, as a run's tier 1 does before the profile.
+func runScrape(t *testing.T, in *vocab.Input) *vocab.Result {
+	t.Helper()
+	st, err := scrape.New(scrape.Config{Gap: time.Second, MinRequests: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sin := *in
+	sin.StepID = "scrape"
+	res, err := st.Run(context.Background(), &sin)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	return res
+}
 
 // stallGuard is the fake guard with a StallMemory, as the runner's plane has.
 type stallGuard struct {
@@ -80,11 +98,13 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 				tgt = startSim(t, f.log, o)
 			}
 			p := buildTestProfile(t, Config{Engine: engine, Duration: time.Second, Collect: Collect{Dir: dir}})
-			// A stretch before of a second of steady traffic, past the
-			// sim's first second (its load ramps up from nothing).
-			p.tune.before = time.Second
+			// The stretch before: the run's scrape step over a second of
+			// steady traffic, past the sim's first second (its load ramps
+			// up from nothing).
 			time.Sleep(time.Second)
-			res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
+			in := f.input(t, tgt.host, nil)
+			in.Prior = map[string]*vocab.Result{"scrape": runScrape(t, in)}
+			res, err := p.Run(context.Background(), in)
 			if err != nil {
 				t.Fatalf("run: %v (%+v)", err, res)
 			}
@@ -98,8 +118,8 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 			}
 			b, _ := json.Marshal(c)
 			t.Logf("%s: %s; measured stall %.2f s, the sim froze %v; cost %s", engine, c.Summary, c.StallSeconds, truth, b)
-			if !c.Measured || c.Before.TokensPerSecond == nil || *c.Before.TokensPerSecond <= 0 {
-				t.Fatalf("no token rate before the frame: %+v", c.Before)
+			if !c.Measured || c.Before.TokensPerSecond == nil || *c.Before.TokensPerSecond <= 0 || !strings.Contains(c.Before.From, "step scrape") {
+				t.Fatalf("no token rate before the frame from the run's scrape: %+v", c.Before)
 			}
 			if got := time.Duration(c.StallSeconds * float64(time.Second)); got < truth/2 || got > truth+2*time.Second {
 				t.Errorf("measured stall %v, the sim froze serving %v", got, truth)
@@ -124,26 +144,32 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 // before), is not profiled: no start is sent and the lease is released.
 func TestProfileCostBoundsSkipBeforeTheStart(t *testing.T) {
 	for name, tc := range map[string]struct {
-		cost  CostBounds
-		prior map[string]float64
-		stall time.Duration
-		want  string
+		cost   CostBounds
+		prior  map[string]float64
+		scrape bool // the run's scrape step read the instance
+		stall  time.Duration
+		want   string
 	}{
 		"last stall":             {cost: CostBounds{MaxLastStall: 2 * time.Second}, stall: 5 * time.Second, want: "stalled serving 5s, over cost.max_last_stall 2s"},
-		"itl ceiling, measured":  {cost: CostBounds{MaxITL: time.Microsecond}, want: "inter-token latency p99 is already"},
+		"itl ceiling, scraped":   {cost: CostBounds{MaxITL: time.Microsecond}, scrape: true, want: "inter-token latency p99 is already"},
 		"ttft ceiling, snapshot": {cost: CostBounds{MaxTTFT: 2 * time.Second}, prior: map[string]float64{vocab.SigTTFTP99: 3.5}, want: "step metrics's ttft_p99"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newProfileFixture(t)
 			mem := withStallMemory(f)
 			dir := t.TempDir()
-			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 50 * time.Millisecond})
+			tgt := startSim(t, f.log, vllmsim.Options{ProfilerDir: dir, ProfilerFlushDelay: 50 * time.Millisecond, Load: 8})
 			if tc.stall > 0 {
 				mem.stalls["http://"+tgt.host] = tc.stall
 			}
 			in := f.input(t, tgt.host, nil)
+			in.Prior = map[string]*vocab.Result{}
 			if tc.prior != nil {
-				in.Prior = map[string]*vocab.Result{"metrics": {Signals: tc.prior}}
+				in.Prior["metrics"] = &vocab.Result{Signals: tc.prior}
+			}
+			if tc.scrape {
+				time.Sleep(time.Second) // the sim's load ramps up from nothing
+				in.Prior["scrape"] = runScrape(t, in)
 			}
 			p := buildTestProfile(t, Config{Duration: 300 * time.Millisecond, Cost: tc.cost, Collect: Collect{Dir: dir}})
 			res, err := p.Run(context.Background(), in)

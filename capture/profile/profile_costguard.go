@@ -14,7 +14,7 @@ import (
 
 // CostBounds are what a playbook lets a capture cost live traffic.
 type CostBounds struct {
-	MaxITL       time.Duration `yaml:"max_itl" json:"max_itl,omitempty" jsonschema_description:"Skip the capture when the instance's inter-token latency p99 before the frame is already above this (the run's tier-1 itl_p99 when a step measured it, else the instance's /metrics over a window as long as the frame just before it). 0: no ceiling."`
+	MaxITL       time.Duration `yaml:"max_itl" json:"max_itl,omitempty" jsonschema_description:"Skip the capture when the instance's inter-token latency p99 before the frame is already above this (the run's tier-1 itl_p99 when a step measured it, else the run's scrape step's two reads of the instance). 0: no ceiling."`
 	MaxTTFT      time.Duration `yaml:"max_ttft" json:"max_ttft,omitempty" jsonschema_description:"Skip the capture when the instance's time-to-first-token p99 before the frame is already above this (as max_itl). 0: no ceiling."`
 	MaxLastStall time.Duration `yaml:"max_last_stall" json:"max_last_stall,omitempty" jsonschema_description:"Skip the capture when the last capture of this target (by any replica) stalled serving longer than this: SGLang's stop freezes the scheduler while it exports, vLLM's blocks while it flushes. 0: no bound."`
 }
@@ -31,49 +31,29 @@ type StallMemory interface {
 // costRun is one fresh capture's scrapes of the instance's counters.
 type costRun struct {
 	start, preStop costPoint
-	before         *CostWindow
-	ok             bool // the scrape at the start worked
-	preStopOK      bool
+	// before is the stretch the frame is held to: the run's own earlier
+	// reads of the instance (beforeFromRun); nil when the run has none.
+	before    *CostWindow
+	ok        bool // the scrape at the start worked
+	preStopOK bool
 }
 
-// measureBefore scrapes the counters, waits a window as long as the frame
-// (at most tune.before), and scrapes again: the stretch the frame is held
-// to. nil when /metrics cannot be read; an error only when ctx ended.
-func (p *Profile) measureBefore(ctx context.Context, fr *frameRun, frame time.Duration) (*costRun, error) {
-	a, ok := p.scrapeCost(ctx, fr.client, fr.target)
-	if !ok {
-		return nil, ctx.Err()
-	}
-	if err := p.holdFor(ctx, fr, min(frame, p.tune.before)); err != nil {
-		return nil, err
-	}
-	b, ok := p.scrapeCost(ctx, fr.client, fr.target)
-	if !ok {
-		return nil, ctx.Err()
-	}
-	return &costRun{start: b, ok: true, before: between(a, b)}, nil
-}
+// costScrapeAtStart bounds the read of the counters that opens the frame's
+// stretch: it runs right before start_profile, so it may delay the start
+// this long at most.
+const costScrapeAtStart = 500 * time.Millisecond
 
-// holdFor waits d with the lease renewed every renewEvery, as the frame
-// does: a lease left to its hold would lapse, and the sweeper release it,
-// before the start. An error only when ctx ended.
-func (p *Profile) holdFor(ctx context.Context, fr *frameRun, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	tick := time.NewTicker(p.tune.renewEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-			if err := fr.lease.Renew(ctx, p.tune.hold); err != nil && ctx.Err() == nil {
-				return nil // Recording, next, says what became of the lease
-			}
-		}
+// startCost reads the counters once, right before the start: no live wait,
+// the stretch before the frame is what the run already measured. nil when
+// /metrics cannot be read in time.
+func (p *Profile) startCost(ctx context.Context, fr *frameRun, before *CostWindow) *costRun {
+	ctx, cancel := context.WithTimeout(ctx, costScrapeAtStart)
+	defer cancel()
+	pt, ok := p.scrapeCost(ctx, fr.client, fr.target)
+	if !ok {
+		return nil
 	}
+	return &costRun{start: pt, ok: true, before: before}
 }
 
 // lastStallRefusal says why the target's last stall forbids this capture, or "".
@@ -96,8 +76,8 @@ func (p *Profile) lastStallRefusal(ctx context.Context, in *vocab.Input, target 
 
 // ceilingRefusal says which latency before the frame is past its ceiling,
 // or "": the run's own tier-1 p99 (the snapshot's PromQL over the alert's
-// window) when an earlier step measured it, else the stretch just measured.
-func (p *Profile) ceilingRefusal(in *vocab.Input, cr *costRun) string {
+// window) when an earlier step measured it, else the scrape step's stretch.
+func (p *Profile) ceilingRefusal(in *vocab.Input, before *CostWindow) string {
 	for _, c := range []struct {
 		name, sig string
 		max       time.Duration
@@ -110,9 +90,9 @@ func (p *Profile) ceilingRefusal(in *vocab.Input, cr *costRun) string {
 			continue
 		}
 		v, from := priorSignal(in, c.sig)
-		if from == "" && cr != nil && cr.before != nil {
-			if m := c.measured(cr.before); m != nil {
-				v, from = *m, fmt.Sprintf("the instance's /metrics over the %.1f s before the frame", cr.before.Seconds)
+		if from == "" && before != nil {
+			if m := c.measured(before); m != nil {
+				v, from = *m, fmt.Sprintf("%s over %.1f s before the frame", before.From, before.Seconds)
 			}
 		}
 		if from != "" && v > c.max.Seconds() {

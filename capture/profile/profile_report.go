@@ -100,13 +100,16 @@ func (p *Profile) report(ctx context.Context, in *vocab.Input, res *vocab.Result
 			rep.Summary += fmt.Sprintf(" (%d not analysed)", len(notRead))
 		}
 	}
+	stored := ""
 	if b, err := json.MarshalIndent(rep, "", "  "); err == nil {
 		if art, err := stepkit.PutArtifact(ctx, in, profileReportName, "application/json", bytes.NewReader(b)); err == nil {
 			res.Artifacts = append(res.Artifacts, art)
+			stored = art.Key
 		} else {
 			stepkit.Logger(in).Warn("The profile report could not be stored.", zap.Error(err))
 		}
 	}
+	res.Profile = finding(in, &rep, stored)
 	res.Summary = fmt.Sprintf("profile %s %s: %s", httpTarget(fr.target), fr.window.End.Sub(fr.window.Start).Round(time.Millisecond), rep.Summary)
 	if c := fr.costResult; c != nil && c.Summary != "" {
 		res.Summary += " · " + c.Summary
@@ -182,5 +185,6 @@ func analysisFindings(f map[string]any, rep *Report) {
 			moved = append(moved, fmt.Sprintf("%s %.0f%% (baseline %.0f%%)", d.Family, 100*d.Share, 100*d.Baseline))
 		}
 		f["deltas"] = moved
+		f["shift"] = jsonValue(shiftOf(rep.Deltas)) // the same, as data: the run page reads it
 	}
 }

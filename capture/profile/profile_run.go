@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 
 	"github.com/autocapture/autocapture/torchtrace"
@@ -36,6 +35,9 @@ type frameRun struct {
 	notRecording string
 	// cut says why the frame ended early ("" when it ran its duration).
 	cut string
+	// room says, when the step's deadline left less than the frame, how
+	// much it left ("" when the frame fits).
+	room string
 	// recovered says how a resumed attempt got an earlier attempt's frame
 	// back ("" for a frame of this attempt).
 	recovered string
@@ -134,27 +136,27 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	if why := p.lastStallRefusal(ctx, in, fr.target); why != "" {
 		return p.costSkip(ctx, in, res, fr, why)
 	}
-	cr, err := p.measureBefore(ctx, fr, frame)
-	if err != nil {
-		p.release(ctx, in, fr) // start_profile was never sent
-		return res, p.cutByContext(ctx, fr, 0)
-	}
-	fr.cost = cr
-	if why := p.ceilingRefusal(in, cr); why != "" {
+	before := beforeFromRun(in, fr.target)
+	if why := p.ceilingRefusal(in, before); why != "" {
 		return p.costSkip(ctx, in, res, fr, why)
 	}
-	before, err := listSource(ctx, fr.src)
+	listed, err := listSource(ctx, fr.src)
 	if err != nil {
 		p.release(ctx, in, fr)
 		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: %w", httpTarget(fr.target), err)}
 	}
-	fr.before = before
+	fr.before = listed
 	lp := p.planLoad(ctx, in, fr.client, fr.target)
 	if lp.why != "" {
 		res.Findings["load"] = lp.why
 	}
+	fr.cost = p.startCost(ctx, fr, before)
+	fr.room = frameRoom(ctx, frame)
+	if fr.room != "" {
+		res.Findings["frame_room"] = fr.room
+	}
 	recorded := time.Now()
-	saved := savedListing{Files: before, Engine: p.cfg.Engine, Prefix: fr.prefix}
+	saved := savedListing{Files: listed, Engine: p.cfg.Engine, Prefix: fr.prefix}
 	if _, err := fr.lease.Recording(ctx, frame, saved.marshal()); err != nil {
 		p.release(ctx, in, fr) // start_profile was never sent
 		return res, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("profile %s: record the recording before start: %w", httpTarget(fr.target), err)}
@@ -263,69 +265,6 @@ func (p *Profile) collectAndReport(ctx context.Context, in *vocab.Input, res *vo
 	}
 	p.report(cctx, in, res, fr, files)
 	return res, cutErr
-}
-
-// frame waits out the recording, renewing the lease, with the load running;
-// it ends early on an operator's stop, a failed renewal or the step's context
-// (run cancelled, alert resolved, shutdown, timeout): then it returns that
-// context's error, classified.
-func (p *Profile) frame(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration, lp loadPlan) error {
-	fctx, cancel := context.WithCancel(ctx)
-	var load loadOutcome
-	loadDone := make(chan struct{})
-	if lp.send {
-		go func() { defer close(loadDone); p.runLoad(fctx, in, fr.client, fr.target, &load) }()
-	} else {
-		close(loadDone)
-	}
-	defer func() {
-		cancel()
-		<-loadDone
-		if lp.send {
-			res.Findings["load"] = map[string]int64{"sent": load.sent.Load(), "ok": load.ok.Load(), "failed": load.failed.Load()}
-			if e := load.firstErr.Load(); e != nil {
-				res.Findings["load_error"] = clip.Line(*e, stepkit.MaxErrorText)
-			}
-		}
-	}()
-	timer := time.NewTimer(frame)
-	defer timer.Stop()
-	tick := time.NewTicker(p.tune.renewEvery)
-	defer tick.Stop()
-	begun := time.Now()
-	for {
-		select {
-		case <-timer.C:
-			return nil
-		case <-fr.lease.StopRequested():
-			fr.cut = "an operator asked to stop"
-			if by, ok := fr.lease.(stopRequester); ok && by.StopRequestedBy() != "" {
-				fr.cut += " (" + by.StopRequestedBy() + ")"
-			}
-			return nil
-		case <-ctx.Done():
-			return p.cutByContext(ctx, fr, time.Since(begun))
-		case <-tick.C:
-			if err := fr.lease.Renew(ctx, p.tune.hold); err != nil {
-				if ctx.Err() != nil {
-					return p.cutByContext(ctx, fr, time.Since(begun))
-				}
-				fr.cut = "the lease could not be renewed: " + err.Error()
-				stepkit.Logger(in).Warn("The profile lease could not be renewed; stopping now.", zap.Error(err))
-				return nil
-			}
-		}
-	}
-}
-
-func (p *Profile) cutByContext(ctx context.Context, fr *frameRun, after time.Duration) error {
-	cause := context.Cause(ctx)
-	fr.cut = cause.Error()
-	reason := vocab.ReasonCancelled
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		reason = vocab.ReasonTimeout
-	}
-	return &vocab.Error{Reason: reason, Err: fmt.Errorf("profile %s: frame cut short after %s: %w", httpTarget(fr.target), after.Round(time.Millisecond), cause)}
 }
 
 // stop sends stop_profile, bounded by stop_timeout alone: it runs on a

@@ -27,8 +27,7 @@ import (
 
 // fastTuning keeps the step's clocks short for tests.
 var fastTuning = profileTuning{renewEvery: 50 * time.Millisecond, hold: 2 * time.Second, poll: 50 * time.Millisecond,
-	settle: 3 * time.Second, collect: 30 * time.Second, health: 2 * time.Second, leaseWrite: 2 * time.Second,
-	before: 300 * time.Millisecond}
+	settle: 3 * time.Second, collect: 30 * time.Second, health: 2 * time.Second, leaseWrite: 2 * time.Second}
 
 // logged wraps a target's handler and records, in log, every profiler call
 // and completion with its status ("http:start_profile 200").
@@ -663,6 +662,9 @@ func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
 	if healthy.Findings["compared_with"] != nil {
 		t.Errorf("the first capture was compared with %v", healthy.Findings["compared_with"])
 	}
+	if pf := healthy.Profile; pf == nil || pf.HasBaseline || !strings.Contains(pf.Text(), "no healthy baseline to compare") {
+		t.Errorf("first capture's finding %+v: want one with no baseline, saying so", pf)
+	}
 	slow := capture(vllmsim.ScenarioUnexplained, false)
 	if slow.Findings["top_family"] != string(torchtrace.FamilyGEMM) {
 		t.Errorf("top family %v, want gemm (families %v)", slow.Findings["top_family"], slow.Findings["families"])
@@ -678,6 +680,14 @@ func TestProfileReportReadsTheRegressionAgainstABaseline(t *testing.T) {
 	}
 	if !strings.Contains(slow.Summary, "baseline") {
 		t.Errorf("summary %q: want the baseline comparison", slow.Summary)
+	}
+	// The finding the verdict carries: GEMM's share against the baseline's.
+	pf := slow.Profile
+	if pf == nil || pf.Family != "gemm" || !pf.HasBaseline || pf.Share != fams["gemm"] || pf.BaselineShare != base["gemm"] ||
+		pf.TopKernel == "" || len(pf.Shift) == 0 || !strings.HasSuffix(pf.Report, "/"+profileReportName) || pf.Step != "profile" {
+		t.Errorf("finding %+v: want GEMM %.2f vs %.2f in the baseline, the top kernel, the shift and the report", pf, fams["gemm"], base["gemm"])
+	} else if want := fmt.Sprintf("profile: GEMM %.0f%% of GPU time vs %.0f%% in the healthy baseline (top kernel ", 100*pf.Share, 100*pf.BaselineShare); !strings.HasPrefix(pf.Text(), want) {
+		t.Errorf("finding says %q, want it to start %q", pf.Text(), want)
 	}
 	if kernels, _ := slow.Findings["top_kernels"].([]map[string]any); len(kernels) == 0 {
 		t.Error("no top kernels")

@@ -16,12 +16,26 @@ import (
 type eventLog struct {
 	mu     sync.Mutex
 	events []string
+	at     map[string]time.Time // when each event first happened
 }
 
 func (l *eventLog) add(e string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)
+	if l.at == nil {
+		l.at = map[string]time.Time{}
+	}
+	if _, ok := l.at[e]; !ok {
+		l.at[e] = time.Now()
+	}
+}
+
+// when is when e first happened (zero if never).
+func (l *eventLog) when(e string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at[e]
 }
 
 func (l *eventLog) all() []string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fire waits for the warm-up, sends the alert, follows the run to its end
@@ -64,6 +65,9 @@ func (s *demoSetup) report(stdout io.Writer, run runs.Run, took time.Duration) e
 		fmt.Fprintf(stdout, ", verdict %s", run.Verdict.ID)
 	}
 	fmt.Fprintln(stdout)
+	if v := run.Verdict; v != nil && v.Profile != nil { // the API's verdict, as the profile refined it
+		fmt.Fprintf(stdout, "   verdict:   %s\n", vocab.VerdictText(v))
+	}
 	printProfileReport(stdout, run)
 	folder := ""
 	if run.Manifest != "" {

@@ -156,6 +156,7 @@ func checkDemoScenario(t *testing.T, engine, sc string) {
 		if !strings.Contains(r.stdout, " · cost: ") {
 			t.Errorf("unexplained: the profile's summary does not say what the capture cost serving:\n%s", r.stdout)
 		}
+		checkProfiledVerdict(t, r)
 		// SGLang's profiler names each rank's file <prefix>-<time>-TP-<r> (SGLANG.md §5).
 		if rankFile := regexp.MustCompile(`-TP-[0-9]+\.trace\.json\.gz$`); engine == vllmsim.EngineSGLang &&
 			!slices.ContainsFunc(files, rankFile.MatchString) {

@@ -101,13 +101,16 @@ func final(status string) bool {
 }
 
 // VerdictLine is the verdict in one line: "kv-pressure — <first evidence
-// line>. <first advice>"; a preliminary one says so after its id.
+// line>. <first advice>"; a preliminary one says so after its id; one a
+// profile refined says the profile's finding instead of the evidence.
 func VerdictLine(v *vocab.Verdict) string {
 	line := v.ID
 	if v.Preliminary {
 		line += " (preliminary)"
 	}
-	if len(v.Evidence) > 0 {
+	if v.Profile != nil { // the profile's finding explains it, not the metrics' first line
+		line = clip.Fold(vocab.VerdictText(v))
+	} else if len(v.Evidence) > 0 {
 		line += " — " + strings.TrimSuffix(clip.Fold(v.Evidence[0]), ".")
 	}
 	if len(v.Advice) > 0 {

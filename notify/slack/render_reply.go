@@ -198,6 +198,9 @@ func verdictDetail(v *vocab.Verdict) string {
 	if sc := vocab.ScopeText(v); sc != "" {
 		lines = append(lines, "_"+esc(clip.Fold(sc))+"_")
 	}
+	if v.Profile != nil {
+		lines = append(lines, "• "+esc(clip.Fold(v.Profile.Text())))
+	}
 	for _, e := range v.Evidence {
 		lines = append(lines, "• "+esc(clip.Fold(e)))
 	}

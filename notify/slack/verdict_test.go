@@ -47,3 +47,26 @@ func TestPreliminaryVerdictThenChange(t *testing.T) {
 		t.Errorf("change reply key %q", key)
 	}
 }
+
+// TestProfiledVerdictEditsTheParent: the verdict a profile refined edits
+// the parent, with no reply of its own, and the parent says the profile's
+// finding where the metrics' first evidence line stood.
+func TestProfiledVerdictEditsTheParent(t *testing.T) {
+	stub, n, _ := setup(t)
+	ctx := context.Background()
+	th, err := n.Open(ctx, testRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vocab.WithProfile(&vocab.Verdict{ID: vocab.VerdictUnexplained, Evidence: []string{"ITL p99 0.3 s (threshold 0.2 s)"}},
+		&vocab.ProfileFinding{Family: "gemm", Share: 0.92, HasBaseline: true, BaselineShare: 0.49,
+			Baseline: &vocab.BaselineRef{RunID: "r0", Baseline: true}, TopKernel: "sm90_xmma_gemm_bf16", TopKernelShare: 0.7})
+	if err := n.Close(ctx, th, notify.Summary{RunID: "r1", Key: notify.KeyCloseVerdictProfiled + "/pb/profile", Status: "running", Verdict: v}); err != nil {
+		t.Fatal(err)
+	}
+	p := stub.Messages("C0AUTOCAP")[0]
+	want := "unexplained by the metrics — profile: GEMM 92% of GPU time vs 49% in the healthy baseline (top kernel sm90_xmma_gemm_bf16 70%)"
+	if !strings.HasPrefix(p.Text, want) || len(p.Replies) != 0 {
+		t.Errorf("parent after the profiled edit: %q with %d replies; want it to start %q, no reply", p.Text, len(p.Replies), want)
+	}
+}

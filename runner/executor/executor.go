@@ -94,18 +94,20 @@ type Hooks struct {
 
 // StepRecord is one step's outcome, as stored on the run and shown by the API.
 type StepRecord struct {
-	Plan      string           `json:"plan"`
-	ID        string           `json:"id"`
-	Kind      string           `json:"kind"`
-	Tier      vocab.Tier       `json:"tier"`
-	Status    string           `json:"status"`
-	Reason    string           `json:"reason,omitempty"`
-	Error     string           `json:"error,omitempty"`
-	Summary   string           `json:"summary,omitempty"`
-	Findings  map[string]any   `json:"findings,omitempty"`
-	Signals   vocab.Signals    `json:"signals,omitempty"`
-	Verdict   *vocab.Verdict   `json:"verdict,omitempty"`
-	Artifacts []vocab.Artifact `json:"artifacts,omitempty"`
+	Plan     string         `json:"plan"`
+	ID       string         `json:"id"`
+	Kind     string         `json:"kind"`
+	Tier     vocab.Tier     `json:"tier"`
+	Status   string         `json:"status"`
+	Reason   string         `json:"reason,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	Summary  string         `json:"summary,omitempty"`
+	Findings map[string]any `json:"findings,omitempty"`
+	Signals  vocab.Signals  `json:"signals,omitempty"`
+	Verdict  *vocab.Verdict `json:"verdict,omitempty"`
+	// Profile is a profile step's finding, which refines the run's verdict.
+	Profile   *vocab.ProfileFinding `json:"profile,omitempty"`
+	Artifacts []vocab.Artifact      `json:"artifacts,omitempty"`
 	// Partial: the step returned what it had gathered together with its error
 	// (a scrape cut short after its first read, queries that all failed, a
 	// refused request, a frame cancelled on resolve); Summary to Artifacts hold
@@ -119,7 +121,7 @@ type StepRecord struct {
 // Result returns the record's findings as the vocab.Result later steps read.
 func (r StepRecord) Result() *vocab.Result {
 	return &vocab.Result{Summary: r.Summary, Findings: r.Findings, Signals: r.Signals,
-		Verdict: r.Verdict, Artifacts: r.Artifacts}
+		Verdict: r.Verdict, Profile: r.Profile, Artifacts: r.Artifacts}
 }
 
 // evidence says whether later steps read this record as Prior: a succeeded
@@ -224,6 +226,11 @@ func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outco
 			out.Steps = append(out.Steps, rec)
 			if rec.Verdict != nil {
 				out.Verdict = rec.Verdict
+			}
+			// The run's verdict as recorded when the profile step finished
+			// (runner/lifecycle's recordProfiled): the same refinement.
+			if rec.Profile != nil && out.Verdict != nil {
+				out.Verdict = vocab.WithProfile(out.Verdict, rec.Profile)
 			}
 		}
 	}

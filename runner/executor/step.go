@@ -63,7 +63,7 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 	res, err := ex.supervise(stepCtx, st, prior)
 	if res != nil {
 		rec.Summary, rec.Findings, rec.Signals = res.Summary, res.Findings, res.Signals
-		rec.Verdict, rec.Artifacts = res.Verdict, res.Artifacts
+		rec.Verdict, rec.Profile, rec.Artifacts = res.Verdict, res.Profile, res.Artifacts
 	}
 	if err == nil {
 		return finish(Succeeded, "", "")

@@ -90,6 +90,15 @@ func (s *Runs) persistStep(ctx context.Context, runID string, rec executor.StepR
 		}
 		ops = append(append(ops, changed...), outbox.VerdictEdit{})
 	}
+	profiled := ""
+	if rec.Profile != nil {
+		var edit []outbox.Op
+		edit, profiled, err = s.recordProfiled(wctx, tx, runID, rec)
+		if err != nil {
+			return fmt.Errorf("persist step %s: %w", rec.ID, err)
+		}
+		ops = append(ops, edit...)
+	}
 	if err := s.out.Append(wctx, tx, runID, ops...); err != nil {
 		return fmt.Errorf("persist step %s: %w", rec.ID, err)
 	}
@@ -99,5 +108,6 @@ func (s *Runs) persistStep(ctx context.Context, runID string, rec executor.StepR
 	if rec.Verdict != nil {
 		ref.count(s.m, rec.Verdict.ID)
 	}
+	s.countProfiled(profiled)
 	return nil
 }

@@ -59,7 +59,7 @@ func newMetrics() *Metrics {
 			[]string{"verdict", "correct"}),
 		Verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdicts_total",
 			Help: "Verdicts this process recorded in a run's history, by kind (preliminary: the PromQL snapshot alone; " +
-				"refined: the triage step's) and verdict id."}, []string{"kind", "verdict"}),
+				"refined: the triage step's; profiled: refined by a profile's finding) and verdict id."}, []string{"kind", "verdict"}),
 		Changed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "autocapture_verdict_changes_total",
 			Help: "Refined verdicts this process recorded that differ from the preliminary one the thread showed first " +
 				"(a \"was X, now Y\" reply), by the preliminary's id: which early answers to trust less."}, []string{"was"}),
@@ -69,6 +69,7 @@ func newMetrics() *Metrics {
 		m.Feedback.WithLabelValues(v, "false")
 		m.Verdicts.WithLabelValues(runs.VerdictPreliminary, v)
 		m.Verdicts.WithLabelValues(runs.VerdictRefined, v)
+		m.Verdicts.WithLabelValues(runs.VerdictProfiled, v)
 		m.Changed.WithLabelValues(v)
 	}
 	// Every final status and every sink's failure reasons from zero too: rate()

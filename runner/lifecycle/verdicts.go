@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -40,9 +41,20 @@ import (
 // stored preliminary (not a process's memory), so "was X, now Y" is never
 // lost. The refined row, the triage step and the change reply are one
 // transaction: all or none.
+//
+// A profile step's finding (StepRecord.Profile) refines the run's latest
+// verdict of its plan (vocab.WithProfile: the same id, the finding and its
+// advice): its row (key "profiled"), the step and the parent's edit commit
+// in persistStep's one transaction. A kill -9 before that commit leaves
+// none of them: the resumed attempt runs the step again; after it, all
+// three, and the step is not run again. Nothing in between.
 
-// refinedKey keys a triage step's refined verdict in its history.
-const refinedKey = "refined"
+// refinedKey keys a triage step's refined verdict in its history;
+// profiledKey a profile step's refinement.
+const (
+	refinedKey  = "refined"
+	profiledKey = "profiled"
+)
 
 // persistPreliminary records a preliminary verdict, the run's verdict
 // column and the parent's edit in one transaction, while this process owns
@@ -114,6 +126,46 @@ func (s *Runs) recordRefined(ctx context.Context, tx *sql.Tx, runID string, rec 
 		zap.String("plan", rec.Plan), zap.String("change", e.Change))
 	return []outbox.Op{outbox.VerdictChanged{Plan: rec.Plan, Step: rec.ID}},
 		refined{added: true, was: e.Was}, nil
+}
+
+// recordProfiled records, in tx (persistStep's), the run's latest verdict of
+// the step's plan refined by the profile's finding, and returns the parent's
+// edit showing it and the verdict's id to count once tx commits; nothing
+// when no verdict was reached before the profile.
+func (s *Runs) recordProfiled(ctx context.Context, tx *sql.Tx, runID string, rec executor.StepRecord) ([]outbox.Op, string, error) {
+	history, err := s.loadVerdicts(ctx, tx, runID)
+	if err != nil {
+		return nil, "", err
+	}
+	var latest, ofPlan *vocab.Verdict
+	for _, e := range history {
+		if e.Verdict == nil || e.Kind == runs.VerdictProfiled {
+			continue
+		}
+		latest = e.Verdict
+		if e.Plan == rec.Plan {
+			ofPlan = e.Verdict
+		}
+	}
+	base := cmp.Or(ofPlan, latest) // the plan's latest, else the run's
+	if base == nil {
+		return nil, "", nil
+	}
+	e := runs.VerdictEntry{Kind: runs.VerdictProfiled, Plan: rec.Plan, Step: rec.ID, At: rec.FinishedAt.UTC(),
+		Verdict: vocab.WithProfile(base, rec.Profile), Sources: []string{rec.ID}}
+	added, err := s.insertVerdict(ctx, tx, runID, profiledKey, e)
+	if err != nil || !added {
+		return nil, "", err
+	}
+	return []outbox.Op{outbox.VerdictEdit{Profiled: rec.Plan + "/" + rec.ID}}, e.Verdict.ID, nil
+}
+
+// countProfiled counts a profiled verdict (id) once its transaction
+// committed; "" counts nothing.
+func (s *Runs) countProfiled(id string) {
+	if id != "" {
+		s.m.Verdicts.WithLabelValues(runs.VerdictProfiled, id).Inc()
+	}
 }
 
 // insertVerdict adds e to the run's history under key, numbered after the

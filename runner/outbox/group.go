@@ -43,7 +43,10 @@ func memberOps(runID string, ops []Op) []Op {
 		switch o := o.(type) {
 		case VerdictEdit:
 			change := MemberVerdict
-			if o.Preliminary {
+			switch {
+			case o.Profiled != "":
+				change = MemberProfiled
+			case o.Preliminary:
 				change = MemberPreliminary
 			}
 			out = append(out, GroupEdit{Member: runID, Change: change})

@@ -28,6 +28,7 @@ import (
 //	VerdictChanged       reply    verdict/changed/<plan>/<step>      verdict:<plan>\x1f<step>
 //	UploadsDone      reply    uploads/done/<n>                   uploads:<n>
 //	VerdictEdit      update   close/verdict[/preliminary]        ""
+//	VerdictEdit      update   close/verdict/profiled/<plan>/<step>  "" (a profile's refinement)
 //	Finished     update   close/finished                     ""
 //	Resolved     update   close/resolved                     ""
 //	GroupEdit    gupdate  member/<run>/<change>              ""
@@ -136,6 +137,7 @@ const (
 	keyVerdictPreliminary = notify.KeyCloseVerdictPreliminary
 	keyFinished           = notify.KeyCloseFinished
 	keyResolved           = notify.KeyCloseResolved
+	keyVerdictProfiled    = notify.KeyCloseVerdictProfiled
 )
 
 // decodeOp reads an outbox row back into its operation. Replies are told
@@ -175,6 +177,9 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 			return Finished{}, nil
 		case keyResolved:
 			return Resolved{}, nil
+		}
+		if by, ok := strings.CutPrefix(key, keyVerdictProfiled+"/"); ok && by != "" {
+			return VerdictEdit{Profiled: by}, nil
 		}
 		return nil, fmt.Errorf("unknown edit %q", key)
 	case opGroupUpdate:
@@ -366,13 +371,20 @@ func (o UploadsDone) prepare(ctx context.Context, d delivery) (sendFunc, error) 
 }
 
 // VerdictEdit edits the parent with the run's verdict: preliminary (the PromQL
-// snapshot's) or refined (the triage step's).
-type VerdictEdit struct{ Preliminary bool }
+// snapshot's), refined (the triage step's), or refined by a profile's
+// finding (Profiled: "<plan>/<step>" of the profile step).
+type VerdictEdit struct {
+	Preliminary bool
+	Profiled    string
+}
 
 func (VerdictEdit) kind() opKind { return opUpdate }
 func (VerdictEdit) ref() string  { return "" }
 func (o VerdictEdit) Key() string {
-	if o.Preliminary {
+	switch {
+	case o.Profiled != "":
+		return keyVerdictProfiled + "/" + o.Profiled
+	case o.Preliminary:
 		return keyVerdictPreliminary
 	}
 	return keyVerdict
@@ -415,6 +427,7 @@ const (
 	MemberJoined      MemberChange = "joined"
 	MemberVerdict     MemberChange = "verdict"
 	MemberPreliminary MemberChange = "verdict/preliminary"
+	MemberProfiled    MemberChange = "verdict/profiled"
 	MemberEnded       MemberChange = "ended"
 	MemberResolved    MemberChange = "resolved"
 	// memberFinished keys a member's compact reply (MemberReply).
@@ -467,7 +480,7 @@ func splitMemberKey(key string) (runID string, change MemberChange, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	for _, c := range []MemberChange{MemberPreliminary, MemberJoined, MemberVerdict, MemberEnded, MemberResolved} {
+	for _, c := range []MemberChange{MemberPreliminary, MemberProfiled, MemberJoined, MemberVerdict, MemberEnded, MemberResolved} {
 		if id, ok := strings.CutSuffix(rest, "/"+string(c)); ok && id != "" {
 			return id, c, true
 		}

@@ -99,15 +99,19 @@ const (
 	VerdictPreliminary = "preliminary"
 	// VerdictRefined: the triage step's own result, over all of tier 1.
 	VerdictRefined = "refined"
+	// VerdictProfiled: the run's latest verdict refined by a profile step's
+	// finding (Verdict.Profile): the same cause, explained by the kernels.
+	VerdictProfiled = "profiled"
 )
 
 // VerdictEntry is one verdict a run reached, as recorded with the thread
 // operation that shows it.
 type VerdictEntry struct {
-	// Kind is VerdictPreliminary or VerdictRefined.
+	// Kind is VerdictPreliminary, VerdictRefined or VerdictProfiled.
 	Kind string `json:"kind"`
 	Plan string `json:"plan"`
-	// Step is the triage step that reached it.
+	// Step is the triage step that reached it (the profile step, for
+	// VerdictProfiled).
 	Step    string         `json:"step"`
 	At      time.Time      `json:"at"`
 	Verdict *vocab.Verdict `json:"verdict"`
