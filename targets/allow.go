@@ -2,7 +2,9 @@
 // alert label. Alert labels are untrusted: an allow-list from the daemon config
 // (host names, host:port, CIDRs, :port, and optionally every instance Prometheus
 // scrapes) is checked at connect time on the resolved IP and port, so neither a
-// DNS answer nor a redirect can lead a connection elsewhere.
+// DNS answer nor a redirect can lead a connection elsewhere. A host name is
+// looked up only when an entry names it or targets.names matches it, so
+// label text reaches no resolver the config did not expect.
 package targets
 
 import (
