@@ -41,7 +41,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	cfg := Default()
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, yamlerr.FromDecode(file, err)
+		return nil, yamlerr.FromParse(file, data, err)
 	}
 	if len(f.Docs) > 1 {
 		return nil, &yamlerr.Error{File: file, Msg: "one YAML document expected"}

@@ -35,7 +35,7 @@ type Options struct {
 // typed are decoded, so a validator can still check them. bad holds the key
 // paths refused.
 func Decode(n ast.Node, dst any, o Options) (errs List, bad []string) {
-	err := nodeToValue(n, dst, yaml.Strict())
+	err := NodeToValue(n, dst, yaml.Strict())
 	if err == nil {
 		return nil, nil
 	}
@@ -67,9 +67,9 @@ func Walk(n ast.Node, dst any, o Options) (errs List, bad []string) {
 	return d.errs, d.bad
 }
 
-// nodeToValue is yaml.NodeToValue, with a panic inside go-yaml (seen: a
+// NodeToValue is yaml.NodeToValue, with a panic inside go-yaml (seen: a
 // tagged scalar where a list is expected) returned as an error.
-func nodeToValue(n ast.Node, v any, opts ...yaml.DecodeOption) (err error) {
+func NodeToValue(n ast.Node, v any, opts ...yaml.DecodeOption) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("cannot decode this value: %v", r)
@@ -195,7 +195,7 @@ func (d *decoder) value(at ast.Node, dst reflect.Value, path string) bool {
 func (d *decoder) leaf(at, n ast.Node, dst reflect.Value, path string) bool {
 	nv := reflect.New(dst.Type())
 	nv.Elem().Set(dst)
-	err := nodeToValue(n, nv.Interface(), yaml.Strict())
+	err := NodeToValue(n, nv.Interface(), yaml.Strict())
 	if err == nil {
 		dst.Set(nv.Elem())
 		return true
