@@ -197,6 +197,11 @@ func (v *validator) check(c *Config) {
 			v.errorf(fmt.Sprintf("$.targets.allow[%d]", i), "%v", err)
 		}
 	}
+	for i, n := range c.Targets.Names {
+		if err := CheckTargetName(n); err != nil {
+			v.errorf(fmt.Sprintf("$.targets.names[%d]", i), "%v", err)
+		}
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -279,6 +284,19 @@ func IsLoopbackHost(host string) bool {
 
 // checkAllowEntry checks the shape of one allow-list entry: a CIDR must parse;
 // hosts, host:port and :port entries are matched at connect time.
+// CheckTargetName checks a targets.names entry: a host name, *.suffix or *
+// (the one rule, which the targets package applies too).
+func CheckTargetName(s string) error {
+	t := strings.TrimSpace(s)
+	if t == "*" || strings.HasPrefix(t, "*.") && len(t) > 2 && !strings.Contains(t[2:], "*") && !strings.ContainsAny(t, "[]:@/ ") {
+		return nil
+	}
+	if t == "" || strings.ContainsAny(t, "*[]:@/ ") {
+		return fmt.Errorf("name %q: want a host name, *.suffix or *", s)
+	}
+	return nil
+}
+
 func checkAllowEntry(s string) error {
 	if s == "" {
 		return fmt.Errorf("empty entry")

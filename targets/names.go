@@ -1,9 +1,10 @@
 package targets
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/autocapture/autocapture/config"
 )
 
 // namePattern is one targets.names entry: an exact host name, "*.suffix"
@@ -18,14 +19,14 @@ type namePattern struct {
 // parseNamePattern reads one targets.names entry.
 func parseNamePattern(s string) (namePattern, error) {
 	np := namePattern{raw: s}
-	t := normName(strings.TrimSpace(s))
-	switch {
+	if err := config.CheckTargetName(s); err != nil {
+		return np, err
+	}
+	switch t := normName(strings.TrimSpace(s)); {
 	case t == "*":
 		np.any = true
-	case strings.HasPrefix(t, "*.") && len(t) > 2 && !strings.Contains(t[2:], "*"):
+	case strings.HasPrefix(t, "*."):
 		np.suffix = t[1:]
-	case t == "" || strings.ContainsAny(t, "*[]:@/ "):
-		return np, fmt.Errorf("name %q: want a host name, *.suffix or *", s)
 	default:
 		np.exact = t
 	}
