@@ -262,6 +262,14 @@ type Targets struct {
 	// FromPrometheus also allows any instance Prometheus currently scrapes
 	// (up{instance=...}); it never exempts a metadata or link-local address.
 	FromPrometheus bool `yaml:"from_prometheus" json:"from_prometheus"`
+	// Names are the host names that may be looked up in DNS to check their
+	// addresses against the CIDRs: an exact name, *.suffix (any name under
+	// it) or * (every name). A name no allow entry names and no pattern
+	// matches is refused before any lookup, so label text never reaches a
+	// resolver. The default names only in-cluster names (.svc,
+	// .cluster.local), which no outside server can answer (see
+	// docs/safety.md).
+	Names []string `yaml:"names" json:"names"`
 }
 
 // Notify chooses where threads go: the console (the default), Slack, or both.
@@ -318,7 +326,7 @@ func Default() Config {
 		Profiling:  defaultProfiling(),
 		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
 		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
-		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}},
+		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}, Names: []string{"*.svc", "*.cluster.local"}},
 		Notify: Notify{Console: Console{Enabled: true},
 			Slack: Slack{APIURL: DefaultSlackAPIURL, Pace: Pace{PerSecond: 1, Burst: 3}, ChannelLabel: "slack_channel"},
 			Storm: Storm{Threshold: 10, Window: time.Minute}},

@@ -39,6 +39,7 @@ func TestParseErrorsNameFileLineColumn(t *testing.T) {
 		{"replica not a queue name", "runs:\n  replica: Pod_0.example\n", "c.yaml:2:12: runs.replica: want lower-case letters"},
 		{"replica too long", "runs:\n  replica: " + strings.Repeat("a", 46) + "\n", "c.yaml:2:12: runs.replica: want lower-case letters"},
 		{"bad cidr", "targets:\n  allow: [10.0.0.0/99]\n", "c.yaml:2:11: targets.allow[0]: bad CIDR"},
+		{"bad target name", "targets:\n  names: ['a.*.svc']\n", `c.yaml:2:11: targets.names[0]: name "a.*.svc": want a host name, *.suffix or *`},
 		{"not postgres", "database:\n  url: mysql://x\n", "c.yaml:2:8: database.url: want postgres://"},
 		{"syntax", "web: [\n", "c.yaml:"},
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	cfg := Default()
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, yamlerr.FromDecode(file, err)
+		return nil, yamlerr.FromParse(file, data, err)
 	}
 	if len(f.Docs) > 1 {
 		return nil, &yamlerr.Error{File: file, Msg: "one YAML document expected"}
@@ -197,6 +198,11 @@ func (v *validator) check(c *Config) {
 			v.errorf(fmt.Sprintf("$.targets.allow[%d]", i), "%v", err)
 		}
 	}
+	for i, n := range c.Targets.Names {
+		if err := CheckTargetName(n); err != nil {
+			v.errorf(fmt.Sprintf("$.targets.names[%d]", i), "%v", err)
+		}
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -279,6 +285,19 @@ func IsLoopbackHost(host string) bool {
 
 // checkAllowEntry checks the shape of one allow-list entry: a CIDR must parse;
 // hosts, host:port and :port entries are matched at connect time.
+// CheckTargetName checks a targets.names entry: a host name, *.suffix or *
+// (the one rule, which the targets package applies too).
+func CheckTargetName(s string) error {
+	t := strings.TrimSpace(s)
+	if t == "*" || strings.HasPrefix(t, "*.") && len(t) > 2 && !strings.Contains(t[2:], "*") && !strings.ContainsAny(t, "[]:@/ ") {
+		return nil
+	}
+	if t == "" || strings.ContainsAny(t, "*[]:@/ ") {
+		return fmt.Errorf("name %q: want a host name, *.suffix or *", s)
+	}
+	return nil
+}
+
 func checkAllowEntry(s string) error {
 	if s == "" {
 		return fmt.Errorf("empty entry")
@@ -290,4 +309,37 @@ func checkAllowEntry(s string) error {
 		return nil
 	}
 	return nil
+}
+
+// decode decodes the document body over cfg (Default) with the decoder the
+// playbooks share (yamlerr.Decode): one bad value hides no other, each error
+// names its key path and what is wanted, an unknown key gets the closest
+// known key of its level, and the values that are well typed are decoded so
+// the validator still checks them. bad holds the key paths refused. Secrets
+// are never quoted back.
+func decode(file string, f *ast.File, cfg *Config) (errs yamlerr.List, bad []string) {
+	return yamlerr.Decode(f.Docs[0].Body, cfg, yamlerr.Options{
+		File: file, AST: f, Root: "the config",
+		Reset:   func() { *cfg = Default() },
+		Secrets: []reflect.Type{reflect.TypeFor[Secret]()},
+	})
+}
+
+// Partial decodes what a config file says well, for a caller that goes on
+// past the file's errors (check reports the playbooks it names): values
+// refused keep their defaults and refused lists their key paths. Secrets'
+// _file twins are not read and nothing is validated. Nil when the file
+// cannot be read or is not one YAML document.
+func Partial(path string) (cfg *Config, refused []string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil || len(f.Docs) != 1 || f.Docs[0].Body == nil {
+		return nil, nil
+	}
+	c := Default()
+	_, refused = decode(path, f, &c)
+	return &c, refused
 }

@@ -55,14 +55,14 @@ func (a *Age) UnmarshalYAML(n ast.Node) error {
 	}
 	d, err := model.ParseDuration(s)
 	if err != nil {
-		return &yaml.SyntaxError{Message: fmt.Sprintf("%s, got %q", a.want(), s), Token: n.GetToken()}
+		return &yaml.SyntaxError{Message: fmt.Sprintf("%s, got %q", a.WantYAML(), s), Token: n.GetToken()}
 	}
 	*a = Age(d)
 	return nil
 }
 
 // want is what an age looks like, for errors.
-func (Age) want() string { return "want a duration such as 30d, 2w or 720h (0 keeps for ever)" }
+func (Age) WantYAML() string { return "want a duration such as 30d, 2w or 720h (0 keeps for ever)" }
 
 // MarshalYAML writes the age as it is read (30d).
 func (a Age) MarshalYAML() (any, error) { return a.String(), nil }

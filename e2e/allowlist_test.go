@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -47,6 +48,10 @@ const allowListPlaybook = `playbooks:
 // allowed is the test's whole allow-list: one loopback address that is not the
 // one 127.0.0.1 and localhost lead to.
 const allowed = "127.0.0.2/32"
+
+// lookedUp is the daemon's targets.names: localhost may be looked up (to
+// be refused on its address), any other name is refused before a lookup.
+const lookedUp = "localhost"
 
 // countingServer is an HTTP server on addr that counts the connections it saw.
 type countingServer struct {
@@ -106,9 +111,10 @@ func TestAllowListRefusesBeforeConnecting(t *testing.T) {
 		{"IPv6 link-local", "[fe80::1]:8000", "[fe80::1]:8000 is link-local", false},
 		{"loopback not listed", outside.Addr, outside.Addr + " is not on the allow-list", false},
 		{"name resolving outside", "localhost:" + port, "localhost resolves to ", false},
+		{"name never looked up", "exfil-label-secret.attacker.example:80", "refused before any DNS lookup", false},
 		{"allowed loopback (control)", inside.Addr, "", true},
 	}
-	guardNoOffHostTraffic(t, []string{"10.1.2.3:8000", "169.254.169.254:80", "[fe80::1]:8000"})
+	guardNoOffHostTraffic(t, []string{"10.1.2.3:8000", "169.254.169.254:80", "[fe80::1]:8000", "exfil-label-secret.attacker.example:80"})
 
 	s := startDaemon(t, []string{allowed}, allowListPlaybook)
 	ids := map[string]string{}
@@ -140,7 +146,13 @@ func TestAllowListRefusesBeforeConnecting(t *testing.T) {
 // must fail here, not send a packet off this machine.
 func guardNoOffHostTraffic(t *testing.T, hostports []string) {
 	t.Helper()
-	p, err := targets.New(config.Targets{Allow: []string{allowed}}, targets.Options{Log: zap.NewNop()})
+	p, err := targets.New(config.Targets{Allow: []string{allowed}, Names: []string{lookedUp}}, targets.Options{Log: zap.NewNop(),
+		LookupIP: func(_ context.Context, host string) ([]netip.Addr, error) {
+			if host != lookedUp {
+				t.Fatalf("the allow-list looked up %q in-process: not posting it to the daemon", host)
+			}
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +223,9 @@ prometheus:
   url: http://127.0.0.1:%d
 targets:
   allow: [%s]
+  names: [%s]
 playbooks: [%s]
-`, port, token, filepath.Join(s.Dir, "data"), testenv.FreePort(t), strings.Join(allow, ", "), pb)
+`, port, token, filepath.Join(s.Dir, "data"), testenv.FreePort(t), strings.Join(allow, ", "), lookedUp, pb)
 	s.launch(t, cfg)
 	return s
 }

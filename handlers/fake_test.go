@@ -148,6 +148,9 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 // do serves one request and returns the recorder.
 func (h *harness) do(method, path string, body []byte, header http.Header) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json") // as Alertmanager and the API's clients send
+	}
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -149,13 +149,13 @@ func (s *Server) routes() *gin.Engine {
 	_ = e.SetTrustedProxies(nil) // nil cannot fail to parse
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(s.logRequests(), gin.CustomRecovery(s.recovered))
+	e.Use(s.logRequests(), gin.CustomRecovery(s.recovered), s.refuseCrossOrigin())
 	e.NoRoute(func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no route "+c.Request.URL.Path) })
 	e.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
 	})
 
-	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.webhook)
+	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.requireJSON, s.webhook)
 	if s.slack != nil { // Slack signs its requests: no bearer auth here
 		e.POST("/hooks/slack/interactions", gin.WrapH(s.slack)) // notify/slack: verified, read, counted there
 	}

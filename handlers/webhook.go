@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 
@@ -77,6 +78,45 @@ func (s *Server) webhook(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, WebhookResponse{Status: "ok", Alerts: results})
+}
+
+// CodeNotJSONType is the 415 answer's word for a body not declared as JSON.
+const CodeNotJSONType = "unsupported_media_type"
+
+// requireJSON refuses a webhook whose Content-Type is not application/json
+// (parameters such as charset allowed). A browser sends text/plain, form or
+// multipart cross-site without a preflight, so with no token on loopback any
+// page could start runs; Alertmanager always declares application/json, so a
+// missing type is refused too.
+func (s *Server) requireJSON(c *gin.Context) {
+	ct := c.GetHeader("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && mt == "application/json" {
+		return
+	}
+	got := "no Content-Type"
+	if ct != "" {
+		got = "Content-Type " + strconv.Quote(ct)
+	}
+	s.log.Warn("Webhook refused: not declared as JSON.", zap.String("content_type", ct))
+	fail(c, http.StatusUnsupportedMediaType, CodeNotJSONType,
+		got+": the webhook takes Alertmanager's body, sent as Content-Type application/json")
+}
+
+// refuseCrossOrigin answers 403 to a state-changing request a browser sends
+// from another origin (Sec-Fetch-Site, else Origin against Host): with no
+// token on loopback a web page could otherwise cancel runs or reload.
+// Clients that are not browsers (Alertmanager, Slack, curl) send neither.
+func (s *Server) refuseCrossOrigin() gin.HandlerFunc {
+	cop := http.NewCrossOriginProtection()
+	return func(c *gin.Context) {
+		if err := cop.Check(c.Request); err != nil {
+			s.log.Warn("Request refused: cross-origin from a browser.", zap.String("path", c.Request.URL.Path),
+				zap.String("origin", c.GetHeader("Origin")), zap.String("sec_fetch_site", c.GetHeader("Sec-Fetch-Site")))
+			fail(c, http.StatusForbidden, "cross_origin",
+				c.Request.Method+" from another origin in a browser is refused: "+err.Error())
+		}
+	}
 }
 
 // accept hands the valid alerts to the run service under AcceptTimeout and

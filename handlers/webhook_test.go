@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -31,6 +32,16 @@ func body(alerts ...string) []byte {
 }
 
 func bearer(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+
+// withType sets h's Content-Type; "" sends the header empty, as no type.
+func withType(h http.Header, ct string) http.Header {
+	out := h.Clone()
+	if out == nil {
+		out = http.Header{}
+	}
+	out["Content-Type"] = []string{ct}
+	return out
+}
 
 func TestWebhookAnswers(t *testing.T) {
 	good := alertJSON("VLLMHighTTFT", "aaaaaaaaaaaaaaaa", "firing")
@@ -70,6 +81,14 @@ func TestWebhookAnswers(t *testing.T) {
 		{name: "wrong token", body: body(good), header: bearer("s3cre"), code: 401, errWord: "unauthorized"},
 		{name: "token as basic auth", body: body(good), header: http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("a:s3cret"))}}, code: 401, errWord: "unauthorized"},
 		{name: "bare token without scheme", body: body(good), header: http.Header{"Authorization": {"s3cret"}}, code: 401, errWord: "unauthorized"},
+		{name: "JSON with a charset", body: body(good), header: withType(bearer("s3cret"), "application/json; charset=utf-8"), code: 200, outcomes: []string{"accepted"}},
+		{name: "JSON type in capitals", body: body(good), header: withType(bearer("s3cret"), "Application/JSON"), code: 200, outcomes: []string{"accepted"}},
+		{name: "text/plain, a browser's simple request", body: body(good), header: withType(bearer("s3cret"), "text/plain"), code: 415, errWord: CodeNotJSONType},
+		{name: "form-encoded", body: body(good), header: withType(bearer("s3cret"), "application/x-www-form-urlencoded"), code: 415, errWord: CodeNotJSONType},
+		{name: "multipart", body: body(good), header: withType(bearer("s3cret"), "multipart/form-data; boundary=x"), code: 415, errWord: CodeNotJSONType},
+		{name: "no Content-Type", body: body(good), header: withType(bearer("s3cret"), ""), code: 415, errWord: CodeNotJSONType},
+		{name: "JSON-looking subtype", body: body(good), header: withType(bearer("s3cret"), "application/jsonx"), code: 415, errWord: CodeNotJSONType},
+		{name: "wrong type without a token is 401 first", body: body(good), header: withType(nil, "text/plain"), code: 401, errWord: "unauthorized"},
 		{name: "store down", body: body(good), header: bearer("s3cret"), storeErr: errors.New("database is locked"), code: 503, errWord: "store_unavailable"},
 	}
 	for _, tt := range tests {
@@ -80,6 +99,9 @@ func TestWebhookAnswers(t *testing.T) {
 			rec := serve(h, req)
 			if rec.Code != tt.code {
 				t.Fatalf("code = %d, want %d; body %s", rec.Code, tt.code, rec.Body)
+			}
+			if tt.code == http.StatusUnsupportedMediaType && h.runs.calls != 0 {
+				t.Errorf("a body not declared as JSON reached the run store (%d calls)", h.runs.calls)
 			}
 			if tt.code != 200 {
 				checkErrorBody(t, rec.Body.Bytes(), tt.errWord)
@@ -203,6 +225,7 @@ func newRequest(t *testing.T, b []byte, header http.Header, chunked bool) *http.
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json") // Alertmanager's; a test's header replaces it
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -260,6 +283,51 @@ func TestAuthWithNothingToCompareDeniesAll(t *testing.T) {
 				}
 				if rec := h.do("GET", "/api/v1/runs", nil, hdr); rec.Code != 401 {
 					t.Errorf("%s: runs API code %d, want 401", rname, rec.Code)
+				}
+			}
+		})
+	}
+}
+
+// TestStateChangesRefuseCrossOriginBrowsers: with no token (loopback's
+// default) a page in the user's browser must not reach the routes that
+// change state, whatever body type it picks; clients that are not browsers
+// send no Origin or Sec-Fetch-Site and pass.
+func TestStateChangesRefuseCrossOriginBrowsers(t *testing.T) {
+	h := newHarness(t, nil)
+	run := &runs.Run{ID: "r1", Status: runner.StatusRunning}
+	h.runs.runs = append(h.runs.runs, run)
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		header http.Header
+		code   int
+	}{
+		{"webhook from another site", "POST", "/hooks/alertmanager", http.Header{"Sec-Fetch-Site": {"cross-site"}}, 403},
+		{"cancel from another site", "POST", "/api/v1/runs/r1/cancel", http.Header{"Sec-Fetch-Site": {"cross-site"}}, 403},
+		{"cancel from an old browser's other origin", "POST", "/api/v1/runs/r1/cancel", http.Header{"Origin": {"http://evil.example"}}, 403},
+		{"reload from a sibling site", "POST", "/-/reload", http.Header{"Sec-Fetch-Site": {"same-site"}}, 403},
+		{"reload by PUT from another site", "PUT", "/-/reload", http.Header{"Sec-Fetch-Site": {"cross-site"}}, 403},
+		{"cancel from the daemon's own origin", "POST", "/api/v1/runs/r1/cancel", http.Header{"Sec-Fetch-Site": {"same-origin"}}, 200},
+		{"reading the list from another site", "GET", "/api/v1/runs", http.Header{"Sec-Fetch-Site": {"cross-site"}}, 200},
+		{"webhook from Alertmanager", "POST", "/hooks/alertmanager", nil, 200},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			var b []byte
+			if tt.path == "/hooks/alertmanager" {
+				b = body(alertJSON("A", "1111111111111111", "firing"))
+			}
+			before := h.runs.calls
+			rec := h.do(tt.method, tt.path, b, tt.header)
+			if rec.Code != tt.code {
+				t.Fatalf("code = %d, want %d; body %s", rec.Code, tt.code, rec.Body)
+			}
+			if tt.code == 403 {
+				checkErrorBody(t, rec.Body.Bytes(), "cross_origin")
+				if h.runs.calls != before || run.Status != runner.StatusRunning {
+					t.Errorf("a refused request reached the run store (run %s)", run.Status)
 				}
 			}
 		})

@@ -4,11 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/prometheus/alertmanager/matcher/parse"
@@ -88,17 +88,14 @@ func parseSelf(file string, data []byte, check bool) (*parsed, error) {
 func readFile(file string, data []byte) (*fileParser, error) {
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
-		return nil, yamlerr.FromDecode(file, err)
+		return nil, yamlerr.FromParse(file, data, err)
 	}
 	if len(f.Docs) != 1 || f.Docs[0].Body == nil {
 		return nil, &yamlerr.Error{File: file, Line: 1, Col: 1, Msg: "want one YAML document with a playbooks: list"}
 	}
 	p := &fileParser{file: file, f: f, lines: splitLines(string(data))}
-	if err := nodeToValue(f.Docs[0].Body, &p.raw, yaml.Strict()); err != nil {
-		if _, crashed := err.(decodePanic); crashed {
-			return nil, yamlerr.At(file, keyOf(f.Docs[0].Body), "%v", err)
-		}
-		return nil, yamlerr.FromDecodeIn(file, f, err)
+	if errs, _ := yamlerr.Decode(f.Docs[0].Body, &p.raw, yamlerr.Options{File: file, AST: f, Root: "the file"}); len(errs) > 0 {
+		return nil, errs
 	}
 	p.section = "presets"
 	for i, n := range p.raw.Presets {
@@ -191,33 +188,20 @@ func keyOf(n ast.Node) ast.Node {
 	return n
 }
 
-// decodePanic is go-yaml panicking on a node it parsed (seen: a tagged
-// scalar where a list is expected, found by FuzzParse).
-type decodePanic struct{ v any }
-
-func (d decodePanic) Error() string { return fmt.Sprintf("cannot decode this value: %v", d.v) }
-
-// nodeToValue is yaml.NodeToValue, with a panic inside go-yaml returned as an error.
-func nodeToValue(n ast.Node, v any, opts ...yaml.DecodeOption) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = decodePanic{r}
-		}
-	}()
-	return yaml.NodeToValue(n, v, opts...)
-}
-
-// decode decodes n strictly into v, recording a positioned error.
-func (p *fileParser) decode(n ast.Node, v any) bool {
-	if err := nodeToValue(n, v, yaml.Strict()); err != nil {
-		if _, crashed := err.(decodePanic); crashed {
-			p.errorf(n, "%v", err)
-			return false
-		}
-		p.add(yamlerr.FromDecodeIn(p.file, p.f, err).(*yamlerr.Error))
-		return false
+// decode decodes n strictly into v with the config's decoder, recording
+// every problem at its place; path names n in the messages (playbook,
+// scrape). On a problem v keeps its values that were well typed, the others
+// as they were, and bad lists the key paths refused.
+func (p *fileParser) decode(n ast.Node, v any, path string) (ok bool, bad []string) {
+	rv := reflect.ValueOf(v).Elem()
+	init := reflect.New(rv.Type()).Elem()
+	init.Set(rv)
+	errs, bad := yamlerr.Decode(n, v, yamlerr.Options{File: p.file, AST: p.f, Path: path,
+		Reset: func() { rv.Set(init) }})
+	for _, e := range errs {
+		p.add(e)
 	}
-	return true
+	return len(errs) == 0, bad
 }
 
 // playbook parses one item of playbooks:.
@@ -229,21 +213,21 @@ func (p *fileParser) playbook(n ast.Node) *Playbook {
 			return nil
 		}
 	}
-	if !p.decode(n, &spec) {
-		return nil
-	}
+	// A playbook with a refused value goes on being checked with the values
+	// that fitted, so one mistake hides none of its steps' (the file fails).
+	_, bad := p.decode(n, &spec, "playbook")
 	tk := keyOf(n).GetToken()
 	pb := &Playbook{Name: spec.Name, Description: spec.Description, File: p.file,
 		Line: tk.Position.Line, Col: tk.Position.Column, Continue: spec.Continue,
 		Timeout: spec.Timeout, Cooldown: spec.Cooldown, CooldownBy: spec.CooldownBy,
 		MaxConcurrent: spec.MaxConcurrent, Notify: spec.Notify}
-	if spec.Name == "" {
+	if spec.Name == "" && !slices.Contains(bad, "playbook.name") {
 		p.errorf(n, "playbook: name is required")
 	}
 	p.matchers(pb, child(n, "match"), spec.Match)
 	p.limits(pb, n, &spec)
 	pb.Vars = p.vars("vars", spec.Vars)
-	if len(spec.Steps) == 0 {
+	if len(spec.Steps) == 0 && !slices.Contains(bad, "playbook.steps") {
 		p.errorf(orNode(child(n, "steps"), n), "playbook %q: steps: at least one step is required", spec.Name)
 	}
 	p.steps(pb, spec.Steps)

@@ -51,7 +51,7 @@ func TestParseErrorPositions(t *testing.T) {
 		{"when not boolean", head + "      - id: a\n        ttraces: {}\n        when: 1 + 2\n",
 			`t.yaml:7:15: when: expected bool`},
 		{"bad tier", head + "      - id: a\n        tier: 4\n        ttraces: {}\n", `t.yaml:6:15: step "a": unknown tier "4"`},
-		{"bad duration", head + "      - id: a\n        timeout: soon\n        ttraces: {}\n", `t.yaml:6:18: time: invalid duration "soon"`},
+		{"bad duration", head + "      - id: a\n        timeout: soon\n        ttraces: {}\n", `t.yaml:6:18: step.timeout: want a duration such as 20s, 500ms or 1m30s, got "soon"`},
 		{"cooldown on a kind without", head + "      - id: a\n        cooldown: 1m\n        ttriage: {}\n",
 			`t.yaml:6:19: step "a": kind ttriage takes no step cooldown`},
 		{"cooldown_by without cooldown", "playbooks:\n  - name: p\n    cooldown_by: [instance]\n    steps: [{id: a, ttriage: {}}]\n",
@@ -86,5 +86,34 @@ func TestParseReportsEveryError(t *testing.T) {
 	}
 	if lines := strings.Split(err.Error(), "\n"); len(lines) != 2 {
 		t.Errorf("got %d errors, want 2:\n%v", len(lines), err)
+	}
+}
+
+// TestParseSaysEveryMistakeInOurWords: a playbook's mistakes are worded as
+// the config's are (the same decoder): each at its own line and column, all
+// of them (a refused cooldown hides neither the playbook's unknown key nor
+// its steps' mistakes), saying what is wanted or the key meant.
+func TestParseSaysEveryMistakeInOurWords(t *testing.T) {
+	src := "playbooks:\n  - name: p\n    match: [alertname=\"A\"]\n    cooldown: 2 s\n    cooldwn: 3s\n    steps:\n" +
+		"      - id: a\n        ttraces: {limit: \"3 s\"}\n      - id: b\n        timeout: 2 s\n        ttraces: {limt: 4}\n"
+	_, err := parseFile("t.yaml", []byte(src))
+	want := strings.Join([]string{
+		`t.yaml:4:15: playbook.cooldown: want a duration such as 20s, 500ms or 1m30s, got "2 s"`,
+		`t.yaml:5:5: unknown field "cooldwn" in playbook: did you mean "cooldown"?`,
+		`t.yaml:8:26: ttraces.limit: want an integer, e.g. 10, got "3 s"`,
+		`t.yaml:10:18: step.timeout: want a duration such as 20s, 500ms or 1m30s, got "2 s"`,
+		`t.yaml:11:19: unknown field "limt" in ttraces: did you mean "limit"?`,
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
+// TestParsePointsAtTheUnclosedBrace: a '{' left open is reported where it
+// opens, not at the next item where the parser gave up.
+func TestParsePointsAtTheUnclosedBrace(t *testing.T) {
+	_, err := parseFile("t.yaml", []byte(head+"      - id: a\n        ttraces: {limit: 3\n      - id: b\n        ttriage: {}\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), `t.yaml:6:18: this "{" is never closed: end it with "}"`) {
+		t.Fatalf("got %v", err)
 	}
 }

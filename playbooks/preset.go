@@ -72,7 +72,7 @@ func (p *fileParser) preset(n ast.Node) *Preset {
 		return nil
 	}
 	var spec PresetSpec
-	if !p.decode(n, &spec) {
+	if ok, _ := p.decode(n, &spec, "preset"); !ok {
 		return nil
 	}
 	tk := keyOf(n).GetToken()
@@ -162,7 +162,7 @@ func (p *fileParser) where(st *Step) string {
 // the preset's steps, which see the item's with: vars on top of the playbook's.
 func (p *fileParser) use(n ast.Node, pb *Playbook) []*Step {
 	var spec UseSpec
-	if !p.decode(n, &spec) {
+	if ok, _ := p.decode(n, &spec, "use"); !ok {
 		return nil
 	}
 	un := child(n, "use")

@@ -9,6 +9,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 
 	"github.com/autocapture/autocapture/capture"
+	"github.com/autocapture/autocapture/internal/yamlerr"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -50,8 +51,8 @@ func (p *fileParser) step(n ast.Node, pb *Playbook) *Step {
 		return nil
 	}
 	var spec StepSpec
-	if !p.decode(fixed, &spec) {
-		return nil
+	if ok, _ := p.decode(fixed, &spec, "step"); !ok && spec.ID == "" {
+		return nil // its kind config is still checked below when its id fitted
 	}
 	st := &Step{ID: spec.ID, Timeout: spec.Timeout, Cooldown: spec.Cooldown,
 		ContinueOnError: spec.ContinueOnError, File: p.file, Line: keyOf(n).GetToken().Position.Line}
@@ -128,10 +129,10 @@ func (p *fileParser) kindConfig(st *Step, n ast.Node) {
 	if n == nil || n.Type() == ast.NullType {
 		st.config = map[string]any{}
 	} else {
-		if !p.decode(n, st.kind.Config()) {
+		if ok, _ := p.decode(n, st.kind.Config(), st.Kind); !ok {
 			return
 		}
-		if err := nodeToValue(n, &st.config); err != nil {
+		if err := yamlerr.NodeToValue(n, &st.config); err != nil {
 			p.errorf(n, "step %q: %v", st.ID, err)
 			return
 		}

@@ -31,7 +31,7 @@ type TestCase struct {
 // exists in the file's playbooks.
 func (p *fileParser) testCase(n ast.Node, pbs []*Playbook) *TestCase {
 	var spec TestSpec
-	if !p.decode(n, &spec) {
+	if ok, _ := p.decode(n, &spec, "test"); !ok {
 		return nil
 	}
 	tc := &TestCase{Name: spec.Name, File: p.file, Line: keyOf(n).GetToken().Position.Line,

@@ -41,7 +41,7 @@ func TestMetadataAndLinkLocalRefusedInEverySpelling(t *testing.T) {
 	for _, allow := range broadEntries {
 		for _, a := range addrs {
 			t.Run(fmt.Sprint(allow, " ", a.addr), func(t *testing.T) {
-				p, err := New(config.Targets{Allow: allow}, Options{LookupIP: fakeDNS(t, map[string][]string{"vllm.test": {a.addr}})})
+				p, err := New(config.Targets{Allow: allow, Names: testNames}, Options{LookupIP: fakeDNS(t, map[string][]string{"vllm.test": {a.addr}})})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -80,8 +80,9 @@ type Options struct {
 // Policy is the allow-list for untrusted targets.
 type Policy struct {
 	static    []entry
-	self      *self       // nil when the daemon's address is unknown
-	scraped   *scrapedSet // nil unless from_prometheus
+	names     []namePattern // the names that may be looked up (targets.names)
+	self      *self         // nil when the daemon's address is unknown
+	scraped   *scrapedSet   // nil unless from_prometheus
 	lookup    func(ctx context.Context, host string) ([]netip.Addr, error)
 	transport *http.Transport
 }
@@ -100,6 +101,13 @@ func New(cfg config.Targets, opts Options) (*Policy, error) {
 			return nil, fmt.Errorf("targets: allow[%d]: %w", i, err)
 		}
 		p.static = append(p.static, e)
+	}
+	for i, raw := range cfg.Names {
+		np, err := parseNamePattern(raw)
+		if err != nil {
+			return nil, fmt.Errorf("targets: names[%d]: %w", i, err)
+		}
+		p.names = append(p.names, np)
 	}
 	self, err := parseSelf(opts.DaemonAddress, opts.LocalAddrs)
 	if err != nil {
@@ -161,7 +169,7 @@ func (p *Policy) CheckURL(ctx context.Context, u *url.URL) error {
 		return vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", u.Host, err)
 	}
 	entries, scrapeErr := p.entries(ctx)
-	ips, err := p.resolve(ctx, host)
+	ips, err := p.resolve(ctx, entries, host, pn)
 	if err != nil {
 		return err
 	}
@@ -200,10 +208,14 @@ func (p *Policy) verdict(entries []entry, scrapeErr error, host string, ap netip
 	return nil
 }
 
-// resolve returns host's addresses: the literal itself, or a lookup.
-func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+// resolve returns host's addresses: the literal itself, or a lookup of a
+// name the policy may resolve (mayResolve).
+func (p *Policy) resolve(ctx context.Context, entries []entry, host string, port uint16) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
+	}
+	if err := p.mayResolve(entries, host, port); err != nil {
+		return nil, err
 	}
 	ips, err := p.lookup(ctx, host)
 	if err != nil {
@@ -223,11 +235,12 @@ func (p *Policy) dialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", addr, err)
 	}
-	if _, err := parsePort(ps); err != nil {
+	pn, err := parsePort(ps)
+	if err != nil {
 		return nil, vocab.Errorf(vocab.ReasonBadConfig, "target %s: %w", addr, err)
 	}
 	entries, scrapeErr := p.entries(ctx)
-	ips, err := p.resolve(ctx, host)
+	ips, err := p.resolve(ctx, entries, host, pn)
 	if err != nil {
 		return nil, err
 	}

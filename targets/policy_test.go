@@ -163,7 +163,7 @@ func TestRefusalsNeverReachTheListener(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := New(config.Targets{Allow: []string{"127.0.0.1/32"}}, Options{LookupIP: dns})
+			p, err := New(config.Targets{Allow: []string{"127.0.0.1/32"}, Names: testNames}, Options{LookupIP: dns})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func TestNameEntryAllowsWhatTheNameResolvesToAtConnectTime(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("127.0.0.2")}, nil
 	}
-	p, err := New(config.Targets{Allow: []string{"127.0.0.1/32"}}, Options{LookupIP: rebinding})
+	p, err := New(config.Targets{Allow: []string{"127.0.0.1/32"}, Names: testNames}, Options{LookupIP: rebinding})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestParseEntry(t *testing.T) {
 // TestRefusalOfEveryAddressIsOneLine: a name resolving to several refused
 // addresses gives one refusal per address, on one line, still classified refused.
 func TestRefusalOfEveryAddressIsOneLine(t *testing.T) {
-	p, err := New(config.Targets{Allow: []string{"127.0.0.2/32"}},
+	p, err := New(config.Targets{Allow: []string{"127.0.0.2/32"}, Names: []string{"*.internal"}},
 		Options{LookupIP: fakeDNS(t, map[string][]string{"vllm-0.internal": {"10.9.8.7", "fd00::7"}})})
 	if err != nil {
 		t.Fatal(err)

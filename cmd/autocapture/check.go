@@ -32,7 +32,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	failed := printErrors(stderr, cfgErr)
-	set, err := loadPlaybooks(cfg, fs.Args())
+	pbCfg := cfg
+	if cfgErr != nil && *cfgFile != "" {
+		pbCfg = partialConfig(*cfgFile)
+	}
+	set, err := loadPlaybooks(pbCfg, fs.Args())
 	failed = printErrors(stderr, err) || failed
 	if failed {
 		return 1
@@ -65,6 +69,19 @@ func loadConfig(path string) (*config.Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// partialConfig is what a config that does not load says well, so that
+// check still reports the playbooks it names; nil (the shipped set) when the
+// file is not YAML or its playbooks: or shipped_playbooks: was refused.
+func partialConfig(path string) *config.Config {
+	cfg, refused := config.Partial(path)
+	for _, r := range refused {
+		if r == "playbooks" || strings.HasPrefix(r, "playbooks[") || r == "shipped_playbooks" {
+			return nil
+		}
+	}
+	return cfg
 }
 
 // loadPlaybooks loads the paths given, else the config's globs, over the

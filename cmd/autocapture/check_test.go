@@ -131,3 +131,28 @@ func TestCheckSaysWhereThePlaybooksCameFrom(t *testing.T) {
 		t.Errorf("the shipped set off and no files: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestCheckReportsPlaybooksPastConfigErrors: a config with mistakes still
+// has its playbooks checked, so one run of check lists every problem of both,
+// each at its file:line:col in words that say what to do.
+func TestCheckReportsPlaybooksPastConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	pb := filepath.Join(dir, "pb4.yaml")
+	os.WriteFile(pb, []byte("playbooks:\n  - name: p\n    match: ['alertname=\"A\"']\n    cooldown: 2 s\n    steps:\n"+
+		"      - id: c\n        clprom: {query: up, gap: 1s}\n"), 0o644)
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("web:\n  listen_adress: 127.0.0.1:1\nplaybooks: [%q]\nshipped_playbooks: false\n", pb)), 0o644)
+	code, out, errOut := cli("check", "--config.file", cfg)
+	want := cfg + `:2:3: unknown field "listen_adress" in web: did you mean "listen_address"?` + "\n" +
+		pb + `:4:15: playbook.cooldown: want a duration such as 20s, 500ms or 1m30s, got "2 s"` + "\n" +
+		pb + `:7:29: unknown field "gap" in clprom: want one of query` + "\n"
+	if code != 1 || out != "" || errOut != want {
+		t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errOut, want)
+	}
+	// A config whose playbooks: itself is refused checks no guessed files.
+	os.WriteFile(cfg, []byte("playbooks: {a: 1}\n"), 0o644)
+	if code, _, errOut := cli("check", "--config.file", cfg); code != 1 || strings.Contains(errOut, pb) ||
+		!strings.Contains(errOut, cfg+":1:12: playbooks: want a list") {
+		t.Fatalf("refused playbooks: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -313,6 +313,9 @@ func authed(t *testing.T, method, u string, body []byte) (int, []byte) {
 		t.Fatal(err)
 	}
 	req.SetBasicAuth(pageUser, pagePass)
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	return doRaw(t, req)
 }
 

@@ -306,6 +306,9 @@ func canaryRun(t *testing.T, remote bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(body) > 0 {
+			req.Header.Set("Content-Type", "application/json") // a header below replaces it
+		}
 		for k, vs := range header {
 			req.Header[k] = vs
 		}

@@ -739,6 +739,7 @@ func postAnyReplica(client *http.Client, rs []*chaosReplica, first int, body []b
 			return chaosAccepted{}, err
 		}
 		req.Header.Set("Authorization", "Bearer chaos")
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)

@@ -106,6 +106,7 @@ func TestServeOneRunPerFiring(t *testing.T) {
 		wg.Go(func() {
 			req, _ := http.NewRequest("POST", d.URL+"/hooks/alertmanager", bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+d.Token)
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Errorf("concurrent POST: %v", err)

@@ -170,6 +170,7 @@ func postUntilAccepted(t *testing.T, d *daemon, body []byte, refused map[int]int
 	for {
 		req, _ := http.NewRequest("POST", d.URL+"/hooks/alertmanager", bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+d.Token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		code := 0
 		if err == nil {

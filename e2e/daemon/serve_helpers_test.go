@@ -178,6 +178,7 @@ func (d *daemon) post(t testing.TB, body []byte) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	return d.do(t, req)
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,6 +29,7 @@ func TestServeBadInput(t *testing.T) {
 		name    string
 		body    []byte
 		auth    string
+		ctype   string // "" sends application/json
 		code    int
 		errWord string
 	}{
@@ -39,10 +41,12 @@ func TestServeBadInput(t *testing.T) {
 		{name: "absent token", body: good, auth: "none", code: 401, errWord: "unauthorized"},
 		{name: "wrong token", body: good, auth: "Bearer e2e-tokem", code: 401, errWord: "unauthorized"},
 		{name: "one bad alert among good ones", body: mixed, code: 200},
+		{name: "form-encoded, as a browser's cross-site form", body: good, ctype: "application/x-www-form-urlencoded", code: 415, errWord: "unsupported_media_type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", d.URL+"/hooks/alertmanager", bytes.NewReader(tt.body))
+			req.Header.Set("Content-Type", cmp.Or(tt.ctype, "application/json"))
 			switch tt.auth {
 			case "none":
 			case "":

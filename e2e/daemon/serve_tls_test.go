@@ -99,6 +99,9 @@ func call(c *http.Client, method, url, token string, body []byte) (int, []byte, 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -239,6 +239,9 @@ playbooks: [%q]
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	call := func(method, path, auth string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if len(body) > 0 {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		if auth != "" {
 			req.Header.Set("Authorization", "Bearer "+auth)
 		}
