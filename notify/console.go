@@ -55,7 +55,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		return nil
 	}
 	if r.Change != "" {
-		fmt.Fprintf(&b, "── run %s · verdict changed: %s\n", t.TS, r.Change)
+		fmt.Fprintf(&b, "── run %s · verdict changed: %s\n", t.TS, untrusted.Text(r.Change))
 		c.print(b.String())
 		return nil
 	}
@@ -117,7 +117,7 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 		fmt.Fprintf(&b, "   why: %s\n", untrusted.Text(s.Reason))
 	}
 	if v := s.Verdict; v != nil {
-		fmt.Fprintf(&b, "   verdict: %s", vocab.VerdictText(v))
+		fmt.Fprintf(&b, "   verdict: %s", untrusted.Text(vocab.VerdictText(v)))
 		if v.Preliminary {
 			b.WriteString(" (preliminary)")
 		}
@@ -126,13 +126,13 @@ func (c *Console) Close(_ context.Context, t Thread, s Summary) error {
 		}
 		b.WriteString("\n")
 		if sc := vocab.ScopeText(v); sc != "" {
-			fmt.Fprintf(&b, "   %s\n", sc)
+			fmt.Fprintf(&b, "   %s\n", untrusted.Text(sc))
 		}
 		for _, e := range vocab.EvidenceBesideScope(v) { // the scope is said once, above
-			fmt.Fprintf(&b, "   · %s\n", e)
+			fmt.Fprintf(&b, "   · %s\n", untrusted.Text(e))
 		}
 		for _, a := range vocab.AllAdvice(v) {
-			fmt.Fprintf(&b, "   → %s\n", a)
+			fmt.Fprintf(&b, "   → %s\n", untrusted.Text(a))
 		}
 	}
 	if s.ResolvedAt != nil {

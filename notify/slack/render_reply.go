@@ -201,7 +201,7 @@ func verdictDetail(v *vocab.Verdict) string {
 	if v.Profile != nil {
 		lines = append(lines, "• "+esc(clip.Fold(v.Profile.Text())))
 	}
-	for _, e := range v.Evidence {
+	for _, e := range vocab.EvidenceBesideScope(v) { // the scope is said once, above
 		lines = append(lines, "• "+esc(clip.Fold(e)))
 	}
 	for _, a := range vocab.AllAdvice(v) {

@@ -42,3 +42,18 @@ func TestVerdictReplyShowsScopeAndFactorAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictSaysTheScopeOnce: the scope's evidence line is the scope
+// line's detail; the verdict's list does not repeat it.
+func TestVerdictSaysTheScopeOnce(t *testing.T) {
+	line := "only this instance: queue 48 vs peers' median 0 (5 peers)"
+	v := &vocab.Verdict{ID: vocab.VerdictOverload, Scope: vocab.ScopeSingle,
+		Evidence: []string{"queue 48 (threshold 10)", line}}
+	got := verdictDetail(v)
+	if n := strings.Count(got, "only this instance"); n != 1 {
+		t.Errorf("the scope said %d times:\n%s", n, got)
+	}
+	if !strings.Contains(got, "queue 48 (threshold 10)") {
+		t.Errorf("the other evidence is gone:\n%s", got)
+	}
+}
