@@ -30,14 +30,22 @@ type ProfileFinding struct {
 	// TopKernel is the kernel with the most GPU time, TopKernelShare its share.
 	TopKernel      string  `json:"top_kernel,omitempty"`
 	TopKernelShare float64 `json:"top_kernel_share,omitempty"`
-	// OtherShare is the share of GPU time in kernels no family claims.
-	OtherShare float64 `json:"other_share"`
+	// OtherShare is the share of GPU time in kernels no family claims;
+	// Unclassified names the largest of them, so "other" is never a mystery.
+	OtherShare   float64       `json:"other_share"`
+	Unclassified []KernelShare `json:"unclassified,omitempty"`
 	// Shares is every family's share of GPU time.
 	Shares map[string]float64 `json:"shares"`
 	// IdleShare is the share of the frame the GPU ran no kernel.
 	IdleShare float64 `json:"idle_share"`
 	// Report is the stored profile-report.json's key ("" when not stored).
 	Report string `json:"report,omitempty"`
+}
+
+// KernelShare is one kernel's share of GPU time, 0..1.
+type KernelShare struct {
+	Name  string  `json:"name"`
+	Share float64 `json:"share"`
 }
 
 // FamilyShift is one family's share now and in the compared capture, 0..1.
@@ -88,6 +96,13 @@ func (f *ProfileFinding) Text() string {
 		return ""
 	}
 	s := fmt.Sprintf("profile: %s %.0f%% of GPU time", FamilyWords(f.Family), 100*f.Share)
+	if f.Family == "other" && len(f.Unclassified) > 0 {
+		names := make([]string, len(f.Unclassified))
+		for i, k := range f.Unclassified {
+			names[i] = fmt.Sprintf("%s %.0f%%", shortKernel(k.Name), 100*k.Share)
+		}
+		s += " (" + strings.Join(names, ", ") + ")"
+	}
 	top := ""
 	if f.TopKernel != "" {
 		top = fmt.Sprintf("top kernel %s %.0f%%", shortKernel(f.TopKernel), 100*f.TopKernelShare)

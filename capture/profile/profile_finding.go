@@ -5,6 +5,9 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
+// findingUnclassified is how many unclassified kernels a finding names.
+const findingUnclassified = 3
+
 // finding is what the capture found, as the run's verdict carries it: the
 // family that grew most against the compared capture (else the one with
 // the most GPU time), the top kernel, every family's share and what moved.
@@ -26,6 +29,12 @@ func finding(in *vocab.Input, rep *Report, reportKey string) *vocab.ProfileFindi
 	}
 	if len(a.TopKernels) > 0 {
 		f.TopKernel, f.TopKernelShare = a.TopKernels[0].Name, a.TopKernels[0].Share
+	}
+	for i, k := range a.Unclassified {
+		if i == findingUnclassified {
+			break
+		}
+		f.Unclassified = append(f.Unclassified, vocab.KernelShare{Name: k.Name, Share: k.Share})
 	}
 	if rep.Baseline == nil {
 		return f

@@ -168,8 +168,16 @@ func analysisFindings(f map[string]any, rep *Report) {
 	f["families"] = fams
 	f["idle_share"] = a.IdleShare
 	f["frame"] = a.Frame.Source
-	f["attribution"] = map[string]any{"kernels": a.Attribution.Events, "by_external_id": a.Attribution.ByExternalID,
-		"by_launch": a.Attribution.ByLaunch, "uncredited": a.Attribution.Uncredited, "note": a.Attribution.Note}
+	f["attribution"] = a.Attribution // every method, by count and by GPU time
+	f["credited_time"] = a.Attribution.CreditedTime()
+	var other []map[string]any
+	for i, k := range a.Unclassified {
+		if i == profileTopKernels {
+			break
+		}
+		other = append(other, map[string]any{"name": k.Name, "share": k.Share, "gpu_us": k.GPUus})
+	}
+	f["unclassified"] = other
 	var kernels []map[string]any
 	for i, k := range a.TopKernels {
 		if i == profileTopKernels {
