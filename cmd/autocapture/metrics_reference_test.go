@@ -67,7 +67,7 @@ func TestMetricsReference(t *testing.T) {
 	}
 	got := metricref.Markdown(metricsPreamble, []metricref.Section{
 		{Title: "autocapture serve", Metrics: served},
-		{Title: "autocapture agent", Intro: "The profile agent, beside each engine (see [engines.md](engines.md)).", Metrics: agentMetrics},
+		{Title: "autocapture agent", Intro: "The profile agent, beside each engine (see [agent.md](agent.md)).", Metrics: agentMetrics},
 	})
 	if *updateMetrics {
 		if err := os.WriteFile(metricsFile, got, 0o644); err != nil {
