@@ -44,15 +44,12 @@ type Config struct {
 	Retention Retention `yaml:"retention" json:"retention"`
 	// Profiling is tier 3's guard: the fleet budget for framed profiles.
 	Profiling Profiling `yaml:"profiling" json:"profiling"`
-	// Playbooks lists playbook files (globs), tried in lexical order, before
-	// the shipped vLLM playbooks: an alert one of them matches runs it (and
-	// a shipped playbook only after a continue: true); a playbook or preset
-	// named as a shipped one replaces it (copy a shipped file and edit it in
-	// place). `autocapture check` and the startup log (Playbooks loaded.)
-	// say what came from where. Edits to the files reload by themselves
-	// (also SIGHUP and POST /-/reload); a broken edit keeps the last good set
-	// and sets autocapture_config_last_reload_successful to 0; a run finishes
-	// on the playbook version it started with.
+	// Playbooks lists playbook files (globs), tried in lexical order before
+	// the shipped vLLM playbooks (a shipped one runs after a match only with
+	// continue: true); a playbook named as a shipped one replaces it. Edits
+	// reload by themselves (also SIGHUP, POST /-/reload); a broken edit keeps
+	// the last good set and sets autocapture_config_last_reload_successful
+	// to 0.
 	Playbooks []string `yaml:"playbooks" json:"playbooks"`
 	// ShippedPlaybooks keeps the shipped vLLM playbooks under the files
 	// playbooks names (a file's playbook of the same name replaces a shipped
@@ -213,13 +210,10 @@ type Runs struct {
 	MaxArtifactBytes int64 `yaml:"max_artifact_bytes" json:"max_artifact_bytes"`
 	// Replica is this process's stable name: with storage.backend s3, the
 	// artifacts it spools while the bucket is down wait in its own folder
-	// (storage.path/spool) and are uploaded from its own queue
-	// (autocapture_upload_<replica>); it starts the lease owner id, and a
-	// resumed run's thread names replicas by it ("resumed by replica r1
-	// after r0 stopped"). Give each replica a stable name and a persistent
-	// volume for storage.path (a StatefulSet). Lower-case letters and
-	// digits, single _ or - between them, at most 45 characters. Empty: the
-	// hostname, sanitized.
+	// (storage.path/spool) and queue (autocapture_upload_<replica>); threads
+	// name replicas by it. Give each a stable name and a persistent volume
+	// (a StatefulSet). Lower-case letters and digits, single _ or - between
+	// them, at most 45 characters. Empty: the hostname, sanitized.
 	Replica string `yaml:"replica" json:"replica"`
 }
 
@@ -253,11 +247,9 @@ type Traces struct {
 type Targets struct {
 	// Allow lists what an address taken from an alert label (scrape, http,
 	// profile) must match: a host name, host:port, a CIDR or :port, checked
-	// at connect time on the resolved ip:port actually dialed, redirects
-	// included. Cloud metadata addresses are refused unless an entry names
-	// the exact address, other link-local ones unless an entry lies inside
-	// them, and the daemon's own web.listen_address unless an entry is that
-	// ip:port (see docs/safety.md).
+	// on the ip:port actually dialed, redirects included. A cloud metadata
+	// address and the daemon's own need an entry naming them exactly, other
+	// link-local ones an entry covering them (see docs/safety.md).
 	Allow []string `yaml:"allow" json:"allow"`
 	// FromPrometheus also allows any instance Prometheus currently scrapes
 	// (up{instance=...}); it never exempts a metadata or link-local address.

@@ -62,6 +62,9 @@ type Options struct {
 	Reload func() error
 	// Registry receives the webhook metrics and serves /metrics.
 	Registry *prometheus.Registry
+	// Registerer, when set, receives the metrics instead of Registry (a
+	// wrapper of it that sees what is registered).
+	Registerer prometheus.Registerer
 	// Statuses is the one list of run statuses (runner.Statuses); the runs API
 	// refuses a status filter outside it.
 	Statuses []string
@@ -121,7 +124,11 @@ func New(o Options) (*Server, error) {
 	if !o.SlackSigningSecret.Blank() && o.Feedback == nil {
 		return nil, errors.New("handlers: a Slack signing secret needs Feedback to record the answers")
 	}
-	m, err := NewMetrics(o.Registry)
+	var reg prometheus.Registerer = o.Registry
+	if o.Registerer != nil {
+		reg = o.Registerer
+	}
+	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
@@ -129,7 +136,7 @@ func New(o Options) (*Server, error) {
 		proxy: newTrustedProxy(o.Auth.TrustedProxy), log: o.Log}
 	if !o.SlackSigningSecret.Blank() {
 		s.slack, err = slacknotify.NewInteractions(slacknotify.InteractionsOptions{SigningSecret: o.SlackSigningSecret,
-			Feedback: slackFeedback{o.Feedback}, Registerer: o.Registry, Now: o.Now, Log: o.Log})
+			Feedback: slackFeedback{o.Feedback}, Registerer: reg, Now: o.Now, Log: o.Log})
 		if err != nil {
 			return nil, fmt.Errorf("handlers: %w", err)
 		}

@@ -147,6 +147,9 @@ type serveWiring struct {
 	listener net.Listener
 	// console, when set, replaces the console notifier (notify.console.enabled).
 	console notify.Notifier
+	// registerer, when set, wraps the registry the daemon's parts register
+	// on: the metrics reference's test lists what they register.
+	registerer func(prometheus.Registerer) prometheus.Registerer
 }
 
 // serving is a started daemon: its runner working and its HTTP server up.
@@ -162,7 +165,11 @@ type serving struct {
 // startServing wires the daemon and starts it: the runner, the HTTP server
 // and the playbook reloads (on SIGHUP and file changes) until ctx ends.
 func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w serveWiring) (*serving, error) {
-	reg := prometheus.NewRegistry()
+	registry := prometheus.NewRegistry()
+	var reg prometheus.Registerer = registry
+	if w.registerer != nil {
+		reg = w.registerer(registry)
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector("autocapture")) // autocapture_build_info
 	planner, reload, err := newPlanner(ctx, cfg, log, reg)
@@ -204,7 +211,7 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	env.Profiles = svc.Profiling() // the fleet-wide lease and budget over framed profiles
 	pages.set(svc.Signer())        // before svc.Start: no thread is delivered before
 	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
-		Reload: reload, Registry: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
+		Reload: reload, Registry: registry, Registerer: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
 	if err != nil {
 		svc.Close()

@@ -23,7 +23,7 @@ var Layers = []Layer{
 	{"leaves: the shared words and self-contained libraries", []string{
 		"vocab", "links", "agent", "torchtrace", "torchtrace/internal/gen", "vllmsim",
 		"playbooks/vllm", "playbooks/sglang", "internal/bytesize", "internal/clip", "internal/dirwatch",
-		"internal/yamlerr", "internal/untrusted", "config/internal/refgen",
+		"internal/yamlerr", "internal/untrusted", "config/internal/refgen", "internal/metricref",
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{

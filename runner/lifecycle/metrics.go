@@ -108,12 +108,17 @@ var (
 		"Runs waiting in the queue (status queued).", nil, nil)
 	descOldest = prometheus.NewDesc("autocapture_runs_queue_oldest_age_seconds",
 		"How long the oldest queued run has waited (0 when none).", nil, nil)
-	descUp = prometheus.NewDesc("autocapture_runs_store_up", "1 when the run store answered this scrape.", nil, nil)
+	descUp = prometheus.NewDesc("autocapture_runs_store_up",
+		"1 when the run store (SQLite or PostgreSQL) answered this scrape; 0: the store gauges are missing from it.", nil, nil)
 
 	descOutboxPending = prometheus.NewDesc("autocapture_outbox_pending",
-		"Thread operations recorded and not yet delivered, by notifier (every replica reads the same store).", []string{"sink"}, nil)
+		"Thread operations (a run's parent message, step replies, verdict edits) recorded in the store and not yet "+
+			"posted, by notifier. It rises while Slack is slow, down or rate-limiting and falls as delivery catches up; "+
+			"one that only grows means nothing delivers (check autocapture_notify_failures_total). Read from the store: "+
+			"every replica reports the same value.", []string{"sink"}, nil)
 	descOutboxOldest = prometheus.NewDesc("autocapture_outbox_oldest_age_seconds",
-		"How long the oldest undelivered thread operation has waited, by notifier (0 when none).", []string{"sink"}, nil)
+		"How long the oldest thread operation not yet posted has waited, by notifier (0 when none): how late the "+
+			"threads are.", []string{"sink"}, nil)
 )
 
 // storeCollector reads the run gauges from the database at scrape time.

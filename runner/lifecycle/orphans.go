@@ -17,10 +17,9 @@ import (
 // counted, for operators who see them in river_job and wonder.
 
 var descOrphanedJobs = prometheus.NewDesc("autocapture_river_jobs_orphaned",
-	"River jobs of runs left in state running by a replica that is gone (killed): running for longer than "+
-		"runs.lease_timeout while no live lease holds their run at their generation (the run's lease lapsed, "+
-		"it was resumed under a newer job, or it is final). River's rescuer takes them back after an hour; "+
-		"the reaper has resumed their runs long before.", nil, nil)
+	"River jobs a killed replica left in state running: older than runs.lease_timeout, their run no longer "+
+		"leased at their generation. Harmless: the reaper has resumed their runs, and River's rescuer takes the "+
+		"jobs back after an hour.", nil, nil)
 
 // OrphanedRunJobs counts the River jobs of runs a gone replica left running
 // (see descOrphanedJobs and database.Jobs.Orphaned): started more than
