@@ -107,8 +107,8 @@ func freePort() (int, error) {
 var short = testing.Short
 
 // SkipShort skips t under -short, saying why. Tests that need no component
-// but take long (a long simulation, a whole demo) call it; Tool and the
-// Start functions call it for every component.
+// but take long (a long simulation, a build) call it; Tool, BuildBinary and
+// the Start functions call it for every component and built binary.
 func SkipShort(t testing.TB, why string) {
 	t.Helper()
 	if short() {
@@ -206,9 +206,12 @@ type build struct {
 // BuildBinary runs `go build` on pkg, a main package of this module given
 // relative to the module root (e.g. "./cmd/autocapture"), once per test
 // process, and returns the binary's path. The binary lives in a temporary
-// directory that Main removes.
+// directory that Main removes. Under -short the test skips: one that runs our
+// binary as a process is a system test, and the builds alone are minutes of
+// a 2-core machine.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
+	SkipShort(t, "runs "+pkg+" as a process, a system test")
 	buildsMu.Lock()
 	b, ok := builds[pkg]
 	if !ok {

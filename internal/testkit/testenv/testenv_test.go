@@ -60,6 +60,12 @@ func (f *fatalRecorder) Skipf(format string, args ...any) {
 // toolRecorded calls Tool(rec, name) and returns what it recorded; ok is
 // false when Tool returned instead of failing or skipping.
 func toolRecorded(t *testing.T, name string) (rec *fatalRecorder, ok bool) {
+	return recorded(t, func(tb testing.TB) { Tool(tb, name) })
+}
+
+// recorded calls f with a recorder and returns what it recorded; ok is false
+// when f returned instead of failing or skipping.
+func recorded(t *testing.T, f func(testing.TB)) (rec *fatalRecorder, ok bool) {
 	rec = &fatalRecorder{TB: t}
 	defer func() {
 		if r := recover(); r != nil {
@@ -69,7 +75,7 @@ func toolRecorded(t *testing.T, name string) (rec *fatalRecorder, ok bool) {
 			ok = true
 		}
 	}()
-	Tool(rec, name)
+	f(rec)
 	return rec, false
 }
 
@@ -133,6 +139,10 @@ func TestTool(t *testing.T) {
 						name, ok, rec.skipped, rec.msg)
 				}
 			}
+			rec, ok := recorded(t, func(tb testing.TB) { BuildBinary(tb, "./internal/testkit/testenv/testdata/hello") })
+			if !ok || !rec.skipped {
+				t.Errorf("BuildBinary under -short: stopped %v, skipped %v, message %q; want a skip", ok, rec.skipped, rec.msg)
+			}
 		})
 	})
 }
@@ -172,14 +182,18 @@ func TestFreePortNeverRepeats(t *testing.T) {
 
 func TestProcess(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
-	bin := BuildBinary(t, "./internal/testkit/testenv/testdata/hello")
-	t.Logf("BuildBinary took %v", time.Since(start))
-	if again := BuildBinary(t, "./internal/testkit/testenv/testdata/hello"); again != bin {
-		t.Errorf("second BuildBinary = %q, want cached %q", again, bin)
-	}
+	const hello = "./internal/testkit/testenv/testdata/hello"
+	t.Run("BuildBinary builds once", func(t *testing.T) {
+		start := time.Now()
+		bin := BuildBinary(t, hello)
+		t.Logf("BuildBinary took %v", time.Since(start))
+		if again := BuildBinary(t, hello); again != bin {
+			t.Errorf("second BuildBinary = %q, want cached %q", again, bin)
+		}
+	})
 
 	startHello := func(t *testing.T) (*Process, string) {
+		bin := BuildBinary(t, hello)
 		addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 		p := StartProcess(t, "hello", exec.Command(bin, "-addr", addr))
 		p.WaitHTTP(t, "http://"+addr+"/", 10*time.Second)
