@@ -5,8 +5,8 @@
 // A missing component is a test failure, never a skip: in CI a silently
 // skipped integration test is a lie. Install everything with
 // scripts/install-tools.sh. Under go test -short, and only then, every test
-// that needs a component skips before looking for it: the quick loop runs on
-// a machine with only Go, whatever else happens to be installed.
+// that needs a component or runs our binary skips before looking for it: the
+// quick loop runs on a machine with only Go, whatever else is installed.
 //
 // Packages that call StartPostgres must run their tests through Main:
 //
