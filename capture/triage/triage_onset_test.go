@@ -71,6 +71,9 @@ func TestTriageAtOnset(t *testing.T) {
 					name += "/legacy"
 				}
 				t.Run(name, func(t *testing.T) {
+					if legacy && testing.Short() {
+						t.Skip("-short: the same simulation under the legacy metric names")
+					}
 					h := newSimHistory(t, vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
 					if err := h.sim.Shift(cause, healthyFor*time.Second); err != nil {
 						t.Fatal(err)

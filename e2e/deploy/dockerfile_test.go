@@ -329,9 +329,11 @@ func TestDockerfileGoBuildFlags(t *testing.T) {
 
 // imageBinary runs the Dockerfile's go build here into a temporary folder
 // (the -o path swapped, nothing else) and returns the binary. After the first
-// test the build cache leaves only the link to do.
+// test the build cache leaves only the link to do. Under -short the test
+// skips: the Dockerfile's flags miss the ordinary build cache.
 func imageBinary(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "builds the binary as the Dockerfile does, minutes of compiling")
 	g := goBuildWords(t, parseDockerfile(t))
 	bin := filepath.Join(t.TempDir(), "autocapture")
 	args := slices.Clone(g.args)

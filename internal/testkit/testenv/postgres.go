@@ -78,6 +78,7 @@ func createDatabase(t testing.TB, pg *Postgres, name string) string {
 // first use (see StartPostgres, which most tests want instead).
 func SharedPostgres(t testing.TB) *Postgres {
 	t.Helper()
+	SkipShort(t, "needs PostgreSQL, a real component")
 	if !mainActive.Load() {
 		t.Fatalf("testenv: postgres is shared by the whole test process and only testenv.Main can stop it: " +
 			"add `func TestMain(m *testing.M) { testenv.Main(m) }` to this package")
@@ -209,7 +210,7 @@ type DB struct{ URL, Path string }
 
 // ForEachDB runs f once on SQLite and once on PostgreSQL, a fresh database
 // each: the run service's tests and its parts' hold both dialects to the
-// same assertions.
+// same assertions. Under -short the PostgreSQL half skips.
 func ForEachDB(t *testing.T, f func(t *testing.T, db DB)) {
 	t.Run("sqlite", func(t *testing.T) {
 		f(t, DB{Path: filepath.Join(t.TempDir(), "autocapture.db")})

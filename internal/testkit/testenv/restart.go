@@ -57,6 +57,7 @@ type OwnPostgres struct {
 // it needs testenv.Main (its files live in the process directory).
 func StartOwnPostgres(t testing.TB) *OwnPostgres {
 	t.Helper()
+	SkipShort(t, "needs PostgreSQL, a real component")
 	if !mainActive.Load() {
 		t.Fatalf("testenv: StartOwnPostgres needs `func TestMain(m *testing.M) { testenv.Main(m) }` in this package")
 	}

@@ -4,7 +4,9 @@
 //
 // A missing component is a test failure, never a skip: in CI a silently
 // skipped integration test is a lie. Install everything with
-// scripts/install-tools.sh.
+// scripts/install-tools.sh. Under go test -short, and only then, every test
+// that needs a component or runs our binary skips before looking for it: the
+// quick loop runs on a machine with only Go, whatever else is installed.
 //
 // Packages that call StartPostgres must run their tests through Main:
 //
@@ -100,11 +102,27 @@ func freePort() (int, error) {
 	return 0, errors.New("free port: no unused port after 50 tries")
 }
 
+// short reports whether go test runs with -short; a variable so that the
+// tests of this package can hold both modes whatever flag they run under.
+var short = testing.Short
+
+// SkipShort skips t under -short, saying why. Tests that need no component
+// but take long (a long simulation, a build) call it; Tool, BuildBinary and
+// the Start functions call it for every component and built binary.
+func SkipShort(t testing.TB, why string) {
+	t.Helper()
+	if short() {
+		t.Skipf("-short: %s", why)
+	}
+}
+
 // Tool returns the absolute path of the executable name, looked up in
 // $AUTOCAPTURE_TOOLS/bin, ~/.cache/autocapture-tools/bin, the newest
-// /usr/lib/postgresql/*/bin, then PATH. A missing tool fails the test.
+// /usr/lib/postgresql/*/bin, then PATH. A missing tool fails the test; under
+// -short the test skips without looking.
 func Tool(t testing.TB, name string) string {
 	t.Helper()
+	SkipShort(t, "needs "+name+", a real component")
 	path, err := lookTool(name)
 	if err != nil {
 		t.Fatalf("%s not installed: run scripts/install-tools.sh (%v)", name, err)
@@ -188,9 +206,12 @@ type build struct {
 // BuildBinary runs `go build` on pkg, a main package of this module given
 // relative to the module root (e.g. "./cmd/autocapture"), once per test
 // process, and returns the binary's path. The binary lives in a temporary
-// directory that Main removes.
+// directory that Main removes. Under -short the test skips: one that runs our
+// binary as a process is a system test, and the builds alone are minutes of
+// a 2-core machine.
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
+	SkipShort(t, "runs "+pkg+" as a process, a system test")
 	buildsMu.Lock()
 	b, ok := builds[pkg]
 	if !ok {

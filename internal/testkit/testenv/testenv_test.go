@@ -37,68 +37,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// fatalRecorder is a testing.TB whose Fatalf records instead of failing.
-type fatalRecorder struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalRecorder) Helper() {}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	panic(f)
-}
-
-func TestTool(t *testing.T) {
-	tools := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(tools, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	fake := filepath.Join(tools, "bin", "prometheus")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AUTOCAPTURE_TOOLS", tools)
-
-	tests := []struct {
-		name, tool, want string
-	}{
-		{"AUTOCAPTURE_TOOLS wins over PATH", "prometheus", fake},
-		{"postgres bin dir", "initdb", newestPostgresBin() + "/initdb"},
-		{"PATH last", "prometheus-alertmanager", "/usr/bin/prometheus-alertmanager"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Tool(t, tt.tool); got != tt.want {
-				t.Errorf("Tool(%q) = %q, want %q", tt.tool, got, tt.want)
-			}
-		})
-	}
-
-	t.Run("missing fails, never skips", func(t *testing.T) {
-		rec := &fatalRecorder{TB: t}
-		func() {
-			defer func() {
-				if r := recover(); r != nil && r != any(rec) {
-					panic(r)
-				}
-			}()
-			Tool(rec, "no-such-tool-autocapture")
-		}()
-		want := "no-such-tool-autocapture not installed: run scripts/install-tools.sh"
-		if !strings.HasPrefix(rec.msg, want) {
-			t.Errorf("Fatalf message %q, want prefix %q", rec.msg, want)
-		}
-	})
-}
-
-func TestVersionLess(t *testing.T) {
-	if !versionLess("9.6", "15") || versionLess("15", "9.6") || !versionLess("15", "16") {
-		t.Error("postgres versions must sort numerically")
-	}
-}
-
 func TestPrometheusConfigExtraScrapeConfigs(t *testing.T) {
 	cfg, err := prometheusConfig(t.TempDir(), PrometheusOptions{
 		ScrapeTargets:      []string{"127.0.0.1:1"},
@@ -128,14 +66,18 @@ func TestFreePortNeverRepeats(t *testing.T) {
 
 func TestProcess(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
-	bin := BuildBinary(t, "./internal/testkit/testenv/testdata/hello")
-	t.Logf("BuildBinary took %v", time.Since(start))
-	if again := BuildBinary(t, "./internal/testkit/testenv/testdata/hello"); again != bin {
-		t.Errorf("second BuildBinary = %q, want cached %q", again, bin)
-	}
+	const hello = "./internal/testkit/testenv/testdata/hello"
+	t.Run("BuildBinary builds once", func(t *testing.T) {
+		start := time.Now()
+		bin := BuildBinary(t, hello)
+		t.Logf("BuildBinary took %v", time.Since(start))
+		if again := BuildBinary(t, hello); again != bin {
+			t.Errorf("second BuildBinary = %q, want cached %q", again, bin)
+		}
+	})
 
 	startHello := func(t *testing.T) (*Process, string) {
+		bin := BuildBinary(t, hello)
 		addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 		p := StartProcess(t, "hello", exec.Command(bin, "-addr", addr))
 		p.WaitHTTP(t, "http://"+addr+"/", 10*time.Second)
