@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/autocapture/autocapture/config/internal/refgen"
+	"github.com/autocapture/autocapture/internal/testkit/golden"
 )
 
 // The configuration reference is generated from this package: key paths from
@@ -43,34 +43,7 @@ func TestConfigReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *updateReference {
-		if err := os.MkdirAll(filepath.Dir(referenceFile), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(referenceFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(referenceFile)
-	if err != nil {
-		t.Fatalf("%v (generate it with go test ./config -run TestConfigReference -update-reference)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		i := 0
-		for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
-			i++
-		}
-		line := func(l []string) string {
-			if i < len(l) {
-				return l[i]
-			}
-			return "(end of file)"
-		}
-		t.Errorf("%s is stale (rerun with -update-reference); first difference at line %d:\nfile:      %s\ngenerated: %s",
-			referenceFile, i+1, line(wl), line(gl))
-	}
+	golden.Check(t, referenceFile, got, *updateReference, "go test ./config -run TestConfigReference -update-reference")
 }
 
 // TestConfigReferenceMatchesExample: config.example.yaml and the reference

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +16,8 @@ import (
 	"github.com/autocapture/autocapture/agent"
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/metricref"
+
+	"github.com/autocapture/autocapture/internal/testkit/golden"
 )
 
 // The metrics reference is generated from what the daemon registers when it
@@ -69,31 +68,7 @@ func TestMetricsReference(t *testing.T) {
 		{Title: "autocapture serve", Metrics: served},
 		{Title: "autocapture agent", Intro: "The profile agent, beside each engine (see [agent.md](agent.md)).", Metrics: agentMetrics},
 	})
-	if *updateMetrics {
-		if err := os.WriteFile(metricsFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(metricsFile)
-	if err != nil {
-		t.Fatalf("%v (generate it with go test ./cmd/autocapture -run TestMetricsReference -update-metrics)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		i := 0
-		for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
-			i++
-		}
-		line := func(l []string) string {
-			if i < len(l) {
-				return l[i]
-			}
-			return "(end of file)"
-		}
-		t.Errorf("%s is stale (rerun with -update-metrics); first difference at line %d:\nfile:      %s\ngenerated: %s",
-			metricsFile, i+1, line(wl), line(gl))
-	}
+	golden.Check(t, metricsFile, got, *updateMetrics, "go test ./cmd/autocapture -run TestMetricsReference -update-metrics")
 }
 
 func hasMetric(ms []metricref.Metric, name string) bool {
