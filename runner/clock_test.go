@@ -14,9 +14,6 @@ func skewed(d time.Duration) svcOpt {
 	return func(o *Options) { o.Now = func() time.Time { return time.Now().Add(d) } }
 }
 
-// shortLease halves fastRuns' lease (still 10 heartbeats): the resume waits for it.
-func shortLease(o *Options) { o.Config.LeaseTimeout = time.Second }
-
 // TestLeasesUseTheDatabaseClock puts two replicas on one store, one of them
 // with a clock an hour off. A replica whose clock is ahead must not take a live
 // run from the other, and a crashed replica's run must still be resumed within
@@ -38,8 +35,8 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				ctx := context.Background()
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
-				owner := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, skewed(tc.owner), shortLease)
-				other := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), false, skewed(tc.other), shortLease)
+				owner := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, skewed(tc.owner))
+				other := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), false, skewed(tc.other))
 				id := acceptOne(t, owner, firing("fp-"+tc.name, time.Now().UTC())).RunID
 				fakestep.WaitFor(t, started, "step b to start on the owner")
 				if n, err := other.life.ReapOnce(ctx); err != nil || n != 0 {
@@ -53,7 +50,9 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				if err := other.Start(ctx); err != nil {
 					t.Fatal(err)
 				}
-				within := time.Second + 10*time.Second // generous for a loaded machine, far under the skew
+				// The lease, then a ceiling for a loaded machine: far under the
+				// hour of skew a clock read from the replica would add.
+				within := fastRuns().LeaseTimeout + 20*time.Second
 				r := waitRunWithin(t, other, id, within, isFinished)
 				t.Logf("resumed and finished %s after the crash", time.Since(crashed))
 				if r.Status != StatusSucceeded || r.Resumed != 1 || c.Count(id+"/c") != 1 {
