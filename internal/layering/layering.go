@@ -32,7 +32,7 @@ var Layers = []Layer{
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
 		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/scrape", "capture/traces",
-		"targets", "notify", "internal/webtls",
+		"targets", "notify", "internal/webtls", "silences",
 	}},
 	{"the step family that reads the others' views", []string{"capture/triage"}},
 	{"the step registry and Slack: the notifier and its interactivity endpoint", []string{"capture", "notify/slack"}},
