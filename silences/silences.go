@@ -154,4 +154,3 @@ func statusOf(err error) (int, bool) {
 	}
 	return 0, false
 }
-
