@@ -13,7 +13,8 @@ type Actions struct{ d Dialect }
 const (
 	ActionPending = "pending" // written, its call not yet known to be made
 	ActionDone    = "done"
-	ActionFailed  = "failed" // the call failed: nothing was done
+	ActionFailed  = "failed"  // the call failed: nothing was done
+	ActionRefused = "refused" // the clicker may not: nothing was tried
 )
 
 // ActionRow is one action as stored; times are Unix ms, the database's clock.
@@ -58,6 +59,18 @@ func (a Actions) Begin(ctx context.Context, q Querier, r ActionRow, claimMS int6
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
+}
+
+// Record keeps an action that made no call (a refused click) as it is,
+// once: a retry of the same interaction writes nothing.
+func (a Actions) Record(ctx context.Context, q Querier, r ActionRow) error {
+	_, err := q.ExecContext(ctx, a.d.SQL(`INSERT INTO autocapture_actions (id, run_id, kind, arg, user_id, user_name,
+			state, detail, claimed_until, created_at, done_at)
+		SELECT CAST($1 AS TEXT), CAST($2 AS TEXT), CAST($3 AS TEXT), CAST($4 AS TEXT), CAST($5 AS TEXT), CAST($6 AS TEXT),
+			CAST($7 AS TEXT), CAST($8 AS TEXT), 0, {now}, {now}
+		WHERE EXISTS (SELECT 1 FROM autocapture_runs WHERE id = $2)
+		ON CONFLICT DO NOTHING`), r.ID, r.RunID, r.Kind, r.Arg, r.UserID, r.UserName, r.State, r.Detail)
+	return err
 }
 
 // Claim takes a pending action whose claim has lapsed (its maker died, or

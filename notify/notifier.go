@@ -94,7 +94,20 @@ type StepReport struct {
 	// resume", late uploads landing): the line the reply leads with, then
 	// Summary and Links; no step, kind, tier, status or duration is shown.
 	Notice string
+	// Buttons, with Notice, are what a reader can do about it (Unsilence
+	// under a silence's reply); a notifier without interactivity drops them.
+	Buttons []Button
 }
+
+// Button is an action a reply offers: Kind names it for the notifier
+// (ButtonUnsilence), Value is what the click sends back.
+type Button struct {
+	Kind, Value, Text string
+}
+
+// ButtonUnsilence expires the silence a reply reports; its Value is the
+// silencing action's id.
+const ButtonUnsilence = "unsilence"
 
 // File is an artifact attached to a reply.
 type File struct {

@@ -32,6 +32,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/lifecycle"
@@ -93,6 +94,8 @@ type Options struct {
 	// wrapStores, in tests, wraps the store and the heartbeat pool before
 	// anything uses them (the seam that makes a Service behave as a crashed
 	// process: see store), so the profiling plane goes through them too.
+	// Actions turns the thread's actions on (a silence from Slack); nil: off.
+	Actions    *ActionsOptions
 	wrapStores func(db, beat store) (store, store)
 	// uploadBackoff, in tests, is the first wait after a failed late upload
 	// (0: artifacts' default).
@@ -115,6 +118,9 @@ type Service struct {
 	grp      *grouping.Grouper // shared threads, routing, cooldowns, playbook slots
 	art      *artifacts.Keeper // byte cap, manifests, late uploads, retention, links
 	prof     *profiling.Plane  // tier 3's leases, budget, kill switches, sweeper
+	act      *actions.Actions  // the thread's actions; nil when off
+	// stopActions ends the sweep of pending actions (nil: not started).
+	stopActions func()
 }
 
 // Open migrates the store, builds the parts and River's client and connects
@@ -176,7 +182,7 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 	client := func() *river.Client[*sql.Tx] { return s.client }
 	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
-		Client: client, Content: seams.Thread,
+		Client: client, Content: seams.Thread, Actions: s.actionContent,
 		LeaseTimeout: o.Config.LeaseTimeout, HeartbeatInterval: o.Config.HeartbeatInterval,
 		RenewTimeout: s.life.RenewTimeout, BeatReady: s.life.BeatReady, Log: log})
 	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
@@ -202,6 +208,9 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 	if s.grp, err = grouping.New(grouping.Deps{DB: s.db, Tables: tables, Outbox: s.out, Runs: seams.Grouper,
 		Planner: o.Planner, Lookback: o.Config.Lookback, Storm: o.Storm, ChannelLabel: o.ChannelLabel, Owner: owner,
 		Log: log, Registerer: o.Registerer}); err != nil {
+		return err
+	}
+	if err := s.composeActions(o, d, tables); err != nil {
 		return err
 	}
 	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
@@ -231,12 +240,23 @@ func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 // Start starts River's workers, the run lifecycle's background work and the
 // parts'. Stop ends them; cancelling ctx does not (a signal context must not
 // cut running steps short).
-func (s *Service) Start(ctx context.Context) error { return s.life.Start(ctx) }
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.life.Start(ctx); err != nil {
+		return err
+	}
+	s.startActions()
+	return nil
+}
 
 // Stop stops taking work, lets running steps end within runs.shutdown_grace,
 // then interrupts the rest and releases their leases: they resume after a
 // restart (or at once on another replica) and say they were resumed.
-func (s *Service) Stop(ctx context.Context) error { return s.life.Stop(ctx) }
+func (s *Service) Stop(ctx context.Context) error {
+	if s.stopActions != nil {
+		s.stopActions()
+	}
+	return s.life.Stop(ctx)
+}
 
 // Close stops the Service if Stop was not called (waiting up to
 // runs.shutdown_grace for running steps) and releases the database.

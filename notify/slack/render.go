@@ -59,6 +59,9 @@ type Parent struct {
 	// It is the notifier's setting (interactivity configured), not the run's,
 	// so it is not kept in the metadata.
 	AskFeedback bool
+	// AskSilence adds the "Silence…" buttons (notify.slack.actions.silence),
+	// the notifier's setting as AskFeedback is.
+	AskSilence bool
 }
 
 // ParentFromRun takes what the parent shows from the run; links are the
@@ -172,6 +175,9 @@ func RenderParent(p Parent) Message {
 	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip.Runes(p.statusLine(true), maxField))))
 	if a := linkButtons(p.Links); a != nil {
 		blocks = append(blocks, a)
+	}
+	if p.AskSilence && !p.Resolved {
+		blocks = append(blocks, silenceButtons(p.RunID))
 	}
 	text = append(text, fallbackTitle(p), p.statusLine(false))
 	return Message{Text: clip.Runes(esc(strings.Join(text, "\n")), maxFallback), Blocks: blocks}

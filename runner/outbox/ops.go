@@ -27,6 +27,7 @@ import (
 //	CooldownRepeat     reply    run/cooldown/<run>/<playbook>      cooldown:<run>\x1f<playbook>\x1f<ms>\x1f<fired ms>
 //	VerdictChanged       reply    verdict/changed/<plan>/<step>      verdict:<plan>\x1f<step>
 //	UploadsDone      reply    uploads/done/<n>                   uploads:<n>
+//	ActionDone       reply    action/<id>                        action:<id>
 //	VerdictEdit      update   close/verdict[/preliminary]        ""
 //	Finished     update   close/finished                     ""
 //	Resolved     update   close/resolved                     ""
@@ -92,7 +93,9 @@ type Content interface {
 // delivery is what an operation is sent with.
 type delivery struct {
 	src Content
-	n   notify.Notifier
+	// actions says an action's reply; nil when no actions are configured.
+	actions ActionContent
+	n       notify.Notifier
 	// runID is the thread's run (a group's lead).
 	runID string
 	// key is the row's key: the notifier's identity of what it posts.
@@ -155,6 +158,10 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 		case strings.HasPrefix(ref, verdictRefPrefix):
 			if plan, step, ok := splitStepRef(ref[len(verdictRefPrefix):]); ok {
 				return VerdictChanged{Plan: plan, Step: step}, nil
+			}
+		case strings.HasPrefix(ref, actionRefPrefix):
+			if op, ok := decodeAction(ref); ok {
+				return op, nil
 			}
 		case strings.HasPrefix(ref, uploadsRefPrefix):
 			if n, err := strconv.Atoi(ref[len(uploadsRefPrefix):]); err == nil {

@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	slacknotify "github.com/autocapture/autocapture/notify/slack"
+)
+
+// TestServeSilenceFromThread: through the real binary, the stand-in and a
+// real Alertmanager HA pair. alice's click on the parent's "Silence 1 h",
+// clicked twice and retried, makes exactly one silence, made through the
+// first member and seen by the second, with the alert's matchers and her
+// name; the thread says so once, with Unsilence. bob, whom the config does
+// not name, is answered privately and changes nothing. Unsilence expires
+// the silence in Alertmanager.
+func TestServeSilenceFromThread(t *testing.T) {
+	t.Parallel()
+	pair := testenv.StartAlertmanagerPair(t, amNoReceivers)
+	stub := newSlack(t)
+	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
+	defer target.Close()
+	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilence", target.URL),
+		Notify: silenceNotify(stub), More: alertmanagerAt(pair[0].URL, pair[1].URL)})
+	code, b := d.post(t, webhookBody("E2ESilence", "5113ce0000000001", "firing", time.Now().Add(-time.Minute)))
+	id := runID(b)
+	if code != 200 || id == "" {
+		t.Fatalf("webhook: %d %s", code, b)
+	}
+	waitFor(t, 30*time.Second, "the run's parent", func() bool { return len(stub.Messages(slackChannel)) > 0 })
+	parent := threadOf(t, stub, id)
+	if v := buttonValue(parent.Blocks, slacknotify.SilenceAction("1h")); v != id {
+		t.Fatalf("the parent's Silence 1 h button carries %q, want the run %s; blocks %s", v, id, parent.Blocks)
+	}
+
+	click(t, d, alice, parent.TS, "1795921300.000001", slacknotify.SilenceAction("1h"), id)
+	click(t, d, alice, parent.TS, "1795921300.000002", slacknotify.SilenceAction("1h"), id) // the double click
+	click(t, d, alice, parent.TS, "1795921300.000001", slacknotify.SilenceAction("1h"), id) // Slack's retry of the first
+	click(t, d, bob, parent.TS, "1795921300.000003", slacknotify.SilenceAction("4h"), id)   // not allowed
+
+	var sil amSilence
+	waitFor(t, 30*time.Second, "the silence, seen by the second Alertmanager", func() bool {
+		got := amSilences(t, pair[1].URL)
+		if len(got) == 1 {
+			sil = got[0]
+		}
+		return len(got) == 1 && sil.Status.State == "active"
+	})
+	if m := sil.matchers(); m["alertname"] != "E2ESilence" || m["instance"] != "127.0.0.1:1" || len(m) != 2 {
+		t.Errorf("silence matchers %v, want alertname and instance of the alert", m)
+	}
+	if !strings.Contains(sil.CreatedBy, "alice") || !strings.Contains(sil.CreatedBy, "U0ALICE") || !strings.Contains(sil.Comment, id) {
+		t.Errorf("silence by %q, comment %q: want alice's name and id, and the run", sil.CreatedBy, sil.Comment)
+	}
+	if left := time.Until(sil.EndsAt); left < 50*time.Minute || left > 61*time.Minute {
+		t.Errorf("silence ends in %s, want 1 h", left)
+	}
+	var reply string
+	waitFor(t, 30*time.Second, "the thread's reply and bob's private answer", func() bool {
+		rs := actionReplies(threadOf(t, stub, id))
+		if len(rs) > 0 {
+			reply = buttonValue(rs[0].Blocks, slacknotify.ActionUnsilence)
+		}
+		return len(rs) > 0 && len(stub.Ephemerals()) >= 2
+	})
+	time.Sleep(2 * time.Second) // would a second silence or reply come, it would be by now
+	if rs := actionReplies(threadOf(t, stub, id)); len(rs) != 1 || !strings.Contains(rs[0].Text, "alice") ||
+		!strings.Contains(rs[0].Text, sil.ID) || reply == "" {
+		t.Fatalf("action replies %+v (unsilence %q), want one saying alice silenced %s, with Unsilence", rs, reply, sil.ID)
+	}
+	if n := len(amSilences(t, pair[0].URL)); n != 1 {
+		t.Fatalf("%d silences, want 1", n)
+	}
+	toBob, toAlice := 0, 0
+	for _, e := range stub.Ephemerals() {
+		switch {
+		case e.User == bob.ID && strings.Contains(e.Text, "may not"):
+			toBob++
+		case e.User == alice.ID && (strings.Contains(e.Text, "Already silenced by alice") || strings.Contains(e.Text, "right now")):
+			toAlice++ // her double click
+		default:
+			t.Errorf("private answer %+v, want none but bob's refusal and alice's double click", e)
+		}
+	}
+	if toBob != 1 || toAlice != 1 {
+		t.Errorf("private answers: %d to bob, %d to alice, want one each: %+v", toBob, toAlice, stub.Ephemerals())
+	}
+	if v := d.metric(t, `autocapture_slack_actions_total{action="silence",result="refused"}`); v != 1 {
+		t.Errorf("refused actions counted %v, want 1", v)
+	}
+
+	click(t, d, alice, parent.TS, "1795921300.000004", slacknotify.ActionUnsilence, reply)
+	waitFor(t, 30*time.Second, "the silence expired in both Alertmanagers", func() bool {
+		a, b := amSilences(t, pair[0].URL), amSilences(t, pair[1].URL)
+		return len(a) == 1 && a[0].Status.State == "expired" && len(b) == 1 && b[0].Status.State == "expired"
+	})
+	waitFor(t, 30*time.Second, "the thread's unsilence reply", func() bool {
+		rs := actionReplies(threadOf(t, stub, id))
+		return len(rs) == 2 && strings.Contains(rs[1].Text, "expired")
+	})
+}
