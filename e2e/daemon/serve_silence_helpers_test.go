@@ -134,9 +134,11 @@ func buttonValue(blocks json.RawMessage, actionID string) string {
 }
 
 // hangingAM proxies to an Alertmanager; while hang is set, it creates a
-// silence and then never answers, the window a kill -9 lands in.
+// silence and then never answers, the window a kill -9 lands in; while down
+// is set, it answers 503.
 type hangingAM struct {
 	hang    atomic.Bool
+	down    atomic.Bool // answer 503, as an Alertmanager that is down behind a proxy
 	created chan struct{}
 	target  string
 	srv     *httptest.Server
@@ -147,6 +149,10 @@ func newHangingAM(t *testing.T, target string) *hangingAM {
 	u, _ := url.Parse(target)
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.down.Load() {
+			http.Error(w, "upstream down", http.StatusServiceUnavailable)
+			return
+		}
 		if !h.hang.Load() || r.Method != "POST" || r.URL.Path != "/api/v2/silences" {
 			proxy.ServeHTTP(w, r)
 			return

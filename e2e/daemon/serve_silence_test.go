@@ -102,3 +102,43 @@ func TestServeSilenceFromThread(t *testing.T) {
 		return len(rs) == 2 && strings.Contains(rs[1].Text, "expired")
 	})
 }
+
+// TestServeSilenceAlertmanagerDown: with Alertmanager down, a click makes
+// nothing, and the thread says so in words with what to do; the button
+// still works: the next click, once Alertmanager is back, makes the silence.
+func TestServeSilenceAlertmanagerDown(t *testing.T) {
+	t.Parallel()
+	am := testenv.StartAlertmanager(t, amNoReceivers)
+	proxy := newHangingAM(t, am.URL)
+	proxy.down.Store(true)
+	stub := newSlack(t)
+	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
+	defer target.Close()
+	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilenceDown", target.URL),
+		Notify: silenceNotify(stub), More: alertmanagerAt(proxy.srv.URL)})
+	code, b := d.post(t, webhookBody("E2ESilenceDown", "5113ce0000000003", "firing", time.Now().Add(-time.Minute)))
+	id := runID(b)
+	if code != 200 || id == "" {
+		t.Fatalf("webhook: %d %s", code, b)
+	}
+	waitFor(t, 30*time.Second, "the run's parent", func() bool { return len(stub.Messages(slackChannel)) > 0 })
+	parent := threadOf(t, stub, id)
+	click(t, d, alice, parent.TS, "1795921500.000001", slacknotify.SilenceAction("24h"), id)
+	waitFor(t, 30*time.Second, "the thread to say the silence failed", func() bool {
+		return len(actionReplies(threadOf(t, stub, id))) == 1
+	})
+	rs := actionReplies(threadOf(t, stub, id))
+	if txt := rs[0].Text; !strings.Contains(txt, "not made") || !strings.Contains(txt, "Alertmanager") ||
+		!strings.Contains(txt, "click Silence again") || buttonValue(rs[0].Blocks, slacknotify.ActionUnsilence) != "" {
+		t.Fatalf("the failure's reply %q (blocks %s): want why, what to do, and no Unsilence", txt, rs[0].Blocks)
+	}
+	if n := len(amSilences(t, am.URL)); n != 0 {
+		t.Fatalf("%d silences while down, want 0", n)
+	}
+	proxy.down.Store(false)
+	click(t, d, alice, parent.TS, "1795921500.000002", slacknotify.SilenceAction("24h"), id)
+	waitFor(t, 30*time.Second, "the silence once Alertmanager is back", func() bool {
+		s := amSilences(t, am.URL)
+		return len(s) == 1 && s[0].Status.State == "active" && len(actionReplies(threadOf(t, stub, id))) == 2
+	})
+}
