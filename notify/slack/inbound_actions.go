@@ -192,3 +192,10 @@ func (a *actions) private(ctx context.Context, c Click, text string) {
 		a.log.Warn("The private answer to a Slack action could not be posted.", zap.Error(err))
 	}
 }
+
+// Wait waits for the actions started so far (tests, and a clean shutdown).
+func (h *Interactions) Wait() {
+	if h.actions != nil {
+		h.actions.wg.Wait()
+	}
+}
