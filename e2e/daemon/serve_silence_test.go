@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -92,6 +93,8 @@ func TestServeSilenceFromThread(t *testing.T) {
 		t.Errorf("refused actions counted %v, want 1", v)
 	}
 
+	checkActionsKept(t, d, id, sil.ID)
+
 	click(t, d, alice, parent.TS, "1795921300.000004", slacknotify.ActionUnsilence, reply)
 	waitFor(t, 30*time.Second, "the silence expired in both Alertmanagers", func() bool {
 		a, b := amSilences(t, pair[0].URL), amSilences(t, pair[1].URL)
@@ -141,4 +144,28 @@ func TestServeSilenceAlertmanagerDown(t *testing.T) {
 		s := amSilences(t, am.URL)
 		return len(s) == 1 && s[0].Status.State == "active" && len(actionReplies(threadOf(t, stub, id))) == 2
 	})
+}
+
+// checkActionsKept: the run keeps alice's silence and bob's refusal, in the
+// API and on the run page.
+func checkActionsKept(t *testing.T, d *daemon, id, silenceID string) {
+	t.Helper()
+	var done, refused int
+	for _, a := range d.run(t, id).Actions {
+		switch {
+		case a.Kind == "silence" && a.State == "done" && a.User.ID == alice.ID && a.SilenceID == silenceID && a.Live:
+			done++
+		case a.Kind == "refused" && a.User.ID == bob.ID && strings.Contains(a.Detail, "notify.slack.actions"):
+			refused++
+		}
+	}
+	if done != 1 || refused != 1 {
+		t.Errorf("the run keeps %+v: want alice's live silence and bob's refusal once each", d.run(t, id).Actions)
+	}
+	req, _ := http.NewRequest("GET", d.URL+"/runs/"+id, nil)
+	code, page := d.do(t, req)
+	if code != 200 || !strings.Contains(string(page), `id="actions"`) || !strings.Contains(string(page), silenceID) ||
+		!strings.Contains(string(page), "U0BOB") {
+		t.Errorf("run page: %d, want its Actions table with the silence %s and bob's refusal", code, silenceID)
+	}
 }
