@@ -3,6 +3,7 @@ package database
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 )
 
@@ -63,6 +64,44 @@ func TestActionsOneLiveSilencePerRun(t *testing.T) {
 		}
 		if ok := begin(ActionRow{ID: "x", RunID: "nope", Kind: "silence", UserID: "U1"}, 1); ok {
 			t.Fatal("an action on no run was written")
+		}
+	})
+}
+
+// TestSeenBeforeByInstanceOrModel: the earlier runs of the same alert on
+// the same instance or model within the window, newest first, each once;
+// not the run itself, another alert, or a run outside the window.
+func TestSeenBeforeByInstanceOrModel(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, db *sql.DB, tb Tables) {
+		ctx := context.Background()
+		for _, r := range []struct {
+			id, alertname, inst, model string
+			at                         int64
+		}{
+			{"now", "A", "i1", "m1", 1000}, {"both", "A", "i1", "m1", 900}, {"inst", "A", "i1", "m2", 800},
+			{"model", "A", "i2", "m1", 700}, {"neither", "A", "i2", "m2", 600}, {"other", "B", "i1", "m1", 500},
+			{"old", "A", "i1", "m1", 10}, {"nomodel", "A", "i3", "", 650},
+		} {
+			alert := `{"labels":{"alertname":"` + r.alertname + `","instance":"` + r.inst + `","model_name":"` + r.model + `"}}`
+			if _, err := db.ExecContext(ctx, `INSERT INTO autocapture_runs (id, run_key, fingerprint, alertname, alert,
+				starts_at, status, created_at, queued_at, verdict) VALUES ($1, $1, $1, $2, $3, 0, 'succeeded', $4, $4, $5)`,
+				r.id, r.alertname, alert, r.at, `{"id":"kv-pressure"}`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := tb.Seen.List(ctx, db, SeenFilter{Alertname: "A", Instance: "i1", Model: "m1", Since: 100, Before: 1001, Exclude: "now", Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.ID)
+		}
+		if strings.Join(ids, ",") != "both,inst,model" || got[1].Instance != "i1" || got[1].Model != "m2" || got[0].Verdict == "" {
+			t.Fatalf("seen %+v, want both, inst, model with their labels and verdicts", got)
+		}
+		if got, _ := tb.Seen.List(ctx, db, SeenFilter{Alertname: "A", Instance: "i3", Since: 0, Before: 2000, Limit: 50}); len(got) != 1 || got[0].ID != "nomodel" {
+			t.Fatalf("by instance alone: %+v, want nomodel (an empty model matches none)", got)
 		}
 	})
 }

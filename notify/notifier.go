@@ -44,6 +44,8 @@ type RunInfo struct {
 	// Group, when set, makes the parent the group's (group.go): the run
 	// leads a storm or a fleet of several runs.
 	Group *Group
+	// Seen, when set, is how often the alert fired before (SeenBefore.Line).
+	Seen *SeenBefore
 }
 
 // StatusNotConfigured is a step's status when it could not run because

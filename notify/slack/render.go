@@ -62,6 +62,9 @@ type Parent struct {
 	// AskSilence adds the "Silence…" buttons (notify.slack.actions.silence),
 	// the notifier's setting as AskFeedback is.
 	AskSilence bool
+	// Seen is the seen-before line, Slack markup (seenLine): set at open,
+	// kept in the metadata.
+	Seen string
 }
 
 // ParentFromRun takes what the parent shows from the run; links are the
@@ -171,6 +174,9 @@ func RenderParent(p Parent) Message {
 	}
 	if p.Summary != "" {
 		blocks = append(blocks, section("summary", clip.Runes(esc(p.Summary), maxSection)))
+	}
+	if b := seenBlock(p.Seen); b != nil {
+		blocks = append(blocks, b)
 	}
 	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip.Runes(p.statusLine(true), maxField))))
 	if a := linkButtons(p.Links); a != nil {

@@ -26,6 +26,9 @@ func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (
 	}
 	info := parentInfo(r)
 	info.Channel, info.Retry = channel, retry
+	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil {
+		return notify.RunInfo{}, err
+	}
 	info.Group, err = s.grp.ShownGroup(ctx, runID) // a group's lead opens the group's parent
 	return info, err
 }

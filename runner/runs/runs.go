@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -85,6 +86,9 @@ type Run struct {
 	// Actions are what people did from the run's thread (a silence in
 	// Alertmanager, its end, a refused click), oldest first; filled by Get.
 	Actions []Action `json:"actions"`
+	// SeenBefore is how often the alert fired before on the run's instance
+	// and model (notify.SeenBefore.Line); filled by Get, nil when never.
+	SeenBefore *notify.SeenBefore `json:"seen_before,omitempty"`
 	// Verdicts is the run's verdict history, oldest first: preliminary ones
 	// (reached over part of tier 1) and the refined one; filled by Get. The
 	// latest is Verdict.
