@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 )
 
 // Actions is autocapture_actions: what people did from a run's thread.
@@ -25,18 +26,19 @@ type ActionRow struct {
 	Slot, SilenceID      sql.NullString
 	EndsAt               sql.NullInt64
 	Detail               string
+	Attempt              int // times a failed action was taken again (Rearm)
 	ClaimedUntil         int64
 	CreatedAt            int64
 	DoneAt               sql.NullInt64
 }
 
 const actionColumns = `id, run_id, kind, arg, user_id, user_name, state, slot, silence_id, ends_at, detail,
-	claimed_until, created_at, done_at`
+	attempt, claimed_until, created_at, done_at`
 
 func scanAction(sc Scanner) (ActionRow, error) {
 	var a ActionRow
 	err := sc.Scan(&a.ID, &a.RunID, &a.Kind, &a.Arg, &a.UserID, &a.UserName, &a.State, &a.Slot, &a.SilenceID,
-		&a.EndsAt, &a.Detail, &a.ClaimedUntil, &a.CreatedAt, &a.DoneAt)
+		&a.EndsAt, &a.Detail, &a.Attempt, &a.ClaimedUntil, &a.CreatedAt, &a.DoneAt)
 	return a, err
 }
 
@@ -146,4 +148,38 @@ func scanActions(rows *sql.Rows, err error) ([]ActionRow, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// ResolvedSilences returns up to limit actions holding a live silence "until
+// resolved" whose run's alert has resolved: the silences to expire now.
+func (Actions) ResolvedSilences(ctx context.Context, q RowsQuerier, limit int) ([]ActionRow, error) {
+	return scanActions(q.QueryContext(ctx, `SELECT `+prefixed("a.", actionColumns)+` FROM autocapture_actions a
+		JOIN autocapture_runs r ON r.id = a.run_id
+		WHERE a.slot IS NOT NULL AND a.state = 'done' AND a.kind = 'silence' AND a.arg = 'resolved'
+			AND r.resolved_at IS NOT NULL
+		ORDER BY a.created_at LIMIT $1`, limit))
+}
+
+// prefixed qualifies each of a comma-separated column list with p.
+func prefixed(p, cols string) string {
+	fields := strings.Split(cols, ",")
+	for i, f := range fields {
+		fields[i] = p + strings.TrimSpace(f)
+	}
+	return strings.Join(fields, ", ")
+}
+
+// Rearm takes a failed action again, pending and claimed for claimMS, for
+// userID (who clicked again): an Unsilence whose expiry failed stays usable.
+// False when it was not failed.
+func (a Actions) Rearm(ctx context.Context, q Querier, id, userID, userName string, claimMS int64) (bool, error) {
+	res, err := q.ExecContext(ctx, a.d.SQL(`UPDATE autocapture_actions SET state = 'pending', detail = '', done_at = NULL,
+			attempt = attempt + 1,
+			user_id = CAST($2 AS TEXT), user_name = CAST($3 AS TEXT), claimed_until = {now} + CAST($4 AS BIGINT)
+		WHERE id = $1 AND state = 'failed'`), id, userID, userName, claimMS)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }

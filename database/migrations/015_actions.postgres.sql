@@ -19,6 +19,7 @@ CREATE TABLE autocapture_actions (
 	silence_id    TEXT,
 	ends_at       BIGINT,
 	detail        TEXT NOT NULL DEFAULT '',
+	attempt       INTEGER NOT NULL DEFAULT 0,
 	claimed_until BIGINT NOT NULL,
 	created_at    BIGINT NOT NULL,
 	done_at       BIGINT

@@ -15,7 +15,8 @@ import (
 
 // TestServeSeenBefore: the second run of an alert on the same instance says
 // so on its parent ("2nd time … on this instance"), linking the first run's
-// page, and on its run page; the first run's parent says nothing of it.
+// page, and on its run page, and keeps saying it once the parent is edited
+// with the run's outcome; the first run's parent says nothing of it.
 func TestServeSeenBefore(t *testing.T) {
 	t.Parallel()
 	stub := newSlack(t)
@@ -33,7 +34,15 @@ func TestServeSeenBefore(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // the second run is created after the first
 	}
 	seen := func(m slackstub.Message) string { return contextText(m, "seen") }
-	waitFor(t, 30*time.Second, "both parents", func() bool { return len(stub.Messages(slackChannel)) == 2 })
+	waitFor(t, 30*time.Second, "both parents, edited with their outcome", func() bool {
+		closed := 0
+		for _, m := range stub.Messages(slackChannel) {
+			if m.Metadata != nil && m.Metadata.EventPayload["status"] == "succeeded" {
+				closed++
+			}
+		}
+		return closed == 2 // the line must survive the edit
+	})
 	first, second := threadOf(t, stub, ids[0]), threadOf(t, stub, ids[1])
 	if s := seen(first); s != "" {
 		t.Errorf("the first run's parent says %q, want no seen-before line", s)

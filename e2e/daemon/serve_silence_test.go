@@ -169,3 +169,74 @@ func checkActionsKept(t *testing.T, d *daemon, id, silenceID string) {
 		t.Errorf("run page: %d, want its Actions table with the silence %s and bob's refusal", code, silenceID)
 	}
 }
+
+// TestServeSilenceUntilResolved: "until resolved" makes a silence that lasts
+// (a week at most) until the run's alert resolves; the resolution expires it
+// in Alertmanager, and the thread says so. An Unsilence whose expiry failed
+// (Alertmanager down) stays usable: clicked again, it expires the silence.
+func TestServeSilenceUntilResolved(t *testing.T) {
+	t.Parallel()
+	am := testenv.StartAlertmanager(t, amNoReceivers)
+	proxy := newHangingAM(t, am.URL)
+	stub := newSlack(t)
+	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
+	defer target.Close()
+	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilenceResolved", target.URL),
+		Notify: silenceNotify(stub), More: alertmanagerAt(proxy.srv.URL)})
+	starts := time.Now().Add(-time.Minute)
+	fire := func(fp, status string) string {
+		code, b := d.post(t, webhookBody("E2ESilenceResolved", fp, status, starts))
+		if code != 200 {
+			t.Fatalf("webhook: %d %s", code, b)
+		}
+		return runID(b)
+	}
+	ids := []string{fire("5113ce0000000004", "firing"), fire("5113ce0000000005", "firing")}
+	waitFor(t, 30*time.Second, "both parents", func() bool { return len(stub.Messages(slackChannel)) == 2 })
+	p0, p1 := threadOf(t, stub, ids[0]), threadOf(t, stub, ids[1])
+	click(t, d, alice, p0.TS, "1795921600.000001", slacknotify.SilenceAction("resolved"), ids[0])
+	waitFor(t, 30*time.Second, "the first silence", func() bool { return len(actionReplies(threadOf(t, stub, ids[0]))) == 1 })
+	sils := amSilences(t, am.URL)
+	if len(sils) != 1 || time.Until(sils[0].EndsAt) < 6*24*time.Hour {
+		t.Fatalf("silences %+v, want one lasting about a week", sils)
+	}
+	fire("5113ce0000000004", "resolved")
+	waitFor(t, 30*time.Second, "the resolution to expire the silence", func() bool {
+		s := amSilences(t, am.URL)
+		return len(s) == 1 && s[0].Status.State == "expired"
+	})
+	waitFor(t, 30*time.Second, "the thread to say so", func() bool {
+		rs := actionReplies(threadOf(t, stub, ids[0]))
+		return len(rs) == 2 && strings.Contains(rs[1].Text, "alert resolved")
+	})
+
+	// The second run: silenced for an hour; Unsilence fails while
+	// Alertmanager is down, then works when clicked again.
+	click(t, d, alice, p1.TS, "1795921600.000002", slacknotify.SilenceAction("1h"), ids[1])
+	var unsilence string
+	waitFor(t, 30*time.Second, "the second silence", func() bool {
+		rs := actionReplies(threadOf(t, stub, ids[1]))
+		if len(rs) == 1 {
+			unsilence = buttonValue(rs[0].Blocks, slacknotify.ActionUnsilence)
+		}
+		return unsilence != ""
+	})
+	proxy.down.Store(true)
+	click(t, d, alice, p1.TS, "1795921600.000003", slacknotify.ActionUnsilence, unsilence)
+	waitFor(t, 30*time.Second, "the failed unsilence's reply", func() bool {
+		rs := actionReplies(threadOf(t, stub, ids[1]))
+		return len(rs) == 2 && strings.Contains(rs[1].Text, "failed")
+	})
+	proxy.down.Store(false)
+	click(t, d, alice, p1.TS, "1795921600.000004", slacknotify.ActionUnsilence, unsilence)
+	waitFor(t, 30*time.Second, "the second unsilence to expire it", func() bool {
+		rs := actionReplies(threadOf(t, stub, ids[1]))
+		active := 0
+		for _, s := range amSilences(t, am.URL) {
+			if s.Status.State == "active" {
+				active++
+			}
+		}
+		return active == 0 && len(rs) == 3 && strings.Contains(rs[2].Text, "expired silence")
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/slack-go/slack"
+	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
@@ -46,4 +47,12 @@ func seenBlock(line string) slack.Block {
 		return nil
 	}
 	return slack.NewContextBlock("seen", mrkdwn(clip.Runes(":repeat: "+line, maxField)))
+}
+
+// parentOf is the parent run shows: its links and its seen-before line as
+// this notifier renders them.
+func (n *Notifier) parentOf(run notify.RunInfo, log *zap.Logger) Parent {
+	p := ParentFromRun(run, n.links(run, log))
+	p.Seen = seenLine(run.Seen, n.externalURL)
+	return p
 }

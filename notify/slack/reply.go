@@ -44,7 +44,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 	log := n.log.With(zap.String("run", s.RunID), zap.String("key", s.Key))
 	var p Parent
 	if s.Run != nil {
-		p = ParentFromRun(*s.Run, n.links(*s.Run, log))
+		p = n.parentOf(*s.Run, log)
 	} else {
 		var ok bool
 		var err error

@@ -142,9 +142,8 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 			return th, nil
 		}
 	}
-	p := ParentFromRun(run, n.links(run, log))
+	p := n.parentOf(run, log)
 	p.AskFeedback, p.AskSilence = n.feedback, n.silence
-	p.Seen = seenLine(run.Seen, n.externalURL)
 	msg := RenderParent(p)
 	if run.Group != nil { // the run leads a storm or a fleet: the group's parent
 		msg = RenderGroupParent(*run.Group, p)

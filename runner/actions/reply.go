@@ -21,6 +21,7 @@ var _ outbox.ActionContent = (*Actions)(nil)
 // delivery: who silenced what until when (with Unsilence while the silence
 // holds), who expired it, or why nothing was done and what to do.
 func (a *Actions) ActionReply(ctx context.Context, runID, key, id string, retry bool) (notify.StepReport, error) {
+	id, _, _ = strings.Cut(id, attemptSep)
 	row, err := a.d.Tables.Actions.Get(ctx, a.db(), id)
 	if err != nil {
 		return notify.StepReport{}, fmt.Errorf("actions: reply for %s: %w", id, err)
@@ -40,6 +41,8 @@ func (a *Actions) ActionReply(ctx context.Context, runID, key, id string, retry 
 	case row.Kind == KindSilence:
 		rep.Notice = fmt.Sprintf("%s's silence was not made: %s. Nothing is silenced; check alertmanager.urls "+
 			"and that Alertmanager is up, then click Silence again.", who(row), row.Detail)
+	case row.Kind == KindUnsilence && row.State == database.ActionDone && row.UserID == resolvedUser:
+		rep.Notice = fmt.Sprintf("The alert resolved: silence %s (until resolved) expired.", row.SilenceID.String)
 	case row.Kind == KindUnsilence && row.State == database.ActionDone:
 		rep.Notice = fmt.Sprintf("%s expired silence %s: the alert notifies again.", who(row), row.SilenceID.String)
 	default:
@@ -90,6 +93,7 @@ func (a *Actions) Sweep(interval time.Duration) (stop func()) {
 func (a *Actions) sweepOnce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, a.claim)
 	defer cancel()
+	a.expireResolved(ctx)
 	stale, err := a.d.Tables.Actions.Stale(ctx, a.db(), 10)
 	if err != nil {
 		a.d.Log.Warn("The actions sweep could not read pending actions.", zap.Error(err))
@@ -117,4 +121,25 @@ func (a *Actions) resume(ctx context.Context, r database.ActionRow) (Result, err
 		return a.unsilence(ctx, r, s)
 	}
 	return a.silence(ctx, r)
+}
+
+// resolvedUser is who expires a silence "until resolved" when the alert
+// resolves: autocapture itself.
+const resolvedUser = "autocapture"
+
+// expireResolved expires the silences "until resolved" whose alert has
+// resolved, each as an unsilence action of autocapture's (one per silence:
+// its id is the silence action's, so two replicas sweeping expire it once).
+func (a *Actions) expireResolved(ctx context.Context) {
+	due, err := a.d.Tables.Actions.ResolvedSilences(ctx, a.db(), 10)
+	if err != nil {
+		a.d.Log.Warn("The actions sweep could not read the silences of resolved alerts.", zap.Error(err))
+		return
+	}
+	for _, s := range due {
+		c := Click{SilenceAction: s.ID, Interaction: "resolved", UserID: resolvedUser, UserName: "the alert resolved"}
+		if _, err := a.Unsilence(ctx, c); err != nil {
+			a.d.Log.Warn("A silence of a resolved alert could not be expired; tried again.", zap.String("action", s.ID), zap.Error(err))
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -130,19 +131,33 @@ func (a *Actions) Unsilence(ctx context.Context, c Click) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("actions: read %s: %w", row.ID, err)
 		}
-		claimed, err := a.d.Tables.Actions.Claim(ctx, a.db(), held.ID, a.claimMS())
-		if err != nil || !claimed {
+		took, err := a.retake(ctx, held, c)
+		if err != nil || !took {
 			return Result{"already", fmt.Sprintf("%s already expired that silence.", who(held))}, err
 		}
 		row = held
+		if held.State == database.ActionFailed { // rearmed: the clicker's, a new attempt
+			row.UserID, row.UserName, row.Attempt = c.UserID, c.UserName, held.Attempt+1
+		}
 	}
 	return a.unsilence(ctx, row, s)
 }
 
+// retake takes an unsilence already written: a pending one whose maker
+// died, or a failed one clicked again (the button stays usable).
+func (a *Actions) retake(ctx context.Context, held database.ActionRow, c Click) (bool, error) {
+	switch held.State {
+	case database.ActionPending:
+		return a.d.Tables.Actions.Claim(ctx, a.db(), held.ID, a.claimMS())
+	case database.ActionFailed:
+		return a.d.Tables.Actions.Rearm(ctx, a.db(), held.ID, c.UserID, c.UserName, a.claimMS())
+	}
+	return false, nil
+}
+
 func (a *Actions) unsilence(ctx context.Context, row, s database.ActionRow) (Result, error) {
 	if err := a.d.AM.Expire(ctx, s.SilenceID.String); err != nil {
-		// Failed: the row is finished failed (its id is then taken: a new
-		// click on Unsilence, a new interaction, retries under a fresh id).
+		// Failed: the row is finished failed; a new click rearms it (retake).
 		return a.finish(ctx, row, database.ActionFailed, s.SilenceID.String, err.Error())
 	}
 	return a.finish(ctx, row, database.ActionDone, s.SilenceID.String, "")
@@ -162,7 +177,7 @@ func (a *Actions) finish(ctx context.Context, row database.ActionRow, state, sil
 		err = a.d.Tables.Actions.Release(ctx, tx, row.Arg)
 	}
 	if err == nil && ok {
-		err = a.d.Outbox.Append(ctx, tx, row.RunID, outbox.ActionDone{ID: row.ID})
+		err = a.d.Outbox.Append(ctx, tx, row.RunID, outbox.ActionDone{ID: replyID(row)})
 	}
 	if err == nil {
 		err = tx.Commit()
@@ -175,6 +190,19 @@ func (a *Actions) finish(ctx context.Context, row database.ActionRow, state, sil
 	}
 	return Result{Result: "done"}, nil
 }
+
+// replyID names an action's reply: its id, and for a failed action taken
+// again, the attempt (each attempt's outcome is its own reply).
+func replyID(r database.ActionRow) string {
+	if r.Attempt == 0 {
+		return r.ID
+	}
+	return r.ID + attemptSep + strconv.Itoa(r.Attempt)
+}
+
+// attemptSep separates an action's id from its attempt in a reply's id; ids
+// hold no "#" (run ids, Slack timestamps).
+const attemptSep = "#"
 
 // who names a person as Alertmanager's createdBy and the thread show them.
 func who(r database.ActionRow) string {

@@ -132,6 +132,9 @@ func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (n
 		return notify.Summary{}, err
 	}
 	info := parentInfo(r)
+	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil { // the parent is re-rendered whole
+		return notify.Summary{}, err
+	}
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
 		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry, Run: &info}
 	if sum.Group, err = s.grp.ShownGroup(ctx, runID); err != nil {
