@@ -46,6 +46,9 @@ type RunInfo struct {
 	Group *Group
 	// Seen, when set, is how often the alert fired before (SeenBefore.Line).
 	Seen *SeenBefore
+	// Silenced, when set, says the alert is silenced in Alertmanager from
+	// the thread: by whom, until when.
+	Silenced string
 }
 
 // StatusNotConfigured is a step's status when it could not run because
@@ -191,6 +194,9 @@ const (
 	KeyCloseVerdictPreliminary = "close/verdict/preliminary"
 	KeyCloseFinished           = "close/finished"
 	KeyCloseResolved           = "close/resolved"
+	// KeyActionEdit prefixes an edit of the parent after an action from the
+	// thread (a silence made or ended): the parent shows the silence.
+	KeyActionEdit = "action/edit/"
 )
 
 // RateLimitedError asks the caller to try again after RetryAfter (Slack's 429

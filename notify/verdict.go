@@ -46,5 +46,6 @@ func verdictName(v *vocab.Verdict) string {
 // EditOnly says whether an update only edits the parent, with no reply of
 // its own: the verdict's edits (preliminary and refined) and a group's.
 func EditOnly(key string) bool {
-	return key == KeyCloseVerdict || key == KeyCloseVerdictPreliminary || key == KeyGroupUpdate
+	return key == KeyCloseVerdict || key == KeyCloseVerdictPreliminary || key == KeyGroupUpdate ||
+		strings.HasPrefix(key, KeyActionEdit)
 }

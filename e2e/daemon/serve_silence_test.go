@@ -17,7 +17,7 @@ import (
 // first member and seen by the second, with the alert's matchers and her
 // name; the thread says so once, with Unsilence. bob, whom the config does
 // not name, is answered privately and changes nothing. Unsilence expires
-// the silence in Alertmanager.
+// the silence in Alertmanager. The parent shows the silence while it holds.
 func TestServeSilenceFromThread(t *testing.T) {
 	t.Parallel()
 	pair := testenv.StartAlertmanagerPair(t, amNoReceivers)
@@ -94,15 +94,19 @@ func TestServeSilenceFromThread(t *testing.T) {
 	}
 
 	checkActionsKept(t, d, id, sil.ID)
+	waitFor(t, 30*time.Second, "the parent to show the silence", func() bool {
+		s := contextText(threadOf(t, stub, id), "silenced")
+		return strings.Contains(s, "alice") && strings.Contains(s, sil.ID)
+	})
 
 	click(t, d, alice, parent.TS, "1795921300.000004", slacknotify.ActionUnsilence, reply)
 	waitFor(t, 30*time.Second, "the silence expired in both Alertmanagers", func() bool {
 		a, b := amSilences(t, pair[0].URL), amSilences(t, pair[1].URL)
 		return len(a) == 1 && a[0].Status.State == "expired" && len(b) == 1 && b[0].Status.State == "expired"
 	})
-	waitFor(t, 30*time.Second, "the thread's unsilence reply", func() bool {
+	waitFor(t, 30*time.Second, "the thread's unsilence reply, and the parent without the silence", func() bool {
 		rs := actionReplies(threadOf(t, stub, id))
-		return len(rs) == 2 && strings.Contains(rs[1].Text, "expired")
+		return len(rs) == 2 && strings.Contains(rs[1].Text, "expired") && contextText(threadOf(t, stub, id), "silenced") == ""
 	})
 }
 

@@ -65,6 +65,8 @@ type Parent struct {
 	// Seen is the seen-before line, Slack markup (seenLine): set at open,
 	// kept in the metadata.
 	Seen string
+	// Silenced says who silenced the alert until when, while it holds.
+	Silenced string
 }
 
 // ParentFromRun takes what the parent shows from the run; links are the
@@ -85,7 +87,7 @@ func (p Parent) Apply(s notify.Summary) Parent {
 	switch {
 	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
 		p.Status, p.Duration = s.Status, s.Duration
-	case s.Key == notify.KeyCloseResolved && p.Status == "" && final(s.Status):
+	case (s.Key == notify.KeyCloseResolved || strings.HasPrefix(s.Key, notify.KeyActionEdit)) && p.Status == "" && final(s.Status):
 		p.Status, p.Duration = s.Status, s.Duration
 	}
 	if s.ResolvedAt != nil {
@@ -177,6 +179,9 @@ func RenderParent(p Parent) Message {
 	}
 	if b := seenBlock(p.Seen); b != nil {
 		blocks = append(blocks, b)
+	}
+	if p.Silenced != "" {
+		blocks = append(blocks, slack.NewContextBlock("silenced", mrkdwn(clip.Runes(":no_bell: "+esc(p.Silenced), maxField))))
 	}
 	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip.Runes(p.statusLine(true), maxField))))
 	if a := linkButtons(p.Links); a != nil {

@@ -177,7 +177,11 @@ func (a *Actions) finish(ctx context.Context, row database.ActionRow, state, sil
 		err = a.d.Tables.Actions.Release(ctx, tx, row.Arg)
 	}
 	if err == nil && ok {
-		err = a.d.Outbox.Append(ctx, tx, row.RunID, outbox.ActionDone{ID: replyID(row)})
+		ops := []outbox.Op{outbox.ActionDone{ID: replyID(row)}}
+		if state == database.ActionDone { // the parent shows the silence, or no longer
+			ops = append(ops, outbox.ParentEdit{ID: replyID(row)})
+		}
+		err = a.d.Outbox.Append(ctx, tx, row.RunID, ops...)
 	}
 	if err == nil {
 		err = tx.Commit()

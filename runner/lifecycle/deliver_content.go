@@ -29,6 +29,9 @@ func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil {
 		return notify.RunInfo{}, err
 	}
+	if info.Silenced, err = s.silenced(ctx, s.db, runID); err != nil {
+		return notify.RunInfo{}, err
+	}
 	info.Group, err = s.grp.ShownGroup(ctx, runID) // a group's lead opens the group's parent
 	return info, err
 }
@@ -133,6 +136,9 @@ func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (n
 	}
 	info := parentInfo(r)
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil { // the parent is re-rendered whole
+		return notify.Summary{}, err
+	}
+	if info.Silenced, err = s.silenced(ctx, s.db, runID); err != nil {
 		return notify.Summary{}, err
 	}
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,

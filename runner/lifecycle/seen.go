@@ -52,3 +52,24 @@ func (s *Runs) seenBefore(ctx context.Context, q database.RowsQuerier, r *runRow
 	}
 	return out, nil
 }
+
+// silenced says who silenced the run's alert from its thread, until when,
+// while that silence holds; "" when none does.
+func (s *Runs) silenced(ctx context.Context, q database.RowQuerier, runID string) (string, error) {
+	a, ok, err := s.tables.Actions.BySlot(ctx, q, runID)
+	if err != nil {
+		return "", fmt.Errorf("runner: silence of run %s: %w", runID, err)
+	}
+	if !ok || a.State != database.ActionDone {
+		return "", nil
+	}
+	who := a.UserID
+	if a.UserName != "" {
+		who = a.UserName + " (" + a.UserID + ")"
+	}
+	until := "until " + fromMS(a.EndsAt.Int64).Format("2006-01-02 15:04 MST")
+	if a.Arg == "resolved" {
+		until = "until the alert resolves"
+	}
+	return fmt.Sprintf("silenced in Alertmanager by %s %s (silence %s)", who, until, a.SilenceID.String), nil
+}

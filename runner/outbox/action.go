@@ -37,6 +37,22 @@ func (o ActionDone) prepare(ctx context.Context, d delivery) (sendFunc, error) {
 	return d.reply(rep), nil
 }
 
+// ParentEdit re-renders the parent after an action (a silence made or
+// ended), so it shows the silence while it holds; recorded with ActionDone.
+type ParentEdit struct{ ID string }
+
+func (ParentEdit) kind() opKind  { return opUpdate }
+func (o ParentEdit) Key() string { return notify.KeyActionEdit + o.ID }
+func (ParentEdit) ref() string   { return "" }
+
+func (o ParentEdit) prepare(ctx context.Context, d delivery) (sendFunc, error) {
+	sum, err := d.src.Summary(ctx, d.runID, d.key, d.retry)
+	if err != nil {
+		return nil, err
+	}
+	return d.edit(sum), nil
+}
+
 // decodeAction reads an action's reply back from its ref.
 func decodeAction(ref string) (Op, bool) {
 	id, ok := strings.CutPrefix(ref, actionRefPrefix)

@@ -31,6 +31,7 @@ import (
 //	VerdictEdit      update   close/verdict[/preliminary]        ""
 //	Finished     update   close/finished                     ""
 //	Resolved     update   close/resolved                     ""
+//	ParentEdit   update   action/edit/<id>                   ""
 //	GroupEdit    gupdate  member/<run>/<change>              ""
 //	MemberReply  mreply   member/<run>/finished              <run>
 
@@ -182,6 +183,9 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 			return Finished{}, nil
 		case keyResolved:
 			return Resolved{}, nil
+		}
+		if id, ok := strings.CutPrefix(key, notify.KeyActionEdit); ok && id != "" {
+			return ParentEdit{ID: id}, nil
 		}
 		return nil, fmt.Errorf("unknown edit %q", key)
 	case opGroupUpdate:
