@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 const (
@@ -166,4 +167,50 @@ func newHangingAM(t *testing.T, target string) *hangingAM {
 	}))
 	t.Cleanup(h.srv.Close)
 	return h
+}
+
+// silenceRig is a daemon with the Silence action for alice, the stand-in
+// and a target, its Alertmanager at amURLs.
+type silenceRig struct {
+	d    *daemon
+	o    *daemonOpts
+	stub *slackstub.Server
+	// starts is when the alerts it fires started (a resolution repeats it).
+	starts time.Time
+}
+
+// newSilenceRig starts one; postgres puts its store on PostgreSQL.
+func newSilenceRig(t *testing.T, alertname string, postgres bool, amURLs ...string) *silenceRig {
+	t.Helper()
+	stub := newSlack(t)
+	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
+	t.Cleanup(target.Close)
+	o := &daemonOpts{Token: "s", Playbooks: silencePlaybook(alertname, target.URL), Notify: silenceNotify(stub),
+		More: alertmanagerAt(amURLs...), LeaseTimeout: killLease}
+	if postgres {
+		o.DatabaseURL = testenv.StartPostgres(t)
+	}
+	return &silenceRig{d: startDaemon(t, o), o: o, stub: stub, starts: time.Now().Add(-time.Minute)}
+}
+
+// fire posts alertname's alert with fingerprint fp and waits for its run's
+// parent: the run id and the parent.
+func (r *silenceRig) fire(t *testing.T, alertname, fp string) (string, slackstub.Message) {
+	t.Helper()
+	code, b := r.d.post(t, webhookBody(alertname, fp, "firing", r.starts))
+	id := runID(b)
+	if code != 200 || id == "" {
+		t.Fatalf("webhook: %d %s", code, b)
+	}
+	var parent slackstub.Message
+	waitFor(t, 30*time.Second, "the run's parent", func() bool {
+		for _, m := range r.stub.Messages(slackChannel) {
+			if m.Metadata != nil && m.Metadata.EventPayload["run_id"] == id {
+				parent = m
+				return true
+			}
+		}
+		return false
+	})
+	return id, parent
 }

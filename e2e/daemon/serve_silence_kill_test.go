@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,22 +20,9 @@ func TestServeSilenceSurvivesKill9(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			am := testenv.StartAlertmanager(t, amNoReceivers)
 			proxy := newHangingAM(t, am.URL)
-			stub := newSlack(t)
-			target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
-			defer target.Close()
-			o := &daemonOpts{Token: "k", Playbooks: silencePlaybook("E2ESilenceKill", target.URL),
-				Notify: silenceNotify(stub), More: alertmanagerAt(proxy.srv.URL), LeaseTimeout: killLease}
-			if name == "postgres" {
-				o.DatabaseURL = testenv.StartPostgres(t)
-			}
-			d := startDaemon(t, o)
-			code, b := d.post(t, webhookBody("E2ESilenceKill", "5113ce0000000002", "firing", time.Now().Add(-time.Minute)))
-			id := runID(b)
-			if code != 200 || id == "" {
-				t.Fatalf("webhook: %d %s", code, b)
-			}
-			waitFor(t, 30*time.Second, "the run's parent", func() bool { return len(stub.Messages(slackChannel)) > 0 })
-			parent := threadOf(t, stub, id)
+			rig := newSilenceRig(t, "E2ESilenceKill", name == "postgres", proxy.srv.URL)
+			d, stub := rig.d, rig.stub
+			id, parent := rig.fire(t, "E2ESilenceKill", "5113ce0000000002")
 			proxy.hang.Store(true)
 			click(t, d, alice, parent.TS, "1795921400.000001", slacknotify.SilenceAction("4h"), id)
 			select {
@@ -50,7 +36,7 @@ func TestServeSilenceSurvivesKill9(t *testing.T) {
 				t.Fatalf("a reply before the restart: %+v", rs)
 			}
 
-			startDaemon(t, o) // same port, storage and database
+			startDaemon(t, rig.o) // same port, storage and database
 			waitFor(t, 60*time.Second, "the resumed action's reply", func() bool {
 				return len(actionReplies(threadOf(t, stub, id))) > 0
 			})

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -21,18 +20,9 @@ import (
 func TestServeSilenceFromThread(t *testing.T) {
 	t.Parallel()
 	pair := testenv.StartAlertmanagerPair(t, amNoReceivers)
-	stub := newSlack(t)
-	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
-	defer target.Close()
-	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilence", target.URL),
-		Notify: silenceNotify(stub), More: alertmanagerAt(pair[0].URL, pair[1].URL)})
-	code, b := d.post(t, webhookBody("E2ESilence", "5113ce0000000001", "firing", time.Now().Add(-time.Minute)))
-	id := runID(b)
-	if code != 200 || id == "" {
-		t.Fatalf("webhook: %d %s", code, b)
-	}
-	waitFor(t, 30*time.Second, "the run's parent", func() bool { return len(stub.Messages(slackChannel)) > 0 })
-	parent := threadOf(t, stub, id)
+	rig := newSilenceRig(t, "E2ESilence", false, pair[0].URL, pair[1].URL)
+	d, stub := rig.d, rig.stub
+	id, parent := rig.fire(t, "E2ESilence", "5113ce0000000001")
 	if v := buttonValue(parent.Blocks, slacknotify.SilenceAction("1h")); v != id {
 		t.Fatalf("the parent's Silence 1 h button carries %q, want the run %s; blocks %s", v, id, parent.Blocks)
 	}
@@ -118,18 +108,9 @@ func TestServeSilenceAlertmanagerDown(t *testing.T) {
 	am := testenv.StartAlertmanager(t, amNoReceivers)
 	proxy := newHangingAM(t, am.URL)
 	proxy.down.Store(true)
-	stub := newSlack(t)
-	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
-	defer target.Close()
-	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilenceDown", target.URL),
-		Notify: silenceNotify(stub), More: alertmanagerAt(proxy.srv.URL)})
-	code, b := d.post(t, webhookBody("E2ESilenceDown", "5113ce0000000003", "firing", time.Now().Add(-time.Minute)))
-	id := runID(b)
-	if code != 200 || id == "" {
-		t.Fatalf("webhook: %d %s", code, b)
-	}
-	waitFor(t, 30*time.Second, "the run's parent", func() bool { return len(stub.Messages(slackChannel)) > 0 })
-	parent := threadOf(t, stub, id)
+	rig := newSilenceRig(t, "E2ESilenceDown", false, proxy.srv.URL)
+	d, stub := rig.d, rig.stub
+	id, parent := rig.fire(t, "E2ESilenceDown", "5113ce0000000003")
 	click(t, d, alice, parent.TS, "1795921500.000001", slacknotify.SilenceAction("24h"), id)
 	waitFor(t, 30*time.Second, "the thread to say the silence failed", func() bool {
 		return len(actionReplies(threadOf(t, stub, id))) == 1
@@ -182,29 +163,20 @@ func TestServeSilenceUntilResolved(t *testing.T) {
 	t.Parallel()
 	am := testenv.StartAlertmanager(t, amNoReceivers)
 	proxy := newHangingAM(t, am.URL)
-	stub := newSlack(t)
-	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
-	defer target.Close()
-	d := startDaemon(t, &daemonOpts{Token: "s", Playbooks: silencePlaybook("E2ESilenceResolved", target.URL),
-		Notify: silenceNotify(stub), More: alertmanagerAt(proxy.srv.URL)})
-	starts := time.Now().Add(-time.Minute)
-	fire := func(fp, status string) string {
-		code, b := d.post(t, webhookBody("E2ESilenceResolved", fp, status, starts))
-		if code != 200 {
-			t.Fatalf("webhook: %d %s", code, b)
-		}
-		return runID(b)
-	}
-	ids := []string{fire("5113ce0000000004", "firing"), fire("5113ce0000000005", "firing")}
-	waitFor(t, 30*time.Second, "both parents", func() bool { return len(stub.Messages(slackChannel)) == 2 })
-	p0, p1 := threadOf(t, stub, ids[0]), threadOf(t, stub, ids[1])
+	rig := newSilenceRig(t, "E2ESilenceResolved", false, proxy.srv.URL)
+	d, stub := rig.d, rig.stub
+	id0, p0 := rig.fire(t, "E2ESilenceResolved", "5113ce0000000004")
+	id1, p1 := rig.fire(t, "E2ESilenceResolved", "5113ce0000000005")
+	ids := []string{id0, id1}
 	click(t, d, alice, p0.TS, "1795921600.000001", slacknotify.SilenceAction("resolved"), ids[0])
 	waitFor(t, 30*time.Second, "the first silence", func() bool { return len(actionReplies(threadOf(t, stub, ids[0]))) == 1 })
 	sils := amSilences(t, am.URL)
 	if len(sils) != 1 || time.Until(sils[0].EndsAt) < 6*24*time.Hour {
 		t.Fatalf("silences %+v, want one lasting about a week", sils)
 	}
-	fire("5113ce0000000004", "resolved")
+	if code, b := d.post(t, webhookBody("E2ESilenceResolved", "5113ce0000000004", "resolved", rig.starts)); code != 200 {
+		t.Fatalf("resolved webhook: %d %s", code, b)
+	}
 	waitFor(t, 30*time.Second, "the resolution to expire the silence", func() bool {
 		s := amSilences(t, am.URL)
 		return len(s) == 1 && s[0].Status.State == "expired"

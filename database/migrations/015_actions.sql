@@ -1,4 +1,4 @@
--- 15 (actions, actions.go; seen.go): autocapture_actions, what people did from a
+-- 15 (actions, actions.go): autocapture_actions, what people did from a
 -- run's thread (a silence in Alertmanager, its end): one row per action,
 -- written before the call it makes and finished after, so a click repeated
 -- or retried, or a process killed mid-call, never makes the call's effect
@@ -26,10 +26,3 @@ CREATE TABLE autocapture_actions (
 );
 CREATE INDEX autocapture_actions_run ON autocapture_actions (run_id, created_at);
 CREATE INDEX autocapture_actions_pending ON autocapture_actions (state, claimed_until);
--- The seen-before query (seen.go): a run's alert on the same instance, or
--- on the same model, within days, read from the alert's labels by an index
--- on the expression, so no column is added and every run already stored
--- is counted. The label leads: an index led by alertname would tempt the
--- planner away from autocapture_runs_alertname for a listing.
-CREATE INDEX autocapture_runs_seen_instance ON autocapture_runs (json_extract(alert, '$.labels.instance'), alertname, created_at);
-CREATE INDEX autocapture_runs_seen_model ON autocapture_runs (json_extract(alert, '$.labels.model_name'), alertname, created_at);
