@@ -83,9 +83,11 @@ func TestSeenBeforeByInstanceOrModel(t *testing.T) {
 			{"old", "A", "i1", "m1", 10}, {"nomodel", "A", "i3", "", 650},
 		} {
 			alert := `{"labels":{"alertname":"` + r.alertname + `","instance":"` + r.inst + `","model_name":"` + r.model + `"}}`
-			if _, err := db.ExecContext(ctx, `INSERT INTO autocapture_runs (id, run_key, fingerprint, alertname, alert,
-				starts_at, status, created_at, queued_at, verdict) VALUES ($1, $1, $1, $2, $3, 0, 'succeeded', $4, $4, $5)`,
-				r.id, r.alertname, alert, r.at, `{"id":"kv-pressure"}`); err != nil {
+			if _, err := tb.Runs.Insert(ctx, db, []NewRun{{ID: r.id, Key: r.id, Fingerprint: r.id, Alertname: r.alertname,
+				Alert: alert, Status: "succeeded", CreatedAt: r.at, QueuedAt: r.at, Instance: r.inst, Model: r.model}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `UPDATE autocapture_runs SET verdict = '{"id":"kv-pressure"}' WHERE id = $1`, r.id); err != nil {
 				t.Fatal(err)
 			}
 		}

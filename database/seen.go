@@ -28,30 +28,19 @@ type SeenFilter struct {
 	Limit                      int
 }
 
-// label is the expression the autocapture_runs_seen_* indexes hold: a label of the
-// stored alert.
-func (s Seen) label(name string) string {
-	if s.d == Postgres {
-		return "(CAST(alert AS jsonb) -> 'labels' ->> '" + name + "')"
-	}
-	return "json_extract(alert, '$.labels." + name + "')"
-}
-
 // Query is the statement and arguments of f: two range reads of the seen
 // indexes, one per label, joined (a run on both counts once). A count that
 // reaches Limit is at least that many.
 func (s Seen) Query(f SeenFilter) (string, []any) {
-	inst, model := s.label("instance"), s.label("model_name")
-	part := func(expr, arg string) string {
-		return `SELECT id, created_at, COALESCE(verdict, '') AS verdict, COALESCE(` + inst + `, '') AS inst,
-			COALESCE(` + model + `, '') AS model FROM autocapture_runs
-			WHERE alertname = $1 AND ` + expr + ` = ` + arg + ` AND ` + arg + ` <> '' AND created_at >= $4 AND created_at < $5 AND id <> $6`
+	part := func(col, arg string) string {
+		return `SELECT id, created_at, COALESCE(verdict, '') AS verdict, instance, model_name FROM autocapture_runs
+			WHERE ` + col + ` = ` + arg + ` AND ` + arg + ` <> '' AND alertname = $1 AND created_at >= $4 AND created_at < $5 AND id <> $6`
 	}
 	// Each read stops at the limit (the index's newest entries first), so
 	// the cost is the limit's, not the alert's history's.
-	q := `SELECT id, created_at, verdict, inst, model FROM (
-		SELECT * FROM (` + part(inst, "$2") + ` ORDER BY created_at DESC LIMIT $7) by_instance
-		UNION SELECT * FROM (` + part(model, "$3") + ` ORDER BY created_at DESC LIMIT $7) by_model
+	q := `SELECT id, created_at, verdict, instance, model_name FROM (
+		SELECT * FROM (` + part("instance", "$2") + ` ORDER BY created_at DESC LIMIT $7) by_instance
+		UNION SELECT * FROM (` + part("model_name", "$3") + ` ORDER BY created_at DESC LIMIT $7) by_model
 		) seen ORDER BY created_at DESC, id DESC LIMIT $7`
 	return q, []any{f.Alertname, strings.TrimSpace(f.Instance), strings.TrimSpace(f.Model), f.Since, f.Before, f.Exclude, f.Limit}
 }

@@ -40,11 +40,11 @@ func (f slackFeedback) RecordFeedback(ctx context.Context, runID, verdict string
 }
 
 // Actions is what the thread's actions (Silence…, Unsilence) need of the
-// run service. *runner.Service satisfies it.
+// run service. *actions.Actions (runner.Service.Actions) satisfies it.
 type Actions interface {
 	Silence(ctx context.Context, c actions.Click) (actions.Result, error)
 	Unsilence(ctx context.Context, c actions.Click) (actions.Result, error)
-	RefusedAction(ctx context.Context, c actions.Click, why string) error
+	Refused(ctx context.Context, c actions.Click, why string) error
 }
 
 // SlackActions turns the thread's actions on: the run service, who may use
@@ -80,7 +80,7 @@ func (s slackActions) Unsilence(ctx context.Context, c slacknotify.Click) (slack
 }
 
 func (s slackActions) Refused(ctx context.Context, c slacknotify.Click, why string) error {
-	return s.Actions.RefusedAction(ctx, click(c), why)
+	return s.Actions.Refused(ctx, click(c), why)
 }
 
 // actionAnswer turns a click on a run or action the store does not know into a

@@ -15,7 +15,7 @@ import (
 // seed-<i>.
 const qSeedRuns = `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $1 - 1)
 INSERT INTO autocapture_runs (id, run_key, fingerprint, alertname, alert, starts_at, status, resolved_at,
-	created_at, queued_at, started_at, finished_at, attempts, owner, lease_until, slot_generation)
+	created_at, queued_at, started_at, finished_at, attempts, owner, lease_until, slot_generation, instance, model_name)
 SELECT 'seed-' || CAST(i AS TEXT), 'seed-' || CAST(i AS TEXT) || '@0', 'seedfp-' || CAST(i AS TEXT),
 	'Alert' || CAST(i % 10 AS TEXT), '{"labels":{"alertname":"Alert' || CAST(i % 10 AS TEXT) || '","instance":"10.0.0.' ||
 	CAST(i % 50 AS TEXT) || ':8000","model_name":"model-' || CAST(i % 7 AS TEXT) || '"}}',
@@ -28,7 +28,8 @@ SELECT 'seed-' || CAST(i AS TEXT), 'seed-' || CAST(i AS TEXT) || '@0', 'seedfp-'
 	CASE WHEN i % 100 = 0 THEN 0 ELSE 1 END,
 	CASE WHEN i % 100 = 1 THEN 'seed-owner' END,
 	CASE WHEN i % 100 = 1 THEN CAST($2 AS BIGINT) + 3600000 END,
-	CASE WHEN i % 100 = 1 THEN 0 END
+	CASE WHEN i % 100 = 1 THEN 0 END,
+	'10.0.0.' || CAST(i % 50 AS TEXT) || ':8000', 'model-' || CAST(i % 7 AS TEXT)
 FROM n`
 
 // qSeedPlaybooks gives every started seeded run one of five playbooks.

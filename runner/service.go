@@ -118,9 +118,6 @@ type Service struct {
 	grp      *grouping.Grouper // shared threads, routing, cooldowns, playbook slots
 	art      *artifacts.Keeper // byte cap, manifests, late uploads, retention, links
 	prof     *profiling.Plane  // tier 3's leases, budget, kill switches, sweeper
-	act      *actions.Actions  // the thread's actions; nil when off
-	// stopActions ends the sweep of pending actions (nil: not started).
-	stopActions func()
 }
 
 // Open migrates the store, builds the parts and River's client and connects
@@ -179,10 +176,11 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
 		Dialect: d, Owner: owner, Retry: st.do, Log: log, Registerer: o.Registerer})
 	seams := s.life.Seams()
+	var act *actions.Actions // built after the outbox, which reads its replies
 	client := func() *river.Client[*sql.Tx] { return s.client }
 	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
-		Client: client, Content: seams.Thread, Actions: s.actionContent,
+		Client: client, Content: seams.Thread, Actions: func() outbox.ActionContent { return actionContent(act) },
 		LeaseTimeout: o.Config.LeaseTimeout, HeartbeatInterval: o.Config.HeartbeatInterval,
 		RenewTimeout: s.life.RenewTimeout, BeatReady: s.life.BeatReady, Log: log})
 	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
@@ -210,11 +208,15 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 		Log: log, Registerer: o.Registerer}); err != nil {
 		return err
 	}
-	if err := s.composeActions(o, d, tables); err != nil {
+	if act, err = newActions(o, d, tables, func() actions.Store { return s.db }, s.out); err != nil {
 		return err
 	}
+	loops := []lifecycle.Loop{s.prof, s.art}
+	if act != nil {
+		loops = append(loops, act)
+	}
 	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
-		Loops: []lifecycle.Loop{s.prof, s.art}}); err != nil {
+		Actions: act, Loops: loops}); err != nil {
 		return err
 	}
 	if err := register(o.Registerer, append(s.art.Collectors(), s.out.Collectors()...)...); err != nil {
@@ -240,23 +242,12 @@ func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 // Start starts River's workers, the run lifecycle's background work and the
 // parts'. Stop ends them; cancelling ctx does not (a signal context must not
 // cut running steps short).
-func (s *Service) Start(ctx context.Context) error {
-	if err := s.life.Start(ctx); err != nil {
-		return err
-	}
-	s.startActions()
-	return nil
-}
+func (s *Service) Start(ctx context.Context) error { return s.life.Start(ctx) }
 
 // Stop stops taking work, lets running steps end within runs.shutdown_grace,
 // then interrupts the rest and releases their leases: they resume after a
 // restart (or at once on another replica) and say they were resumed.
-func (s *Service) Stop(ctx context.Context) error {
-	if s.stopActions != nil {
-		s.stopActions()
-	}
-	return s.life.Stop(ctx)
-}
+func (s *Service) Stop(ctx context.Context) error { return s.life.Stop(ctx) }
 
 // Close stops the Service if Stop was not called (waiting up to
 // runs.shutdown_grace for running steps) and releases the database.

@@ -31,5 +31,9 @@ func slackActions(cfg *config.Config, acts *runner.ActionsOptions, svc *runner.S
 		return nil
 	}
 	s := cfg.Notify.Slack
-	return &handlers.SlackActions{Actions: svc, Access: s.Actions, Token: s.Token, APIURL: s.APIURL}
+	act := svc.Actions()
+	if act == nil {
+		return nil
+	}
+	return &handlers.SlackActions{Actions: act, Access: s.Actions, Token: s.Token, APIURL: s.APIURL}
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -85,6 +86,10 @@ var silenceFor = map[string]time.Duration{"1h": time.Hour, "4h": 4 * time.Hour, 
 type Actions struct {
 	d     Deps
 	claim time.Duration
+	// The sweep (Start, Stop).
+	done chan struct{}
+	stop sync.Once
+	wg   sync.WaitGroup
 }
 
 // New builds the actions of d.

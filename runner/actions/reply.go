@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -67,27 +66,38 @@ func matcherText(ms []silences.Matcher) string {
 	return strings.Join(parts, ", ")
 }
 
-// Sweep resumes pending actions whose claim lapsed (their process died
-// mid-call) every interval until Stop.
-func (a *Actions) Sweep(interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+// sweepEvery is how often pending actions whose maker died are resumed, and
+// silences "until resolved" of resolved alerts expired.
+const sweepEvery = 5 * time.Second
+
+// Start starts the sweep (a lifecycle Loop): pending actions whose claim
+// lapsed (their process died mid-call) are resumed every sweepEvery.
+func (a *Actions) Start() {
+	a.done = make(chan struct{})
+	a.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		t := time.NewTicker(interval)
+		defer a.wg.Done()
+		t := time.NewTicker(sweepEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-a.done:
 				return
 			case <-t.C:
 				a.sweepOnce(context.Background())
 			}
 		}
 	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// Stop ends the sweep and waits for it.
+func (a *Actions) Stop() {
+	a.stop.Do(func() {
+		if a.done != nil {
+			close(a.done)
+		}
+	})
+	a.wg.Wait()
 }
 
 func (a *Actions) sweepOnce(ctx context.Context) {
