@@ -23,11 +23,11 @@
 #   postgres  accept    5.25    1.93    1.96
 #   postgres  claim     0.42    2.63    1.68
 #   postgres  list      0.22    0.22    0.24
-# Measured 2026-12-06, the same 2 cores shared with five other builds (so every
-# figure is several times the quiet run's above), `bench/db.sh 100000`:
-#   sqlite    list      3.66     seen 4.50      postgres  list 2.37   seen 0.93
-# The seen read is two index range reads (the alert's label, alertname,
-# created_at) that stop at 50 rows each; it costs about what a list page does.
+# Measured 2026-12-06, the same 2 cores shared with five other builds (so the
+# older ops read several times their quiet figures above), `bench/db.sh 100000`:
+#   sqlite    list 0.90   seen 0.75      postgres  list 0.88   seen 0.41
+# The seen read is two index range reads (instance or model_name, alertname,
+# created_at) that stop at 50 rows each: about what a list page costs.
 # The reap tick grows with the queued runs (1% of N: one primary-key lookup
 # of river_job each), the claim's slot count with the running ones (1% of N
 # here, far more than runs.max_concurrent x replicas in practice).
