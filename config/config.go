@@ -59,6 +59,8 @@ type Config struct {
 	Prometheus Prometheus `yaml:"prometheus" json:"prometheus"`
 	// Traces is the trace backend tier 2 searches.
 	Traces Traces `yaml:"traces" json:"traces"`
+	// Alertmanager is where the Slack Silence action makes its silences.
+	Alertmanager Alertmanager `yaml:"alertmanager" json:"alertmanager"`
 	// Targets is the allow-list for addresses taken from alert labels.
 	Targets Targets `yaml:"targets" json:"targets"`
 	// Notify chooses where threads go: the console, Slack, or both.
@@ -314,11 +316,12 @@ func Default() Config {
 			AbandonGrace:      10 * time.Second,
 			MaxArtifactBytes:  DefaultMaxArtifactBytes,
 		},
-		Retention:  Retention{Artifacts: RetainArtifactsDelete, Interval: time.Hour},
-		Profiling:  defaultProfiling(),
-		Prometheus: Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
-		Traces:     Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
-		Targets:    Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}, Names: []string{"*.svc", "*.cluster.local"}},
+		Retention:    Retention{Artifacts: RetainArtifactsDelete, Interval: time.Hour},
+		Profiling:    defaultProfiling(),
+		Prometheus:   Prometheus{URL: "http://localhost:9090", Timeout: 10 * time.Second},
+		Alertmanager: Alertmanager{Timeout: 10 * time.Second},
+		Traces:       Traces{Backend: "jaeger", Service: "vllm-server", Timeout: 10 * time.Second},
+		Targets:      Targets{Allow: []string{"127.0.0.0/8", "::1/128", "localhost"}, Names: []string{"*.svc", "*.cluster.local"}},
 		Notify: Notify{Console: Console{Enabled: true},
 			Slack: Slack{APIURL: DefaultSlackAPIURL, Pace: Pace{PerSecond: 1, Burst: 3}, ChannelLabel: "slack_channel"},
 			Storm: Storm{Threshold: 10, Window: time.Minute}},

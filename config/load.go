@@ -129,12 +129,16 @@ func secrets(c *Config) []secretField {
 		{"$.database.url", "url", &c.Database.URL, &c.Database.URLFile},
 		{"$.notify.slack.token", "token", &c.Notify.Slack.Token, &c.Notify.Slack.TokenFile},
 		{"$.notify.slack.signing_secret", "signing_secret", &c.Notify.Slack.SigningSecret, &c.Notify.Slack.SigningSecretFile},
+		{"$.alertmanager.bearer_token", "bearer_token", &c.Alertmanager.BearerToken, &c.Alertmanager.BearerTokenFile},
 		{"$.storage.s3.secret_access_key", "secret_access_key", &c.Storage.S3.SecretAccessKey, &c.Storage.S3.SecretAccessKeyFile},
 		{"$.web.link_secret", "link_secret", &c.Web.LinkSecret, &c.Web.LinkSecretFile},
 		{"$.profiling.agent_token", "agent_token", &c.Profiling.AgentToken, &c.Profiling.AgentTokenFile},
 	}
 	if ba := c.Web.Auth.BasicAuth; ba != nil {
 		out = append(out, secretField{"$.web.auth.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
+	}
+	if ba := c.Alertmanager.BasicAuth; ba != nil {
+		out = append(out, secretField{"$.alertmanager.basic_auth.password", "password", &ba.Password, &ba.PasswordFile})
 	}
 	return out
 }
@@ -175,6 +179,8 @@ func (v *validator) check(c *Config) {
 	v.checkRetention(c.Retention)
 	v.checkProfiling(c.Profiling)
 	v.checkSlack(c.Notify.Slack)
+	v.checkActions(c.Notify.Slack)
+	v.checkAlertmanager(c)
 	v.checkStorm(c.Notify.Storm)
 	for _, g := range c.Playbooks {
 		if _, err := filepath.Match(g, ""); err != nil {

@@ -56,6 +56,9 @@ type Slack struct {
 	// second with short bursts, and a storm of runs queues behind it (N
 	// replicas may post N times the pace; a 429 is waited out).
 	Pace Pace `yaml:"pace" json:"pace"`
+	// Actions are the buttons that act from the thread (a silence in
+	// Alertmanager), and who may press them.
+	Actions SlackActions `yaml:"actions" json:"actions"`
 }
 
 // Pace is a token bucket: per_second posts a second on average, burst at once.

@@ -12,7 +12,7 @@ import (
 // enforced foreign keys loses none). autocapture_cooldowns is keyed by the
 // cooldown, not the run: its one row per key stays, or a cooldown longer than
 // retention would end early.
-var RunTables = []string{"autocapture_feedback", "autocapture_outbox", "autocapture_threads",
+var RunTables = []string{"autocapture_feedback", "autocapture_actions", "autocapture_outbox", "autocapture_threads",
 	"autocapture_steps", "autocapture_run_playbooks", "autocapture_uploads", "autocapture_verdicts",
 	// tier 3 (runner/profiling). A run still holding a profile lease
 	// (a stop that never answered) is not selected (Runs.Old): the target

@@ -347,27 +347,31 @@ type NewRun struct {
 	StartsAt                        int64
 	Status                          string
 	CreatedAt, QueuedAt             int64
+	// Instance and Model are the alert's instance and model_name labels
+	// (clipped as Alertname is), for the seen-before query (seen.go).
+	Instance, Model string
 }
 
 // InsertedRun is a run Insert wrote: its id and run key.
 type InsertedRun struct{ ID, Key string }
 
-// Insert inserts runs in one statement (callers bound the rows: 9
+// Insert inserts runs in one statement (callers bound the rows: 11
 // parameters each). The database decides races: the run key is unique, and
 // so is the fingerprint among unresolved runs; a row that conflicts is not
 // inserted, and only those written are returned.
 func (Runs) Insert(ctx context.Context, q RowsQuerier, runs []NewRun) ([]InsertedRun, error) {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO autocapture_runs
-		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at) VALUES `)
-	args := make([]any, 0, 9*len(runs))
+		(id, run_key, fingerprint, alertname, alert, starts_at, status, created_at, queued_at, instance, model_name) VALUES `)
+	args := make([]any, 0, 11*len(runs))
 	for n, r := range runs {
 		if n > 0 {
 			b.WriteString(", ")
 		}
-		o := 9 * n
-		fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9)
-		args = append(args, r.ID, r.Key, r.Fingerprint, r.Alertname, r.Alert, r.StartsAt, r.Status, r.CreatedAt, r.QueuedAt)
+		o := 11 * n
+		fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9, o+10, o+11)
+		args = append(args, r.ID, r.Key, r.Fingerprint, r.Alertname, r.Alert, r.StartsAt, r.Status, r.CreatedAt, r.QueuedAt,
+			r.Instance, r.Model)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING RETURNING id, run_key")
 	rows, err := q.QueryContext(ctx, b.String(), args...)

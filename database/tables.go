@@ -5,6 +5,8 @@ package database
 // Querier to run on: the *sql.DB, or the caller's transaction.
 type Tables struct {
 	Keys     Keys
+	Actions  Actions
+	Seen     Seen
 	Feedback Feedback
 	Runs     Runs
 	Verdicts Verdicts
@@ -26,7 +28,7 @@ type Tables struct {
 
 // NewTables returns the statements for dialect d.
 func NewTables(d Dialect) Tables {
-	return Tables{Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
+	return Tables{Actions: Actions{d}, Seen: Seen{d}, Feedback: Feedback{d}, Runs: Runs{d}, Uploads: Uploads{d}, Cooldowns: Cooldowns{d},
 		Threads: Threads{d}, Outbox: Outbox{d}, Groups: Groups{d}, Jobs: Jobs{d}, ProfilePause: ProfilePause{d},
 		ProfileEvents: ProfileEvents{d}, ProfileReports: ProfileReports{d}, ProfileLeases: ProfileLeases{d}}
 }

@@ -76,6 +76,9 @@ type Options struct {
 	SlackSigningSecret config.Secret
 	// Feedback records the answers to a verdict's buttons (*runner.Service).
 	Feedback Feedback
+	// SlackActions, when set with a signing secret, takes the thread's
+	// actions (Silence…, Unsilence); nil: their clicks are ignored.
+	SlackActions *SlackActions
 	// Profiling, when set, serves tier 3's kill switches (/api/v1/profiling,
 	// /api/v1/runs/{id}/stop-profile and /profile); nil leaves them unregistered.
 	Profiling Profiling
@@ -135,8 +138,12 @@ func New(o Options) (*Server, error) {
 	s := &Server{opts: o, metrics: m, auth: newAuthenticator(o.Auth, o.ClientCertAuth),
 		proxy: newTrustedProxy(o.Auth.TrustedProxy), log: o.Log}
 	if !o.SlackSigningSecret.Blank() {
-		s.slack, err = slacknotify.NewInteractions(slacknotify.InteractionsOptions{SigningSecret: o.SlackSigningSecret,
-			Feedback: slackFeedback{o.Feedback}, Registerer: reg, Now: o.Now, Log: o.Log})
+		io := slacknotify.InteractionsOptions{SigningSecret: o.SlackSigningSecret,
+			Feedback: slackFeedback{o.Feedback}, Registerer: reg, Now: o.Now, Log: o.Log}
+		if a := o.SlackActions; a != nil && a.Actions != nil {
+			io.Actions, io.Access, io.Token, io.APIURL = slackActions{a.Actions}, a.Access, a.Token, a.APIURL
+		}
+		s.slack, err = slacknotify.NewInteractions(io)
 		if err != nil {
 			return nil, fmt.Errorf("handlers: %w", err)
 		}

@@ -44,6 +44,11 @@ type RunInfo struct {
 	// Group, when set, makes the parent the group's (group.go): the run
 	// leads a storm or a fleet of several runs.
 	Group *Group
+	// Seen, when set, is how often the alert fired before (SeenBefore.Line).
+	Seen *SeenBefore
+	// Silenced, when set, says the alert is silenced in Alertmanager from
+	// the thread: by whom, until when.
+	Silenced string
 }
 
 // StatusNotConfigured is a step's status when it could not run because
@@ -94,7 +99,20 @@ type StepReport struct {
 	// resume", late uploads landing): the line the reply leads with, then
 	// Summary and Links; no step, kind, tier, status or duration is shown.
 	Notice string
+	// Buttons, with Notice, are what a reader can do about it (Unsilence
+	// under a silence's reply); a notifier without interactivity drops them.
+	Buttons []Button
 }
+
+// Button is an action a reply offers: Kind names it for the notifier
+// (ButtonUnsilence), Value is what the click sends back.
+type Button struct {
+	Kind, Value, Text string
+}
+
+// ButtonUnsilence expires the silence a reply reports; its Value is the
+// silencing action's id.
+const ButtonUnsilence = "unsilence"
 
 // File is an artifact attached to a reply.
 type File struct {
@@ -179,6 +197,9 @@ const (
 	KeyCloseVerdictProfiled = "close/verdict/profiled"
 	KeyCloseFinished        = "close/finished"
 	KeyCloseResolved        = "close/resolved"
+	// KeyActionEdit prefixes an edit of the parent after an action from the
+	// thread (a silence made or ended): the parent shows the silence.
+	KeyActionEdit = "action/edit/"
 )
 
 // RateLimitedError asks the caller to try again after RetryAfter (Slack's 429

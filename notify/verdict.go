@@ -46,7 +46,7 @@ func verdictName(v *vocab.Verdict) string {
 // EditOnly says whether an update only edits the parent, with no reply of
 // its own: the verdict's edits (preliminary, refined, profiled) and a group's.
 func EditOnly(key string) bool {
-	return VerdictEdit(key) || key == KeyGroupUpdate
+	return VerdictEdit(key) || key == KeyGroupUpdate || strings.HasPrefix(key, KeyActionEdit)
 }
 
 // VerdictEdit says whether an update is one of the verdict's edits of the

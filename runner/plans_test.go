@@ -31,6 +31,7 @@ func hotQueries(t *testing.T, s *Service) []hotQuery {
 		t.Fatal(err)
 	}
 	list, listArgs := database.ListQuery(f)
+	seen, seenArgs := tablesOf(s).Seen.Query(seenFilter())
 	return []hotQuery{
 		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
 		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
@@ -38,6 +39,7 @@ func hotQueries(t *testing.T, s *Service) []hotQuery {
 		{"claim", dialectOf(s).SQL(database.QClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
 		{"claim: playbook slot", database.QPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
 		{"list by alertname", list, listArgs, "autocapture_runs_alertname"},
+		{"seen before", seen, seenArgs, "autocapture_runs_seen_instance(.|\n)*autocapture_runs_seen_model"},
 	}
 }
 

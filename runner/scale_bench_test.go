@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 )
@@ -38,8 +39,9 @@ func benchSizes(b *testing.B) []int {
 // holding N runs (seedRuns: 98% finished, 1% queued with a live job, 1%
 // running under a live lease): one reaper tick (finds nothing to resume), one
 // Accept of a 20-alert batch of new runs, one claim with its playbook slot
-// count, one list page by alertname. Each should stay under 10 ms at 100k.
-// bench/db.sh runs it and prints a table. Seeded ids are fixed: the
+// count, one list page by alertname, one seen-before read (the earlier runs
+// of an alert on its instance or model). Each should stay under 10 ms at
+// 100k. bench/db.sh runs it and prints a table. Seeded ids are fixed: the
 // postgres-url case needs an empty database.
 func BenchmarkAtScale(b *testing.B) {
 	for _, st := range benchStores() {
@@ -51,6 +53,7 @@ func BenchmarkAtScale(b *testing.B) {
 				b.Run("accept", func(b *testing.B) { benchAccept(b, s) })
 				b.Run("claim", func(b *testing.B) { benchClaim(b, s) })
 				b.Run("list", func(b *testing.B) { benchList(b, s) })
+				b.Run("seen", func(b *testing.B) { benchSeen(b, s) })
 			})
 		}
 	}
@@ -109,6 +112,23 @@ func benchList(b *testing.B, s *Service) {
 		page, err := s.List(ctx, runs.ListQuery{Alertname: "Alert3"})
 		if err != nil || len(page.Runs) != 50 {
 			b.Fatalf("list: %d runs, %v", len(page.Runs), err)
+		}
+	}
+}
+
+// seenFilter is a seen-before read of a seeded alert: Alert3 on an instance
+// and a model it fires on, over the whole seeded span.
+func seenFilter() database.SeenFilter {
+	return database.SeenFilter{Alertname: "Alert3", Instance: "10.0.0.13:8000", Model: "model-3",
+		Since: 0, Before: time.Now().Add(time.Hour).UnixMilli(), Exclude: "seed-3", Limit: 50}
+}
+
+func benchSeen(b *testing.B, s *Service) {
+	ctx := context.Background()
+	for b.Loop() {
+		got, err := tablesOf(s).Seen.List(ctx, s.db, seenFilter())
+		if err != nil || len(got) != 50 {
+			b.Fatalf("seen: %d runs, %v", len(got), err)
 		}
 	}
 }

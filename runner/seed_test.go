@@ -10,13 +10,15 @@ import (
 
 // qSeedRuns inserts $1 runs in one statement (both dialects): one in 100
 // queued, one in 100 running (owned by "seed-owner", leased for an hour on the
-// database's clock $2), the rest succeeded and resolved; ten alertnames, one
-// second apart, the newest created now. Ids are seed-<i>.
+// database's clock $2), the rest succeeded and resolved; ten alertnames on 50
+// instances and 7 models, one second apart, the newest created now. Ids are
+// seed-<i>.
 const qSeedRuns = `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $1 - 1)
 INSERT INTO autocapture_runs (id, run_key, fingerprint, alertname, alert, starts_at, status, resolved_at,
-	created_at, queued_at, started_at, finished_at, attempts, owner, lease_until, slot_generation)
+	created_at, queued_at, started_at, finished_at, attempts, owner, lease_until, slot_generation, instance, model_name)
 SELECT 'seed-' || CAST(i AS TEXT), 'seed-' || CAST(i AS TEXT) || '@0', 'seedfp-' || CAST(i AS TEXT),
-	'Alert' || CAST(i % 10 AS TEXT), '{"labels":{"alertname":"Alert' || CAST(i % 10 AS TEXT) || '"}}',
+	'Alert' || CAST(i % 10 AS TEXT), '{"labels":{"alertname":"Alert' || CAST(i % 10 AS TEXT) || '","instance":"10.0.0.' ||
+	CAST(i % 50 AS TEXT) || ':8000","model_name":"model-' || CAST(i % 7 AS TEXT) || '"}}',
 	CAST($2 AS BIGINT) - ($1 - i) * 1000,
 	CASE WHEN i % 100 = 0 THEN 'queued' WHEN i % 100 = 1 THEN 'running' ELSE 'succeeded' END,
 	CASE WHEN i % 100 > 1 THEN CAST($2 AS BIGINT) - ($1 - i) * 1000 + 60000 END,
@@ -26,7 +28,8 @@ SELECT 'seed-' || CAST(i AS TEXT), 'seed-' || CAST(i AS TEXT) || '@0', 'seedfp-'
 	CASE WHEN i % 100 = 0 THEN 0 ELSE 1 END,
 	CASE WHEN i % 100 = 1 THEN 'seed-owner' END,
 	CASE WHEN i % 100 = 1 THEN CAST($2 AS BIGINT) + 3600000 END,
-	CASE WHEN i % 100 = 1 THEN 0 END
+	CASE WHEN i % 100 = 1 THEN 0 END,
+	'10.0.0.' || CAST(i % 50 AS TEXT) || ':8000', 'model-' || CAST(i % 7 AS TEXT)
 FROM n`
 
 // qSeedPlaybooks gives every started seeded run one of five playbooks.

@@ -32,6 +32,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/lifecycle"
@@ -93,6 +94,8 @@ type Options struct {
 	// wrapStores, in tests, wraps the store and the heartbeat pool before
 	// anything uses them (the seam that makes a Service behave as a crashed
 	// process: see store), so the profiling plane goes through them too.
+	// Actions turns the thread's actions on (a silence from Slack); nil: off.
+	Actions    *ActionsOptions
 	wrapStores func(db, beat store) (store, store)
 	// uploadBackoff, in tests, is the first wait after a failed late upload
 	// (0: artifacts' default).
@@ -173,10 +176,11 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
 		Dialect: d, Owner: owner, Retry: st.do, Log: log, Registerer: o.Registerer})
 	seams := s.life.Seams()
+	var act *actions.Actions // built after the outbox, which reads its replies
 	client := func() *river.Client[*sql.Tx] { return s.client }
 	s.out = outbox.New(outbox.Config{Sinks: o.Notifiers, Tables: tables,
 		Store: func() outbox.Store { return s.db }, Beat: func() outbox.Store { return s.beat },
-		Client: client, Content: seams.Thread,
+		Client: client, Content: seams.Thread, Actions: func() outbox.ActionContent { return actionContent(act) },
 		LeaseTimeout: o.Config.LeaseTimeout, HeartbeatInterval: o.Config.HeartbeatInterval,
 		RenewTimeout: s.life.RenewTimeout, BeatReady: s.life.BeatReady, Log: log})
 	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
@@ -204,8 +208,15 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 		Log: log, Registerer: o.Registerer}); err != nil {
 		return err
 	}
+	if act, err = newActions(o, d, tables, func() actions.Store { return s.db }, s.out); err != nil {
+		return err
+	}
+	loops := []lifecycle.Loop{s.prof, s.art}
+	if act != nil {
+		loops = append(loops, act)
+	}
 	if err := s.life.Attach(lifecycle.Parts{Client: s.client, Outbox: s.out, Grouper: s.grp, Keeper: s.art, Plane: s.prof,
-		Loops: []lifecycle.Loop{s.prof, s.art}}); err != nil {
+		Actions: act, Loops: loops}); err != nil {
 		return err
 	}
 	if err := register(o.Registerer, append(s.art.Collectors(), s.out.Collectors()...)...); err != nil {

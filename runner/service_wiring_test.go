@@ -21,6 +21,8 @@ var serviceWiring = []string{
 	// forwards to lifecycle.Runs for the handlers
 	"Accept", "Get", "List", "Cancel", "Feedback", "RunArtifact", "QueueStats",
 	"OutboxBacklog", "OrphanedRunJobs",
+	// hands out the thread's actions (lifecycle.Runs.Actions)
+	"Actions",
 }
 
 // TestServiceIsWiring holds runner.Service to a composition root: at most 8

@@ -188,6 +188,10 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	if w.console != nil {
 		notifiers["console"] = w.console
 	}
+	acts, err := actionsOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := runner.Open(ctx, runner.Options{
 		Config:       cfg.Runs,
 		Retention:    cfg.Retention,
@@ -204,6 +208,7 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 		Log:          log,
 		Registerer:   reg,
 		Links:        threadLinks(cfg, env, log),
+		Actions:      acts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run store: %w", err)
@@ -212,7 +217,7 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	pages.set(svc.Signer())        // before svc.Start: no thread is delivered before
 	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: registry, Registerer: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
-		Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
+		SlackActions: slackActions(cfg, acts, svc), Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
 	if err != nil {
 		svc.Close()
 		return nil, err

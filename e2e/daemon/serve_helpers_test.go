@@ -75,6 +75,8 @@ type daemonOpts struct {
 	Prometheus string
 	// Traces is the traces: section body (indented two spaces), "" for none.
 	Traces string
+	// More is more top-level sections (alertmanager:), "" for none.
+	More string
 }
 
 // daemon is a running `autocapture serve`.
@@ -132,6 +134,7 @@ func writeDaemonConfig(t testing.TB, o *daemonOpts) string {
 	if o.Profiling != "" {
 		b.WriteString("profiling:\n" + o.Profiling)
 	}
+	b.WriteString(o.More)
 	b.WriteString("log:\n  level: debug\n")
 	if o.Notify != "" {
 		b.WriteString("notify:\n" + o.Notify)

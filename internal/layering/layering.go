@@ -32,7 +32,7 @@ var Layers = []Layer{
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
 		"capture/chart", "capture/gpu", "capture/httpstep", "capture/peers", "capture/profile", "capture/prometheus", "capture/scrape", "capture/traces",
-		"targets", "notify", "internal/webtls",
+		"targets", "notify", "internal/webtls", "silences",
 	}},
 	{"the step family that reads the others' views", []string{"capture/triage"}},
 	{"the step registry and Slack: the notifier and its interactivity endpoint", []string{"capture", "notify/slack"}},
@@ -40,7 +40,7 @@ var Layers = []Layer{
 	{"the plan executor", []string{"runner/executor"}},
 	{"the run service's vocabulary, a playbook's own tests", []string{"runner/runs", "playbooks/playtest"}},
 	{"the run service's parts: the profiling control plane, the thread outbox and its delivery, the artifacts", []string{"runner/profiling", "runner/outbox", "runner/artifacts"}},
-	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping"}},
+	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping", "runner/actions"}},
 	{"the run lifecycle: accept, lease, execute, reap, over the parts", []string{"runner/lifecycle"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{

@@ -82,6 +82,13 @@ type InteractionsOptions struct {
 	Now func() time.Time
 	// Log is required.
 	Log *zap.Logger
+	// Actions takes the thread's actions (Silence…, Unsilence); nil: their
+	// clicks are ignored. Access says who may; Token and APIURL reach Slack
+	// for the private answers and the user groups.
+	Actions ActionTaker
+	Access  config.SlackActions
+	Token   config.Secret
+	APIURL  string
 }
 
 // Interactions serves Slack's interactivity endpoint (POST
@@ -96,6 +103,7 @@ type InteractionsOptions struct {
 type Interactions struct {
 	verify   *verifier
 	feedback FeedbackRecorder
+	actions  *actions // nil: no actions
 	answered *prometheus.CounterVec
 	log      *zap.Logger
 }
@@ -118,8 +126,16 @@ func NewInteractions(o InteractionsOptions) (*Interactions, error) {
 		}, []string{"code"}),
 		log: o.Log,
 	}
-	if o.Registerer != nil {
-		if err := o.Registerer.Register(h.answered); err != nil {
+	cs := []prometheus.Collector{h.answered}
+	if o.Actions != nil {
+		h.actions = newActions(o)
+		cs = append(cs, h.actions.total)
+	}
+	for _, c := range cs {
+		if o.Registerer == nil {
+			break
+		}
+		if err := o.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("slack interactions: register metrics: %w", err)
 		}
 	}
@@ -143,6 +159,7 @@ type interaction struct {
 	Actions []struct {
 		ActionID string `json:"action_id"`
 		Value    string `json:"value"`
+		ActionTS string `json:"action_ts"`
 	} `json:"actions"`
 }
 
@@ -188,6 +205,10 @@ func (h *Interactions) serve(w http.ResponseWriter, r *http.Request) int {
 			correct = true
 		case ActionVerdictWrong:
 		default:
+			if c, ok := clickOf(a.ActionID, a.Value, a.ActionTS, in, user); ok && h.actions != nil {
+				h.actions.start(c)
+				continue
+			}
 			h.log.Debug("Slack interaction ignored: not one of our actions.", zap.String("action", a.ActionID))
 			continue
 		}

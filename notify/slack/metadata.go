@@ -43,7 +43,7 @@ func parentPayload(p Parent) map[string]any {
 		"alert": p.Alert, "severity": p.Severity, "instance": p.Instance, "model": p.Model,
 		"playbooks": strings.Join(p.Playbooks, ","), "summary": p.Summary,
 		"status": p.Status, "verdict": p.Verdict, "also": strings.Join(p.Also, ","),
-		"scope": p.Scope,
+		"scope": p.Scope, "seen": p.Seen, "silenced": p.Silenced,
 	}
 	if !p.Since.IsZero() {
 		m["since"] = p.Since.UTC().Format(time.RFC3339)
@@ -82,7 +82,8 @@ func parentFromPayload(runID string, m map[string]any) Parent {
 	}
 	p := Parent{RunID: runID, Alert: str(m, "alert"), Severity: str(m, "severity"), Instance: str(m, "instance"),
 		Model: str(m, "model"), Playbooks: split(str(m, "playbooks")), Summary: str(m, "summary"),
-		Status: str(m, "status"), Verdict: str(m, "verdict"), Also: split(str(m, "also")), Scope: str(m, "scope")}
+		Status: str(m, "status"), Verdict: str(m, "verdict"), Also: split(str(m, "also")), Scope: str(m, "scope"), Seen: str(m, "seen"),
+		Silenced: str(m, "silenced")}
 	p.Since, _ = time.Parse(time.RFC3339, str(m, "since"))
 	p.Resumed, _ = strconv.Atoi(str(m, "resumed"))
 	p.Duration, _ = time.ParseDuration(str(m, "duration"))

@@ -59,6 +59,14 @@ type Parent struct {
 	// It is the notifier's setting (interactivity configured), not the run's,
 	// so it is not kept in the metadata.
 	AskFeedback bool
+	// AskSilence adds the "Silence…" buttons (notify.slack.actions.silence),
+	// the notifier's setting as AskFeedback is.
+	AskSilence bool
+	// Seen is the seen-before line, Slack markup (seenLine): set at open,
+	// kept in the metadata.
+	Seen string
+	// Silenced says who silenced the alert until when, while it holds.
+	Silenced string
 }
 
 // ParentFromRun takes what the parent shows from the run; links are the
@@ -79,7 +87,7 @@ func (p Parent) Apply(s notify.Summary) Parent {
 	switch {
 	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
 		p.Status, p.Duration = s.Status, s.Duration
-	case s.Key == notify.KeyCloseResolved && p.Status == "" && final(s.Status):
+	case (s.Key == notify.KeyCloseResolved || strings.HasPrefix(s.Key, notify.KeyActionEdit)) && p.Status == "" && final(s.Status):
 		p.Status, p.Duration = s.Status, s.Duration
 	}
 	if s.ResolvedAt != nil {
@@ -172,9 +180,18 @@ func RenderParent(p Parent) Message {
 	if p.Summary != "" {
 		blocks = append(blocks, section("summary", clip.Runes(esc(p.Summary), maxSection)))
 	}
+	if b := seenBlock(p.Seen); b != nil {
+		blocks = append(blocks, b)
+	}
+	if p.Silenced != "" {
+		blocks = append(blocks, slack.NewContextBlock("silenced", mrkdwn(clip.Runes(":no_bell: "+esc(p.Silenced), maxField))))
+	}
 	blocks = append(blocks, slack.NewContextBlock("status", mrkdwn(clip.Runes(p.statusLine(true), maxField))))
 	if a := linkButtons(p.Links); a != nil {
 		blocks = append(blocks, a)
+	}
+	if p.AskSilence && !p.Resolved {
+		blocks = append(blocks, silenceButtons(p.RunID))
 	}
 	text = append(text, fallbackTitle(p), p.statusLine(false))
 	return Message{Text: clip.Runes(esc(strings.Join(text, "\n")), maxFallback), Blocks: blocks}

@@ -227,7 +227,7 @@ func shown(status string, postSkipped bool) bool {
 // landing): the notice as its one line, the summary under it, the links; no
 // step header.
 func RenderNotice(r notify.StepReport) Message {
-	body := ":information_source: " + esc(clip.Fold(r.Notice))
+	body := noticeEmoji(r) + " " + esc(clip.Fold(r.Notice))
 	fallback := clip.Fold(r.Notice)
 	if r.Summary != "" {
 		body += "\n" + esc(r.Summary)
@@ -236,6 +236,9 @@ func RenderNotice(r notify.StepReport) Message {
 	blocks := []slack.Block{section("notice", clip.Runes(body, maxSection))}
 	if linkText, _ := linkLine(r.Links); linkText != "" {
 		blocks = append(blocks, slack.NewContextBlock("links", mrkdwn(linkText)))
+	}
+	if b := replyButtons(r.Buttons); b != nil {
+		blocks = append(blocks, b)
 	}
 	return Message{Text: clip.Runes(esc(fallback), maxFallback), Blocks: blocks}
 }

@@ -44,7 +44,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 	log := n.log.With(zap.String("run", s.RunID), zap.String("key", s.Key))
 	var p Parent
 	if s.Run != nil {
-		p = ParentFromRun(*s.Run, n.links(*s.Run, log))
+		p = n.parentOf(*s.Run, log)
 	} else {
 		var ok bool
 		var err error
@@ -57,7 +57,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		p.Links = n.freshLinks(s.RunID, p.Links)
 	}
 	p = p.Apply(s)
-	p.AskFeedback = n.feedback
+	p.AskFeedback, p.AskSilence = n.feedback, n.silence
 	msg := RenderParent(p)
 	if s.Group != nil { // the thread is a storm's or a fleet's: its parent shows the group
 		msg = RenderGroupParent(*s.Group, p)

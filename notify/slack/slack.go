@@ -43,6 +43,7 @@ type Notifier struct {
 	// feedback: interactivity is configured (a signing secret), so a verdict
 	// carries the right/wrong buttons POST /hooks/slack/interactions takes.
 	feedback    bool
+	silence     bool // the Silence action is on: the parent offers it
 	grafana     *template.Template
 	externalURL string
 	pages       PageSigner    // nil: the "Run page" link carries no token
@@ -105,7 +106,7 @@ func New(cfg config.Slack, store ArtifactReader, log *zap.Logger, opts ...Option
 		log = zap.NewNop()
 	}
 	n := &Notifier{token: cfg.Token.Reveal(), channel: cfg.Channel, postSkipped: cfg.PostSkipped,
-		feedback: cfg.Interactive(), grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
+		feedback: cfg.Interactive(), silence: cfg.Interactive() && cfg.Actions.Silence.Enabled, grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
 	// No slack.OptionRetry: the outbox retries, with the operation's key.
 	sopts := []slack.Option{slack.OptionAPIURL(api)}
 	for _, o := range opts {
@@ -141,8 +142,8 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 			return th, nil
 		}
 	}
-	p := ParentFromRun(run, n.links(run, log))
-	p.AskFeedback = n.feedback
+	p := n.parentOf(run, log)
+	p.AskFeedback, p.AskSilence = n.feedback, n.silence
 	msg := RenderParent(p)
 	if run.Group != nil { // the run leads a storm or a fleet: the group's parent
 		msg = RenderGroupParent(*run.Group, p)

@@ -20,15 +20,16 @@ import (
 
 // webAPIMethods is every Web API method the notifier calls; driveEverything
 // makes it call each.
-var webAPIMethods = []string{"chat.postMessage", "chat.update", "conversations.history", "conversations.list",
-	"conversations.replies", "files.completeUploadExternal", "files.getUploadURLExternal"}
+var webAPIMethods = []string{"chat.postEphemeral", "chat.postMessage", "chat.update", "conversations.history", "conversations.list",
+	"conversations.replies", "files.completeUploadExternal", "files.getUploadURLExternal", "usergroups.users.list"}
 
 // driveEverything runs the real notifier through all it does against the
 // stub: a retried open of a thread in a channel given by name (the id looked
 // up, the history searched for a lost parent), a reply with a chart (the
 // three-step upload), the same reply retried (the thread read back), the
 // parent edited from its metadata read back and from the run, with and
-// without a closing reply.
+// without a closing reply; then a click on a thread's action by someone
+// outside the allowed user group (the group read, a private answer).
 func driveEverything(t *testing.T) *slackstub.Server {
 	t.Helper()
 	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
@@ -69,6 +70,13 @@ func driveEverything(t *testing.T) *slackstub.Server {
 	}
 	if p := stub.Messages("C0AUTOCAP"); len(p) != 1 || len(p[0].Replies) < 3 {
 		t.Fatalf("the drive did not build the thread:\n%s", stub.Dump())
+	}
+	// The thread's actions: a user group read, a refused click answered privately.
+	stub.SetUserGroup("S0ONCALL", "U0CAROL")
+	h, _ := actionsInbound(t, stub, &fakeTaker{}, config.ActionAccess{Enabled: true, UserGroups: []string{"S0ONCALL"}})
+	clickOn(t, h, slackstub.Clicker{ID: "U0BOB", Name: "bob"}, "1.1", SilenceAction("1h"), "r1")
+	if len(stub.Ephemerals()) != 1 {
+		t.Fatalf("the drive did not answer the refused click privately:\n%+v", stub.Calls())
 	}
 	return stub
 }

@@ -132,7 +132,7 @@ func runKey(a template.Alert) string {
 	return a.Fingerprint + "@" + a.StartsAt.UTC().Format(time.RFC3339Nano)
 }
 
-// insertRunsChunk bounds the rows of one INSERT (9 parameters each), well under
+// insertRunsChunk bounds the rows of one INSERT (11 parameters each), well under
 // SQLite's and PostgreSQL's parameter limits.
 const insertRunsChunk = 100
 
@@ -164,7 +164,8 @@ func (s *Runs) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Ale
 			}
 			rows = append(rows, database.NewRun{ID: id.String(), Key: runKey(a), Fingerprint: a.Fingerprint,
 				Alertname: untrusted.ClipTo(a.Labels["alertname"], untrusted.MaxIndexed), Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: StatusQueued,
-				CreatedAt: toMS(now), QueuedAt: toMS(now)})
+				CreatedAt: toMS(now), QueuedAt: toMS(now), Instance: untrusted.ClipTo(a.Labels["instance"], untrusted.MaxIndexed),
+				Model: untrusted.ClipTo(a.Labels["model_name"], untrusted.MaxIndexed)})
 		}
 		inserted, err := s.tables.Runs.Insert(ctx, tx, rows)
 		if err != nil {

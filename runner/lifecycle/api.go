@@ -44,6 +44,12 @@ func (s *Runs) Get(ctx context.Context, id string) (*runs.Run, error) {
 	if r.Verdicts, err = s.loadVerdicts(ctx, tx, id); err != nil {
 		return nil, err
 	}
+	if r.Actions, err = s.loadActions(ctx, tx, id); err != nil {
+		return nil, err
+	}
+	if r.SeenBefore, err = s.seenBefore(ctx, tx, r); err != nil {
+		return nil, err
+	}
 	if r.Uploads, err = s.art.LoadUploads(ctx, tx, id); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,12 @@ func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (
 	}
 	info := parentInfo(r)
 	info.Channel, info.Retry = channel, retry
+	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil {
+		return notify.RunInfo{}, err
+	}
+	if info.Silenced, err = s.silenced(ctx, s.db, runID); err != nil {
+		return notify.RunInfo{}, err
+	}
 	info.Group, err = s.grp.ShownGroup(ctx, runID) // a group's lead opens the group's parent
 	return info, err
 }
@@ -129,6 +135,12 @@ func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (n
 		return notify.Summary{}, err
 	}
 	info := parentInfo(r)
+	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil { // the parent is re-rendered whole
+		return notify.Summary{}, err
+	}
+	if info.Silenced, err = s.silenced(ctx, s.db, runID); err != nil {
+		return notify.Summary{}, err
+	}
 	sum := notify.Summary{RunID: r.ID, Status: r.Status, Reason: r.Reason, Verdict: r.Verdict,
 		ResolvedAt: r.ResolvedAt, Key: key, Retry: retry, Run: &info}
 	if sum.Group, err = s.grp.ShownGroup(ctx, runID); err != nil {

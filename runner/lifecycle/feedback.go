@@ -70,3 +70,23 @@ func (s *Runs) loadFeedback(ctx context.Context, q reader, id string) ([]runs.Fe
 	}
 	return out, nil
 }
+
+// loadActions returns what people did from a run's thread, oldest first.
+func (s *Runs) loadActions(ctx context.Context, q reader, id string) ([]runs.Action, error) {
+	rows, err := s.tables.Actions.List(ctx, q, id)
+	if err != nil {
+		return nil, fmt.Errorf("runner: actions of run %s: %w", id, err)
+	}
+	out := make([]runs.Action, 0, len(rows))
+	for _, r := range rows {
+		a := runs.Action{ID: r.ID, Kind: r.Kind, Arg: r.Arg, User: runs.User{ID: r.UserID, Name: r.UserName},
+			State: r.State, Detail: r.Detail, SilenceID: r.SilenceID.String, Live: r.Slot.Valid && r.State == "done",
+			At: fromMS(r.CreatedAt)}
+		if r.EndsAt.Valid {
+			t := fromMS(r.EndsAt.Int64)
+			a.EndsAt = &t
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/grouping"
@@ -138,6 +139,8 @@ type Parts struct {
 	Grouper Grouper
 	Keeper  Keeper
 	Plane   Plane
+	// Actions are the thread's actions (a silence from Slack); nil: off.
+	Actions *actions.Actions
 	// Loops are started by Start and ended by StopBackground, in this
 	// order.
 	Loops []Loop
@@ -172,6 +175,7 @@ type Runs struct {
 	// through the spool, retention, the threads' links (runner/artifacts).
 	art   Keeper
 	loops []Loop
+	act   *actions.Actions // nil: the thread's actions are off
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id
@@ -206,6 +210,7 @@ func New(d Deps) *Runs {
 // before any alert is accepted.
 func (s *Runs) Attach(p Parts) error {
 	s.client, s.out, s.grp, s.art, s.prof, s.loops = p.Client, p.Outbox, p.Grouper, p.Keeper, p.Plane, p.Loops
+	s.act = p.Actions
 	return s.m.register(s, s.reg)
 }
 
@@ -226,6 +231,9 @@ type Seams struct {
 func (s *Runs) Seams() Seams {
 	return Seams{Thread: threadSource{s}, Keeper: keeperRuns{s}, Grouper: groupRuns{s}, Plane: planeRuns{s}}
 }
+
+// Actions are the thread's actions; nil when they are off.
+func (s *Runs) Actions() *actions.Actions { return s.act }
 
 // Owner is this process's lease owner id.
 func (s *Runs) Owner() string { return s.id }

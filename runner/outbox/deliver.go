@@ -331,7 +331,11 @@ func (s *Outbox) deliverBeside(ctx context.Context, n notify.Notifier, a Args, o
 //
 // thread is the thread's address, set here when the parent is delivered.
 func (s *Outbox) deliver(ctx context.Context, n notify.Notifier, a Args, o pendingOp, owner string, thread *notify.Thread) error {
-	send, err := o.op.prepare(ctx, delivery{src: s.cfg.Content, n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
+	var act ActionContent
+	if s.cfg.Actions != nil {
+		act = s.cfg.Actions()
+	}
+	send, err := o.op.prepare(ctx, delivery{src: s.cfg.Content, actions: act, n: n, runID: a.RunID, key: o.key, retry: o.attempts > 0, thread: *thread})
 	if err != nil {
 		return err
 	}

@@ -27,10 +27,12 @@ import (
 //	CooldownRepeat     reply    run/cooldown/<run>/<playbook>      cooldown:<run>\x1f<playbook>\x1f<ms>\x1f<fired ms>
 //	VerdictChanged       reply    verdict/changed/<plan>/<step>      verdict:<plan>\x1f<step>
 //	UploadsDone      reply    uploads/done/<n>                   uploads:<n>
+//	ActionDone       reply    action/<id>                        action:<id>
 //	VerdictEdit      update   close/verdict[/preliminary]        ""
 //	VerdictEdit      update   close/verdict/profiled/<plan>/<step>  "" (a profile's refinement)
 //	Finished     update   close/finished                     ""
 //	Resolved     update   close/resolved                     ""
+//	ParentEdit   update   action/edit/<id>                   ""
 //	GroupEdit    gupdate  member/<run>/<change>              ""
 //	MemberReply  mreply   member/<run>/finished              <run>
 
@@ -93,7 +95,9 @@ type Content interface {
 // delivery is what an operation is sent with.
 type delivery struct {
 	src Content
-	n   notify.Notifier
+	// actions says an action's reply; nil when no actions are configured.
+	actions ActionContent
+	n       notify.Notifier
 	// runID is the thread's run (a group's lead).
 	runID string
 	// key is the row's key: the notifier's identity of what it posts.
@@ -158,6 +162,10 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 			if plan, step, ok := splitStepRef(ref[len(verdictRefPrefix):]); ok {
 				return VerdictChanged{Plan: plan, Step: step}, nil
 			}
+		case strings.HasPrefix(ref, actionRefPrefix):
+			if op, ok := decodeAction(ref); ok {
+				return op, nil
+			}
 		case strings.HasPrefix(ref, uploadsRefPrefix):
 			if n, err := strconv.Atoi(ref[len(uploadsRefPrefix):]); err == nil {
 				return UploadsDone{N: n}, nil
@@ -180,6 +188,9 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 		}
 		if by, ok := strings.CutPrefix(key, keyVerdictProfiled+"/"); ok && by != "" {
 			return VerdictEdit{Profiled: by}, nil
+		}
+		if id, ok := strings.CutPrefix(key, notify.KeyActionEdit); ok && id != "" {
+			return ParentEdit{ID: id}, nil
 		}
 		return nil, fmt.Errorf("unknown edit %q", key)
 	case opGroupUpdate:

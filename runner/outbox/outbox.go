@@ -46,6 +46,9 @@ type Config struct {
 	Client func() *river.Client[*sql.Tx]
 	// Content is what operations read their content from at delivery.
 	Content Content
+	// Actions returns what an action's reply reads (nil: no actions); read
+	// at delivery, as the actions are built after the outbox.
+	Actions func() ActionContent
 	// LeaseTimeout and HeartbeatInterval are the runs' (runs.lease_timeout,
 	// runs.heartbeat_interval): a thread's lease is a run's.
 	LeaseTimeout, HeartbeatInterval time.Duration

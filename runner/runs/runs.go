@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -82,6 +83,12 @@ type Run struct {
 	// Feedback is what readers said of the verdict, oldest answer first;
 	// filled by Get, List leaves it empty.
 	Feedback []Feedback `json:"feedback"`
+	// Actions are what people did from the run's thread (a silence in
+	// Alertmanager, its end, a refused click), oldest first; filled by Get.
+	Actions []Action `json:"actions"`
+	// SeenBefore is how often the alert fired before on the run's instance
+	// and model (notify.SeenBefore.Line); filled by Get, nil when never.
+	SeenBefore *notify.SeenBefore `json:"seen_before,omitempty"`
 	// Verdicts is the run's verdict history, oldest first: preliminary ones
 	// (reached over part of tier 1) and the refined one; filled by Get. The
 	// latest is Verdict.
@@ -157,6 +164,26 @@ type Feedback struct {
 	Correct bool      `json:"correct"`
 	User    User      `json:"user"`
 	At      time.Time `json:"at"`
+}
+
+// Action is one thing a person did from the run's thread: who, what, when,
+// and what came of it.
+type Action struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"` // silence, unsilence, refused
+	// Arg is the silence's length (1h, 4h, 24h, resolved), or for an
+	// unsilence the silencing action's id.
+	Arg  string `json:"arg,omitempty"`
+	User User   `json:"user"`
+	// State is pending (its call not yet known to be made), done, failed or
+	// refused; Detail says why a failed or refused action did nothing.
+	State     string     `json:"state"`
+	Detail    string     `json:"detail,omitempty"`
+	SilenceID string     `json:"silence_id,omitempty"`
+	EndsAt    *time.Time `json:"ends_at,omitempty"`
+	// Live: the silence it made holds (not expired from the thread).
+	Live bool      `json:"live,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // ListQuery filters and pages a listing of runs.

@@ -53,6 +53,9 @@ var ruleText = []struct {
 	{"auth.test", true, ""},
 	{"chat.postMessage", true, "channel! as_user attachments:[] blocks:[] icon_emoji icon_url link_names:bool " +
 		"metadata:{} mrkdwn:bool parse reply_broadcast:bool text thread_ts unfurl_links:bool unfurl_media:bool username"},
+	{"chat.postEphemeral", true, "channel! user! as_user:bool attachments:[] blocks:[] icon_emoji icon_url link_names:bool " +
+		"parse text thread_ts username"},
+	{"usergroups.users.list", false, "usergroup! include_disabled:bool"},
 	{"chat.update", true, "channel! ts! as_user attachments:[] blocks:[] link_names metadata:{} parse text"},
 	{"conversations.history", false, "channel! cursor include_all_metadata:bool inclusive:bool latest:num limit:int oldest:num"},
 	{"conversations.list", false, "cursor exclude_archived:bool limit:int types"},

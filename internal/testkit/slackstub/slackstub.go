@@ -37,6 +37,10 @@ type Server struct {
 	nextFile int
 	calls    []Call
 	faults   []*faultState
+	// ephemerals are the chat.postEphemeral messages, groups the user
+	// groups usergroups.users.list answers (interaction.go).
+	ephemerals []Ephemeral
+	groups     map[string][]string
 }
 
 type bot struct {
@@ -183,6 +187,8 @@ var methods = map[string]handler{
 	"conversations.replies":        (*Server).replies,
 	"files.getUploadURLExternal":   (*Server).getUploadURL,
 	"files.completeUploadExternal": (*Server).completeUpload,
+	"chat.postEphemeral":           (*Server).postEphemeral,
+	"usergroups.users.list":        (*Server).userGroupUsers,
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {

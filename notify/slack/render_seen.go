@@ -1,0 +1,58 @@
+package slack
+
+import (
+	"strings"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/notify"
+)
+
+// maxSeenLinks is how many earlier runs the parent's seen-before line links.
+const maxSeenLinks = 3
+
+// seenLine is the parent's seen-before line, and links to the latest earlier
+// runs' pages when the daemon's external URL is known (Slack markup).
+func seenLine(s *notify.SeenBefore, externalURL string) string {
+	if s == nil {
+		return ""
+	}
+	line := s.Line()
+	if line == "" {
+		return ""
+	}
+	line = esc(line)
+	if externalURL == "" {
+		return line
+	}
+	var earlier []string
+	for _, r := range s.Earlier {
+		if len(earlier) == maxSeenLinks {
+			break
+		}
+		label := r.At.UTC().Format("Mon 15:04")
+		if r.Verdict != "" {
+			label += " " + r.Verdict
+		}
+		earlier = append(earlier, "<"+externalURL+"/runs/"+r.ID+"|"+esc(label)+">")
+	}
+	return line + " — earlier: " + strings.Join(earlier, ", ")
+}
+
+// seenBlock shows the seen-before line under the alert's fields; nil for none.
+func seenBlock(line string) slack.Block {
+	if line == "" {
+		return nil
+	}
+	return slack.NewContextBlock("seen", mrkdwn(clip.Runes(":repeat: "+line, maxField)))
+}
+
+// parentOf is the parent run shows: its links and its seen-before line as
+// this notifier renders them.
+func (n *Notifier) parentOf(run notify.RunInfo, log *zap.Logger) Parent {
+	p := ParentFromRun(run, n.links(run, log))
+	p.Seen, p.Silenced = seenLine(run.Seen, n.externalURL), run.Silenced
+	return p
+}

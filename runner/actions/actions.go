@@ -1,0 +1,175 @@
+// Package actions carries out what people do from a run's Slack thread: a
+// silence of the run's alert in Alertmanager, and its end. Each click is an
+// action row written before the call and finished after (with the thread's
+// reply, in one transaction), so a repeated click, a retried interaction or
+// a process killed mid-call makes one silence and one reply.
+//
+// What a kill -9 leaves between each pair of writes:
+//   - row written (pending), before Alertmanager was called: no silence; the
+//     row's claim lapses and the next click or the sweep makes the silence.
+//   - silence made, before the row was finished: one silence, a pending row;
+//     the resumed action finds that silence by its matchers and comment
+//     (silences.Ensure) and makes none.
+//   - row finished with the reply's outbox row: one transaction, both or
+//     neither; the outbox delivers the reply once.
+//   - unsilence expired, before its row was finished: the silence is gone;
+//     the resumed unsilence expires it again, which is a no-op.
+package actions
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/silences"
+)
+
+// Silencer is the Alertmanager (*silences.Client).
+type Silencer interface {
+	Ensure(ctx context.Context, s silences.Silence) (string, bool, error)
+	Expire(ctx context.Context, id string) error
+}
+
+// Store is the runner's store.
+type Store interface {
+	database.Querier
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// Appender records a thread operation in a transaction (*outbox.Outbox).
+type Appender interface {
+	Append(ctx context.Context, tx *sql.Tx, runID string, ops ...outbox.Op) error
+}
+
+// Deps are what the actions need.
+type Deps struct {
+	Store   func() Store
+	Tables  database.Tables
+	Dialect database.Dialect
+	Outbox  Appender
+	AM      Silencer
+	// AMTimeout is alertmanager.timeout and AMURLs how many members it has:
+	// together they bound a call, and so an action's claim.
+	AMTimeout time.Duration
+	AMURLs    int
+	// RunURL is the run page's address, for the silence's comment.
+	RunURL func(runID string) string
+	// Matchers are the alert labels a silence matches by default.
+	Matchers []string
+	Log      *zap.Logger
+}
+
+// DefaultMatchers identify a vLLM alert: which alert, on which instance, of
+// which model.
+var DefaultMatchers = []string{"alertname", "instance", "model_name"}
+
+// Kinds of action.
+const (
+	KindSilence   = "silence"
+	KindUnsilence = "unsilence"
+	KindRefused   = "refused"
+)
+
+// silenceFor is how long each choice silences; "resolved" lasts until the
+// alert resolves (the run's resolution expires it), a week at most.
+var silenceFor = map[string]time.Duration{"1h": time.Hour, "4h": 4 * time.Hour, "24h": 24 * time.Hour, "resolved": 7 * 24 * time.Hour}
+
+// Actions carries out the thread's actions.
+type Actions struct {
+	d     Deps
+	claim time.Duration
+	// The sweep (Start, Stop).
+	done chan struct{}
+	stop sync.Once
+	wg   sync.WaitGroup
+}
+
+// New builds the actions of d.
+func New(d Deps) (*Actions, error) {
+	if d.Store == nil || d.Outbox == nil || d.AM == nil {
+		return nil, errors.New("actions: a store, an outbox and an Alertmanager are required")
+	}
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	if len(d.Matchers) == 0 {
+		d.Matchers = DefaultMatchers
+	}
+	// A claim outlives the longest call: a find and a create, each over every member.
+	claim := 2*time.Duration(max(d.AMURLs, 1))*d.AMTimeout + 5*time.Second
+	return &Actions{d: d, claim: claim}, nil
+}
+
+// Click is one press of an action's button.
+type Click struct {
+	RunID, Choice    string // silence
+	SilenceAction    string // unsilence: the silencing action's id
+	Interaction      string
+	UserID, UserName string
+}
+
+// Result is what became of a click: a word for the metric, and a line for
+// the clicker alone ("" when the thread's reply says it).
+type Result struct{ Result, Private string }
+
+// ErrUnknown marks a click on a run or action the store does not know.
+var ErrUnknown = errors.New("actions: no such run or action")
+
+func (a *Actions) db() Store { return a.d.Store() }
+
+func (a *Actions) claimMS() int64 { return a.claim.Milliseconds() }
+
+// labels are the run's alert labels, from its stored alert.
+func (a *Actions) labels(ctx context.Context, runID string) (map[string]string, error) {
+	r, err := a.d.Tables.Runs.Get(ctx, a.db(), runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: run %s", ErrUnknown, runID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("actions: read run %s: %w", runID, err)
+	}
+	var alert struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(r.Alert), &alert); err != nil {
+		return nil, fmt.Errorf("actions: run %s's alert: %w", runID, err)
+	}
+	return alert.Labels, nil
+}
+
+// matchers are the silence's: the configured labels the alert carries.
+func (a *Actions) matchers(labels map[string]string) []silences.Matcher {
+	var out []silences.Matcher
+	for _, name := range a.d.Matchers {
+		if v, ok := labels[name]; ok && v != "" {
+			out = append(out, silences.Matcher{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+// Refused keeps a click the access rules turned down.
+func (a *Actions) Refused(ctx context.Context, c Click, why string) error {
+	runID := c.RunID
+	if runID == "" {
+		r, err := a.d.Tables.Actions.Get(ctx, a.db(), c.SilenceAction)
+		if err != nil {
+			return fmt.Errorf("actions: refused click on %s: %w", c.SilenceAction, err)
+		}
+		runID = r.RunID
+	}
+	row := database.ActionRow{ID: "refused/" + runID + "/" + c.Interaction, RunID: runID, Kind: KindRefused,
+		Arg: c.Choice, UserID: c.UserID, UserName: c.UserName, State: database.ActionRefused, Detail: why}
+	if err := a.d.Tables.Actions.Record(ctx, a.db(), row); err != nil {
+		return fmt.Errorf("actions: keep the refused click on run %s: %w", runID, err)
+	}
+	return nil
+}
