@@ -59,7 +59,7 @@ func TestMetricsReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"autocapture_outbox_pending", "autocapture_webhooks_total", "autocapture_storage_up", "autocapture_slack_interactions_total"} {
+	for _, want := range []string{"autocapture_outbox_pending", "autocapture_webhooks_total", "autocapture_storage_up", "autocapture_slack_interactions_total", "autocapture_slack_actions_total"} {
 		if !hasMetric(served, want) {
 			t.Errorf("the daemon's registry has no %s: is a part with metrics off in daemonCollectors' config?", want)
 		}
@@ -80,8 +80,8 @@ func hasMetric(ms []metricref.Metric, name string) bool {
 	return false
 }
 
-// daemonCollectors starts the daemon with SQLite, an S3 bucket and Slack
-// (all on loopback ports that refuse: nothing is contacted that answers) and
+// daemonCollectors starts the daemon with SQLite, an S3 bucket, Slack and
+// its actions on Alertmanager (all on loopback ports that refuse: nothing is contacted that answers) and
 // returns every collector it registered.
 func daemonCollectors(t *testing.T) []prometheus.Collector {
 	t.Helper()
@@ -102,6 +102,8 @@ func daemonCollectors(t *testing.T) []prometheus.Collector {
 	cfg.Notify.Slack.Enabled, cfg.Notify.Slack.Token, cfg.Notify.Slack.Channel = true, "xoxb-t", "C1"
 	cfg.Notify.Slack.APIURL, cfg.Notify.Slack.SigningSecret = refused+"/api/", "secret"
 	cfg.Prometheus.URL = refused
+	cfg.Alertmanager.URLs = []string{refused}
+	cfg.Notify.Slack.Actions.Silence = config.ActionAccess{Enabled: true, Everyone: true}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
