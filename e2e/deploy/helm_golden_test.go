@@ -1,42 +1,20 @@
 package deploy
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/autocapture/autocapture/internal/testkit/golden"
 )
 
 // generated compares a rendering with its committed file (or writes it
 // with -update-chart), naming the first line that differs.
 func generated(t *testing.T, file string, got []byte) {
 	t.Helper()
-	if *updateChart {
-		must(t, os.WriteFile(file, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (generate it with -update-chart)", err)
-	}
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	i := 0
-	for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
-		i++
-	}
-	at := func(l []string) string {
-		if i < len(l) {
-			return l[i]
-		}
-		return "(end of file)"
-	}
-	t.Errorf("%s differs from the chart's rendering at line %d:\nfile:     %s\nrendered: %s", file, i+1, at(wl), at(gl))
+	golden.Check(t, file, got, *updateChart, "go test ./e2e/deploy -run 'Helm|Kustomize' -update-chart")
 }
 
 // TestKustomizeBaseIsTheChart: the Kustomize base's manifests are the
