@@ -64,16 +64,13 @@ func TestTriageAtOnset(t *testing.T) {
 	}
 	const healthyFor = 180
 	for _, seed := range seeds {
-		for _, legacy := range []bool{false, true} {
+		for _, legacy := range nameVariants() {
 			for cause, fires := range onsetAlert {
 				name := fmt.Sprintf("%s/seed%d", cause, seed)
 				if legacy {
 					name += "/legacy"
 				}
 				t.Run(name, func(t *testing.T) {
-					if legacy && testing.Short() {
-						t.Skip("-short: the same simulation under the legacy metric names")
-					}
 					h := newSimHistory(t, vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
 					if err := h.sim.Shift(cause, healthyFor*time.Second); err != nil {
 						t.Fatal(err)
@@ -104,4 +101,14 @@ func TestTriageAtOnset(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nameVariants are the metric generations a simulation runs under: current
+// and legacy names, or only the current ones in the quick loop (-short),
+// where the legacy run repeats the same simulation.
+func nameVariants() []bool {
+	if testing.Short() {
+		return []bool{false}
+	}
+	return []bool{false, true}
 }

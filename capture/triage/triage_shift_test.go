@@ -162,15 +162,12 @@ func TestTriageJudgesPromptsAgainstTheInstancesPast(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, seed := range seeds {
-			for _, legacy := range []bool{false, true} {
+			for _, legacy := range nameVariants() {
 				name := fmt.Sprintf("%s/seed%d", c.name, seed)
 				if legacy {
 					name += "/legacy"
 				}
 				t.Run(name, func(t *testing.T) {
-					if legacy && testing.Short() {
-						t.Skip("-short: the same simulation under the legacy metric names")
-					}
 					h := newSimHistory(t, vllmsim.Options{Scenario: vllmsim.ScenarioHealthy, Seed: seed, LegacyMetrics: legacy, Start: time.Unix(1.8e9, 0)})
 					if err := h.sim.SetShape(c.before); err != nil {
 						t.Fatal(err)
