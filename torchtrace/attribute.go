@@ -5,35 +5,23 @@ import (
 	"slices"
 )
 
-// Attribution: which CPU operator launched each GPU event.
-//
-// Kineto links a GPU event to its operator twice: the event's "External id"
-// is the id of the innermost cpu_op active at the launch, and its
-// "correlation" is the id of the runtime call (cudaLaunchKernel,
-// hipMemcpyAsync, …) that launched it. Some writers put the GPU event's own
-// correlation id in "External id" (the fixtures trace_filter, trace_diff,
-// df_index_resolver, critical_path: every GPU event there has External id ==
-// correlation), where reading it as an operator's id credits the wrong
-// operator or none. So:
-//   - an External id that differs from the event's correlation is the
-//     operator's (method "external id"); on every fixture where both exist it
-//     names the same operator as the walk below;
-//   - otherwise the walk HTA and PyTorch's profiler plugin do: correlation →
-//     the runtime call with that correlation → the innermost cpu_op enclosing
-//     it on its thread (method "launch"), resolved at the end of the file;
-//   - a kernel replayed from a CUDA or HIP graph carries the correlation of
-//     the graph launch, not of the operators that captured it: it is
-//     credited to the launch and to what encloses it (graphs.go);
-//   - a kernel whose launch precedes the recording has no runtime call in
-//     the trace: it is counted apart, and credited by its name (graphs.go);
+// Attribution: which CPU operator launched each GPU event. Kineto links a
+// GPU event twice: "External id" (the innermost cpu_op at the launch) and
+// "correlation" (the runtime call that launched it). Some writers put the
+// event's own correlation in "External id", where reading it as an
+// operator's id credits the wrong one, so:
+//   - an External id that differs from the correlation names the operator;
+//   - else correlation → the runtime call → the innermost cpu_op enclosing
+//     it on its thread (the walk HTA and PyTorch's profiler plugin do);
+//   - a kernel replayed from a CUDA/HIP graph carries the graph launch's
+//     correlation: it is credited to the launch and what encloses it, and a
+//     kernel launched before the recording (no runtime call in the trace) is
+//     counted apart and credited by its name (graphs.go);
 //   - what none credits is counted, with the reason.
 //
-// Every launch path is read by its category, whatever the call's name:
-// cuda_runtime (cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync,
-// cudaGraphLaunch, and ROCm's hipLaunchKernel, hipModuleLaunchKernel,
-// hipExtModuleLaunchKernel, hipGraphLaunch, which roctracer files there too)
-// and cuda_driver (cuLaunchKernel, cuLaunchKernelEx: Triton and
-// TensorRT-LLM-gen cubins).
+// Launches are read by category (cuda_runtime, which roctracer uses for HIP
+// too, and cuda_driver for Triton and TensorRT-LLM-gen cubins), never by the
+// call's name, so a new launch API needs no new rule.
 
 // Bounds of the launch walk (it is needed only on traces whose runtime calls
 // carry their own correlation as External id).

@@ -56,28 +56,17 @@ type rule struct {
 // (vLLM's custom all-reduce is no GEMM whatever its template arguments),
 // then attention (FlashAttention 3 runs as cutlass::device_kernel<flash::…>,
 // so it must win over CUTLASS), then GEMM. Each group cites where its names
-// come from: a source file of the library that launches the kernel, or a real
-// trace in the team's fixtures (kineto-traces/, see its SOURCES.md).
+// come from: a library's source file, or a real trace in the fixtures.
 //
-// Decisions:
-//   - reshape_and_cache / concat_and_cache_mla / AppendPagedKVCache /
-//     SGLang's store_kvcache (the attention layer writing K and V into the
-//     paged cache) are attention: they run once per layer inside it and grow
-//     with the tokens attended.
-//   - MoE routing (top-k, histograms, permutation) and finalize (the
-//     weighted scatter back to token order) are other: they move and reduce
-//     activations, no matrix product, and their time is not the experts'
-//     GEMMs' (a reader weighing an FP4 GEMM against FP8 must not see them).
-//   - Inductor's generated kernels triton_{poi,red,per}_fused_* are
-//     pointwise ops and reductions (other) whatever ops their fused name
-//     lists (…_all_reduce_…, …_moe_forward_…); triton_tem_fused_* are
-//     template kernels, GEMM when their name says mm.
-//   - Implicit-GEMM convolutions are GEMM (cuDNN's implicit_convolve_sgemm,
-//     xmma fprop implicit_gemm: their names say so); other cuDNN kernels
-//     (winograd, dgrad/wgrad engines, batch norm) are other.
-//   - vLLM's fused elementwise kernels (rms_norm, act_and_mul, rotary
-//     embedding), softmax, sampling and FlashInfer's non-attention kernels
-//     (sampling::, norm::, activation::) are other.
+// Decisions (the README lists them all):
+//   - KV-cache writes (reshape_and_cache, store_kvcache, …) are attention:
+//     they run once per layer inside it and grow with the tokens attended.
+//   - MoE routing and finalize are other: no matrix product, and a reader
+//     weighing the experts' GEMMs must not see their time.
+//   - Inductor's triton_{poi,red,per}_fused_* are other whatever ops their
+//     fused name lists (…_all_reduce_…, …_moe_…); triton_tem_fused_*mm* are GEMM.
+//   - Implicit-GEMM convolutions are GEMM; other cuDNN kernels, fused
+//     elementwise kernels, softmax and sampling are other.
 var rules = []rule{
 	// MoE routing and finalize (see Decisions): TRT-LLM-gen's
 	// moe::dev::routing::routingIndicesHistogramKernel,

@@ -16,73 +16,21 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Triage turns tier-1 signals into one verdict, following the seed's rules: read
-// the queue, the KV pool and the prefill/decode split before anything else.
+// Config configures the triage step, which turns tier-1 signals into one
+// verdict: the rules, their thresholds and their order are in docs/triage.md
+// (kv-pressure, overload, prefill-bound, gpu-degraded, decode-bound,
+// unexplained, client-aborts, healthy; the first that holds is primary, every
+// other that holds contributes).
 //
-// It reads only canonical signals (vocab/signals.go) from earlier steps, PromQL's
-// before the scrape's, so it answers from the instance scrape alone when
-// Prometheus is down. Each rule needs only absolute values and stage shares from
-// one moment; PromQL baselines (…_baseline) add "versus before" evidence.
-//
-// Queueing is judged by what is current. vLLM's lifecycle histograms (queue,
-// prefill, decode time) observe a request only when it finishes, so at the
-// onset of a queue the requests stuck in it are not in them yet, and a window
-// reaching back before the onset dilutes them with the calm minutes before.
-// The wait a request entering the queue now faces (queue_wait) is therefore:
-// the oldest waiting request's age where a source gives one, else Little's
-// law, waiting ÷ admitted rate (admit_rate: first tokens per second, which
-// vLLM counts as they happen; request_rate, finishes per second, when no
-// source gives it). The queue-time histogram only corroborates; it decides
-// only when no current wait is known, and then only when trusted (see
-// histogramLag: it covers hist_min_requests, and its mean × the admitted
-// rate accounts for hist_min_coverage of the queue now). What was set aside
-// is listed in Verdict.Untrusted.
-//
-// The rules, each over the thresholds below:
-//
-//	kv-pressure    KV usage >= kv_usage, or preemptions/s > preemptions_per_s
-//	               (default 0.05/s: a rare preemption is routine in wide batches)
-//	               (vLLM preempts only when the pool has no free block, so either
-//	               proves the pool full; a 5 s gap often holds no preemption)
-//	overload       queue_depth >= queue_depth, waiting dominates (the current
-//	               wait >= queue_wait and >= queue_share of wait+prefill; or, with
-//	               no current wait, a trusted queue-time histogram >= queue_share;
-//	               unknown does not block), and prefill flat (< prefill_time_mean)
-//	prefill-bound  prompts long (>= prompt_tokens_mean) and prefill slow or
-//	               TTFT p99 >= ttft_p99
-//	gpu-degraded   a GPU under the instance (the gpu step's GPUView, capture/internal/views)
-//	               throttled for an abnormal reason (thermal, hw_slowdown,
-//	               hw_power_brake; power_cap only with the SM clock below
-//	               gpu_clock_ratio × max under load), ran its SM clock below
-//	               that under load, or reported an XID, an uncorrectable ECC
-//	               error or a row-remap failure in the window (triagegpu.go)
-//	decode-bound   ITL p99 >= itl_p99 with a wide batch (running >= running)
-//	unexplained    a slow stage (TTFT p99, ITL p99 or prefill) that none of the
-//	               five causes above explains
-//	client-aborts  abort_ratio >= abort_ratio
-//	healthy        none of the above
-//
-// Precedence, highest first, is the order above. Causes come before symptoms:
-// a full KV pool caps admission and forces recomputation, so it also deepens
-// the queue and slows prefill, and its remedies (more KV per instance, more
-// instances) cover overload's; a deep queue with flat prefill is capacity, and
-// long prompts explain slow prefill before batch width explains slow decode.
-// gpu-degraded sits below the load causes and above decode-bound: a
-// throttled GPU under a deep queue is still overload first (more traffic than
-// the instance serves; the GPU contributes), while a throttled GPU makes ITL
-// high at a batch width that was fine, so decode-bound's remedy (narrow the
-// batch) would mislead: the fix is the GPU (cooling, power, drain and reset),
-// and a profile would only show every kernel slower. A GPU not measured (no
-// DCGM series) is said in every verdict's evidence, never taken for healthy.
-// Unexplained comes before client-aborts because aborts are what clients do
-// when any stage is slow: when something is slow, the slowness is the thing to
-// chase (traces, then a profile); client-aborts is primary only when latency
-// is within thresholds (the clients' timeouts are tighter than the SLO). Every
-// other rule that holds is a contributing factor, so overload's full KV pool and
-// aborting clients show as contributing, never lost.
-//
-// When no earlier step produced signals (Prometheus and the scrape both
-// failed) the verdict is unexplained: the metrics are blind, so escalate.
+// It reads only canonical signals (vocab/signals.go), PromQL's before the
+// scrape's, so it answers from the instance scrape alone when Prometheus is
+// down. Queueing is judged by what is current: vLLM's lifecycle histograms
+// observe a request only when it finishes, so at a queue's onset the wait a
+// request faces now (the oldest waiting request's age, else waiting ÷ the
+// admitted rate) decides, and the queue-time histogram only corroborates, when
+// trusted (histogramLag). Causes come before symptoms: a full KV pool deepens
+// the queue and slows prefill, so it is primary over both. With no signals at
+// all the verdict is no-evidence.
 type Config struct {
 	// From lists the step ids whose signals triage reads, earlier ids winning
 	// where windows are unknown; a windowed signal comes from the step with the

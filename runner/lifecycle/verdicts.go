@@ -18,36 +18,22 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// A run's verdict history (autocapture_verdicts): every verdict a triage
-// step reached, recorded in the transaction of the thread operation that
-// shows it, so the history and the thread never disagree.
+// A run's verdict history (autocapture_verdicts): every verdict a step
+// reached, recorded in the transaction of the thread operation that shows
+// it, so the history and the thread never disagree.
+//   - preliminary (the PromQL snapshot; keyed by the evidence it read): its
+//     row, the run's verdict column and the parent's edit, one transaction;
+//   - refined (the triage step): its row, the step and, when it differs from
+//     the stored preliminary, the "was X, now Y" reply, in persistStep's;
+//   - profiled (a profile step's finding on the plan's latest verdict): its
+//     row, the step and the parent's edit, in persistStep's.
 //
-//   - A preliminary verdict (executor.Preliminary: the PromQL snapshot is in,
-//     the scrape still runs) is a row keyed by the evidence it read, the
-//     run's verdict column, and the parent's edit (keyVerdictPreliminary).
-//   - The refined verdict is the triage step's record: its row (key
-//     "refined") commits with the step (persistStep), and when it differs
-//     from the latest preliminary the reply saying so ("was overload, now
-//     kv-pressure: …") commits with it too.
-//
-// Crash windows. A kill -9 after the snapshot's step commits but before its
-// preliminary does leaves no preliminary; the resumed attempt, running the
-// scrape again, reaches it over the same evidence (the executor reaches one
-// at the tier's start from recorded steps) and records it then. A kill -9
-// after the preliminary commits and before the refined one leaves the
-// preliminary recorded and shown; the resumed attempt reaches it again under
-// the same key, which records nothing (insertVerdict), so the thread never
-// shows it twice; the refined verdict, when it commits, is compared with the
-// stored preliminary (not a process's memory), so "was X, now Y" is never
-// lost. The refined row, the triage step and the change reply are one
-// transaction: all or none.
-//
-// A profile step's finding (StepRecord.Profile) refines the run's latest
-// verdict of its plan (vocab.WithProfile: the same id, the finding and its
-// advice): its row (key "profiled"), the step and the parent's edit commit
-// in persistStep's one transaction. A kill -9 before that commit leaves
-// none of them: the resumed attempt runs the step again; after it, all
-// three, and the step is not run again. Nothing in between.
+// What a kill -9 leaves: each transaction is all or none. A preliminary not
+// yet recorded is reached again by the resumed attempt over the same
+// evidence; one recorded is keyed, so a second records nothing
+// (insertVerdict) and the thread never shows it twice. The refined verdict
+// is compared with the stored preliminary, not a process's memory, so "was
+// X, now Y" is never lost; a profile step not committed runs again.
 
 // refinedKey keys a triage step's refined verdict in its history;
 // profiledKey a profile step's refinement.
