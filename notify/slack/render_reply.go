@@ -217,10 +217,11 @@ func verdictDetail(v *vocab.Verdict) string {
 	return out
 }
 
-// shown says whether a step's reply is posted at all: a skipped step only
-// with post_skipped.
-func shown(status string, postSkipped bool) bool {
-	return postSkipped || status != "skipped"
+// shown says whether a reply is posted at all: a skipped step's only with
+// post_skipped; a notice about the run (a resume, a cooldown repeat) always,
+// whatever status it carries.
+func shown(r notify.StepReport, postSkipped bool) bool {
+	return postSkipped || r.Notice != "" || r.Status != "skipped"
 }
 
 // RenderNotice renders a note about the run itself (a resume, late uploads

@@ -235,3 +235,17 @@ func TestRenderNotConfigured(t *testing.T) {
 		t.Errorf("a not-configured step reads as a failure: %s / %q", blocks, m.Text)
 	}
 }
+
+// TestNoticesAreShownWhateverTheirStatus: a skipped step's reply is posted
+// only with post_skipped, but a notice about the run (a cooldown repeat
+// recorded with the skipped run's status) always is.
+func TestNoticesAreShownWhateverTheirStatus(t *testing.T) {
+	skipped := notify.StepReport{StepID: "scrape", Status: "skipped"}
+	if shown(skipped, false) || !shown(skipped, true) {
+		t.Errorf("a skipped step: shown %v without post_skipped, %v with it", shown(skipped, false), shown(skipped, true))
+	}
+	notice := notify.StepReport{StepID: "run", Status: "skipped", Notice: "fired again at 03:12:05 UTC"}
+	if !shown(notice, false) {
+		t.Error("a notice with a skipped status is not posted")
+	}
+}

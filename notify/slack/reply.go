@@ -19,7 +19,7 @@ const maxUpload = 32 << 20
 // r.Retry it first reads the thread: a reply already there with r.Key is not
 // posted again, and only files not yet shared (by title) are uploaded.
 func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepReport) error {
-	if !shown(r.Status, n.postSkipped) {
+	if !shown(r, n.postSkipped) {
 		return nil
 	}
 	msg := RenderReply(r)
