@@ -72,8 +72,11 @@ type runView struct {
 	Profiles    []profileView
 	Artifacts   []artifactView
 	Manifest    *artifactView
-	Steps       []stepView
-	Took        string
+	// RepeatHref links the key artifact of the earlier run whose verdict
+	// this one repeats (Run.Repeat); "" for none.
+	RepeatHref string
+	Steps      []stepView
+	Took       string
 	// From GET /api/v1/runs/{id}/profile, when profiling is served.
 	Lease         *runs.ProfileLease
 	ProfileEvents []runs.ProfileEvent
@@ -193,6 +196,9 @@ func (s *Server) newRunView(r *runs.Run) runView {
 		}
 	}
 	v.Head = newHeadline(r, len(r.Steps))
+	if rep := r.Repeat; rep != nil {
+		v.RepeatHref = s.artifactHref(rep.Run.ID, rep.EvidenceKey)
+	}
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
 			Href: s.artifactHref(r.ID, r.Manifest)}
