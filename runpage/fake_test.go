@@ -102,6 +102,7 @@ type pageFixture struct {
 	silencer *fakeSilencer
 	signer   *links.Signer
 	reg      *prometheus.Registry
+	pages    *Pages
 	png      []byte
 	mu       sync.Mutex
 	reader   Reader
@@ -139,6 +140,7 @@ func newPageServer(t *testing.T) *pageFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.pages = p
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
 		q := runs.ListQuery{Alertname: r.URL.Query().Get("alertname"), Status: r.URL.Query().Get("status"),
