@@ -106,7 +106,7 @@ func New(o Options) (*Pages, error) {
 	}
 	p := &Pages{o: o, actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "autocapture_page_actions_total",
-		Help: "Actions taken from a run page's form (silence, unsilence), by result: done, failed, already, busy, refused, error.",
+		Help: "Actions taken from a run page's form (silence, unsilence), by result: done, failed, already, busy, refused, unknown, error.",
 	}, []string{"action", "result"})}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(p.actions); err != nil {
