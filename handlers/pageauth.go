@@ -123,12 +123,20 @@ func (a *authenticator) who(r *http.Request) runs.User {
 	return runs.User{ID: "web:token", Name: "the API token's holder"}
 }
 
-// pageAuth lets a reader through to a page, or answers for it (401 or 403, HTML).
-func (s *Server) pageAuth(c *gin.Context) {
+// signIn lets a signed-in reader in, noting who they are; else why not.
+func (s *Server) signIn(c *gin.Context) (bool, string) {
 	u, ok, why := s.webUser(c.Request)
 	if ok {
 		c.Set(readerKey, readerSignedIn)
 		c.Set(userKey, u)
+	}
+	return ok, why
+}
+
+// pageAuth lets a reader through to a page, or answers for it (401 or 403, HTML).
+func (s *Server) pageAuth(c *gin.Context) {
+	ok, why := s.signIn(c)
+	if ok {
 		return
 	}
 	// A query that does not parse is taken as a (malformed) token, as on the

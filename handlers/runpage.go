@@ -54,10 +54,8 @@ func (s *Server) pageReader(c *gin.Context) runpage.Reader {
 // the page for reading only: a request carrying its token and no sign-in is
 // refused (403) saying so; one with neither is asked to sign in (401).
 func (s *Server) actAuth(c *gin.Context) {
-	u, ok, why := s.webUser(c.Request)
+	ok, why := s.signIn(c)
 	if ok {
-		c.Set(readerKey, readerSignedIn)
-		c.Set(userKey, u)
 		return
 	}
 	if !s.carriesLinkToken(c.Writer, c.Request) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,11 +41,9 @@ func (f *fakeRuns) List(_ context.Context, q runs.ListQuery) (runs.Page, error) 
 	if q.Cursor != "" {
 		return runs.Page{}, fmt.Errorf("%w: %q", runs.ErrBadCursor, q.Cursor) // the fake hands out none
 	}
-	var out []runs.Run
-	for i := len(f.runs) - 1; i >= 0 && len(out) < q.Limit; i-- {
-		if q.Alertname == "" || f.runs[i].Alertname == q.Alertname {
-			out = append(out, *f.runs[i])
-		}
+	out := make([]runs.Run, 0, len(f.runs)) // the filters are the store's: the pages only hand them on
+	for _, r := range slices.Backward(f.runs) {
+		out = append(out, *r)
 	}
 	return runs.Page{Runs: out}, nil
 }
