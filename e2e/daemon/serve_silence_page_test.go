@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
+	"github.com/chromedp/chromedp"
 )
 
 var pageInteraction = regexp.MustCompile(`name="interaction" value="([0-9a-f]{32})"`)
@@ -89,5 +90,44 @@ func TestServeSilenceFromRunPage(t *testing.T) {
 	_, page = d.do(t, get)
 	if !strings.Contains(string(page), `id="silenced"`) || !strings.Contains(string(page), sil.ID) {
 		t.Errorf("the run page does not show the silence %s", sil.ID)
+	}
+}
+
+// TestSilenceFromRunPageInBrowser: in a real Chromium (its own Origin and
+// Sec-Fetch-Site, the page's CSP), a click on the run page's "1 h" makes
+// the silence and lands back on the page showing it; its Unsilence expires
+// it. With no web.auth (loopback), the reader is signed in as web:open.
+func TestSilenceFromRunPageInBrowser(t *testing.T) {
+	t.Parallel()
+	chromium := testenv.Tool(t, "chromium")
+	am := testenv.StartAlertmanager(t, amNoReceivers)
+	stub := newSlack(t)
+	target := httptest.NewServer(&slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 1)})
+	t.Cleanup(target.Close)
+	o := &daemonOpts{Playbooks: silencePlaybook("E2EBrowserSilence", target.URL), Notify: silenceNotify(stub),
+		More: alertmanagerAt(am.URL), LeaseTimeout: killLease}
+	rig := &silenceRig{d: startDaemon(t, o), o: o, stub: stub, starts: time.Now().Add(-time.Minute)}
+	id, _ := rig.fire(t, "E2EBrowserSilence", "5113ce0000000102")
+
+	b := newBrowser(t, chromium)
+	if code, text := b.open(t, rig.d.URL+"/runs/"+id); code != 200 || !strings.Contains(text, "Silence this alert") {
+		t.Fatalf("the run page in the browser: %d\n%s", code, text)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#silence-form button[value="1h"]`)), chromedp.WaitReady(chromedp.ID("silenced"))); err != nil {
+		t.Fatalf("chromium: click 1 h and wait for the silence: %v", err)
+	}
+	got := amSilences(t, am.URL)
+	if len(got) != 1 || got[0].Status.State != "active" || !strings.Contains(got[0].CreatedBy, "web:open") {
+		t.Fatalf("silences after the click: %+v, want one active, by web:open", got)
+	}
+	text, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById("silenced").innerText`))
+	if err != nil || !strings.Contains(text, got[0].ID) {
+		t.Fatalf("the page after the click says %q (%v), want the silence %s", text, err, got[0].ID)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(`#unsilence-form button`)), chromedp.WaitReady(chromedp.ID("silence-form"))); err != nil {
+		t.Fatalf("chromium: click Unsilence and wait for the form: %v", err)
+	}
+	if got := amSilences(t, am.URL); len(got) != 1 || got[0].Status.State != "expired" {
+		t.Fatalf("silences after Unsilence: %+v, want it expired", got)
 	}
 }
