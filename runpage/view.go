@@ -199,7 +199,7 @@ func (p *Pages) newRunView(r *runs.Run) runView {
 	}
 	v.Head = newHeadline(r, len(r.Steps))
 	if rep := r.Repeat; rep != nil {
-		v.RepeatHref = s.artifactHref(rep.Run.ID, rep.EvidenceKey)
+		v.RepeatHref = p.artifactHref(rep.Run.ID, rep.EvidenceKey)
 	}
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",

@@ -126,6 +126,14 @@ type Click struct {
 // the clicker alone ("" when the thread's reply says it).
 type Result struct{ Result, Private string }
 
+// Results of a silence that was not tried: its alert carries none of the
+// labels it matches on (a silence without matchers would silence every
+// alert), or its run's plans, which choose them, are not yet stored.
+const (
+	ResultUnmatched = "unmatched"
+	ResultUnplanned = "unplanned"
+)
+
 // ErrUnknown marks a click on a run or action the store does not know.
 var ErrUnknown = errors.New("actions: no such run or action")
 

@@ -124,7 +124,7 @@ func TestSilenceMatchesThePlansLabels(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
-		want := map[bool]string{true: "failed", false: "done"}[id == "r-none"]
+		want := map[bool]string{true: ResultUnmatched, false: "done"}[id == "r-none"]
 		if res.Result != want {
 			t.Errorf("%s: %+v, want %s", id, res, want)
 		}
@@ -144,7 +144,7 @@ func TestSilenceMatchesThePlansLabels(t *testing.T) {
 		t.Errorf("the refusal says %q (%v), want why, in words, and no advice to click again", rep.Notice, err)
 	}
 	res, err := r.act.Silence(ctx, Click{RunID: "r-queued", Choice: "4h", Interaction: "i-q", UserID: "U0ALICE"})
-	if err != nil || res.Result != "failed" || !strings.Contains(res.Private, "not chosen its playbook yet") {
+	if err != nil || res.Result != ResultUnplanned || !strings.Contains(res.Private, "not chosen its playbook yet") {
 		t.Errorf("a run without plans: %+v %v, want it told to wait for its thread", res, err)
 	}
 	if rows, _ := r.act.d.Tables.Actions.List(ctx, r.db, "r-queued"); len(rows) != 0 {

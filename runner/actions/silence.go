@@ -27,7 +27,7 @@ func (a *Actions) Silence(ctx context.Context, c Click) (Result, error) {
 	if t, err := a.target(ctx, c.RunID); err != nil {
 		return Result{}, err
 	} else if !t.planned { // what it should match is chosen with its plans
-		return Result{"failed", "This run has not chosen its playbook yet, so what its silence should match " +
+		return Result{ResultUnplanned, "This run has not chosen its playbook yet, so what its silence should match " +
 			"is not known: click again once its thread opens."}, nil
 	}
 	now, err := a.d.Dialect.Now(ctx, a.db())
@@ -90,7 +90,11 @@ func (a *Actions) silence(ctx context.Context, row database.ActionRow) (Result, 
 	s := silences.Silence{Matchers: t.matchers(), EndsAt: time.UnixMilli(row.EndsAt.Int64),
 		CreatedBy: who(row), Comment: a.comment(row)}
 	if len(s.Matchers) == 0 { // never silence everything
-		return a.finish(ctx, row, database.ActionFailed, "", noMatchers(t))
+		res, err := a.finish(ctx, row, database.ActionFailed, "", noMatchers(t))
+		if err == nil {
+			res.Result = ResultUnmatched
+		}
+		return res, err
 	}
 	// The call: Ensure finds a silence an earlier, killed attempt made.
 	id, _, err := a.d.AM.Ensure(ctx, s)
