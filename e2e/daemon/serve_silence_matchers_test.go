@@ -36,22 +36,7 @@ func TestServeSilenceMatchersFromThePlaybook(t *testing.T) {
 	d := startDaemon(t, o)
 	fire := func(fp, model string) (string, slackstub.Message) {
 		t.Helper()
-		code, b := d.post(t, labelledBody(fp, map[string]string{"alertname": alertname, "instance": "127.0.0.1:1", "model_name": model}))
-		id := runID(b)
-		if code != 200 || id == "" {
-			t.Fatalf("webhook: %d %s", code, b)
-		}
-		var parent slackstub.Message
-		waitFor(t, 30*time.Second, "the run's parent", func() bool {
-			for _, m := range stub.Messages(slackChannel) {
-				if m.Metadata != nil && m.Metadata.EventPayload["run_id"] == id {
-					parent = m
-					return true
-				}
-			}
-			return false
-		})
-		return id, parent
+		return fireAndWait(t, d, stub, labelledBody(fp, map[string]string{"alertname": alertname, "instance": "127.0.0.1:1", "model_name": model}))
 	}
 	silenceOf := func(runID string) map[string]string {
 		t.Helper()

@@ -9,11 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/internal/testkit/slackstub"
-	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -24,18 +19,7 @@ import (
 // evidence there and its key artifact; a reply without a verdict says
 // nothing of it.
 func TestReplyLinksTheRepeatedVerdict(t *testing.T) {
-	signer, err := links.NewSigner([]byte("slack-page-link-key-0123456789"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
-	cfg := config.Default().Notify.Slack
-	cfg.Enabled, cfg.Token, cfg.Channel, cfg.APIURL = true, config.Secret(canary), "C0AUTOCAP", stub.URL()
-	cfg.Pace = config.Pace{PerSecond: 1000, Burst: 10}
-	n, err := New(cfg, memStore{}, zap.NewNop(), WithExternalURL("https://ac.example/"), WithRunPageLinks(signer, time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stub, signer := signingNotifier(t, time.Hour)
 	ctx := context.Background()
 	th, err := n.Open(ctx, testRun())
 	if err != nil {
