@@ -137,7 +137,7 @@ func (a *Actions) againTaken(ctx context.Context, row database.ActionRow, req vo
 		if held.ID == row.ID { // a retry of the click being carried out
 			return Result{Result: "busy"}, false, nil
 		}
-		return Result{"busy", "Already profiling again (" + asked + ")."}, false, nil
+		return Result{"busy", "Already profiling " + held.Arg + " again (" + asked + ")."}, false, nil
 	case held.ID == row.ID:
 		return Result{Result: "already"}, false, nil // a retry of a click already answered
 	}

@@ -197,9 +197,10 @@ func kernel(f *vocab.ProfileFinding) string {
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
-// runLinks are the run pages of the new capture and of the first.
+// runLinks are the run pages of the new capture and of the first; none
+// without web.external_url (a page's path alone links nowhere in Slack).
 func (a *Actions) runLinks(againID, firstID string) []notify.Link {
-	if a.d.RunURL == nil {
+	if a.d.RunURL == nil || !strings.HasPrefix(a.d.RunURL(firstID), "http") {
 		return nil
 	}
 	return []notify.Link{{Name: "Run now", URL: a.d.RunURL(againID)}, {Name: "Run first", URL: a.d.RunURL(firstID)}}
