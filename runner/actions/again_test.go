@@ -66,6 +66,29 @@ func (b *bundle) insertRun(t *testing.T, q database.RowsQuerier, r database.NewR
 	}
 }
 
+// orphan writes alice's pending "Profile again" as a process killed right
+// after it leaves it: holding the slot, its claim lapsed, no run.
+func (b *bundle) orphan(t *testing.T) database.ActionRow {
+	t.Helper()
+	row := database.ActionRow{ID: "profile/" + firstRun + "/m/1", RunID: firstRun, Kind: KindProfile, Arg: "http://127.0.0.1:1",
+		UserID: "U0ALICE", UserName: "alice", Slot: sql.NullString{String: profileSlot(firstRun), Valid: true}}
+	if ok, err := b.tables.Actions.Begin(context.Background(), b.db, row, -time.Minute.Milliseconds()); err != nil || !ok {
+		t.Fatalf("write the pending row: %v %v", ok, err)
+	}
+	return row
+}
+
+// takes wants c to start a run again, n of them made so far.
+func (b *bundle) takes(t *testing.T, c Click, n int) {
+	t.Helper()
+	if res, err := b.a.ProfileAgain(context.Background(), c); err != nil || res.Result != "done" {
+		t.Fatalf("%s's click: %+v %v, want done", c.UserName, res, err)
+	}
+	if got := len(b.againRuns(t)); got != n {
+		t.Fatalf("%d runs again, want %d", got, n)
+	}
+}
+
 // againRuns are the runs that take a profile again, by key.
 func (b *bundle) againRuns(t *testing.T) []string {
 	t.Helper()
@@ -198,20 +221,11 @@ func TestProfileAgain(t *testing.T) {
 			t.Fatalf("reply %+v %v, want the refusal in words", rep, err)
 		}
 		b.guard.refusal = nil
-		if res, err := b.a.ProfileAgain(ctx, as(bob, "m/2")); err != nil || res.Result != "done" {
-			t.Fatalf("a click once it freed: %+v %v, want done", res, err)
-		}
-		if n := len(b.againRuns(t)); n != 1 {
-			t.Fatalf("%d runs again, want 1", n)
-		}
+		b.takes(t, as(bob, "m/2"), 1) // once it freed
 	})
 	run("a kill between the row and the run: the sweep makes the one run", func(t *testing.T, db testenv.DB) {
 		b := setup(t, db)
-		row := database.ActionRow{ID: "profile/" + firstRun + "/m/1", RunID: firstRun, Kind: KindProfile, Arg: "http://127.0.0.1:1",
-			UserID: "U0ALICE", UserName: "alice", Slot: sql.NullString{String: profileSlot(firstRun), Valid: true}}
-		if ok, err := b.tables.Actions.Begin(ctx, b.db, row, -time.Minute.Milliseconds()); err != nil || !ok {
-			t.Fatalf("write the pending row: %v %v", ok, err) // its maker died: the claim has lapsed
-		}
+		row := b.orphan(t)
 		if res, err := b.a.ProfileAgain(ctx, as(bob, "m/2")); err != nil || res.Result != "done" {
 			t.Fatalf("bob's click on the stale row: %+v %v, want alice's resumed", res, err)
 		}
@@ -226,9 +240,7 @@ func TestProfileAgain(t *testing.T) {
 	})
 	run("a resumed row whose run exists creates none", func(t *testing.T, db testenv.DB) {
 		b := setup(t, db)
-		row := database.ActionRow{ID: "profile/" + firstRun + "/m/1", RunID: firstRun, Kind: KindProfile, Arg: "http://127.0.0.1:1",
-			UserID: "U0ALICE", UserName: "alice", Slot: sql.NullString{String: profileSlot(firstRun), Valid: true}}
-		b.tables.Actions.Begin(ctx, b.db, row, -time.Minute.Milliseconds())
+		row := b.orphan(t)
 		tx, _ := b.db.BeginTx(ctx, nil)
 		if _, err := b.runs.Again(ctx, tx, firstRun, row.ID); err != nil {
 			t.Fatal(err)
@@ -246,12 +258,7 @@ func TestProfileAgain(t *testing.T) {
 		if _, err := b.db.Exec(`UPDATE autocapture_runs SET status = 'failed', finished_at = 1 WHERE run_key LIKE 'again/%'`); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := b.a.ProfileAgain(ctx, as(bob, "m/2")); err != nil || res.Result != "done" {
-			t.Fatalf("bob's click after the first run ended: %+v %v, want done", res, err)
-		}
-		if n := len(b.againRuns(t)); n != 2 {
-			t.Fatalf("%d runs again, want 2", n)
-		}
+		b.takes(t, as(bob, "m/2"), 2)
 	})
 	run("a run without a profile step offers nothing", func(t *testing.T, db testenv.DB) {
 		b := setup(t, db)
