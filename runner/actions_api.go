@@ -1,12 +1,15 @@
 package runner
 
 import (
+	"context"
 	"strings"
 	"time"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The thread's actions (runner/actions): a silence in Alertmanager from the
@@ -30,17 +33,18 @@ type ActionsOptions struct {
 
 // newActions builds the thread's actions of o over the runner's store and
 // outbox; nil when they are off.
-func (s *Service) newActions(o Options, d dialect, tables database.Tables) (*actions.Actions, error) {
+func newActions(o Options, d dialect, tables database.Tables, store func() actions.Store, out actions.Appender,
+	again actions.Againer, guard actions.Guard, link func(context.Context, string, vocab.Artifact) (notify.Link, bool)) (*actions.Actions, error) {
 	a := o.Actions
 	if a == nil || (a.Silencer == nil && !a.Profile) {
 		return nil, nil
 	}
 	base := strings.TrimSuffix(a.ExternalURL, "/")
-	deps := actions.Deps{Store: func() actions.Store { return s.db }, Tables: tables, Dialect: d, Outbox: s.out,
+	deps := actions.Deps{Store: store, Tables: tables, Dialect: d, Outbox: out,
 		AM: a.Silencer, AMTimeout: a.Timeout, AMURLs: a.URLs, Log: o.Log.Named("actions"),
 		RunURL: func(id string) string { return base + "/runs/" + id }}
 	if a.Profile {
-		deps.Again, deps.Guard, deps.ReportLink = s.life, s.prof, s.art.Link
+		deps.Again, deps.Guard, deps.ReportLink = again, guard, link
 	}
 	return actions.New(deps)
 }
