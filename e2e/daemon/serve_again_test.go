@@ -81,6 +81,7 @@ func TestServeProfileAgain(t *testing.T) {
 			if n := rig.sim.count("/start_profile"); n != 1 {
 				t.Fatalf("%d starts after the first run, want 1", n)
 			}
+			clicked := time.Now()
 			click(t, rig.d, alice, parent.TS, "1795922000.000001", slacknotify.ActionProfileAgain, first.ID)
 			click(t, rig.d, alice, parent.TS, "1795922000.000002", slacknotify.ActionProfileAgain, first.ID) // the double click
 			click(t, rig.d, alice, parent.TS, "1795922000.000001", slacknotify.ActionProfileAgain, first.ID) // Slack's retry
@@ -94,13 +95,15 @@ func TestServeProfileAgain(t *testing.T) {
 				}
 				return len(rs) > 0
 			})
+			replied := time.Since(clicked)
 			time.Sleep(2 * time.Second) // a second run, capture or reply would be here by now
 			again := rig.againRuns(t, first.ID)
 			if len(again) != 1 || !pfFinished(again[0].Status) {
 				t.Fatalf("runs made by the clicks: %+v, want one, ended", again)
 			}
 			prof := pfMustStep(t, again[0], "profile")
-			t.Logf("profile again: run %s %s, step %s %q; reply %q", again[0].ID, again[0].Status, prof.Status, prof.Summary, reply.Text)
+			t.Logf("profile again: the reply came %v after the click (1 s frame); run %s %s, step %s %q; reply %q",
+				replied.Round(time.Millisecond), again[0].ID, again[0].Status, prof.Status, prof.Summary, reply.Text)
 			if n := rig.sim.count("/start_profile"); n != 2 {
 				t.Errorf("%d starts at the sim, want 2: the first capture and one again", n)
 			}
