@@ -138,6 +138,9 @@ type Result struct{ Result, Private string }
 // ErrUnknown marks a click on a run or action the store does not know.
 var ErrUnknown = errors.New("actions: no such run or action")
 
+// Silences says whether silences are on (an Alertmanager is configured).
+func (a *Actions) Silences() bool { return a.d.AM != nil }
+
 func (a *Actions) db() Store { return a.d.Store() }
 
 func (a *Actions) claimMS() int64 { return a.claim.Milliseconds() }
