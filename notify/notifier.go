@@ -49,6 +49,9 @@ type RunInfo struct {
 	// Silenced, when set, says the alert is silenced in Alertmanager from
 	// the thread: by whom, until when.
 	Silenced string
+	// Profilable: the run's playbooks have a profile step a reader may
+	// take again from the thread.
+	Profilable bool
 }
 
 // StatusNotConfigured is a step's status when it could not run because

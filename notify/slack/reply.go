@@ -57,7 +57,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		p.Links = n.freshLinks(s.RunID, p.Links)
 	}
 	p = p.Apply(s)
-	p.AskFeedback, p.AskSilence = n.feedback, n.silence
+	p.AskFeedback, p.AskSilence, p.AskProfile = n.feedback, n.silence, n.profile
 	msg := RenderParent(p)
 	if s.Group != nil { // the thread is a storm's or a fleet's: its parent shows the group
 		msg = RenderGroupParent(*s.Group, p)

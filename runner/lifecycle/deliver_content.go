@@ -26,7 +26,7 @@ func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (
 		return notify.RunInfo{}, err
 	}
 	info := parentInfo(r)
-	info.Channel, info.Retry = channel, retry
+	info.Channel, info.Retry, info.Profilable = channel, retry, s.act != nil && s.profilable(r)
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil {
 		return notify.RunInfo{}, err
 	}
@@ -162,6 +162,7 @@ func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (n
 		return notify.Summary{}, err
 	}
 	info := parentInfo(r)
+	info.Profilable = s.act != nil && s.profilable(r)
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil { // the parent is re-rendered whole
 		return notify.Summary{}, err
 	}
