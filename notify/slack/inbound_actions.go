@@ -69,7 +69,16 @@ type actions struct {
 
 	mu     sync.Mutex
 	groups map[string]groupMembers
+	// recent are the interactions started here, for retryWindow: Slack
+	// redelivers a click it thinks unanswered, and the redelivery may run
+	// before the first (clicks run concurrently) and answer the clicker twice.
+	recent map[string]time.Time
 }
+
+// retryWindow is how long a click's redelivery is recognised: Slack retries
+// within seconds. Another replica's redelivery is left to the run service's
+// action rows.
+const retryWindow = 5 * time.Minute
 
 type groupMembers struct {
 	users []string
@@ -86,6 +95,7 @@ func newActions(o InteractionsOptions) *actions {
 	}
 	return &actions{taker: o.Actions, access: o.Access, log: o.Log,
 		api: slack.New(o.Token.Reveal(), slack.OptionAPIURL(api)), groups: map[string]groupMembers{},
+		recent: map[string]time.Time{},
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "autocapture_slack_actions_total",
 			Help: "Actions taken from a run's Slack thread (silence, unsilence, profile), by result: done, failed, already, busy, refused, guard.",
@@ -111,8 +121,12 @@ func clickOf(actionID, value, actionTS string, in interaction, user User) (Click
 	return Click{}, false
 }
 
-// start runs c after the click is answered.
+// start runs c after the click is answered, once per interaction.
 func (a *actions) start(c Click) {
+	if a.redelivered(c, time.Now()) {
+		a.log.Info("A redelivered Slack click was ignored.", zap.String("interaction", c.Interaction))
+		return
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -120,6 +134,24 @@ func (a *actions) start(c Click) {
 		defer cancel()
 		a.run(ctx, c)
 	}()
+}
+
+// redelivered says whether c's interaction was started here within
+// retryWindow, and remembers it otherwise.
+func (a *actions) redelivered(c Click, now time.Time) bool {
+	key := c.Action + "\x00" + c.Interaction + "\x00" + c.User.ID
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, at := range a.recent {
+		if now.Sub(at) > retryWindow {
+			delete(a.recent, k)
+		}
+	}
+	if _, ok := a.recent[key]; ok {
+		return true
+	}
+	a.recent[key] = now
+	return false
 }
 
 func (a *actions) run(ctx context.Context, c Click) {

@@ -68,9 +68,15 @@ func actionsInboundFor(t *testing.T, stub *slackstub.Server, taker ActionTaker, 
 
 func clickOn(t *testing.T, h *Interactions, u slackstub.Clicker, actionTS, actionID, value string) {
 	t.Helper()
+	clickAt(t, h, time.Now(), u, actionTS, actionID, value)
+}
+
+// clickAt is clickOn signed at at: a redelivery is signed anew.
+func clickAt(t *testing.T, h *Interactions, at time.Time, u slackstub.Clicker, actionTS, actionID, value string) {
+	t.Helper()
 	body := slackstub.ClickAs(u, "C0AUTOCAP", "1795921200.000100", actionTS, actionID, value)
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, newRequest(body, slackstub.Signed(signingSecret, time.Now(), body), false))
+	h.ServeHTTP(rec, newRequest(body, slackstub.Signed(signingSecret, at, body), false))
 	if rec.Code != 200 {
 		t.Fatalf("click: %d %s", rec.Code, rec.Body)
 	}
@@ -176,5 +182,28 @@ func TestActionsProfileAgainAccess(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(counterOf(t, reg, "profile", "refused")); n != 1 {
 		t.Errorf("refused profile clicks counted %v, want 1", n)
+	}
+}
+
+// TestActionsRedeliveryRunsOnce: Slack's redelivery of a click (same message
+// and action_ts) is not carried out or answered again; another click is.
+func TestActionsRedeliveryRunsOnce(t *testing.T) {
+	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
+	taker := &fakeTaker{private: "Already silenced by alice."}
+	h, _ := actionsInbound(t, stub, taker, config.ActionAccess{Enabled: true, Users: []string{"U0ALICE"}})
+	alice, bob := slackstub.Clicker{ID: "U0ALICE", Name: "alice"}, slackstub.Clicker{ID: "U0BOB", Name: "bob"}
+	clickOn(t, h, alice, "2.1", SilenceAction("1h"), "run-1")
+	clickAt(t, h, time.Now().Add(time.Second), alice, "2.1", SilenceAction("1h"), "run-1") // the redelivery
+	clickOn(t, h, alice, "2.2", SilenceAction("1h"), "run-1") // a second click
+	clickOn(t, h, bob, "2.3", SilenceAction("1h"), "run-1")
+	clickAt(t, h, time.Now().Add(time.Second), bob, "2.3", SilenceAction("1h"), "run-1") // a refused click's redelivery
+	if len(taker.taken) != 2 || taker.taken[1].Interaction != "1795921200.000100/2.2" {
+		t.Fatalf("taken %+v, want the first click and the second, not the redelivery", taker.taken)
+	}
+	if len(taker.refused) != 1 {
+		t.Errorf("refused %v, want bob's click kept once", taker.refused)
+	}
+	if eph := stub.Ephemerals(); len(eph) != 3 {
+		t.Errorf("private answers %+v, want 3: alice's two clicks and bob's refusal", eph)
 	}
 }
