@@ -236,6 +236,7 @@ playbooks: [%s]
 // spelling of 169.254.169.254, and its own API; the allowed loopback control
 // is reached.
 func TestBroadAllowListStillRefusesMetadataAndSelf(t *testing.T) {
+	t.Parallel()
 	inside := startCounting(t, "127.0.0.2:0")
 	port := testenv.FreePort(t)
 	self := fmt.Sprintf("127.0.0.1:%d", port)

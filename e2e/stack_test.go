@@ -161,9 +161,12 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		cmd := exec.Command(simBin, args...)
 		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
 		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
-		p.WaitHTTP(t, "http://"+addr+"/health", 15*time.Second)
 		s.Sims[sc] = &sim{Scenario: sc, Addr: addr, Proc: p}
 		targets = append(targets, addr)
+	}
+	// Every sim starts before the first is waited for: their start-ups overlap.
+	for _, sm := range s.Sims {
+		sm.Proc.WaitHTTP(t, "http://"+sm.Addr+"/health", 15*time.Second)
 	}
 
 	fleetTargets, dcgmTargets := s.startFleets(t, simBin, o.Fleets)

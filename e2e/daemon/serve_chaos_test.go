@@ -180,7 +180,12 @@ func startChaosEnv(t *testing.T) *chaosEnv {
 			Prometheus: "  url: " + e.prom.URL + "\n  timeout: 3s\n",
 			Traces:     "  backend: jaeger\n  url: " + e.jaeger.QueryURL + "\n  timeout: 3s\n"}}
 		e.replicas = append(e.replicas, r)
-		e.start(t, r, true)
+		e.start(t, r, false)
+	}
+	// All three start before the first is waited for: their start-ups
+	// (migrations take turns under an advisory lock) overlap.
+	for _, r := range e.replicas {
+		r.d.Proc.WaitHTTP(t, r.d.URL+"/-/ready", 60*time.Second)
 	}
 	return e
 }

@@ -21,6 +21,7 @@ import (
 // credentials and gives the bytes the step stored, while the route without the
 // token asks for them.
 func TestServeThreadLinkOpensTheArtifact(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	body := `{"ok":true,"pad":"` + strings.Repeat("x", 3000) + `"}`
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -191,6 +191,7 @@ func TestServeProfileFaultStuckLeaseCleared(t *testing.T) {
 // start_profile (404), one finding saying how to arm it, no retry and no
 // stop; with continue_on_error the run is partial, not failed.
 func TestServeProfileFaultUnarmed(t *testing.T) {
+	t.Parallel()
 	sim := startPFSim(t, pfSimOpts{Unarmed: true})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: t.TempDir(), Duration: 2 * time.Second, StopTimeout: 5 * time.Second, ContinueOnError: true}),
 		time.Second, time.Second)

@@ -197,6 +197,7 @@ func onlyUnderPrefix(t *testing.T, srv *testenv.S3Server, prefix string, listed 
 // autocapture_storage_up{backend="s3"} 0, and runs still start (their steps
 // record the upload's failure, again without the secret).
 func TestServeWithWrongS3CredentialsStillRuns(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartVersityGW(t)
 	raw := make([]byte, 12)
 	rand.Read(raw)

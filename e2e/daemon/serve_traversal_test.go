@@ -72,6 +72,7 @@ func checkTraversalKey(t *testing.T, where, key string) {
 }
 
 func TestServeHostileAlertnamesStayInTheStore(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"local", "s3"} {
 		t.Run(backend, func(t *testing.T) {
 			target := &slowTarget{hits: map[string]int{}, slowHit: make(chan struct{}, 64)}

@@ -208,6 +208,7 @@ func (tp *topology) url(t *testing.T, hostport, path string) string {
 // tiers (Prometheus, Jaeger, the agent on vllmsim's profiler folder) and
 // stores its artifacts in MinIO's bucket.
 func TestComposeTopologyOnLoopback(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	agent := service(t, p, "agent")
 	agentPort := port(t, mustFlag(t, agent, "web.listen-address"))
