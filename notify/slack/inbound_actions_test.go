@@ -194,7 +194,7 @@ func TestActionsRedeliveryRunsOnce(t *testing.T) {
 	alice, bob := slackstub.Clicker{ID: "U0ALICE", Name: "alice"}, slackstub.Clicker{ID: "U0BOB", Name: "bob"}
 	clickOn(t, h, alice, "2.1", SilenceAction("1h"), "run-1")
 	clickAt(t, h, time.Now().Add(time.Second), alice, "2.1", SilenceAction("1h"), "run-1") // the redelivery
-	clickOn(t, h, alice, "2.2", SilenceAction("1h"), "run-1") // a second click
+	clickOn(t, h, alice, "2.2", SilenceAction("1h"), "run-1")                              // a second click
 	clickOn(t, h, bob, "2.3", SilenceAction("1h"), "run-1")
 	clickAt(t, h, time.Now().Add(time.Second), bob, "2.3", SilenceAction("1h"), "run-1") // a refused click's redelivery
 	if len(taker.taken) != 2 || taker.taken[1].Interaction != "1795921200.000100/2.2" {
