@@ -39,10 +39,12 @@ const (
 	// machine; 5 s stays, as this test measures the kill, not the margin.)
 	haLease = 5 * time.Second
 	// haLiveness bounds the time from the kill to a resumed run's next step:
-	// haLease + one heartbeat_interval (the reaper's tick, 500 ms) + River's
-	// fetch and claim, with slack for a shared CI machine under -race. A
-	// liveness bound, not a speed check.
-	haLiveness = haLease + 500*time.Millisecond + 10*time.Second
+	// haLease + one heartbeat_interval (the reaper's tick, 500 ms), then
+	// River's fetch and claim of some 26 resumed runs at once, which a
+	// machine at several times its cores' load under -race stretches to tens
+	// of seconds. A liveness ceiling, not a speed check (the figures are
+	// logged): it catches runs left for River's rescuer (an hour).
+	haLiveness = haLease + 500*time.Millisecond + 25*time.Second
 	// haMaxConcurrent is each replica's runs.max_concurrent: below the 50
 	// alerts, so at least two replicas execute runs; and whichever replica
 	// holds the most (m) dies, the other two have 3*30-(50-m)-30 = 10+m free
@@ -205,21 +207,31 @@ func ownerIDs(t *testing.T, ds []*daemon) []string {
 // no tagged request).
 func waitInHold(t *testing.T, d *daemon) {
 	t.Helper()
+	var firstDone, lastDone time.Time
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d runs in their hold step", haAlerts), func() bool {
 		rs := d.runsN(t, haAlertname)
 		if len(rs) < haAlerts {
 			return false
 		}
+		firstDone, lastDone = time.Time{}, time.Time{}
 		for _, r := range rs {
 			if pfFinished(r.Status) {
-				t.Fatalf("run %s is %s before every run reached its hold step: the hold is too short", r.ID, r.Status)
+				t.Fatalf("run %s is %s before every run reached its hold step: the hold (%v) is too short", r.ID, r.Status, haHold)
 			}
-			if pfStepOf(d.run(t, r.ID), "first") == nil {
+			s := pfStepOf(d.run(t, r.ID), "first")
+			if s == nil {
 				return false
+			}
+			if firstDone.IsZero() || s.FinishedAt.Before(firstDone) {
+				firstDone = s.FinishedAt
+			}
+			if s.FinishedAt.After(lastDone) {
+				lastDone = s.FinishedAt
 			}
 		}
 		return true
 	})
+	t.Logf("the %d runs' first steps finished within %v of each other (hold %v)", haAlerts, lastDone.Sub(firstDone).Round(time.Millisecond), haHold)
 }
 
 // pickVictim is the replica executing the most runs, with those runs.
