@@ -3,15 +3,14 @@ package handlers
 import (
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Paging bounds of GET /api/v1/runs.
@@ -24,13 +23,15 @@ const (
 func (s *Server) listRuns(c *gin.Context) {
 	q := runs.ListQuery{
 		Alertname: c.Query("alertname"),
-		Status:    c.Query("status"),
 		Limit:     DefaultListLimit,
 		Cursor:    c.Query("cursor"),
 	}
-	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
-		fail(c, http.StatusBadRequest, "bad_query", "status must be one of "+strings.Join(s.opts.Statuses, ", "))
-		return
+	if st := c.Query("status"); st != "" {
+		var err error
+		if q.Status, err = vocab.ParseRunStatus(st); err != nil {
+			fail(c, http.StatusBadRequest, "bad_query", err.Error())
+			return
+		}
 	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The run pages: GET /runs (a list, paged and filtered like GET /api/v1/runs)
@@ -81,14 +81,14 @@ func (s *Server) runsPage(c *gin.Context) {
 		s.pageRunError(c, "", err)
 		return
 	}
-	v := listView{Query: q, Statuses: s.opts.Statuses, Page: page}
+	v := listView{Query: q, Statuses: vocab.RunStatuses, Page: page}
 	if page.Next != "" {
 		nq := url.Values{"cursor": {page.Next}}
 		if q.Alertname != "" {
 			nq.Set("alertname", q.Alertname)
 		}
 		if q.Status != "" {
-			nq.Set("status", q.Status)
+			nq.Set("status", string(q.Status))
 		}
 		if q.Limit != DefaultListLimit {
 			nq.Set("limit", strconv.Itoa(q.Limit))
@@ -245,10 +245,12 @@ func runPath(id string) string { return "runs/" + url.PathEscape(id) }
 // pageListQuery reads GET /runs's query as GET /api/v1/runs reads its own;
 // a non-empty string says what is wrong.
 func (s *Server) pageListQuery(c *gin.Context) (runs.ListQuery, string) {
-	q := runs.ListQuery{Alertname: c.Query("alertname"), Status: c.Query("status"),
-		Limit: DefaultListLimit, Cursor: c.Query("cursor")}
-	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
-		return q, "status must be one of " + strings.Join(s.opts.Statuses, ", ")
+	q := runs.ListQuery{Alertname: c.Query("alertname"), Limit: DefaultListLimit, Cursor: c.Query("cursor")}
+	if st := c.Query("status"); st != "" {
+		var err error
+		if q.Status, err = vocab.ParseRunStatus(st); err != nil {
+			return q, err.Error()
+		}
 	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -262,16 +264,15 @@ func (s *Server) pageListQuery(c *gin.Context) (runs.ListQuery, string) {
 
 // stateClass is the CSS class of a status: one of a fixed set, whatever the
 // status says.
-func stateClass(status string) string {
+func stateClass(status vocab.Status) string {
 	switch status {
-	case "succeeded", "healthy":
+	case vocab.StatusSucceeded, "healthy":
 		return "ok"
-	case "failed", "cancelled", "timed_out":
+	case vocab.StatusFailed, vocab.StatusCancelled, "timed_out":
 		return "bad"
-	case "partial", "skipped":
+	case vocab.StatusPartial, vocab.StatusSkipped:
 		return "warn"
-	}
-	if slices.Contains([]string{"queued", "running"}, status) {
+	case vocab.StatusQueued, vocab.StatusRunning:
 		return "live"
 	}
 	return "other"

@@ -19,10 +19,8 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/links"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -59,7 +57,7 @@ func pageRunFixture(png []byte) *runs.Run {
 		Untrusted: []string{"prompt_len: window too short"},
 		Basis:     map[string]string{vocab.SigPrefillMean: vocab.BasisAbsolute, vocab.SigPromptTokensNow: vocab.BasisBefore, "queue_shape": "novel-basis"}}
 	pre := &vocab.Verdict{ID: vocab.VerdictOverload, Preliminary: true}
-	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: runner.StatusSucceeded,
+	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: vocab.StatusSucceeded,
 		Labels:      map[string]string{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "team": hostile},
 		Annotations: map[string]string{"summary": `p99 TTFT "4.2s" & <b>rising</b>`},
 		StartsAt:    at, CreatedAt: at, StartedAt: &at, FinishedAt: &fin, Verdict: kv, Manifest: pageMan,
@@ -112,18 +110,18 @@ func newPageServer(t *testing.T, auth config.Auth) *pageFixture {
 		if strings.HasSuffix(key, ".png") {
 			ct = "image/png"
 		}
-		if _, err := store.Put(ctx, key, bytes.NewReader(b), storage.Meta{ContentType: ct}); err != nil {
+		if _, err := store.Put(ctx, key, bytes.NewReader(b), vocab.ObjectMeta{ContentType: ct}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.runs.runs = append(f.runs.runs, &runs.Run{ID: "0197-older", Alertname: "VLLMHighTTFT", Status: runner.StatusFailed},
+	f.runs.runs = append(f.runs.runs, &runs.Run{ID: "0197-older", Alertname: "VLLMHighTTFT", Status: vocab.StatusFailed},
 		pageRunFixture(f.png))
 	signer, err := links.NewSigner([]byte("runpage-test-key-0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := runs.ProfileEvent{RunID: pageRun, Target: "http://10.0.0.7:8000", At: time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC), Actor: "replica-a", Event: "recording"}
-	s, err := New(Options{Runs: f.runs, Statuses: runner.Statuses, Registry: prometheus.NewRegistry(), Log: zap.NewNop(), Auth: auth,
+	s, err := New(Options{Runs: f.runs, Registry: prometheus.NewRegistry(), Log: zap.NewNop(), Auth: auth,
 		Profiling: fakeProfile{p: runs.RunProfile{Events: []runs.ProfileEvent{ev}}},
 		Artifacts: &ArtifactOptions{Runs: runArtifacts{pageRun: {pageChart, pageSpans, pageMan}}, Store: store, Links: signer}})
 	if err != nil {

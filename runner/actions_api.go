@@ -27,7 +27,7 @@ type ActionsOptions struct {
 
 // newActions builds the thread's actions of o over the runner's store and
 // outbox; nil when they are off.
-func newActions(o Options, d dialect, tables database.Tables, store func() actions.Store, out actions.Appender) (*actions.Actions, error) {
+func newActions(o Options, d database.Dialect, tables database.Tables, store func() actions.Store, out actions.Appender) (*actions.Actions, error) {
 	a := o.Actions
 	if a == nil || a.Silencer == nil {
 		return nil, nil

@@ -9,27 +9,6 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Run statuses: the one list used by the store, the API, metrics and threads
-// (the run lifecycle's). Resolution is separate (runs.Run.ResolvedAt).
-const (
-	StatusQueued    = lifecycle.StatusQueued
-	StatusRunning   = lifecycle.StatusRunning
-	StatusSucceeded = lifecycle.StatusSucceeded
-	StatusPartial   = lifecycle.StatusPartial
-	StatusFailed    = lifecycle.StatusFailed
-	StatusSkipped   = lifecycle.StatusSkipped
-	StatusCancelled = lifecycle.StatusCancelled
-)
-
-// Statuses lists every run status.
-var Statuses = lifecycle.Statuses
-
-// QueueStats is the store's view of the queue.
-type QueueStats = lifecycle.QueueStats
-
-// Backlog is one notifier's undelivered thread operations.
-type Backlog = lifecycle.Backlog
-
 // What the daemon asks of the runs, answered by the run lifecycle
 // (lifecycle.Runs): each method forwards one call.
 
@@ -65,12 +44,14 @@ func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, err
 }
 
 // OutboxBacklog counts the undelivered thread operations by sink.
-func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
+func (s *Service) OutboxBacklog(ctx context.Context) (map[string]lifecycle.Backlog, error) {
 	return s.life.OutboxBacklog(ctx)
 }
 
 // QueueStats counts runs by status and measures the oldest queued run's wait.
-func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) { return s.life.QueueStats(ctx) }
+func (s *Service) QueueStats(ctx context.Context) (lifecycle.QueueStats, error) {
+	return s.life.QueueStats(ctx)
+}
 
 // OrphanedRunJobs counts the River jobs of runs a gone replica left running.
 func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {

@@ -44,9 +44,9 @@ type startup struct {
 
 // newStartup starts the budget of a start on d. SQLite has no outage to wait
 // out: its steps are tried once, as with startup_wait 0.
-func newStartup(d dialect, wait time.Duration, log *zap.Logger) *startup {
+func newStartup(d database.Dialect, wait time.Duration, log *zap.Logger) *startup {
 	st := &startup{wait: wait, log: log}
-	if d == dialectPostgres && wait > 0 {
+	if d == database.Postgres && wait > 0 {
 		st.until = time.Now().Add(wait)
 	}
 	return st
@@ -85,8 +85,8 @@ func (st *startup) do(ctx context.Context, step string, f func(context.Context) 
 }
 
 // prepareStore waits for PostgreSQL to answer, then migrates the store.
-func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
-	if d == dialectPostgres {
+func prepareStore(ctx context.Context, st *startup, db *sql.DB, d database.Dialect, drv riverdriver.Driver[*sql.Tx]) error {
+	if d == database.Postgres {
 		err := st.do(ctx, "ping", func(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
 			defer cancel()

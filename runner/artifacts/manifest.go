@@ -43,7 +43,7 @@ import (
 // gets a fresh one (sweep.go), and duplicate writers are harmless under
 // manifest_seq.
 //
-// The manifest is the only object ever rewritten (storage.Meta.Replace):
+// The manifest is the only object ever rewritten (vocab.ObjectMeta.Replace):
 // late uploads (upload.go) have the runner call EnqueueManifestTx when they
 // land.
 // Each request bumps autocapture_runs.manifest_seq; a writer reads the seq
@@ -138,7 +138,7 @@ func (k *Keeper) WriteManifest(ctx context.Context, runID string) error {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
 		key := storage.ManifestKey(in.Run.CreatedAt, in.Alertname, in.Run.ID)
-		if _, err := st.Put(ctx, key, bytes.NewReader(b), storage.Meta{ContentType: "application/json", Replace: true}); err != nil {
+		if _, err := st.Put(ctx, key, bytes.NewReader(b), vocab.ObjectMeta{ContentType: "application/json", Replace: true}); err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
 		now, err := k.tables.Runs.SetManifest(ctx, k.db(), runID, key)
@@ -198,18 +198,18 @@ type Manifest struct {
 
 // ManifestRun is the run as its manifest says it.
 type ManifestRun struct {
-	ID          string     `json:"id"`
-	Key         string     `json:"key"`
-	Status      string     `json:"status"`
-	Reason      string     `json:"reason,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	ResolvedAt  *time.Time `json:"resolved_at"`
-	Attempts    int        `json:"attempts"`
-	Resumed     int        `json:"resumed"`
-	WindowStart *time.Time `json:"window_start,omitempty"`
-	WindowEnd   *time.Time `json:"window_end,omitempty"`
+	ID          string       `json:"id"`
+	Key         string       `json:"key"`
+	Status      vocab.Status `json:"status"`
+	Reason      string       `json:"reason,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	StartedAt   *time.Time   `json:"started_at"`
+	FinishedAt  *time.Time   `json:"finished_at"`
+	ResolvedAt  *time.Time   `json:"resolved_at"`
+	Attempts    int          `json:"attempts"`
+	Resumed     int          `json:"resumed"`
+	WindowStart *time.Time   `json:"window_start,omitempty"`
+	WindowEnd   *time.Time   `json:"window_end,omitempty"`
 }
 
 // ManifestAlert is the run's alert as its manifest says it.
@@ -244,7 +244,7 @@ type manifestStep struct {
 	Kind       string             `json:"kind"`
 	Tier       vocab.Tier         `json:"tier"`
 	Config     any                `json:"config,omitempty"`
-	Status     string             `json:"status"`
+	Status     vocab.Status       `json:"status"`
 	Reason     string             `json:"reason,omitempty"`
 	Error      string             `json:"error,omitempty"`
 	Partial    bool               `json:"partial,omitempty"`
@@ -277,12 +277,12 @@ type manifestArtifact struct {
 }
 
 // statusNotRun marks a planned step without a record in the manifest.
-const statusNotRun = "not_run"
+const statusNotRun vocab.Status = "not_run"
 
 // BuildManifest assembles the manifest of in: its plans' rebuilt steps (for
 // the rendered configs) with the run's records, and the store st (for the
 // artifacts' encodings).
-func BuildManifest(ctx context.Context, in ManifestInput, st storage.Store) (*Manifest, error) {
+func BuildManifest(ctx context.Context, in ManifestInput, st vocab.Store) (*Manifest, error) {
 	m := &Manifest{Schema: 1, Verdict: in.Verdict, Versions: BuildVersions(), Run: in.Run, Alert: in.Alert,
 		Playbooks: []manifestPlaybook{}, Verdicts: []runs.VerdictEntry{}}
 	m.Alert.Labels, m.Alert.Annotations = nonNil(m.Alert.Labels), nonNil(m.Alert.Annotations)
@@ -329,7 +329,7 @@ func BuildManifest(ctx context.Context, in ManifestInput, st storage.Store) (*Ma
 }
 
 // fillStep copies rec into ms and describes its artifacts from the store.
-func fillStep(ctx context.Context, ms *manifestStep, rec executor.StepRecord, st storage.Store) error {
+func fillStep(ctx context.Context, ms *manifestStep, rec executor.StepRecord, st vocab.Store) error {
 	ms.Status, ms.Reason, ms.Error, ms.Partial, ms.Summary = rec.Status, rec.Reason, rec.Error, rec.Partial, rec.Summary
 	if !rec.StartedAt.IsZero() {
 		ms.StartedAt = &rec.StartedAt

@@ -65,12 +65,12 @@ func (g *Grouper) stormSettings() (threshold int, window time.Duration) {
 	return max(st.Threshold, 1), st.Window
 }
 
-// Accepted puts the runs an Accept created into groups, in its transaction
+// Assign puts the runs an Accept created into groups, in its transaction
 // tx: a storm when there are more than the threshold, else each fleet
 // candidate into its fleet. created maps the alert's index to its new run.
 // Rows are touched in a fixed order (storm channels sorted, fleet keys
 // sorted) so concurrent Accepts wait instead of deadlocking.
-func (g *Grouper) Accepted(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
+func (g *Grouper) Assign(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
 	if len(g.out.Sinks()) == 0 || len(created) == 0 {
 		return nil // no thread is recorded anywhere
 	}

@@ -10,7 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // handle is a run this process executes: its cancel function and the signal
@@ -64,7 +66,7 @@ func (s *Runs) work(ctx context.Context, args RunJob) error {
 // gains nor loses the difference.
 func (s *Runs) claim(ctx context.Context, args RunJob) (time.Time, bool, error) {
 	elapsed, err := s.tables.Runs.Claim(ctx, s.db, s.id, s.cfg.LeaseTimeout.Milliseconds(),
-		StatusRunning, args.RunID, args.Generation)
+		vocab.StatusRunning, args.RunID, args.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -164,7 +166,7 @@ func (s *Runs) renew(ctx context.Context, hs []*handle) {
 		return // each run's watchdog decides when it is too late
 	}
 	var busy map[string]bool
-	if len(renewed) < len(hs) && s.dialect == dialectPostgres { // SQLite skips nothing: not renewed is lost
+	if len(renewed) < len(hs) && s.dialect == database.Postgres { // SQLite skips nothing: not renewed is lost
 		if busy, err = s.stillOwned(rctx, hs, renewed); err != nil {
 			// Unknown whether the rest were skipped or lost: leave them to
 			// their watchdogs, and keep the renewals that were made.

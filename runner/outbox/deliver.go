@@ -249,7 +249,7 @@ func (s *Outbox) pendingOps(ctx context.Context, a Args) ([]pendingOp, error) {
 // refined) when one waits (lookups on the (run, sink, key) index), else nil.
 func (s *Outbox) pendingVerdict(ctx context.Context, a Args) (*pendingOp, error) {
 	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
-		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, keyVerdictPreliminary, keyVerdict)
+		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, notify.KeyCloseVerdictPreliminary, notify.KeyCloseVerdict)
 	})
 	if err != nil || len(ops) == 0 {
 		return nil, err
