@@ -66,9 +66,7 @@ type Pool interface {
 // OpenBeat opens the heartbeat's own pool on the run store (see the runner's
 // runner.Service's beat pool): a few connections the renewals of leases (runs, threads,
 // profiles) use and nothing else, so a pool exhausted by the steps' writes,
-// the deliveries and River never costs a live replica its leases
-// (TestRenewalsDoNotWaitForABusyPool: on the main pool, a run whose pool
-// was taken for three leases was stopped and resumed). On SQLite it is a
+// the deliveries and River never costs a live replica its leases. On SQLite it is a
 // second connection to the file (a *sql.DB), which takes the write lock
 // between the main connection's transactions (busy_timeout), instead of
 // waiting for that connection among every goroutine that wants it.

@@ -109,9 +109,8 @@ func prepareStore(ctx context.Context, st *startup, db *sql.DB, d database.Diale
 //     cannot_connect_now (starting up, shutting down, in recovery), 53300
 //     too_many_connections, 57014 query_canceled (a session still being set
 //     up when a fast shutdown began was ended with it: "FATAL: canceling
-//     statement due to user request" inside the connect error, seen by
-//     TestStartupSurvivesPostgresRestart; our own cancel, ctx, is told apart
-//     before this is asked);
+//     statement due to user request" inside the connect error; our own
+//     cancel, ctx, is told apart before this is asked);
 //   - no answer: a connection refused, reset or timed out (net.Error, the
 //     errno), a session cut mid-statement (io.EOF, io.ErrUnexpectedEOF,
 //     pgconn.ErrConnClosed, pgconn's SafeToRetry and Timeout), a pooled

@@ -367,8 +367,7 @@ func writeTemp(dir string, r io.Reader) (string, error) {
 // "file exists" is tried again too: os.MkdirAll answers a failed Mkdir by
 // Lstat-ing the path and returns Mkdir's EEXIST when that Lstat fails, which
 // is what happens when another Put made the folder and a prune removed it
-// between the two calls (1 put in 800 in a loaded CI run of
-// TestLocalPutWhileDeletePrunes). A file where a folder must be is ENOTDIR
+// between the two calls. A file where a folder must be is ENOTDIR
 // (MkdirAll's first Stat sees it), never retried.
 func createTemp(dir string) (*os.File, error) {
 	var err error

@@ -22,8 +22,7 @@ import (
 // S3: a plain PUT, without If-None-Match. A new object carries no tags (S3
 // tags belong to an object version, and a PUT makes a new one), so a crash
 // between the upload and writeTags leaves an untagged object, which Stat
-// hashes: never the old object's hashes on the new bytes
-// (TestS3ReplaceDropsStaleTags proves both servers do so).
+// hashes: never the old object's hashes on the new bytes.
 //
 // Local: see replace.
 

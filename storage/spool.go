@@ -39,8 +39,7 @@ type StoredPutter interface {
 // would have to keep writing the rest after the upload died mid-part); the
 // upload then reads a local file of known size and sha256, which is also what
 // a late upload reads, so both paths move the same stored bytes and memory
-// stays bounded by the upload's part buffers (the spool write streams). The
-// cost is one local write and fsync per artifact, small next to the upload.
+// stays bounded by the upload's part buffers (the spool write streams).
 //
 // When the upload fails because the primary is unavailable (see Unavailable)
 // the file stays, Put returns its Object with Pending set and calls the
@@ -53,10 +52,7 @@ type StoredPutter interface {
 // For a while after an unavailable failure (DownFor), Put spools without
 // trying the primary first, so steps do not each wait out the SDK's retries
 // against a store that is down; a successful upload ends that at once.
-//
-// Open, OpenStored and Stat read the spool when the primary does not have the
-// key (or cannot be reached); Link, Delete and List go to the primary (Delete
-// removes a spooled copy too; List shows uploaded objects only).
+// Reads fall back to the spool; Link, Delete and List go to the primary.
 type Spool struct {
 	primary StoredPutter
 	local   *Local

@@ -23,38 +23,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The manifest: one manifest.json per finished run, beside its plans'
-// folders (storage.ManifestKey), saying what was captured and where: the
-// alert, the playbooks with file and digest, every step with its rendered
-// config, timings, outcome, findings and artifacts (key, size, sha256,
-// content type and encoding), the verdict and its history, the run's status and times, and
-// the versions of autocapture and of the target. It is what someone reading
-// the bucket, without the daemon, starts from.
-//
-// It is written by a River job (manifestArgs, on Queue)
-// inserted in the SAME transaction as the run's finish (EnqueueManifestTx in
-// the runner's finish): a kill -9 before that commit leaves an unfinished run and no job
-// (the run resumes and finishes again); after it, both, and the job is worked
-// by any live replica, whoever finished the run. The window that remains is
-// between the manifest's Put and the job's completion: the job is then run
-// again and writes the same bytes once more. A job whose worker died holds
-// "running" in River's table until River's rescuer (an hour); the reaper
-// does not wait for it: a manifest job running past max(30 s, 2 × lease)
-// gets a fresh one (sweep.go), and duplicate writers are harmless under
-// manifest_seq.
-//
-// The manifest is the only object ever rewritten (vocab.ObjectMeta.Replace):
-// late uploads (upload.go) have the runner call EnqueueManifestTx when they
-// land.
-// Each request bumps autocapture_runs.manifest_seq; a writer reads the seq
-// before the state it writes, and after its Put writes again while the seq
-// moved, so the last Put for a run is of its latest state even when two
-// replicas write at once.
-//
-// What the manifest says of the run (its row, plans, records, verdicts) is
-// the run lifecycle's: the writer asks for it (Runs.ManifestOf) and puts it
-// together with what the store says of each artifact (BuildManifest).
-
 // manifestWorkers bounds manifests written at once by this process.
 const manifestWorkers = 2
 

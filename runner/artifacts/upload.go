@@ -21,38 +21,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Late uploads. With an S3 store, an artifact put while the bucket is down
-// stays in this replica's local spool (storage.Spool) and its step records it
-// pending. The upload is then durable work of THIS replica: a row in
-// autocapture_uploads (one per key) and a River job on the replica's own
-// queue, autocapture_upload_<replica>, because only the replica holding the
-// file can upload it. That is why a replica needs a stable name (runs.replica,
-// default the hostname) and its spool a persistent volume: in Kubernetes a
-// StatefulSet with a volume claim for storage.path. A replica that never
-// comes back takes its spooled artifacts with it.
-//
-// The job retries with a backoff from 1 s doubling to 5 min, for as long as
-// it takes (it snoozes, so River's attempt limit never discards it; the row
-// counts attempts and keeps the last error). After the upload the spool file
-// is deleted and the row marked uploaded; when the run's last pending upload
-// lands, its thread is told so (an outbox reply, "uploads/done/<n>").
-//
-// Crash windows (kill -9), each covered:
-//   - the spool file written, no row or job yet (between storage.Spool's
-//     write and the OnSpool hook, or the hook's transaction failed): at
-//     startup the replica scans its spool and records a row and a job for
-//     every file (TestUploadAfterKill9BeforeTheRow); a scan every
-//     uploadScanInterval does the same for files without a row.
-//   - uploaded, spool file not deleted: the next attempt uploads again, and
-//     the store's never-overwrite compare makes that an idempotent success
-//     (same content; storage's TestSpoolKeepsWhatAnOutageWouldLose).
-//   - uploaded and spool file deleted, row not marked: the row is pending
-//     without a file; its job (or the startup scan's, see below) finds the
-//     key in the store with the recorded sha256 and marks it.
-//   - row recorded, job lost or held by the dead process as running: the
-//     startup scan inserts a job for every pending row of this replica
-//     (unique per key and process).
-
 // uploadArgs is one late upload. Boot makes the job unique per key and
 // process: a restarted replica inserts its own even while River still holds
 // the dead process's job as running.

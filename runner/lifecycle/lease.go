@@ -107,15 +107,10 @@ func (s *Runs) watch(h *handle) {
 // RenewTimeout bounds one renewal statement: a third of the time a lease
 // has left after a heartbeat (lease_timeout - heartbeat_interval), so three
 // tries fit before the watchdog stops the work, and never less than a
-// heartbeat. It was one heartbeat: with the tests' 100 ms heartbeat, a
-// renewal that had to open a connection (the pool busy with the steps'
-// writes) was cancelled mid-connect every tick, never got one, and healthy
-// runs on an idle machine lost their leases within 2 s and were resumed
-// (TestTwoReplicasOneThread: 5 of 15 runs; the chaos test: 186 of 200).
-// Renewals now have connections of their own (Runs.beat), but a fresh
-// one must still be opened after the database restarts. A renewal may
-// outlast a tick: the loop waits for it, and the next tick renews whatever
-// it missed.
+// heartbeat: a renewal that must open a connection (after the database
+// restarts) needs longer than one tick, and cancelling it mid-connect every
+// tick would lose healthy runs' leases. The loop waits for a slow renewal,
+// and the next tick renews whatever it missed.
 func (s *Runs) RenewTimeout() time.Duration {
 	return max(s.cfg.HeartbeatInterval, (s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)/3)
 }

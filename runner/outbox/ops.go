@@ -17,8 +17,8 @@ import (
 // row into its type once (decodeOp) and dispatches on it.
 //
 // The stored rows are the contract with every deliverer of every version:
-// a type's key and ref are byte-identical to what earlier versions wrote
-// (TestOpRefsRoundTrip), so rows recorded before an upgrade still deliver.
+// a type's key and ref are byte-identical to what earlier versions wrote,
+// so rows recorded before an upgrade still deliver.
 //
 //	type           kind     key                                ref
 //	Open         open     open                               the thread's channel
