@@ -73,13 +73,9 @@ type Pool interface {
 //
 // On PostgreSQL the connections are pgxpool's (a BeatPool), kept open
 // (MinConns) and reopened in the background, never by a renewal against its
-// deadline. Through database/sql's own pool a renewal opened the connection
-// it lacked within its timeout (1.5 s with a 5 s lease), and a connect that
-// took longer was cancelled and started again at the next tick: CI's HA run,
-// whose first renewals came as 50 alerts arrived at three replicas,
-// failed to connect every tick for 4.5 s on a live replica and 9 of its
-// runs were stopped and resumed (failed to connect … timeout: context
-// deadline exceeded). pgxpool creates a connection on a context of its own
+// deadline: through database/sql's own pool a renewal opens the connection
+// it lacks within its timeout, and a slow connect, cancelled and restarted
+// every tick, costs a live replica its leases. pgxpool creates a connection on a context of its own
 // (puddle's initResourceValue: an acquirer that gives up does not cancel
 // the connect; the connection joins the pool for the next renewal), and a
 // renewal that times out mid-statement, which closes its connection, has it

@@ -94,8 +94,8 @@ func (r Runs) Abandoned(ctx context.Context, q RowsQuerier, k Abandon, lease tim
 //
 // A run another replica's reaper is taking (its row locked) is skipped,
 // not waited for: every replica scans the same candidates, and waiting,
-// they took a dead replica's runs one at a time behind each other's
-// transactions (the chaos test under load: its 16 runs resumed over 12 s).
+// they would take a dead replica's runs one at a time behind each other's
+// transactions.
 func (r Runs) Resume(ctx context.Context, q RowQuerier, k Abandon, lease time.Duration, queued vocab.Status, c Abandoned) (int, error) {
 	cond, args := r.abandoned(k, 5, lease, queued)
 	var resumed int

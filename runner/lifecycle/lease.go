@@ -210,11 +210,9 @@ func (s *Runs) renew(ctx context.Context, hs []*handle) {
 // renewal did not renew this process still owns: their rows were locked (a
 // step being recorded, a delivery's sequence number), not taken. The
 // renewal skips locked rows (unlockedRuns) rather than wait for them: waiting,
-// it held the rows it had renewed while it waited, the writes of those runs
-// queued behind it, and under load one renewal of 16 runs waited for the
-// slowest of 16 transactions past its timeout, every tick (the chaos test
-// with -race and a CPU hog: 355 lock waits over a second, 88 healthy runs
-// stopped by their watchdogs).
+// it would hold the rows it had renewed, queue those runs' writes behind it,
+// and under load wait for the slowest transaction past its timeout, every
+// tick, until healthy runs' watchdogs stopped them.
 func (s *Runs) stillOwned(ctx context.Context, hs []*handle, renewed map[string]runFlags) (map[string]bool, error) {
 	var ids []string
 	for _, h := range hs {

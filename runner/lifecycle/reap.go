@@ -44,9 +44,8 @@ func (s *Runs) reaper() {
 
 // outboxSweeper gives waiting thread operations and manifests whose writer
 // died a new job, every heartbeat_interval, on its own loop: behind the
-// reaper's, a tick that resumed a dead replica's runs (a transaction each,
-// seconds on a loaded database) held back the threads that replica was
-// delivering, and their runs' ends reached the thread seconds late.
+// reaper's, a tick that resumes a dead replica's runs (a transaction each)
+// would hold back the threads that replica was delivering.
 func (s *Runs) outboxSweeper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
