@@ -79,7 +79,7 @@ func TestRunPageSilenceThroughTheRunService(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &harness{reg: reg}
-	h.srv, err = New(Options{Runs: svc, Feedback: svc, Statuses: runner.Statuses, Registry: reg, Log: zap.NewNop(),
+	h.srv, err = New(Options{Runs: svc, Feedback: svc, Registry: reg, Log: zap.NewNop(),
 		Auth:               config.Auth{BasicAuth: &config.BasicAuth{Username: "carol", Password: "pw"}},
 		SlackSigningSecret: signingSecret, SlackActions: &SlackActions{Actions: svc.Actions()}, PageLinks: signer})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
@@ -80,7 +81,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != StatusQueued {
+		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != vocab.StatusQueued {
 			t.Fatalf("first run resolved_at=%v status=%s, want endsAt and still queued", r.ResolvedAt, r.Status)
 		}
 		page, err := s.List(context.Background(), runs.ListQuery{Alertname: "VLLMSlowTTFT"})
@@ -147,7 +148,7 @@ func TestListGetCancelAPI(t *testing.T) {
 			t.Fatalf("get unknown: %v", err)
 		}
 		r, err := s.Cancel(ctx, ids[0])
-		if err != nil || r.Status != StatusCancelled || r.CancelRequestedAt == nil {
+		if err != nil || r.Status != vocab.StatusCancelled || r.CancelRequestedAt == nil {
 			t.Fatalf("cancel queued run: %+v, %v", r, err)
 		}
 		if _, err := s.Cancel(ctx, ids[0]); !errors.Is(err, runs.ErrFinished) {
@@ -156,7 +157,7 @@ func TestListGetCancelAPI(t *testing.T) {
 		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("cancel unknown: %v", err)
 		}
-		page, err := s.List(ctx, runs.ListQuery{Status: StatusCancelled})
+		page, err := s.List(ctx, runs.ListQuery{Status: vocab.StatusCancelled})
 		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != ids[0] {
 			t.Fatalf("list by status: %+v, %v", page.Runs, err)
 		}
@@ -324,7 +325,7 @@ func TestAcceptAfterALostResolution(t *testing.T) {
 		first := acceptOne(t, s, firing("lost", t0))
 		// The run finished at 10:05; no resolution ever arrives.
 		if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET status = $1, finished_at = $2 WHERE id = $3`,
-			StatusSucceeded, t0.Add(5*time.Minute).UnixMilli(), first.RunID); err != nil {
+			vocab.StatusSucceeded, t0.Add(5*time.Minute).UnixMilli(), first.RunID); err != nil {
 			t.Fatal(err)
 		}
 		for name, startsAt := range map[string]time.Time{

@@ -69,7 +69,7 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if owner := leaseOf(t, s2, a).owner; owner.Valid || r.Status != StatusQueued || r.Attempts != 1 {
+		if owner := leaseOf(t, s2, a).owner; owner.Valid || r.Status != vocab.StatusQueued || r.Attempts != 1 {
 			t.Fatalf("waiting run a: owner %v status %s attempts %d; want unowned, queued, the wait not counted", owner, r.Status, r.Attempts)
 		}
 		close(release)
@@ -79,7 +79,7 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		if err := s2.life.Work(ctx, lifecycle.RunJob{RunID: a, Generation: 1}); err != nil {
 			t.Fatalf("run a after b: %v", err)
 		}
-		if r, _ := s2.Get(ctx, a); r.Status != StatusSucceeded || c.Count(a+"/hold") != 2 {
+		if r, _ := s2.Get(ctx, a); r.Status != vocab.StatusSucceeded || c.Count(a+"/hold") != 2 {
 			t.Fatalf("run a %s (%s), hold ran %d times; want succeeded, once per process", r.Status, r.Reason, c.Count(a+"/hold"))
 		}
 		if m := c.MaxSeen(); m != 1 {
@@ -101,12 +101,12 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 	}{
 		{"playbook", func(p *playbooks.Plan) { p.Cooldown, p.CooldownKey = time.Hour, key },
 			func(r *runs.Run, winner string) bool {
-				return r.Status == StatusSkipped && strings.Contains(r.Reason, "cooldown: playbook pb ran for run "+winner)
+				return r.Status == vocab.StatusSkipped && strings.Contains(r.Reason, "cooldown: playbook pb ran for run "+winner)
 			}},
 		{"step", func(p *playbooks.Plan) { p.Steps[0].Cooldown, p.Steps[0].CooldownKey = time.Hour, key },
 			func(r *runs.Run, winner string) bool {
 				st := stepByID(r, "snap")
-				return st.Status == StatusSkipped && strings.Contains(st.Reason, "cooldown: step snap ran for run "+winner)
+				return st.Status == vocab.StatusSkipped && strings.Contains(st.Reason, "cooldown: step snap ran for run "+winner)
 			}},
 	}
 	for _, tc := range cases {
@@ -146,7 +146,7 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				close(release)
-				if r := waitRun(t, s1, winner, "finished", isFinished); r.Status != StatusSucceeded {
+				if r := waitRun(t, s1, winner, "finished", isFinished); r.Status != vocab.StatusSucceeded {
 					t.Fatalf("winning run %s (%s)", r.Status, r.Reason)
 				}
 				if n := c.Count(winner+"/snap") + c.Count(loser+"/snap"); n != 1 {
@@ -181,7 +181,7 @@ func TestFailedStepGivesItsCooldownBack(t *testing.T) {
 		fail.Store(false) // the planner is called again only for the second run
 		second := acceptOne(t, s, firing("y", time.Now().UTC())).RunID
 		r := waitRun(t, s, second, "finished", isFinished)
-		if st := stepByID(r, "snap"); st.Status != StatusSucceeded || c.Count(second+"/snap") != 1 {
+		if st := stepByID(r, "snap"); st.Status != vocab.StatusSucceeded || c.Count(second+"/snap") != 1 {
 			t.Fatalf("second run's step %s (%s), ran %d times; want it run and succeeded", st.Status, st.Reason, c.Count(second+"/snap"))
 		}
 	})

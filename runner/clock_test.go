@@ -7,6 +7,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // skewed gives a Service a clock off by d, as a replica whose NTP failed.
@@ -55,7 +56,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				within := fastRuns().LeaseTimeout + 20*time.Second
 				r := waitRunWithin(t, other, id, within, isFinished)
 				t.Logf("resumed and finished %s after the crash", time.Since(crashed))
-				if r.Status != StatusSucceeded || r.Resumed != 1 || c.Count(id+"/c") != 1 {
+				if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || c.Count(id+"/c") != 1 {
 					t.Fatalf("run %s (%s) resumed %d, c ran %d times; want succeeded, resumed once, c once",
 						r.Status, r.Reason, r.Resumed, c.Count(id+"/c"))
 				}

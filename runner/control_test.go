@@ -13,7 +13,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -43,7 +42,7 @@ func TestCancelRunningRun(t *testing.T) {
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				b := stepByID(r, "b")
-				if r.Status != StatusCancelled || b.Status != executor.Cancelled || !strings.Contains(b.Error, "cancelled on request") {
+				if r.Status != vocab.StatusCancelled || b.Status != vocab.StatusCancelled || !strings.Contains(b.Error, "cancelled on request") {
 					t.Fatalf("run %s, step b %s (%q); want both cancelled with the cause", r.Status, b.Status, b.Error)
 				}
 				if c.Count(id+"/c") != 0 {
@@ -88,13 +87,13 @@ func TestResolutionDuringRun(t *testing.T) {
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				frame, metrics := stepByID(r, "frame"), stepByID(r, "metrics")
-				if metrics.Status != executor.Succeeded || frame.Status != executor.Cancelled || !strings.Contains(frame.Error, "alert resolved") {
+				if metrics.Status != vocab.StatusSucceeded || frame.Status != vocab.StatusCancelled || !strings.Contains(frame.Error, "alert resolved") {
 					t.Fatalf("metrics %s, frame %s (%q); want tier 1 done, tier 3 cancelled by resolution", metrics.Status, frame.Status, frame.Error)
 				}
 				if len(frame.Artifacts) != 1 {
 					t.Errorf("the cancelled frame's files were not kept: %+v", frame.Artifacts)
 				}
-				if r.ResolvedAt == nil || r.Status != StatusPartial {
+				if r.ResolvedAt == nil || r.Status != vocab.StatusPartial {
 					t.Fatalf("run %s resolved_at %v; want partial and resolved", r.Status, r.ResolvedAt)
 				}
 			})
@@ -138,7 +137,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		}
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Resumed != 0 {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded || r.Resumed != 0 {
 				t.Fatalf("run %s: %s, resumed %d; waiting for a worker is not being stranded", r.ID, r.Status, r.Resumed)
 			}
 		}
@@ -180,7 +179,7 @@ func TestSkippedRuns(t *testing.T) {
 		}}
 		s := newService(t, db, cooled, true)
 		first := acceptOne(t, s, firing("fp1", time.Now().UTC())).RunID
-		if r := waitRun(t, s, first, "finished", isFinished); r.Status != StatusSucceeded || len(r.Playbooks) != 1 {
+		if r := waitRun(t, s, first, "finished", isFinished); r.Status != vocab.StatusSucceeded || len(r.Playbooks) != 1 {
 			t.Fatalf("first run %s playbooks %v", r.Status, r.Playbooks)
 		}
 		cases := []struct {
@@ -198,7 +197,7 @@ func TestSkippedRuns(t *testing.T) {
 		for _, tc := range cases {
 			id := acceptOne(t, s, tc.alert).RunID
 			r := waitRun(t, s, id, "finished", isFinished)
-			if r.Status != StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
+			if r.Status != vocab.StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
 				t.Errorf("%s: run %s %q, want skipped with %q", tc.name, r.Status, r.Reason, tc.reason)
 			}
 		}
@@ -237,7 +236,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		}
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Attempts != 1 || r.Resumed != 0 {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded || r.Attempts != 1 || r.Resumed != 0 {
 				t.Fatalf("run %s: %s after %d attempts, resumed %d; waiting must not use attempts nor be resumed", r.ID, r.Status, r.Attempts, r.Resumed)
 			}
 		}

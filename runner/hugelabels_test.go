@@ -40,7 +40,7 @@ func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
 			a.Annotations = template.KV{"summary": huge()}
 			id := acceptOne(t, s, a).RunID
 			r := waitRun(t, s, id, "finished", isFinished)
-			if r.Status != StatusSucceeded {
+			if r.Status != vocab.StatusSucceeded {
 				t.Errorf("alert %d: run %s, want succeeded (a different instance holds no cooldown): %s", i, r.Status, r.Reason)
 			}
 		}

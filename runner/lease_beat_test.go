@@ -66,7 +66,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 		freePool()
 		close(release)
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
 			t.Errorf("run %s resumed %d, attempts %d, step ran %d times; want succeeded, never resumed, once",
 				r.Status, r.Resumed, r.Attempts, c.Count(id+"/hold"))
 		}
@@ -106,11 +106,11 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	tx.Rollback()
 	close(release)
 	r := waitRun(t, s, free, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 0 || c.Count(free+"/hold") != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || c.Count(free+"/hold") != 1 {
 		t.Errorf("the free run: %s, resumed %d, step ran %d times; want succeeded, never resumed, once", r.Status, r.Resumed, c.Count(free+"/hold"))
 	}
 	r = waitRun(t, s, locked, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 		t.Errorf("the locked run: %s, resumed %d; want succeeded after one resume (its lease could not be renewed for %v)", r.Status, r.Resumed, hold)
 	}
 }
@@ -145,7 +145,7 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 	time.Sleep(hold)
 	close(release)
 	r := waitRun(t, s, id, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
 		t.Errorf("after %d connections cut and %v with connects taking %v: run %s, resumed %d, attempts %d, step ran %d times; want succeeded, never resumed, once",
 			cut, hold, slow, r.Status, r.Resumed, r.Attempts, c.Count(id+"/hold"))
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestManifestWrittenAfterItsWriterDied: a replica killed while it wrote a
@@ -21,7 +23,7 @@ func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 		ctx := context.Background()
 		// a's worker fetched the manifest job a minute ago and died writing.
 		fetched := `datetime('now', 'subsec', '-60 seconds')`
-		if dialectOf(a) == dialectPostgres {
+		if dialectOf(a) == database.Postgres {
 			fetched = `statement_timestamp() - interval '60 seconds'`
 		}
 		res, err := rawDB(a).ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = `+fetched+`
@@ -35,7 +37,7 @@ func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 		a.abandon()
 		b := newService(t, db, p, true, withStore(st))
 		r := waitManifest(t, b, acc.RunID)
-		if m := manifestOf(t, st, r.Manifest); m.Run.Status != StatusSucceeded || m.Run.ID != acc.RunID {
+		if m := manifestOf(t, st, r.Manifest); m.Run.Status != vocab.StatusSucceeded || m.Run.ID != acc.RunID {
 			t.Fatalf("manifest after its writer died = %+v", m.Run)
 		}
 	})

@@ -13,7 +13,6 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
@@ -21,7 +20,7 @@ import (
 )
 
 // manifestOf reads the run's manifest from st.
-func manifestOf(t *testing.T, st storage.Store, key string) artifacts.Manifest {
+func manifestOf(t *testing.T, st vocab.Store, key string) artifacts.Manifest {
 	t.Helper()
 	rc, err := st.Open(context.Background(), key)
 	if err != nil {
@@ -36,7 +35,7 @@ func manifestOf(t *testing.T, st storage.Store, key string) artifacts.Manifest {
 	return m
 }
 
-func withStore(st storage.Store) svcOpt {
+func withStore(st vocab.Store) svcOpt {
 	return func(o *Options) { o.Env = &vocab.Env{Store: st} }
 }
 
@@ -51,7 +50,7 @@ func artifactStep(body string) vocab.Step {
 	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: "out.txt", Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), storage.Meta{ContentType: "text/plain"})
+		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), vocab.ObjectMeta{ContentType: "text/plain"})
 		if err != nil {
 			return nil, err
 		}
@@ -75,11 +74,11 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 			t.Fatalf("manifest key %q, want %q", r.Manifest, want)
 		}
 		m := manifestOf(t, st, r.Manifest)
-		if m.Run.ID != r.ID || m.Run.Status != StatusSucceeded || len(m.Playbooks) != 1 || len(m.Playbooks[0].Steps) != 1 {
+		if m.Run.ID != r.ID || m.Run.Status != vocab.StatusSucceeded || len(m.Playbooks) != 1 || len(m.Playbooks[0].Steps) != 1 {
 			t.Fatalf("manifest = %+v", m)
 		}
 		step := m.Playbooks[0].Steps[0]
-		if step.Status != executor.Succeeded || len(step.Artifacts) != 1 || step.Artifacts[0].Key != r.Steps[0].Artifacts[0].Key ||
+		if step.Status != vocab.StatusSucceeded || len(step.Artifacts) != 1 || step.Artifacts[0].Key != r.Steps[0].Artifacts[0].Key ||
 			step.Artifacts[0].SHA256 != r.Steps[0].Artifacts[0].SHA256 || step.Artifacts[0].Missing {
 			t.Fatalf("manifest step = %+v, run's record %+v", step, r.Steps[0])
 		}
@@ -93,7 +92,7 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 // worker of River's runs anything) and works its job by hand, as a worker
 // would have: the finish commits the manifest's job, which nothing has run
 // yet. It returns the planner for the next Service.
-func finishedUnwritten(t *testing.T, db dbRef, st storage.Store, fp string) (Planner, *Service, runs.Accepted, *runs.Run) {
+func finishedUnwritten(t *testing.T, db dbRef, st vocab.Store, fp string) (lifecycle.Planner, *Service, runs.Accepted, *runs.Run) {
 	t.Helper()
 	p := planner(func() playbooks.PlannedStep {
 		return fakestep.Step("grab", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil))
@@ -108,7 +107,7 @@ func finishedUnwritten(t *testing.T, db dbRef, st storage.Store, fp string) (Pla
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Status != StatusSucceeded {
+	if row.Status != vocab.StatusSucceeded {
 		t.Fatalf("run %s (%s), want succeeded", row.Status, row.Reason)
 	}
 	return p, a, acc, row
@@ -128,7 +127,7 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 		}
 		b := newService(t, db, p, true, withStore(st))
 		r := waitManifest(t, b, acc.RunID)
-		if m := manifestOf(t, st, r.Manifest); m.Run.Status != StatusSucceeded || m.Run.ID != acc.RunID {
+		if m := manifestOf(t, st, r.Manifest); m.Run.Status != vocab.StatusSucceeded || m.Run.ID != acc.RunID {
 			t.Fatalf("manifest after the crash = %+v", m.Run)
 		}
 	})
@@ -165,12 +164,12 @@ func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
 
 // lateUpload stores one more artifact for the run's step and records it with
 // a manifest request in one transaction, as the spool does; its key.
-func lateUpload(t *testing.T, s *Service, st storage.Store, r *runs.Run) string {
+func lateUpload(t *testing.T, s *Service, st vocab.Store, r *runs.Run) string {
 	t.Helper()
 	ctx := context.Background()
 	rec := r.Steps[0]
 	key := strings.TrimSuffix(rec.Artifacts[0].Key, "out.txt") + "late.txt"
-	obj, err := st.Put(ctx, key, strings.NewReader("late\n"), storage.Meta{})
+	obj, err := st.Put(ctx, key, strings.NewReader("late\n"), vocab.ObjectMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +196,12 @@ func lateUpload(t *testing.T, s *Service, st storage.Store, r *runs.Run) string 
 // racingStore lands a late upload (through land) during the first manifest
 // Put it sees, as another replica's request arriving mid-write would.
 type racingStore struct {
-	storage.Store
+	vocab.Store
 	puts atomic.Int32
 	land func()
 }
 
-func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta storage.Meta) (storage.Object, error) {
+func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	if meta.Replace && r.puts.Add(1) == 1 && r.land != nil {
 		r.land()
 	}
@@ -242,7 +241,7 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 
 // lateUploadNoJob is lateUpload with only the seq bump of a request (its
 // job is another replica's).
-func lateUploadNoJob(t *testing.T, s *Service, st storage.Store, r *runs.Run) {
+func lateUploadNoJob(t *testing.T, s *Service, st vocab.Store, r *runs.Run) {
 	ctx := context.Background()
 	rec := r.Steps[0]
 	rec.Summary = "late upload landed"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,7 +27,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 		s := newService(t, db, planner(), false, func(o *Options) { o.Registerer = reg }) // not started: nothing works the job
 		lease := fastRuns().LeaseTimeout.Milliseconds()
 		readme := ""
-		if dialectOf(s) == dialectPostgres {
+		if dialectOf(s) == database.Postgres {
 			readme = readmeOrphanQuery(t, fastRuns().LeaseTimeout)
 		}
 		for i, tc := range []struct {

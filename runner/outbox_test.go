@@ -192,7 +192,7 @@ func TestRunNeverWaitsForTheNotifier(t *testing.T) {
 		s := newService(t, db, threeSteps(c), true, notifyTo(f))
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished while the notifier hangs", isFinished)
-		if r.Status != StatusSucceeded {
+		if r.Status != vocab.StatusSucceeded {
 			t.Fatalf("run %s (%s)", r.Status, r.Reason)
 		}
 		if keys, _ := f.thread(id); len(keys) != 0 {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -26,7 +25,7 @@ func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		rec := stepByID(r, "scrape")
-		if r.Status != StatusFailed || rec.Status != executor.Failed || rec.Reason != "timeout" || !rec.Partial {
+		if r.Status != vocab.StatusFailed || rec.Status != vocab.StatusFailed || rec.Reason != "timeout" || !rec.Partial {
 			t.Fatalf("run %s, scrape %s/%s partial=%v; want failed, failed/timeout, partial", r.Status, rec.Status, rec.Reason, rec.Partial)
 		}
 		if rec.Summary == "" || rec.Signals[vocab.SigKVUsage] != 0.97 || rec.Findings["second_scrape_error"] != "stopped" ||

@@ -9,7 +9,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -31,11 +30,11 @@ func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
 		s := newService(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || calls.Load() != 2 || r.Attempts != 2 {
+		if r.Status != vocab.StatusSucceeded || calls.Load() != 2 || r.Attempts != 2 {
 			t.Fatalf("run %s after %d attempts, step ran %d times; want succeeded on attempt 2, step run twice",
 				r.Status, r.Attempts, calls.Load())
 		}
-		if st := stepByID(r, "snap"); st.Status != executor.Succeeded || st.Findings["ratio"] != 0.5 {
+		if st := stepByID(r, "snap"); st.Status != vocab.StatusSucceeded || st.Findings["ratio"] != 0.5 {
 			t.Errorf("stored step %+v, want the second attempt's record", st)
 		}
 	})
@@ -52,7 +51,7 @@ func TestStepThatCanNeverBeStoredFailsTheRun(t *testing.T) {
 		s := newService(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusFailed || c.Count(id+"/snap") != fastRuns().MaxAttempts {
+		if r.Status != vocab.StatusFailed || c.Count(id+"/snap") != fastRuns().MaxAttempts {
 			t.Fatalf("run %s (%s), step ran %d times; want failed after %d attempts", r.Status, r.Reason,
 				c.Count(id+"/snap"), fastRuns().MaxAttempts)
 		}

@@ -15,7 +15,7 @@ import (
 // dbTime is an SQL expression for the database's clock plus secs, in the
 // format River stores on each dialect.
 func dbTime(s *Service, secs int) string {
-	if dialectOf(s) == dialectPostgres {
+	if dialectOf(s) == database.Postgres {
 		return fmt.Sprintf("now() + make_interval(secs => %d)", secs)
 	}
 	return fmt.Sprintf("datetime('now', 'subsec', '%+d seconds')", secs)
@@ -23,7 +23,7 @@ func dbTime(s *Service, secs int) string {
 
 // jobArg is an SQL expression reading one field of a River job's args.
 func jobArg(s *Service, field string) string {
-	if dialectOf(s) == dialectPostgres {
+	if dialectOf(s) == database.Postgres {
 		return "(args->>'" + field + "')"
 	}
 	return "json_extract(args, '$." + field + "')"
@@ -46,7 +46,7 @@ func setJob(t *testing.T, s *Service, id, set string) {
 func liveJobs(t *testing.T, s *Service, id string, gen int) int {
 	t.Helper()
 	var want any = gen // json_extract yields an integer on SQLite, ->> text on PostgreSQL
-	if dialectOf(s) == dialectPostgres {
+	if dialectOf(s) == database.Postgres {
 		want = fmt.Sprint(gen)
 	}
 	var n int
@@ -108,7 +108,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := leaseOf(t, s, ids[i])
-			taken := l.generation == 1 && r.Resumed == 1 && r.Status == StatusQueued && !l.owner.Valid
+			taken := l.generation == 1 && r.Resumed == 1 && r.Status == vocab.StatusQueued && !l.owner.Valid
 			if taken != tc.stranded {
 				t.Errorf("%s: generation %d resumed %d status %s; taken = %v, want %v", tc.name, l.generation, r.Resumed, r.Status, taken, tc.stranded)
 			}
@@ -132,12 +132,12 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			if i < 3 { // the job fetched "just now" is never claimed either: taken once lease_timeout passed
 				wantResumed = 1
 			}
-			if r.Status != StatusSucceeded || r.Resumed != wantResumed || c.Count(ids[i]+"/a") != 1 {
+			if r.Status != vocab.StatusSucceeded || r.Resumed != wantResumed || c.Count(ids[i]+"/a") != 1 {
 				t.Errorf("%s: run %s resumed %d, step ran %d times; want succeeded, resumed %d, once",
 					tc.name, r.Status, r.Resumed, c.Count(ids[i]+"/a"), wantResumed)
 			}
 		}
-		if r, _ := s.Get(ctx, ids[4]); r.Status != StatusQueued || r.Resumed != 0 {
+		if r, _ := s.Get(ctx, ids[4]); r.Status != vocab.StatusQueued || r.Resumed != 0 {
 			t.Errorf("snoozed run %s resumed %d after the others finished; want still queued, not resumed", r.Status, r.Resumed)
 		}
 	})
@@ -175,7 +175,7 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, stuck, "River to fetch the job")
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.Count(id+"/a") != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.Count(id+"/a") != 1 {
 			t.Fatalf("run %s resumed %d attempts %d, step ran %d times; want succeeded, resumed once, one attempt, once",
 				r.Status, r.Resumed, r.Attempts, c.Count(id+"/a"))
 		}

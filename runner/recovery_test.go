@@ -13,7 +13,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -38,7 +37,7 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier, withReplica("r0"))
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start on the first process")
-		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
+		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == vocab.StatusSucceeded })
 
 		s1.abandon()
 		crashed := time.Now()
@@ -46,7 +45,7 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		r := waitRun(t, s2, id, "finished", isFinished)
 		t.Logf("recovery: crash to resumed run finished in %s (lease_timeout %s)", time.Since(crashed), fastRuns().LeaseTimeout)
 
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 2 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 2 {
 			t.Fatalf("run %s resumed=%d attempts=%d (%s), want succeeded, resumed 1, attempts 2", r.Status, r.Resumed, r.Attempts, r.Reason)
 		}
 		if got := second.Snapshot(); len(got) != 2 || got[id+"/b"] != 1 || got[id+"/c"] != 1 {
@@ -123,7 +122,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range append(acc, acc2...) {
-			if r := waitRun(t, s1, a.RunID, "finished", isFinished); r.Status != StatusSucceeded {
+			if r := waitRun(t, s1, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded {
 				t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 			}
 		}
@@ -154,7 +153,7 @@ func TestAttemptsExhausted(t *testing.T) {
 		s1.abandon()
 		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true, oneAttempt)
 		r := waitRun(t, s2, id, "finished", isFinished)
-		if r.Status != StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
+		if r.Status != vocab.StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
 			t.Fatalf("run %s (%q), want failed with the reason", r.Status, r.Reason)
 		}
 		if c.Count(id+"/c") != 0 {
@@ -181,7 +180,7 @@ func TestGracefulStopResumesInNextProcess(t *testing.T) {
 		}
 		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true)
 		r = waitRun(t, s2, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
 			t.Fatalf("run %s resumed=%d attempts=%d, want succeeded, resumed 1, the shutdown not counted as an attempt",
 				r.Status, r.Resumed, r.Attempts)
 		}

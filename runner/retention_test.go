@@ -18,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -25,7 +26,7 @@ import (
 
 // forEachArtifactStore runs f on a Local folder and on a real S3 server
 // (versitygw, started by internal/testkit/testenv).
-func forEachArtifactStore(t *testing.T, f func(t *testing.T, st storage.Store)) {
+func forEachArtifactStore(t *testing.T, f func(t *testing.T, st vocab.Store)) {
 	t.Run("local", func(t *testing.T) {
 		st, err := storage.NewLocal(t.TempDir())
 		if err != nil {
@@ -54,12 +55,12 @@ const month = 30 * 24 * time.Hour
 // running), each with objects under its folder.
 type retentionFixture struct {
 	s                      *Service
-	planner                Planner // the Service's
-	st                     storage.Store
+	planner                lifecycle.Planner // the Service's
+	st                     vocab.Store
 	old, young, unfinished *runs.Run
 }
 
-func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts string) *retentionFixture {
+func newRetentionFixture(t *testing.T, db dbRef, st vocab.Store, artifacts string) *retentionFixture {
 	t.Helper()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
@@ -82,11 +83,11 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 	unfinishedID := acceptOne(t, s, firing("fp-unfinished "+t.Name(), at)).RunID
 	f.old, f.young = waitManifest(t, s, oldID), waitManifest(t, s, youngID)
 	fakestep.WaitFor(t, started, "the unfinished run's step")
-	f.unfinished = waitRun(t, s, unfinishedID, "running", func(r *runs.Run) bool { return r.Status == StatusRunning })
+	f.unfinished = waitRun(t, s, unfinishedID, "running", func(r *runs.Run) bool { return r.Status == vocab.StatusRunning })
 	// An object of the unfinished run, as its first steps would have stored.
 	key := storage.ArtifactKey(storage.ArtifactPath{Started: f.unfinished.CreatedAt, Alertname: f.unfinished.Alertname,
 		RunID: f.unfinished.ID, Plan: "pb", Step: "early", File: "early.txt"})
-	if _, err := st.Put(context.Background(), key, strings.NewReader("early\n"), storage.Meta{}); err != nil {
+	if _, err := st.Put(context.Background(), key, strings.NewReader("early\n"), vocab.ObjectMeta{}); err != nil {
 		t.Fatal(err)
 	}
 	// River's periodic pass at start (RunOnStart) has run before anything
@@ -110,7 +111,7 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 func (f *retentionFixture) objects(t *testing.T, r *runs.Run) []string {
 	t.Helper()
 	var keys []string
-	if err := f.st.List(context.Background(), storage.RunPrefix(r.CreatedAt, r.Alertname, r.ID), func(e storage.ListEntry) error {
+	if err := f.st.List(context.Background(), storage.RunPrefix(r.CreatedAt, r.Alertname, r.ID), func(e vocab.ListEntry) error {
 		keys = append(keys, e.Key)
 		return nil
 	}); err != nil {
@@ -143,7 +144,7 @@ func (f *retentionFixture) rowsOf(t *testing.T, id string) int {
 func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 			oldObjects, youngObjects := f.objects(t, f.old), f.objects(t, f.young)
 			if len(oldObjects) != 2 || len(youngObjects) != 2 || f.rowsOf(t, f.old.ID) < 3 {
@@ -194,7 +195,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsBucket)
 			if n, err := f.s.art.RetentionOnce(context.Background()); err != nil || n != 1 {
 				t.Fatalf("retention deleted %d runs, %v; want 1", n, err)
@@ -215,7 +216,7 @@ func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete)
 			ctx := context.Background()
 			batch, err := f.s.art.OldRuns(ctx, month.Milliseconds(), nil)

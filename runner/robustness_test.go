@@ -74,17 +74,18 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var status, reason string
+		var status vocab.Status
+		var reason string
 		var generation int
 		deadline := time.Now().Add(30 * time.Second)
-		for status != StatusFailed && time.Now().Before(deadline) {
+		for status != vocab.StatusFailed && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			if err := s.db.QueryRowContext(ctx, `SELECT status, reason, generation FROM autocapture_runs WHERE id = $1`,
 				acc.RunID).Scan(&status, &reason, &generation); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if status != StatusFailed || !strings.Contains(reason, "cannot read the run") {
+		if status != vocab.StatusFailed || !strings.Contains(reason, "cannot read the run") {
 			t.Fatalf("status %q reason %q", status, reason)
 		}
 		time.Sleep(3 * s.life.Config().LeaseTimeout) // long enough for a reaper to take it again, if it would
@@ -115,7 +116,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		if err := s.out.Append(ctx, tx, acc.RunID, outbox.Open{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, StatusRunning, acc.RunID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, vocab.StatusRunning, acc.RunID); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -132,7 +133,7 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		n.mu.Lock()
 		closes := append([]notify.Summary(nil), n.closes...)
 		n.mu.Unlock()
-		if r.Status != StatusCancelled || len(closes) != 1 || closes[0].Status != StatusCancelled || c.Count(acc.RunID+"/a") != 0 {
+		if r.Status != vocab.StatusCancelled || len(closes) != 1 || closes[0].Status != vocab.StatusCancelled || c.Count(acc.RunID+"/a") != 0 {
 			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.Count(acc.RunID+"/a"))
 		}
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -137,7 +138,7 @@ func withReplica(name string) svcOpt {
 
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
-func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
+func newService(t testing.TB, db dbRef, p lifecycle.Planner, start bool, opts ...svcOpt) *Service {
 	t.Helper()
 	o := Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path, Planner: p,
 		Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()}

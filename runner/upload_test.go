@@ -37,7 +37,7 @@ func uploadArtifactStep(name string, body []byte) playbooks.PlannedStep {
 	return fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: "application/json"})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{ContentType: "application/json"})
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func withUploadBackoff(d time.Duration) svcOpt { return func(o *Options) { o.upl
 func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 	t.Helper()
 	var keys []string
-	if err := sp.Spooled(context.Background(), func(o storage.Object, _ time.Time) error {
+	if err := sp.Spooled(context.Background(), func(o vocab.Object, _ time.Time) error {
 		keys = append(keys, o.Key)
 		return nil
 	}); err != nil {
@@ -90,7 +90,7 @@ func TestUploadAfterOutage(t *testing.T) {
 		acc := acceptOne(t, s, firing("fp-outage", time.Now()))
 		r := waitRun(t, s, acc.RunID, "finished", isFinished)
 		step := stepByID(r, "snapshot")
-		if r.Status != StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
+		if r.Status != vocab.StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
 			t.Fatalf("run %s, step %+v: want succeeded with one pending artifact", r.Status, step)
 		}
 		art := step.Artifacts[0]
@@ -147,13 +147,13 @@ func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
 		srv := testenv.StartVersityGW(t)
 		dir := t.TempDir()
 		sp, s3 := s3Spool(t, srv, "kill9", dir)
-		done, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-gone/pb/snapshot/done.json", strings.NewReader(`{"done":true}`), storage.Meta{})
+		done, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-gone/pb/snapshot/done.json", strings.NewReader(`{"done":true}`), vocab.ObjectMeta{})
 		if err != nil || done.Pending {
 			t.Fatalf("direct put = %+v, %v", done, err)
 		}
 		srv.Proc.Stop()
 		orphan, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-killed/pb/snapshot/prometheus.json",
-			strings.NewReader(strings.Repeat(`{"x":1}`, 500)), storage.Meta{})
+			strings.NewReader(strings.Repeat(`{"x":1}`, 500)), vocab.ObjectMeta{})
 		if err != nil || !orphan.Pending {
 			t.Fatalf("put while down = %+v, %v; want pending", orphan, err)
 		}
