@@ -6,14 +6,17 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
 )
 
 // TestServicePing: the Service answers /-/ready's ping while its store does.
@@ -87,5 +90,30 @@ func TestStoreCommitsDurably(t *testing.T) {
 				t.Fatalf("synchronous_commit = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplicasStartingTogetherOnAFreshDatabase: several processes opening the
+// same new PostgreSQL database at once all migrate it without failing.
+func TestReplicasStartingTogetherOnAFreshDatabase(t *testing.T) {
+	dsn := testenv.StartPostgres(t)
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: dsn, Planner: planner(),
+				Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent first start: %v", err)
 	}
 }

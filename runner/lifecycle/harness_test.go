@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,13 @@ func (o *recOutbox) Claimed(_ context.Context, _ *sql.Tx, runID string, n int, o
 	defer o.mu.Unlock()
 	o.claimed = append(o.claimed, fmt.Sprintf("%s %d %s", runID, n, owner))
 	return nil
+}
+
+// claims are the Claimed calls so far: "run n owner".
+func (o *recOutbox) claims() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.claimed)
 }
 
 func (o *recOutbox) RenewBeside(context.Context, *sync.WaitGroup) {}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"crypto/rand"
@@ -31,7 +31,7 @@ func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["model_name"]+"/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}
 		}}
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		prefix, name, model := huge(), huge(), huge()
 		for i, fp := range []string{"a", "b"} {
 			a := firing(fp, time.Now().UTC())
