@@ -130,11 +130,6 @@ func notifyTo(n notify.Notifier) svcOpt {
 	return func(o *Options) { o.Notifiers = map[string]notify.Notifier{"default": n} }
 }
 
-// withReplica names the Service's replica (runs.replica).
-func withReplica(name string) svcOpt {
-	return func(o *Options) { o.Config.Replica = name }
-}
-
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
 func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
@@ -314,23 +309,6 @@ func dialectOf(s *Service) database.Dialect { return s.db.(*cutStore).dialect }
 
 // tablesOf are the typed statements of a test Service's database.
 func tablesOf(s *Service) database.Tables { return database.NewTables(dialectOf(s)) }
-
-// lease is what a run's row says of who holds it.
-type lease struct {
-	owner      sql.NullString // NULL: nobody holds it
-	generation int            // its job's: the reaper's resumes count it up
-}
-
-// leaseOf reads run id's lease from its row.
-func leaseOf(t *testing.T, s *Service, id string) lease {
-	t.Helper()
-	var l lease
-	if err := rawDB(s).QueryRowContext(context.Background(), `SELECT owner, generation FROM autocapture_runs WHERE id = $1`, id).
-		Scan(&l.owner, &l.generation); err != nil {
-		t.Fatalf("lease of run %s: %v", id, err)
-	}
-	return l
-}
 
 // rawDB is the *sql.DB under a test Service's store seam.
 func rawDB(s *Service) *sql.DB { return s.db.(*cutStore).store.(*sql.DB) }
