@@ -104,7 +104,7 @@ func (a *Actions) comment(row database.ActionRow) string {
 	if a.d.RunURL != nil {
 		link = a.d.RunURL(row.RunID)
 	}
-	return fmt.Sprintf("Silenced from Slack by autocapture: run %s", link)
+	return fmt.Sprintf("Silenced with autocapture (Slack thread or run page): run %s", link)
 }
 
 // Unsilence expires the silence action c.SilenceAction made. One unsilence
