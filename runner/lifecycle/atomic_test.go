@@ -27,7 +27,7 @@ func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 4)
 		release := make(chan struct{})
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
@@ -114,7 +114,7 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 2)
 				release := make(chan struct{})
-				p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+				p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 					pl := plan("pb", fakestep.Step("snap", vocab.TierMetrics, fakestep.Block(c, started, release)))
 					tc.scope(pl)
 					return []*playbooks.Plan{pl}
@@ -163,7 +163,7 @@ func TestFailedStepGivesItsCooldownBack(t *testing.T) {
 		c := fakestep.NewCounter()
 		var fail atomic.Bool
 		fail.Store(true)
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			step := fakestep.OK(c, nil)
 			if fail.Load() {
 				step = fakestep.Fail(c, errors.New("scrape refused"))

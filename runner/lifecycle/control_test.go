@@ -170,7 +170,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestSkippedRuns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		cooled := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		cooled := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["alertname"] == "Unmatched" {
 				return nil
 			}
@@ -217,7 +217,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 2)
 		release := make(chan struct{})
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}

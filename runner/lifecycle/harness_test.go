@@ -22,6 +22,8 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/testkit/crashstore"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -54,7 +56,7 @@ func fastRuns() config.Runs {
 // and the outbox, the artifacts' Keeper and the profiling plane stood in for.
 type proc struct {
 	*Runs
-	db      *cutStore // the Runs' store seam: cut, the process is crashed
+	db      *crashstore.Store // the Runs' store seam: cut, the process is crashed
 	raw     *sql.DB
 	dialect database.Dialect
 	tables  database.Tables
@@ -104,12 +106,12 @@ func newProc(t testing.TB, db dbRef, p Planner, start bool, opts ...procOpt) *pr
 		raw.Close()
 		t.Fatalf("open heartbeat pool: %v", err)
 	}
-	cut := &cutStore{Store: raw}
+	cut := crashstore.New(raw)
 	pr := &proc{db: cut, raw: raw, dialect: d, tables: database.NewTables(d), out: newRecOutbox(t, raw, d),
 		art: &fakeKeeper{}, plane: &fakePlane{}, reg: o.reg}
 	owner := fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.replica), os.Getpid(), uuid.NewString()[:8])
 	log := zaptest.NewLogger(t)
-	pr.Runs = New(Deps{Config: o.cfg, Planner: p, Now: o.now, DB: cut, Beat: &cutStore{Store: beat, of: cut},
+	pr.Runs = New(Deps{Config: o.cfg, Planner: p, Now: o.now, DB: cut, Beat: cut.Beside(beat),
 		Dialect: d, Owner: owner, Log: log, Registerer: o.reg,
 		Retry: func(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }})
 	pr.art.out = pr.out
@@ -136,7 +138,7 @@ func newProc(t testing.TB, db dbRef, p Planner, start bool, opts ...procOpt) *pr
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := pr.Stop(ctx); err != nil && !pr.db.cut.Load() {
+		if err := pr.Stop(ctx); err != nil && !pr.db.IsCut() {
 			t.Errorf("stop: %v", err)
 		}
 		pr.Close()
@@ -151,83 +153,12 @@ func newProc(t testing.TB, db dbRef, p Planner, start bool, opts ...procOpt) *pr
 	return pr
 }
 
-// cutStore is the Runs' store seam in these tests: cut makes every later
-// statement fail before it reaches the database (as a crashed process writes
-// nothing more), and hold, when set before Start, runs before each statement.
-type cutStore struct {
-	Store
-	cut  atomic.Bool
-	hold func(ctx context.Context, query string, args []any)
-	// of is the db seam when this one wraps the heartbeat pool: cut and hold
-	// are that one's, so a crashed process renews nothing.
-	of *cutStore
-}
-
-var errCut = errors.New("test: the process crashed, its store is cut off")
-
-func (c *cutStore) before(ctx context.Context, query string, args []any) error {
-	if c.of != nil {
-		return c.of.before(ctx, query, args)
-	}
-	if c.hold != nil {
-		c.hold(ctx, query, args)
-	}
-	if c.cut.Load() {
-		return errCut
-	}
-	return nil
-}
-
-func (c *cutStore) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := c.before(ctx, query, args); err != nil {
-		return nil, err
-	}
-	return c.Store.ExecContext(ctx, query, args...)
-}
-
-func (c *cutStore) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if err := c.before(ctx, query, args); err != nil {
-		return nil, err
-	}
-	return c.Store.QueryContext(ctx, query, args...)
-}
-
-// QueryRowContext of a cut store answers a row whose Scan fails (a *sql.Row
-// cannot be built with an error: the query runs on a cancelled context).
-func (c *cutStore) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := c.before(ctx, query, args); err != nil {
-		dead, cancel := context.WithCancelCause(ctx)
-		cancel(err)
-		return c.Store.QueryRowContext(dead, query, args...)
-	}
-	return c.Store.QueryRowContext(ctx, query, args...)
-}
-
-// Ready passes the heartbeat pool's wait for a connection through (see
-// BeatReady); a cut store has none to wait for.
-func (c *cutStore) Ready(ctx context.Context) error {
-	if err := c.before(ctx, "ready", nil); err != nil {
-		return err
-	}
-	if r, ok := c.Store.(beatReadier); ok {
-		return r.Ready(ctx)
-	}
-	return nil
-}
-
-func (c *cutStore) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-	if err := c.before(ctx, "BEGIN", nil); err != nil {
-		return nil, err
-	}
-	return c.Store.BeginTx(ctx, opts)
-}
-
 // abandon makes p behave as a crashed process: its store is cut off (no more
 // heartbeats, releases, step records or reaping reach the database), its
 // background work ended, every run interrupted at once, its River client
 // stopped with its jobs cancelled, its leases left to expire.
 func (p *proc) abandon() {
-	p.db.cut.Store(true)
+	p.db.Cut()
 	p.StopBackground()
 	p.Interrupt(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -390,38 +321,14 @@ type fakePlane struct{ steps atomic.Int64 }
 
 func (p *fakePlane) CountStep(executor.StepRecord) { p.steps.Add(1) }
 
-// fakePlanner returns hand-built plans; Rebuild returns the plan of the same name.
-type fakePlanner struct {
-	plans func(a template.Alert) []*playbooks.Plan
-}
-
-func (f fakePlanner) Plan(a template.Alert, _ vocab.Window) ([]*playbooks.Plan, error) {
-	return f.plans(a), nil
-}
-
-func (f fakePlanner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ vocab.Window) (*playbooks.Plan, error) {
-	for _, p := range f.plans(a) {
-		if p.Playbook == sp.Playbook && p.Digest == sp.Digest {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("no playbook %s with digest %s", sp.Playbook, sp.Digest)
-}
+// fakePlanner, plan and planner are fakestep's Planner, Plan and OnePlan.
+type fakePlanner = fakestep.Planner
 
 func plan(name string, steps ...playbooks.PlannedStep) *playbooks.Plan {
-	return &playbooks.Plan{Playbook: name, File: name + ".yaml", Digest: "sha-" + name,
-		Source: []byte("name: " + name), Steps: steps}
+	return fakestep.Plan(name, steps...)
 }
 
-func planner(steps ...func() playbooks.PlannedStep) fakePlanner {
-	return fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-		ps := make([]playbooks.PlannedStep, len(steps))
-		for i, s := range steps {
-			ps[i] = s()
-		}
-		return []*playbooks.Plan{plan("pb", ps...)}
-	}}
-}
+func planner(steps ...func() playbooks.PlannedStep) fakePlanner { return fakestep.OnePlan(steps...) }
 
 func firing(fp string, startsAt time.Time) template.Alert {
 	return template.Alert{Status: "firing", Fingerprint: fp, StartsAt: startsAt,

@@ -158,7 +158,7 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		stuck := make(chan struct{}, 1)
 		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		// The claim of generation 0 hangs, as a process that died after River's fetch.
-		s.db.hold = func(ctx context.Context, query string, args []any) {
+		s.db.Hold = func(ctx context.Context, query string, args []any) {
 			if !isClaim(s, query) || args[len(args)-1] != 0 {
 				return
 			}

@@ -22,8 +22,8 @@ var keyProfiled = outbox.VerdictEdit{Profiled: "pb/prof"}.Key()
 
 // thenProfile is base's plan with a profile step (id prof, tier 3) after it.
 func thenProfile(base fakePlanner, prof func() vocab.Step) fakePlanner {
-	return fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
-		ps := base.plans(a)
+	return fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
+		ps := base.Plans(a)
 		s := fakestep.Step("prof", vocab.TierProfile, prof())
 		s.Kind = "profile"
 		ps[0].Steps = append(ps[0].Steps, s)
