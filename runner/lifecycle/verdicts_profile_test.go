@@ -36,12 +36,8 @@ func thenProfile(base fakePlanner, prof func() vocab.Step) fakePlanner {
 func gemmProfile(release <-chan struct{}) func() vocab.Step {
 	return func() vocab.Step {
 		return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
-			if release != nil {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+			if err := awaitRelease(ctx, release); err != nil {
+				return nil, err
 			}
 			return &vocab.Result{Summary: "profile: GEMM 92%", Profile: &vocab.ProfileFinding{Plan: in.Plan, Step: in.StepID,
 				Family: "gemm", Share: 0.92, TopKernel: "sm90_xmma_gemm_bf16", TopKernelShare: 0.7,

@@ -65,16 +65,25 @@ func snapshotThenScrape(scrape func() vocab.Step) fakePlanner {
 		})
 }
 
+// awaitRelease waits until release is closed (nil: not at all) or ctx ends.
+func awaitRelease(ctx context.Context, release <-chan struct{}) error {
+	if release == nil {
+		return nil
+	}
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // fullPool is a scrape that shows a full KV pool, after release (nil: at once).
 func fullPool(release <-chan struct{}) func() vocab.Step {
 	return func() vocab.Step {
 		return fakestep.Func(func(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
-			if release != nil {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+			if err := awaitRelease(ctx, release); err != nil {
+				return nil, err
 			}
 			return &vocab.Result{Summary: "scrape", Signals: vocab.Signals{vocab.SigKVUsage: 0.99}}, nil
 		})
