@@ -49,6 +49,9 @@ type RunInfo struct {
 	// Silenced, when set, says the alert is silenced in Alertmanager from
 	// the thread: by whom, until when.
 	Silenced string
+	// Profilable: the run's playbooks have a profile step a reader may
+	// take again from the thread.
+	Profilable bool
 }
 
 // StatusNotConfigured is a step's status when it could not run because
@@ -80,6 +83,9 @@ type StepReport struct {
 	Plan string
 	// Verdict is the step's triage verdict, if it reached one.
 	Verdict *vocab.Verdict
+	// Repeat, with Verdict, is the earlier run that reached the same verdict
+	// on the same instance or model, whose evidence the reply links.
+	Repeat *Repeat
 	// Key identifies this reply within the run's thread ("step/<plan>/<id>",
 	// "run/resumed/2"): the same operation always has the same key.
 	Key string

@@ -208,7 +208,7 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 		Log: log, Registerer: o.Registerer}); err != nil {
 		return err
 	}
-	if act, err = newActions(o, d, tables, func() actions.Store { return s.db }, s.out); err != nil {
+	if act, err = newActions(o, d, tables, func() actions.Store { return s.db }, s.out, s.life, s.prof, s.art.Link); err != nil {
 		return err
 	}
 	loops := []lifecycle.Loop{s.prof, s.art}

@@ -67,10 +67,15 @@ type choice struct{ Choice, Text string }
 // notices are what a submission's result says on the page it returns to;
 // the page's address carries only the key, never text.
 var notices = map[string]string{
-	"silence/done":      "Silenced: Alertmanager holds the silence below, and the Slack thread says so.",
-	"silence/failed":    "Nothing was silenced: Alertmanager did not make the silence (the actions below say why). Check alertmanager.urls and that Alertmanager is up, then try again.",
-	"silence/already":   "Already silenced: who silenced it, and until when, is below.",
-	"silence/busy":      "Someone is silencing this alert right now: reload in a moment.",
+	"silence/done":    "Silenced: Alertmanager holds the silence below, and the Slack thread says so.",
+	"silence/failed":  "Nothing was silenced: Alertmanager did not make the silence (the actions below say why). Check alertmanager.urls and that Alertmanager is up, then try again.",
+	"silence/already": "Already silenced: who silenced it, and until when, is below.",
+	"silence/busy":    "Someone is silencing this alert right now: reload in a moment.",
+	"silence/" + actions.ResultUnmatched: "Nothing was silenced: the alert carries none of the labels its silence matches on, " +
+		"and a silence without matchers would silence every alert. Silence it in Alertmanager by hand, or name labels " +
+		"the alert carries in the playbook's silence.matchers.",
+	"silence/" + actions.ResultUnplanned: "Nothing was silenced: this run has not chosen its playbook yet, so what its " +
+		"silence should match is not known. Try again once it starts.",
 	"unsilence/done":    "The silence is expired: the alert notifies again.",
 	"unsilence/failed":  "The silence still holds: Alertmanager did not expire it (the actions below say why). Try again once it answers.",
 	"unsilence/already": "That silence was already expired.",

@@ -72,8 +72,11 @@ type runView struct {
 	Profiles    []profileView
 	Artifacts   []artifactView
 	Manifest    *artifactView
-	Steps       []stepView
-	Took        string
+	// RepeatHref links the key artifact of the earlier run whose verdict
+	// this one repeats (Run.Repeat); "" for none.
+	RepeatHref string
+	Steps      []stepView
+	Took       string
 	// From GET /api/v1/runs/{id}/profile, when profiling is served.
 	Lease         *runs.ProfileLease
 	ProfileEvents []runs.ProfileEvent
@@ -195,6 +198,9 @@ func (p *Pages) newRunView(r *runs.Run) runView {
 		}
 	}
 	v.Head = newHeadline(r, len(r.Steps))
+	if rep := r.Repeat; rep != nil {
+		v.RepeatHref = p.artifactHref(rep.Run.ID, rep.EvidenceKey)
+	}
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
 			Href: p.artifactHref(r.ID, r.Manifest)}

@@ -51,6 +51,9 @@ func parentPayload(p Parent) map[string]any {
 	if p.Resumed > 0 {
 		m["resumed"] = strconv.Itoa(p.Resumed)
 	}
+	if p.Profilable {
+		m["profilable"] = "1"
+	}
 	if p.Duration > 0 {
 		m["duration"] = p.Duration.String()
 	}
@@ -86,6 +89,7 @@ func parentFromPayload(runID string, m map[string]any) Parent {
 		Silenced: str(m, "silenced")}
 	p.Since, _ = time.Parse(time.RFC3339, str(m, "since"))
 	p.Resumed, _ = strconv.Atoi(str(m, "resumed"))
+	p.Profilable = str(m, "profilable") == "1"
 	p.Duration, _ = time.ParseDuration(str(m, "duration"))
 	if r, ok := m["resolved_after"].(string); ok {
 		p.Resolved = true

@@ -62,6 +62,12 @@ type Parent struct {
 	// AskSilence adds the "Silence…" buttons (notify.slack.actions.silence),
 	// the notifier's setting as AskFeedback is.
 	AskSilence bool
+	// AskProfile adds "Profile again" (notify.slack.actions.profile) when
+	// the run is Profilable.
+	AskProfile bool
+	// Profilable: the run's playbooks have a profile step; kept in the
+	// metadata.
+	Profilable bool
 	// Seen is the seen-before line, Slack markup (seenLine): set at open,
 	// kept in the metadata.
 	Seen string
@@ -192,6 +198,9 @@ func RenderParent(p Parent) Message {
 	}
 	if p.AskSilence && !p.Resolved {
 		blocks = append(blocks, silenceButtons(p.RunID))
+	}
+	if p.AskProfile && p.Profilable { // resolved too: a capture once healthy compares as well
+		blocks = append(blocks, profileButton(p.RunID))
 	}
 	text = append(text, fallbackTitle(p), p.statusLine(false))
 	return Message{Text: clip.Runes(esc(strings.Join(text, "\n")), maxFallback), Blocks: blocks}

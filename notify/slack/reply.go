@@ -22,7 +22,7 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 	if !shown(r, n.postSkipped) {
 		return nil
 	}
-	msg := RenderReply(r)
+	msg := n.withRepeat(RenderReply(r), r)
 	if r.Change != "" { // the refined verdict differs from the preliminary one
 		msg = RenderVerdictChange(r)
 	}
@@ -57,7 +57,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 		p.Links = n.freshLinks(s.RunID, p.Links)
 	}
 	p = p.Apply(s)
-	p.AskFeedback, p.AskSilence = n.feedback, n.silence
+	p.AskFeedback, p.AskSilence, p.AskProfile = n.feedback, n.silence, n.profile
 	msg := RenderParent(p)
 	if s.Group != nil { // the thread is a storm's or a fleet's: its parent shows the group
 		msg = RenderGroupParent(*s.Group, p)

@@ -176,6 +176,9 @@ type Runs struct {
 	art   Keeper
 	loops []Loop
 	act   *actions.Actions // nil: the thread's actions are off
+	// profilables caches, by playbook digest, whether a playbook has a
+	// profile step (the parent's "Profile again").
+	profilables sync.Map
 
 	mu     sync.Mutex
 	active map[string]*handle // runs this process executes, by id

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/grouping"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -146,6 +147,9 @@ func (s *Runs) takeSlots(ctx context.Context, r *runRow, plans []*playbooks.Plan
 // (cooldown and max_concurrent checked, identity and window persisted), rebuilt
 // from what was stored on resume. skip is set when no plan is left to run.
 func (s *Runs) plansFor(ctx context.Context, r *runRow) (plans []*playbooks.Plan, w vocab.Window, skip string, err error) {
+	if actionID, ok := actions.AgainAction(r.Key); ok { // a profile taken again (again.go)
+		return s.againPlans(ctx, r, actionID)
+	}
 	if r.plans != nil && r.window != nil {
 		for _, sp := range r.plans {
 			p, err := s.planner.Rebuild(sp, r.received, *r.window)

@@ -47,6 +47,9 @@ func (s *Runs) finish(ctx context.Context, r *runRow, status, reason string, v *
 	if err := s.out.Append(wctx, tx, r.ID, outbox.Finished{}); err != nil {
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
+	if err := s.againEnded(wctx, tx, r); err != nil { // a profile taken again replies in the clicked run's thread
+		return err
+	}
 	if err := s.art.EnqueueManifestTx(wctx, tx, r.ID); err != nil { // committed with the finish: see runner/artifacts' manifest.go
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
