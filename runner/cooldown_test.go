@@ -24,7 +24,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		c := fakestep.NewCounter()
 		n := &recNotifier{}
 		// Two playbooks, each with its cooldown, both held by the first run.
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			var out []*playbooks.Plan
 			for _, name := range []string{"pb", "pb2"} {
 				pl := plan(name, fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, nil)))

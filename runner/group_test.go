@@ -419,7 +419,7 @@ func TestStormAcceptIsAtomic(t *testing.T) {
 func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		stub := newGroupStub(t)
-		p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}

@@ -65,7 +65,7 @@ func newRetentionFixture(t *testing.T, db dbRef, st vocab.Store, artifacts strin
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	started := make(chan string, 1)
-	p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+	p := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 		step := fakestep.Step("grab", vocab.TierMetrics, artifactStep("evidence\n"))
 		if strings.HasPrefix(a.Fingerprint, "fp-unfinished") {
 			step = fakestep.Step("grab", vocab.TierMetrics, fakestep.Block(fakestep.NewCounter(), started, release))

@@ -51,6 +51,7 @@ var Layers = []Layer{
 	{"test harnesses, imported by tests only: real components, stand-ins", []string{
 		"internal/testkit/testenv", "internal/testkit/slackstub", "internal/testkit/fixtures",
 		"internal/testkit/webtlstest", "internal/testkit/hostile", "internal/testkit/golden", "internal/testkit/htmldoc",
+		"internal/testkit/crashstore",
 	}},
 	{"test harnesses built on those", []string{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",

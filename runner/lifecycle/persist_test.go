@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
 			return &vocab.Result{Summary: "ok", Findings: map[string]any{"ratio": 0.5}}, nil
 		})
 		p := planner(func() playbooks.PlannedStep { return fakestep.Step("snap", vocab.TierMetrics, snap) })
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		if r.Status != vocab.StatusSucceeded || calls.Load() != 2 || r.Attempts != 2 {
@@ -48,7 +48,7 @@ func TestStepThatCanNeverBeStoredFailsTheRun(t *testing.T) {
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, map[string]any{"ratio": math.Inf(1)}))
 		})
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		if r.Status != vocab.StatusFailed || c.Count(id+"/snap") != fastRuns().MaxAttempts {

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -30,12 +30,12 @@ func TestCancelRunningRun(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db dbRef) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
-				s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
+				s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
 				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 				fakestep.WaitFor(t, started, "step b to start")
 				canceller := s1
 				if tc.otherProcs {
-					canceller = newService(t, db, planner(), false)
+					canceller = newProc(t, db, planner(), false)
 				}
 				if _, err := canceller.Cancel(context.Background(), id); err != nil {
 					t.Fatalf("cancel: %v", err)
@@ -74,13 +74,13 @@ func TestResolutionDuringRun(t *testing.T) {
 						return fakestep.Step("frame", vocab.TierProfile, fakestep.Block(c, started, nil))
 					},
 				)
-				s1 := newService(t, db, p, true)
+				s1 := newProc(t, db, p, true)
 				t0 := time.Now().UTC().Add(-time.Minute)
 				id := acceptOne(t, s1, firing("fp", t0)).RunID
 				fakestep.WaitFor(t, started, "the tier-3 step to start")
 				resolver := s1
 				if tc.otherProcs {
-					resolver = newService(t, db, planner(), false)
+					resolver = newProc(t, db, planner(), false)
 				}
 				if acc := acceptOne(t, resolver, resolvedAlert("fp", t0, time.Now().UTC())); acc.Outcome != runs.OutcomeResolved || acc.RunID != id {
 					t.Fatalf("resolve: %+v", acc)
@@ -111,7 +111,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release))
 		})
-		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1; o.Registerer = reg })
+		s := newProc(t, db, p, true, func(o *procOpts) { o.cfg.MaxConcurrent = 1; o.reg = reg })
 		var alerts []template.Alert
 		for i := range 3 {
 			alerts = append(alerts, firing(fmt.Sprintf("fp%d", i), time.Now().UTC()))
@@ -169,7 +169,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestSkippedRuns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		cooled := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		cooled := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["alertname"] == "Unmatched" {
 				return nil
 			}
@@ -177,7 +177,7 @@ func TestSkippedRuns(t *testing.T) {
 			p.Cooldown, p.CooldownKey = time.Hour, "pb/127.0.0.1:8000"
 			return []*playbooks.Plan{p}
 		}}
-		s := newService(t, db, cooled, true)
+		s := newProc(t, db, cooled, true)
 		first := acceptOne(t, s, firing("fp1", time.Now().UTC())).RunID
 		if r := waitRun(t, s, first, "finished", isFinished); r.Status != vocab.StatusSucceeded || len(r.Playbooks) != 1 {
 			t.Fatalf("first run %s playbooks %v", r.Status, r.Playbooks)
@@ -216,12 +216,12 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 2)
 		release := make(chan struct{})
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
 		}}
-		s := newService(t, db, p, true) // runs.max_concurrent 4: only the playbook's cap holds them back
+		s := newProc(t, db, p, true) // runs.max_concurrent 4: only the playbook's cap holds them back
 		acc, err := s.Accept(context.Background(), []template.Alert{firing("x", time.Now().UTC()), firing("y", time.Now().UTC())})
 		if err != nil {
 			t.Fatal(err)
