@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
@@ -66,7 +67,10 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
+		// A lease longer than a slow machine's set-up: "fetched just now" must
+		// still be within it when the reaper looks; it is taken once it passes.
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false,
+			withConfig(func(r *config.Runs) { r.LeaseTimeout = 10 * time.Second }))
 		cases := []struct {
 			name     string
 			set      func() string // "" leaves the job as Accept made it
