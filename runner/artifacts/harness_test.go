@@ -191,6 +191,16 @@ func (h *harness) finishWithManifest(t *testing.T, id string) {
 	}
 }
 
+// finishedRun is run id, created at created, whose step grab stored body
+// as out.txt, finished with its manifest asked for; the step's record.
+func (h *harness) finishedRun(t *testing.T, id string, created time.Time, body string) executor.StepRecord {
+	t.Helper()
+	h.addRun(t, id, "running", created)
+	rec := h.putStep(t, id, created, "grab", "out.txt", body)
+	h.finishWithManifest(t, id)
+	return rec
+}
+
 // manifestKey is the manifest key run id's row records ("" none yet).
 func (h *harness) manifestKey(t *testing.T, id string) string {
 	t.Helper()

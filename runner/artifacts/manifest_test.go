@@ -36,9 +36,7 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		a := newHarness(t, db, st, false) // never started: no worker runs anything
-		a.addRun(t, "run-m2", "running", created)
-		a.putStep(t, "run-m2", created, "grab", "out.txt", "hello\n")
-		a.finishWithManifest(t, "run-m2")
+		a.finishedRun(t, "run-m2", created, "hello\n")
 		a.stop() // kill -9 right after the commit
 		ctx := context.Background()
 		want := storage.ManifestKey(created, "VLLMSlowTTFT", "run-m2")
@@ -62,9 +60,7 @@ func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		h := newHarness(t, db, st, true)
-		h.addRun(t, "run-m3", "running", created)
-		rec := h.putStep(t, "run-m3", created, "grab", "out.txt", "first\n")
-		h.finishWithManifest(t, "run-m3")
+		rec := h.finishedRun(t, "run-m3", created, "first\n")
 		key := h.waitManifest(t, "run-m3")
 		if got := manifestOf(t, st, key).Playbooks[0].Steps[0].Summary; got != "stored" {
 			t.Fatalf("first manifest summary %q", got)
@@ -138,9 +134,7 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 		rs := &racingStore{Store: local}
 		created := time.Now().Add(-time.Minute)
 		h := newHarness(t, db, rs, false)
-		h.addRun(t, "run-m4", "running", created)
-		rec := h.putStep(t, "run-m4", created, "grab", "out.txt", "first\n")
-		h.finishWithManifest(t, "run-m4")
+		rec := h.finishedRun(t, "run-m4", created, "first\n")
 		rs.land = func() { h.lateUpload(t, rec, false) }
 		if err := h.k.WriteManifest(context.Background(), "run-m4"); err != nil {
 			t.Fatal(err)
@@ -164,9 +158,7 @@ func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		a := newHarness(t, db, st, false)
-		a.addRun(t, "run-m-dead", "running", created)
-		a.putStep(t, "run-m-dead", created, "grab", "out.txt", "hello\n")
-		a.finishWithManifest(t, "run-m-dead")
+		a.finishedRun(t, "run-m-dead", created, "hello\n")
 		ctx := context.Background()
 		// a's worker fetched the manifest job a minute ago and died writing.
 		fetched := `datetime('now', 'subsec', '-60 seconds')`

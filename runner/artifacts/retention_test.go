@@ -62,9 +62,7 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 	f := &retentionFixture{h: h, old: retentionRun{"run-old", at}, young: retentionRun{"run-young", at},
 		unfinished: retentionRun{"run-unfinished", at}}
 	for _, r := range []retentionRun{f.old, f.young} {
-		h.addRun(t, r.id, "running", r.created)
-		h.putStep(t, r.id, r.created, "grab", "out.txt", "evidence\n")
-		h.finishWithManifest(t, r.id)
+		h.finishedRun(t, r.id, r.created, "evidence\n")
 		if err := h.k.WriteManifest(ctx, r.id); err != nil {
 			t.Fatal(err)
 		}

@@ -78,14 +78,7 @@ func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 		h := newHarness(t, db, s, true)
 		h.record(t, "run-1", Open{})
 		h.record(t, "run-1", StepReply{Plan: "pb", Step: "a"})
-		waitUntil(t, sinkGuard, "the first reply to wait for the pace", func() bool {
-			select {
-			case <-paced:
-				return true
-			default:
-				return false
-			}
-		})
+		waitClosed(t, sinkGuard, "the first reply to wait for the pace", paced)
 		h.record(t, "run-1", StepReply{Plan: "pb", Step: "tri"}, VerdictEdit{})
 		h.record(t, "run-1", Finished{})
 		s.waitFor(t, "run-1", keyFinished)

@@ -333,6 +333,16 @@ func (s *sink) waitFor(t *testing.T, run, key string) {
 	})
 }
 
+// waitClosed waits until ch is closed (a hang guard of guard).
+func waitClosed(t *testing.T, guard time.Duration, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(guard):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 // waitUntil polls cond every 20 ms until guard (a hang guard).
 func waitUntil(t *testing.T, guard time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -32,14 +32,7 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 		}
 		first := newHarness(t, db, s, true)
 		first.recordThread(t, "run-1")
-		waitUntil(t, 20*time.Second, "the first delivery to start", func() bool {
-			select {
-			case <-blocked:
-				return true
-			default:
-				return false
-			}
-		})
+		waitClosed(t, 20*time.Second, "the first delivery to start", blocked)
 		first.crash() // dies mid-call, lease held
 		newHarness(t, db, s, true)
 		s.waitFor(t, "run-1", keyFinished)
@@ -84,14 +77,7 @@ func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
 		}
 		first := newHarness(t, db, s, true)
 		first.recordThread(t, "run-1")
-		waitUntil(t, sinkGuard, "the first step's reply to hang", func() bool {
-			select {
-			case <-hung:
-				return true
-			default:
-				return false
-			}
-		})
+		waitClosed(t, sinkGuard, "the first step's reply to hang", hung)
 		live := newHarness(t, db, s, true)
 		time.Sleep(3 * testLease) // the live replica's sweeper runs all along
 		mu.Lock()
