@@ -45,8 +45,9 @@ type harness struct {
 	client *river.Client[*sql.Tx]
 	owner  string
 
-	stop  context.CancelFunc
-	loops sync.WaitGroup
+	stop    context.CancelFunc
+	loops   sync.WaitGroup
+	crashed bool // its cleanup does not wait for River again
 }
 
 // newHarness opens (and migrates) db for one process delivering to sink as
@@ -81,7 +82,11 @@ func newHarness(t *testing.T, db dbRef, sink notify.Notifier, start bool) *harne
 	}
 	bg, stop := context.WithCancel(context.Background())
 	h.stop = stop
-	t.Cleanup(h.halt)
+	t.Cleanup(func() {
+		if !h.crashed {
+			h.halt()
+		}
+	})
 	if start {
 		if err := h.client.Start(ctx); err != nil {
 			t.Fatalf("start river: %v", err)
@@ -112,10 +117,13 @@ func (h *harness) beat(ctx context.Context) {
 }
 
 // halt stops the process's loops and its River client.
-func (h *harness) halt() {
+func (h *harness) halt() { h.end(10 * time.Second) }
+
+// end stops the loops and the River client, waiting up to wait for it.
+func (h *harness) end(wait time.Duration) {
 	h.stop()
 	h.loops.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	_ = h.client.StopAndCancel(ctx)
 }
@@ -123,17 +131,12 @@ func (h *harness) halt() {
 // crash makes the process behave as one killed with kill -9: its pool is
 // closed first, so it renews, releases and records nothing more (River,
 // on the same pool, cannot record its jobs' ends either), then its loops
-// end and its River client is told to stop, not waited for: a call stuck
-// in a notifier holds it until the test lets go (cleanup waits then).
+// end and its River client is told to stop, waited for only briefly: what
+// it would record goes nowhere, and a call stuck in a notifier holds it.
 func (h *harness) crash() {
 	_ = h.db.Close()
-	h.stop()
-	h.loops.Wait()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = h.client.StopAndCancel(ctx)
-	}()
+	h.crashed = true
+	h.end(time.Second)
 }
 
 // record appends ops to run runID's outbox in one transaction (the run's
