@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
@@ -22,23 +23,10 @@ const (
 
 // listRuns serves GET /api/v1/runs?alertname=&status=&limit=&cursor=, newest first.
 func (s *Server) listRuns(c *gin.Context) {
-	q := runs.ListQuery{
-		Alertname: c.Query("alertname"),
-		Status:    c.Query("status"),
-		Limit:     DefaultListLimit,
-		Cursor:    c.Query("cursor"),
-	}
-	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
-		fail(c, http.StatusBadRequest, "bad_query", "status must be one of "+strings.Join(s.opts.Statuses, ", "))
+	q, msg := s.listQuery(c)
+	if msg != "" {
+		fail(c, http.StatusBadRequest, "bad_query", msg)
 		return
-	}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > MaxListLimit {
-			fail(c, http.StatusBadRequest, "bad_query", "limit must be an integer from 1 to "+strconv.Itoa(MaxListLimit))
-			return
-		}
-		q.Limit = n
 	}
 	page, err := s.opts.Runs.List(c.Request.Context(), q)
 	if err != nil {
@@ -50,6 +38,34 @@ func (s *Server) listRuns(c *gin.Context) {
 	}
 	page.Runs = boundedRuns(page.Runs)
 	c.JSON(http.StatusOK, page)
+}
+
+// listQuery reads the query of GET /api/v1/runs and of GET /runs; a
+// non-empty string says what is wrong.
+func (s *Server) listQuery(c *gin.Context) (runs.ListQuery, string) {
+	q := runs.ListQuery{Alertname: c.Query("alertname"), Status: c.Query("status"),
+		Limit: DefaultListLimit, Cursor: c.Query("cursor")}
+	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
+		return q, "status must be one of " + strings.Join(s.opts.Statuses, ", ")
+	}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, "limit must be an integer from 1 to " + strconv.Itoa(MaxListLimit)
+		}
+		q.Limit = n
+	}
+	return q, ""
+}
+
+// boundedRuns is a page of the run list with every label and annotation
+// clipped: JSON escapes the rest.
+func boundedRuns(rs []runs.Run) []runs.Run {
+	for i := range rs {
+		rs[i].Alertname = untrusted.Clip(rs[i].Alertname)
+		rs[i].Labels, rs[i].Annotations = untrusted.ClipKV(rs[i].Labels), untrusted.ClipKV(rs[i].Annotations)
+	}
+	return rs
 }
 
 // getRun serves GET /api/v1/runs/{id}.

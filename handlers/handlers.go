@@ -1,7 +1,8 @@
 // Package handlers is the daemon's HTTP surface: Alertmanager's webhook, the
 // mount of Slack's interactivity (the verdict's right/wrong buttons; the
 // endpoint itself is notify/slack's Interactions), the runs API, the
-// artifacts threads link to, the run pages (GET /runs, /runs/{id}: HTML), the
+// artifacts threads link to, the routes of the run pages (package runpage
+// renders them; here is who may read them and act from them), the
 // Prometheus-style operational endpoints (/-/healthy, /-/ready, /-/reload,
 // /metrics). It depends on the run service only through Runs.
 package handlers
@@ -24,6 +25,7 @@ import (
 	"github.com/autocapture/autocapture/internal/clip"
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/runpage"
 )
 
 // Runs is what the HTTP surface needs of the run service, in the terms of
@@ -104,6 +106,7 @@ type Server struct {
 	auth    *authenticator
 	proxy   *trustedProxy // nil: no web.auth.trusted_proxy
 	slack   http.Handler  // nil: no interactivity
+	pages   *runpage.Pages
 	log     *zap.Logger
 }
 
@@ -148,6 +151,9 @@ func New(o Options) (*Server, error) {
 			return nil, fmt.Errorf("handlers: %w", err)
 		}
 	}
+	if s.pages, err = s.newPages(reg); err != nil {
+		return nil, fmt.Errorf("handlers: %w", err)
+	}
 	s.engine = s.routes()
 	return s, nil
 }
@@ -182,7 +188,7 @@ func (s *Server) routes() *gin.Engine {
 		s.profilingRoutes(api)
 	}
 
-	s.runPageRoutes(e) // GET/HEAD /runs, /runs/:id: HTML; web.auth, its trusted proxy, or a page link
+	s.runPageRoutes(e) // GET/HEAD /runs, /runs/:id, POST its forms: HTML; web.auth, its trusted proxy, or a page link
 
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
 		e.GET("/artifacts/:run/*key", s.artifact)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/links"
+	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/runpage"
 )
 
 // Who may read the run pages (GET/HEAD /runs and /runs/{id}), in order:
@@ -20,12 +23,14 @@ import (
 //  1. a signed-in reader: web.auth's token, password or client certificate
 //     (or anyone, when web.auth is not configured at all), or the trusted
 //     proxy's header from one of its addresses. Such a reader sees every page,
-//     with its link to the list; a page-link token it also carries is ignored
-//     (an expired link still opens the page for someone signed in).
+//     with its link to the list, and the Silence form (actAuth); a page-link
+//     token it also carries is ignored (an expired link still opens the page
+//     for someone signed in).
 //  2. a reader with a page link: exp and sig made by SignPage for exactly this
 //     run open GET/HEAD /runs/{that id} and nothing else — not another run,
-//     not the list, not the API, no POST. The page they get hides the list's
-//     link (it would refuse them). A token that is expired, altered, made for
+//     not the list, not the API, no form: a POST with the token is refused
+//     (403) saying the link reads only. The page they get hides the list's
+//     link and the Silence form (they would refuse them). A token that is expired, altered, made for
 //     another run or for an artifact is refused with a 403 page saying which
 //     and how to read the run instead; refusals are logged and counted in
 //     autocapture_link_refusals_total{route="page",reason}.
@@ -51,7 +56,10 @@ const (
 	readerNone                   // refused: the answer links no page
 )
 
-const readerKey = "autocapture.reader"
+const (
+	readerKey = "autocapture.reader"
+	userKey   = "autocapture.user" // a signed-in reader's runs.User
+)
 
 func readerOf(c *gin.Context) reader {
 	if r, ok := c.Get(readerKey); ok {
@@ -68,32 +76,67 @@ func (s *Server) pagesGuarded() bool { return s.auth.enabled || s.proxy != nil }
 // signedIn says whether r is a signed-in reader (1. above), else why not,
 // for the log: never what was sent.
 func (s *Server) signedIn(r *http.Request) (bool, string) {
+	_, ok, why := s.webUser(r)
+	return ok, why
+}
+
+// webUser is the signed-in reader of r as the actions they take name them:
+// the proxy's user, the basic-auth user, the certificate's CN, the API
+// token, or with no auth configured, the peer's address. The id says how
+// they signed in ("web:basic"), so no web user reads as a Slack user or as
+// autocapture itself.
+func (s *Server) webUser(r *http.Request) (runs.User, bool, string) {
 	if !s.pagesGuarded() {
-		return true, ""
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		return runs.User{ID: "web:open", Name: "unauthenticated reader at " + host}, true, ""
 	}
 	var why []string
 	if s.proxy != nil {
 		user, w := s.proxy.user(r)
 		if user != "" {
-			return true, ""
+			return runs.User{ID: "web:proxy", Name: user}, true, ""
 		}
 		why = append(why, w)
 	}
 	if s.auth.enabled {
 		ok, w := s.auth.check(r)
 		if ok {
-			return true, ""
+			return s.auth.who(r), true, ""
 		}
 		why = append(why, w)
 	}
-	return false, strings.Join(strings.Fields(strings.Join(why, "; ")), " ")
+	return runs.User{}, false, strings.Join(strings.Fields(strings.Join(why, "; ")), " ")
+}
+
+// who names who r's credential belongs to, once check accepted it, in
+// check's order: a verified certificate first, whatever header came with it.
+func (a *authenticator) who(r *http.Request) runs.User {
+	if a.certs && verifiedClient(r) {
+		if cn := clientCN(r); cn != "" {
+			return runs.User{ID: "web:cert", Name: cn}
+		}
+		return runs.User{ID: "web:cert", Name: "a client certificate without a CN"}
+	}
+	if u, _, ok := r.BasicAuth(); ok {
+		return runs.User{ID: "web:basic", Name: u}
+	}
+	return runs.User{ID: "web:token", Name: "the API token's holder"}
+}
+
+// signIn lets a signed-in reader in, noting who they are; else why not.
+func (s *Server) signIn(c *gin.Context) (bool, string) {
+	u, ok, why := s.webUser(c.Request)
+	if ok {
+		c.Set(readerKey, readerSignedIn)
+		c.Set(userKey, u)
+	}
+	return ok, why
 }
 
 // pageAuth lets a reader through to a page, or answers for it (401 or 403, HTML).
 func (s *Server) pageAuth(c *gin.Context) {
-	ok, why := s.signedIn(c.Request)
+	ok, why := s.signIn(c)
 	if ok {
-		c.Set(readerKey, readerSignedIn)
 		return
 	}
 	// A query that does not parse is taken as a (malformed) token, as on the
@@ -113,13 +156,13 @@ func (s *Server) pageAuth(c *gin.Context) {
 		zap.String("remote", c.ClientIP()), zap.String("why", why))
 	c.Set(readerKey, readerNone)
 	c.Header("WWW-Authenticate", s.pageChallenge())
-	v := refusedView{Title: "Sign-in needed", WaysTitle: "To read it",
+	v := runpage.Refusal{Title: "Sign-in needed", WaysTitle: "To read it",
 		Lines: []string{"Run pages show alert labels and findings, so this daemon serves them only to readers it can authenticate, or who hold a link made for one run."}}
 	if id == "" {
 		v.Lines = append(v.Lines, "A link from a Slack thread opens only its own run's page; the list of runs needs a sign-in.")
 	}
 	v.Ways = s.readWays(id, id != "")
-	s.renderPage(c, http.StatusUnauthorized, "refused.html", v)
+	s.pages.Refused(c.Writer, c.Request, http.StatusUnauthorized, v)
 	c.Abort()
 }
 
@@ -139,7 +182,7 @@ func (s *Server) refusePageLink(c *gin.Context, id string, q url.Values, err err
 	s.metrics.linkRefusals.WithLabelValues("page", reason).Inc()
 	s.log.Info("Run page link refused.", zap.String("run", id), zap.String("remote", c.ClientIP()), zap.String("why", err.Error()))
 	c.Set(readerKey, readerNone)
-	v := refusedView{WaysTitle: "To read this run"}
+	v := runpage.Refusal{WaysTitle: "To read this run"}
 	switch reason {
 	case reasonExpired:
 		v.Title = "This link has expired"
@@ -149,62 +192,48 @@ func (s *Server) refusePageLink(c *gin.Context, id string, q url.Values, err err
 		}
 		v.Lines = []string{"This link to run " + clip.String(id, 80) + " worked until " + until + ".",
 			"Links in Slack messages work for a limited time (web.link_ttl, 30 days by default)."}
-		v.Ways = append([]way{{Text: "Open the run from a newer message about it: each update of the Slack thread's first message carries a fresh link."}},
+		v.Ways = append([]runpage.Way{{Text: "Open the run from a newer message about it: each update of the Slack thread's first message carries a fresh link."}},
 			s.readWays(id, false)...)
 	case reasonBadSignature:
 		v.Title = "This link does not open this run"
 		v.Lines = []string{"Its signature does not match this run's page: the link was altered, made for another run or for a file, or made before this daemon's link key changed."}
-		v.Ways = append([]way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
+		v.Ways = append([]runpage.Way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
 	default:
 		v.Title = "This link does not open this run"
 		v.Lines = []string{"Its token is malformed: the link may have been cut short when it was copied."}
-		v.Ways = append([]way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
+		v.Ways = append([]runpage.Way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
 	}
-	s.renderPage(c, http.StatusForbidden, "refused.html", v)
+	s.pages.Refused(c.Writer, c.Request, http.StatusForbidden, v)
 	c.Abort()
 }
-
-// refusedView is refused.html's data: what happened and how to read the
-// page instead.
-type refusedView struct {
-	Title     string
-	Lines     []string
-	WaysTitle string
-	Ways      []way
-	Home      string // always "": these answers link no page that would refuse the reader
-}
-
-// way is one way to read a page: a sentence, and when following it is a
-// click, the link's address and text.
-type way struct{ Text, Href, Label string }
 
 // readWays lists how a reader can sign in for run id's page ("" for the
 // list), from what this daemon accepts; slack says the Slack thread's link
 // is one way (for a reader who came without one).
-func (s *Server) readWays(id string, slack bool) []way {
-	var out []way
+func (s *Server) readWays(id string, slack bool) []runpage.Way {
+	var out []runpage.Way
 	if slack && s.opts.PageLinks != nil {
-		out = append(out, way{Text: `Open the run from its Slack thread: the "Run page" button carries a link made for this page.`})
+		out = append(out, runpage.Way{Text: `Open the run from its Slack thread: the "Run page" button carries a link made for this page.`})
 	}
 	page, label := "../runs", "the list of runs" // relative to /runs/{id} and to /runs alike
 	if id != "" {
 		page, label = url.PathEscape(id), "this run's page"
 	}
 	if s.proxy != nil {
-		out = append(out, way{Text: "Sign in through the single sign-on proxy in front of this daemon and open the page through it."})
+		out = append(out, runpage.Way{Text: "Sign in through the single sign-on proxy in front of this daemon and open the page through it."})
 	}
 	if s.auth.user != nil {
-		out = append(out, way{Text: "Sign in with this daemon's user name and password: your browser asks for them when you open", Href: page, Label: label})
+		out = append(out, runpage.Way{Text: "Sign in with this daemon's user name and password: your browser asks for them when you open", Href: page, Label: label})
 	}
 	if s.auth.certs {
-		out = append(out, way{Text: "Open the page with a client certificate this daemon trusts."})
+		out = append(out, runpage.Way{Text: "Open the page with a client certificate this daemon trusts."})
 	}
 	if s.auth.token != nil {
 		api := "GET /api/v1/runs"
 		if id != "" {
 			api += "/" + url.PathEscape(id)
 		}
-		out = append(out, way{Text: "With the API's bearer token (a browser cannot send it): " + api + " with the header Authorization: Bearer <token>."})
+		out = append(out, runpage.Way{Text: "With the API's bearer token (a browser cannot send it): " + api + " with the header Authorization: Bearer <token>."})
 	}
 	return out
 }

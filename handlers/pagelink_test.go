@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/htmldoc"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
@@ -94,21 +95,21 @@ func TestPageLinkOpensExactlyItsRunsPage(t *testing.T) {
 	if strings.Contains(body, `href="../runs"`) {
 		t.Errorf("a link reader is shown the list's link, which refuses them")
 	}
-	doc := parse(t, rec.Body.Bytes())
+	doc := htmldoc.Parse(t, rec.Body.Bytes())
 	var srcs []string
-	for _, n := range elements(doc, "img") {
-		srcs = append(srcs, attr(n, "src"))
+	for _, n := range htmldoc.Elements(doc, "img") {
+		srcs = append(srcs, htmldoc.Attr(n, "src"))
 	}
-	for _, n := range elements(doc, "a") {
-		if attr(n, "class") == "artifact" {
-			srcs = append(srcs, attr(n, "href"))
+	for _, n := range htmldoc.Elements(doc, "a") {
+		if htmldoc.Attr(n, "class") == "artifact" {
+			srcs = append(srcs, htmldoc.Attr(n, "href"))
 		}
 	}
 	if len(srcs) < 2 {
 		t.Fatalf("the page's chart and artifact links: %v, want the chart inline and linked", srcs)
 	}
 	for _, s := range srcs {
-		u := resolve(t, "http://ac.example"+page, s)
+		u := htmldoc.Resolve(t, "http://ac.example"+page, s)
 		if r := h.from("GET", strings.TrimPrefix(u, "http://ac.example"), "192.0.2.10:5000", nil); r.Code != 200 || r.Header().Get("Content-Type") != "image/png" {
 			t.Errorf("the page's link %s without credentials: %d %s", s, r.Code, r.Body.String())
 		}
@@ -203,8 +204,8 @@ func TestExpiredPageLinkSaysHowToReadTheRun(t *testing.T) {
 	if rec.Code != http.StatusForbidden || !isHTML(rec) || rec.Header().Get("Cache-Control") != "no-store" {
 		t.Fatalf("expired: %d %s %q", rec.Code, rec.Header().Get("Content-Type"), rec.Header().Get("Cache-Control"))
 	}
-	doc := parse(t, rec.Body.Bytes())
-	got := text(byID(doc, "refused")) + "\n" + text(elements(doc, "main")[0])
+	doc := htmldoc.Parse(t, rec.Body.Bytes())
+	got := htmldoc.Text(htmldoc.ByID(doc, "refused")) + "\n" + htmldoc.Text(htmldoc.Elements(doc, "main")[0])
 	for _, want := range []string{
 		"This link has expired",
 		"This link to run " + linkRun + " worked until 2026-05-31 09:30 UTC.",
@@ -219,10 +220,10 @@ func TestExpiredPageLinkSaysHowToReadTheRun(t *testing.T) {
 		}
 	}
 	var hrefs []string
-	for _, a := range elements(doc, "a") {
-		hrefs = append(hrefs, attr(a, "href"))
+	for _, a := range htmldoc.Elements(doc, "a") {
+		hrefs = append(hrefs, htmldoc.Attr(a, "href"))
 	}
-	if len(hrefs) != 1 || resolve(t, "http://ac.example/runs/"+linkRun+"?exp=1&sig=x", hrefs[0]) != "http://ac.example/runs/"+linkRun {
+	if len(hrefs) != 1 || htmldoc.Resolve(t, "http://ac.example/runs/"+linkRun+"?exp=1&sig=x", hrefs[0]) != "http://ac.example/runs/"+linkRun {
 		t.Fatalf("links on the expired page %v, want only the run's page without the token", hrefs)
 	}
 }

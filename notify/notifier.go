@@ -80,6 +80,9 @@ type StepReport struct {
 	Plan string
 	// Verdict is the step's triage verdict, if it reached one.
 	Verdict *vocab.Verdict
+	// Repeat, with Verdict, is the earlier run that reached the same verdict
+	// on the same instance or model, whose evidence the reply links.
+	Repeat *Repeat
 	// Key identifies this reply within the run's thread ("step/<plan>/<id>",
 	// "run/resumed/2"): the same operation always has the same key.
 	Key string

@@ -108,3 +108,61 @@ func ordinal(n int) string {
 	}
 	return strconv.Itoa(n) + suffix
 }
+
+// Repeat is the earlier run whose verdict a run's repeats within the
+// seen-before window: the reply with the verdict and the run page link its
+// evidence ("same verdict as 2 days ago on this instance").
+type Repeat struct {
+	Run SeenRun `json:"run"`
+	// Before is how long before the run it was created.
+	Before time.Duration `json:"before"`
+	// EvidenceName and EvidenceKey are its key artifact (its profile's
+	// report), "" when it kept none; EvidenceLink is that artifact's link as
+	// a thread shows it, made at delivery (nil: none).
+	EvidenceName string `json:"evidence_name,omitempty"`
+	EvidenceKey  string `json:"evidence_key,omitempty"`
+	EvidenceLink *Link  `json:"-"`
+}
+
+// Repeated is the newest earlier run with verdict id on the same
+// instance, else on the same model; false when none.
+func (s SeenBefore) Repeated(id string) (SeenRun, bool) {
+	if id == "" {
+		return SeenRun{}, false
+	}
+	for _, same := range []func(SeenRun) bool{
+		func(r SeenRun) bool { return r.SameInstance },
+		func(r SeenRun) bool { return r.SameModel },
+	} {
+		for _, r := range s.Earlier { // newest first
+			if r.Verdict == id && same(r) {
+				return r, true
+			}
+		}
+	}
+	return SeenRun{}, false
+}
+
+// Line says it in words: "Same verdict as 2 days ago on this instance".
+func (v Repeat) Line() string {
+	where := "on this model"
+	if v.Run.SameInstance {
+		where = "on this instance"
+	}
+	return fmt.Sprintf("Same verdict as %s %s", ago(v.Before), where)
+}
+
+// ago is a span in the largest unit that fits: "2 days ago", "5 h ago".
+func ago(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return strconv.Itoa(int(d/(24*time.Hour))) + " days ago"
+	case d >= 24*time.Hour:
+		return "a day ago"
+	case d >= time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h ago"
+	case d >= 2*time.Minute:
+		return strconv.Itoa(int(d/time.Minute)) + " min ago"
+	}
+	return "moments ago"
+}

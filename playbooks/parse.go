@@ -31,8 +31,11 @@ type Playbook struct {
 	CooldownBy    []string
 	MaxConcurrent int
 	Notify        *NotifySpec
-	Vars          []Var
-	Steps         []*Step
+	// SilenceMatchers are the alert labels a silence made from the
+	// playbook's thread matches (silence.matchers); nil: the daemon's default.
+	SilenceMatchers []string
+	Vars            []Var
+	Steps           []*Step
 	// uses are the presets the steps include, in order of first use.
 	uses []*Preset
 	// Source is the playbook's own YAML (a one-playbook file, with the presets
@@ -226,6 +229,7 @@ func (p *fileParser) playbook(n ast.Node) *Playbook {
 	}
 	p.matchers(pb, child(n, "match"), spec.Match)
 	p.limits(pb, n, &spec)
+	p.silence(pb, n, spec.Silence)
 	pb.Vars = p.vars("vars", spec.Vars)
 	if len(spec.Steps) == 0 && !slices.Contains(bad, "playbook.steps") {
 		p.errorf(orNode(child(n, "steps"), n), "playbook %q: steps: at least one step is required", spec.Name)
@@ -278,6 +282,48 @@ func (p *fileParser) limits(pb *Playbook, n ast.Node, spec *PlaybookSpec) {
 			p.errorf(orNode(child(nn, "thread"), nn), "notify: thread: want %s, got %q", strings.Join(threadModes, " or "), nt.Thread)
 		}
 	}
+}
+
+// silenceNeeds is the label every silence: matchers list names: a silence
+// made from one alert's thread must not silence other alerts on the same
+// instance or model (a node-down page beside the KV-cache one).
+const silenceNeeds = "alertname"
+
+// labelNamePattern is a Prometheus label name (labelName), for the schema.
+const labelNamePattern = "^[a-zA-Z_][a-zA-Z0-9_]*$"
+
+// silence checks the silence block: at least one matcher, each a label
+// name once, alertname among them.
+func (p *fileParser) silence(pb *Playbook, n ast.Node, spec *SilenceSpec) {
+	sn := child(n, "silence")
+	if spec == nil {
+		if sn != nil { // "silence:" with nothing under it
+			p.errorf(keyNode(n, "silence"), "silence: want matchers: [alertname, ...] under it, or no silence: at all for the default")
+		}
+		return
+	}
+	mn := orNode(child(sn, "matchers"), sn)
+	if len(spec.Matchers) == 0 {
+		p.errorf(mn, "silence: matchers: name at least one label (alertname, instance, model_name by default); "+
+			"a silence without matchers would silence every alert")
+		return
+	}
+	first := map[string]int{}
+	for i, l := range spec.Matchers {
+		switch j, dup := first[l]; {
+		case !labelName(l):
+			p.errorf(item(mn, i), "silence: matchers: bad label name %q", l)
+		case dup:
+			p.errorf(item(mn, i), "silence: matchers: %q is listed twice (first as item %d)", l, j+1)
+		default:
+			first[l] = i
+		}
+	}
+	if _, ok := first[silenceNeeds]; !ok {
+		p.errorf(mn, "silence: matchers: must include %s, so that a silence made from this alert's thread "+
+			"silences no other alert", silenceNeeds)
+	}
+	pb.SilenceMatchers = spec.Matchers
 }
 
 // vars parses the vars: mapping, keeping its order, and parses each template.

@@ -1,8 +1,13 @@
 package playbooks
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/alertmanager/template"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // head is a valid playbook start; cases append steps to it (steps start on line 5).
@@ -58,6 +63,18 @@ func TestParseErrorPositions(t *testing.T) {
 			`t.yaml:3:18: cooldown_by needs a cooldown`},
 		{"bad notify thread", "playbooks:\n  - name: p\n    notify: {channel: '#x', thread: sideways}\n    steps: [{id: a, ttriage: {}}]\n",
 			`t.yaml:3:37: notify: thread: want per-alert or per-run, got "sideways"`},
+		{"silence without matchers", "playbooks:\n  - name: p\n    silence: {matchers: []}\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:3:25: silence: matchers: name at least one label`},
+		{"silence with nothing under it", "playbooks:\n  - name: p\n    silence:\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:3:5: silence: want matchers: [alertname, ...] under it`},
+		{"silence with a bad label name", "playbooks:\n  - name: p\n    silence:\n      matchers: [alertname, model-name]\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:4:29: silence: matchers: bad label name "model-name"`},
+		{"silence with a label twice", "playbooks:\n  - name: p\n    silence:\n      matchers:\n        - alertname\n        - instance\n        - alertname\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:7:11: silence: matchers: "alertname" is listed twice (first as item 1)`},
+		{"silence without alertname", "playbooks:\n  - name: p\n    silence: {matchers: [instance, model_name]}\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:3:25: silence: matchers: must include alertname`},
+		{"silence with an unknown field", "playbooks:\n  - name: p\n    silence: {matchers: [alertname], for: 1h}\n    steps: [{id: a, ttriage: {}}]\n",
+			`t.yaml:3:38: unknown field "for"`},
 		{"bad var template", "playbooks:\n  - name: p\n    vars: {x: '{{ .Labels.a '}\n    steps: [{id: a, ttriage: {}}]\n",
 			`t.yaml:3:15: vars.x: template:`},
 		{"no steps", "playbooks:\n  - name: p\n    match: [a=b]\n", `t.yaml:2:5: playbook "p": steps: at least one step is required`},
@@ -75,6 +92,26 @@ func TestParseErrorPositions(t *testing.T) {
 				t.Errorf("got  %v\nwant %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSilenceMatchersReachThePlan: silence.matchers, in the order written,
+// are the plan's and what the run stores with it; a playbook without them
+// leaves the choice to the daemon's default (nil).
+func TestSilenceMatchersReachThePlan(t *testing.T) {
+	src := "playbooks:\n  - name: p\n    silence: {matchers: [alertname, model_name]}\n    steps: [{id: a, ttriage: {}}]\n" +
+		"  - name: q\n    steps: [{id: a, ttriage: {}}]\n"
+	got, err := parseFile("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, q := got.playbooks[0], got.playbooks[1]
+	plan := p.Plan(template.Alert{Labels: template.KV{"alertname": "A"}}, vocab.Window{})
+	if want := []string{"alertname", "model_name"}; !slices.Equal(plan.Silence, want) || !slices.Equal(plan.Stored().Silence, want) {
+		t.Errorf("plan silence %v, stored %v, want %v", plan.Silence, plan.Stored().Silence, want)
+	}
+	if s := q.Plan(template.Alert{}, vocab.Window{}).Stored().Silence; s != nil {
+		t.Errorf("a playbook without silence: stores %v, want nil (the default)", s)
 	}
 }
 

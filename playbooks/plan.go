@@ -30,7 +30,10 @@ type Plan struct {
 	MaxConcurrent int `json:"max_concurrent,omitempty"`
 	// Channel is where the playbook's thread goes (its notify.channel); ""
 	// is the notifier's default.
-	Channel string        `json:"channel,omitempty"`
+	Channel string `json:"channel,omitempty"`
+	// Silence are the alert labels a silence from the run's thread matches
+	// (silence.matchers); nil: the daemon's default.
+	Silence []string      `json:"silence,omitempty"`
 	Steps   []PlannedStep `json:"steps"`
 }
 
@@ -78,9 +81,12 @@ type StoredPlan struct {
 	File     string `json:"file"`
 	Digest   string `json:"digest"`
 	Source   []byte `json:"source"`
+	// Silence is the plan's Silence: a silence made from the thread matches
+	// these labels whatever the playbook says after a reload.
+	Silence []string `json:"silence,omitempty"`
 }
 
 // Stored returns the plan's identity for persisting.
 func (p *Plan) Stored() StoredPlan {
-	return StoredPlan{Playbook: p.Playbook, File: p.File, Digest: p.Digest, Source: p.Source}
+	return StoredPlan{Playbook: p.Playbook, File: p.File, Digest: p.Digest, Source: p.Source, Silence: p.Silence}
 }

@@ -23,7 +23,7 @@ func (pb *Playbook) Plan(alert template.Alert, w vocab.Window) *Plan {
 	data := NewTemplateData(alert, w)
 	varErr := pb.renderVars(data) // a var that failed is absent: only steps using it fail
 	plan := &Plan{Playbook: pb.Name, File: pb.File, Line: pb.Line, Digest: pb.Digest,
-		Source: pb.Source, Timeout: pb.Timeout, Cooldown: pb.Cooldown, MaxConcurrent: pb.MaxConcurrent,
+		Source: pb.Source, Timeout: pb.Timeout, Cooldown: pb.Cooldown, MaxConcurrent: pb.MaxConcurrent, Silence: pb.SilenceMatchers,
 		Steps: make([]PlannedStep, 0, len(pb.Steps))}
 	if pb.Cooldown > 0 {
 		plan.CooldownKey = pb.cooldownKey(alert.Labels, "")

@@ -31,6 +31,7 @@ type PlaybookSpec struct {
 	MaxConcurrent int           `yaml:"max_concurrent,omitempty" json:"max_concurrent,omitempty" jsonschema:"minimum=0"`
 	Vars          ast.Node      `yaml:"vars,omitempty" json:"vars,omitempty"`
 	Notify        *NotifySpec   `yaml:"notify,omitempty" json:"notify,omitempty"`
+	Silence       *SilenceSpec  `yaml:"silence,omitempty" json:"silence,omitempty"`
 	Steps         []ast.Node    `yaml:"steps" json:"steps"`
 }
 
@@ -51,6 +52,20 @@ type UseSpec struct {
 type NotifySpec struct {
 	Channel string `yaml:"channel" json:"channel" jsonschema:"required,description=Slack channel name (#oncall) or id."`
 	Thread  string `yaml:"thread,omitempty" json:"thread,omitempty" jsonschema:"enum=per-alert,enum=per-run,description=One thread per firing alert (default) or per run."`
+}
+
+// SilenceSpec says what a silence made from the playbook's threads matches.
+type SilenceSpec struct {
+	Matchers []string `yaml:"matchers" json:"matchers" jsonschema:"required,minItems=1,uniqueItems=true,description=Alert labels the silence matches with the alert's values; alertname is required. Default: alertname\\, instance\\, model_name."`
+}
+
+// JSONSchemaExtend holds each matcher to a label name and the list to one
+// naming alertname, as the loader does.
+func (SilenceSpec) JSONSchemaExtend(s *jsonschema.Schema) {
+	if p, ok := s.Properties.Get("matchers"); ok && p.Items != nil {
+		p.Items.Pattern = labelNamePattern
+		p.Contains = &jsonschema.Schema{Const: silenceNeeds}
+	}
 }
 
 // Thread modes a notify block accepts.

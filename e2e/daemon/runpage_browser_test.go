@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/testkit/htmldoc"
+
 	"github.com/chromedp/chromedp"
 	"golang.org/x/net/html"
 
@@ -104,7 +106,7 @@ func TestRunPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := domText(doc)
+	all := htmldoc.Text(doc)
 	for _, want := range []string{run.Verdict.ID, "Verdict history", "Steps", "vllm/snapshot", "vllm/queue_chart", "vllm/kv_chart", "vllm/triage", pageHostile, `queue "deep" & <b>growing</b>`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the rendered page lacks %q", want)
@@ -114,20 +116,20 @@ func TestRunPageInBrowser(t *testing.T) {
 		t.Errorf("the rendered page lacks the verdict's evidence %q", run.Verdict.Evidence[0])
 	}
 	var imgs, hrefs []string
-	domWalk(doc, func(n *html.Node) {
+	htmldoc.Walk(doc, func(n *html.Node) {
 		if n.Type != html.ElementNode {
 			return
 		}
 		switch {
 		case n.Data == "script":
-			t.Errorf("a script element in the rendered page: %s", domText(n))
+			t.Errorf("a script element in the rendered page: %s", htmldoc.Text(n))
 		case n.Data == "img":
-			if domAttr(n, "onerror") != "" || domAttr(n, "src") == "x" {
+			if htmldoc.Attr(n, "onerror") != "" || htmldoc.Attr(n, "src") == "x" {
 				t.Errorf("an injected image: %v", n.Attr)
 			}
-			imgs = append(imgs, domAttr(n, "src"))
-		case n.Data == "a" && domAttr(n, "class") == "artifact":
-			hrefs = append(hrefs, domAttr(n, "href"))
+			imgs = append(imgs, htmldoc.Attr(n, "src"))
+		case n.Data == "a" && htmldoc.Attr(n, "class") == "artifact":
+			hrefs = append(hrefs, htmldoc.Attr(n, "href"))
 		}
 	})
 	if strings.Contains(dom, "<title>owned") {
@@ -137,7 +139,7 @@ func TestRunPageInBrowser(t *testing.T) {
 		t.Fatalf("%d images on the page, want the %d charts", len(imgs), charts)
 	}
 	for _, src := range imgs {
-		u := resolveRef(t, pageURL, src)
+		u := htmldoc.Resolve(t, pageURL, src)
 		code, b := fetchAnon(t, u)
 		cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 		if code != 200 || err != nil || format != "png" || cfg.Width < 100 || cfg.Height < 100 {
@@ -152,7 +154,7 @@ func TestRunPageInBrowser(t *testing.T) {
 		t.Errorf("%d artifact links, want %d", len(hrefs), wantLinks)
 	}
 	for _, h := range hrefs {
-		if code, b := fetchAnon(t, resolveRef(t, pageURL, h)); code != 200 {
+		if code, b := fetchAnon(t, htmldoc.Resolve(t, pageURL, h)); code != 200 {
 			t.Errorf("artifact link %s: %d %s", h, code, b)
 		}
 	}
@@ -188,12 +190,12 @@ func TestRunPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []string
-	domWalk(ldoc, func(n *html.Node) {
-		if n.Type == html.ElementNode && n.Data == "a" && strings.HasPrefix(domAttr(n, "href"), "runs/") {
-			rows = append(rows, domAttr(n, "href"))
+	htmldoc.Walk(ldoc, func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "a" && strings.HasPrefix(htmldoc.Attr(n, "href"), "runs/") {
+			rows = append(rows, htmldoc.Attr(n, "href"))
 		}
 	})
-	if len(rows) != 1 || resolveRef(t, base+"/runs", rows[0]) != pageURL {
+	if len(rows) != 1 || htmldoc.Resolve(t, base+"/runs", rows[0]) != pageURL {
 		t.Fatalf("the list links %v, want the run's page %s", rows, pageURL)
 	}
 }
@@ -340,45 +342,6 @@ func fetchAnon(t *testing.T, u string) (int, []byte) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, b
-}
-
-func resolveRef(t *testing.T, page, ref string) string {
-	t.Helper()
-	b, err := url.Parse(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := url.Parse(ref)
-	if err != nil {
-		t.Fatalf("%q: %v", ref, err)
-	}
-	return b.ResolveReference(r).String()
-}
-
-func domWalk(n *html.Node, f func(*html.Node)) {
-	f(n)
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		domWalk(c, f)
-	}
-}
-
-func domAttr(n *html.Node, k string) string {
-	for _, a := range n.Attr {
-		if a.Key == k {
-			return a.Val
-		}
-	}
-	return ""
-}
-
-func domText(n *html.Node) string {
-	var b strings.Builder
-	domWalk(n, func(c *html.Node) {
-		if c.Type == html.TextNode {
-			b.WriteString(c.Data + " ")
-		}
-	})
-	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // headlessChrome starts the Chromium at bin, headless, in its own profile,

@@ -197,14 +197,21 @@ func newSilenceRig(t *testing.T, alertname string, postgres bool, amURLs ...stri
 // parent: the run id and the parent.
 func (r *silenceRig) fire(t *testing.T, alertname, fp string) (string, slackstub.Message) {
 	t.Helper()
-	code, b := r.d.post(t, webhookBody(alertname, fp, "firing", r.starts))
+	return fireAndWait(t, r.d, r.stub, webhookBody(alertname, fp, "firing", r.starts))
+}
+
+// fireAndWait posts the webhook body to d and waits for its run's parent in
+// the stand-in: the run id and the parent.
+func fireAndWait(t *testing.T, d *daemon, stub *slackstub.Server, body []byte) (string, slackstub.Message) {
+	t.Helper()
+	code, b := d.post(t, body)
 	id := runID(b)
 	if code != 200 || id == "" {
 		t.Fatalf("webhook: %d %s", code, b)
 	}
 	var parent slackstub.Message
 	waitFor(t, 30*time.Second, "the run's parent", func() bool {
-		for _, m := range r.stub.Messages(slackChannel) {
+		for _, m := range stub.Messages(slackChannel) {
 			if m.Metadata != nil && m.Metadata.EventPayload["run_id"] == id {
 				parent = m
 				return true

@@ -8,7 +8,7 @@
 // capture (the registry), notify ← playbooks ← the executor and the run
 // vocabulary ← the profiling control plane, the thread outbox, the artifacts ←
 // grouping and cooldowns (they record into threads) ← the run lifecycle ←
-// runner and handlers ← the binaries ← the test harnesses.
+// the run pages ← runner and handlers ← the binaries ← the test harnesses.
 package layering
 
 // Layer is a set of packages (paths relative to the module) at one height.
@@ -42,6 +42,7 @@ var Layers = []Layer{
 	{"the run service's parts: the profiling control plane, the thread outbox and its delivery, the artifacts", []string{"runner/profiling", "runner/outbox", "runner/artifacts"}},
 	{"the run service's parts that record into threads: grouping, routing, cooldowns and slots", []string{"runner/grouping", "runner/actions"}},
 	{"the run lifecycle: accept, lease, execute, reap, over the parts", []string{"runner/lifecycle"}},
+	{"the run pages: HTML over the run vocabulary, and the thread's actions for their form", []string{"runpage"}},
 	{"the services: durable runs, HTTP routes", []string{"runner", "handlers"}},
 	{"the binaries and benchmarks", []string{
 		"cmd/autocapture", "cmd/vllmsim", "bench/ceiling", "bench/s3put",
@@ -49,7 +50,7 @@ var Layers = []Layer{
 	}},
 	{"test harnesses, imported by tests only: real components, stand-ins", []string{
 		"internal/testkit/testenv", "internal/testkit/slackstub", "internal/testkit/fixtures",
-		"internal/testkit/webtlstest", "internal/testkit/hostile", "internal/testkit/golden",
+		"internal/testkit/webtlstest", "internal/testkit/hostile", "internal/testkit/golden", "internal/testkit/htmldoc",
 	}},
 	{"test harnesses built on those", []string{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",

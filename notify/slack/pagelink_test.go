@@ -21,19 +21,8 @@ import (
 // metadata read back) carries a fresh one; the metadata keeps the link
 // without its token.
 func TestRunPageLinkIsSignedAtDelivery(t *testing.T) {
-	signer, err := links.NewSigner([]byte("slack-page-link-key-0123456789"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
-	cfg := config.Default().Notify.Slack
-	cfg.Enabled, cfg.Token, cfg.Channel, cfg.APIURL = true, config.Secret(canary), "C0AUTOCAP", stub.URL()
-	cfg.Pace = config.Pace{PerSecond: 1000, Burst: 10}
 	const ttl = 30 * 24 * time.Hour
-	n, err := New(cfg, memStore{}, zap.NewNop(), WithExternalURL("https://ac.example/"), WithRunPageLinks(signer, ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stub, signer := signingNotifier(t, ttl)
 	clock := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	n.now = func() time.Time { return clock }
 	ctx := context.Background()
@@ -88,4 +77,24 @@ func TestRunPageLinkIsSignedAtDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("edited from the metadata", clock.Add(ttl))
+}
+
+// signingNotifier is a notifier on the stand-in (channel C0AUTOCAP) that
+// links run pages under https://ac.example/ with page tokens valid ttl,
+// made by the signer it returns.
+func signingNotifier(t *testing.T, ttl time.Duration) (*Notifier, *slackstub.Server, *links.Signer) {
+	t.Helper()
+	signer, err := links.NewSigner([]byte("slack-page-link-key-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
+	cfg := config.Default().Notify.Slack
+	cfg.Enabled, cfg.Token, cfg.Channel, cfg.APIURL = true, config.Secret(canary), "C0AUTOCAP", stub.URL()
+	cfg.Pace = config.Pace{PerSecond: 1000, Burst: 10}
+	n, err := New(cfg, memStore{}, zap.NewNop(), WithExternalURL("https://ac.example/"), WithRunPageLinks(signer, ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, stub, signer
 }

@@ -56,3 +56,30 @@ func (n *Notifier) parentOf(run notify.RunInfo, log *zap.Logger) Parent {
 	p.Seen, p.Silenced = seenLine(run.Seen, n.externalURL), run.Silenced
 	return p
 }
+
+// withRepeat adds, under a reply's verdict, the earlier run whose verdict it
+// repeats: its page, its verdict's evidence there and its key artifact.
+func (n *Notifier) withRepeat(msg Message, r notify.StepReport) Message {
+	if r.Repeat == nil || r.Verdict == nil {
+		return msg
+	}
+	line := ":repeat: " + esc(r.Repeat.Line())
+	if n.externalURL == "" {
+		line += " (run " + code(r.Repeat.Run.ID) + ")"
+	} else {
+		page := escURL(n.runPageURL(r.Repeat.Run.ID))
+		line += " (<" + page + "|run " + esc(r.Repeat.Run.ID) + ">): <" + page + "#verdict|evidence>"
+	}
+	if l := r.Repeat.EvidenceLink; l != nil && webURL(l.URL) {
+		line += " · <" + escURL(l.URL) + "|" + esc(linkName(l.Text())) + ">"
+	}
+	block := slack.NewContextBlock("repeat", mrkdwn(clip.Runes(line, maxField)))
+	for i, b := range msg.Blocks { // right under the verdict it speaks of
+		if s, ok := b.(*slack.SectionBlock); ok && s.BlockID == "verdict" {
+			msg.Blocks = append(msg.Blocks[:i+1], append([]slack.Block{block}, msg.Blocks[i+1:]...)...)
+			return msg
+		}
+	}
+	msg.Blocks = append(msg.Blocks, block)
+	return msg
+}

@@ -22,7 +22,7 @@ func (n *Notifier) Reply(ctx context.Context, t notify.Thread, r notify.StepRepo
 	if !shown(r, n.postSkipped) {
 		return nil
 	}
-	msg := RenderReply(r)
+	msg := n.withRepeat(RenderReply(r), r)
 	if r.Change != "" { // the refined verdict differs from the preliminary one
 		msg = RenderVerdictChange(r)
 	}

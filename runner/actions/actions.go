@@ -14,6 +14,10 @@
 //     neither; the outbox delivers the reply once.
 //   - unsilence expired, before its row was finished: the silence is gone;
 //     the resumed unsilence expires it again, which is a no-op.
+//
+// What a silence matches is read from the run's stored plans each time: they
+// are written once, in the transaction that posts the parent and so its
+// button, so a resumed action matches what the first attempt matched.
 package actions
 
 import (
@@ -28,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/silences"
 )
@@ -62,7 +67,8 @@ type Deps struct {
 	AMURLs    int
 	// RunURL is the run page's address, for the silence's comment.
 	RunURL func(runID string) string
-	// Matchers are the alert labels a silence matches by default.
+	// Matchers are the alert labels a silence matches when the run's plan
+	// chose none (silence.matchers); empty: DefaultMatchers.
 	Matchers []string
 	Log      *zap.Logger
 }
@@ -120,6 +126,14 @@ type Click struct {
 // the clicker alone ("" when the thread's reply says it).
 type Result struct{ Result, Private string }
 
+// Results of a silence that was not tried: its alert carries none of the
+// labels it matches on (a silence without matchers would silence every
+// alert), or its run's plans, which choose them, are not yet stored.
+const (
+	ResultUnmatched = "unmatched"
+	ResultUnplanned = "unplanned"
+)
+
 // ErrUnknown marks a click on a run or action the store does not know.
 var ErrUnknown = errors.New("actions: no such run or action")
 
@@ -127,29 +141,54 @@ func (a *Actions) db() Store { return a.d.Store() }
 
 func (a *Actions) claimMS() int64 { return a.claim.Milliseconds() }
 
-// labels are the run's alert labels, from its stored alert.
-func (a *Actions) labels(ctx context.Context, runID string) (map[string]string, error) {
+// target is what a silence of run runID matches: the alert's labels, and
+// the names of those it matches as the run's plan chose them (the first
+// plan that sets silence.matchers, else the default). planned is false for
+// a run whose plans are not yet stored: its choice is not yet known.
+func (a *Actions) target(ctx context.Context, runID string) (t target, err error) {
 	r, err := a.d.Tables.Runs.Get(ctx, a.db(), runID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: run %s", ErrUnknown, runID)
+		return t, fmt.Errorf("%w: run %s", ErrUnknown, runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("actions: read run %s: %w", runID, err)
+		return t, fmt.Errorf("actions: read run %s: %w", runID, err)
 	}
 	var alert struct {
 		Labels map[string]string `json:"labels"`
 	}
 	if err := json.Unmarshal([]byte(r.Alert), &alert); err != nil {
-		return nil, fmt.Errorf("actions: run %s's alert: %w", runID, err)
+		return t, fmt.Errorf("actions: run %s's alert: %w", runID, err)
 	}
-	return alert.Labels, nil
+	t = target{labels: alert.Labels, names: a.d.Matchers, planned: r.Plans.Valid || r.FinishedAt.Valid}
+	if r.Plans.Valid {
+		var plans []playbooks.StoredPlan
+		if err := json.Unmarshal([]byte(r.Plans.String), &plans); err != nil {
+			return t, fmt.Errorf("actions: run %s's plans: %w", runID, err)
+		}
+		for _, p := range plans {
+			if len(p.Silence) > 0 {
+				t.names = p.Silence
+				break
+			}
+		}
+	}
+	return t, nil
 }
 
-// matchers are the silence's: the configured labels the alert carries.
-func (a *Actions) matchers(labels map[string]string) []silences.Matcher {
+// target is what a run's silence matches (Actions.target).
+type target struct {
+	labels  map[string]string
+	names   []string
+	planned bool
+}
+
+// matchers are the silence's: the chosen labels the alert carries. None
+// left (the alert lacks them all) is refused by the caller: a silence
+// without matchers would silence every alert.
+func (t target) matchers() []silences.Matcher {
 	var out []silences.Matcher
-	for _, name := range a.d.Matchers {
-		if v, ok := labels[name]; ok && v != "" {
+	for _, name := range t.names {
+		if v, ok := t.labels[name]; ok && v != "" {
 			out = append(out, silences.Matcher{Name: name, Value: v})
 		}
 	}

@@ -26,17 +26,22 @@ func (a *Actions) ActionReply(ctx context.Context, runID, key, id string, retry 
 		return notify.StepReport{}, fmt.Errorf("actions: reply for %s: %w", id, err)
 	}
 	rep := notify.StepReport{RunID: runID, Key: key, Retry: retry}
-	switch {
-	case row.Kind == KindSilence && row.State == database.ActionDone:
-		labels, err := a.labels(ctx, row.RunID)
-		if err != nil {
+	var t target
+	if row.Kind == KindSilence {
+		if t, err = a.target(ctx, row.RunID); err != nil {
 			return notify.StepReport{}, err
 		}
+	}
+	switch {
+	case row.Kind == KindSilence && row.State == database.ActionDone:
 		rep.Notice = fmt.Sprintf("%s silenced %s in Alertmanager %s (silence %s).", who(row),
-			matcherText(a.matchers(labels)), until(row), row.SilenceID.String)
+			matcherText(t.matchers()), until(row), row.SilenceID.String)
 		if row.Slot.Valid { // not yet expired
 			rep.Buttons = []notify.Button{{Kind: notify.ButtonUnsilence, Value: row.ID, Text: "Unsilence"}}
 		}
+	case row.Kind == KindSilence && len(t.matchers()) == 0: // refused: no matcher left
+		rep.Notice = fmt.Sprintf("%s's silence was not made: %s. Nothing is silenced; silence it in "+
+			"Alertmanager by hand, or name labels the alert carries in the playbook's silence.matchers.", who(row), row.Detail)
 	case row.Kind == KindSilence:
 		rep.Notice = fmt.Sprintf("%s's silence was not made: %s. Nothing is silenced; check alertmanager.urls "+
 			"and that Alertmanager is up, then click Silence again.", who(row), row.Detail)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -23,8 +24,11 @@ func (a *Actions) Silence(ctx context.Context, c Click) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("%w: silence choice %q", ErrUnknown, c.Choice)
 	}
-	if _, err := a.labels(ctx, c.RunID); err != nil {
+	if t, err := a.target(ctx, c.RunID); err != nil {
 		return Result{}, err
+	} else if !t.planned { // what it should match is chosen with its plans
+		return Result{ResultUnplanned, "This run has not chosen its playbook yet, so what its silence should match " +
+			"is not known: click again once its thread opens."}, nil
 	}
 	now, err := a.d.Dialect.Now(ctx, a.db())
 	if err != nil {
@@ -79,14 +83,18 @@ func (a *Actions) taken(ctx context.Context, row database.ActionRow) (Result, er
 
 // silence makes (or finds) row's silence, then finishes the row.
 func (a *Actions) silence(ctx context.Context, row database.ActionRow) (Result, error) {
-	labels, err := a.labels(ctx, row.RunID)
+	t, err := a.target(ctx, row.RunID)
 	if err != nil {
 		return Result{}, err
 	}
-	s := silences.Silence{Matchers: a.matchers(labels), EndsAt: time.UnixMilli(row.EndsAt.Int64),
+	s := silences.Silence{Matchers: t.matchers(), EndsAt: time.UnixMilli(row.EndsAt.Int64),
 		CreatedBy: who(row), Comment: a.comment(row)}
-	if len(s.Matchers) == 0 {
-		return a.finish(ctx, row, database.ActionFailed, "", "the alert carries none of the labels a silence matches on ("+fmt.Sprint(a.d.Matchers)+")")
+	if len(s.Matchers) == 0 { // never silence everything
+		res, err := a.finish(ctx, row, database.ActionFailed, "", noMatchers(t))
+		if err == nil {
+			res.Result = ResultUnmatched
+		}
+		return res, err
 	}
 	// The call: Ensure finds a silence an earlier, killed attempt made.
 	id, _, err := a.d.AM.Ensure(ctx, s)
@@ -94,6 +102,12 @@ func (a *Actions) silence(ctx context.Context, row database.ActionRow) (Result, 
 		return a.finish(ctx, row, database.ActionFailed, "", err.Error())
 	}
 	return a.finish(ctx, row, database.ActionDone, id, "")
+}
+
+// noMatchers says why a silence was refused for want of matchers.
+func noMatchers(t target) string {
+	return fmt.Sprintf("the alert carries none of the labels its silence matches on (%s), and a silence "+
+		"without matchers would silence every alert", strings.Join(t.names, ", "))
 }
 
 // comment is the silence's comment: it links the run, so that a resumed
@@ -104,7 +118,7 @@ func (a *Actions) comment(row database.ActionRow) string {
 	if a.d.RunURL != nil {
 		link = a.d.RunURL(row.RunID)
 	}
-	return fmt.Sprintf("Silenced from Slack by autocapture: run %s", link)
+	return fmt.Sprintf("Silenced with autocapture (Slack thread or run page): run %s", link)
 }
 
 // Unsilence expires the silence action c.SilenceAction made. One unsilence

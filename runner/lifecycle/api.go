@@ -50,6 +50,9 @@ func (s *Runs) Get(ctx context.Context, id string) (*runs.Run, error) {
 	if r.SeenBefore, err = s.seenBefore(ctx, tx, r); err != nil {
 		return nil, err
 	}
+	if r.Repeat, err = s.repeat(ctx, tx, r, r.SeenBefore, r.Verdict); err != nil {
+		return nil, err
+	}
 	if r.Uploads, err = s.art.LoadUploads(ctx, tx, id); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // What a thread operation says is read from the run's state when it is
@@ -90,6 +91,32 @@ func (s *Runs) stepReply(ctx context.Context, runID, key, plan, step string, ret
 	}
 	rep := s.stepReport(ctx, runID, rec)
 	rep.Key, rep.Retry = key, retry
+	if rec.Verdict != nil {
+		if rep.Repeat, err = s.repeatOf(ctx, runID, rec.Verdict); err != nil {
+			return notify.StepReport{}, fmt.Errorf("reply %s: %w", key, err)
+		}
+	}
+	return rep, nil
+}
+
+// repeatOf is the earlier run whose verdict v repeats, for a reply: its
+// evidence's link made now, as the step's own are.
+func (s *Runs) repeatOf(ctx context.Context, runID string, v *vocab.Verdict) (*notify.Repeat, error) {
+	r, err := s.getRow(ctx, s.db, runID)
+	if err != nil {
+		return nil, err
+	}
+	seen, err := s.seenBefore(ctx, s.db, r)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.repeat(ctx, s.db, r, seen, v)
+	if err != nil || rep == nil || rep.EvidenceKey == "" {
+		return rep, err
+	}
+	if l, ok := s.art.Link(ctx, rep.Run.ID, vocab.Artifact{Name: rep.EvidenceName, Key: rep.EvidenceKey}); ok {
+		rep.EvidenceLink = &l
+	}
 	return rep, nil
 }
 

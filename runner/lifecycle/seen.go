@@ -8,6 +8,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -72,4 +73,52 @@ func (s *Runs) silenced(ctx context.Context, q database.RowQuerier, runID string
 		until = "until the alert resolves"
 	}
 	return fmt.Sprintf("silenced in Alertmanager by %s %s (silence %s)", who, until, a.SilenceID.String), nil
+}
+
+// repeat is the earlier run of seen whose verdict v repeats (seen's rows:
+// no query of its own), with its key artifact; nil when none.
+func (s *Runs) repeat(ctx context.Context, q database.RowsQuerier, r *runRow, seen *notify.SeenBefore, v *vocab.Verdict) (*notify.Repeat, error) {
+	if seen == nil || v == nil {
+		return nil, nil
+	}
+	earlier, ok := seen.Repeated(v.ID)
+	if !ok {
+		return nil, nil
+	}
+	out := &notify.Repeat{Run: earlier, Before: r.CreatedAt.Sub(earlier.At)}
+	records, err := s.tables.Steps.List(ctx, q, earlier.ID)
+	if err != nil {
+		return nil, fmt.Errorf("runner: evidence of run %s: %w", earlier.ID, err)
+	}
+	if a, ok := keyArtifact(records); ok {
+		out.EvidenceName, out.EvidenceKey = a.Name, a.Key
+	}
+	return out, nil
+}
+
+// keyArtifact is the artifact that explains a run's verdict best: the report
+// of the profile that refined it, else the first artifact of the step that
+// reached it; false when neither kept one.
+func keyArtifact(raw []string) (vocab.Artifact, bool) {
+	var fallback *vocab.Artifact
+	for _, b := range raw {
+		var rec executor.StepRecord
+		if json.Unmarshal([]byte(b), &rec) != nil || len(rec.Artifacts) == 0 {
+			continue
+		}
+		if rec.Profile != nil {
+			for _, a := range rec.Artifacts {
+				if a.ContentType == "application/json" {
+					return a, true
+				}
+			}
+		}
+		if rec.Verdict != nil && fallback == nil {
+			fallback = &rec.Artifacts[0]
+		}
+	}
+	if fallback == nil {
+		return vocab.Artifact{}, false
+	}
+	return *fallback, true
 }

@@ -89,6 +89,9 @@ type Run struct {
 	// SeenBefore is how often the alert fired before on the run's instance
 	// and model (notify.SeenBefore.Line); filled by Get, nil when never.
 	SeenBefore *notify.SeenBefore `json:"seen_before,omitempty"`
+	// Repeat is the earlier run of SeenBefore whose verdict the run's
+	// repeats, with its key artifact; filled by Get, nil when none.
+	Repeat *notify.Repeat `json:"repeat,omitempty"`
 	// Verdicts is the run's verdict history, oldest first: preliminary ones
 	// (reached over part of tier 1) and the refined one; filled by Get. The
 	// latest is Verdict.

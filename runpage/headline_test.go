@@ -1,4 +1,4 @@
-package handlers
+package runpage
 
 import (
 	"net/http"
@@ -7,31 +7,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/testkit/htmldoc"
+
 	"golang.org/x/net/html"
 
-	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The run page leads with its answer (runpage_headline.go), lays out what
-// happened when (runpage_timeline.go) and says its identifiers in words
-// (runpage_words.go); these tests read the rendered page as a browser gets it.
+// The run page leads with its answer (headline.go), lays out what
+// happened when (timeline.go) and says its identifiers in words
+// (words.go); these tests read the rendered page as a browser gets it.
 
 var hlAt = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
-// servePage renders run r's page from a real Server and parses it.
+// servePage renders run r's page as the pages serve it, and parses it.
 func servePage(t *testing.T, r *runs.Run) *html.Node {
 	t.Helper()
-	f := newPageServer(t, config.Auth{})
+	f := newPageServer(t)
 	f.runs.runs = append(f.runs.runs, r)
 	res, body := fetch(t, f.srv.URL+"/runs/"+url.PathEscape(r.ID), nil)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET the page of %s: %d\n%s", r.ID, res.StatusCode, body)
 	}
-	return parse(t, body)
+	return htmldoc.Parse(t, body)
 }
 
 // profileStep is a profile step whose findings (JSON-shaped, as stored)
@@ -121,27 +122,27 @@ func TestRunPageHeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := servePage(t, tc.run)
-			main := elements(doc, "main")[0]
+			main := htmldoc.Elements(doc, "main")[0]
 			first := main.FirstChild
 			for first != nil && first.Type != html.ElementNode {
 				first = first.NextSibling
 			}
-			if first == nil || attr(first, "id") != "headline" {
+			if first == nil || htmldoc.Attr(first, "id") != "headline" {
 				t.Fatalf("the page's first content is %v, want the headline", first)
 			}
-			if got := text(byID(doc, "headline-text")); got != tc.headline {
+			if got := htmldoc.Text(htmldoc.ByID(doc, "headline-text")); got != tc.headline {
 				t.Errorf("headline:\n got %q\nwant %q", got, tc.headline)
 			}
-			if got := text(byID(doc, "headline-scope")); got != tc.scope {
+			if got := htmldoc.Text(htmldoc.ByID(doc, "headline-scope")); got != tc.scope {
 				t.Errorf("scope:\n got %q\nwant %q", got, tc.scope)
 			}
-			if got, want := text(byID(doc, "instance")), tc.run.Labels["instance"]; got != want {
+			if got, want := htmldoc.Text(htmldoc.ByID(doc, "instance")), tc.run.Labels["instance"]; got != want {
 				t.Errorf("instance %q, want %q", got, want)
 			}
-			if got, want := text(byID(doc, "model")), tc.run.Labels["model_name"]; got != want {
+			if got, want := htmldoc.Text(htmldoc.ByID(doc, "model")), tc.run.Labels["model_name"]; got != want {
 				t.Errorf("model %q, want %q", got, want)
 			}
-			if a := text(byID(doc, "alert")); !strings.HasPrefix(a, tc.run.Alertname+" firing since 2026-05-01 10:00:00 UTC") {
+			if a := htmldoc.Text(htmldoc.ByID(doc, "alert")); !strings.HasPrefix(a, tc.run.Alertname+" firing since 2026-05-01 10:00:00 UTC") {
 				t.Errorf("alert line %q: want its name, state and start", a)
 			}
 		})
@@ -155,16 +156,16 @@ func TestRunPageHeadline(t *testing.T) {
 func TestRunPageProfileAgainstBaseline(t *testing.T) {
 	doc := servePage(t, hlRun("pf-base", runner.StatusSucceeded, "", nil, profileStep(true)))
 	var rows []string
-	for _, tr := range elements(doc, "tr") {
-		if attr(tr, "class") == "abnormal" {
-			rows = append(rows, text(tr))
+	for _, tr := range htmldoc.Elements(doc, "tr") {
+		if htmldoc.Attr(tr, "class") == "abnormal" {
+			rows = append(rows, htmldoc.Text(tr))
 		}
 	}
 	want := []string{"GEMM 93.0% 49% +44 points abnormal", "attention 4.0% 40% -36 points abnormal"}
 	if strings.Join(rows, " | ") != strings.Join(want, " | ") {
 		t.Errorf("abnormal rows %q, want %q", rows, want)
 	}
-	if all := text(doc); !strings.Contains(all, "memory copies 2.0% ≈ 2% about the same") || !strings.Contains(all, "other kernels 1.0% 9% -8 points") {
+	if all := htmldoc.Text(doc); !strings.Contains(all, "memory copies 2.0% ≈ 2% about the same") || !strings.Contains(all, "other kernels 1.0% 9% -8 points") {
 		t.Errorf("families table: %q", all)
 	}
 
@@ -173,14 +174,14 @@ func TestRunPageProfileAgainstBaseline(t *testing.T) {
 	old := profileStep(true)
 	delete(old.Findings, "shift")
 	old.Findings["deltas"] = []any{"gemm 93% (baseline 49%)"}
-	if all := text(servePage(t, hlRun("pf-old", runner.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
+	if all := htmldoc.Text(servePage(t, hlRun("pf-old", runner.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
 		t.Errorf("a record without the shift: %q", all)
 	}
 
 	lone := profileStep(false)
 	delete(lone.Findings, "compared_with")
 	delete(lone.Findings, "shift")
-	if all := text(servePage(t, hlRun("pf-lone", runner.StatusSucceeded, "", nil, lone))); !strings.Contains(all, "Not compared: no earlier capture") {
+	if all := htmldoc.Text(servePage(t, hlRun("pf-lone", runner.StatusSucceeded, "", nil, lone))); !strings.Contains(all, "Not compared: no earlier capture") {
 		t.Errorf("a profile compared with nothing does not say so: %q", all)
 	}
 }
@@ -194,13 +195,13 @@ func TestRunPageTimeline(t *testing.T) {
 	started, resolved := r.StartsAt.Add(500*time.Millisecond), r.StartsAt.Add(5*time.Minute)
 	r.StartedAt, r.ResolvedAt = &started, &resolved
 	r.ID = "0198-timeline"
-	tl := byID(servePage(t, r), "timeline")
+	tl := htmldoc.ByID(servePage(t, r), "timeline")
 	if tl == nil {
 		t.Fatal("no timeline on the page")
 	}
 	var got []string
-	for _, tr := range elements(tl, "tr")[1:] { // after the header row
-		got = append(got, text(tr))
+	for _, tr := range htmldoc.Elements(tl, "tr")[1:] { // after the header row
+		got = append(got, htmldoc.Text(tr))
 	}
 	want := []string{
 		"+0.0 s alert VLLMHighTTFT fired",
@@ -224,8 +225,8 @@ func TestRunPageTimeline(t *testing.T) {
 // was judged in words; an unknown signal or comparison still reads.
 func TestRunPageBasisInWords(t *testing.T) {
 	var got []string
-	for _, li := range elements(byID(servePage(t, pageRunFixture(nil)), "basis"), "li") {
-		got = append(got, text(li))
+	for _, li := range htmldoc.Elements(htmldoc.ByID(servePage(t, pageRunFixture(nil)), "basis"), "li") {
+		got = append(got, htmldoc.Text(li))
 	}
 	want := []string{"mean prefill time: absolute threshold (no baseline)",
 		"prompt length now: against its own window before the alert", "queue shape: novel-basis"}
@@ -244,8 +245,8 @@ func TestRunPageStepStatuses(t *testing.T) {
 	doc := servePage(t, hlRun("st-run", runner.StatusPartial, "", nil, step("snapshot", stepNotConfigured),
 		step("scrape", executor.Failed), step("gpu", "deferred-by-operator")))
 	var got []string
-	for _, b := range elements(byID(doc, "steps"), "span") {
-		got = append(got, attr(b, "class")+"="+text(b))
+	for _, b := range htmldoc.Elements(htmldoc.ByID(doc, "steps"), "span") {
+		got = append(got, htmldoc.Attr(b, "class")+"="+htmldoc.Text(b))
 	}
 	want := []string{"badge other=not configured", "badge bad=failed", "badge other=deferred-by-operator"}
 	if strings.Join(got, " | ") != strings.Join(want, " | ") {
@@ -257,10 +258,10 @@ func TestRunPageStepStatuses(t *testing.T) {
 // a caption, and sits in its own scrolling box (a phone scrolls the table,
 // not the page).
 func TestRunPagesTablesLabelled(t *testing.T) {
-	f := newPageServer(t, config.Auth{})
+	f := newPageServer(t)
 	for _, p := range []string{"/runs/" + pageRun, "/runs"} {
 		_, body := fetch(t, f.srv.URL+p, nil)
-		tables := elements(parse(t, body), "table")
+		tables := htmldoc.Elements(htmldoc.Parse(t, body), "table")
 		if len(tables) == 0 {
 			t.Fatalf("%s: no table", p)
 		}
@@ -271,11 +272,11 @@ func TestRunPagesTablesLabelled(t *testing.T) {
 					first = c
 				}
 			}
-			if first == nil || first.Data != "caption" || text(first) == "" {
-				t.Errorf("%s: table %q has no caption: %.80q", p, attr(tb, "id")+attr(tb, "class"), text(tb))
+			if first == nil || first.Data != "caption" || htmldoc.Text(first) == "" {
+				t.Errorf("%s: table %q has no caption: %.80q", p, htmldoc.Attr(tb, "id")+htmldoc.Attr(tb, "class"), htmldoc.Text(tb))
 			}
-			if tb.Parent == nil || attr(tb.Parent, "class") != "scroll" {
-				t.Errorf("%s: table %q is not in a scrolling box", p, attr(tb, "id")+attr(tb, "class"))
+			if tb.Parent == nil || htmldoc.Attr(tb.Parent, "class") != "scroll" {
+				t.Errorf("%s: table %q is not in a scrolling box", p, htmldoc.Attr(tb, "id")+htmldoc.Attr(tb, "class"))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package handlers
+package runpage
 
 import (
 	"encoding/json"
@@ -72,12 +72,17 @@ type runView struct {
 	Profiles    []profileView
 	Artifacts   []artifactView
 	Manifest    *artifactView
-	Steps       []stepView
-	Took        string
+	// RepeatHref links the key artifact of the earlier run whose verdict
+	// this one repeats (Run.Repeat); "" for none.
+	RepeatHref string
+	Steps      []stepView
+	Took       string
 	// From GET /api/v1/runs/{id}/profile, when profiling is served.
 	Lease         *runs.ProfileLease
 	ProfileEvents []runs.ProfileEvent
 	ProfileError  string
+	// Silence is the Silence form, for a signed-in reader; nil: none.
+	Silence *silenceView
 }
 
 // Title is the page's title: the answer, the alert, the run.
@@ -142,11 +147,11 @@ func decodeFindings(f map[string]any, dst any) bool {
 	return json.Unmarshal(b, dst) == nil
 }
 
-func (s *Server) newRunView(r *runs.Run) runView {
+func (p *Pages) newRunView(r *runs.Run) runView {
 	shown := shownRun(*r)
 	r = &shown
 	v := runView{Run: r, Labels: sortedKV(r.Labels), Annotations: sortedKV(r.Annotations), Verdict: r.Verdict,
-		Timeline: newTimeline(r, s.opts.Now())}
+		Timeline: newTimeline(r, p.o.Now())}
 	if r.Verdict != nil {
 		v.Basis = basisInWords(r.Verdict.Basis)
 		v.Scope, v.Advice = vocab.ScopeText(r.Verdict), vocab.AllAdvice(r.Verdict)
@@ -166,7 +171,7 @@ func (s *Server) newRunView(r *runs.Run) runView {
 			StatusText: stepStatusText(st.Status)})
 		for _, a := range st.Artifacts {
 			av := artifactView{Step: st.Plan + "/" + st.ID, Name: a.Name, Key: a.Key, ContentType: a.ContentType,
-				Size: a.Size, Pending: a.Pending, Href: s.artifactHref(r.ID, a.Key)}
+				Size: a.Size, Pending: a.Pending, Href: p.artifactHref(r.ID, a.Key)}
 			v.Artifacts = append(v.Artifacts, av)
 			if st.Kind == "chart" && strings.HasPrefix(a.ContentType, "image/png") && av.Href != "" {
 				v.Charts = append(v.Charts, av)
@@ -187,15 +192,18 @@ func (s *Server) newRunView(r *runs.Run) runView {
 				}
 			}
 		case "profile":
-			if p, ok := newProfileView(st.Plan+"/"+st.ID, st.Summary, st.Findings); ok {
-				v.Profiles = append(v.Profiles, p)
+			if pv, ok := newProfileView(st.Plan+"/"+st.ID, st.Summary, st.Findings); ok {
+				v.Profiles = append(v.Profiles, pv)
 			}
 		}
 	}
 	v.Head = newHeadline(r, len(r.Steps))
+	if rep := r.Repeat; rep != nil {
+		v.RepeatHref = p.artifactHref(rep.Run.ID, rep.EvidenceKey)
+	}
 	if r.Manifest != "" {
 		v.Manifest = &artifactView{Name: "manifest.json", Key: r.Manifest, ContentType: "application/json",
-			Href: s.artifactHref(r.ID, r.Manifest)}
+			Href: p.artifactHref(r.ID, r.Manifest)}
 	}
 	return v
 }

@@ -1,4 +1,4 @@
-package handlers
+package runpage
 
 import (
 	"github.com/autocapture/autocapture/internal/untrusted"
@@ -27,14 +27,4 @@ func shownKV(m map[string]string) map[string]string {
 		out[shownText(k)] = shownText(v)
 	}
 	return out
-}
-
-// boundedRuns is a page of the run list API with every label and annotation
-// clipped: JSON escapes the rest.
-func boundedRuns(rs []runs.Run) []runs.Run {
-	for i := range rs {
-		rs[i].Alertname = untrusted.Clip(rs[i].Alertname)
-		rs[i].Labels, rs[i].Annotations = untrusted.ClipKV(rs[i].Labels), untrusted.ClipKV(rs[i].Annotations)
-	}
-	return rs
 }

@@ -1,4 +1,4 @@
-package handlers
+package runpage
 
 import (
 	"strconv"
@@ -36,7 +36,7 @@ type headline struct {
 }
 
 // The run statuses before a run ends (runner.StatusQueued and
-// StatusRunning; handlers takes the list in Options, not from runner).
+// StatusRunning; the pages take the list in Options, not from runner).
 const (
 	runQueued  = "queued"
 	runRunning = "running"
