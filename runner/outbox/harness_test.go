@@ -34,13 +34,14 @@ const (
 	testLease     = 2 * time.Second
 )
 
-// harness is one process's outbox on a store: its own pool, its own River
-// client working the delivery queue, and, once started, the loops the run
-// lifecycle drives it with (the heartbeat's RenewBeside, the sweeper's
-// Sweep), each every heartbeat.
+// harness is one process's outbox on a store: its own pools (the store and
+// the heartbeat's), its own River client working the delivery queue, and,
+// once started, the loops the run lifecycle drives it with (the heartbeat's
+// RenewBeside, the sweeper's Sweep), each every heartbeat.
 type harness struct {
 	out    *Outbox
 	db     *sql.DB
+	beat   database.Pool
 	tables database.Tables
 	client *river.Client[*sql.Tx]
 	owner  string
@@ -63,12 +64,20 @@ func newHarness(t *testing.T, db dbRef, sink notify.Notifier, start bool) *harne
 	if err := database.Migrate(ctx, raw, d, drv); err != nil {
 		t.Fatalf("migrate store: %v", err)
 	}
-	h := &harness{db: raw, tables: database.NewTables(d), owner: fmt.Sprintf("r0/%d/test", time.Now().UnixNano())}
-	store := func() Store { return raw }
-	h.out = New(Config{Sinks: map[string]notify.Notifier{"default": sink}, Tables: h.tables, Store: store, Beat: store,
+	beat, err := database.OpenBeat(db.URL, db.Path)
+	if err != nil {
+		t.Fatalf("open heartbeat pool: %v", err)
+	}
+	t.Cleanup(func() { beat.Close() })
+	h := &harness{db: raw, beat: beat, tables: database.NewTables(d), owner: fmt.Sprintf("r0/%d/test", time.Now().UnixNano())}
+	// The lifecycle's renewal bound: a third of what a lease has left
+	// after a heartbeat, so three tries fit before the watchdog.
+	renew := max(testHeartbeat, (testLease-testHeartbeat)/3)
+	h.out = New(Config{Sinks: map[string]notify.Notifier{"default": sink}, Tables: h.tables,
+		Store: func() Store { return raw }, Beat: func() Store { return beat },
 		Client: func() *river.Client[*sql.Tx] { return h.client }, Content: content{},
 		LeaseTimeout: testLease, HeartbeatInterval: testHeartbeat,
-		RenewTimeout: func() time.Duration { return testLease - testHeartbeat }, BeatReady: func(context.Context) {},
+		RenewTimeout: func() time.Duration { return renew }, BeatReady: func(context.Context) {},
 		Log: zaptest.NewLogger(t)})
 	workers := river.NewWorkers()
 	if err := h.out.AddWorker(workers); err != nil {
@@ -91,23 +100,35 @@ func newHarness(t *testing.T, db dbRef, sink notify.Notifier, start bool) *harne
 		if err := h.client.Start(ctx); err != nil {
 			t.Fatalf("start river: %v", err)
 		}
-		h.loops.Add(1)
-		go h.beat(bg)
+		h.loops.Add(2)
+		go h.renew(bg)
+		go h.sweep(bg)
 	}
 	return h
 }
 
-// beat renews the threads this process delivers and sweeps the waiting
-// ones every heartbeat, as the run lifecycle's heartbeat and sweeper do.
-func (h *harness) beat(ctx context.Context) {
+// renew renews the leases of the threads this process delivers every
+// heartbeat, as the lifecycle's heartbeat does beside its runs'.
+func (h *harness) renew(ctx context.Context) {
 	defer h.loops.Done()
 	var renewing sync.WaitGroup
 	defer renewing.Wait()
+	h.every(ctx, func() { h.out.RenewBeside(ctx, &renewing) })
+}
+
+// sweep gives waiting threads a deliverer every heartbeat, on its own loop
+// as the lifecycle's sweeper does.
+func (h *harness) sweep(ctx context.Context) {
+	defer h.loops.Done()
+	h.every(ctx, func() { _, _ = h.out.Sweep(ctx) })
+}
+
+// every runs f now and every heartbeat until ctx ends.
+func (h *harness) every(ctx context.Context, f func()) {
 	tick := time.NewTicker(testHeartbeat)
 	defer tick.Stop()
 	for {
-		h.out.RenewBeside(ctx, &renewing)
-		_, _ = h.out.Sweep(ctx)
+		f()
 		select {
 		case <-ctx.Done():
 			return
@@ -128,13 +149,14 @@ func (h *harness) end(wait time.Duration) {
 	_ = h.client.StopAndCancel(ctx)
 }
 
-// crash makes the process behave as one killed with kill -9: its pool is
+// crash makes the process behave as one killed with kill -9: its pools are
 // closed first, so it renews, releases and records nothing more (River,
 // on the same pool, cannot record its jobs' ends either), then its loops
 // end and its River client is told to stop, waited for only briefly: what
 // it would record goes nowhere, and a call stuck in a notifier holds it.
 func (h *harness) crash() {
 	_ = h.db.Close()
+	_ = h.beat.Close()
 	h.crashed = true
 	h.end(time.Second)
 }
