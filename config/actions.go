@@ -13,6 +13,10 @@ type SlackActions struct {
 	// (alertmanager.urls) for 1 h, 4 h, 24 h or until the alert resolves,
 	// and "Unsilence" on the thread's reply.
 	Silence ActionAccess `yaml:"silence" json:"silence"`
+	// Profile offers "Profile again" on the parent of a run whose playbook
+	// has a profile step: the step taken now on the same instance, under
+	// the profiling budget, leases and switches, compared in the thread.
+	Profile ActionAccess `yaml:"profile" json:"profile"`
 }
 
 // ActionAccess turns one action on and says who may use it. Who must be
@@ -37,8 +41,12 @@ var (
 
 // checkActions validates notify.slack.actions.
 func (v *validator) checkActions(s Slack) {
-	a := s.Actions.Silence
-	const at = "$.notify.slack.actions.silence"
+	v.checkAction(s, s.Actions.Silence, "$.notify.slack.actions.silence")
+	v.checkAction(s, s.Actions.Profile, "$.notify.slack.actions.profile")
+}
+
+// checkAction validates one action's access, at at.
+func (v *validator) checkAction(s Slack, a ActionAccess, at string) {
 	if !a.Enabled {
 		return
 	}

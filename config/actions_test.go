@@ -34,3 +34,21 @@ func TestActionsAcceptChosenAudience(t *testing.T) {
 		}
 	}
 }
+
+// "Profile again" has the Silence action's access rules, on its own: nobody
+// chosen or a bad id is an error; it needs no Alertmanager.
+func TestActionsProfileAccess(t *testing.T) {
+	checkParseErrors(t, []parseErrCase{
+		{"nobody chosen", slackBase + "    actions:\n      profile:\n        enabled: true\n",
+			[]string{"notify.slack.actions.profile", "say who may use it"}},
+		{"bad group id", slackBase + "    actions:\n      profile:\n        enabled: true\n        user_groups: [oncall]\n",
+			[]string{"profile.user_groups[0]", "Slack user group id"}},
+	}, nil)
+	cfg, err := Parse("c.yaml", []byte(slackBase+"    actions:\n      profile:\n        enabled: true\n        users: [U0ALICE]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Notify.Slack.Actions; !a.Profile.Enabled || a.Silence.Enabled {
+		t.Fatalf("read %+v, want Profile again alone", a)
+	}
+}

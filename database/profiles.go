@@ -89,6 +89,15 @@ func (ProfileStarts) Since(ctx context.Context, q RowQuerier, sinceMS int64) (in
 	return n, err
 }
 
+// OldestSince is the first start after sinceMS (not Valid: none): when
+// a spent hourly budget frees its next slot.
+func (ProfileStarts) OldestSince(ctx context.Context, q RowQuerier, sinceMS int64) (sql.NullInt64, error) {
+	var first sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT MIN(started_at) FROM autocapture_profile_starts WHERE started_at > $1`,
+		sinceMS).Scan(&first)
+	return first, err
+}
+
 // LastOn is target's last start (not Valid: none).
 func (ProfileStarts) LastOn(ctx context.Context, q RowQuerier, target string) (sql.NullInt64, error) {
 	var last sql.NullInt64

@@ -80,15 +80,18 @@ func (s *stack) startFleets(t testing.TB, simBin string, specs []fleetSpec) (tar
 		}
 		args = append(args, sp.Args...)
 		f.Proc = testenv.StartProcess(t, "vllmsim-fleet-"+sp.Name, exec.Command(simBin, args...))
+		s.Fleets[sp.Name] = f
+		targets = append(targets, f.Addrs...)
+		dcgm = append(dcgm, f.DCGM...)
+	}
+	// Every fleet starts before the first is waited for: their start-ups overlap.
+	for _, f := range s.Fleets {
 		for _, a := range f.Addrs {
 			f.Proc.WaitHTTP(t, "http://"+a+"/health", 15*time.Second)
 		}
 		for _, a := range f.DCGM {
 			f.Proc.WaitHTTP(t, "http://"+a+"/metrics", 15*time.Second)
 		}
-		s.Fleets[sp.Name] = f
-		targets = append(targets, f.Addrs...)
-		dcgm = append(dcgm, f.DCGM...)
 	}
 	return targets, dcgm
 }

@@ -22,10 +22,10 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/sglang"
 	"github.com/autocapture/autocapture/playbooks/vllm"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
 
@@ -161,9 +161,12 @@ func startStack(t testing.TB, o stackOptions) *stack {
 		cmd := exec.Command(simBin, args...)
 		cmd.Env = append(os.Environ(), "OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+addr)
 		p := testenv.StartProcess(t, "vllmsim-"+sc, cmd)
-		p.WaitHTTP(t, "http://"+addr+"/health", 15*time.Second)
 		s.Sims[sc] = &sim{Scenario: sc, Addr: addr, Proc: p}
 		targets = append(targets, addr)
+	}
+	// Every sim starts before the first is waited for: their start-ups overlap.
+	for _, sm := range s.Sims {
+		sm.Proc.WaitHTTP(t, "http://"+sm.Addr+"/health", 15*time.Second)
 	}
 
 	fleetTargets, dcgmTargets := s.startFleets(t, simBin, o.Fleets)
@@ -407,9 +410,9 @@ func (sm *sim) requests(t testing.TB) []vllmsim.FinishedRequest {
 	return out
 }
 
-func finished(status string) bool {
+func finished(status vocab.Status) bool {
 	switch status {
-	case runner.StatusQueued, runner.StatusRunning:
+	case vocab.StatusQueued, vocab.StatusRunning:
 		return false
 	}
 	return true

@@ -39,11 +39,13 @@ func (f slackFeedback) RecordFeedback(ctx context.Context, runID, verdict string
 	return err
 }
 
-// Actions is what the thread's actions (Silence…, Unsilence) need of the
-// run service. *actions.Actions (runner.Service.Actions) satisfies it.
+// Actions is what the thread's actions (Silence…, Unsilence, Profile
+// again) need of the run service. *actions.Actions
+// (runner.Service.Actions) satisfies it.
 type Actions interface {
 	Silence(ctx context.Context, c actions.Click) (actions.Result, error)
 	Unsilence(ctx context.Context, c actions.Click) (actions.Result, error)
+	ProfileAgain(ctx context.Context, c actions.Click) (actions.Result, error)
 	Refused(ctx context.Context, c actions.Click, why string) error
 }
 
@@ -77,6 +79,10 @@ func (s slackActions) Silence(ctx context.Context, c slacknotify.Click) (slackno
 
 func (s slackActions) Unsilence(ctx context.Context, c slacknotify.Click) (slacknotify.ActionResult, error) {
 	return actionAnswer(s.Actions.Unsilence(ctx, click(c)))
+}
+
+func (s slackActions) ProfileAgain(ctx context.Context, c slacknotify.Click) (slacknotify.ActionResult, error) {
+	return actionAnswer(s.Actions.ProfileAgain(ctx, click(c)))
 }
 
 func (s slackActions) Refused(ctx context.Context, c slacknotify.Click, why string) error {

@@ -98,7 +98,7 @@ const maxFormBytes = 16 << 10
 // on when the thread's actions are (alertmanager.urls and the silence
 // action enabled).
 func (s *Server) newPages(reg prometheus.Registerer) (*runpage.Pages, error) {
-	o := runpage.Options{Runs: s.opts.Runs, Statuses: s.opts.Statuses, Registerer: reg, Now: s.opts.Now, Log: s.log}
+	o := runpage.Options{Runs: s.opts.Runs, Registerer: reg, Now: s.opts.Now, Log: s.log}
 	if s.opts.Profiling != nil {
 		o.Profiles = s.opts.Profiling
 	}
@@ -108,8 +108,15 @@ func (s *Server) newPages(reg prometheus.Registerer) (*runpage.Pages, error) {
 			o.Signer = ls
 		}
 	}
-	if a := s.opts.SlackActions; a != nil && a.Actions != nil {
+	if a := s.opts.SlackActions; a != nil && a.Actions != nil && silencing(a.Actions) {
 		o.Silencer = a.Actions
 	}
 	return runpage.New(o)
+}
+
+// silencing says whether the thread's actions silence (an Alertmanager is
+// configured), not only take profiles again.
+func silencing(a Actions) bool {
+	s, ok := a.(interface{ Silences() bool })
+	return !ok || s.Silences()
 }

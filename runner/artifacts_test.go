@@ -34,7 +34,7 @@ func storing(name string, body []byte) vocab.Step {
 	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{})
 		if err != nil {
 			return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
 		}
@@ -85,7 +85,7 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		}
 		ctx := context.Background()
 		var keys []string
-		if err := store.List(ctx, "", func(e storage.ListEntry) error {
+		if err := store.List(ctx, "", func(e vocab.ListEntry) error {
 			if !strings.HasSuffix(e.Key, "/manifest.json") { // the run's manifest, written by its own job once the run ended
 				keys = append(keys, e.Key)
 			}
@@ -105,7 +105,7 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		if !bytes.Equal(got, small) {
 			t.Fatal("the small artifact is not intact")
 		}
-		if r.Status != StatusPartial {
+		if r.Status != vocab.StatusPartial {
 			t.Fatalf("run %s, want partial", r.Status)
 		}
 	})

@@ -11,14 +11,13 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // manifestOf reads the run's manifest from st.
-func manifestOf(t *testing.T, st storage.Store, key string) artifacts.Manifest {
+func manifestOf(t *testing.T, st vocab.Store, key string) artifacts.Manifest {
 	t.Helper()
 	rc, err := st.Open(context.Background(), key)
 	if err != nil {
@@ -33,7 +32,7 @@ func manifestOf(t *testing.T, st storage.Store, key string) artifacts.Manifest {
 	return m
 }
 
-func withStore(st storage.Store) svcOpt {
+func withStore(st vocab.Store) svcOpt {
 	return func(o *Options) { o.Env = &vocab.Env{Store: st} }
 }
 
@@ -48,7 +47,7 @@ func artifactStep(body string) vocab.Step {
 	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: "out.txt", Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), storage.Meta{ContentType: "text/plain"})
+		obj, err := in.Env.Store.Put(ctx, key, strings.NewReader(body), vocab.ObjectMeta{ContentType: "text/plain"})
 		if err != nil {
 			return nil, err
 		}
@@ -72,11 +71,11 @@ func TestManifestWrittenAfterFinish(t *testing.T) {
 			t.Fatalf("manifest key %q, want %q", r.Manifest, want)
 		}
 		m := manifestOf(t, st, r.Manifest)
-		if m.Run.ID != r.ID || m.Run.Status != StatusSucceeded || len(m.Playbooks) != 1 || len(m.Playbooks[0].Steps) != 1 {
+		if m.Run.ID != r.ID || m.Run.Status != vocab.StatusSucceeded || len(m.Playbooks) != 1 || len(m.Playbooks[0].Steps) != 1 {
 			t.Fatalf("manifest = %+v", m)
 		}
 		step := m.Playbooks[0].Steps[0]
-		if step.Status != executor.Succeeded || len(step.Artifacts) != 1 || step.Artifacts[0].Key != r.Steps[0].Artifacts[0].Key ||
+		if step.Status != vocab.StatusSucceeded || len(step.Artifacts) != 1 || step.Artifacts[0].Key != r.Steps[0].Artifacts[0].Key ||
 			step.Artifacts[0].SHA256 != r.Steps[0].Artifacts[0].SHA256 || step.Artifacts[0].Missing {
 			t.Fatalf("manifest step = %+v, run's record %+v", step, r.Steps[0])
 		}

@@ -160,7 +160,7 @@ func TestResolutionAfterTheRunFinished(t *testing.T) {
 // playbook's notify.channel; one without it keeps the playbook's.
 func TestRoutingLabelChoosesTheChannel(t *testing.T) {
 	f := newFarSide()
-	p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+	p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 		pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
 		pl.Channel = "C0VLLMTEAM"
 		return []*playbooks.Plan{pl}
@@ -189,7 +189,7 @@ func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		f := newFarSide()
 		c := fakestep.NewCounter()
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)))
 			pl.Channel = "C0VLLMTEAM"
 			return []*playbooks.Plan{pl}

@@ -43,7 +43,7 @@ func TestServiceRunsRetention(t *testing.T) {
 		return errors.Is(err, runs.ErrNotFound)
 	})
 	var left []string
-	if err := st.List(context.Background(), storage.RunPrefix(r.CreatedAt, r.Alertname, r.ID), func(e storage.ListEntry) error {
+	if err := st.List(context.Background(), storage.RunPrefix(r.CreatedAt, r.Alertname, r.ID), func(e vocab.ListEntry) error {
 		left = append(left, e.Key)
 		return nil
 	}); err != nil || len(left) != 0 {

@@ -36,7 +36,7 @@ func uploadArtifactStep(name string, body []byte) playbooks.PlannedStep {
 	return fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: "application/json"})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{ContentType: "application/json"})
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +56,7 @@ func withUploadBackoff(d time.Duration) svcOpt { return func(o *Options) { o.upl
 func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 	t.Helper()
 	var keys []string
-	if err := sp.Spooled(context.Background(), func(o storage.Object, _ time.Time) error {
+	if err := sp.Spooled(context.Background(), func(o vocab.Object, _ time.Time) error {
 		keys = append(keys, o.Key)
 		return nil
 	}); err != nil {
@@ -89,7 +89,7 @@ func TestUploadAfterOutage(t *testing.T) {
 		acc := acceptOne(t, s, firing("fp-outage", time.Now()))
 		r := waitRun(t, s, acc.RunID, "finished", isFinished)
 		step := stepByID(r, "snapshot")
-		if r.Status != StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
+		if r.Status != vocab.StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
 			t.Fatalf("run %s, step %+v: want succeeded with one pending artifact", r.Status, step)
 		}
 		art := step.Artifacts[0]

@@ -164,10 +164,16 @@ summarise() {
   kill "$norace_pid" "$fuzz_pid" 2>/dev/null || true
   exit 1
 }
+# longest lists the packages of a go test log that took longest: the order
+# of $slow above, and where the next cut in the suite's time lies.
+longest() {
+  grep -E '^ok\s' "$1" | awk -F'\t' '{print "  " $3 "\t" $2}' | sort -rn -k1 | head -n 8 || true
+}
 start=$SECONDS
 # shellcheck disable=SC2086 # word splitting of the package list is meant
 go test -race -count=1 -p 2 -parallel 4 -timeout 25m -skip "$NORACE" "$@" $pkgs 2>&1 | tee "$out" || summarise
-echo "== the race pass took $((SECONDS - start)) s"
+echo "== the race pass took $((SECONDS - start)) s; its longest packages:"
+longest "$out"
 
 echo "== go test, no race (${NORACE_PKG#"$mod/"}; $(tr '|' ' ' <<<"$NORACE_TESTS"))"
 wait "$norace_pid" || true

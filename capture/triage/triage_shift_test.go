@@ -22,7 +22,17 @@ type simHistory struct {
 	sim  *vllmsim.Sim
 	srv  *httptest.Server
 	step *scrape.Step
-	hist []*scrape.Sample
+	hist []scraped
+}
+
+// scraped is one second's exposition, parsed the first time a window reads
+// it: a window reads two scrapes of hundreds, and parsing every one was most
+// of these simulations' CPU. Serving /metrics leaves the sim as it was, so
+// the samples are the same as when each was parsed as it came.
+type scraped struct {
+	body   []byte
+	at     time.Time
+	sample *scrape.Sample
 }
 
 func newSimHistory(t *testing.T, o vllmsim.Options) *simHistory {
@@ -51,8 +61,17 @@ func (h *simHistory) tick(n int) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		h.hist = append(h.hist, h.step.SampleOf(b, h.sim.Now()))
+		h.hist = append(h.hist, scraped{body: b, at: h.sim.Now()})
 	}
+}
+
+// at is the scrape of second i, parsed.
+func (h *simHistory) at(i int) *scrape.Sample {
+	s := &h.hist[i]
+	if s.sample == nil {
+		s.sample = h.step.SampleOf(s.body, s.at)
+	}
+	return s.sample
 }
 
 // over is the delta over the window seconds ending ago seconds before now.
@@ -61,7 +80,7 @@ func (h *simHistory) over(window, ago int) scrape.Delta {
 	if n-window < 0 {
 		h.t.Fatalf("history of %d s: no window of %d s ending %d s ago", len(h.hist), window, ago)
 	}
-	return scrape.Delta{Prev: &h.hist[n-window].Exp, Cur: h.hist[n].Exp, Gap: time.Duration(window) * time.Second}
+	return scrape.Delta{Prev: &h.at(n - window).Exp, Cur: h.at(n).Exp, Gap: time.Duration(window) * time.Second}
 }
 
 // snapshot is what the shipped PromQL snapshot reads now: its signals over

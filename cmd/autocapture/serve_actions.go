@@ -9,20 +9,26 @@ import (
 	"github.com/autocapture/autocapture/silences"
 )
 
-// actionsOptions turns the thread's actions on when Slack's interactivity,
-// the Silence action and an Alertmanager are all configured; nil otherwise.
-// A CA file that does not read is an error: serve stops.
+// actionsOptions turns the thread's actions on when Slack's interactivity
+// and an action are configured (the Silence action with an Alertmanager,
+// or Profile again); nil otherwise. A CA file that does not read is an
+// error: serve stops.
 func actionsOptions(cfg *config.Config) (*runner.ActionsOptions, error) {
 	s := cfg.Notify.Slack
-	if !s.Interactive() || !s.Actions.Silence.Enabled || len(cfg.Alertmanager.URLs) == 0 {
+	silence := s.Actions.Silence.Enabled && len(cfg.Alertmanager.URLs) > 0
+	if !s.Interactive() || (!silence && !s.Actions.Profile.Enabled) {
 		return nil, nil
 	}
-	am, err := silences.New(cfg.Alertmanager)
-	if err != nil {
-		return nil, fmt.Errorf("alertmanager: %w", err)
+	o := &runner.ActionsOptions{Timeout: cfg.Alertmanager.Timeout, URLs: len(cfg.Alertmanager.URLs),
+		ExternalURL: cfg.Web.ExternalURL, Profile: s.Actions.Profile.Enabled}
+	if silence {
+		am, err := silences.New(cfg.Alertmanager)
+		if err != nil {
+			return nil, fmt.Errorf("alertmanager: %w", err)
+		}
+		o.Silencer = am
 	}
-	return &runner.ActionsOptions{Silencer: am, Timeout: cfg.Alertmanager.Timeout, URLs: len(cfg.Alertmanager.URLs),
-		ExternalURL: cfg.Web.ExternalURL}, nil
+	return o, nil
 }
 
 // slackActions hands the interactivity endpoint the thread's actions.

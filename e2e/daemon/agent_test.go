@@ -175,6 +175,7 @@ func sha256File(t *testing.T, p string) [32]byte {
 // TestAgentRefusesToStart: without a usable token or folder the agent exits
 // non-zero, says which flag is wrong, and never listens.
 func TestAgentRefusesToStart(t *testing.T) {
+	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	dir := t.TempDir()
 	files := t.TempDir()

@@ -37,6 +37,7 @@ func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // TestHealthcheckOnTheRealDaemon: the built binary's healthcheck passes
 // against a running `serve` and fails once it has stopped.
 func TestHealthcheckOnTheRealDaemon(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, &daemonOpts{Token: "tok"})
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	probe := func() (string, error) {

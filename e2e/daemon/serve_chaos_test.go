@@ -25,6 +25,7 @@ import (
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The chaos proof (issue 15): 200 distinct alerts posted straight to three
@@ -180,7 +181,12 @@ func startChaosEnv(t *testing.T) *chaosEnv {
 			Prometheus: "  url: " + e.prom.URL + "\n  timeout: 3s\n",
 			Traces:     "  backend: jaeger\n  url: " + e.jaeger.QueryURL + "\n  timeout: 3s\n"}}
 		e.replicas = append(e.replicas, r)
-		e.start(t, r, true)
+		e.start(t, r, false)
+	}
+	// All three start before the first is waited for: their start-ups
+	// (migrations take turns under an advisory lock) overlap.
+	for _, r := range e.replicas {
+		r.d.Proc.WaitHTTP(t, r.d.URL+"/-/ready", 60*time.Second)
 	}
 	return e
 }
@@ -426,7 +432,7 @@ func TestServeChaos(t *testing.T) {
 			}
 		}
 	}
-	statuses, resumed, attempts, uploads, profiled := map[string]int{}, 0, 0, 0, map[string]int{}
+	statuses, resumed, attempts, uploads, profiled := map[vocab.Status]int{}, 0, 0, 0, map[string]int{}
 	for _, r := range all {
 		statuses[r.Status]++
 		if r.Resumed > 0 {
@@ -441,7 +447,7 @@ func TestServeChaos(t *testing.T) {
 		for _, s := range r.Steps {
 			if s.ID == "profile" {
 				why, _, _ := strings.Cut(s.Reason+s.Error, ":")
-				profiled[s.Status+" "+why]++
+				profiled[string(s.Status)+" "+why]++
 			}
 		}
 		if len(threads[r.ID]) != 1 {

@@ -42,6 +42,7 @@ func amConfigFor(groupBy string, ds ...*daemon) string {
 // alert to the daemon; the run appears via the API; the resolved notification
 // sets resolved_at.
 func TestServeAlertmanagerFiringThenResolved(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, &daemonOpts{Token: "am-e2e"})
 	am := testenv.StartAlertmanager(t, amConfig(d, 1))
 	labels := map[string]string{"alertname": "E2EFiring", "instance": "127.0.0.1:8000"}

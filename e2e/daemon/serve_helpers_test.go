@@ -19,10 +19,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// Which tests run in parallel (t.Parallel, two at a time under go test's
-// default -parallel on these 2-core machines): the ones that mostly wait on
-// real time (frames, scrapes, Slack's pacing, browsers) and own every process
-// they start. The tests that kill a replica and reason about when the
+// Which tests run in parallel (t.Parallel; scripts/test.sh runs four at a
+// time): every one that owns the processes, ports and folders it uses, short
+// or long: a sequential test keeps the others waiting for all of its
+// start-ups and waits. The tests that kill a replica and reason about when the
 // survivor takes its work over (the HA, kill -9, chaos and failover tests)
 // stay sequential: their leases leave seconds of margin, and with a parallel
 // sibling loading the machine one of them (TestServeProfileHAKill9/swept)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestServeThreadLinkOpensTheArtifact: the real binary, without
@@ -21,6 +21,7 @@ import (
 // credentials and gives the bytes the step stored, while the route without the
 // token asks for them.
 func TestServeThreadLinkOpensTheArtifact(t *testing.T) {
+	t.Parallel()
 	stub := newSlack(t)
 	body := `{"ok":true,"pad":"` + strings.Repeat("x", 3000) + `"}`
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -44,7 +45,7 @@ func TestServeThreadLinkOpensTheArtifact(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the run to finish", func() bool {
 		r := d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
 	run := d.run(t, id)
 	if len(run.Steps) != 1 || len(run.Steps[0].Artifacts) == 0 {

@@ -19,6 +19,7 @@ import (
 // runs store (a pause is persisted and shown with who asked, and exported as a
 // metric), and refuses to start with an empty profiling.agent_token_file.
 func TestServeProfilingWiring(t *testing.T) {
+	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	dir := t.TempDir()
 	empty, cfg := filepath.Join(dir, "empty-token"), filepath.Join(dir, "c.yaml")

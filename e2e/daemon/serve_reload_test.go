@@ -47,6 +47,7 @@ func planOf(t *testing.T, d *daemon, fingerprint string) string {
 // keeps the last good set, sets the success gauge to 0, and /-/reload answers
 // with the file:line:col; SIGHUP reloads too.
 func TestServeReloadsPlaybooks(t *testing.T) {
+	t.Parallel()
 	o := &daemonOpts{Token: "tok", Playbooks: playbookNamed("first")}
 	d := startDaemon(t, o)
 	file := filepath.Join(o.Dir, "playbooks.yaml")

@@ -23,6 +23,7 @@ const selfProbePlaybook = `playbooks:
 // step call the daemon's API; the step fails `refused` naming the rule.
 // Before, the http step read the runs API (no auth on loopback) and stored it.
 func TestServeRefusesItsOwnAddress(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, &daemonOpts{Playbooks: selfProbePlaybook})
 	self := fmt.Sprintf("127.0.0.1:%d", d.Port)
 	body := fmt.Sprintf(`{"version":"4","status":"firing","alerts":[{"status":"firing",`+

@@ -19,6 +19,7 @@ import (
 // TestServeBadInput sends the bad-input table to the real binary: each gets
 // its code and a JSON reason, and the daemon keeps serving.
 func TestServeBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, &daemonOpts{Token: "e2e-token"})
 	now := time.Now()
 	good := webhookBody("BadInputGood", "1234567890abcdef", "firing", now)
@@ -86,6 +87,7 @@ func TestServeBadInput(t *testing.T) {
 // TestServeListenGuard: beyond loopback without auth, serve refuses to start
 // and says why; with auth it starts.
 func TestServeListenGuard(t *testing.T) {
+	t.Parallel()
 	bin := testenv.BuildBinary(t, "./cmd/autocapture")
 	port := testenv.FreePort(t)
 	dir := t.TempDir()

@@ -129,6 +129,7 @@ func servedSerial(t *testing.T, s *tlsSetup, d *daemon) string {
 // is still needed with a certificate; the healthcheck probes it; a rotated
 // certificate is served after SIGHUP, a broken one is not.
 func TestServeTLSMutual(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	o := &daemonOpts{Token: "tls-token"}
 	d, cfgPath := startTLSDaemon(t, s, o, fmt.Sprintf("  tls:\n    cert_file: %q\n    key_file: %q\n    client_ca_file: %q\n",
@@ -255,6 +256,7 @@ func TestServeTLSMutual(t *testing.T) {
 // with the README's http_config (tls_config with the CA and a client
 // certificate, and the bearer token), and the run appears.
 func TestServeTLSAlertmanager(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	d, _ := startTLSDaemon(t, s, &daemonOpts{Token: "am-tls"}, fmt.Sprintf("  tls:\n    cert_file: %q\n    key_file: %q\n    client_ca_file: %q\n",
 		s.certFile, s.keyFile, s.caFile))
@@ -289,6 +291,7 @@ receivers:
 // client_auth request, a verified certificate is enough without the token;
 // without a certificate the token still is.
 func TestServeTLSClientCertAuthenticates(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	d, _ := startTLSDaemon(t, s, &daemonOpts{Token: "cert-or-token"}, fmt.Sprintf(
 		"  tls:\n    cert_file: %q\n    key_file: %q\n    client_ca_file: %q\n    client_auth: request\n    client_cert_authenticates: true\n",
@@ -318,6 +321,7 @@ func TestServeTLSClientCertAuthenticates(t *testing.T) {
 // TestServeTLSStartupErrors: a bad web.tls stops serve at once with the key
 // at fault.
 func TestServeTLSStartupErrors(t *testing.T) {
+	t.Parallel()
 	s := newTLSSetup(t)
 	for _, c := range []struct{ name, tls, want string }{
 		{"cert without key", fmt.Sprintf("    cert_file: %q\n", s.certFile), "web.tls.cert_file: set without key_file"},

@@ -23,6 +23,7 @@ const imageConfigPath = "/etc/autocapture/autocapture.yaml"
 
 // A file the strict loader must refuse shows that it is strict.
 func TestComposeLoaderIsStrict(t *testing.T) {
+	parallel(t)
 	good, err := os.ReadFile(composeFile)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +53,7 @@ func TestComposeLoaderIsStrict(t *testing.T) {
 }
 
 func TestComposeFilesExist(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	repo, err := filepath.Abs(repoRoot)
 	if err != nil {
@@ -95,6 +97,7 @@ func TestComposeFilesExist(t *testing.T) {
 // TestComposeBuildTargets: each build names a stage of the top-level
 // Dockerfile, and the vllmsim stage runs the binary its builder builds.
 func TestComposeBuildTargets(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	d := parseDockerfile(t)
 	for _, s := range p.Services {
@@ -202,6 +205,7 @@ func readComposeConfigs(t *testing.T, p *types.Project) composeConfigs {
 // every address one service's config gives for another is that service's
 // name and a port it serves.
 func TestComposeConfigsAgree(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	c := readComposeConfigs(t, p)
 	prom, am, ac := service(t, p, "prometheus"), service(t, p, "alertmanager"), service(t, p, "autocapture")
@@ -370,6 +374,7 @@ func TestComposeConfigsAgree(t *testing.T) {
 // names a compose service names a port that service exposes (a renamed
 // service or moved port cannot leave a stale address behind).
 func TestComposeNamesOnlyServices(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	hostPort := regexp.MustCompile(`\b([a-z][a-z0-9-]*):(\d{2,5})\b`)
 	check := func(where, text string) {
@@ -409,6 +414,7 @@ func TestComposeNamesOnlyServices(t *testing.T) {
 // The autocapture config, with its container paths pointed at the mounted
 // files here, passes the daemon's own validation (file:line:col errors).
 func TestComposeAutocaptureConfigValid(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	ac := service(t, p, "autocapture")
 	files := mountedFiles(t, p, ac)
@@ -426,6 +432,7 @@ func TestComposeAutocaptureConfigValid(t *testing.T) {
 // the container paths they name (rule files, the credentials file) pointed at
 // the files mounted there.
 func TestComposePromtoolAmtool(t *testing.T) {
+	parallel(t)
 	p := loadCompose(t)
 	for _, tc := range []struct{ svc, tool, args, want string }{
 		{"prometheus", "promtool", "check config", "SUCCESS"},
@@ -570,6 +577,7 @@ func deref(s any) string {
 // file `go build ./cmd/vllmsim` reads (it once left out the vllmsim/ package
 // with a pattern meant for a stray binary).
 func TestDockerignoreKeepsVllmsim(t *testing.T) {
+	parallel(t)
 	excluded := dockerignored(t)
 	files := buildInputs(t, "./cmd/vllmsim")
 	for _, p := range files {
@@ -583,6 +591,7 @@ func TestDockerignoreKeepsVllmsim(t *testing.T) {
 }
 
 func TestRewritePaths(t *testing.T) {
+	parallel(t)
 	m := map[string]string{"/alertmanager": "/tmp/am", "/run/secrets/agent": "/x/a", "/run/secrets/agent_token": "/x/t", "/profiles": "/tmp/p"}
 	for _, tc := range []struct{ in, want string }{
 		{"--storage.path=/alertmanager", "--storage.path=/tmp/am"},

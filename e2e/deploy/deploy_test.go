@@ -30,6 +30,15 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
+// parallel runs t beside the package's other tests: each reads the shipped
+// files and owns the ports, folders and processes it starts. -update-chart
+// rewrites the chart's files as others render them, so it runs them in turn.
+func parallel(t *testing.T) {
+	if !*updateChart {
+		t.Parallel()
+	}
+}
+
 // run executes a tool and fails the test with its output when it fails.
 func run(t *testing.T, tool string, args ...string) string {
 	t.Helper()
@@ -41,6 +50,7 @@ func run(t *testing.T, tool string, args ...string) string {
 }
 
 func TestPromtoolRuleUnitTests(t *testing.T) {
+	parallel(t)
 	tests, err := filepath.Glob("prometheus/tests/*.yml")
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no promtool tests found: %v", err)
@@ -52,6 +62,7 @@ func TestPromtoolRuleUnitTests(t *testing.T) {
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
+	parallel(t)
 	for _, f := range []string{"prometheus/vllm-alerts.yml", "prometheus/sglang-alerts.yml"} {
 		out := run(t, "promtool", "check", "rules", f)
 		if !strings.Contains(out, "SUCCESS: 5 rules found") {
@@ -61,6 +72,7 @@ func TestPromtoolCheckRules(t *testing.T) {
 }
 
 func TestAmtoolCheckConfig(t *testing.T) {
+	parallel(t)
 	files, _ := filepath.Glob("alertmanager/*.yml")
 	if len(files) == 0 {
 		t.Fatal("no Alertmanager config in deploy/alertmanager")
@@ -74,6 +86,7 @@ func TestAmtoolCheckConfig(t *testing.T) {
 }
 
 func TestEmbeddedRulesAreTheFile(t *testing.T) {
+	parallel(t)
 	for f, embedded := range map[string][]byte{"prometheus/vllm-alerts.yml": deploy.VLLMAlertRules, "prometheus/sglang-alerts.yml": deploy.SGLangRules} {
 		onDisk, err := os.ReadFile(f)
 		if err != nil {
@@ -86,6 +99,7 @@ func TestEmbeddedRulesAreTheFile(t *testing.T) {
 }
 
 func TestAlertRulesShortened(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name         string
 		window, hold time.Duration
@@ -137,6 +151,7 @@ func TestAlertRulesShortened(t *testing.T) {
 // SGLang alert to an SGLang playbook), so no shipped alert pages with nothing
 // to run.
 func TestEveryShippedAlertHasItsPlaybook(t *testing.T) {
+	parallel(t)
 	set, err := playbooks.Load(playbooks.Shipped, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,6 +141,7 @@ func readImageConfig(t *testing.T) (imageConfig, []byte) {
 var minimalBases = regexp.MustCompile(`^(scratch|gcr\.io/distroless/static(-debian\d+)?(:[\w.-]+)?(@sha256:[0-9a-f]{64})?)$`)
 
 func TestDockerfileStructure(t *testing.T) {
+	parallel(t)
 	d := parseDockerfile(t)
 	if len(d.stages) < 2 {
 		t.Fatalf("%d stages: want a builder and a runtime stage", len(d.stages))
@@ -306,6 +308,7 @@ func goBuildWords(t *testing.T, d dockerfile) goBuild {
 }
 
 func TestDockerfileGoBuildFlags(t *testing.T) {
+	parallel(t)
 	g := goBuildWords(t, parseDockerfile(t))
 	if !slices.Contains(g.env, "CGO_ENABLED=0") {
 		t.Errorf("go build env %q: want CGO_ENABLED=0 (a static binary for a libc-less base)", g.env)
@@ -334,23 +337,40 @@ func TestDockerfileGoBuildFlags(t *testing.T) {
 func imageBinary(t *testing.T) string {
 	t.Helper()
 	testenv.SkipShort(t, "builds the binary as the Dockerfile does, minutes of compiling")
-	g := goBuildWords(t, parseDockerfile(t))
-	bin := filepath.Join(t.TempDir(), "autocapture")
-	args := slices.Clone(g.args)
-	args[slices.Index(args, "-o")+1] = bin
-	cmd := exec.Command("go", args...)
-	cmd.Dir = repoRoot // WORKDIR /src holds the whole module (COPY . .)
-	cmd.Env = append(os.Environ(), g.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s with %q: %v\n%s", strings.Join(args, " "), g.env, err, out)
+	image.once.Do(func() {
+		image.err = fmt.Errorf("the image binary's build failed in %s", t.Name()) // until it succeeds
+		g := goBuildWords(t, parseDockerfile(t))
+		image.bin = filepath.Join(testenv.ProcessTempDir(t), "autocapture")
+		args := slices.Clone(g.args)
+		args[slices.Index(args, "-o")+1] = image.bin
+		cmd := exec.Command("go", args...)
+		cmd.Dir = repoRoot // WORKDIR /src holds the whole module (COPY . .)
+		cmd.Env = append(os.Environ(), g.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			image.err = fmt.Errorf("go %s with %q: %v\n%s", strings.Join(args, " "), g.env, err, out)
+			return
+		}
+		image.err = nil
+	})
+	if image.err != nil {
+		t.Fatal(image.err)
 	}
-	return bin
+	return image.bin
+}
+
+// image is the binary imageBinary builds, once for the package's tests: the
+// Dockerfile's build flags share no compiled package with go test's.
+var image struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 // TestDockerfileBuildsAStaticBinary: the Dockerfile's own go build command,
 // run here, makes a static, stripped ELF for this platform: no interpreter,
 // no dynamic section, no symbol table, so it runs on distroless static.
 func TestDockerfileBuildsAStaticBinary(t *testing.T) {
+	parallel(t)
 	bin := imageBinary(t)
 	f, err := elf.Open(bin)
 	if err != nil {
@@ -383,6 +403,7 @@ func TestDockerfileBuildsAStaticBinary(t *testing.T) {
 // its port onto loopback), answers the webhook only with the token, and the
 // HEALTHCHECK's exact command passes against it — then fails once it stopped.
 func TestImageConfigRunsAndIsHealthy(t *testing.T) {
+	parallel(t)
 	bin := imageBinary(t)
 	ic, raw := readImageConfig(t)
 	dir := t.TempDir()
@@ -439,6 +460,7 @@ func TestImageConfigRunsAndIsHealthy(t *testing.T) {
 // embedded files of the module's packages, go.mod, go.sum) and each COPY
 // source, and leaves out .git and test data.
 func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
+	parallel(t)
 	excluded := dockerignored(t)
 	need := append([]string{"go.mod", "go.sum", "deploy/docker/autocapture.yaml"}, buildInputs(t, "./cmd/autocapture")...)
 	if len(need) < 50 {

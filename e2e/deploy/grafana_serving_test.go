@@ -47,6 +47,7 @@ func engineOf(t *testing.T, e exprSource) string {
 }
 
 func TestServingDashboardHasBothEngines(t *testing.T) {
+	parallel(t)
 	exprs := dashboardExprsOf(t, servingDashboard)
 	byPanel := map[string]map[string]string{} // panel → refId → engine
 	for _, e := range exprs {
@@ -77,6 +78,7 @@ func TestServingDashboardHasBothEngines(t *testing.T) {
 // rank (two DP ranks, two TP ranks, priority scheduling on): each must read
 // what the alerts read (SGLANG.md §1 aggregation, streamed TTFT only).
 func TestServingDashboardSGLangQueries(t *testing.T) {
+	parallel(t)
 	want := map[string]string{ // panel title → the value its SGLang query must give
 		"Requests waiting":                   "15",
 		"KV cache usage":                     "0.99",

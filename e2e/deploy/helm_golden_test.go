@@ -21,6 +21,7 @@ func generated(t *testing.T, file string, got []byte) {
 // chart rendered with the base's values, so neither can drift (rerun with
 // -update-chart after changing the chart or chart-values.yaml).
 func TestKustomizeBaseIsTheChart(t *testing.T) {
+	parallel(t)
 	out, err := helmTemplate(t, []string{filepath.Join(kubeDir, "chart-values.yaml")})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func chartVersion(t *testing.T) string {
 // version and commits its golden beside the previous one, so the diff
 // between the two goldens is what the upgrade changes, and review sees it.
 func TestHelmUpgradeGolden(t *testing.T) {
+	parallel(t)
 	out, err := helmTemplate(t, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // (a ReadWriteOnce claim), no PDB or spread, the restricted profile, and a
 // grace period past runs.shutdown_grace.
 func TestHelmDefaults(t *testing.T) {
+	parallel(t)
 	objs := renderChart(t, nil)
 	dep, c, cfg := chartDaemon(t, objs)
 	pod := dep.Spec.Template.Spec
@@ -98,6 +99,7 @@ func secretOf(t *testing.T, pod corev1.PodSpec, c corev1.Container, path string)
 // TestHelmPostgreSQL: more replicas run on the referenced PostgreSQL, roll
 // with maxUnavailable 0, and get a PDB and a spread selecting their pods.
 func TestHelmPostgreSQL(t *testing.T) {
+	parallel(t)
 	objs := renderChart(t, []string{valuesFile(t, haValues)})
 	dep, c, cfg := chartDaemon(t, objs)
 	pod := dep.Spec.Template.Spec
@@ -127,6 +129,7 @@ func TestHelmPostgreSQL(t *testing.T) {
 // TestHelmRefusesBadValues: the schema names a wrong type's or an unknown
 // key's path, and the chart refuses replicas without a shared store.
 func TestHelmRefusesBadValues(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct{ values, want string }{
 		{"replicaCount: three\n", "/replicaCount"},
 		{"persistence: {sizee: 1Gi}\n", "sizee"},

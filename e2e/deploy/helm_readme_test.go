@@ -108,6 +108,7 @@ func chartReadme(values []byte) ([]byte, error) {
 // TestHelmChartReadme: the chart's README is what its values.yaml comments
 // make today, and every value has one.
 func TestHelmChartReadme(t *testing.T) {
+	parallel(t)
 	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	must(t, err)
 	got, err := chartReadme(values)

@@ -19,6 +19,7 @@ var updateChart = flag.Bool("update-chart", false, "rewrite the chart's copies o
 // carries are deploy/prometheus' and deploy/grafana's files, byte for byte
 // (helm reads no file outside the chart; -update-chart copies them).
 func TestHelmChartFilesAreTheShippedOnes(t *testing.T) {
+	parallel(t)
 	for src, dst := range map[string]string{"prometheus/*.yml": "files/prometheus", "grafana/*.json": "files/grafana"} {
 		want, err := filepath.Glob(src)
 		if err != nil || len(want) == 0 {
@@ -52,6 +53,7 @@ func TestHelmChartFilesAreTheShippedOnes(t *testing.T) {
 // promtool's tests check, decoded with prometheus-operator's own types;
 // without them, neither renders (TestHelmDefaults).
 func TestHelmPrometheusOperator(t *testing.T) {
+	parallel(t)
 	objs := renderChart(t, []string{valuesFile(t, "grafana: {dashboards: {enabled: true}}\n")}, "monitoring.coreos.com/v1")
 	sm, svc := objs.monitors[helmRelease], objs.services[helmRelease]
 	if sm == nil || svc == nil || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name ||
@@ -94,6 +96,7 @@ func TestHelmPrometheusOperator(t *testing.T) {
 // TestHelmAgentSnippet: the documented agent values admit the daemon's pods,
 // and only them, to the agent port of the vLLM pods, in their namespace.
 func TestHelmAgentSnippet(t *testing.T) {
+	parallel(t)
 	objs := renderChart(t, []string{filepath.Join(chartDir, "examples", "vllm-agent.yaml")})
 	dep, c, cfg := chartDaemon(t, objs)
 	if got := secretOf(t, dep.Spec.Template.Spec, c, cfg.Profiling.AgentTokenFile); got != "autocapture-agent-token/token" {
@@ -123,6 +126,7 @@ func TestHelmAgentSnippet(t *testing.T) {
 // TestHelmPlaybooks: your playbooks come from a ConfigMap mounted as a
 // folder (the reload sees updates), tried before the shipped set.
 func TestHelmPlaybooks(t *testing.T) {
+	parallel(t)
 	objs := renderChart(t, []string{valuesFile(t, "playbooks:\n  mine.yaml: |\n    playbooks: []\n")})
 	dep, c, cfg := chartDaemon(t, objs)
 	if len(cfg.Playbooks) != 1 || !cfg.ShippedPlaybooks {

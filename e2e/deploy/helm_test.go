@@ -121,6 +121,7 @@ config:
 `
 
 func TestHelmLintStrict(t *testing.T) {
+	parallel(t)
 	for name, values := range map[string][]string{
 		"defaults":   nil,
 		"postgresql": {valuesFile(t, haValues)},

@@ -43,6 +43,7 @@ spec:
 // profiler folder shared with vLLM, the token from the daemon's Secret, the
 // preset's port, and a NetworkPolicy admitting only the daemon's pods.
 func TestKubernetesVLLMComponent(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "vllm.yaml"), []byte(sampleVLLM), 0o644))
 	// Kustomize takes a component by relative path only.
@@ -146,6 +147,7 @@ func runAgentAsPatched(t *testing.T, agent *corev1.Container) {
 // listen address and every outbound host on loopback) and GETs the
 // Deployment's probe paths: 200 each, where an unknown path is 404.
 func TestKubernetesProbesOnARealDaemon(t *testing.T) {
+	parallel(t)
 	d := renderDaemon(t)
 	pod := d.dep.Spec.Template.Spec
 	example := kubeObjects{}

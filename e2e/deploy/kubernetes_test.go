@@ -48,6 +48,7 @@ func kubeManifests(t *testing.T) []string {
 }
 
 func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
+	parallel(t)
 	kinds := map[string]int{}
 	for _, p := range kubeManifests(t) {
 		for _, obj := range decodeFile(t, p) {
@@ -99,6 +100,7 @@ func typeName(v any) string {
 // beside it; the example Secrets stay out of it (an apply would overwrite
 // the real ones).
 func TestKubernetesKustomizationLists(t *testing.T) {
+	parallel(t)
 	var k kusttypes.Kustomization
 	b, err := os.ReadFile(filepath.Join(kubeDir, "kustomization.yaml"))
 	if err != nil {
@@ -160,6 +162,7 @@ func renderDaemon(t *testing.T) kubeDaemon {
 }
 
 func TestKubernetesDeployment(t *testing.T) {
+	parallel(t)
 	d := renderDaemon(t)
 	pod := d.dep.Spec.Template.Spec
 	tmpl := d.dep.Spec.Template.Labels

@@ -168,6 +168,7 @@ func metricNames(e exprSource) ([]string, error) {
 }
 
 func TestSelfMonitoringExpressionsParse(t *testing.T) {
+	parallel(t)
 	alerts, panels := alertExprs(t), dashboardExprs(t)
 	if len(alerts) < 8 || len(panels) < 20 {
 		t.Fatalf("%d alert and %d panel expressions", len(alerts), len(panels))
@@ -194,6 +195,7 @@ func TestSelfMonitoringExpressionsParse(t *testing.T) {
 // metric the alert rules and the dashboard name is on its /metrics
 // (a histogram's _bucket, _sum and _count by its family).
 func TestSelfMonitoringMetricsExist(t *testing.T) {
+	parallel(t)
 	bin := imageBinary(t)
 	srv := testenv.StartVersityGW(t)
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

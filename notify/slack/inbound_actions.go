@@ -15,7 +15,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 )
 
-// The thread's actions (Silence…, Unsilence): who may press them, the call
+// The thread's actions (Silence…, Unsilence, Profile again): who may press them, the call
 // to the run service, and a private answer to the clicker. The work runs
 // after the 200 (Slack wants one within 3 s; Alertmanager may take longer),
 // bounded by actionTimeout; a process that dies meanwhile leaves a pending
@@ -24,17 +24,19 @@ import (
 // ActionTaker is what the thread's actions need of the run service.
 type ActionTaker interface {
 	// Silence silences the run's alert as c.Choice says; Unsilence expires
-	// the silence of action c.Value. Both are idempotent on c.Interaction.
+	// the silence of action c.Value; ProfileAgain takes run c.Value's
+	// profile again. Each is idempotent on c.Interaction.
 	Silence(ctx context.Context, c Click) (ActionResult, error)
 	Unsilence(ctx context.Context, c Click) (ActionResult, error)
+	ProfileAgain(ctx context.Context, c Click) (ActionResult, error)
 	// Refused keeps a click the access rules turned down, with why.
 	Refused(ctx context.Context, c Click, why string) error
 }
 
 // Click is one press of an action's button.
 type Click struct {
-	Action      string // "silence" or "unsilence"
-	Value       string // the run id (silence) or the silencing action's id (unsilence)
+	Action      string // "silence", "unsilence" or "profile"
+	Value       string // the run id (silence, profile) or the silencing action's id (unsilence)
 	Choice      string // 1h, 4h, 24h or resolved (silence)
 	Interaction string // the click: message ts and action_ts, which a retry repeats
 	User        User
@@ -43,7 +45,7 @@ type Click struct {
 }
 
 // ActionResult is what became of a click: Result is a word for the metric
-// (done, failed, already, busy), Private a line for the clicker alone ("" to
+// (done, failed, already, busy, guard: the profiling guard said no), Private a line for the clicker alone ("" to
 // say nothing: the thread's reply says it).
 type ActionResult struct {
 	Result, Private string
@@ -67,7 +69,16 @@ type actions struct {
 
 	mu     sync.Mutex
 	groups map[string]groupMembers
+	// recent are the interactions started here, for retryWindow: Slack
+	// redelivers a click it thinks unanswered, and the redelivery may run
+	// before the first (clicks run concurrently) and answer the clicker twice.
+	recent map[string]time.Time
 }
+
+// retryWindow is how long a click's redelivery is recognised: Slack retries
+// within seconds. Another replica's redelivery is left to the run service's
+// action rows.
+const retryWindow = 5 * time.Minute
 
 type groupMembers struct {
 	users []string
@@ -84,9 +95,10 @@ func newActions(o InteractionsOptions) *actions {
 	}
 	return &actions{taker: o.Actions, access: o.Access, log: o.Log,
 		api: slack.New(o.Token.Reveal(), slack.OptionAPIURL(api)), groups: map[string]groupMembers{},
+		recent: map[string]time.Time{},
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "autocapture_slack_actions_total",
-			Help: "Actions taken from a run's Slack thread (silence, unsilence), by result: done, failed, already, busy, refused.",
+			Help: "Actions taken from a run's Slack thread (silence, unsilence, profile), by result: done, failed, already, busy, refused, guard.",
 		}, []string{"action", "result"})}
 }
 
@@ -98,15 +110,23 @@ func clickOf(actionID, value, actionTS string, in interaction, user User) (Click
 		c.Action, c.Choice = "silence", choice
 		return c, value != ""
 	}
-	if actionID == ActionUnsilence {
+	switch actionID {
+	case ActionUnsilence:
 		c.Action = "unsilence"
+		return c, value != ""
+	case ActionProfileAgain:
+		c.Action = "profile"
 		return c, value != ""
 	}
 	return Click{}, false
 }
 
-// start runs c after the click is answered.
+// start runs c after the click is answered, once per interaction.
 func (a *actions) start(c Click) {
+	if a.redelivered(c, time.Now()) {
+		a.log.Info("A redelivered Slack click was ignored.", zap.String("interaction", c.Interaction))
+		return
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -116,9 +136,27 @@ func (a *actions) start(c Click) {
 	}()
 }
 
+// redelivered says whether c's interaction was started here within
+// retryWindow, and remembers it otherwise.
+func (a *actions) redelivered(c Click, now time.Time) bool {
+	key := c.Action + "\x00" + c.Interaction + "\x00" + c.User.ID
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, at := range a.recent {
+		if now.Sub(at) > retryWindow {
+			delete(a.recent, k)
+		}
+	}
+	if _, ok := a.recent[key]; ok {
+		return true
+	}
+	a.recent[key] = now
+	return false
+}
+
 func (a *actions) run(ctx context.Context, c Click) {
 	log := a.log.With(zap.String("action", c.Action), zap.String("value", c.Value), zap.String("user", c.User.ID))
-	if ok, why := a.allowed(ctx, c.User.ID); !ok {
+	if ok, why := a.allowed(ctx, c.Action, c.User.ID); !ok {
 		a.total.WithLabelValues(c.Action, "refused").Inc()
 		log.Warn("Slack action refused.", zap.String("why", why))
 		if err := a.taker.Refused(ctx, c, why); err != nil {
@@ -128,8 +166,11 @@ func (a *actions) run(ctx context.Context, c Click) {
 		return
 	}
 	take := a.taker.Silence
-	if c.Action == "unsilence" {
+	switch c.Action {
+	case "unsilence":
 		take = a.taker.Unsilence
+	case "profile":
+		take = a.taker.ProfileAgain
 	}
 	res, err := take(ctx, c)
 	if err != nil {
@@ -145,9 +186,13 @@ func (a *actions) run(ctx context.Context, c Click) {
 	}
 }
 
-// allowed says whether user may use the thread's actions, and why not.
-func (a *actions) allowed(ctx context.Context, user string) (bool, string) {
+// allowed says whether user may use the thread's action, and why not
+// (Unsilence is the Silence action's).
+func (a *actions) allowed(ctx context.Context, action, user string) (bool, string) {
 	acc := a.access.Silence
+	if action == "profile" {
+		acc = a.access.Profile
+	}
 	switch {
 	case !acc.Enabled:
 		return false, "the action is turned off (notify.slack.actions)"

@@ -35,6 +35,10 @@ func (f *fakeTaker) Unsilence(ctx context.Context, c Click) (ActionResult, error
 	return f.Silence(ctx, c)
 }
 
+func (f *fakeTaker) ProfileAgain(ctx context.Context, c Click) (ActionResult, error) {
+	return f.Silence(ctx, c)
+}
+
 func (f *fakeTaker) Refused(_ context.Context, c Click, why string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -46,9 +50,15 @@ func (f *fakeTaker) Refused(_ context.Context, c Click, why string) error {
 // taker, open to users and the members of groups, against stub.
 func actionsInbound(t *testing.T, stub *slackstub.Server, taker ActionTaker, access config.ActionAccess) (*Interactions, *prometheus.Registry) {
 	t.Helper()
+	return actionsInboundFor(t, stub, taker, config.SlackActions{Silence: access})
+}
+
+// actionsInboundFor is actionsInbound with every action's access.
+func actionsInboundFor(t *testing.T, stub *slackstub.Server, taker ActionTaker, access config.SlackActions) (*Interactions, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	h, err := NewInteractions(InteractionsOptions{SigningSecret: config.Secret(signingSecret), Feedback: &fakeFeedback{},
-		Registerer: reg, Log: zap.NewNop(), Actions: taker, Access: config.SlackActions{Silence: access},
+		Registerer: reg, Log: zap.NewNop(), Actions: taker, Access: access,
 		Token: config.Secret(canary), APIURL: stub.URL()})
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +68,15 @@ func actionsInbound(t *testing.T, stub *slackstub.Server, taker ActionTaker, acc
 
 func clickOn(t *testing.T, h *Interactions, u slackstub.Clicker, actionTS, actionID, value string) {
 	t.Helper()
+	clickAt(t, h, time.Now(), u, actionTS, actionID, value)
+}
+
+// clickAt is clickOn signed at at: a redelivery is signed anew.
+func clickAt(t *testing.T, h *Interactions, at time.Time, u slackstub.Clicker, actionTS, actionID, value string) {
+	t.Helper()
 	body := slackstub.ClickAs(u, "C0AUTOCAP", "1795921200.000100", actionTS, actionID, value)
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, newRequest(body, slackstub.Signed(signingSecret, time.Now(), body), false))
+	h.ServeHTTP(rec, newRequest(body, slackstub.Signed(signingSecret, at, body), false))
 	if rec.Code != 200 {
 		t.Fatalf("click: %d %s", rec.Code, rec.Body)
 	}
@@ -141,4 +157,53 @@ func counterOf(t *testing.T, reg *prometheus.Registry, action, result string) pr
 		}
 	}
 	return c
+}
+
+// TestActionsProfileAgainAccess: "Profile again" has its own access: a
+// user allowed to silence but not to profile is refused, told why, kept
+// and counted under the profile action; an allowed one's click reaches the
+// run service as "profile" on the run.
+func TestActionsProfileAgainAccess(t *testing.T) {
+	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
+	taker := &fakeTaker{}
+	h, reg := actionsInboundFor(t, stub, taker, config.SlackActions{
+		Silence: config.ActionAccess{Enabled: true, Users: []string{"U0ALICE"}},
+		Profile: config.ActionAccess{Enabled: true, Users: []string{"U0CAROL"}}})
+	clickOn(t, h, slackstub.Clicker{ID: "U0ALICE", Name: "alice"}, "1.1", ActionProfileAgain, "run-1")
+	clickOn(t, h, slackstub.Clicker{ID: "U0CAROL", Name: "carol"}, "1.2", ActionProfileAgain, "run-1")
+	if len(taker.taken) != 1 || taker.taken[0].Action != "profile" || taker.taken[0].Value != "run-1" || taker.taken[0].User.ID != "U0CAROL" {
+		t.Fatalf("taken %+v, want carol's profile again of run-1 alone", taker.taken)
+	}
+	if len(taker.refused) != 1 || !strings.HasPrefix(taker.refused[0], "U0ALICE") {
+		t.Fatalf("refused %v, want alice", taker.refused)
+	}
+	if eph := stub.Ephemerals(); len(eph) != 1 || eph[0].User != "U0ALICE" || !strings.Contains(eph[0].Text, "may not profile") {
+		t.Fatalf("private answers %+v, want alice's refusal", eph)
+	}
+	if n := testutil.ToFloat64(counterOf(t, reg, "profile", "refused")); n != 1 {
+		t.Errorf("refused profile clicks counted %v, want 1", n)
+	}
+}
+
+// TestActionsRedeliveryRunsOnce: Slack's redelivery of a click (same message
+// and action_ts) is not carried out or answered again; another click is.
+func TestActionsRedeliveryRunsOnce(t *testing.T) {
+	stub := slackstub.New(t, slackstub.WithToken(canary), slackstub.WithChannel("C0AUTOCAP", "alerts"))
+	taker := &fakeTaker{private: "Already silenced by alice."}
+	h, _ := actionsInbound(t, stub, taker, config.ActionAccess{Enabled: true, Users: []string{"U0ALICE"}})
+	alice, bob := slackstub.Clicker{ID: "U0ALICE", Name: "alice"}, slackstub.Clicker{ID: "U0BOB", Name: "bob"}
+	clickOn(t, h, alice, "2.1", SilenceAction("1h"), "run-1")
+	clickAt(t, h, time.Now().Add(time.Second), alice, "2.1", SilenceAction("1h"), "run-1") // the redelivery
+	clickOn(t, h, alice, "2.2", SilenceAction("1h"), "run-1")                              // a second click
+	clickOn(t, h, bob, "2.3", SilenceAction("1h"), "run-1")
+	clickAt(t, h, time.Now().Add(time.Second), bob, "2.3", SilenceAction("1h"), "run-1") // a refused click's redelivery
+	if len(taker.taken) != 2 || taker.taken[1].Interaction != "1795921200.000100/2.2" {
+		t.Fatalf("taken %+v, want the first click and the second, not the redelivery", taker.taken)
+	}
+	if len(taker.refused) != 1 {
+		t.Errorf("refused %v, want bob's click kept once", taker.refused)
+	}
+	if eph := stub.Ephemerals(); len(eph) != 3 {
+		t.Errorf("private answers %+v, want 3: alice's two clicks and bob's refusal", eph)
+	}
 }

@@ -16,6 +16,8 @@ const (
 	actionSilencePrefix = "autocapture_silence_"
 	// ActionUnsilence expires the silence of the action its value names.
 	ActionUnsilence = "autocapture_unsilence"
+	// ActionProfileAgain takes the profile of the run its value names again.
+	ActionProfileAgain = "autocapture_profile_again"
 )
 
 // SilenceChoices are the silence lengths the parent offers, in order, as
@@ -52,6 +54,11 @@ func silenceButtons(runID string) *slack.ActionBlock {
 		els = append(els, slack.NewButtonBlockElement(SilenceAction(c.Choice), runID, plainText(text)))
 	}
 	return slack.NewActionBlock("silence", els...)
+}
+
+// profileButton offers to take the run's profile again.
+func profileButton(runID string) *slack.ActionBlock {
+	return slack.NewActionBlock("profile", slack.NewButtonBlockElement(ActionProfileAgain, runID, plainText(":mag: Profile again")))
 }
 
 // replyButtons draws a reply's buttons (nil for none, or none this

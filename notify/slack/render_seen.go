@@ -53,7 +53,7 @@ func seenBlock(line string) slack.Block {
 // this notifier renders them.
 func (n *Notifier) parentOf(run notify.RunInfo, log *zap.Logger) Parent {
 	p := ParentFromRun(run, n.links(run, log))
-	p.Seen, p.Silenced = seenLine(run.Seen, n.externalURL), run.Silenced
+	p.Seen, p.Silenced, p.Profilable = seenLine(run.Seen, n.externalURL), run.Silenced, run.Profilable
 	return p
 }
 

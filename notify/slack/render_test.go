@@ -39,7 +39,7 @@ func testParent() Parent {
 		{Name: "Run", URL: "http://autocapture:9095/api/v1/runs/r1"}})
 }
 
-func step(id, kind string, tier vocab.Tier, status, summary string) notify.StepReport {
+func step(id, kind string, tier vocab.Tier, status vocab.Status, summary string) notify.StepReport {
 	return notify.StepReport{RunID: "r1", StepID: id, Kind: kind, Tier: tier, Status: status, Summary: summary,
 		Duration: 132 * time.Millisecond, Plan: "vllm-high-ttft", Key: "step/vllm-high-ttft/" + id}
 }
@@ -220,7 +220,7 @@ func TestFmtDur(t *testing.T) {
 // and says in words what is missing, in the blocks and the fallback text.
 func TestRenderNotConfigured(t *testing.T) {
 	m := RenderReply(notify.StepReport{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics,
-		Status: notify.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
+		Status: vocab.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
 	b, err := json.Marshal(m.Blocks)
 	if err != nil {
 		t.Fatal(err)
@@ -247,5 +247,42 @@ func TestNoticesAreShownWhateverTheirStatus(t *testing.T) {
 	notice := notify.StepReport{StepID: "run", Status: "skipped", Notice: "fired again at 03:12:05 UTC"}
 	if !shown(notice, false) {
 		t.Error("a notice with a skipped status is not posted")
+	}
+}
+
+// TestParentOffersProfileAgain: "Profile again" is on the parent of a run
+// whose playbooks have a profile step, where the action is on, resolved
+// or not, and survives a re-render from the metadata; nowhere else. A
+// comparison's kernel names are the trace's, and reach Slack escaped.
+func TestParentOffersProfileAgain(t *testing.T) {
+	has := func(p Parent) bool {
+		raw, _ := json.Marshal(RenderParent(p))
+		return bytes.Contains(raw, []byte(`"action_id":"`+ActionProfileAgain+`","value":"r1"`))
+	}
+	p := testParent()
+	p.RunID, p.AskProfile, p.Profilable = "r1", true, true
+	if !has(p) {
+		t.Fatal("no Profile again on a profilable run's parent")
+	}
+	raw, _ := json.Marshal(parentPayload(p))
+	var payload map[string]any
+	json.Unmarshal(raw, &payload)
+	back := parentFromPayload("r1", payload)
+	back.AskProfile = true
+	if !has(back) {
+		t.Error("the button is lost through the metadata")
+	}
+	if p.Resolved = true; !has(p) {
+		t.Error("no Profile again once resolved")
+	}
+	for name, q := range map[string]Parent{"action off": {RunID: "r1", Profilable: true}, "no profile step": {RunID: "r1", AskProfile: true}} {
+		if has(q) {
+			t.Errorf("%s: the parent offers Profile again", name)
+		}
+	}
+	msg, _ := json.Marshal(RenderNotice(notify.StepReport{Notice: "alice asked to profile 10.0.0.7:8000 again: GEMM 81%",
+		Summary: "top kernel now: <!here> <https://evil|x> 61%"}))
+	if bytes.Contains(msg, []byte("<!here>")) || bytes.Contains(msg, []byte("<https://evil")) {
+		t.Errorf("a kernel's name reached Slack as markup: %s", msg)
 	}
 }

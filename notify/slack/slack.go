@@ -44,6 +44,7 @@ type Notifier struct {
 	// carries the right/wrong buttons POST /hooks/slack/interactions takes.
 	feedback    bool
 	silence     bool // the Silence action is on: the parent offers it
+	profile     bool // Profile again is on: a parent of a run with a profile step offers it
 	grafana     *template.Template
 	externalURL string
 	pages       PageSigner    // nil: the "Run page" link carries no token
@@ -106,7 +107,8 @@ func New(cfg config.Slack, store ArtifactReader, log *zap.Logger, opts ...Option
 		log = zap.NewNop()
 	}
 	n := &Notifier{token: cfg.Token.Reveal(), channel: cfg.Channel, postSkipped: cfg.PostSkipped,
-		feedback: cfg.Interactive(), silence: cfg.Interactive() && cfg.Actions.Silence.Enabled, grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
+		feedback: cfg.Interactive(), silence: cfg.Interactive() && cfg.Actions.Silence.Enabled,
+		profile: cfg.Interactive() && cfg.Actions.Profile.Enabled, grafana: grafana, store: store, log: log.Named("slack"), now: time.Now, ids: map[string]string{}}
 	// No slack.OptionRetry: the outbox retries, with the operation's key.
 	sopts := []slack.Option{slack.OptionAPIURL(api)}
 	for _, o := range opts {
@@ -143,7 +145,7 @@ func (n *Notifier) Open(ctx context.Context, run notify.RunInfo) (notify.Thread,
 		}
 	}
 	p := n.parentOf(run, log)
-	p.AskFeedback, p.AskSilence = n.feedback, n.silence
+	p.AskFeedback, p.AskSilence, p.AskProfile = n.feedback, n.silence, n.profile
 	msg := RenderParent(p)
 	if run.Group != nil { // the run leads a storm or a fleet: the group's parent
 		msg = RenderGroupParent(*run.Group, p)

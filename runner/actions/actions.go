@@ -1,8 +1,9 @@
 // Package actions carries out what people do from a run's Slack thread: a
-// silence of the run's alert in Alertmanager, and its end. Each click is an
-// action row written before the call and finished after (with the thread's
-// reply, in one transaction), so a repeated click, a retried interaction or
-// a process killed mid-call makes one silence and one reply.
+// silence of the run's alert in Alertmanager, and its end; a profile taken
+// again (again.go). Each click is an action row written before the call and
+// finished after (with the thread's reply, in one transaction), so a
+// repeated click, a retried interaction or a process killed mid-call makes
+// one silence (one profile) and one reply.
 //
 // What a kill -9 leaves between each pair of writes:
 //   - row written (pending), before Alertmanager was called: no silence; the
@@ -32,9 +33,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/silences"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Silencer is the Alertmanager (*silences.Client).
@@ -60,7 +63,15 @@ type Deps struct {
 	Tables  database.Tables
 	Dialect database.Dialect
 	Outbox  Appender
-	AM      Silencer
+	// AM is the Alertmanager; nil: no silences.
+	AM Silencer
+	// Again and Guard are "Profile again": the runs that take a profile
+	// again, and the profiling guard asked first; nil: off.
+	Again Againer
+	Guard Guard
+	// ReportLink links a run's artifact (a profile's report) in a reply;
+	// nil: the run pages alone.
+	ReportLink func(ctx context.Context, runID string, a vocab.Artifact) (notify.Link, bool)
 	// AMTimeout is alertmanager.timeout and AMURLs how many members it has:
 	// together they bound a call, and so an action's claim.
 	AMTimeout time.Duration
@@ -82,6 +93,7 @@ const (
 	KindSilence   = "silence"
 	KindUnsilence = "unsilence"
 	KindRefused   = "refused"
+	KindProfile   = "profile" // "Profile again"
 )
 
 // silenceFor is how long each choice silences; "resolved" lasts until the
@@ -100,8 +112,11 @@ type Actions struct {
 
 // New builds the actions of d.
 func New(d Deps) (*Actions, error) {
-	if d.Store == nil || d.Outbox == nil || d.AM == nil {
-		return nil, errors.New("actions: a store, an outbox and an Alertmanager are required")
+	if d.Store == nil || d.Outbox == nil || (d.AM == nil && d.Again == nil) {
+		return nil, errors.New("actions: a store, an outbox and an Alertmanager or the runs are required")
+	}
+	if (d.Again == nil) != (d.Guard == nil) {
+		return nil, errors.New("actions: profile again needs both the runs and the profiling guard")
 	}
 	if d.Log == nil {
 		d.Log = zap.NewNop()
@@ -116,7 +131,7 @@ func New(d Deps) (*Actions, error) {
 
 // Click is one press of an action's button.
 type Click struct {
-	RunID, Choice    string // silence
+	RunID, Choice    string // silence; RunID alone: profile again
 	SilenceAction    string // unsilence: the silencing action's id
 	Interaction      string
 	UserID, UserName string
@@ -136,6 +151,9 @@ const (
 
 // ErrUnknown marks a click on a run or action the store does not know.
 var ErrUnknown = errors.New("actions: no such run or action")
+
+// Silences says whether silences are on (an Alertmanager is configured).
+func (a *Actions) Silences() bool { return a.d.AM != nil }
 
 func (a *Actions) db() Store { return a.d.Store() }
 

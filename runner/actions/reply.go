@@ -26,6 +26,9 @@ func (a *Actions) ActionReply(ctx context.Context, runID, key, id string, retry 
 		return notify.StepReport{}, fmt.Errorf("actions: reply for %s: %w", id, err)
 	}
 	rep := notify.StepReport{RunID: runID, Key: key, Retry: retry}
+	if row.Kind == KindProfile {
+		return a.againReply(ctx, rep, row)
+	}
 	var t target
 	if row.Kind == KindSilence {
 		if t, err = a.target(ctx, row.RunID); err != nil {
@@ -108,7 +111,9 @@ func (a *Actions) Stop() {
 func (a *Actions) sweepOnce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, a.claim)
 	defer cancel()
-	a.expireResolved(ctx)
+	if a.d.AM != nil {
+		a.expireResolved(ctx)
+	}
 	stale, err := a.d.Tables.Actions.Stale(ctx, a.db(), 10)
 	if err != nil {
 		a.d.Log.Warn("The actions sweep could not read pending actions.", zap.Error(err))
@@ -128,6 +133,12 @@ func (a *Actions) sweepOnce(ctx context.Context) {
 
 // resume carries on a claimed pending action.
 func (a *Actions) resume(ctx context.Context, r database.ActionRow) (Result, error) {
+	if r.Kind == KindProfile {
+		return a.resumeAgain(ctx, r)
+	}
+	if a.d.AM == nil {
+		return Result{}, errSilencesOff
+	}
 	if r.Kind == KindUnsilence {
 		s, err := a.d.Tables.Actions.Get(ctx, a.db(), r.Arg)
 		if err != nil {

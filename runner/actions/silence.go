@@ -20,6 +20,9 @@ import (
 // silence: a second click (a double click, another person) is told who
 // holds it; a retry of the same click does nothing more.
 func (a *Actions) Silence(ctx context.Context, c Click) (Result, error) {
+	if a.d.AM == nil {
+		return Result{}, errSilencesOff
+	}
 	d, ok := silenceFor[c.Choice]
 	if !ok {
 		return Result{}, fmt.Errorf("%w: silence choice %q", ErrUnknown, c.Choice)
@@ -81,6 +84,10 @@ func (a *Actions) taken(ctx context.Context, row database.ActionRow) (Result, er
 		time.UnixMilli(held.EndsAt.Int64).UTC().Format("2006-01-02 15:04 MST"), held.SilenceID.String)}, nil
 }
 
+// errSilencesOff answers a silence's click when no Alertmanager is
+// configured (alertmanager.urls).
+var errSilencesOff = fmt.Errorf("%w: silences are off (no alertmanager.urls)", ErrUnknown)
+
 // silence makes (or finds) row's silence, then finishes the row.
 func (a *Actions) silence(ctx context.Context, row database.ActionRow) (Result, error) {
 	t, err := a.target(ctx, row.RunID)
@@ -124,6 +131,9 @@ func (a *Actions) comment(row database.ActionRow) string {
 // Unsilence expires the silence action c.SilenceAction made. One unsilence
 // per silence: a second click or a retry is told it is done.
 func (a *Actions) Unsilence(ctx context.Context, c Click) (Result, error) {
+	if a.d.AM == nil {
+		return Result{}, errSilencesOff
+	}
 	s, err := a.d.Tables.Actions.Get(ctx, a.db(), c.SilenceAction)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && s.Kind != KindSilence {
 		return Result{}, fmt.Errorf("%w: silence action %q", ErrUnknown, c.SilenceAction)

@@ -44,13 +44,13 @@ type harness struct {
 	tables database.Tables
 	client *river.Client[*sql.Tx]
 	runs   *lifeRuns
-	store  storage.Store // the artifacts' (nil: none)
+	store  vocab.Store // the artifacts' (nil: none)
 }
 
 // newHarness opens (and migrates) db for one process whose artifacts go to
 // st; opts adjust the Keeper's Deps; start: its River client and spool
 // scans run.
-func newHarness(t *testing.T, db dbRef, st storage.Store, start bool, opts ...func(*Deps)) *harness {
+func newHarness(t *testing.T, db dbRef, st vocab.Store, start bool, opts ...func(*Deps)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	raw, d, drv, err := database.Open(db.URL, db.Path)
@@ -65,7 +65,7 @@ func newHarness(t *testing.T, db dbRef, st storage.Store, start bool, opts ...fu
 	h.runs = &lifeRuns{h: h, done: map[string]int{}}
 	owner := fmt.Sprintf("r0/%d/test", time.Now().UnixNano())
 	deps := Deps{Store: func() Store { return raw }, Tables: h.tables, Client: func() *river.Client[*sql.Tx] { return h.client },
-		Replica: "r0", Owner: owner, Unfinished: [2]string{"queued", "running"}, Now: time.Now, Runs: h.runs,
+		Replica: "r0", Owner: owner, Now: time.Now, Runs: h.runs,
 		Log: zaptest.NewLogger(t)}
 	if st != nil {
 		deps.Env = &vocab.Env{Store: st}
@@ -112,7 +112,7 @@ func withSpool(sp *storage.Spool) func(*Deps) {
 
 // addRun inserts run id created at created with status; a status other than
 // queued or running is a finished run (finished now).
-func (h *harness) addRun(t *testing.T, id, status string, created time.Time) {
+func (h *harness) addRun(t *testing.T, id string, status vocab.Status, created time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	ms := created.UnixMilli()
@@ -120,7 +120,7 @@ func (h *harness) addRun(t *testing.T, id, status string, created time.Time) {
 		Alert: "{}", StartsAt: ms, Status: status, CreatedAt: ms, QueuedAt: ms}}); err != nil {
 		t.Fatalf("insert run %s: %v", id, err)
 	}
-	if status != "queued" && status != "running" {
+	if status != vocab.StatusQueued && status != vocab.StatusRunning {
 		if _, err := h.db.ExecContext(ctx, `UPDATE autocapture_runs SET started_at = $1, finished_at = $2 WHERE id = $3`,
 			ms, time.Now().UnixMilli(), id); err != nil {
 			t.Fatal(err)
@@ -139,11 +139,11 @@ func artifactKey(id string, created time.Time, step, file string) string {
 func (h *harness) putStep(t *testing.T, id string, created time.Time, step, file, body string) executor.StepRecord {
 	t.Helper()
 	obj, err := h.store.Put(context.Background(), artifactKey(id, created, step, file), strings.NewReader(body),
-		storage.Meta{ContentType: "text/plain"})
+		vocab.ObjectMeta{ContentType: "text/plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := executor.StepRecord{Plan: "pb", ID: step, Kind: "test", Tier: vocab.TierMetrics, Status: executor.Succeeded,
+	rec := executor.StepRecord{Plan: "pb", ID: step, Kind: "test", Tier: vocab.TierMetrics, Status: vocab.StatusSucceeded,
 		Summary: "stored", Artifacts: []vocab.Artifact{{Name: file, Key: obj.Key, ContentType: "text/plain", Size: obj.Size,
 			SHA256: obj.SHA256}}}
 	h.setStep(t, h.db, id, rec)
@@ -224,7 +224,7 @@ func (h *harness) waitManifest(t *testing.T, id string) string {
 }
 
 // manifestOf reads the manifest under key from st.
-func manifestOf(t *testing.T, st storage.Store, key string) Manifest {
+func manifestOf(t *testing.T, st vocab.Store, key string) Manifest {
 	t.Helper()
 	rc, err := st.Open(context.Background(), key)
 	if err != nil {

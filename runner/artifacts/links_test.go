@@ -158,7 +158,7 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 	h := newHarness(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, spool, false,
 		func(d *Deps) { d.Links = ThreadLinks{Mode: config.LinksPresigned} })
 	body := []byte(`{"queue":42}`)
-	obj, err := spool.Put(ctx, "2026/01/02/VLLMSlowTTFT/run-1/pb/snapshot/prometheus.json", bytes.NewReader(body), storage.Meta{})
+	obj, err := spool.Put(ctx, "2026/01/02/VLLMSlowTTFT/run-1/pb/snapshot/prometheus.json", bytes.NewReader(body), vocab.ObjectMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func (h *harness) lateUpload(t *testing.T, rec executor.StepRecord, job bool) st
 	t.Helper()
 	ctx := context.Background()
 	key := strings.TrimSuffix(rec.Artifacts[0].Key, "out.txt") + "late.txt"
-	obj, err := h.store.Put(ctx, key, strings.NewReader("late\n"), storage.Meta{})
+	obj, err := h.store.Put(ctx, key, strings.NewReader("late\n"), vocab.ObjectMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,12 @@ func (h *harness) lateUpload(t *testing.T, rec executor.StepRecord, job bool) st
 // racingStore runs land during the first manifest Put it sees, as another
 // replica's request arriving mid-write would.
 type racingStore struct {
-	storage.Store
+	vocab.Store
 	puts atomic.Int32
 	land func()
 }
 
-func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta storage.Meta) (storage.Object, error) {
+func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	if meta.Replace && r.puts.Add(1) == 1 && r.land != nil {
 		r.land()
 	}

@@ -12,11 +12,12 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // forEachArtifactStore runs f on a Local folder and on a real S3 server
 // (versitygw, started by internal/testkit/testenv).
-func forEachArtifactStore(t *testing.T, f func(t *testing.T, st storage.Store)) {
+func forEachArtifactStore(t *testing.T, f func(t *testing.T, st vocab.Store)) {
 	t.Run("local", func(t *testing.T) {
 		f(t, newLocalStore(t))
 	})
@@ -52,7 +53,7 @@ type retentionFixture struct {
 // newRetentionFixture builds the fixture on a Keeper that deletes runs older
 // than a month (artifacts: the retention.artifacts mode); start: its River
 // client runs (and with it the periodic pass).
-func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts string, start bool) *retentionFixture {
+func newRetentionFixture(t *testing.T, db dbRef, st vocab.Store, artifacts string, start bool) *retentionFixture {
 	t.Helper()
 	ctx := context.Background()
 	h := newHarness(t, db, st, start, func(d *Deps) {
@@ -69,7 +70,7 @@ func newRetentionFixture(t *testing.T, db dbRef, st storage.Store, artifacts str
 	}
 	h.addRun(t, f.unfinished.id, "running", at)
 	if _, err := st.Put(ctx, artifactKey(f.unfinished.id, at, "early", "early.txt"), strings.NewReader("early\n"),
-		storage.Meta{}); err != nil {
+		vocab.ObjectMeta{}); err != nil {
 		t.Fatal(err)
 	}
 	// The old run's thread and a late upload: rows of other tables of it.
@@ -101,7 +102,7 @@ func (f *retentionFixture) objects(t *testing.T, r retentionRun) []string {
 	t.Helper()
 	var keys []string
 	if err := f.h.store.List(context.Background(), storage.RunPrefix(r.created.UTC(), "VLLMSlowTTFT", r.id),
-		func(e storage.ListEntry) error {
+		func(e vocab.ListEntry) error {
 			keys = append(keys, e.Key)
 			return nil
 		}); err != nil {
@@ -144,7 +145,7 @@ func (f *retentionFixture) exists(t *testing.T, id string) bool {
 func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete, false)
 			k := f.h.k
 			oldObjects, youngObjects := f.objects(t, f.old), f.objects(t, f.young)
@@ -193,7 +194,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsBucket, false)
 			if n, err := f.h.k.RetentionOnce(context.Background()); err != nil || n != 1 {
 				t.Fatalf("retention deleted %d runs, %v; want 1", n, err)
@@ -214,7 +215,7 @@ func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		forEachArtifactStore(t, func(t *testing.T, st storage.Store) {
+		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete, false)
 			k := f.h.k
 			ctx := context.Background()

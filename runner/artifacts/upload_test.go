@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestReplicaName(t *testing.T) {
@@ -49,7 +50,7 @@ func s3Spool(t *testing.T, srv *testenv.S3Server, prefix, dir string) (*storage.
 func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 	t.Helper()
 	var keys []string
-	if err := sp.Spooled(context.Background(), func(o storage.Object, _ time.Time) error {
+	if err := sp.Spooled(context.Background(), func(o vocab.Object, _ time.Time) error {
 		keys = append(keys, o.Key)
 		return nil
 	}); err != nil {
@@ -84,13 +85,13 @@ func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
 		srv := testenv.StartVersityGW(t)
 		dir := t.TempDir()
 		sp, s3 := s3Spool(t, srv, "kill9", dir)
-		done, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-gone/pb/snapshot/done.json", strings.NewReader(`{"done":true}`), storage.Meta{})
+		done, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-gone/pb/snapshot/done.json", strings.NewReader(`{"done":true}`), vocab.ObjectMeta{})
 		if err != nil || done.Pending {
 			t.Fatalf("direct put = %+v, %v", done, err)
 		}
 		srv.Proc.Stop()
 		orphan, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-killed/pb/snapshot/prometheus.json",
-			strings.NewReader(strings.Repeat(`{"x":1}`, 500)), storage.Meta{})
+			strings.NewReader(strings.Repeat(`{"x":1}`, 500)), vocab.ObjectMeta{})
 		if err != nil || !orphan.Pending {
 			t.Fatalf("put while down = %+v, %v; want pending", orphan, err)
 		}
@@ -131,26 +132,26 @@ type downable struct {
 
 var errRefused = fmt.Errorf("dial tcp 127.0.0.1:9: %w", syscall.ECONNREFUSED)
 
-func (d *downable) Put(ctx context.Context, key string, r io.Reader, meta storage.Meta) (storage.Object, error) {
+func (d *downable) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	if d.down.Load() {
-		return storage.Object{}, errRefused
+		return vocab.Object{}, errRefused
 	}
 	return d.Local.Put(ctx, key, r, meta)
 }
 
-func (d *downable) Stat(ctx context.Context, key string) (storage.Object, error) {
+func (d *downable) Stat(ctx context.Context, key string) (vocab.Object, error) {
 	if d.down.Load() {
-		return storage.Object{}, errRefused
+		return vocab.Object{}, errRefused
 	}
 	return d.Local.Stat(ctx, key)
 }
 
 // PutStored stores the spool's bytes as they are (both sides uncompressed).
-func (d *downable) PutStored(ctx context.Context, obj storage.Object, r io.Reader) (storage.Object, error) {
+func (d *downable) PutStored(ctx context.Context, obj vocab.Object, r io.Reader) (vocab.Object, error) {
 	if d.down.Load() {
-		return storage.Object{}, errRefused
+		return vocab.Object{}, errRefused
 	}
-	return d.Local.Put(ctx, obj.Key, r, storage.Meta{ContentType: obj.ContentType})
+	return d.Local.Put(ctx, obj.Key, r, vocab.ObjectMeta{ContentType: obj.ContentType})
 }
 
 // TestLateUploadsOfARunLandTogether: two artifacts of one run spooled while
@@ -174,7 +175,7 @@ func TestLateUploadsOfARunLandTogether(t *testing.T) {
 		var keys []string
 		for _, file := range []string{"a.json", "b.json"} {
 			obj, err := sp.Put(ctx, artifactKey("run-late", created, "snapshot", file), strings.NewReader(`{"file":"`+file+`"}`),
-				storage.Meta{ContentType: "application/json"})
+				vocab.ObjectMeta{ContentType: "application/json"})
 			if err != nil || !obj.Pending {
 				t.Fatalf("put %s while down = %+v, %v; want pending", file, obj, err)
 			}

@@ -26,7 +26,7 @@ func (s *Runs) runInfo(ctx context.Context, runID, channel string, retry bool) (
 		return notify.RunInfo{}, err
 	}
 	info := parentInfo(r)
-	info.Channel, info.Retry = channel, retry
+	info.Channel, info.Retry, info.Profilable = channel, retry, s.act != nil && s.profilable(r)
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil {
 		return notify.RunInfo{}, err
 	}
@@ -43,7 +43,7 @@ func parentInfo(r *runRow) notify.RunInfo {
 	for i, p := range r.plans {
 		names[i] = p.Playbook
 	}
-	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
+	return notify.RunInfo{ID: r.ID, Status: vocab.StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
 // threadSource is the run lifecycle as the outbox reads it (outbox.Content).
@@ -162,6 +162,7 @@ func (s *Runs) summaryFor(ctx context.Context, runID, key string, retry bool) (n
 		return notify.Summary{}, err
 	}
 	info := parentInfo(r)
+	info.Profilable = s.act != nil && s.profilable(r)
 	if info.Seen, err = s.seenBefore(ctx, s.db, r); err != nil { // the parent is re-rendered whole
 		return notify.Summary{}, err
 	}

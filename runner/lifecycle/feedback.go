@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/autocapture/autocapture/internal/clip"
+	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -80,7 +81,7 @@ func (s *Runs) loadActions(ctx context.Context, q reader, id string) ([]runs.Act
 	out := make([]runs.Action, 0, len(rows))
 	for _, r := range rows {
 		a := runs.Action{ID: r.ID, Kind: r.Kind, Arg: r.Arg, User: runs.User{ID: r.UserID, Name: r.UserName},
-			State: r.State, Detail: r.Detail, SilenceID: r.SilenceID.String, Live: r.Slot.Valid && r.State == "done",
+			State: r.State, Detail: r.Detail, SilenceID: r.SilenceID.String, Live: r.Slot.Valid && r.State == "done" && r.Kind == actions.KindSilence,
 			At: fromMS(r.CreatedAt)}
 		if r.EndsAt.Valid {
 			t := fromMS(r.EndsAt.Int64)

@@ -380,6 +380,13 @@ func waitUntil(t *testing.T, guard time.Duration, what string, cond func() bool)
 	}
 }
 
+// The keys of the thread operations the tests look for.
+var (
+	keyOpen     = Open{}.Key()
+	keyVerdict  = VerdictEdit{}.Key()
+	keyFinished = Finished{}.Key()
+)
+
 // wantThread is a run's thread as the tests record it: the parent, three
 // steps' replies, the verdict's edit and the end, in the lifecycle's order.
 var wantThread = []string{keyOpen, stepKey("pb", "a"), stepKey("pb", "b"), stepKey("pb", "tri"), keyVerdict, keyFinished}

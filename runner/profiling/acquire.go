@@ -265,9 +265,16 @@ func (pl *Plane) profileBudget(ctx context.Context, tx *sql.Tx, req vocab.LeaseR
 		return nil, fmt.Errorf("runner: profile budget: %w", err)
 	}
 	if started+pending >= cfg.MaxPerHour {
-		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget,
-			Detail: fmt.Sprintf("%d captures started in the last hour and %d about to: profiling.max_per_hour is %d",
-				started, pending, cfg.MaxPerHour)}, nil
+		detail := fmt.Sprintf("%d captures started in the last hour and %d about to: profiling.max_per_hour is %d",
+			started, pending, cfg.MaxPerHour)
+		first, err := pl.tables.ProfileStarts.OldestSince(ctx, tx, now-time.Hour.Milliseconds())
+		if err != nil {
+			return nil, fmt.Errorf("runner: profile budget: %w", err)
+		}
+		if first.Valid && pending == 0 { // a start about to be recorded may take the slot first
+			detail += "; next slot from " + fmtMS(first.Int64+time.Hour.Milliseconds())
+		}
+		return &vocab.ProfileRefusal{Reason: vocab.RefusedBudget, Detail: detail}, nil
 	}
 	if req.Cooldown <= 0 {
 		return nil, nil

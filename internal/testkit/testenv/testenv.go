@@ -226,6 +226,21 @@ func BuildBinary(t testing.TB, pkg string) string {
 	return b.path
 }
 
+// ProcessTempDir returns a new directory that lives until Main ends, for
+// files several tests of a package share (a binary built once); t.TempDir's
+// goes with the test that made it.
+func ProcessTempDir(t testing.TB) string {
+	t.Helper()
+	if !mainActive.Load() {
+		t.Fatalf("testenv: ProcessTempDir needs `func TestMain(m *testing.M) { testenv.Main(m) }` in this package")
+	}
+	dir, err := processSubdir("tmp-")
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return dir
+}
+
 func goBuild(pkg string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {

@@ -64,6 +64,27 @@ func TestFreePortNeverRepeats(t *testing.T) {
 	}
 }
 
+// ProcessTempDir's folder outlives the test that made it (t.TempDir's does
+// not), lies in this process's folder, which Main removes, and is new each call.
+func TestProcessTempDir(t *testing.T) {
+	var dir string
+	t.Run("made", func(t *testing.T) {
+		dir = ProcessTempDir(t)
+		if err := os.WriteFile(filepath.Join(dir, "shared"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := os.Stat(filepath.Join(dir, "shared")); err != nil {
+		t.Fatalf("after the test that made it: %v", err)
+	}
+	if filepath.Dir(dir) != procDir {
+		t.Errorf("%s is not in the process folder %s, which Main removes", dir, procDir)
+	}
+	if other := ProcessTempDir(t); other == dir {
+		t.Errorf("two calls gave the same folder %s", dir)
+	}
+}
+
 func TestProcess(t *testing.T) {
 	t.Parallel()
 	const hello = "./internal/testkit/testenv/testdata/hello"
