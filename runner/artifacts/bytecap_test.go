@@ -14,15 +14,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-func newLocalStore(t *testing.T) *storage.Local {
-	t.Helper()
-	l, err := storage.NewLocal(t.TempDir(), storage.WithLocalCompression(storage.CompressionNone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // TestCappedStoreCountsEarlierAttemptsAndParallelPuts: what the run recorded
 // before counts, and parallel puts never store more than the cap in all.
 func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
