@@ -18,12 +18,6 @@
 // file is, and so is anything not a regular file (a folder, a FIFO). The
 // folder is opened as an os.Root, which resolves every element of a name
 // inside it (symlinks included), so the refusal is not a string check alone.
-//
-// CONTRACT (lead, 2026-12-01): the types and signatures below are fixed; the
-// bodies are filled in by the agent owner. Added by the owner: Listing and
-// Snapshot on Dir and Client (the agent's clock, for the next since),
-// Client.OpenFrom (resume with Range), ServerOptions/NewServerWith (metrics
-// and logging), ErrUnauthorized, ErrUnreachable and StatusError.
 package agent
 
 import (

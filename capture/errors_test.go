@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -41,9 +40,9 @@ func TestClassifySeparatesPolicyFromNetwork(t *testing.T) {
 		want vocab.Reason
 	}{
 		{"down server (real dial)", dialErr, vocab.ReasonUnreachable},
-		{"artifact store: access denied", fmt.Errorf("store runs/r/x: s3 bucket b at e: put: %w", storage.ErrS3AccessDenied), vocab.ReasonBadConfig},
-		{"artifact store: no bucket", fmt.Errorf("put: %w", storage.ErrS3NoBucket), vocab.ReasonBadConfig},
-		{"artifact store: unreachable", fmt.Errorf("put: %w", storage.ErrS3Unreachable), vocab.ReasonUnreachable},
+		{"artifact store: access denied", fmt.Errorf("store runs/r/x: s3 bucket b at e: put: %w", vocab.ErrStoreAccessDenied), vocab.ReasonBadConfig},
+		{"artifact store: no bucket", fmt.Errorf("put: %w", vocab.ErrStoreNoBucket), vocab.ReasonBadConfig},
+		{"artifact store: unreachable", fmt.Errorf("put: %w", vocab.ErrStoreUnreachable), vocab.ReasonUnreachable},
 		{"down server (real GET)", getErr, vocab.ReasonUnreachable},
 		{"no route to host", opErr(syscall.EHOSTUNREACH), vocab.ReasonUnreachable},
 		{"network unreachable", opErr(syscall.ENETUNREACH), vocab.ReasonUnreachable},

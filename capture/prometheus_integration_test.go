@@ -70,15 +70,15 @@ func SimsUnderPrometheus(tb testing.TB, opts ...vllmsim.Options) (insts []string
 
 // snapshotQueries is the tier-1 PromQL picture the shipped playbooks take, for
 // one instance, over both metric generations.
-func snapshotQueries(inst string) []prometheus.PromQuery {
+func snapshotQueries(inst string) []promkit.PromQuery {
 	sel := fmt.Sprintf(`{instance=%q}`, inst)
 	mean := func(h string) string {
 		return fmt.Sprintf("sum(rate(%s_sum%s[5m])) / sum(rate(%s_count%s[5m]))", h, sel, h, sel)
 	}
-	q := func(name, sig, expr string) prometheus.PromQuery {
-		return prometheus.PromQuery{Name: name, Signal: sig, Query: expr}
+	q := func(name, sig, expr string) promkit.PromQuery {
+		return promkit.PromQuery{Name: name, Signal: sig, Query: expr}
 	}
-	return []prometheus.PromQuery{
+	return []promkit.PromQuery{
 		q("queue", vocab.SigQueueDepth, "sum(vllm:num_requests_waiting"+sel+")"),
 		q("running", vocab.SigRunning, "sum(vllm:num_requests_running"+sel+")"),
 		q("kv", vocab.SigKVUsage, fmt.Sprintf("max(max_over_time(vllm:kv_cache_usage_perc%s[2m]) or max_over_time(vllm:gpu_cache_usage_perc%s[2m]))", sel, sel)),
@@ -98,7 +98,7 @@ func TestPrometheusStepAgainstRealPrometheus(t *testing.T) {
 	for _, legacy := range []bool{false, true} {
 		t.Run(fmt.Sprintf("overload legacy=%v", legacy), func(t *testing.T) {
 			inst, prom := simUnderPrometheus(t, vllmsim.ScenarioOverload, legacy)
-			qs := append(snapshotQueries(inst), prometheus.PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
+			qs := append(snapshotQueries(inst), promkit.PromQuery{Name: "cut_short", Query: "up", Timeout: time.Nanosecond})
 			step, err := prometheus.New(prometheus.Config{Queries: qs})
 			if err != nil {
 				t.Fatal(err)
@@ -226,12 +226,12 @@ func TestPrometheusBaselinesOnRealPrometheus(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sel := fmt.Sprintf(`{instance=%q}`, c.inst)
 			rate := func(m string) string { return fmt.Sprintf("sum(rate(%s%s[15s]))", m, sel) }
-			q := func(name, sig, expr string, base bool) prometheus.PromQuery {
-				return prometheus.PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
+			q := func(name, sig, expr string, base bool) promkit.PromQuery {
+				return promkit.PromQuery{Name: name, Signal: sig, Query: expr, Baseline: base}
 			}
 			step, err := prometheus.New(prometheus.Config{
 				Baseline: prometheus.BaselineConfig{Window: 30 * time.Second, Gap: 8 * time.Second},
-				Queries: []prometheus.PromQuery{
+				Queries: []promkit.PromQuery{
 					q("queue", vocab.SigQueueDepth, "max_over_time(sum(vllm:num_requests_waiting"+sel+")[15s:])", false),
 					q("running", vocab.SigRunning, "max(vllm:num_requests_running"+sel+")", false),
 					q("kv", vocab.SigKVUsage, "max(vllm:kv_cache_usage_perc"+sel+")", false),

@@ -8,18 +8,14 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Kind is a step kind as the registry holds it (vocab.Kind): a kind's
-// package declares one and the registry takes it.
-type Kind = vocab.Kind
-
 var (
 	mu    sync.RWMutex
-	kinds = map[string]Kind{}
+	kinds = map[string]vocab.Kind{}
 )
 
 // Register adds a kind to the one registry table. Each kind file calls it from init;
 // tests may register their own. A duplicate name panics, as in Caddy's module table.
-func Register(k Kind) {
+func Register(k vocab.Kind) {
 	if k.Name == "" || k.Config == nil || k.Build == nil {
 		panic(fmt.Sprintf("capture: incomplete kind %q", k.Name))
 	}
@@ -35,7 +31,7 @@ func Register(k Kind) {
 }
 
 // Lookup returns the kind registered under name.
-func Lookup(name string) (Kind, bool) {
+func Lookup(name string) (vocab.Kind, bool) {
 	mu.RLock()
 	defer mu.RUnlock()
 	k, ok := kinds[name]

@@ -3,7 +3,7 @@
 // family's package that declares its Kind: capture/prometheus,
 // capture/peers, capture/gpu, capture/scrape, capture/triage,
 // capture/profile, capture/traces, capture/httpstep, capture/chart. What the
-// families share is in capture/internal (stepkit, vllmexpo, promkit, views).
+// families share is in capture/internal (stepkit, exposition, promkit, views).
 // The tests here run families together (a real Prometheus under the
 // prometheus, peers, gpu, scrape and triage steps; the shipped playbooks).
 // A step does one thing; the runner owns deadlines, retries and ordering. The

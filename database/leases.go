@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // QClaim takes a run (see Runs.Claim) and answers how long ago it first
@@ -19,9 +21,9 @@ const QClaim = `UPDATE autocapture_runs SET owner = $1, lease_until = {now} + $2
 // generation. It counts an attempt and returns how long ago (ms, the
 // database's clock) the run first started; sql.ErrNoRows when it is not
 // such a run.
-func (r Runs) Claim(ctx context.Context, q RowQuerier, owner string, leaseMS int64, status, id string, generation int) (int64, error) {
+func (r Runs) Claim(ctx context.Context, q RowQuerier, owner string, leaseMS int64, status vocab.Status, id string, generation int) (int64, error) {
 	var elapsed int64
-	err := q.QueryRowContext(ctx, r.d.SQL(QClaim), owner, leaseMS, status, id, generation).Scan(&elapsed)
+	err := q.QueryRowContext(ctx, r.d.SQL(QClaim), owner, leaseMS, string(status), id, generation).Scan(&elapsed)
 	return elapsed, err
 }
 

@@ -66,22 +66,16 @@ type Pool interface {
 // OpenBeat opens the heartbeat's own pool on the run store (see the runner's
 // runner.Service's beat pool): a few connections the renewals of leases (runs, threads,
 // profiles) use and nothing else, so a pool exhausted by the steps' writes,
-// the deliveries and River never costs a live replica its leases
-// (TestRenewalsDoNotWaitForABusyPool: on the main pool, a run whose pool
-// was taken for three leases was stopped and resumed). On SQLite it is a
+// the deliveries and River never costs a live replica its leases. On SQLite it is a
 // second connection to the file (a *sql.DB), which takes the write lock
 // between the main connection's transactions (busy_timeout), instead of
 // waiting for that connection among every goroutine that wants it.
 //
 // On PostgreSQL the connections are pgxpool's (a BeatPool), kept open
 // (MinConns) and reopened in the background, never by a renewal against its
-// deadline. Through database/sql's own pool a renewal opened the connection
-// it lacked within its timeout (1.5 s with a 5 s lease), and a connect that
-// took longer was cancelled and started again at the next tick: CI's HA run,
-// whose first renewals came as 50 alerts arrived at three replicas,
-// failed to connect every tick for 4.5 s on a live replica and 9 of its
-// runs were stopped and resumed (failed to connect … timeout: context
-// deadline exceeded). pgxpool creates a connection on a context of its own
+// deadline: through database/sql's own pool a renewal opens the connection
+// it lacks within its timeout, and a slow connect, cancelled and restarted
+// every tick, costs a live replica its leases. pgxpool creates a connection on a context of its own
 // (puddle's initResourceValue: an acquirer that gives up does not cancel
 // the connect; the connection joins the pool for the next renewal), and a
 // renewal that times out mid-statement, which closes its connection, has it

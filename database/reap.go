@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Abandon is one way a run is abandoned (see the runner's reaper).
@@ -26,7 +28,7 @@ const liveJobStates = `('available', 'pending', 'retryable', 'scheduled', 'runni
 // numbered from $first: lease is runs.lease_timeout, queued the queued
 // status. Leases and queued_at are on the database's clock ({now}), never
 // a process's: see NowMS.
-func (r Runs) abandoned(k Abandon, first int, lease time.Duration, queued string) (string, []any) {
+func (r Runs) abandoned(k Abandon, first int, lease time.Duration, queued vocab.Status) (string, []any) {
 	if k == Expired {
 		return `owner IS NOT NULL AND lease_until < {now}`, nil
 	}
@@ -46,12 +48,12 @@ func (r Runs) abandoned(k Abandon, first int, lease time.Duration, queued string
 		SELECT 1 FROM river_job j WHERE j.id = autocapture_runs.river_job_id AND j.state IN %s
 		AND (j.state <> 'running' OR j.attempted_at >= %s))`,
 		first, first+1, liveJobStates, fresh)
-	return cond, []any{queued, lease.Milliseconds(), leaseArg}
+	return cond, []any{string(queued), lease.Milliseconds(), leaseArg}
 }
 
 // ReapQuery selects up to 100 runs abandoned in kind k: every reaper tick on
 // every replica runs it, so it reads an index (see migration 4).
-func (r Runs) ReapQuery(k Abandon, lease time.Duration, queued string) (string, []any) {
+func (r Runs) ReapQuery(k Abandon, lease time.Duration, queued vocab.Status) (string, []any) {
 	cond, args := r.abandoned(k, 1, lease, queued)
 	return r.d.SQL(`SELECT id, generation, COALESCE(owner, '') FROM autocapture_runs
 		WHERE finished_at IS NULL AND ` + cond + ` LIMIT 100`), args
@@ -66,7 +68,7 @@ type Abandoned struct {
 }
 
 // Abandoned lists up to 100 runs abandoned in kind k (ReapQuery).
-func (r Runs) Abandoned(ctx context.Context, q RowsQuerier, k Abandon, lease time.Duration, queued string) ([]Abandoned, error) {
+func (r Runs) Abandoned(ctx context.Context, q RowsQuerier, k Abandon, lease time.Duration, queued vocab.Status) ([]Abandoned, error) {
 	query, args := r.ReapQuery(k, lease, queued)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -92,14 +94,14 @@ func (r Runs) Abandoned(ctx context.Context, q RowsQuerier, k Abandon, lease tim
 //
 // A run another replica's reaper is taking (its row locked) is skipped,
 // not waited for: every replica scans the same candidates, and waiting,
-// they took a dead replica's runs one at a time behind each other's
-// transactions (the chaos test under load: its 16 runs resumed over 12 s).
-func (r Runs) Resume(ctx context.Context, q RowQuerier, k Abandon, lease time.Duration, queued string, c Abandoned) (int, error) {
+// they would take a dead replica's runs one at a time behind each other's
+// transactions.
+func (r Runs) Resume(ctx context.Context, q RowQuerier, k Abandon, lease time.Duration, queued vocab.Status, c Abandoned) (int, error) {
 	cond, args := r.abandoned(k, 5, lease, queued)
 	var resumed int
 	err := q.QueryRowContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET generation = generation + 1,
 		resumed = resumed + 1, owner = NULL, lease_until = NULL, status = $1, queued_at = {now}
 		WHERE `+r.d.UnlockedRuns(`id = $2 AND generation = $3 AND COALESCE(owner, '') = $4 AND finished_at IS NULL AND `+cond)+`
-		RETURNING resumed`), append([]any{queued, c.ID, c.Generation, c.Owner}, args...)...).Scan(&resumed)
+		RETURNING resumed`), append([]any{string(queued), c.ID, c.Generation, c.Owner}, args...)...).Scan(&resumed)
 	return resumed, err
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // RunTables are the tables holding a run's rows besides autocapture_runs, by
@@ -45,11 +47,11 @@ type OldRun struct {
 // Old selects up to limit finished runs older than ageMS on the database's
 // clock, oldest first: not of the unfinished statuses (queued, running),
 // none still holding a profile lease.
-func (r Runs) Old(ctx context.Context, q RowsQuerier, ageMS int64, queued, running string, limit int) ([]OldRun, error) {
+func (r Runs) Old(ctx context.Context, q RowsQuerier, ageMS int64, limit int) ([]OldRun, error) {
 	rows, err := q.QueryContext(ctx, r.d.SQL(`SELECT id, alertname, created_at, COALESCE(manifest_key, '')
 		FROM autocapture_runs WHERE finished_at IS NOT NULL AND finished_at < {now} - $1 AND status NOT IN ($2, $3)
 		AND NOT EXISTS (SELECT 1 FROM autocapture_profile_leases l WHERE l.run_id = autocapture_runs.id)
-		ORDER BY finished_at, id LIMIT $4`), ageMS, queued, running, limit)
+		ORDER BY finished_at, id LIMIT $4`), ageMS, string(vocab.StatusQueued), string(vocab.StatusRunning), limit)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/internal/untrusted"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Runs is autocapture_runs, a row per alert run.
@@ -21,7 +22,8 @@ type Run struct {
 	ID, Key, Fingerprint, Alertname string
 	Alert                           string // JSON
 	StartsAt                        int64
-	Status, Reason                  string
+	Status                          vocab.Status
+	Reason                          string
 	ResolvedAt, CancelRequestedAt   sql.NullInt64
 	CreatedAt                       int64
 	StartedAt, FinishedAt           sql.NullInt64
@@ -84,10 +86,11 @@ func (Runs) GroupMembers(ctx context.Context, q RowsQuerier, lead string) ([]Run
 // status when set, after the cursor (CreatedAt, ID) when AfterID is set, at
 // most Limit rows.
 type RunFilter struct {
-	Alertname, Status string
-	AfterCreatedAt    int64
-	AfterID           string
-	Limit             int
+	Alertname      string
+	Status         vocab.Status
+	AfterCreatedAt int64
+	AfterID        string
+	Limit          int
 }
 
 // ListQuery is List's statement and arguments for f: each filter is served
@@ -100,7 +103,7 @@ func ListQuery(f RunFilter) (string, []any) {
 		where = append(where, "alertname = "+arg(f.Alertname))
 	}
 	if f.Status != "" {
-		where = append(where, "status = "+arg(f.Status))
+		where = append(where, "status = "+arg(string(f.Status)))
 	}
 	if f.AfterID != "" {
 		c, i := arg(f.AfterCreatedAt), arg(f.AfterID)
@@ -132,11 +135,11 @@ func (r Runs) RequestCancel(ctx context.Context, q Querier, id string) (bool, er
 // EndUnstarted ends run id with status and reason if nobody holds it and it
 // has no thread yet (a run with a thread is ended by its next claim, which
 // also closes the thread).
-func (r Runs) EndUnstarted(ctx context.Context, q Querier, id, status, reason string) error {
+func (r Runs) EndUnstarted(ctx context.Context, q Querier, id string, status vocab.Status, reason string) error {
 	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET status = $1, reason = $2, finished_at = {now}
 		WHERE id = $3 AND finished_at IS NULL AND owner IS NULL
 		AND NOT EXISTS (SELECT 1 FROM autocapture_threads t WHERE t.run_id = autocapture_runs.id)`),
-		status, reason, id)
+		string(status), reason, id)
 	return err
 }
 
@@ -236,20 +239,20 @@ func (Runs) NextOutboxSeq(ctx context.Context, q RowQuerier, id string) (int, er
 }
 
 // CountByStatus counts the runs by status.
-func (Runs) CountByStatus(ctx context.Context, q RowsQuerier) (map[string]int, error) {
+func (Runs) CountByStatus(ctx context.Context, q RowsQuerier) (map[vocab.Status]int, error) {
 	rows, err := q.QueryContext(ctx, `SELECT status, COUNT(*) FROM autocapture_runs GROUP BY status`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int{}
+	out := map[vocab.Status]int{}
 	for rows.Next() {
 		var status string
 		var n int
 		if err := rows.Scan(&status, &n); err != nil {
 			return out, err
 		}
-		out[status] = n
+		out[vocab.Status(status)] = n
 	}
 	return out, rows.Err()
 }
@@ -257,19 +260,19 @@ func (Runs) CountByStatus(ctx context.Context, q RowsQuerier) (map[string]int, e
 // OldestWait is how long (ms, on the database's clock: queued_at is on it
 // too) the oldest run of status has waited since it was queued; not Valid
 // without one.
-func (r Runs) OldestWait(ctx context.Context, q RowQuerier, status string) (sql.NullInt64, error) {
+func (r Runs) OldestWait(ctx context.Context, q RowQuerier, status vocab.Status) (sql.NullInt64, error) {
 	var waitedMS sql.NullInt64
 	err := q.QueryRowContext(ctx, r.d.SQL(`SELECT {now} - MIN(queued_at) FROM autocapture_runs WHERE status = $1`),
-		status).Scan(&waitedMS)
+		string(status)).Scan(&waitedMS)
 	return waitedMS, err
 }
 
 // FailOwned ends run id, while owner owns it, with status (a failure) and
 // reason, and lets its lease go.
-func (r Runs) FailOwned(ctx context.Context, q Querier, id, owner, status, reason string) error {
+func (r Runs) FailOwned(ctx context.Context, q Querier, id, owner string, status vocab.Status, reason string) error {
 	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs
 		SET status = $1, reason = $2, finished_at = {now}, owner = NULL, lease_until = NULL
-		WHERE id = $3 AND owner = $4`), status, reason, id, owner)
+		WHERE id = $3 AND owner = $4`), string(status), reason, id, owner)
 	return err
 }
 
@@ -300,12 +303,12 @@ func (Runs) SetManifest(ctx context.Context, q RowQuerier, id, key string) (int6
 // verdict, JSON, when Valid: else the latest recorded stays), letting its
 // lease go. It returns how long the run took since its first start (ms, on
 // the database's clock); sql.ErrNoRows when owner no longer owns it.
-func (r Runs) Finish(ctx context.Context, q RowQuerier, id, owner, status, reason string, verdict sql.NullString) (int64, error) {
+func (r Runs) Finish(ctx context.Context, q RowQuerier, id, owner string, status vocab.Status, reason string, verdict sql.NullString) (int64, error) {
 	var tookMS int64
 	err := q.QueryRowContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET status = $1, reason = $2,
 		finished_at = {now}, verdict = COALESCE($3, verdict), owner = NULL, lease_until = NULL WHERE id = $4 AND owner = $5
 		RETURNING finished_at - COALESCE(started_at, created_at)`),
-		status, reason, verdict, id, owner).Scan(&tookMS)
+		string(status), reason, verdict, id, owner).Scan(&tookMS)
 	return tookMS, err
 }
 
@@ -313,9 +316,9 @@ func (r Runs) Finish(ctx context.Context, q RowQuerier, id, owner, status, reaso
 // without counting the attempt, and stamps unclaimed_at (the database's
 // clock) so the reaper does not take it for stranded while River records the
 // job's snooze (migration 014).
-func (r Runs) Unclaim(ctx context.Context, q Querier, id, owner, status string) error {
+func (r Runs) Unclaim(ctx context.Context, q Querier, id, owner string, status vocab.Status) error {
 	_, err := q.ExecContext(ctx, r.d.SQL(`UPDATE autocapture_runs SET owner = NULL, lease_until = NULL, status = $1,
-		attempts = attempts - 1, unclaimed_at = {now} WHERE id = $2 AND owner = $3`), status, id, owner)
+		attempts = attempts - 1, unclaimed_at = {now} WHERE id = $2 AND owner = $3`), string(status), id, owner)
 	return err
 }
 
@@ -345,7 +348,7 @@ type NewRun struct {
 	ID, Key, Fingerprint, Alertname string
 	Alert                           string // JSON
 	StartsAt                        int64
-	Status                          string
+	Status                          vocab.Status
 	CreatedAt, QueuedAt             int64
 	// Instance and Model are the alert's instance and model_name labels
 	// (clipped as Alertname is), for the seen-before query (seen.go).
@@ -370,7 +373,7 @@ func (Runs) Insert(ctx context.Context, q RowsQuerier, runs []NewRun) ([]Inserte
 		}
 		o := 11 * n
 		fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", o+1, o+2, o+3, o+4, o+5, o+6, o+7, o+8, o+9, o+10, o+11)
-		args = append(args, r.ID, r.Key, r.Fingerprint, r.Alertname, r.Alert, r.StartsAt, r.Status, r.CreatedAt, r.QueuedAt,
+		args = append(args, r.ID, r.Key, r.Fingerprint, r.Alertname, r.Alert, r.StartsAt, string(r.Status), r.CreatedAt, r.QueuedAt,
 			r.Instance, r.Model)
 	}
 	b.WriteString(" ON CONFLICT DO NOTHING RETURNING id, run_key")

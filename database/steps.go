@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/autocapture/autocapture/internal/untrusted"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Steps is autocapture_steps: each finished step's record (JSON), with the
@@ -12,9 +13,10 @@ type Steps struct{}
 
 // Step is a step's row.
 type Step struct {
-	RunID, Plan, ID, Kind, Status, CooldownKey string
-	FinishedAt                                 int64  // Unix ms
-	Record                                     string // JSON
+	RunID, Plan, ID, Kind, CooldownKey string
+	Status                             vocab.Status
+	FinishedAt                         int64  // Unix ms
+	Record                             string // JSON
 }
 
 // Add records st unless its step was recorded before (ON CONFLICT DO NOTHING).
@@ -22,7 +24,7 @@ func (Steps) Add(ctx context.Context, q Querier, st Step) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO autocapture_steps
 		(run_id, plan, step_id, kind, status, cooldown_key, finished_at, record)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-		st.RunID, st.Plan, st.ID, st.Kind, st.Status, untrusted.Key(st.CooldownKey), st.FinishedAt, st.Record)
+		st.RunID, st.Plan, st.ID, st.Kind, string(st.Status), untrusted.Key(st.CooldownKey), st.FinishedAt, st.Record)
 	return err
 }
 

@@ -19,8 +19,6 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/targets"
 	"github.com/autocapture/autocapture/vocab"
@@ -181,7 +179,7 @@ func checkRefusedRun(t *testing.T, r *runs.Run, why string) {
 	if !strings.Contains(ver.Summary, inst) && !strings.Contains(ver.Summary, strings.Trim(inst, "[]")) {
 		t.Errorf("http step summary %q does not name %s", ver.Summary, inst)
 	}
-	if r.Status != runner.StatusPartial {
+	if r.Status != vocab.StatusPartial {
 		t.Errorf("run %s, want partial (triage still answers): %s", r.Status, describe(r))
 	}
 	t.Logf("%s: %s", inst, stepByID(r, "scrape").Error)
@@ -190,7 +188,7 @@ func checkRefusedRun(t *testing.T, r *runs.Run, why string) {
 func checkAllowedRun(t *testing.T, r *runs.Run) {
 	t.Helper()
 	for _, id := range []string{"scrape", "version", "triage"} {
-		if st := stepByID(r, id); st.Status != executor.Succeeded {
+		if st := stepByID(r, id); st.Status != vocab.StatusSucceeded {
 			t.Errorf("allowed target: step %s %s (%s %s), want succeeded", id, st.Status, st.Reason, st.Error)
 		}
 	}

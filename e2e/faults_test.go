@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -50,7 +49,7 @@ func TestFaultPrometheusDown(t *testing.T) {
 
 func checkPrometheusDownRun(t *testing.T, s *stack, r *runs.Run, scenario, deadAddr string) {
 	t.Helper()
-	if r.Status != runner.StatusPartial {
+	if r.Status != vocab.StatusPartial {
 		t.Errorf("%s: run status %s, want partial: %s", scenario, r.Status, describe(r))
 	}
 	promSteps := append(stepsOfKind(r, "prometheus"), stepsOfKind(r, "chart")...)
@@ -67,13 +66,13 @@ func checkPrometheusDownRun(t *testing.T, s *stack, r *runs.Run, scenario, deadA
 	switch {
 	case scrape == nil:
 		t.Errorf("%s: no scrape step: %s", scenario, describe(r))
-	case scrape.Status != executor.Succeeded || len(scrape.Signals) == 0:
+	case scrape.Status != vocab.StatusSucceeded || len(scrape.Signals) == 0:
 		t.Errorf("%s: scrape %s with %d signals, want succeeded with signals: %s", scenario, scrape.Status, len(scrape.Signals), describe(r))
 	default:
 		s.checkArtifactsKept(t, r, scrape, "scrape-1.txt", "scrape-2.txt")
 	}
 	tri := stepByKind(r, "triage")
-	if tri == nil || tri.Status != executor.Succeeded {
+	if tri == nil || tri.Status != vocab.StatusSucceeded {
 		t.Errorf("%s: triage did not succeed: %s", scenario, describe(r))
 		return
 	}
@@ -98,7 +97,7 @@ func TestFaultTracesDown(t *testing.T) {
 		t.Fatal("no run for the unexplained instance")
 	}
 	for _, r := range runs {
-		if r.Status != runner.StatusPartial {
+		if r.Status != vocab.StatusPartial {
 			t.Errorf("run status %s, want partial: %s", r.Status, describe(r))
 		}
 		tr := stepByKind(r, "traces")
@@ -109,7 +108,7 @@ func TestFaultTracesDown(t *testing.T) {
 		checkOneLineFailure(t, r, tr, deadPort, deadAddr)
 		for _, kind := range []string{"prometheus", "scrape", "chart"} {
 			for _, st := range stepsOfKind(r, kind) {
-				if st.Status != executor.Succeeded {
+				if st.Status != vocab.StatusSucceeded {
 					t.Errorf("tier-1 step %s %s (%s %s), want succeeded", st.ID, st.Status, st.Reason, st.Error)
 					continue
 				}
@@ -185,13 +184,13 @@ func TestFaultQueryTimeout(t *testing.T) {
 	if r == nil {
 		t.Fatal("no VLLMQueueDeep run for the overload instance")
 	}
-	if r.Status != runner.StatusPartial || !strings.Contains(r.Reason, "peak_only (timeout)") {
+	if r.Status != vocab.StatusPartial || !strings.Contains(r.Reason, "peak_only (timeout)") {
 		t.Errorf("run status %s reason %q, want partial for peak_only (timeout): %s", r.Status, r.Reason, describe(r))
 	}
 	checkSnapshotKeptTheRest(t, r)
 	peak := stepByID(r, "peak_only")
 	checkOneLineFailure(t, r, peak, []string{string(vocab.ReasonTimeout)}, "ran longer than its timeout 300ms")
-	if sc := stepByID(r, "scrape"); sc.Status != executor.Succeeded {
+	if sc := stepByID(r, "scrape"); sc.Status != vocab.StatusSucceeded {
 		t.Errorf("scrape %s, want succeeded: %s", sc.Status, describe(r))
 	}
 	if r.Verdict == nil || r.Verdict.ID != vocab.VerdictOverload {
@@ -206,7 +205,7 @@ func TestFaultQueryTimeout(t *testing.T) {
 func checkSnapshotKeptTheRest(t *testing.T, r *runs.Run) {
 	t.Helper()
 	snap := stepByID(r, "snapshot")
-	if snap.Status != executor.Succeeded {
+	if snap.Status != vocab.StatusSucceeded {
 		t.Errorf("snapshot %s (%s), want succeeded with one query failed: %s", snap.Status, snap.Error, describe(r))
 		return
 	}

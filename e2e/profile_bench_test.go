@@ -11,8 +11,8 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/vllm"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Stop-to-report benchmark parameters: captures per op, one after another
@@ -77,7 +77,7 @@ func BenchmarkStopToReport(b *testing.B) {
 			al.Labels["model_name"] = profileModel
 			r := ps.waitRun(b, acceptedRun(b, postWebhook(b, ps.API, al)[0]), 3*time.Minute)
 			st := stepByKind(r, "profile")
-			if st == nil || st.Status != executor.Succeeded || st.Findings["top_family"] == nil {
+			if st == nil || st.Status != vocab.StatusSucceeded || st.Findings["top_family"] == nil {
 				b.Fatalf("capture %d: %s\n%v", j, describe(r), stepFindings(st))
 			}
 			since, until := findingsTime(b, st, "since"), findingsTime(b, st, "until")

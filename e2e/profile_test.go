@@ -79,7 +79,7 @@ func TestProfileUnexplainedEndToEnd(t *testing.T) {
 	al.Labels["model_name"] = profileModel
 	base := ps.waitRun(t, acceptedRun(t, postWebhook(t, ps.API, al)[0]), 2*time.Minute)
 	bst := stepByKind(base, "profile")
-	if bst == nil || bst.Status != executor.Succeeded || bst.Findings["top_family"] == nil || bst.Findings["compared_with"] != nil {
+	if bst == nil || bst.Status != vocab.StatusSucceeded || bst.Findings["top_family"] == nil || bst.Findings["compared_with"] != nil {
 		t.Fatalf("baseline capture: want a succeeded profile with a top family and nothing to compare with: %s\n%v", describe(base), stepFindings(bst))
 	}
 	t.Logf("baseline (healthy) %s: %s", base.ID, bst.Summary)
@@ -176,7 +176,7 @@ func TestProfileUnarmedIsOneFinding(t *testing.T) {
 	ps := startProfileStack(t, profileStackOptions{Scenarios: []string{vllmsim.ScenarioUnexplained}, Shipped: true, Unarmed: true})
 	sm := ps.Sims[vllmsim.ScenarioUnexplained]
 	r, st := waitProfileRan(t, ps.stack, sm, 5*time.Minute)
-	if st.Status != executor.Failed || st.Reason != string(vocab.ReasonUpstream4xx) || st.Findings["armed"] != false ||
+	if st.Status != vocab.StatusFailed || st.Reason != string(vocab.ReasonUpstream4xx) || st.Findings["armed"] != false ||
 		!strings.Contains(fmt.Sprint(st.Findings["how_to_arm"]), "--profiler-config") {
 		t.Errorf("unarmed: want the profile step failed upstream-4xx with armed false and how to arm: %s\n%v", describe(r), st.Findings)
 	}
@@ -209,7 +209,7 @@ func waitProfileRan(t *testing.T, s *stack, sm *sim, within time.Duration) (*run
 				continue
 			}
 			r := s.run(t, lr.ID)
-			if st := stepByKind(r, "profile"); st != nil && st.Status != executor.Skipped {
+			if st := stepByKind(r, "profile"); st != nil && st.Status != vocab.StatusSkipped {
 				return r, st
 			}
 		}
@@ -238,9 +238,9 @@ func waitProfiled(t *testing.T, s *stack, sm *sim, within time.Duration) (*runs.
 		switch {
 		case st == nil:
 			t.Errorf("run without a profile step: %s", describe(r))
-		case st.Status == executor.Succeeded && prof == nil:
+		case st.Status == vocab.StatusSucceeded && prof == nil:
 			run, prof = r, st
-		case st.Status == executor.Skipped:
+		case st.Status == vocab.StatusSkipped:
 			why := st.Reason + " " + st.Error
 			if !strings.Contains(why, "cooldown") && !strings.Contains(why, "busy") {
 				t.Errorf("a second capture was skipped, but not by the cooldown or the lease: %s", describe(r))

@@ -86,7 +86,7 @@ func verdictPerInjectedCause(t *testing.T, variant string, bucket *testenv.S3Ser
 			continue
 		}
 		checkTier2(t, s, r, s.Sims[sc])
-		if st := stepByKind(r, "profile"); st != nil && st.Status != executor.Skipped {
+		if st := stepByKind(r, "profile"); st != nil && st.Status != vocab.StatusSkipped {
 			t.Logf("%s: tier 3 (the sims' profilers are unarmed): run %s, profile %s %s: %s %s | %v", sc, r.Status, st.Status, st.Reason, st.Summary, st.Error, st.Findings)
 		}
 		t.Logf("%s: %s → %s in %s (contributing %v)", sc, r.Alertname, r.Verdict.ID, runTook(r), r.Verdict.Contributing)

@@ -22,10 +22,10 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks/sglang"
 	"github.com/autocapture/autocapture/playbooks/vllm"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 )
 
@@ -410,9 +410,9 @@ func (sm *sim) requests(t testing.TB) []vllmsim.FinishedRequest {
 	return out
 }
 
-func finished(status string) bool {
+func finished(status vocab.Status) bool {
 	switch status {
-	case runner.StatusQueued, runner.StatusRunning:
+	case vocab.StatusQueued, vocab.StatusRunning:
 		return false
 	}
 	return true

@@ -14,9 +14,9 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/playbooks/vllm"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Webhook-to-verdict benchmark parameters: 20 runs, at most 4 in flight (the
@@ -198,7 +198,7 @@ func benchRound(b *testing.B, s *stack, inst string, round int) []benchSample {
 // triage recorded the overload verdict.
 func sampleOf(b *testing.B, r *runs.Run, sent time.Time) benchSample {
 	tri := stepByKind(r, "triage")
-	if tri == nil || tri.Status != executor.Succeeded || r.Verdict == nil || r.Verdict.ID != "overload" ||
+	if tri == nil || tri.Status != vocab.StatusSucceeded || r.Verdict == nil || r.Verdict.ID != "overload" ||
 		r.StartedAt == nil || r.FinishedAt == nil {
 		b.Errorf("run without an overload verdict: %s", describe(r))
 		return benchSample{}

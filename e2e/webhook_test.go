@@ -17,6 +17,7 @@ import (
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // firingAlert is one alert as Alertmanager's webhook carries it: labels, a
@@ -133,7 +134,7 @@ func (s *stack) finishedRunsBySim(t *testing.T, scenarios []string, within time.
 func checkOneLineFailure(t *testing.T, r *runs.Run, st *executor.StepRecord, want []string, needles ...string) {
 	t.Helper()
 	where := fmt.Sprintf("run %s %s step %s (%s)", r.ID, r.Alertname, st.ID, st.Kind)
-	if st.Status != executor.Failed {
+	if st.Status != vocab.StatusFailed {
 		t.Errorf("%s: status %s, want failed: %s", where, st.Status, describe(r))
 		return
 	}

@@ -3,9 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
@@ -13,6 +11,7 @@ import (
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Paging bounds of GET /api/v1/runs.
@@ -43,10 +42,12 @@ func (s *Server) listRuns(c *gin.Context) {
 // listQuery reads the query of GET /api/v1/runs and of GET /runs; a
 // non-empty string says what is wrong.
 func (s *Server) listQuery(c *gin.Context) (runs.ListQuery, string) {
-	q := runs.ListQuery{Alertname: c.Query("alertname"), Status: c.Query("status"),
-		Limit: DefaultListLimit, Cursor: c.Query("cursor")}
-	if q.Status != "" && !slices.Contains(s.opts.Statuses, q.Status) {
-		return q, "status must be one of " + strings.Join(s.opts.Statuses, ", ")
+	q := runs.ListQuery{Alertname: c.Query("alertname"), Limit: DefaultListLimit, Cursor: c.Query("cursor")}
+	if st := c.Query("status"); st != "" {
+		var err error
+		if q.Status, err = vocab.ParseRunStatus(st); err != nil {
+			return q, err.Error()
+		}
 	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)

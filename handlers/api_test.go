@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestRunsAPI(t *testing.T) {
@@ -18,7 +18,7 @@ func TestRunsAPI(t *testing.T) {
 		alertJSON("B", "2222222222222222", "firing")), auth); rec.Code != 200 {
 		t.Fatalf("seed webhook: %d %s", rec.Code, rec.Body)
 	}
-	h.runs.runs[1].Status = runner.StatusSucceeded // run-2 has finished
+	h.runs.runs[1].Status = vocab.StatusSucceeded // run-2 has finished
 	tests := []struct {
 		name    string
 		method  string

@@ -18,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Artifacts is what GET /artifacts/:run/*key needs: which keys belong to a run
@@ -28,11 +29,11 @@ type Artifacts interface {
 	RunArtifact(ctx context.Context, runID, key string) (bool, error)
 }
 
-// ArtifactStore is the part of storage.Store the route reads through.
+// ArtifactStore is the part of vocab.Store the route reads through.
 type ArtifactStore interface {
 	Link(ctx context.Context, key string) (string, time.Duration, error)
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
-	OpenStored(ctx context.Context, key string) (io.ReadCloser, storage.Object, error)
+	OpenStored(ctx context.Context, key string) (io.ReadCloser, vocab.Object, error)
 }
 
 // LinkVerifier checks a link token for exactly one run and key (*links.Signer).

@@ -23,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // runArtifacts is a run service that knows which keys each run recorded.
@@ -58,14 +59,14 @@ type artifactFixture struct {
 
 // newArtifactServer serves the route over plain HTTP from a real Server
 // against store; auth, when set, guards the API.
-func newArtifactServer(t *testing.T, store storage.Store, redirect bool, auth config.Auth) *artifactFixture {
+func newArtifactServer(t *testing.T, store vocab.Store, redirect bool, auth config.Auth) *artifactFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &artifactFixture{now: time.Unix(1_800_000_000, 0)}
 	f.text = []byte(`{"status":"success","data":` + strings.Repeat(`{"metric":{"__name__":"vllm:num_requests_waiting"},"value":[1,"42"]},`, 2000) + `{}}`)
 	f.png = append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7, 1, 3}, 5000)...)
 	for key, b := range map[string][]byte{artKey: f.text, chartKey: f.png, otherKey: []byte(`{"other":"run"}`)} {
-		if _, err := store.Put(ctx, key, bytes.NewReader(b), storage.Meta{}); err != nil {
+		if _, err := store.Put(ctx, key, bytes.NewReader(b), vocab.ObjectMeta{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,7 +199,7 @@ func TestArtifactDownloadsWhatABrowserShouldNotRender(t *testing.T) {
 	l := newLocal(t)
 	f := newArtifactServer(t, l, false, config.Auth{})
 	key := "2026/05/01/VLLMHighTTFT/0198-run-a/vllm/http/page.html"
-	if _, err := l.Put(context.Background(), key, strings.NewReader("<script>alert(1)</script>"), storage.Meta{ContentType: "text/html"}); err != nil {
+	if _, err := l.Put(context.Background(), key, strings.NewReader("<script>alert(1)</script>"), vocab.ObjectMeta{ContentType: "text/html"}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := New(Options{Runs: newFakeRuns(), Registry: prometheus.NewRegistry(), Log: zap.NewNop(), Now: func() time.Time { return f.now },

@@ -16,8 +16,8 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -55,7 +55,7 @@ func (f *fakeRuns) Accept(_ context.Context, alerts []template.Alert) ([]runs.Ac
 			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: r.ID, Outcome: runs.OutcomeDeduplicated}
 		default:
 			r = &runs.Run{ID: fmt.Sprintf("run-%d", len(f.runs)+1), Fingerprint: a.Fingerprint,
-				Alertname: a.Labels["alertname"], Status: runner.StatusQueued}
+				Alertname: a.Labels["alertname"], Status: vocab.StatusQueued}
 			f.runs = append(f.runs, r)
 			f.open[a.Fingerprint] = r
 			acks[i] = runs.Accepted{Fingerprint: a.Fingerprint, RunID: r.ID, Outcome: runs.OutcomeAccepted}
@@ -102,10 +102,10 @@ func (f *fakeRuns) Cancel(_ context.Context, id string) (*runs.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Status != runner.StatusQueued && r.Status != runner.StatusRunning {
+	if r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning {
 		return r, fmt.Errorf("fake: run %s is %s: %w", id, r.Status, runs.ErrFinished)
 	}
-	r.Status = runner.StatusCancelled
+	r.Status = vocab.StatusCancelled
 	return r, nil
 }
 
@@ -133,7 +133,7 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	h := &harness{runs: newFakeRuns(), reg: prometheus.NewRegistry(), logs: logs}
-	o := Options{Runs: h.runs, Statuses: runner.Statuses, Registry: h.reg, Log: zap.New(core), MaxBodyBytes: 1 << 20}
+	o := Options{Runs: h.runs, Registry: h.reg, Log: zap.New(core), MaxBodyBytes: 1 << 20}
 	if mod != nil {
 		mod(&o)
 	}

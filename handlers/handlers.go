@@ -67,9 +67,6 @@ type Options struct {
 	// Registerer, when set, receives the metrics instead of Registry (a
 	// wrapper of it that sees what is registered).
 	Registerer prometheus.Registerer
-	// Statuses is the one list of run statuses (runner.Statuses); the runs API
-	// refuses a status filter outside it.
-	Statuses []string
 	// AcceptTimeout bounds the store transaction of one webhook; 0 means 10 s.
 	AcceptTimeout time.Duration
 	// SlackSigningSecret (notify.slack.signing_secret, resolved) verifies

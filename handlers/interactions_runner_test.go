@@ -51,7 +51,7 @@ func TestSlackClickRecordedOnTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := acc[0].RunID
-	srv, err := New(Options{Runs: svc, Feedback: svc, Statuses: runner.Statuses, Registry: h.reg, Log: log,
+	srv, err := New(Options{Runs: svc, Feedback: svc, Registry: h.reg, Log: log,
 		SlackSigningSecret: signingSecret, Now: func() time.Time { return clickNow }})
 	if err != nil {
 		t.Fatal(err)

@@ -15,10 +15,8 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/htmldoc"
 	"github.com/autocapture/autocapture/links"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -42,7 +40,7 @@ func pageLinkHarness(t *testing.T, a config.Auth) (*harness, *links.Signer) {
 	}
 	store := newLocal(t)
 	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 64)...)
-	if _, err := store.Put(context.Background(), linkChart, bytes.NewReader(png), storage.Meta{ContentType: "image/png"}); err != nil {
+	if _, err := store.Put(context.Background(), linkChart, bytes.NewReader(png), vocab.ObjectMeta{ContentType: "image/png"}); err != nil {
 		t.Fatal(err)
 	}
 	h := newHarness(t, func(o *Options) {
@@ -51,8 +49,8 @@ func pageLinkHarness(t *testing.T, a config.Auth) (*harness, *links.Signer) {
 	})
 	at := linkNow.Add(-time.Hour)
 	h.runs.runs = append(h.runs.runs,
-		&runs.Run{ID: linkOther, Alertname: "OtherAlert", Status: runner.StatusFailed, CreatedAt: at, StartsAt: at},
-		&runs.Run{ID: linkRun, Alertname: "LinkAlert", Status: runner.StatusSucceeded, CreatedAt: at, StartsAt: at,
+		&runs.Run{ID: linkOther, Alertname: "OtherAlert", Status: vocab.StatusFailed, CreatedAt: at, StartsAt: at},
+		&runs.Run{ID: linkRun, Alertname: "LinkAlert", Status: vocab.StatusSucceeded, CreatedAt: at, StartsAt: at,
 			Labels:  map[string]string{"alertname": "LinkAlert"},
 			Verdict: &vocab.Verdict{ID: vocab.VerdictKVPressure, Evidence: []string{"KV cache 98% full"}},
 			Steps: []executor.StepRecord{{Plan: "vllm", ID: "kv_chart", Kind: "chart", Status: "succeeded",
@@ -157,7 +155,7 @@ func TestPageLinkOpensExactlyItsRunsPage(t *testing.T) {
 			}
 		})
 	}
-	if r, _ := h.runs.find(linkRun); r.Status != runner.StatusSucceeded {
+	if r, _ := h.runs.find(linkRun); r.Status != vocab.StatusSucceeded {
 		t.Fatalf("the run changed: %s", r.Status)
 	}
 	for reason, want := range map[string]float64{"expired": 1, "bad_signature": 4, "malformed": 1} {

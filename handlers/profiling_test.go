@@ -43,7 +43,7 @@ func TestProfilingKillSwitches(t *testing.T) {
 	}
 	recording, idle := acc[0].RunID, acc[1].RunID
 	auth := config.Auth{BasicAuth: &config.BasicAuth{Username: "alice", Password: "pw"}}
-	h.srv, err = New(Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Registry: h.reg, Log: zap.New(core), Auth: auth})
+	h.srv, err = New(Options{Runs: svc, Profiling: svc.Profiling(), Registry: h.reg, Log: zap.New(core), Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

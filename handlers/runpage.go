@@ -98,7 +98,7 @@ const maxFormBytes = 16 << 10
 // on when the thread's actions are (alertmanager.urls and the silence
 // action enabled).
 func (s *Server) newPages(reg prometheus.Registerer) (*runpage.Pages, error) {
-	o := runpage.Options{Runs: s.opts.Runs, Statuses: s.opts.Statuses, Registerer: reg, Now: s.opts.Now, Log: s.log}
+	o := runpage.Options{Runs: s.opts.Runs, Registerer: reg, Now: s.opts.Now, Log: s.log}
 	if s.opts.Profiling != nil {
 		o.Profiles = s.opts.Profiling
 	}

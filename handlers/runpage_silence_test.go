@@ -74,12 +74,29 @@ func TestRunPageSilenceThroughTheRunService(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := acc[0].RunID
+	// What a silence matches is chosen with the run's plans: let it run (no
+	// playbook matches, so it ends at once) before the form is used.
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		r, err := svc.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Finished() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after a minute", id, r.Status)
+		}
+	}
 	signer, err := links.NewSigner([]byte("page-silence-test-key-0123456789ab"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{reg: reg}
-	h.srv, err = New(Options{Runs: svc, Feedback: svc, Statuses: runner.Statuses, Registry: reg, Log: zap.NewNop(),
+	h.srv, err = New(Options{Runs: svc, Feedback: svc, Registry: reg, Log: zap.NewNop(),
 		Auth:               config.Auth{BasicAuth: &config.BasicAuth{Username: "carol", Password: "pw"}},
 		SlackSigningSecret: signingSecret, SlackActions: &SlackActions{Actions: svc.Actions()}, PageLinks: signer})
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/autocapture/autocapture/config"
 	hostilekit "github.com/autocapture/autocapture/internal/testkit/hostile"
 	"github.com/autocapture/autocapture/internal/untrusted"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestRunPagesAuth: both pages are held to the API's auth: 401 without or
@@ -76,7 +76,7 @@ func TestListAPIHostileAlert(t *testing.T) {
 		t.Run(hc.Name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			v := hc.Value
-			h.runs.runs = append(h.runs.runs, &runs.Run{ID: "hostile", Status: runner.StatusSucceeded, Alertname: v,
+			h.runs.runs = append(h.runs.runs, &runs.Run{ID: "hostile", Status: vocab.StatusSucceeded, Alertname: v,
 				Labels:      map[string]string{"alertname": v, "instance": v, "model_name": v, "job": v},
 				Annotations: map[string]string{"summary": v, "description": v}})
 			rec := h.do("GET", "/api/v1/runs?limit=50", nil, nil)

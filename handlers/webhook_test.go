@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // alertJSON is one alert as Alertmanager sends it.
@@ -295,7 +295,7 @@ func TestAuthWithNothingToCompareDeniesAll(t *testing.T) {
 // send no Origin or Sec-Fetch-Site and pass.
 func TestStateChangesRefuseCrossOriginBrowsers(t *testing.T) {
 	h := newHarness(t, nil)
-	run := &runs.Run{ID: "r1", Status: runner.StatusRunning}
+	run := &runs.Run{ID: "r1", Status: vocab.StatusRunning}
 	h.runs.runs = append(h.runs.runs, run)
 	cases := []struct {
 		name   string
@@ -326,7 +326,7 @@ func TestStateChangesRefuseCrossOriginBrowsers(t *testing.T) {
 			}
 			if tt.code == 403 {
 				checkErrorBody(t, rec.Body.Bytes(), "cross_origin")
-				if h.runs.calls != before || run.Status != runner.StatusRunning {
+				if h.runs.calls != before || run.Status != vocab.StatusRunning {
 					t.Errorf("a refused request reached the run store (run %s)", run.Status)
 				}
 			}

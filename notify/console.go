@@ -59,7 +59,7 @@ func (c *Console) Reply(_ context.Context, t Thread, r StepReport) error {
 		c.print(b.String())
 		return nil
 	}
-	if r.Status == StatusNotConfigured { // grey, one line: what is missing, not a failure
+	if r.Status == vocab.StatusNotConfigured { // grey, one line: what is missing, not a failure
 		fmt.Fprintf(&b, "── run %s · step %s (%s, tier %s) not configured: %s\n", t.TS, r.StepID, r.Kind, r.Tier, untrusted.Text(r.Reason))
 		c.print(b.String())
 		return nil

@@ -30,7 +30,7 @@ func memberState(m Member) string {
 	if m.Verdict != "" {
 		parts = append(parts, m.Verdict)
 	}
-	parts = append(parts, m.Status)
+	parts = append(parts, string(m.Status))
 	if m.Resolved {
 		parts = append(parts, "resolved")
 	}

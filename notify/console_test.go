@@ -89,7 +89,7 @@ func TestConsoleNotConfigured(t *testing.T) {
 	var out bytes.Buffer
 	c := NewConsole(&out)
 	err := c.Reply(context.Background(), Thread{TS: "r1"}, StepReport{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics,
-		Status: StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
+		Status: vocab.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
 	if err != nil {
 		t.Fatal(err)
 	}

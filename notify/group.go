@@ -47,8 +47,8 @@ type Member struct {
 	Alert    string // alertname
 	Instance string
 	Model    string
-	Status   string // a run status: queued, running, succeeded, partial, failed, skipped, cancelled
-	Verdict  string // the verdict's id, "" without one
+	Status   vocab.Status // a run status
+	Verdict  string       // the verdict's id, "" without one
 	Resolved bool
 }
 
@@ -85,10 +85,10 @@ func (m Member) Outcome() string {
 	switch {
 	case m.Verdict != "":
 		return m.Verdict
-	case m.Status == "" || m.Status == "queued" || m.Status == "running":
+	case m.Status == "" || m.Status == vocab.StatusQueued || m.Status == vocab.StatusRunning:
 		return "capturing"
 	}
-	return m.Status
+	return string(m.Status)
 }
 
 // Counts are the members by Outcome, the most frequent first (then by name).

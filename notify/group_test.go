@@ -15,9 +15,9 @@ import (
 func fleet() Group {
 	g := Group{Kind: GroupFleet, LeadID: "r1", Alert: "VLLMHighTTFT", Model: "llama-70b"}
 	for i, v := range []string{"overload", "overload", "kv-pressure", "overload", "", "overload"} {
-		st := "succeeded"
+		st := vocab.StatusSucceeded
 		if v == "" {
-			st = "running"
+			st = vocab.StatusRunning
 		}
 		g.Members = append(g.Members, Member{RunID: "r" + string(rune('1'+i)), Alert: "VLLMHighTTFT",
 			Instance: "10.0.0." + string(rune('1'+i)) + ":8000", Model: "llama-70b", Status: st, Verdict: v})

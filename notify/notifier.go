@@ -31,7 +31,7 @@ type Notifier interface {
 // RunInfo is what the parent message shows.
 type RunInfo struct {
 	ID        string
-	Status    string
+	Status    vocab.Status
 	Alert     template.Alert
 	Playbooks []string
 	// Resumed counts restarts after a crash or shutdown; the thread says so.
@@ -54,12 +54,6 @@ type RunInfo struct {
 	Profilable bool
 }
 
-// StatusNotConfigured is a step's status when it could not run because
-// something it needs is not configured (executor.NotConfigured): every
-// surface shows it grey, as "not configured: <what is missing>", never as a
-// failure.
-const StatusNotConfigured = "not-configured"
-
 // Thread identifies a posted parent message; it is persisted on the run row so a
 // restarted daemon replies into the same thread.
 type Thread struct {
@@ -73,7 +67,7 @@ type StepReport struct {
 	StepID   string
 	Kind     string
 	Tier     vocab.Tier
-	Status   string // succeeded · failed · skipped · cancelled
+	Status   vocab.Status // succeeded · failed · skipped · cancelled · not-configured
 	Summary  string
 	Reason   string // the classified failure reason, or why it was skipped
 	Error    string
@@ -170,7 +164,7 @@ const PendingNote = "stored locally, upload pending"
 // Summary is the run's outcome.
 type Summary struct {
 	RunID      string
-	Status     string
+	Status     vocab.Status
 	Reason     string
 	Verdict    *vocab.Verdict
 	ResolvedAt *time.Time

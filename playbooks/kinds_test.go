@@ -37,7 +37,7 @@ func (e echoStep) Run(context.Context, *vocab.Input) (*vocab.Result, error) {
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "tprom", Tier: vocab.TierMetrics, Doc: "Test PromQL kind.",
+	capture.Register(vocab.Kind{Name: "tprom", Tier: vocab.TierMetrics, Doc: "Test PromQL kind.",
 		Config: func() any { return &tPromConfig{} },
 		Build: func(c any) (vocab.Step, error) {
 			cfg := c.(*tPromConfig)
@@ -51,10 +51,10 @@ func init() {
 			}
 			return echoStep{cfg}, nil
 		}})
-	capture.Register(capture.Kind{Name: "ttriage", Tier: vocab.TierTriage, Doc: "Test triage kind.",
+	capture.Register(vocab.Kind{Name: "ttriage", Tier: vocab.TierTriage, Doc: "Test triage kind.",
 		Config: func() any { return &tTriageConfig{} },
 		Build:  func(c any) (vocab.Step, error) { return echoStep{c}, nil }})
-	capture.Register(capture.Kind{Name: "ttraces", Tier: vocab.TierTraces, Doc: "Test traces kind.", Cooldown: true,
+	capture.Register(vocab.Kind{Name: "ttraces", Tier: vocab.TierTraces, Doc: "Test traces kind.", Cooldown: true,
 		Config: func() any { return &tTracesConfig{Limit: 10} },
 		Build: func(c any) (vocab.Step, error) {
 			if c.(*tTracesConfig).Limit < 0 {

@@ -29,7 +29,7 @@ type Step struct {
 	Line   int
 	Preset string
 
-	kind capture.Kind
+	kind vocab.Kind
 	// config is the step's kind config as a plain value tree, templates unrendered.
 	config any
 	// templates holds every template string of config, parsed, by its text.

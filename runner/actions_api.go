@@ -33,7 +33,7 @@ type ActionsOptions struct {
 
 // newActions builds the thread's actions of o over the runner's store and
 // outbox; nil when they are off.
-func newActions(o Options, d dialect, tables database.Tables, store func() actions.Store, out actions.Appender,
+func newActions(o Options, d database.Dialect, tables database.Tables, store func() actions.Store, out actions.Appender,
 	again actions.Againer, guard actions.Guard, link func(context.Context, string, vocab.Artifact) (notify.Link, bool)) (*actions.Actions, error) {
 	a := o.Actions
 	if a == nil || (a.Silencer == nil && !a.Profile) {

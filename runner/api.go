@@ -9,70 +9,48 @@ import (
 	"github.com/autocapture/autocapture/runner/runs"
 )
 
-// Run statuses: the one list used by the store, the API, metrics and threads
-// (the run lifecycle's). Resolution is separate (runs.Run.ResolvedAt).
-const (
-	StatusQueued    = lifecycle.StatusQueued
-	StatusRunning   = lifecycle.StatusRunning
-	StatusSucceeded = lifecycle.StatusSucceeded
-	StatusPartial   = lifecycle.StatusPartial
-	StatusFailed    = lifecycle.StatusFailed
-	StatusSkipped   = lifecycle.StatusSkipped
-	StatusCancelled = lifecycle.StatusCancelled
-)
+// What the daemon asks of the runs: each method forwards one call to the
+// run lifecycle, which documents it.
 
-// Statuses lists every run status.
-var Statuses = lifecycle.Statuses
-
-// QueueStats is the store's view of the queue.
-type QueueStats = lifecycle.QueueStats
-
-// Backlog is one notifier's undelivered thread operations.
-type Backlog = lifecycle.Backlog
-
-// What the daemon asks of the runs, answered by the run lifecycle
-// (lifecycle.Runs): each method forwards one call.
-
-// Accept records a group of validated alerts in one transaction; any error
-// means nothing was committed (lifecycle.Runs.Accept).
+// Accept is lifecycle.Runs.Accept.
 func (s *Service) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
 	return s.life.Accept(ctx, alerts)
 }
 
-// Get returns a run with its steps, verdict history and feedback, or
-// runs.ErrNotFound.
+// Get is lifecycle.Runs.Get.
 func (s *Service) Get(ctx context.Context, id string) (*runs.Run, error) { return s.life.Get(ctx, id) }
 
-// List returns runs newest first, a page at a time.
+// List is lifecycle.Runs.List.
 func (s *Service) List(ctx context.Context, q runs.ListQuery) (runs.Page, error) {
 	return s.life.List(ctx, q)
 }
 
-// Cancel asks for a run to stop; runs.ErrFinished for a run that has ended.
+// Cancel is lifecycle.Runs.Cancel.
 func (s *Service) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	return s.life.Cancel(ctx, id)
 }
 
-// Feedback records a reader's answer to a run's verdict
-// (lifecycle.Runs.Feedback).
+// Feedback is lifecycle.Runs.Feedback.
 func (s *Service) Feedback(ctx context.Context, runID, verdict string, correct bool, user runs.User) error {
 	return s.life.Feedback(ctx, runID, verdict, correct, user)
 }
 
-// RunArtifact says whether key is one of run runID's artifacts.
+// RunArtifact is lifecycle.Runs.RunArtifact.
 func (s *Service) RunArtifact(ctx context.Context, runID, key string) (bool, error) {
 	return s.life.RunArtifact(ctx, runID, key)
 }
 
-// OutboxBacklog counts the undelivered thread operations by sink.
-func (s *Service) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
+// OutboxBacklog is lifecycle.Runs.OutboxBacklog.
+func (s *Service) OutboxBacklog(ctx context.Context) (map[string]lifecycle.Backlog, error) {
 	return s.life.OutboxBacklog(ctx)
 }
 
-// QueueStats counts runs by status and measures the oldest queued run's wait.
-func (s *Service) QueueStats(ctx context.Context) (QueueStats, error) { return s.life.QueueStats(ctx) }
+// QueueStats is lifecycle.Runs.QueueStats.
+func (s *Service) QueueStats(ctx context.Context) (lifecycle.QueueStats, error) {
+	return s.life.QueueStats(ctx)
+}
 
-// OrphanedRunJobs counts the River jobs of runs a gone replica left running.
+// OrphanedRunJobs is lifecycle.Runs.OrphanedRunJobs.
 func (s *Service) OrphanedRunJobs(ctx context.Context) (int, error) {
 	return s.life.OrphanedRunJobs(ctx)
 }

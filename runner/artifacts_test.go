@@ -10,9 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +20,6 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
-	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
@@ -38,7 +34,7 @@ func storing(name string, body []byte) vocab.Step {
 	return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{})
 		if err != nil {
 			return nil, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
 		}
@@ -56,59 +52,6 @@ func newLocalStore(t *testing.T) *storage.Local {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// TestLinkKeySharedByReplicas: Services opened at the same time on one
-// database agree on one generated link key (a link one signs, the other
-// verifies), kept in one row; a configured secret is used instead.
-func TestLinkKeySharedByReplicas(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
-		// On PostgreSQL all open at once (migrations serialize under a lock,
-		// then each offers its own key). Opening SQLite's first migration
-		// concurrently is not supported, so there the first opens alone.
-		svcs := make([]*Service, 3)
-		errs := make([]error, len(svcs))
-		open := func(i int) {
-			svcs[i], errs[i] = Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path,
-				Planner: planner(), Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
-		}
-		from := 0
-		if db.URL == "" {
-			open(0)
-			from = 1
-		}
-		var wg sync.WaitGroup
-		for i := from; i < len(svcs); i++ {
-			wg.Go(func() { open(i) })
-		}
-		wg.Wait()
-		for i, s := range svcs {
-			if errs[i] != nil {
-				t.Fatalf("open %d: %v", i, errs[i])
-			}
-			t.Cleanup(func() { s.Close() })
-		}
-		exp := time.Now().Add(time.Hour)
-		q := svcs[0].Signer().Sign("run-1", "a/b.json", exp)
-		for i, s := range svcs[1:] {
-			if err := s.Signer().Verify("run-1", "a/b.json", q, time.Now()); err != nil {
-				t.Fatalf("replica %d does not verify replica 0's link: %v", i+1, err)
-			}
-		}
-		var n int
-		if err := svcs[0].db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM autocapture_keys`).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("%d key rows (%v), want 1", n, err)
-		}
-		secret := []byte("configured-link-secret-0123456789")
-		s := newService(t, db, planner(), false, func(o *Options) { o.Links.Secret = secret })
-		mine, _ := links.NewSigner(secret)
-		if err := s.Signer().Verify("run-1", "a/b.json", mine.Sign("run-1", "a/b.json", exp), time.Now()); err != nil {
-			t.Fatalf("the configured secret is not the one used: %v", err)
-		}
-		if err := s.Signer().Verify("run-1", "a/b.json", q, time.Now()); !errors.Is(err, links.ErrBadSignature) {
-			t.Fatalf("with a configured secret, the database key's link verified: %v", err)
-		}
-	})
 }
 
 // TestMaxArtifactBytesCutsTheStepThatPassesIt: of a run's parallel steps,
@@ -142,7 +85,7 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		}
 		ctx := context.Background()
 		var keys []string
-		if err := store.List(ctx, "", func(e storage.ListEntry) error {
+		if err := store.List(ctx, "", func(e vocab.ListEntry) error {
 			if !strings.HasSuffix(e.Key, "/manifest.json") { // the run's manifest, written by its own job once the run ended
 				keys = append(keys, e.Key)
 			}
@@ -162,7 +105,7 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 		if !bytes.Equal(got, small) {
 			t.Fatal("the small artifact is not intact")
 		}
-		if r.Status != StatusPartial {
+		if r.Status != vocab.StatusPartial {
 			t.Fatalf("run %s, want partial", r.Status)
 		}
 	})
@@ -234,55 +177,4 @@ func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
 			t.Fatalf("unknown run: %v", err)
 		}
 	})
-}
-
-// TestPresignedThreadLinkSaysItsLifetime: with storage.links: presigned and
-// the artifacts in S3 behind the spool (as the daemon wires it), a step's
-// reply links the store's presigned URL and says how long it works — the
-// store's answer, not a copy of the config (which, read off a *storage.S3
-// the spool hid, said nothing) — and the URL gives the exact bytes.
-func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
-	srv := testenv.StartVersityGW(t)
-	primary, err := storage.NewS3(context.Background(), storage.S3Options{Bucket: srv.Bucket, Endpoint: srv.Endpoint,
-		PathStyle: true, Region: srv.Region, AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey,
-		Compression: storage.CompressionNone, LinkExpiry: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	spool, err := storage.NewSpool(primary, filepath.Join(t.TempDir(), "spool"), storage.CompressionNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := []byte(`{"queue":42}`)
-	n := &recNotifier{}
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, planner(
-		func() playbooks.PlannedStep {
-			return fakestep.Step("snapshot", vocab.TierMetrics, storing("prometheus.json", body))
-		},
-	), true, withEnv(&vocab.Env{Store: spool}), notifyTo(n),
-		func(o *Options) { o.Links = artifacts.ThreadLinks{Mode: config.LinksPresigned} })
-	acc := acceptOne(t, s, firing("fp-presigned", time.Now()))
-	waitRun(t, s, acc.RunID, "finished", isFinished)
-	var link notify.Link
-	n.eventually(t, "the snapshot's link", func() bool {
-		for _, r := range n.replies {
-			if r.StepID == "snapshot" && len(r.Links) == 1 {
-				link = r.Links[0]
-				return true
-			}
-		}
-		return false
-	})
-	if link.Valid != 2*time.Hour || !strings.HasPrefix(link.URL, srv.Endpoint+"/") || link.Text() != "prometheus.json (link valid 2h)" {
-		t.Fatalf("link %+v (%q), want the store's presigned URL valid 2h", link, link.Text())
-	}
-	res, err := http.Get(link.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != 200 || !bytes.Equal(got, body) {
-		t.Fatalf("GET the presigned link: %d %q", res.StatusCode, got)
-	}
 }

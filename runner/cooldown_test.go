@@ -9,9 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -26,7 +24,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 		c := fakestep.NewCounter()
 		n := &recNotifier{}
 		// Two playbooks, each with its cooldown, both held by the first run.
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			var out []*playbooks.Plan
 			for _, name := range []string{"pb", "pb2"} {
 				pl := plan(name, fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, nil)))
@@ -43,7 +41,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 
 		again := time.Date(2026, 12, 3, 3, 12, 5, 0, time.UTC)
 		second := acceptOne(t, s, firing("y", again)).RunID
-		if r := waitRun(t, s, second, "finished", isFinished); r.Status != StatusSkipped {
+		if r := waitRun(t, s, second, "finished", isFinished); r.Status != vocab.StatusSkipped {
 			t.Fatalf("second run %s (%s), want skipped by the cooldown", r.Status, r.Reason)
 		}
 		want := "fired again at 03:12:05 UTC (run " + second + "); within pb's 10m cooldown — evidence above"
@@ -65,13 +63,13 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = NULL, owner = NULL
-			WHERE id = $2`, StatusQueued, second); err != nil {
+			WHERE id = $2`, vocab.StatusQueued, second); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.life.Work(ctx, lifecycle.RunJob{RunID: second}); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := s.Get(ctx, second); err != nil || r.Status != StatusSkipped {
+		if r, err := s.Get(ctx, second); err != nil || r.Status != vocab.StatusSkipped {
 			t.Fatalf("replayed run: %v (%v), want skipped again", r, err)
 		}
 		// What the thread will show is what the outbox holds: one operation
@@ -103,7 +101,7 @@ func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
 // TestNotConfiguredIsOneWord: the step status the executor records is the
 // one the notifiers (which do not import it) render grey.
 func TestNotConfiguredIsOneWord(t *testing.T) {
-	if executor.NotConfigured != notify.StatusNotConfigured {
-		t.Fatalf("executor.NotConfigured %q, notify.StatusNotConfigured %q: one status, two spellings", executor.NotConfigured, notify.StatusNotConfigured)
+	if vocab.StatusNotConfigured != vocab.StatusNotConfigured {
+		t.Fatalf("vocab.StatusNotConfigured %q, vocab.StatusNotConfigured %q: one status, two spellings", vocab.StatusNotConfigured, vocab.StatusNotConfigured)
 	}
 }

@@ -44,9 +44,9 @@ type startup struct {
 
 // newStartup starts the budget of a start on d. SQLite has no outage to wait
 // out: its steps are tried once, as with startup_wait 0.
-func newStartup(d dialect, wait time.Duration, log *zap.Logger) *startup {
+func newStartup(d database.Dialect, wait time.Duration, log *zap.Logger) *startup {
 	st := &startup{wait: wait, log: log}
-	if d == dialectPostgres && wait > 0 {
+	if d == database.Postgres && wait > 0 {
 		st.until = time.Now().Add(wait)
 	}
 	return st
@@ -85,8 +85,8 @@ func (st *startup) do(ctx context.Context, step string, f func(context.Context) 
 }
 
 // prepareStore waits for PostgreSQL to answer, then migrates the store.
-func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv riverdriver.Driver[*sql.Tx]) error {
-	if d == dialectPostgres {
+func prepareStore(ctx context.Context, st *startup, db *sql.DB, d database.Dialect, drv riverdriver.Driver[*sql.Tx]) error {
+	if d == database.Postgres {
 		err := st.do(ctx, "ping", func(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, startupPingTimeout)
 			defer cancel()
@@ -109,9 +109,8 @@ func prepareStore(ctx context.Context, st *startup, db *sql.DB, d dialect, drv r
 //     cannot_connect_now (starting up, shutting down, in recovery), 53300
 //     too_many_connections, 57014 query_canceled (a session still being set
 //     up when a fast shutdown began was ended with it: "FATAL: canceling
-//     statement due to user request" inside the connect error, seen by
-//     TestStartupSurvivesPostgresRestart; our own cancel, ctx, is told apart
-//     before this is asked);
+//     statement due to user request" inside the connect error; our own
+//     cancel, ctx, is told apart before this is asked);
 //   - no answer: a connection refused, reset or timed out (net.Error, the
 //     errno), a session cut mid-statement (io.EOF, io.ErrUnexpectedEOF,
 //     pgconn.ErrConnClosed, pgconn's SafeToRetry and Timeout), a pooled

@@ -419,7 +419,7 @@ func TestStormAcceptIsAtomic(t *testing.T) {
 func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		stub := newGroupStub(t)
-		p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}
@@ -428,7 +428,7 @@ func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 		first := acceptOne(t, s, fleetAlert("cool0", "llama-70b", 0, time.Now().UTC())).RunID
 		waitRun(t, s, first, "finished", isFinished)
 		again := acceptOne(t, s, fleetAlert("cool1", "llama-70b", 0, time.Now().UTC())).RunID
-		if r := waitRun(t, s, again, "finished", isFinished); r.Status != StatusSkipped {
+		if r := waitRun(t, s, again, "finished", isFinished); r.Status != vocab.StatusSkipped {
 			t.Fatalf("the cooled-down run is %s (%s), want skipped", r.Status, r.Reason)
 		}
 		other := acceptOne(t, s, fleetAlert("cool2", "llama-70b", 1, time.Now().UTC())).RunID

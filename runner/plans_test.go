@@ -10,6 +10,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // hotQuery is a statement run on every reaper tick, accept, claim or list
@@ -24,8 +25,8 @@ type hotQuery struct {
 
 func hotQueries(t *testing.T, s *Service) []hotQuery {
 	t.Helper()
-	expired, expiredArgs := tablesOf(s).Runs.ReapQuery(database.Expired, s.life.Config().LeaseTimeout, StatusQueued)
-	stranded, strandedArgs := tablesOf(s).Runs.ReapQuery(database.Stranded, s.life.Config().LeaseTimeout, StatusQueued)
+	expired, expiredArgs := tablesOf(s).Runs.ReapQuery(database.Expired, s.life.Config().LeaseTimeout, vocab.StatusQueued)
+	stranded, strandedArgs := tablesOf(s).Runs.ReapQuery(database.Stranded, s.life.Config().LeaseTimeout, vocab.StatusQueued)
 	f, _, err := lifecycle.ListFilter(runs.ListQuery{Alertname: "Alert3"})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func hotQueries(t *testing.T, s *Service) []hotQuery {
 		{"reap: expired leases", expired, expiredArgs, "autocapture_runs_lease"},
 		{"reap: stranded queued runs", stranded, strandedArgs, "INTEGER PRIMARY KEY|river_job_pkey"},
 		{"accept: resolved alert's run", database.QResolvedRun, []any{"seedfp-7@0", "seedfp-7", int64(0)}, "autocapture_runs_fingerprint"},
-		{"claim", dialectOf(s).SQL(database.QClaim), []any{"me", int64(1000), StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
+		{"claim", dialectOf(s).SQL(database.QClaim), []any{"me", int64(1000), vocab.StatusRunning, "seed-0", 0}, "sqlite_autoindex_autocapture_runs_1|autocapture_runs_pkey"},
 		{"claim: playbook slot", database.QPlaybookSlot, []any{"pb1", "seed-0"}, "autocapture_runs_lease"},
 		{"list by alertname", list, listArgs, "autocapture_runs_alertname"},
 		{"seen before", seen, seenArgs, "autocapture_runs_seen_instance(.|\n)*autocapture_runs_seen_model"},
@@ -55,7 +56,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		s := newService(t, db, planner(), false)
 		n, explain := 100_000, "EXPLAIN QUERY PLAN "
 		var conn *sql.Conn
-		if dialectOf(s) == dialectPostgres {
+		if dialectOf(s) == database.Postgres {
 			n, explain = 1_000, "EXPLAIN "
 			var err error
 			if conn, err = rawDB(s).Conn(context.Background()); err != nil {

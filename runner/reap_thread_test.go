@@ -11,6 +11,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestEveryResumeReachesTheThread: a run whose resumed job is lost before it
@@ -34,7 +35,7 @@ func TestEveryResumeReachesTheThread(t *testing.T) {
 		for gen := range 2 {
 			// The run as a dead owner leaves it: running, its lease expired.
 			if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = NULL, owner = 'dead/1/x',
-				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
+				lease_until = 0 WHERE id = $2`, vocab.StatusRunning, id); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
@@ -78,7 +79,7 @@ func TestResumesBeforeTheThreadReachIt(t *testing.T) {
 		for gen := range 2 {
 			// As an attempt interrupted before its plans were stored leaves it.
 			if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, owner = 'r0/1/dead',
-				lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
+				lease_until = 0 WHERE id = $2`, vocab.StatusRunning, id); err != nil {
 				t.Fatal(err)
 			}
 			if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
@@ -116,7 +117,7 @@ func TestAResumeWaitingForItsClaimCountsNoAttempt(t *testing.T) {
 		// Not started: nothing claims the resumed run; its thread is delivered by hand.
 		s := newService(t, db, threeSteps(fakestep.NewCounter()), false, notifyTo(f))
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1, finished_at = NULL, owner = 'r0/1/dead',
-			lease_until = 0 WHERE id = $2`, StatusRunning, id); err != nil {
+			lease_until = 0 WHERE id = $2`, vocab.StatusRunning, id); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {

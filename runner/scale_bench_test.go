@@ -15,6 +15,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // benchSizes are the store sizes of BenchmarkAtScale: AUTOCAPTURE_BENCH_RUNS
@@ -91,7 +92,7 @@ func benchClaim(b *testing.B, s *Service) {
 	for i := 0; i < b.N; i++ {
 		// The claim's statement, as the worker's claim runs it.
 		if _, err := tablesOf(s).Runs.Claim(ctx, s.db, s.life.Owner(), s.life.Config().LeaseTimeout.Milliseconds(),
-			StatusRunning, "seed-0", 0); err != nil {
+			vocab.StatusRunning, "seed-0", 0); err != nil {
 			b.Fatalf("claim: %v", err)
 		}
 		if err := s.grp.CheckSlot(ctx, s.db, "seed-0", p); err != nil {

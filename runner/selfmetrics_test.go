@@ -67,8 +67,8 @@ func TestOutboxBacklogMetrics(t *testing.T) {
 				t.Errorf("notify failures %v: %v, want a series at 0", l, v)
 			}
 		}
-		for _, st := range []string{StatusFailed, StatusPartial, StatusSucceeded} {
-			if v := labelled(t, reg, "autocapture_runs_finished_total", map[string]string{"status": st}); v != 0 {
+		for _, st := range []vocab.Status{vocab.StatusFailed, vocab.StatusPartial, vocab.StatusSucceeded} {
+			if v := labelled(t, reg, "autocapture_runs_finished_total", map[string]string{"status": string(st)}); v != 0 {
 				t.Errorf("finished{status=%s} %v before any run, want a series at 0", st, v)
 			}
 		}
@@ -118,7 +118,7 @@ func TestStepDurationHistogram(t *testing.T) {
 			func() playbooks.PlannedStep { return fakestep.Step("slow", vocab.TierMetrics, slow) })
 		s := newService(t, db, p, true, func(o *Options) { o.Registerer = reg })
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
-		if r := waitRun(t, s, id, "finished", isFinished); r.Status != StatusSucceeded {
+		if r := waitRun(t, s, id, "finished", isFinished); r.Status != vocab.StatusSucceeded {
 			t.Fatalf("run %s (%s)", r.Status, r.Reason)
 		}
 		mfs, err := reg.Gather()

@@ -41,15 +41,11 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Planner turns an alert into plans (playbook matching) and rebuilds a stored
-// plan for a resumed run (the run lifecycle's, lifecycle.Planner).
-type Planner = lifecycle.Planner
-
 // The playbook sets the daemon plans with: a loaded set, and the reloader
 // that swaps sets on an edit.
 var (
-	_ Planner = (*playbooks.Set)(nil)
-	_ Planner = (*playbooks.Reloader)(nil)
+	_ lifecycle.Planner = (*playbooks.Set)(nil)
+	_ lifecycle.Planner = (*playbooks.Reloader)(nil)
 )
 
 // Options configure a Service.
@@ -67,7 +63,7 @@ type Options struct {
 	// does not wait.
 	DatabaseWait time.Duration
 	SQLitePath   string
-	Planner      Planner
+	Planner      lifecycle.Planner
 	// Notifiers are where threads go, by a name stored with each thread
 	// operation ("console", "slack"): rename one and its pending operations
 	// wait for a notifier of the old name. None: no thread is recorded.
@@ -152,7 +148,7 @@ func Open(ctx context.Context, o Options) (*Service, error) {
 
 // openStore opens the store's pools (the heartbeat's apart), migrated, and
 // starts the start's budget of retries while PostgreSQL is away.
-func openStore(ctx context.Context, o Options, log *zap.Logger) (db *sql.DB, beat database.Pool, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, err error) {
+func openStore(ctx context.Context, o Options, log *zap.Logger) (db *sql.DB, beat database.Pool, d database.Dialect, drv riverdriver.Driver[*sql.Tx], st *startup, err error) {
 	if db, d, drv, err = database.Open(o.DatabaseURL, o.SQLitePath); err != nil {
 		return nil, nil, d, nil, nil, err
 	}
@@ -170,7 +166,7 @@ func openStore(ctx context.Context, o Options, log *zap.Logger) (db *sql.DB, bea
 
 // compose builds the parts on s's pools, River's client over their workers,
 // and connects them.
-func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdriver.Driver[*sql.Tx], st *startup, log *zap.Logger) error {
+func (s *Service) compose(ctx context.Context, o Options, d database.Dialect, drv riverdriver.Driver[*sql.Tx], st *startup, log *zap.Logger) error {
 	owner := fmt.Sprintf("%s/%d/%s", artifacts.ReplicaName(o.Config.Replica), os.Getpid(), uuid.NewString()[:8])
 	tables := database.NewTables(d)
 	s.life = lifecycle.New(lifecycle.Deps{Config: o.Config, Planner: o.Planner, Now: o.Now, DB: s.db, Beat: s.beat,
@@ -186,7 +182,7 @@ func (s *Service) compose(ctx context.Context, o Options, d dialect, drv riverdr
 	s.art = artifacts.New(artifacts.Deps{Store: func() artifacts.Store { return s.db }, Tables: tables,
 		Client: client, Env: o.Env, Spool: o.Spool,
 		Replica: o.Config.Replica, Owner: owner, MaxArtifactBytes: o.Config.MaxArtifactBytes, Retention: o.Retention,
-		Unfinished: [2]string{StatusQueued, StatusRunning}, UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
+		UploadBackoff: o.uploadBackoff, Links: o.Links, Now: o.Now,
 		Runs: seams.Keeper, Log: log})
 	if err := s.art.OpenSigner(ctx, st.do); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +15,14 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/testkit/crashstore"
+	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
-	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -40,38 +41,14 @@ func fastRuns() config.Runs {
 		ShutdownGrace: 300 * time.Millisecond, Lookback: 10 * time.Minute}
 }
 
-// fakePlanner returns hand-built plans; Rebuild returns the plan of the same name.
-type fakePlanner struct {
-	plans func(a template.Alert) []*playbooks.Plan
-}
-
-func (f fakePlanner) Plan(a template.Alert, _ vocab.Window) ([]*playbooks.Plan, error) {
-	return f.plans(a), nil
-}
-
-func (f fakePlanner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ vocab.Window) (*playbooks.Plan, error) {
-	for _, p := range f.plans(a) {
-		if p.Playbook == sp.Playbook && p.Digest == sp.Digest {
-			return p, nil
-		}
-	}
-	return nil, fmt.Errorf("no playbook %s with digest %s", sp.Playbook, sp.Digest)
-}
+// fakePlanner, plan and planner are fakestep's Planner, Plan and OnePlan.
+type fakePlanner = fakestep.Planner
 
 func plan(name string, steps ...playbooks.PlannedStep) *playbooks.Plan {
-	return &playbooks.Plan{Playbook: name, File: name + ".yaml", Digest: "sha-" + name,
-		Source: []byte("name: " + name), Steps: steps}
+	return fakestep.Plan(name, steps...)
 }
 
-func planner(steps ...func() playbooks.PlannedStep) fakePlanner {
-	return fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
-		ps := make([]playbooks.PlannedStep, len(steps))
-		for i, s := range steps {
-			ps[i] = s()
-		}
-		return []*playbooks.Plan{plan("pb", ps...)}
-	}}
-}
+func planner(steps ...func() playbooks.PlannedStep) fakePlanner { return fakestep.OnePlan(steps...) }
 
 // recNotifier records what a run's thread would show.
 type recNotifier struct {
@@ -130,14 +107,9 @@ func notifyTo(n notify.Notifier) svcOpt {
 	return func(o *Options) { o.Notifiers = map[string]notify.Notifier{"default": n} }
 }
 
-// withReplica names the Service's replica (runs.replica).
-func withReplica(name string) svcOpt {
-	return func(o *Options) { o.Config.Replica = name }
-}
-
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
-func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *Service {
+func newService(t testing.TB, db dbRef, p lifecycle.Planner, start bool, opts ...svcOpt) *Service {
 	t.Helper()
 	o := Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path, Planner: p,
 		Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()}
@@ -150,8 +122,8 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 		d = database.Postgres
 	}
 	o.wrapStores = func(db, beat store) (store, store) {
-		cut := &cutStore{store: db, dialect: d}
-		return cut, &cutStore{store: beat, of: cut}
+		cut := crashstore.New(db)
+		return &cutStore{Store: cut, dialect: d}, &cutStore{Store: cut.Beside(beat), dialect: d}
 	}
 	s, err := Open(ctx, o)
 	if err != nil {
@@ -160,7 +132,7 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := s.Stop(ctx); err != nil && !s.db.(*cutStore).cut.Load() {
+		if err := s.Stop(ctx); err != nil && !s.db.(*cutStore).IsCut() {
 			t.Errorf("stop: %v", err)
 		}
 		s.Close()
@@ -173,76 +145,11 @@ func newService(t testing.TB, db dbRef, p Planner, start bool, opts ...svcOpt) *
 	return s
 }
 
-// cutStore is the store seam of a test Service: cut makes every later
-// statement fail before it reaches the database (as a crashed process writes
-// nothing more), and hold, when set before Start, runs before each statement.
+// cutStore is the store seam of a test Service (crashstore), with the
+// database it is on for the tests' own statements.
 type cutStore struct {
-	store
-	dialect database.Dialect // the database's, for the tests' own statements
-	cut     atomic.Bool
-	hold    func(ctx context.Context, query string, args []any)
-	// of is the Service's db seam when this one wraps its heartbeat pool:
-	// cut and hold are that one's, so a crashed process renews nothing.
-	of *cutStore
-}
-
-var errCut = errors.New("test: the process crashed, its store is cut off")
-
-func (c *cutStore) before(ctx context.Context, query string, args []any) error {
-	if c.of != nil {
-		return c.of.before(ctx, query, args)
-	}
-	if c.hold != nil {
-		c.hold(ctx, query, args)
-	}
-	if c.cut.Load() {
-		return errCut
-	}
-	return nil
-}
-
-func (c *cutStore) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := c.before(ctx, query, args); err != nil {
-		return nil, err
-	}
-	return c.store.ExecContext(ctx, query, args...)
-}
-
-func (c *cutStore) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if err := c.before(ctx, query, args); err != nil {
-		return nil, err
-	}
-	return c.store.QueryContext(ctx, query, args...)
-}
-
-// QueryRowContext of a cut store answers a row whose Scan fails (a *sql.Row
-// cannot be built with an error: the query runs on a cancelled context).
-func (c *cutStore) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := c.before(ctx, query, args); err != nil {
-		dead, cancel := context.WithCancelCause(ctx)
-		cancel(err)
-		return c.store.QueryRowContext(dead, query, args...)
-	}
-	return c.store.QueryRowContext(ctx, query, args...)
-}
-
-// Ready passes the heartbeat pool's wait for a connection through (see
-// lifecycle's BeatReady); a cut store has none to wait for.
-func (c *cutStore) Ready(ctx context.Context) error {
-	if err := c.before(ctx, "ready", nil); err != nil {
-		return err
-	}
-	if r, ok := c.store.(interface{ Ready(context.Context) error }); ok {
-		return r.Ready(ctx)
-	}
-	return nil
-}
-
-func (c *cutStore) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
-	if err := c.before(ctx, "BEGIN", nil); err != nil {
-		return nil, err
-	}
-	return c.store.BeginTx(ctx, opts)
+	*crashstore.Store
+	dialect database.Dialect
 }
 
 // abandon makes s behave as a crashed process: its store is cut off (no more
@@ -250,7 +157,7 @@ func (c *cutStore) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, e
 // background work ended, every run interrupted at once, its River client
 // stopped with its jobs cancelled, its leases left to expire.
 func (s *Service) abandon() {
-	s.db.(*cutStore).cut.Store(true)
+	s.db.(*cutStore).Cut()
 	s.life.StopBackground()
 	s.life.Interrupt(fmt.Errorf("%w: process crashed (test)", executor.ErrInterrupted))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -315,28 +222,11 @@ func dialectOf(s *Service) database.Dialect { return s.db.(*cutStore).dialect }
 // tablesOf are the typed statements of a test Service's database.
 func tablesOf(s *Service) database.Tables { return database.NewTables(dialectOf(s)) }
 
-// lease is what a run's row says of who holds it.
-type lease struct {
-	owner      sql.NullString // NULL: nobody holds it
-	generation int            // its job's: the reaper's resumes count it up
-}
-
-// leaseOf reads run id's lease from its row.
-func leaseOf(t *testing.T, s *Service, id string) lease {
-	t.Helper()
-	var l lease
-	if err := rawDB(s).QueryRowContext(context.Background(), `SELECT owner, generation FROM autocapture_runs WHERE id = $1`, id).
-		Scan(&l.owner, &l.generation); err != nil {
-		t.Fatalf("lease of run %s: %v", id, err)
-	}
-	return l
-}
-
 // rawDB is the *sql.DB under a test Service's store seam.
-func rawDB(s *Service) *sql.DB { return s.db.(*cutStore).store.(*sql.DB) }
+func rawDB(s *Service) *sql.DB { return s.db.(*cutStore).Pool.(*sql.DB) }
 
 // crash makes s behave as a process killed with kill -9: it writes nothing more.
-func crash(s *Service) { s.db.(*cutStore).cut.Store(true) }
+func crash(s *Service) { s.db.(*cutStore).Cut() }
 
 // waitFor polls cond every 20 ms (a hang guard of 30 s, not a timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {

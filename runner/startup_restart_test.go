@@ -210,7 +210,7 @@ func startThroughRestart(t *testing.T, pg *testenv.OwnPostgres, o restartAt, dsn
 		return false, during
 	}
 	r := waitRun(t, out.s, acc[0].RunID, "finished", isFinished)
-	if r.Status != StatusSucceeded {
+	if r.Status != vocab.StatusSucceeded {
 		t.Errorf("%s: the run after the start ended %s (%s), want succeeded", o.name, r.Status, r.Reason)
 		return false, during
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestStartupRetriesAStepKilledMidway: a start step whose session is killed
@@ -122,7 +123,7 @@ func TestStartupRetriesAStepKilledMidway(t *testing.T) {
 			checkMigrated(t, s.db.(*sql.DB))
 			if tc.start {
 				acc := acceptOne(t, s, firing("fp-start", time.Now().UTC()))
-				if r := waitRun(t, s, acc.RunID, "finished", isFinished); r.Status != StatusSucceeded {
+				if r := waitRun(t, s, acc.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded {
 					t.Errorf("the run after the start ended %s (%s)", r.Status, r.Reason)
 				}
 			}

@@ -22,9 +22,3 @@ var (
 	_ store            = (*sql.DB)(nil)
 	_ database.Querier = store(nil)
 )
-
-// dialect is the run store's database (database.Dialect), whose statements
-// are all in package database.
-type dialect = database.Dialect
-
-const dialectPostgres = database.Postgres

@@ -10,7 +10,6 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -37,7 +36,7 @@ func uploadArtifactStep(name string, body []byte) playbooks.PlannedStep {
 	return fakestep.Step("snapshot", vocab.TierMetrics, fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 			RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: "application/json"})
+		obj, err := in.Env.Store.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{ContentType: "application/json"})
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +56,7 @@ func withUploadBackoff(d time.Duration) svcOpt { return func(o *Options) { o.upl
 func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 	t.Helper()
 	var keys []string
-	if err := sp.Spooled(context.Background(), func(o storage.Object, _ time.Time) error {
+	if err := sp.Spooled(context.Background(), func(o vocab.Object, _ time.Time) error {
 		keys = append(keys, o.Key)
 		return nil
 	}); err != nil {
@@ -90,7 +89,7 @@ func TestUploadAfterOutage(t *testing.T) {
 		acc := acceptOne(t, s, firing("fp-outage", time.Now()))
 		r := waitRun(t, s, acc.RunID, "finished", isFinished)
 		step := stepByID(r, "snapshot")
-		if r.Status != StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
+		if r.Status != vocab.StatusSucceeded || len(step.Artifacts) != 1 || !step.Artifacts[0].Pending {
 			t.Fatalf("run %s, step %+v: want succeeded with one pending artifact", r.Status, step)
 		}
 		art := step.Artifacts[0]
@@ -133,75 +132,5 @@ func TestUploadAfterOutage(t *testing.T) {
 			}
 			return false
 		})
-	})
-}
-
-// TestUploadAfterKill9BeforeTheRow: a replica killed after a spool file was
-// written but before its row and job (no hook ran), and one killed after an
-// upload whose row was never marked (the file gone, the row pending): a new
-// Service on the same database and spool folder uploads the first and marks
-// both.
-func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
-		ctx := context.Background()
-		srv := testenv.StartVersityGW(t)
-		dir := t.TempDir()
-		sp, s3 := s3Spool(t, srv, "kill9", dir)
-		done, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-gone/pb/snapshot/done.json", strings.NewReader(`{"done":true}`), storage.Meta{})
-		if err != nil || done.Pending {
-			t.Fatalf("direct put = %+v, %v", done, err)
-		}
-		srv.Proc.Stop()
-		orphan, err := sp.Put(ctx, "2026/12/01/VLLMSlowTTFT/r-killed/pb/snapshot/prometheus.json",
-			strings.NewReader(strings.Repeat(`{"x":1}`, 500)), storage.Meta{})
-		if err != nil || !orphan.Pending {
-			t.Fatalf("put while down = %+v, %v; want pending", orphan, err)
-		}
-		srv.Restart(t)
-
-		// The previous process recorded the uploaded one's row, not its mark.
-		first := newService(t, db, planner(), false)
-		if _, err := rawDB(first).ExecContext(ctx, `INSERT INTO autocapture_uploads
-			(object_key, run_id, replica, size, sha256, state, created_at) VALUES ($1, 'r-gone', $2, $3, $4, 'pending', 0)`,
-			done.Key, artifacts.ReplicaName(""), done.Size, done.SHA256); err != nil {
-			t.Fatal(err)
-		}
-		first.Close()
-
-		sp2, _ := s3Spool(t, srv, "kill9", dir) // the restarted process's spool over the same folder
-		s := newService(t, db, planner(), false, withSpool(sp2), withUploadBackoff(50*time.Millisecond))
-		if err := s.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			states := map[string]string{}
-			rows, err := rawDB(s).QueryContext(ctx, `SELECT object_key, state FROM autocapture_uploads`)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var k, st string
-				if err := rows.Scan(&k, &st); err != nil {
-					t.Fatal(err)
-				}
-				states[k] = st
-			}
-			rows.Close()
-			if states[orphan.Key] == "uploaded" && states[done.Key] == "uploaded" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("uploads never all marked: %v", states)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		st, err := s3.Stat(ctx, orphan.Key)
-		if err != nil || st.SHA256 != orphan.SHA256 {
-			t.Errorf("the orphan's object %+v, %v; want sha256 %s", st, err, orphan.SHA256)
-		}
-		if got := spoolFiles(t, sp2); len(got) != 0 {
-			t.Errorf("spool after the scan's uploads: %v", got)
-		}
 	})
 }

@@ -18,9 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/links"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/actions"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // fakeRuns is the run service's reading side, in memory, newest last.
@@ -126,14 +126,14 @@ func newPageServer(t *testing.T) *pageFixture {
 	t.Helper()
 	f := &pageFixture{runs: &fakeRuns{}, silencer: &fakeSilencer{result: "done"}, reg: prometheus.NewRegistry(), reader: carol,
 		png: append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{1, 2, 3}, 300)...)}
-	f.runs.runs = append(f.runs.runs, &runs.Run{ID: "0197-older", Alertname: "VLLMHighTTFT", Status: runner.StatusFailed},
+	f.runs.runs = append(f.runs.runs, &runs.Run{ID: "0197-older", Alertname: "VLLMHighTTFT", Status: vocab.StatusFailed},
 		pageRunFixture(f.png))
 	var err error
 	if f.signer, err = links.NewSigner([]byte("runpage-test-key-0123456789abcdef")); err != nil {
 		t.Fatal(err)
 	}
 	ev := runs.ProfileEvent{RunID: pageRun, Target: "http://10.0.0.7:8000", At: time.Date(2026, 5, 1, 10, 0, 30, 0, time.UTC), Actor: "replica-a", Event: "recording"}
-	p, err := New(Options{Runs: f.runs, Statuses: runner.Statuses, Log: zap.NewNop(), Registerer: f.reg,
+	p, err := New(Options{Runs: f.runs, Log: zap.NewNop(), Registerer: f.reg,
 		Profiles:  fakeProfile{p: runs.RunProfile{Events: []runs.ProfileEvent{ev}}},
 		Artifacts: true, Signer: f.signer, Silencer: f.silencer})
 	if err != nil {
@@ -142,7 +142,7 @@ func newPageServer(t *testing.T) *pageFixture {
 	f.pages = p
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /runs", func(w http.ResponseWriter, r *http.Request) {
-		q := runs.ListQuery{Alertname: r.URL.Query().Get("alertname"), Status: r.URL.Query().Get("status"),
+		q := runs.ListQuery{Alertname: r.URL.Query().Get("alertname"), Status: vocab.Status(r.URL.Query().Get("status")),
 			Limit: 50, Cursor: r.URL.Query().Get("cursor")}
 		if l, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil {
 			q.Limit = l

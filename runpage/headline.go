@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/autocapture/autocapture/internal/clip"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -34,13 +33,6 @@ type headline struct {
 	Instance, Model string // the alert's instance and model_name labels
 	Origin          string // the alert's startsAt, formatted; "" when it carried none
 }
-
-// The run statuses before a run ends (runner.StatusQueued and
-// StatusRunning; the pages take the list in Options, not from runner).
-const (
-	runQueued  = "queued"
-	runRunning = "running"
-)
 
 // verdictWords are the verdict ids as a reader says them.
 var verdictWords = map[string]string{
@@ -153,9 +145,9 @@ func noVerdict(r *runs.Run, stepsDone int) (verdict, line, class string) {
 		why = ": " + clip.Line(r.Reason, 200)
 	}
 	switch r.Status {
-	case runQueued:
+	case vocab.StatusQueued:
 		return "No verdict yet", "the run is queued" + why, "live"
-	case runRunning:
+	case vocab.StatusRunning:
 		done := "no step has finished yet"
 		switch {
 		case stepsDone == 1:
@@ -164,25 +156,25 @@ func noVerdict(r *runs.Run, stepsDone int) (verdict, line, class string) {
 			done = strconv.Itoa(stepsDone) + " steps have finished"
 		}
 		return "No verdict yet", "the run is running; " + done, "live"
-	case executor.Succeeded:
+	case vocab.StatusSucceeded:
 		return "No verdict", "the run succeeded, but its playbooks have no triage step" + why, "other"
-	case executor.Skipped:
+	case vocab.StatusSkipped:
 		return "No verdict", "the run was skipped" + why, "other"
-	case executor.Cancelled:
+	case vocab.StatusCancelled:
 		return "No verdict", "the run was cancelled" + why, "bad"
 	}
 	return "No verdict", "the run " + statusInWords(r.Status) + why, "bad"
 }
 
 // statusInWords is a run's final status as the end of "the run …".
-func statusInWords(status string) string {
+func statusInWords(status vocab.Status) string {
 	switch status {
-	case executor.Failed:
+	case vocab.StatusFailed:
 		return "failed"
-	case executor.Partial:
+	case vocab.StatusPartial:
 		return "ended partial"
 	case "":
 		return "has no status"
 	}
-	return "ended " + strings.ReplaceAll(status, "-", " ")
+	return "ended " + strings.ReplaceAll(string(status), "-", " ")
 }

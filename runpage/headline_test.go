@@ -11,7 +11,6 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
@@ -38,7 +37,7 @@ func servePage(t *testing.T, r *runs.Run) *html.Node {
 // profileStep is a profile step whose findings (JSON-shaped, as stored)
 // compare the capture with a kept one: GEMM grew from 49% to 93%.
 func profileStep(baseline bool) executor.StepRecord {
-	return executor.StepRecord{Plan: "vllm", ID: "profile", Kind: "profile", Tier: vocab.TierProfile, Status: executor.Succeeded,
+	return executor.StepRecord{Plan: "vllm", ID: "profile", Kind: "profile", Tier: vocab.TierProfile, Status: vocab.StatusSucceeded,
 		StartedAt: hlAt.Add(20 * time.Second), FinishedAt: hlAt.Add(52 * time.Second), DurationMS: 32000,
 		Summary: "profile 10.0.0.9:8000 30s: GEMM 93% of GPU time (baseline 49%) · top kernel ampere_bf16_s16816gemm… 88% · GPU idle 4%",
 		Findings: map[string]any{"top_family": "gemm", "idle_share": 0.04,
@@ -57,12 +56,12 @@ func gemmFinding(baseline bool) *vocab.ProfileFinding {
 }
 
 // hlRun is a run of VLLMHighITL on 10.0.0.9:8000 in status, with v and steps.
-func hlRun(id, status, reason string, v *vocab.Verdict, steps ...executor.StepRecord) *runs.Run {
+func hlRun(id string, status vocab.Status, reason string, v *vocab.Verdict, steps ...executor.StepRecord) *runs.Run {
 	started := hlAt.Add(400 * time.Millisecond)
 	r := &runs.Run{ID: id, Alertname: "VLLMHighITL", Status: status, Reason: reason, StartsAt: hlAt,
 		CreatedAt: hlAt.Add(300 * time.Millisecond), StartedAt: &started, Verdict: v, Steps: steps,
 		Labels: map[string]string{"alertname": "VLLMHighITL", "instance": "10.0.0.9:8000", "model_name": "meta-llama/Llama-3.1-8B-Instruct"}}
-	if status != runner.StatusRunning && status != runner.StatusQueued {
+	if status != vocab.StatusRunning && status != vocab.StatusQueued {
 		fin := hlAt.Add(55 * time.Second)
 		r.FinishedAt = &fin
 	}
@@ -78,7 +77,7 @@ func TestRunPageHeadline(t *testing.T) {
 	unexplained := &vocab.Verdict{ID: vocab.VerdictUnexplained, Evidence: []string{
 		"ITL p99 0.412 s (threshold 0.2 s)", "load normal: queue 0, batch 12",
 		"scope not measured: no view of the model's other instances (no peers step, or it has not answered yet)"}}
-	triage := executor.StepRecord{Plan: "vllm", ID: "triage", Kind: "triage", Status: executor.Succeeded,
+	triage := executor.StepRecord{Plan: "vllm", ID: "triage", Kind: "triage", Status: vocab.StatusSucceeded,
 		StartedAt: hlAt.Add(12 * time.Second), FinishedAt: hlAt.Add(12 * time.Second)}
 	kv := pageRunFixture(nil)
 	for _, tc := range []struct {
@@ -86,38 +85,38 @@ func TestRunPageHeadline(t *testing.T) {
 		run             *runs.Run
 		headline, scope string // scope "": no scope line
 	}{
-		{"unexplained, profile against the healthy baseline", hlRun("hl-profile", runner.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(true)), triage, profileStep(true)),
+		{"unexplained, profile against the healthy baseline", hlRun("hl-profile", vocab.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(true)), triage, profileStep(true)),
 			"unexplained by the metrics — profile: GEMM 93% of GPU time vs 49% in the healthy baseline (top kernel ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_st… 88%)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
-		{"unexplained, profile against the previous capture", hlRun("hl-previous", runner.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(false)), triage, profileStep(false)),
+		{"unexplained, profile against the previous capture", hlRun("hl-previous", vocab.StatusSucceeded, "", vocab.WithProfile(unexplained, gemmFinding(false)), triage, profileStep(false)),
 			"unexplained by the metrics — profile: GEMM 93% of GPU time vs 49% in the previous capture (top kernel ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_st… 88%)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
-		{"unexplained, profile with no baseline", hlRun("hl-nobase", runner.StatusSucceeded, "", vocab.WithProfile(unexplained,
+		{"unexplained, profile with no baseline", hlRun("hl-nobase", vocab.StatusSucceeded, "", vocab.WithProfile(unexplained,
 			&vocab.ProfileFinding{Family: "gemm", Share: 0.92, Shares: map[string]float64{"gemm": 0.92}}), triage),
 			"unexplained by the metrics — profile: GEMM 92% of GPU time; no healthy baseline to compare (set one with `baseline: true` on a profile step run while the server is healthy)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
 		// The headline reads the verdict's record, not the profile step's
 		// text: a verdict no profile refined keeps its evidence line.
-		{"unexplained, a profile step but no finding in the verdict", hlRun("hl-unrefined", runner.StatusSucceeded, "", unexplained, triage, profileStep(true)),
+		{"unexplained, a profile step but no finding in the verdict", hlRun("hl-unrefined", vocab.StatusSucceeded, "", unexplained, triage, profileStep(true)),
 			"unexplained — ITL p99 0.412 s (threshold 0.2 s)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
-		{"unexplained, no profile", hlRun("hl-noprofile", runner.StatusSucceeded, "", unexplained, triage),
+		{"unexplained, no profile", hlRun("hl-noprofile", vocab.StatusSucceeded, "", unexplained, triage),
 			"unexplained — ITL p99 0.412 s (threshold 0.2 s)",
 			"scope: not measured — no view of the model's other instances (no peers step, or it has not answered yet)"},
 		{"kv-pressure on this server only", kv,
 			"KV cache pressure — KV cache 98% full (threshold 95%)",
 			"scope: this server — only this instance: KV usage 98% vs peers' median 40% (3 peers)"},
-		{"gpu-degraded on this server", hlRun("hl-gpu", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictGPUDegraded, Scope: vocab.ScopeSingle,
+		{"gpu-degraded on this server", hlRun("hl-gpu", vocab.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictGPUDegraded, Scope: vocab.ScopeSingle,
 			Evidence: []string{"GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)", "only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"}}, triage),
 			"GPU degraded — GPU 0: sw_thermal clock events, SM clock 990 MHz (55% of max)",
 			"scope: this server's GPU — only this instance: ITL p99 0.41 s vs peers' median 0.05 s (4 peers)"},
-		{"nothing measured", hlRun("hl-none", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence, Evidence: []string{
+		{"nothing measured", hlRun("hl-none", vocab.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence, Evidence: []string{
 			"nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out",
 			"snapshot: not configured: no Prometheus (set prometheus.url)"}}, triage),
 			"no evidence — nothing measured: no tier-1 reading came through (every metrics step failed or none ran), so nothing is explained or ruled out", ""},
-		{"running, no verdict yet", hlRun("hl-running", runner.StatusRunning, "", nil, triage),
+		{"running, no verdict yet", hlRun("hl-running", vocab.StatusRunning, "", nil, triage),
 			"No verdict yet — the run is running; 1 step has finished", ""},
-		{"failed, no verdict", hlRun("hl-failed", runner.StatusFailed, "no step succeeded: scrape (timeout), snapshot (refused)", nil),
+		{"failed, no verdict", hlRun("hl-failed", vocab.StatusFailed, "no step succeeded: scrape (timeout), snapshot (refused)", nil),
 			"No verdict — the run failed: no step succeeded: scrape (timeout), snapshot (refused)", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,7 +153,7 @@ func TestRunPageHeadline(t *testing.T) {
 // abnormal; without a comparison the page says the shares alone cannot
 // say what changed.
 func TestRunPageProfileAgainstBaseline(t *testing.T) {
-	doc := servePage(t, hlRun("pf-base", runner.StatusSucceeded, "", nil, profileStep(true)))
+	doc := servePage(t, hlRun("pf-base", vocab.StatusSucceeded, "", nil, profileStep(true)))
 	var rows []string
 	for _, tr := range htmldoc.Elements(doc, "tr") {
 		if htmldoc.Attr(tr, "class") == "abnormal" {
@@ -174,14 +173,14 @@ func TestRunPageProfileAgainstBaseline(t *testing.T) {
 	old := profileStep(true)
 	delete(old.Findings, "shift")
 	old.Findings["deltas"] = []any{"gemm 93% (baseline 49%)"}
-	if all := htmldoc.Text(servePage(t, hlRun("pf-old", runner.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
+	if all := htmldoc.Text(servePage(t, hlRun("pf-old", vocab.StatusSucceeded, "", nil, old))); !strings.Contains(all, "GEMM 93.0% — not recorded") {
 		t.Errorf("a record without the shift: %q", all)
 	}
 
 	lone := profileStep(false)
 	delete(lone.Findings, "compared_with")
 	delete(lone.Findings, "shift")
-	if all := htmldoc.Text(servePage(t, hlRun("pf-lone", runner.StatusSucceeded, "", nil, lone))); !strings.Contains(all, "Not compared: no earlier capture") {
+	if all := htmldoc.Text(servePage(t, hlRun("pf-lone", vocab.StatusSucceeded, "", nil, lone))); !strings.Contains(all, "Not compared: no earlier capture") {
 		t.Errorf("a profile compared with nothing does not say so: %q", all)
 	}
 }
@@ -239,11 +238,11 @@ func TestRunPageBasisInWords(t *testing.T) {
 // configuration reads "not configured" in grey, apart from a red failure;
 // a status the page does not know shows its text, grey.
 func TestRunPageStepStatuses(t *testing.T) {
-	step := func(id, status string) executor.StepRecord {
+	step := func(id string, status vocab.Status) executor.StepRecord {
 		return executor.StepRecord{Plan: "vllm", ID: id, Kind: "prometheus", Status: status}
 	}
-	doc := servePage(t, hlRun("st-run", runner.StatusPartial, "", nil, step("snapshot", stepNotConfigured),
-		step("scrape", executor.Failed), step("gpu", "deferred-by-operator")))
+	doc := servePage(t, hlRun("st-run", vocab.StatusPartial, "", nil, step("snapshot", vocab.StatusNotConfigured),
+		step("scrape", vocab.StatusFailed), step("gpu", "deferred-by-operator")))
 	var got []string
 	for _, b := range htmldoc.Elements(htmldoc.ByID(doc, "steps"), "span") {
 		got = append(got, htmldoc.Attr(b, "class")+"="+htmldoc.Text(b))
@@ -285,7 +284,7 @@ func TestRunPagesTablesLabelled(t *testing.T) {
 // TestNoEvidenceIsNoCause: a run where nothing was measured is headed grey,
 // not in a found cause's red.
 func TestNoEvidenceIsNoCause(t *testing.T) {
-	h := newHeadline(hlRun("hl-none", runner.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence,
+	h := newHeadline(hlRun("hl-none", vocab.StatusSucceeded, "", &vocab.Verdict{ID: vocab.VerdictNoEvidence,
 		Evidence: []string{"nothing measured: …"}}), 1)
 	if h.Class != "other" || h.Verdict != "no evidence" {
 		t.Errorf("headline class %q, verdict %q: want other (grey) and no evidence", h.Class, h.Verdict)

@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/internal/bytesize"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 //go:embed templates/*.html
@@ -81,8 +81,6 @@ type Options struct {
 	Signer    LinkSigner
 	// Silencer, when set, offers the Silence form to signed-in readers.
 	Silencer Silencer
-	// Statuses is the one list of run statuses, offered by the list's filter.
-	Statuses []string
 	// Registerer receives the form's metric; nil: not registered.
 	Registerer prometheus.Registerer
 	// Now is the clock of links and the timeline; nil means time.Now.
@@ -132,14 +130,14 @@ func (p *Pages) List(w http.ResponseWriter, r *http.Request, rd Reader, q runs.L
 		p.runError(w, r, homeOf(rd, 0), "", err)
 		return
 	}
-	v := listView{Query: q, Statuses: p.o.Statuses, Page: page}
+	v := listView{Query: q, Statuses: vocab.RunStatuses, Page: page}
 	if page.Next != "" {
 		nq := url.Values{"cursor": {page.Next}}
 		if q.Alertname != "" {
 			nq.Set("alertname", q.Alertname)
 		}
 		if q.Status != "" {
-			nq.Set("status", q.Status)
+			nq.Set("status", string(q.Status))
 		}
 		if r.URL.Query().Has("limit") {
 			nq.Set("limit", strconv.Itoa(q.Limit))
@@ -312,16 +310,15 @@ func runPath(id string) string { return "runs/" + url.PathEscape(id) }
 
 // stateClass is the CSS class of a status: one of a fixed set, whatever the
 // status says.
-func stateClass(status string) string {
+func stateClass(status vocab.Status) string {
 	switch status {
-	case "succeeded", "healthy":
+	case vocab.StatusSucceeded, "healthy":
 		return "ok"
-	case "failed", "cancelled", "timed_out":
+	case vocab.StatusFailed, vocab.StatusCancelled, "timed_out":
 		return "bad"
-	case "partial", "skipped":
+	case vocab.StatusPartial, vocab.StatusSkipped:
 		return "warn"
-	}
-	if slices.Contains([]string{"queued", "running"}, status) {
+	case vocab.StatusQueued, vocab.StatusRunning:
 		return "live"
 	}
 	return "other"

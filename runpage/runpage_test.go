@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
@@ -51,7 +50,7 @@ func pageRunFixture(png []byte) *runs.Run {
 		Untrusted: []string{"prompt_len: window too short"},
 		Basis:     map[string]string{vocab.SigPrefillMean: vocab.BasisAbsolute, vocab.SigPromptTokensNow: vocab.BasisBefore, "queue_shape": "novel-basis"}}
 	pre := &vocab.Verdict{ID: vocab.VerdictOverload, Preliminary: true}
-	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: runner.StatusSucceeded,
+	return &runs.Run{ID: pageRun, Alertname: "VLLMHighTTFT", Status: vocab.StatusSucceeded,
 		Labels:      map[string]string{"alertname": "VLLMHighTTFT", "instance": "10.0.0.7:8000", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "team": hostile},
 		Annotations: map[string]string{"summary": `p99 TTFT "4.2s" & <b>rising</b>`},
 		StartsAt:    at, CreatedAt: at, StartedAt: &at, FinishedAt: &fin, Verdict: kv, Manifest: pageMan,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The run page's timeline: what happened when, from the alert firing: the
@@ -21,7 +22,8 @@ type timelineEntry struct {
 	// What happened, in words: "alert VLLMHighTTFT fired", "step vllm/kv_chart (chart)".
 	Event string
 	// Status, for a step or the run's end, shown as a badge with StatusText.
-	Status, StatusText string
+	Status     vocab.Status
+	StatusText string
 	// Detail follows the event: "ended +2.2 s, after 1.2 s", the verdict's change.
 	Detail string
 	order  int // insertion order, which breaks ties
@@ -80,9 +82,9 @@ func newTimeline(r *runs.Run, now time.Time) timeline {
 		add(timelineEntry{At: *r.CancelRequestedAt, Event: "cancel requested"})
 	}
 	if r.FinishedAt != nil {
-		add(timelineEntry{At: *r.FinishedAt, Event: "run ended", Status: r.Status, StatusText: r.Status, Detail: r.Reason})
-	} else if r.Status == runQueued || r.Status == runRunning {
-		add(timelineEntry{At: now, Event: "now (this page)", Status: r.Status, StatusText: r.Status, Detail: "no end yet"})
+		add(timelineEntry{At: *r.FinishedAt, Event: "run ended", Status: r.Status, StatusText: string(r.Status), Detail: r.Reason})
+	} else if r.Status == vocab.StatusQueued || r.Status == vocab.StatusRunning {
+		add(timelineEntry{At: now, Event: "now (this page)", Status: r.Status, StatusText: string(r.Status), Detail: "no end yet"})
 	}
 	if r.ResolvedAt != nil {
 		add(timelineEntry{At: *r.ResolvedAt, Event: "alert resolved"})

@@ -30,7 +30,7 @@ func sortedKV(m map[string]string) []kv {
 
 type listView struct {
 	Query    runs.ListQuery
-	Statuses []string
+	Statuses []vocab.Status
 	Page     runs.Page
 	Rows     []listRow
 	NextURL  string

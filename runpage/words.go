@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -13,17 +12,13 @@ import (
 // comparison judged each signal) and step statuses; and storage keys and
 // file names that wrap only between their parts.
 
-// stepNotConfigured is a step that could not run because something it
-// needs is not configured (no Prometheus, no trace backend): not a failure.
-const stepNotConfigured = executor.NotConfigured
-
 // stepStatusText is a step's status as the page says it; a status the page
 // does not know reads as it is (and its badge is grey: stateClass).
-func stepStatusText(status string) string {
-	if status == stepNotConfigured {
+func stepStatusText(status vocab.Status) string {
+	if status == vocab.StatusNotConfigured {
 		return "not configured"
 	}
-	return status
+	return string(status)
 }
 
 // signalWords are the signals a verdict's basis names, in words.

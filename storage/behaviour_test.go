@@ -13,12 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
 // newStoreFunc makes an empty store with the given compression for one subtest.
-type newStoreFunc func(t *testing.T, c Compression) Store
+type newStoreFunc func(t *testing.T, c Compression) vocab.Store
 
 func sum(b []byte) string {
 	s := sha256.Sum256(b)
@@ -39,7 +40,7 @@ func readAll(t *testing.T, rc io.ReadCloser, err error) []byte {
 }
 
 // openAll reads key back through Open.
-func openAll(t *testing.T, s Store, key string) []byte {
+func openAll(t *testing.T, s vocab.Store, key string) []byte {
 	t.Helper()
 	rc, err := s.Open(context.Background(), key)
 	return readAll(t, rc, err)
@@ -111,17 +112,17 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 		compression Compression
 		key         string
 		body        []byte
-		meta        Meta
+		meta        vocab.ObjectMeta
 		wantEnc     string
 	}{
-		{"text compressed with gzip", CompressionGzip, "a/trace.json", text, Meta{}, "gzip"},
-		{"text compressed with zstd", CompressionZstd, "a/trace.json", text, Meta{}, "zstd"},
-		{"text with compression off", CompressionNone, "a/trace.json", text, Meta{}, ""},
-		{"binary stored as is", CompressionGzip, "a/profile.bin", binary, Meta{ContentType: "application/octet-stream"}, ""},
-		{"gzip magic passes through", CompressionGzip, "a/trace-json", preGzipped, Meta{ContentType: "application/json"}, ""},
-		{".gz name passes through", CompressionZstd, "a/trace.json.gz", preGzipped, Meta{}, ""},
-		{"png passes through", CompressionGzip, "a/chart.png", append([]byte("\x89PNG\r\n\x1a\n"), binary[:4096]...), Meta{}, ""},
-		{"empty object", CompressionGzip, "a/empty.txt", nil, Meta{}, "gzip"},
+		{"text compressed with gzip", CompressionGzip, "a/trace.json", text, vocab.ObjectMeta{}, "gzip"},
+		{"text compressed with zstd", CompressionZstd, "a/trace.json", text, vocab.ObjectMeta{}, "zstd"},
+		{"text with compression off", CompressionNone, "a/trace.json", text, vocab.ObjectMeta{}, ""},
+		{"binary stored as is", CompressionGzip, "a/profile.bin", binary, vocab.ObjectMeta{ContentType: "application/octet-stream"}, ""},
+		{"gzip magic passes through", CompressionGzip, "a/trace-json", preGzipped, vocab.ObjectMeta{ContentType: "application/json"}, ""},
+		{".gz name passes through", CompressionZstd, "a/trace.json.gz", preGzipped, vocab.ObjectMeta{}, ""},
+		{"png passes through", CompressionGzip, "a/chart.png", append([]byte("\x89PNG\r\n\x1a\n"), binary[:4096]...), vocab.ObjectMeta{}, ""},
+		{"empty object", CompressionGzip, "a/empty.txt", nil, vocab.ObjectMeta{}, "gzip"},
 	}
 	for _, tc := range roundTrips {
 		t.Run("round trip/"+tc.name, func(t *testing.T) {
@@ -165,7 +166,7 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 	t.Run("content type guessed and kept", func(t *testing.T) {
 		s := newStore(t, CompressionGzip)
 		for key, want := range map[string]string{"t/x.json": "application/json", "t/x.png": "image/png", "t/x": "text/plain; charset=utf-8"} {
-			obj, err := s.Put(ctx, key, strings.NewReader("hello world"), Meta{})
+			obj, err := s.Put(ctx, key, strings.NewReader("hello world"), vocab.ObjectMeta{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,16 +178,16 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 
 	t.Run("re-put is idempotent, different content refused", func(t *testing.T) {
 		s := newStore(t, CompressionGzip)
-		first, err := s.Put(ctx, "r/out.json", bytes.NewReader(text), Meta{})
+		first, err := s.Put(ctx, "r/out.json", bytes.NewReader(text), vocab.ObjectMeta{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := s.Put(ctx, "r/out.json", bytes.NewReader(text), Meta{})
+		again, err := s.Put(ctx, "r/out.json", bytes.NewReader(text), vocab.ObjectMeta{})
 		if err != nil || again != first {
 			t.Fatalf("same bytes again: %+v, %v; want %+v, nil", again, err, first)
 		}
 		other := append(slices.Clone(text[:len(text)-10]), []byte(`,{}]}     `)...)
-		if _, err := s.Put(ctx, "r/out.json", bytes.NewReader(other), Meta{}); !errors.Is(err, ErrConflict) {
+		if _, err := s.Put(ctx, "r/out.json", bytes.NewReader(other), vocab.ObjectMeta{}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("different bytes: err %v, want ErrConflict", err)
 		}
 		if got := openAll(t, s, "r/out.json"); !bytes.Equal(got, text) {
@@ -202,13 +203,13 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 		s := newStore(t, CompressionGzip)
 		keys := []string{"2026/11/30/A/r1/p/s/a.json", "2026/11/30/A/r1/p/s/b.png", "2026/11/30/B/r2/p/s/c.txt", "2026/12/01/A/r3/p/s/d.txt"}
 		for _, k := range keys {
-			if _, err := s.Put(ctx, k, strings.NewReader("content of "+k), Meta{}); err != nil {
+			if _, err := s.Put(ctx, k, strings.NewReader("content of "+k), vocab.ObjectMeta{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		list := func(prefix string) []string {
 			var got []string
-			if err := s.List(ctx, prefix, func(e ListEntry) error {
+			if err := s.List(ctx, prefix, func(e vocab.ListEntry) error {
 				if e.Size <= 0 {
 					t.Errorf("%s: size %d", e.Key, e.Size)
 				}
@@ -236,7 +237,7 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 		}
 		stop := errors.New("stop")
 		n := 0
-		if err := s.List(ctx, "", func(ListEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		if err := s.List(ctx, "", func(vocab.ListEntry) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
 			t.Errorf("List did not stop at fn's error: %v after %d", err, n)
 		}
 		if err := s.Delete(ctx, keys[0]); err != nil {
@@ -254,7 +255,7 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 		if got := list("2026/11/30/"); !slices.Equal(got, keys[1:3]) {
 			t.Errorf("after Delete List = %q, want %q", got, keys[1:3])
 		}
-		if _, err := s.Put(ctx, keys[0], strings.NewReader("new content"), Meta{}); err != nil {
+		if _, err := s.Put(ctx, keys[0], strings.NewReader("new content"), vocab.ObjectMeta{}); err != nil {
 			t.Errorf("put after delete: %v", err)
 		}
 	})
@@ -266,13 +267,13 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 			cancel()
 			return 0, errors.New("source broke")
 		}))
-		if _, err := s.Put(cctx, "f/broken.json", r, Meta{}); err == nil {
+		if _, err := s.Put(cctx, "f/broken.json", r, vocab.ObjectMeta{}); err == nil {
 			t.Fatal("a put whose source failed succeeded")
 		}
-		if err := s.List(ctx, "", func(e ListEntry) error { return fmt.Errorf("left %s behind", e.Key) }); err != nil {
+		if err := s.List(ctx, "", func(e vocab.ListEntry) error { return fmt.Errorf("left %s behind", e.Key) }); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Put(ctx, "f/broken.json", bytes.NewReader(text), Meta{}); err != nil {
+		if _, err := s.Put(ctx, "f/broken.json", bytes.NewReader(text), vocab.ObjectMeta{}); err != nil {
 			t.Fatalf("put after a failed put: %v", err)
 		}
 	})
@@ -286,7 +287,7 @@ func testStoreBehaviour(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("OpenStored: %v", err)
 		}
 		for _, k := range []string{"../escape", "/abs", "a//b"} {
-			if _, err := s.Put(ctx, k, strings.NewReader("x"), Meta{}); err == nil {
+			if _, err := s.Put(ctx, k, strings.NewReader("x"), vocab.ObjectMeta{}); err == nil {
 				t.Errorf("Put(%q) accepted", k)
 			}
 		}

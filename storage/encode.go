@@ -13,6 +13,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -76,7 +77,7 @@ func alreadyCompressed(key string, head []byte) bool {
 }
 
 // contentType is meta's type, else the extension's, else sniffed.
-func contentType(key string, meta Meta, head []byte) string {
+func contentType(key string, meta vocab.ObjectMeta, head []byte) string {
 	if meta.ContentType != "" {
 		return meta.ContentType
 	}
@@ -133,7 +134,7 @@ type encoding struct {
 // newEncoding sniffs r and sets up the pipeline for key. It reads only the
 // first sniffLen bytes; the rest flows as the caller reads Reader. Close it
 // when done, whatever happened (it stops the compressor goroutine).
-func newEncoding(ctx context.Context, key string, r io.Reader, meta Meta, c Compression) (*encoding, error) {
+func newEncoding(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta, c Compression) (*encoding, error) {
 	src := ctxReader{ctx, r}
 	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(src, head)
@@ -200,9 +201,9 @@ func (e *encoding) Close() {
 }
 
 // Object reports what went through, after Reader reached EOF.
-func (e *encoding) Object() Object {
+func (e *encoding) Object() vocab.Object {
 	e.Close()
-	o := Object{Key: e.key, Size: e.stored.n, SHA256: e.stored.sum(), ContentType: e.contentType, ContentEncoding: e.enc}
+	o := vocab.Object{Key: e.key, Size: e.stored.n, SHA256: e.stored.sum(), ContentType: e.contentType, ContentEncoding: e.enc}
 	if e.enc != "" {
 		o.OriginalSize, o.OriginalSHA256 = e.orig.n, e.orig.sum()
 	}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Local stores artifacts as files below a root folder: the file at the key's
@@ -27,7 +29,7 @@ type Local struct {
 	compression Compression
 }
 
-var _ Store = (*Local)(nil)
+var _ vocab.Store = (*Local)(nil)
 
 // metaDir is the sidecar tree below the root.
 const metaDir = ".meta"
@@ -76,17 +78,17 @@ func (l *Local) sidecar(key string) string {
 // the target, writes the sidecar, then links the file into place, which
 // fails if the key exists: a reader never sees half an object, a crash leaves
 // no partial file under key, and an existing key is never replaced.
-func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
+func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	p, err := l.path(key)
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	if meta.Replace {
 		return l.replace(ctx, key, p, r, meta)
 	}
 	e, err := newEncoding(ctx, key, r, meta, l.compression)
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	defer e.Close()
 	if _, err := os.Lstat(p); err == nil {
@@ -94,55 +96,55 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 	}
 	tmp, err := writeTemp(filepath.Dir(p), e.Reader)
 	if err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	defer os.Remove(tmp) // the data stays linked under key
 	obj := e.Object()
 	if err := l.writeSidecar(obj); err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: sidecar: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: sidecar: %w", key, err)
 	}
 	if err := os.Link(tmp, p); errors.Is(err, fs.ErrExist) {
 		return l.compare(ctx, key, obj)
 	} else if err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	return obj, nil
 }
 
 // putExisting handles a Put of a key that exists: the new bytes are hashed
 // (not stored) and compared with what is stored.
-func (l *Local) putExisting(ctx context.Context, key string, e *encoding) (Object, error) {
+func (l *Local) putExisting(ctx context.Context, key string, e *encoding) (vocab.Object, error) {
 	if _, err := io.Copy(io.Discard, e.Reader); err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: %w", key, err)
 	}
 	return l.compare(ctx, key, e.Object())
 }
 
 // compare decides a Put of a key that exists: same content is an idempotent
 // success with the stored Object, other content is ErrConflict.
-func (l *Local) compare(ctx context.Context, key string, put Object) (Object, error) {
+func (l *Local) compare(ctx context.Context, key string, put vocab.Object) (vocab.Object, error) {
 	stored, err := l.Stat(ctx, key)
 	if err != nil {
-		return Object{}, fmt.Errorf("storage: put %s: key exists: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: put %s: key exists: %w", key, err)
 	}
 	return sameContent(key, stored, put)
 }
 
 // sameContent returns stored when put carries the same content, else ErrConflict.
-func sameContent(key string, stored, put Object) (Object, error) {
+func sameContent(key string, stored, put vocab.Object) (vocab.Object, error) {
 	if stored.ContentSHA256() == put.ContentSHA256() {
 		return stored, nil
 	}
-	return Object{}, fmt.Errorf("%w: %s holds sha256 %s, the new content is %s",
+	return vocab.Object{}, fmt.Errorf("%w: %s holds sha256 %s, the new content is %s",
 		ErrConflict, key, stored.ContentSHA256(), put.ContentSHA256())
 }
 
 // writeSidecar durably writes obj's sidecar (atomically replacing an orphan
 // one left by a crash before the data was linked).
-func (l *Local) writeSidecar(obj Object) error {
+func (l *Local) writeSidecar(obj vocab.Object) error {
 	p := l.sidecar(obj.Key)
 	b, err := json.Marshal(obj)
 	if err != nil {
@@ -171,32 +173,32 @@ func (l *Local) writeSidecar(obj Object) error {
 
 // Stat reads the object's sidecar. A file without a sidecar (put by an older
 // version, or copied in by hand) is described by hashing it: stored as is.
-func (l *Local) Stat(_ context.Context, key string) (Object, error) {
+func (l *Local) Stat(_ context.Context, key string) (vocab.Object, error) {
 	p, err := l.path(key)
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	fi, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+		return vocab.Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	} else if err != nil {
-		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
 	}
-	var obj Object
+	var obj vocab.Object
 	b, err := os.ReadFile(l.sidecar(key))
 	if err == nil && json.Unmarshal(b, &obj) == nil && obj.Key == key && obj.Size == fi.Size() {
 		return obj, nil
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
 	}
 	defer f.Close()
 	c := newCounter()
 	if _, err := io.Copy(c, f); err != nil {
-		return Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: stat %s: %w", key, err)
 	}
-	return Object{Key: key, Size: c.n, SHA256: c.sum(), ContentType: contentType(key, Meta{}, nil)}, nil
+	return vocab.Object{Key: key, Size: c.n, SHA256: c.sum(), ContentType: contentType(key, vocab.ObjectMeta{}, nil)}, nil
 }
 
 // Link returns the object's file:// URL (the stored bytes: compressed when
@@ -223,17 +225,17 @@ func (l *Local) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 // OpenStored reads the stored bytes and their description.
-func (l *Local) OpenStored(ctx context.Context, key string) (io.ReadCloser, Object, error) {
+func (l *Local) OpenStored(ctx context.Context, key string) (io.ReadCloser, vocab.Object, error) {
 	obj, err := l.Stat(ctx, key)
 	if err != nil {
-		return nil, Object{}, err
+		return nil, vocab.Object{}, err
 	}
 	p, _ := l.path(key) // Stat checked it
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+		return nil, vocab.Object{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	} else if err != nil {
-		return nil, Object{}, fmt.Errorf("storage: open %s: %w", key, err)
+		return nil, vocab.Object{}, fmt.Errorf("storage: open %s: %w", key, err)
 	}
 	return f, obj, nil
 }
@@ -266,7 +268,7 @@ func (l *Local) pruneDirs(dir string) {
 }
 
 // List walks the objects whose key starts with prefix, in lexical order.
-func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+func (l *Local) List(ctx context.Context, prefix string, fn func(vocab.ListEntry) error) error {
 	if err := ValidPrefix(prefix); err != nil {
 		return err
 	}
@@ -309,7 +311,7 @@ func (l *Local) List(ctx context.Context, prefix string, fn func(ListEntry) erro
 		} else if err != nil {
 			return err
 		}
-		return fn(ListEntry{Key: key, Size: fi.Size()})
+		return fn(vocab.ListEntry{Key: key, Size: fi.Size()})
 	})
 	if err != nil {
 		return fmt.Errorf("storage: list %q: %w", prefix, err)
@@ -365,8 +367,7 @@ func writeTemp(dir string, r io.Reader) (string, error) {
 // "file exists" is tried again too: os.MkdirAll answers a failed Mkdir by
 // Lstat-ing the path and returns Mkdir's EEXIST when that Lstat fails, which
 // is what happens when another Put made the folder and a prune removed it
-// between the two calls (1 put in 800 in a loaded CI run of
-// TestLocalPutWhileDeletePrunes). A file where a folder must be is ENOTDIR
+// between the two calls. A file where a folder must be is ENOTDIR
 // (MkdirAll's first Stat sees it), never retried.
 func createTemp(dir string) (*os.File, error) {
 	var err error

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestLocalPutWhileDeletePrunes: Delete removes the folders it leaves empty
@@ -35,7 +37,7 @@ func TestLocalPutWhileDeletePrunes(t *testing.T) {
 				// Every writer shares the run folder a/b/<round>; each put
 				// is deleted at once, emptying (and pruning) it again.
 				key := fmt.Sprintf("a/b/%d/step%d/w%d.json", i%3, i%2, w)
-				if _, err := s.Put(ctx, key, strings.NewReader(`{"x":1}`), Meta{ContentType: "application/json"}); err != nil {
+				if _, err := s.Put(ctx, key, strings.NewReader(`{"x":1}`), vocab.ObjectMeta{ContentType: "application/json"}); err != nil {
 					errs <- fmt.Errorf("put %s: %w", key, err)
 					continue
 				}
@@ -69,10 +71,10 @@ func TestLocalPutUnderAnObjectFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Put(ctx, "a/b", strings.NewReader("x"), Meta{ContentType: "text/plain"}); err != nil {
+	if _, err := s.Put(ctx, "a/b", strings.NewReader("x"), vocab.ObjectMeta{ContentType: "text/plain"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Put(ctx, "a/b/c.json", strings.NewReader(`{}`), Meta{ContentType: "application/json"})
+	_, err = s.Put(ctx, "a/b/c.json", strings.NewReader(`{}`), vocab.ObjectMeta{ContentType: "application/json"})
 	if err == nil {
 		t.Fatal("put a/b/c.json under the object a/b succeeded")
 	}

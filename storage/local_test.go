@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestKeySanitizesUntrustedSegments(t *testing.T) {
@@ -54,7 +56,7 @@ func TestLocalPutStreamsAndHashes(t *testing.T) {
 	}
 	ctx := context.Background()
 	body := strings.Repeat("evidence ", 100000)
-	obj, err := s.Put(ctx, "runs/r1/metrics.json", strings.NewReader(body), Meta{ContentType: "application/json"})
+	obj, err := s.Put(ctx, "runs/r1/metrics.json", strings.NewReader(body), vocab.ObjectMeta{ContentType: "application/json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestLocalPutStreamsAndHashes(t *testing.T) {
 	if _, err := s.Open(ctx, "runs/none"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("open missing: %v", err)
 	}
-	if _, err := s.Put(ctx, "../escape", strings.NewReader("x"), Meta{}); err == nil {
+	if _, err := s.Put(ctx, "../escape", strings.NewReader("x"), vocab.ObjectMeta{}); err == nil {
 		t.Fatal("put outside the root accepted")
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
@@ -98,7 +100,7 @@ func TestLocalPutLeavesNothingOnFailure(t *testing.T) {
 	s, _ := NewLocal(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Put(ctx, "a/b.bin", strings.NewReader("data"), Meta{}); err == nil {
+	if _, err := s.Put(ctx, "a/b.bin", strings.NewReader("data"), vocab.ObjectMeta{}); err == nil {
 		t.Fatal("put with a cancelled context succeeded")
 	}
 	entries, _ := os.ReadDir(filepath.Join(dir, "a"))
@@ -109,7 +111,7 @@ func TestLocalPutLeavesNothingOnFailure(t *testing.T) {
 
 func TestLocalBehaviour(t *testing.T) {
 	t.Parallel()
-	testStoreBehaviour(t, func(t *testing.T, c Compression) Store {
+	testStoreBehaviour(t, func(t *testing.T, c Compression) vocab.Store {
 		s, err := NewLocal(t.TempDir(), WithLocalCompression(c))
 		if err != nil {
 			t.Fatal(err)
@@ -123,16 +125,16 @@ func TestLocalSidecars(t *testing.T) {
 	s, _ := NewLocal(dir)
 	ctx := context.Background()
 	body := strings.Repeat("line of text\n", 5000)
-	obj, err := s.Put(ctx, "a/b.txt", strings.NewReader(body), Meta{})
+	obj, err := s.Put(ctx, "a/b.txt", strings.NewReader(body), vocab.ObjectMeta{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var keys []string
-	s.List(ctx, "", func(e ListEntry) error { keys = append(keys, e.Key); return nil })
+	s.List(ctx, "", func(e vocab.ListEntry) error { keys = append(keys, e.Key); return nil })
 	if len(keys) != 1 || keys[0] != "a/b.txt" {
 		t.Errorf("List = %q, want only a/b.txt (no sidecar, no temporary file)", keys)
 	}
-	if _, err := s.Put(ctx, ".meta/a/b.txt.json", strings.NewReader("{}"), Meta{}); err == nil {
+	if _, err := s.Put(ctx, ".meta/a/b.txt.json", strings.NewReader("{}"), vocab.ObjectMeta{}); err == nil {
 		t.Error("a key in the sidecar tree was accepted")
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".meta", "a", "b.txt.json")); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // Instrument wraps s so its uploads are counted under backend ("local", "s3").
-func (m *Metrics) Instrument(s Store, backend string) *Instrumented {
+func (m *Metrics) Instrument(s vocab.Store, backend string) *Instrumented {
 	for _, reason := range []string{ReasonUnavailable, ReasonDenied, ReasonConflict, ReasonTooLarge, ReasonOther} {
 		m.failures.WithLabelValues(backend, reason) // every series from the start: rate() sees the first failure
 	}
@@ -60,7 +61,7 @@ func (m *Metrics) Instrument(s Store, backend string) *Instrumented {
 
 // Instrumented is a Store whose Put and PutStored are counted.
 type Instrumented struct {
-	Store
+	vocab.Store
 	m       *Metrics
 	backend string
 }
@@ -68,7 +69,7 @@ type Instrumented struct {
 var _ StoredPutter = (*Instrumented)(nil)
 
 // Put counts the upload or its failure.
-func (i *Instrumented) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
+func (i *Instrumented) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	obj, err := i.Store.Put(ctx, key, r, meta)
 	i.count(obj, err)
 	return obj, err
@@ -76,17 +77,17 @@ func (i *Instrumented) Put(ctx context.Context, key string, r io.Reader, meta Me
 
 // PutStored counts the upload or its failure; the wrapped store must be a
 // StoredPutter.
-func (i *Instrumented) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, error) {
+func (i *Instrumented) PutStored(ctx context.Context, obj vocab.Object, r io.Reader) (vocab.Object, error) {
 	sp, ok := i.Store.(StoredPutter)
 	if !ok {
-		return Object{}, fmt.Errorf("storage: the %s backend cannot take stored bytes", i.backend)
+		return vocab.Object{}, fmt.Errorf("storage: the %s backend cannot take stored bytes", i.backend)
 	}
 	up, err := sp.PutStored(ctx, obj, r)
 	i.count(up, err)
 	return up, err
 }
 
-func (i *Instrumented) count(obj Object, err error) {
+func (i *Instrumented) count(obj vocab.Object, err error) {
 	switch {
 	case err == nil && !obj.Pending:
 		i.m.bytes.WithLabelValues(i.backend).Add(float64(obj.Size))
@@ -102,7 +103,7 @@ func FailureReason(err error) string {
 	switch {
 	case errors.Is(err, ErrConflict):
 		return ReasonConflict
-	case errors.Is(err, ErrS3AccessDenied), errors.Is(err, ErrS3NoCredentials):
+	case errors.Is(err, vocab.ErrStoreAccessDenied), errors.Is(err, vocab.ErrStoreNoCredentials):
 		return ReasonDenied
 	}
 	var ae smithy.APIError
@@ -150,7 +151,7 @@ func (c *spoolCollector) Collect(ch chan<- prometheus.Metric) {
 	var oldest time.Time
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := c.s.Spooled(ctx, func(obj Object, at time.Time) error {
+	err := c.s.Spooled(ctx, func(obj vocab.Object, at time.Time) error {
 		files++
 		bytes += int(obj.Size)
 		if oldest.IsZero() || at.Before(oldest) {

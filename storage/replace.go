@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Meta.Replace is the one exception to "a key is written once": an object
@@ -20,8 +22,7 @@ import (
 // S3: a plain PUT, without If-None-Match. A new object carries no tags (S3
 // tags belong to an object version, and a PUT makes a new one), so a crash
 // between the upload and writeTags leaves an untagged object, which Stat
-// hashes: never the old object's hashes on the new bytes
-// (TestS3ReplaceDropsStaleTags proves both servers do so).
+// hashes: never the old object's hashes on the new bytes.
 //
 // Local: see replace.
 
@@ -41,34 +42,34 @@ import (
 // Two writers replacing one key at once may leave one's sidecar beside the
 // other's bytes; the runner rebuilds the manifest until what it wrote is
 // current (see runner/artifacts/manifest.go), so the last write carries the same bytes.
-func (l *Local) replace(ctx context.Context, key, p string, r io.Reader, meta Meta) (Object, error) {
+func (l *Local) replace(ctx context.Context, key, p string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	e, err := newEncoding(ctx, key, r, meta, CompressionNone)
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	defer e.Close()
 	tmp, err := writeTemp(filepath.Dir(p), e.Reader)
 	if err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
 	}
 	defer os.Remove(tmp) // a no-op once renamed
 	side := l.sidecar(key)
 	if err := os.Remove(side); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
 	} else if err == nil {
 		if err := syncDir(filepath.Dir(side)); err != nil {
-			return Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
+			return vocab.Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
 		}
 	}
 	if err := os.Rename(tmp, p); err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
 	}
 	if err := syncDir(filepath.Dir(p)); err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: replace %s: %w", key, err)
 	}
 	obj := e.Object()
 	if err := l.writeSidecar(obj); err != nil {
-		return Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("storage: replace %s: sidecar: %w", key, err)
 	}
 	return obj, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
@@ -16,17 +17,17 @@ import (
 // Stat, Open and List agreeing on the new bytes (same size as the old, so a
 // size check alone could not tell them apart), while a Put without Replace
 // of that key still conflicts.
-func testReplace(t *testing.T, s Store) {
+func testReplace(t *testing.T, s vocab.Store) {
 	ctx := context.Background()
 	key := "2026/12/01/VLLMSlowTTFT/r1/manifest.json"
 	v1 := []byte(`{"run":"r1","steps":[{"id":"scrape","status":"failed"}]}` + "\n")
 	v2 := []byte(`{"run":"r1","steps":[{"id":"scrape","status":"partial"}]}` + "\n")
 	v2 = v2[:len(v1)] // same length, different bytes
 	v2[len(v2)-1] = '\n'
-	if _, err := s.Put(ctx, key, bytes.NewReader(v1), Meta{Replace: true}); err != nil {
+	if _, err := s.Put(ctx, key, bytes.NewReader(v1), vocab.ObjectMeta{Replace: true}); err != nil {
 		t.Fatalf("first replace (no object yet): %v", err)
 	}
-	obj, err := s.Put(ctx, key, bytes.NewReader(v2), Meta{Replace: true})
+	obj, err := s.Put(ctx, key, bytes.NewReader(v2), vocab.ObjectMeta{Replace: true})
 	if err != nil {
 		t.Fatalf("replace: %v", err)
 	}
@@ -43,11 +44,11 @@ func testReplace(t *testing.T, s Store) {
 	if st.ContentType != "application/json" {
 		t.Errorf("content type %q, want application/json", st.ContentType)
 	}
-	if _, err := s.Put(ctx, key, bytes.NewReader(v1), Meta{}); !errors.Is(err, ErrConflict) {
+	if _, err := s.Put(ctx, key, bytes.NewReader(v1), vocab.ObjectMeta{}); !errors.Is(err, ErrConflict) {
 		t.Errorf("a Put without Replace over the replaced key gave %v, want ErrConflict", err)
 	}
 	var n int
-	s.List(ctx, "2026/12/01/VLLMSlowTTFT/r1/", func(ListEntry) error { n++; return nil })
+	s.List(ctx, "2026/12/01/VLLMSlowTTFT/r1/", func(vocab.ListEntry) error { n++; return nil })
 	if n != 1 {
 		t.Errorf("List under the run shows %d objects, want 1 (no temporary file)", n)
 	}
@@ -64,7 +65,7 @@ func TestLocalReplace(t *testing.T) {
 	ctx := context.Background()
 	key := "x/manifest.json"
 	body := bytes.Repeat([]byte(`{"a":1}`), 1000) // compressible text
-	if _, err := s.Put(ctx, key, bytes.NewReader(body), Meta{Replace: true}); err != nil {
+	if _, err := s.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{Replace: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(filepath.Join(dir, ".meta", "x", "manifest.json.json")); err != nil {
@@ -100,7 +101,7 @@ func TestS3ReplaceDropsStaleTags(t *testing.T) {
 			s := newS3(t, o)
 			key := "r/manifest.json"
 			old, fresh := []byte(`{"v":1}`), []byte(`{"v":2}`)
-			if _, err := s.Put(ctx, key, bytes.NewReader(old), Meta{Replace: true}); err != nil {
+			if _, err := s.Put(ctx, key, bytes.NewReader(old), vocab.ObjectMeta{Replace: true}); err != nil {
 				t.Fatal(err)
 			}
 			// The replace's PUT, without the tagging that follows it.

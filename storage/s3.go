@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
@@ -26,7 +27,7 @@ type S3 struct {
 	presig *s3.PresignClient
 }
 
-var _ Store = (*S3)(nil)
+var _ vocab.Store = (*S3)(nil)
 
 // NewS3 returns an S3 store for opts. It makes no request: call Check at
 // startup to verify the bucket and the credentials.
@@ -78,13 +79,13 @@ func (s *S3) where() string {
 // holds (see Store). No HEAD goes first: a key is put again only by a rare
 // retry, and every put would pay the round trip. After the upload the hashes
 // are written as tags.
-func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
+func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	if err := ValidKey(key); err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	e, err := newEncoding(ctx, key, r, meta, s.opts.Compression)
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	defer e.Close()
 	exists, err := s.upload(ctx, key, e.Reader, e.contentType, e.enc, meta.Replace)
@@ -92,11 +93,11 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Objec
 		return s.putExisting(ctx, key, e)
 	}
 	if err != nil {
-		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, classify(err))
+		return vocab.Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, classify(err))
 	}
 	obj := e.Object()
 	if err := s.writeTags(ctx, obj); err != nil {
-		return Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), key, classify(err))
+		return vocab.Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), key, classify(err))
 	}
 	return obj, nil
 }
@@ -144,13 +145,13 @@ func (s *S3) upload(ctx context.Context, key string, body io.Reader, contentType
 
 // putExisting hashes the rest of the new bytes without uploading them and
 // compares them with the stored object.
-func (s *S3) putExisting(ctx context.Context, key string, e *encoding) (Object, error) {
+func (s *S3) putExisting(ctx context.Context, key string, e *encoding) (vocab.Object, error) {
 	if _, err := io.Copy(io.Discard, e.Reader); err != nil {
-		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, err)
+		return vocab.Object{}, fmt.Errorf("%s: put %s: %w", s.where(), key, err)
 	}
 	stored, err := s.Stat(ctx, key)
 	if err != nil {
-		return Object{}, fmt.Errorf("put %s: key exists: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("put %s: key exists: %w", key, err)
 	}
 	return sameContent(key, stored, e.Object())
 }
@@ -172,14 +173,14 @@ func (s *S3) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 // OpenStored reads the stored bytes and their description.
-func (s *S3) OpenStored(ctx context.Context, key string) (io.ReadCloser, Object, error) {
+func (s *S3) OpenStored(ctx context.Context, key string) (io.ReadCloser, vocab.Object, error) {
 	obj, err := s.Stat(ctx, key)
 	if err != nil {
-		return nil, Object{}, err
+		return nil, vocab.Object{}, err
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(s.full(key))})
 	if err != nil {
-		return nil, Object{}, s.notFoundOr(key, "open", err)
+		return nil, vocab.Object{}, s.notFoundOr(key, "open", err)
 	}
 	return out.Body, obj, nil
 }
@@ -233,7 +234,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 }
 
 // List pages through ListObjectsV2 below Prefix/prefix.
-func (s *S3) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+func (s *S3) List(ctx context.Context, prefix string, fn func(vocab.ListEntry) error) error {
 	if err := ValidPrefix(prefix); err != nil {
 		return err
 	}
@@ -252,7 +253,7 @@ func (s *S3) List(ctx context.Context, prefix string, fn func(ListEntry) error) 
 		}
 		for _, o := range page.Contents {
 			k := strings.TrimPrefix(aws.ToString(o.Key), strip)
-			if err := fn(ListEntry{Key: k, Size: aws.ToInt64(o.Size)}); err != nil {
+			if err := fn(vocab.ListEntry{Key: k, Size: aws.ToInt64(o.Size)}); err != nil {
 				return err
 			}
 		}
@@ -280,9 +281,9 @@ func (s *S3) notFoundOr(key, op string, err error) error {
 // bytes would have stored. The bytes are hashed on the way: when they do not
 // match obj.Size and obj.SHA256 the last read fails, the upload is aborted
 // and nothing is stored.
-func (s *S3) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, error) {
+func (s *S3) PutStored(ctx context.Context, obj vocab.Object, r io.Reader) (vocab.Object, error) {
 	if err := ValidKey(obj.Key); err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	obj.Pending = false
 	body := &verifyingReader{r: ctxReader{ctx, r}, c: newCounter(), want: obj}
@@ -290,15 +291,15 @@ func (s *S3) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, er
 	if exists {
 		stored, serr := s.Stat(ctx, obj.Key)
 		if serr != nil {
-			return Object{}, fmt.Errorf("put %s: key exists: %w", obj.Key, serr)
+			return vocab.Object{}, fmt.Errorf("put %s: key exists: %w", obj.Key, serr)
 		}
 		return sameContent(obj.Key, stored, obj)
 	}
 	if err != nil {
-		return Object{}, fmt.Errorf("%s: put %s: %w", s.where(), obj.Key, classify(err))
+		return vocab.Object{}, fmt.Errorf("%s: put %s: %w", s.where(), obj.Key, classify(err))
 	}
 	if err := s.writeTags(ctx, obj); err != nil {
-		return Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), obj.Key, classify(err))
+		return vocab.Object{}, fmt.Errorf("%s: put %s: stored, but recording its sha256 in tags failed: %w", s.where(), obj.Key, classify(err))
 	}
 	return obj, nil
 }
@@ -309,7 +310,7 @@ func (s *S3) PutStored(ctx context.Context, obj Object, r io.Reader) (Object, er
 type verifyingReader struct {
 	r    io.Reader
 	c    *counter
-	want Object
+	want vocab.Object
 }
 
 func (v *verifyingReader) Read(p []byte) (int, error) {

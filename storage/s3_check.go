@@ -38,24 +38,11 @@ func (s *S3) Check(ctx context.Context) error {
 		if lerr != nil && reasonOf(lerr) != nil {
 			err = lerr
 		} else if isNotFound(err) {
-			return fmt.Errorf("%s: %w", s.where(), &classifiedError{ErrS3NoBucket, err})
+			return fmt.Errorf("%s: %w", s.where(), &classifiedError{vocab.ErrStoreNoBucket, err})
 		}
 	}
 	return fmt.Errorf("%s: %w", s.where(), classify(err))
 }
-
-// The reasons an S3 error is given when a person must fix something;
-// errors.Is(err, ErrS3AccessDenied) and its siblings let callers act on them.
-// They are the step vocabulary's store errors (vocab.ErrStore*), so
-// vocab.Classify knows them without importing storage.
-var (
-	ErrS3AccessDenied  = vocab.ErrStoreAccessDenied
-	ErrS3NoBucket      = vocab.ErrStoreNoBucket
-	ErrS3WrongRegion   = vocab.ErrStoreWrongRegion
-	ErrS3Unreachable   = vocab.ErrStoreUnreachable
-	ErrS3NoCredentials = vocab.ErrStoreNoCredentials
-	ErrS3BadRequest    = vocab.ErrStoreBadRequest
-)
 
 // classifiedError puts a reason before the SDK's error, keeping both for errors.Is.
 type classifiedError struct {
@@ -78,30 +65,30 @@ func reasonOf(err error) error {
 	if errors.As(err, &re) {
 		switch re.HTTPStatusCode() {
 		case http.StatusForbidden, http.StatusUnauthorized:
-			return ErrS3AccessDenied
+			return vocab.ErrStoreAccessDenied
 		case http.StatusMovedPermanently:
-			return ErrS3WrongRegion
+			return vocab.ErrStoreWrongRegion
 		case http.StatusBadRequest:
 			var ae smithy.APIError
 			if errors.As(err, &ae) && ae.ErrorCode() == "AuthorizationHeaderMalformed" {
-				return ErrS3WrongRegion
+				return vocab.ErrStoreWrongRegion
 			}
-			return ErrS3BadRequest
+			return vocab.ErrStoreBadRequest
 		}
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
 		case "NoSuchBucket":
-			return ErrS3NoBucket
+			return vocab.ErrStoreNoBucket
 		// XAdminUserNotFound: versitygw's answer (a 404) to an unknown access key.
 		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "XAdminUserNotFound":
-			return ErrS3AccessDenied
+			return vocab.ErrStoreAccessDenied
 		}
 	}
 	var se *v4.SigningError // nothing to sign with: not a network problem
 	if errors.As(err, &se) && strings.Contains(se.Error(), "retrieve credentials") {
-		return ErrS3NoCredentials
+		return vocab.ErrStoreNoCredentials
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil // the caller stopped or ran out of time: not the endpoint's fault
@@ -109,7 +96,7 @@ func reasonOf(err error) error {
 	var ne net.Error
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.As(err, &ne) {
-		return ErrS3Unreachable
+		return vocab.ErrStoreUnreachable
 	}
 	return nil
 }

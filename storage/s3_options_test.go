@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestS3OptionsValidate(t *testing.T) {
@@ -77,7 +79,7 @@ func TestS3PutRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(context.Background(), "k/x.json", strings.NewReader(`{"a":1}`), Meta{}); err != nil {
+	if _, err := s.Put(context.Background(), "k/x.json", strings.NewReader(`{"a":1}`), vocab.ObjectMeta{}); err != nil {
 		t.Fatal(err)
 	}
 	put := got["PUT x-id=PutObject"]

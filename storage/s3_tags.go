@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -21,7 +22,7 @@ const (
 )
 
 // writeTags records obj's hashes and sizes on the stored object.
-func (s *S3) writeTags(ctx context.Context, obj Object) error {
+func (s *S3) writeTags(ctx context.Context, obj vocab.Object) error {
 	tags := []types.Tag{
 		{Key: aws.String(tagSHA256), Value: aws.String(obj.SHA256)},
 		{Key: aws.String(tagSize), Value: aws.String(strconv.FormatInt(obj.Size, 10))},
@@ -44,23 +45,23 @@ func (s *S3) writeTags(ctx context.Context, obj Object) error {
 // the tagging, or an object written by something else) it hashes the stored
 // bytes, and repairs the tags when it can: the SHA256 returned is always true
 // of what is stored.
-func (s *S3) Stat(ctx context.Context, key string) (Object, error) {
+func (s *S3) Stat(ctx context.Context, key string) (vocab.Object, error) {
 	if err := ValidKey(key); err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	full := s.full(key)
 	h, err := s.head(ctx, full)
 	if err != nil {
-		return Object{}, s.notFoundOr(key, "stat", err)
+		return vocab.Object{}, s.notFoundOr(key, "stat", err)
 	}
-	obj := Object{Key: key, Size: aws.ToInt64(h.ContentLength), ContentType: aws.ToString(h.ContentType),
+	obj := vocab.Object{Key: key, Size: aws.ToInt64(h.ContentLength), ContentType: aws.ToString(h.ContentType),
 		ContentEncoding: aws.ToString(h.ContentEncoding)}
 	if obj.ContentEncoding != string(CompressionGzip) && obj.ContentEncoding != string(CompressionZstd) {
 		obj.ContentEncoding = "" // not ours to decode
 	}
 	t, err := s.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(full)})
 	if err != nil {
-		return Object{}, s.notFoundOr(key, "stat: tags", err)
+		return vocab.Object{}, s.notFoundOr(key, "stat: tags", err)
 	}
 	tags := map[string]string{}
 	for _, tg := range t.TagSet {
@@ -76,7 +77,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Object, error) {
 		return obj, nil
 	}
 	if err := s.hashStored(ctx, &obj); err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	_ = s.writeTags(ctx, obj) // best effort: the next Stat hashes again if it failed
 	return obj, nil
@@ -84,7 +85,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Object, error) {
 
 // hashStored fills obj's hashes by reading the stored object (and decoding
 // it, when it carries an encoding).
-func (s *S3) hashStored(ctx context.Context, obj *Object) error {
+func (s *S3) hashStored(ctx context.Context, obj *vocab.Object) error {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.opts.Bucket), Key: aws.String(s.full(obj.Key))})
 	if err != nil {
 		return s.notFoundOr(obj.Key, "stat: hash", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -53,7 +54,7 @@ func TestS3Behaviour(t *testing.T) {
 	t.Parallel()
 	for _, srv := range s3Servers(t) {
 		t.Run(srv.Name, func(t *testing.T) {
-			testStoreBehaviour(t, func(t *testing.T, c Compression) Store {
+			testStoreBehaviour(t, func(t *testing.T, c Compression) vocab.Store {
 				o := s3Options(srv)
 				o.Compression = c
 				s := newS3(t, o)
@@ -75,7 +76,7 @@ func TestS3ObjectsAsOthersSeeThem(t *testing.T) {
 			s := newS3(t, o)
 			text := spanJSON(1 << 20)
 			key := "2026/12/01/VLLMHighTTFT/r1/p/traces/slowest.json"
-			obj, err := s.Put(ctx, key, bytes.NewReader(text), Meta{})
+			obj, err := s.Put(ctx, key, bytes.NewReader(text), vocab.ObjectMeta{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,13 +168,13 @@ func TestS3CheckSaysWhatIsWrong(t *testing.T) {
 				reason error
 				want   string
 			}{
-				{"wrong secret key", func(o *S3Options) { o.SecretAccessKey = wrongSecret }, ErrS3AccessDenied,
+				{"wrong secret key", func(o *S3Options) { o.SecretAccessKey = wrongSecret }, vocab.ErrStoreAccessDenied,
 					fmt.Sprintf("s3 bucket %s at %s: access denied (check the keys", srv.Bucket, srv.Endpoint)},
-				{"unknown access key", func(o *S3Options) { o.AccessKeyID = "AKNOSUCHKEY0000000" }, ErrS3AccessDenied,
+				{"unknown access key", func(o *S3Options) { o.AccessKeyID = "AKNOSUCHKEY0000000" }, vocab.ErrStoreAccessDenied,
 					fmt.Sprintf("s3 bucket %s at %s: access denied (check the keys", srv.Bucket, srv.Endpoint)},
-				{"no such bucket", func(o *S3Options) { o.Bucket = "no-such-bucket" }, ErrS3NoBucket,
+				{"no such bucket", func(o *S3Options) { o.Bucket = "no-such-bucket" }, vocab.ErrStoreNoBucket,
 					fmt.Sprintf("s3 bucket no-such-bucket at %s: no such bucket", srv.Endpoint)},
-				{"nothing listening", func(o *S3Options) { o.Endpoint = "http://127.0.0.1:1" }, ErrS3Unreachable,
+				{"nothing listening", func(o *S3Options) { o.Endpoint = "http://127.0.0.1:1" }, vocab.ErrStoreUnreachable,
 					fmt.Sprintf("s3 bucket %s at http://127.0.0.1:1: endpoint unreachable", srv.Bucket)},
 			}
 			for _, c := range cases {
@@ -222,7 +223,7 @@ func TestS3ServersRefuseAnOverwrite(t *testing.T) {
 			for name, size := range map[string]int{"single part": 1 << 10, "multipart": 2*MinPartSize + 1} {
 				key := "race/" + strings.ReplaceAll(name, " ", "-")
 				body := randomBytes(size)
-				if _, err := s.Put(ctx, key, bytes.NewReader(body), Meta{}); err != nil {
+				if _, err := s.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{}); err != nil {
 					t.Fatal(err)
 				}
 				_, err := s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(s.full(key)),

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/autocapture/autocapture/vocab"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -21,10 +22,10 @@ import (
 // StoredPutter is a store that can take bytes already encoded (a spooled
 // object) as they are: *S3, and the Instrumented wrapper around it.
 type StoredPutter interface {
-	Store
+	vocab.Store
 	// PutStored uploads r, the stored bytes obj describes, under obj.Key, as
 	// they are (see (*S3).PutStored).
-	PutStored(ctx context.Context, obj Object, r io.Reader) (Object, error)
+	PutStored(ctx context.Context, obj vocab.Object, r io.Reader) (vocab.Object, error)
 }
 
 // Spool keeps artifacts on local disk while the primary store (an S3 bucket)
@@ -38,8 +39,7 @@ type StoredPutter interface {
 // would have to keep writing the rest after the upload died mid-part); the
 // upload then reads a local file of known size and sha256, which is also what
 // a late upload reads, so both paths move the same stored bytes and memory
-// stays bounded by the upload's part buffers (the spool write streams). The
-// cost is one local write and fsync per artifact, small next to the upload.
+// stays bounded by the upload's part buffers (the spool write streams).
 //
 // When the upload fails because the primary is unavailable (see Unavailable)
 // the file stays, Put returns its Object with Pending set and calls the
@@ -52,10 +52,7 @@ type StoredPutter interface {
 // For a while after an unavailable failure (DownFor), Put spools without
 // trying the primary first, so steps do not each wait out the SDK's retries
 // against a store that is down; a successful upload ends that at once.
-//
-// Open, OpenStored and Stat read the spool when the primary does not have the
-// key (or cannot be reached); Link, Delete and List go to the primary (Delete
-// removes a spooled copy too; List shows uploaded objects only).
+// Reads fall back to the spool; Link, Delete and List go to the primary.
 type Spool struct {
 	primary StoredPutter
 	local   *Local
@@ -66,12 +63,12 @@ type Spool struct {
 	mu        sync.Mutex
 	downUntil time.Time
 	inFlight  map[string]int // keys a Put is writing or uploading now
-	onSpool   func(ctx context.Context, obj Object)
+	onSpool   func(ctx context.Context, obj vocab.Object)
 	now       func() time.Time
 }
 
 var (
-	_ Store        = (*Spool)(nil)
+	_ vocab.Store  = (*Spool)(nil)
 	_ StoredPutter = (*S3)(nil)
 )
 
@@ -94,7 +91,7 @@ func (s *Spool) Primary() StoredPutter { return s.primary }
 
 // OnSpool sets the hook Put calls after it kept an object in the spool (the
 // file is durable by then). It may be called concurrently.
-func (s *Spool) OnSpool(fn func(ctx context.Context, obj Object)) {
+func (s *Spool) OnSpool(fn func(ctx context.Context, obj vocab.Object)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onSpool = fn
@@ -102,9 +99,9 @@ func (s *Spool) OnSpool(fn func(ctx context.Context, obj Object)) {
 
 // Put stores r under key: in the primary when it answers, else in the spool
 // with Object.Pending set (see Spool).
-func (s *Spool) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Object, error) {
+func (s *Spool) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	if err := ValidKey(key); err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	if meta.Replace {
 		// A rewritable object (the run's manifest) is derived data its writer
@@ -118,7 +115,7 @@ func (s *Spool) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 	existed := statErr == nil // spooled already (a re-put of a pending key): never removed here
 	obj, err := s.local.Put(ctx, key, r, meta)
 	if err != nil {
-		return Object{}, fmt.Errorf("spool %s: %w", s.local.Root(), err)
+		return vocab.Object{}, fmt.Errorf("spool %s: %w", s.local.Root(), err)
 	}
 	var upErr error
 	if s.skipPrimary() {
@@ -134,7 +131,7 @@ func (s *Spool) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 		if !existed {
 			_ = s.local.Delete(context.WithoutCancel(ctx), key)
 		}
-		return Object{}, upErr
+		return vocab.Object{}, upErr
 	}
 	s.markDown()
 	obj.Pending = true
@@ -149,7 +146,7 @@ func (s *Spool) Put(ctx context.Context, key string, r io.Reader, meta Meta) (Ob
 
 // errSkipped stands for the upload Put did not try because the primary was
 // unavailable moments ago.
-var errSkipped = fmt.Errorf("%w: it failed moments ago; spooled without trying", ErrS3Unreachable)
+var errSkipped = fmt.Errorf("%w: it failed moments ago; spooled without trying", vocab.ErrStoreUnreachable)
 
 // Upload moves the spooled key to the primary: the stored bytes and their
 // description as they are, then deletes the spool file. Uploading a key the
@@ -157,23 +154,23 @@ var errSkipped = fmt.Errorf("%w: it failed moments ago; spooled without trying",
 // crash after an upload, before the spool file was deleted). A key that is
 // no longer spooled is success when the primary holds it (another Put or
 // upload got there first), else ErrNotFound.
-func (s *Spool) Upload(ctx context.Context, key string) (Object, error) {
+func (s *Spool) Upload(ctx context.Context, key string) (vocab.Object, error) {
 	obj, err := s.local.Stat(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		stored, serr := s.primary.Stat(ctx, key)
 		if serr != nil {
-			return Object{}, fmt.Errorf("upload %s: not in the spool %s, and the store: %w", key, s.local.Root(), serr)
+			return vocab.Object{}, fmt.Errorf("upload %s: not in the spool %s, and the store: %w", key, s.local.Root(), serr)
 		}
 		return stored, nil
 	} else if err != nil {
-		return Object{}, fmt.Errorf("upload %s: %w", key, err)
+		return vocab.Object{}, fmt.Errorf("upload %s: %w", key, err)
 	}
 	up, err := s.upload(ctx, obj)
 	if err != nil {
 		if ctx.Err() == nil && Unavailable(err) {
 			s.markDown()
 		}
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	return up, nil
 }
@@ -181,34 +178,34 @@ func (s *Spool) Upload(ctx context.Context, key string) (Object, error) {
 // upload puts the spool file of obj into the primary as it is and, once the
 // primary holds it, deletes the file (a crash in between leaves a file whose
 // re-upload is an idempotent success).
-func (s *Spool) upload(ctx context.Context, obj Object) (Object, error) {
+func (s *Spool) upload(ctx context.Context, obj vocab.Object) (vocab.Object, error) {
 	rc, stored, err := s.local.OpenStored(ctx, obj.Key)
 	if err != nil {
-		return Object{}, fmt.Errorf("upload %s: %w", obj.Key, err)
+		return vocab.Object{}, fmt.Errorf("upload %s: %w", obj.Key, err)
 	}
 	up, err := s.primary.PutStored(ctx, stored, rc)
 	rc.Close()
 	if err != nil {
-		return Object{}, err
+		return vocab.Object{}, err
 	}
 	s.mu.Lock()
 	s.downUntil = time.Time{}
 	s.mu.Unlock()
 	if err := s.local.Delete(context.WithoutCancel(ctx), obj.Key); err != nil {
-		return Object{}, fmt.Errorf("uploaded %s, but removing its spool file failed: %w", obj.Key, err)
+		return vocab.Object{}, fmt.Errorf("uploaded %s, but removing its spool file failed: %w", obj.Key, err)
 	}
 	return up, nil
 }
 
 // Spooled calls fn for each object kept in the spool, oldest first, except
 // those a Put is writing or uploading right now. mtime is when it was spooled.
-func (s *Spool) Spooled(ctx context.Context, fn func(obj Object, spooled time.Time) error) error {
+func (s *Spool) Spooled(ctx context.Context, fn func(obj vocab.Object, spooled time.Time) error) error {
 	type entry struct {
-		obj Object
+		obj vocab.Object
 		at  time.Time
 	}
 	var all []entry
-	err := s.local.List(ctx, "", func(e ListEntry) error {
+	err := s.local.List(ctx, "", func(e vocab.ListEntry) error {
 		if s.busy(e.Key) {
 			return nil
 		}
@@ -259,7 +256,7 @@ func (s *Spool) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 
 // OpenStored reads key's stored bytes from the primary, else from the spool
 // (the Object then has Pending set).
-func (s *Spool) OpenStored(ctx context.Context, key string) (io.ReadCloser, Object, error) {
+func (s *Spool) OpenStored(ctx context.Context, key string) (io.ReadCloser, vocab.Object, error) {
 	rc, obj, err := s.primary.OpenStored(ctx, key)
 	if err != nil && s.Has(ctx, key) {
 		rc, obj, err = s.local.OpenStored(ctx, key)
@@ -269,7 +266,7 @@ func (s *Spool) OpenStored(ctx context.Context, key string) (io.ReadCloser, Obje
 }
 
 // Stat describes key from the primary, else from the spool (Pending set).
-func (s *Spool) Stat(ctx context.Context, key string) (Object, error) {
+func (s *Spool) Stat(ctx context.Context, key string) (vocab.Object, error) {
 	obj, err := s.primary.Stat(ctx, key)
 	if err != nil && s.Has(ctx, key) {
 		obj, err = s.local.Stat(ctx, key)
@@ -293,7 +290,7 @@ func (s *Spool) Delete(ctx context.Context, key string) error {
 }
 
 // List lists the primary: uploaded objects only.
-func (s *Spool) List(ctx context.Context, prefix string, fn func(ListEntry) error) error {
+func (s *Spool) List(ctx context.Context, prefix string, fn func(vocab.ListEntry) error) error {
 	return s.primary.List(ctx, prefix, fn)
 }
 
@@ -341,10 +338,10 @@ func (s *Spool) markDown() {
 func Unavailable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrConflict),
-		errors.Is(err, ErrS3AccessDenied), errors.Is(err, ErrS3NoBucket), errors.Is(err, ErrS3WrongRegion),
-		errors.Is(err, ErrS3NoCredentials), errors.Is(err, ErrS3BadRequest):
+		errors.Is(err, vocab.ErrStoreAccessDenied), errors.Is(err, vocab.ErrStoreNoBucket), errors.Is(err, vocab.ErrStoreWrongRegion),
+		errors.Is(err, vocab.ErrStoreNoCredentials), errors.Is(err, vocab.ErrStoreBadRequest):
 		return false
-	case errors.Is(err, ErrS3Unreachable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, vocab.ErrStoreUnreachable), errors.Is(err, context.DeadlineExceeded):
 		return true
 	}
 	var re *smithyhttp.ResponseError

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // newSpoolFor wraps an instrumented S3 store of srv in a spool under a
@@ -42,25 +43,25 @@ func newSpoolFor(t *testing.T, o S3Options) (*Spool, *Metrics, *spooledLog) {
 
 type spooledLog struct {
 	mu   sync.Mutex
-	objs []Object
+	objs []vocab.Object
 }
 
-func (l *spooledLog) add(_ context.Context, obj Object) {
+func (l *spooledLog) add(_ context.Context, obj vocab.Object) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.objs = append(l.objs, obj)
 }
 
-func (l *spooledLog) all() []Object {
+func (l *spooledLog) all() []vocab.Object {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]Object(nil), l.objs...)
+	return append([]vocab.Object(nil), l.objs...)
 }
 
 func spoolKeys(t *testing.T, sp *Spool) []string {
 	t.Helper()
 	var keys []string
-	if err := sp.Spooled(context.Background(), func(o Object, _ time.Time) error {
+	if err := sp.Spooled(context.Background(), func(o vocab.Object, _ time.Time) error {
 		keys = append(keys, o.Key)
 		return nil
 	}); err != nil {
@@ -88,7 +89,7 @@ func TestSpoolKeepsWhatAnOutageWouldLose(t *testing.T) {
 			sp, m, log := newSpoolFor(t, o)
 			sp.DownFor = -1 // every Put tries the primary: the test sees each failure
 			text := spanJSON(1 << 20)
-			direct, err := sp.Put(ctx, "run/direct/traces.json", onlyReader{bytes.NewReader(text)}, Meta{})
+			direct, err := sp.Put(ctx, "run/direct/traces.json", onlyReader{bytes.NewReader(text)}, vocab.ObjectMeta{})
 			if err != nil || direct.Pending || direct.ContentEncoding != "gzip" {
 				t.Fatalf("Put with the store up = %+v, %v; want a gzip object, not pending", direct, err)
 			}
@@ -98,7 +99,7 @@ func TestSpoolKeepsWhatAnOutageWouldLose(t *testing.T) {
 
 			srv.Proc.Stop()
 			key := "run/spooled/traces.json"
-			pending, err := sp.Put(ctx, key, onlyReader{bytes.NewReader(text)}, Meta{})
+			pending, err := sp.Put(ctx, key, onlyReader{bytes.NewReader(text)}, vocab.ObjectMeta{})
 			if err != nil || !pending.Pending {
 				t.Fatalf("Put with the store down = %+v, %v; want a pending object", pending, err)
 			}
@@ -148,7 +149,7 @@ func TestSpoolKeepsWhatAnOutageWouldLose(t *testing.T) {
 			}
 
 			t.Run("uploaded, spool file not deleted: the re-upload is an idempotent success", func(t *testing.T) {
-				if _, err := sp.local.Put(ctx, key, bytes.NewReader(text), Meta{}); err != nil {
+				if _, err := sp.local.Put(ctx, key, bytes.NewReader(text), vocab.ObjectMeta{}); err != nil {
 					t.Fatal(err)
 				}
 				again, err := sp.Upload(ctx, key)
@@ -168,7 +169,7 @@ func TestSpoolKeepsWhatAnOutageWouldLose(t *testing.T) {
 				}
 			})
 			t.Run("the key holds other content: a conflict, never an overwrite", func(t *testing.T) {
-				if _, err := sp.local.Put(ctx, key, bytes.NewReader(spanJSON(1000)), Meta{}); err != nil {
+				if _, err := sp.local.Put(ctx, key, bytes.NewReader(spanJSON(1000)), vocab.ObjectMeta{}); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := sp.Upload(ctx, key); !errors.Is(err, ErrConflict) {
@@ -190,8 +191,8 @@ func TestSpoolRefusesAConfigError(t *testing.T) {
 	o := s3Options(srv)
 	o.SecretAccessKey = "wrong-" + o.SecretAccessKey[6:]
 	sp, m, log := newSpoolFor(t, o)
-	_, err := sp.Put(context.Background(), "run/denied/x.json", strings.NewReader(`{"a":1}`), Meta{})
-	if !errors.Is(err, ErrS3AccessDenied) || !strings.Contains(err.Error(), fmt.Sprintf("s3 bucket %s at %s", srv.Bucket, srv.Endpoint)) {
+	_, err := sp.Put(context.Background(), "run/denied/x.json", strings.NewReader(`{"a":1}`), vocab.ObjectMeta{})
+	if !errors.Is(err, vocab.ErrStoreAccessDenied) || !strings.Contains(err.Error(), fmt.Sprintf("s3 bucket %s at %s", srv.Bucket, srv.Endpoint)) {
 		t.Errorf("Put with a wrong secret = %v; want access denied naming bucket and endpoint", err)
 	}
 	if keys := spoolKeys(t, sp); len(keys) != 0 || len(log.all()) != 0 {
@@ -209,7 +210,7 @@ func TestPutStoredRefusesBytesThatAreNotTheRecordedOnes(t *testing.T) {
 	srv := testenv.StartVersityGW(t)
 	s := newS3(t, s3Options(srv))
 	body := randomBytes(1 << 10)
-	obj := Object{Key: "run/x/blob.bin", Size: int64(len(body)), SHA256: sum(body), ContentType: "application/octet-stream"}
+	obj := vocab.Object{Key: "run/x/blob.bin", Size: int64(len(body)), SHA256: sum(body), ContentType: "application/octet-stream"}
 	bad := append([]byte{}, body...)
 	bad[10] ^= 1
 	if _, err := s.PutStored(ctx, obj, bytes.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "not the 1024 bytes") {
@@ -230,9 +231,9 @@ type fakePrimary struct {
 	calls int
 }
 
-func (f *fakePrimary) PutStored(context.Context, Object, io.Reader) (Object, error) {
+func (f *fakePrimary) PutStored(context.Context, vocab.Object, io.Reader) (vocab.Object, error) {
 	f.calls++
-	return Object{}, f.err
+	return vocab.Object{}, f.err
 }
 
 // TestSpoolSpoolsOnlyOutages: which upload errors keep the bytes (an outage)
@@ -250,12 +251,12 @@ func TestSpoolSpoolsOnlyOutages(t *testing.T) {
 		{"503", status(503), false, true},
 		{"500", status(500), false, true},
 		{"429", status(429), false, true},
-		{"unreachable", fmt.Errorf("put: %w", &classifiedError{ErrS3Unreachable, errors.New("dial tcp: connection refused")}), false, true},
+		{"unreachable", fmt.Errorf("put: %w", &classifiedError{vocab.ErrStoreUnreachable, errors.New("dial tcp: connection refused")}), false, true},
 		{"timeout", fmt.Errorf("put: %w", context.DeadlineExceeded), false, true},
 		{"conflict", fmt.Errorf("%w: k", ErrConflict), false, false},
-		{"denied", &classifiedError{ErrS3AccessDenied, status(403)}, false, false},
-		{"bad request", &classifiedError{ErrS3BadRequest, status(400)}, false, false},
-		{"no bucket", &classifiedError{ErrS3NoBucket, status(404)}, false, false},
+		{"denied", &classifiedError{vocab.ErrStoreAccessDenied, status(403)}, false, false},
+		{"bad request", &classifiedError{vocab.ErrStoreBadRequest, status(400)}, false, false},
+		{"no bucket", &classifiedError{vocab.ErrStoreNoBucket, status(404)}, false, false},
 		{"cancelled", context.Canceled, true, false},
 		{"down, but the caller's context ended", status(503), true, false},
 	}
@@ -270,7 +271,7 @@ func TestSpoolSpoolsOnlyOutages(t *testing.T) {
 			if c.cancel {
 				sp.primary = &cancelling{fakePrimary{err: c.err}, cancel}
 			}
-			obj, err := sp.Put(ctx, "a/b.json", strings.NewReader(`{"x":1}`), Meta{})
+			obj, err := sp.Put(ctx, "a/b.json", strings.NewReader(`{"x":1}`), vocab.ObjectMeta{})
 			if got := err == nil && obj.Pending; got != c.spool {
 				t.Errorf("Put = %+v, %v; spooled %v, want %v", obj, err, got, c.spool)
 			}
@@ -283,7 +284,7 @@ func TestSpoolSpoolsOnlyOutages(t *testing.T) {
 		f := &fakePrimary{err: status(503)}
 		sp, _ := NewSpool(f, t.TempDir(), CompressionGzip)
 		for _, k := range []string{"a/1.json", "a/2.json"} {
-			if obj, err := sp.Put(context.Background(), k, strings.NewReader(`{}`), Meta{}); err != nil || !obj.Pending {
+			if obj, err := sp.Put(context.Background(), k, strings.NewReader(`{}`), vocab.ObjectMeta{}); err != nil || !obj.Pending {
 				t.Fatalf("Put %s = %+v, %v", k, obj, err)
 			}
 		}
@@ -295,11 +296,11 @@ func TestSpoolSpoolsOnlyOutages(t *testing.T) {
 		f := &fakePrimary{err: status(503)}
 		sp, _ := NewSpool(f, t.TempDir(), CompressionGzip)
 		sp.DownFor = -1
-		if _, err := sp.Put(context.Background(), "a/1.json", strings.NewReader(`{}`), Meta{}); err != nil {
+		if _, err := sp.Put(context.Background(), "a/1.json", strings.NewReader(`{}`), vocab.ObjectMeta{}); err != nil {
 			t.Fatal(err)
 		}
-		f.err = &classifiedError{ErrS3AccessDenied, status(403)}
-		if _, err := sp.Put(context.Background(), "a/1.json", strings.NewReader(`{}`), Meta{}); err == nil {
+		f.err = &classifiedError{vocab.ErrStoreAccessDenied, status(403)}
+		if _, err := sp.Put(context.Background(), "a/1.json", strings.NewReader(`{}`), vocab.ObjectMeta{}); err == nil {
 			t.Fatal("Put passed")
 		}
 		if !sp.Has(context.Background(), "a/1.json") {
@@ -314,7 +315,7 @@ type cancelling struct {
 	cancel func()
 }
 
-func (c *cancelling) PutStored(ctx context.Context, o Object, r io.Reader) (Object, error) {
+func (c *cancelling) PutStored(ctx context.Context, o vocab.Object, r io.Reader) (vocab.Object, error) {
 	c.cancel()
 	return c.fakePrimary.PutStored(ctx, o, r)
 }
@@ -330,7 +331,7 @@ func TestSpoolGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"a/1.bin", "a/2.bin"} {
-		if _, err := sp.Put(context.Background(), k, bytes.NewReader(make([]byte, 100)), Meta{}); err != nil {
+		if _, err := sp.Put(context.Background(), k, bytes.NewReader(make([]byte, 100)), vocab.ObjectMeta{}); err != nil {
 			t.Fatal(err)
 		}
 	}

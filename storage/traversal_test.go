@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Path traversal through label values into keys (issue 15, "Hostile
@@ -77,7 +78,7 @@ func TestLocalKeepsHostileLabelsUnderItsRoot(t *testing.T) {
 	puts := 0
 	for _, p := range hostilePaths() {
 		key := ArtifactKey(p)
-		if _, err := s.Put(ctx, key, strings.NewReader("{}"), Meta{ContentType: "application/json"}); err != nil {
+		if _, err := s.Put(ctx, key, strings.NewReader("{}"), vocab.ObjectMeta{ContentType: "application/json"}); err != nil {
 			t.Errorf("Put(%q) for %+v: %v", key, p, err)
 			continue
 		}
@@ -87,7 +88,7 @@ func TestLocalKeepsHostileLabelsUnderItsRoot(t *testing.T) {
 		t.Errorf("the folder around the root holds %v, want only store/", got)
 	}
 	listed := 0
-	if err := s.List(ctx, "", func(e ListEntry) error {
+	if err := s.List(ctx, "", func(e vocab.ListEntry) error {
 		listed++
 		if ValidKey(e.Key) != nil || !strings.HasPrefix(e.Key, "2026/12/01/") {
 			t.Errorf("listed %q", e.Key)
@@ -120,7 +121,7 @@ func TestLocalRefusesEscapingKeys(t *testing.T) {
 	before := tree(t, parent)
 	ctx := context.Background()
 	for _, k := range escapingKeys {
-		if _, err := s.Put(ctx, k, strings.NewReader("x"), Meta{}); err == nil {
+		if _, err := s.Put(ctx, k, strings.NewReader("x"), vocab.ObjectMeta{}); err == nil {
 			t.Errorf("Put(%q) accepted", k)
 		}
 		if _, err := s.Stat(ctx, k); err == nil {
@@ -138,7 +139,7 @@ func TestLocalRefusesEscapingKeys(t *testing.T) {
 		}
 	}
 	for _, prefix := range []string{"../", "../out", "a/../../", "/", `..\`} {
-		err := s.List(ctx, prefix, func(e ListEntry) error {
+		err := s.List(ctx, prefix, func(e vocab.ListEntry) error {
 			t.Errorf("List(%q) yielded %q", prefix, e.Key)
 			return nil
 		})
@@ -168,14 +169,14 @@ func TestS3KeepsHostileLabelsUnderItsPrefix(t *testing.T) {
 	puts := 0
 	for _, p := range hostilePaths() {
 		key := ArtifactKey(p)
-		if _, err := s.Put(ctx, key, strings.NewReader("{}"), Meta{ContentType: "application/json"}); err != nil {
+		if _, err := s.Put(ctx, key, strings.NewReader("{}"), vocab.ObjectMeta{ContentType: "application/json"}); err != nil {
 			t.Errorf("Put(%q): %v", key, err)
 			continue
 		}
 		puts++
 	}
 	for _, k := range escapingKeys {
-		if _, err := s.Put(ctx, k, strings.NewReader("x"), Meta{}); err == nil {
+		if _, err := s.Put(ctx, k, strings.NewReader("x"), vocab.ObjectMeta{}); err == nil {
 			t.Errorf("Put(%q) accepted", k)
 		}
 		if err := s.Delete(ctx, k); err == nil {
@@ -186,7 +187,7 @@ func TestS3KeepsHostileLabelsUnderItsPrefix(t *testing.T) {
 		}
 	}
 	for _, prefix := range []string{"../", "a/../../", "/", `..\`} {
-		if err := s.List(ctx, prefix, func(e ListEntry) error { t.Errorf("List(%q) yielded %q", prefix, e.Key); return nil }); err == nil {
+		if err := s.List(ctx, prefix, func(e vocab.ListEntry) error { t.Errorf("List(%q) yielded %q", prefix, e.Key); return nil }); err == nil {
 			t.Errorf("List(%q) accepted an escaping prefix", prefix)
 		}
 	}

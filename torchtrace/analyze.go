@@ -111,9 +111,8 @@ func Analyze(ctx context.Context, r io.Reader, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("torchtrace: gzip: %w", err)
 		}
 		// No Close here: the read-ahead goroutine closes zr after its last
-		// Read (a Close from this goroutine raced a Read still under way
-		// when the analysis stopped early, on a cancel: the race detector
-		// caught it in TestCancel).
+		// Read: a Close from this goroutine would race a Read still under
+		// way when the analysis stops early, on a cancel.
 		ra := newReadahead(ctx, zr)
 		defer ra.Close()
 		src = ra

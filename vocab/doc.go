@@ -15,7 +15,9 @@
 //     ScopeLine, ScopeText, AllAdvice) and the Basis* of a judged signal;
 //   - why a step failed or did not run: Reason and Reasons, Error, Errorf,
 //     Classify, SkipError, NotConfiguredError, and the store's errors
-//     (ErrStore*, which package storage names ErrS3*);
+//     (ErrStore*, which package storage returns);
+//   - where a run or a step stands: Status, the Status* words, RunStatuses,
+//     ParseRunStatus;
 //   - the tiers (Tier, Tiers, ParseTier);
 //   - the signal names (Sig*, SignalNames, Signals, Origin, the baseline
 //     suffixes, the findings keys a metrics step describes its signals with,
@@ -25,10 +27,10 @@
 //     the Refused* refusals and ProfileRefusal, ErrLeaseLost, KeptReport,
 //     BaselineRef and the daemon's Profiling policy;
 //   - the artifact store's contract (Store, ObjectMeta, Object, ListEntry),
-//     which package storage implements and names under its own names.
+//     which package storage implements.
 //
 // What does not: how a step kind works. Package capture holds the one registry
-// of step kinds (Register, Lookup, Kinds; capture.Kind is vocab.Kind) and the
+// of step kinds (Register, Lookup, Kinds, taking a Kind) and the
 // kinds, each in its own family's package (capture/prometheus,
 // capture/peers, capture/gpu, capture/scrape, capture/triage,
 // capture/profile, capture/traces, capture/httpstep, capture/chart) that

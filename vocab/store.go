@@ -8,10 +8,8 @@ import (
 )
 
 // The artifact store's contract: what Env.Store is. Package storage
-// implements it (Local, S3, Spool) and names these types under its own
-// names (storage.Store, storage.Meta, storage.Object, storage.ListEntry are
-// aliases), so a step, the runner and storage share one interface without
-// vocab importing storage.
+// implements it (Local, S3, Spool), so a step, the runner and storage share
+// one interface without vocab importing storage.
 
 // Store keeps artifacts under keys made by storage.Key or storage.ArtifactKey.
 //
@@ -50,7 +48,7 @@ type Store interface {
 	List(ctx context.Context, prefix string, fn func(ListEntry) error) error
 }
 
-// ObjectMeta describes an object being stored (storage.Meta).
+// ObjectMeta describes an object being stored.
 type ObjectMeta struct {
 	// ContentType is the MIME type of the bytes put; empty means guessed
 	// from the key's extension, then from the first bytes.
@@ -104,7 +102,7 @@ type ListEntry struct {
 }
 
 // The reasons a store's error is given when a person must fix something
-// (storage.ErrS3AccessDenied and its siblings are these values): Classify
+// (storage's S3 check wraps them; errors.Is finds them): Classify
 // makes the first five bad-config and ErrStoreUnreachable unreachable.
 var (
 	ErrStoreAccessDenied  = errors.New("access denied (check the keys and the bucket policy)")

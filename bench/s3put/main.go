@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // result is the line s3put prints.
@@ -66,7 +67,7 @@ var spool string
 func run(o storage.S3Options, key, file, gen string, size int64) error {
 	ctx := context.Background()
 	var src io.Reader
-	meta := storage.Meta{}
+	meta := vocab.ObjectMeta{}
 	switch {
 	case file != "":
 		f, err := os.Open(file)
@@ -90,7 +91,7 @@ func run(o storage.S3Options, key, file, gen string, size int64) error {
 	if err := s.Check(ctx); err != nil {
 		return err
 	}
-	var store storage.Store = s
+	var store vocab.Store = s
 	if spool != "" {
 		if store, err = storage.NewSpool(s, spool, o.Compression); err != nil {
 			return err

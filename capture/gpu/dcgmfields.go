@@ -20,24 +20,14 @@ import (
 // Where DCGM changed a field's unit it gave the field a new id (SM clock 100
 // in MHz, SM_CLOCK_HERTZ 1603 in Hz); where it only renamed, the id stays.
 //
-// Sources, read 2026 (not copied; cited by file, tag and commit):
-//   - [csv] NVIDIA/dcgm-exporter 4.5.3-4.8.2 (691c927), etc/default-counters.csv:
-//     the classic names, Prometheus types and HELP strings.
-//   - [h46] NVIDIA/DCGM v4.6.0 (51b65cc), dcgmlib/dcgm_fields.h: field ids, the
-//     current names, and in its "deprecated field names" block (renamed per
-//     the naming standard) each classic name as an alias of its current one.
-//   - [h461] NVIDIA/go-dcgm v1.4611.0 (b7fa315), pkg/dcgm/dcgm_fields.h (DCGM
-//     4.6.1's header): the base-unit fields 1603 DCGM_FI_DEV_SM_CLOCK_HERTZ and
-//     1608 DCGM_FI_DEV_SM_MAX_CLOCK_HERTZ, which [h46] lacks; its
-//     base_unit_fields_test.go pairs each with the classic id it replaces.
-//   - [cache] NVIDIA/DCGM v4.6.0, dcgmlib/src/DcgmCacheManager.cpp (the
-//     DCGM_FI_DEV_GPU_UTIL_RATIO case) and dcgmlib/src/dcgm_fields.cpp: field
-//     203 is a DCGM_FT_INT64 holding NVML's utilization.gpu, a percent.
-//   - GPU.md (the team's notes): the exporter 4.9 release's "%→ratio".
-//
-// No name outside these sources is read: DCGM_FI_DEV_POWER_USAGE_WATTS,
-// once in this table, is in none of them (the current name of field 155 is
-// DCGM_FI_DEV_BOARD_POWER_WATTS).
+// Sources (cited by file, tag and commit; no name outside them is read):
+//   - [csv] NVIDIA/dcgm-exporter 4.5.3-4.8.2 (691c927), etc/default-counters.csv.
+//   - [h46] NVIDIA/DCGM v4.6.0 (51b65cc), dcgmlib/dcgm_fields.h: ids, current
+//     names, and each classic name as a deprecated alias of its current one.
+//   - [h461] NVIDIA/go-dcgm v1.4611.0 (b7fa315), pkg/dcgm/dcgm_fields.h: the
+//     base-unit fields 1603 and 1608, which [h46] lacks.
+//   - [cache] NVIDIA/DCGM v4.6.0, dcgmlib/src/DcgmCacheManager.cpp: field 203
+//     is an INT64 holding NVML's utilization.gpu, a percent.
 
 // DCGMUnit is a DCGM series' unit and the factor that takes its value to
 // the GPUView's unit (MHz, °C, W, 0..1, counts).

@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 )
 
@@ -41,7 +41,7 @@ var dcgmScrapes = []dcgmScrape{
 
 func readDCGMScrape(t *testing.T, file string) map[string]*dto.MetricFamily {
 	t.Helper()
-	e, err := vllmexpo.ParseExposition(fixtures.Read(t, path.Join("dcgm-metrics", file)), nil)
+	e, err := exposition.ParseExposition(fixtures.Read(t, path.Join("dcgm-metrics", file)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func buildProfile(c any) (vocab.Step, error) {
 		out.Expect = ExpectTorch
 	}
 	if out.Engine == "" {
-		out.Engine = EngineVLLM
+		out.Engine = vocab.EngineVLLM
 	}
 	if out.StopTimeout == 0 {
 		out.StopTimeout = profileDefaultStopTimeout
@@ -153,9 +153,9 @@ func buildProfile(c any) (vocab.Step, error) {
 		return nil, fmt.Errorf("profile: duration %v must be positive", out.Duration)
 	case out.Expect != ExpectTorch && out.Expect != ExpectCUDA:
 		return nil, fmt.Errorf("profile: expect %q: want torch or cuda", out.Expect)
-	case out.Engine != EngineVLLM && out.Engine != EngineSGLang:
+	case out.Engine != vocab.EngineVLLM && out.Engine != vocab.EngineSGLang:
 		return nil, fmt.Errorf("profile: engine %q: want vllm or sglang", out.Engine)
-	case out.Engine != EngineSGLang && (out.OutputDir != "" || out.NumSteps != 0):
+	case out.Engine != vocab.EngineSGLang && (out.OutputDir != "" || out.NumSteps != 0):
 		return nil, fmt.Errorf("profile: output_dir and num_steps are sglang's (vLLM writes into its --profiler-config torch_profiler_dir and stops by max_iterations there)")
 	case out.NumSteps < 0:
 		return nil, fmt.Errorf("profile: num_steps %d must not be negative", out.NumSteps)

@@ -78,7 +78,7 @@ func (p *Profile) wanted(before, now listing, prefix string) []agent.File {
 		if p.cfg.Expect == ExpectCUDA && !strings.HasSuffix(name, ".nsys-rep") {
 			continue
 		}
-		if p.cfg.Engine == EngineSGLang && p.cfg.Expect == ExpectTorch && !sglangOwns(name, prefix) {
+		if p.cfg.Engine == vocab.EngineSGLang && p.cfg.Expect == ExpectTorch && !sglangOwns(name, prefix) {
 			if sglangUnprefixed(name) {
 				bare = append(bare, agent.File{Name: name, Size: size})
 			}
@@ -274,7 +274,7 @@ type savedListing struct {
 // engine is the saved engine; none saved (an older row): vLLM.
 func (s savedListing) engine() string {
 	if s.Engine == "" {
-		return EngineVLLM
+		return vocab.EngineVLLM
 	}
 	return s.Engine
 }

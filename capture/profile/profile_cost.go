@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -30,8 +30,8 @@ import (
 // Engines' names: vLLM's first, then SGLang's (an exposition has one or
 // the other).
 var (
-	costTTFT = vllmexpo.Metric{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
-	costITL  = vllmexpo.Metric{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
+	costTTFT = exposition.Metric{"vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"}
+	costITL  = exposition.Metric{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"}
 )
 
 // costPoint is one scrape of the instance's counters. A family the
@@ -39,7 +39,7 @@ var (
 // series only once its first request came.
 type costPoint struct {
 	at        time.Time
-	ttft, itl vllmexpo.Histogram
+	ttft, itl exposition.Histogram
 }
 
 // tokens is how many tokens had reached clients: first tokens plus the
@@ -99,7 +99,7 @@ func (p *Profile) scrapeCost(ctx context.Context, client *http.Client, target st
 	if err != nil || resp.StatusCode/100 != 2 {
 		return pt, false
 	}
-	e, err := vllmexpo.ParseExposition(body, nil)
+	e, err := exposition.ParseExposition(body, nil)
 	if err != nil {
 		return pt, false
 	}
@@ -245,7 +245,7 @@ func beforeFromRun(in *vocab.Input, target string) *CostWindow {
 		if f.Source != vocab.SourceScrape || f.Gap <= 0 || f.Target != httpTarget(target) || (best != nil && !f.At.After(bestAt)) {
 			continue
 		}
-		first := func(names vllmexpo.Metric) (hist, bool) {
+		first := func(names exposition.Metric) (hist, bool) {
 			for _, n := range names {
 				var h hist
 				if raw, ok := f.Metrics[n]; ok && json.Unmarshal(raw, &h) == nil {

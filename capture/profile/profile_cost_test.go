@@ -83,7 +83,7 @@ func costOfRun(t *testing.T, res *vocab.Result) Cost {
 // The stall is near what the sim froze, said in the summary and the run's
 // JSON, and remembered for the target's next capture.
 func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
-	for _, engine := range []string{EngineSGLang, EngineVLLM} {
+	for _, engine := range []string{vocab.EngineSGLang, vocab.EngineVLLM} {
 		t.Run(engine, func(t *testing.T) {
 			f := newProfileFixture(t)
 			mem := withStallMemory(f)
@@ -91,7 +91,7 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 			// A steady open-loop load: a token rate to hold the stop to.
 			o := vllmsim.Options{ProfilerDir: dir, ProfilerLayers: 4, ProfilerFlushDelay: time.Second, Load: 8}
 			var tgt *simTarget
-			if engine == EngineSGLang {
+			if engine == vocab.EngineSGLang {
 				o.ProfilerExportRate = 60e3 // bytes/s: about a second for these traces
 				tgt = sglangSim(t, f.log, o)
 			} else {
@@ -110,7 +110,7 @@ func TestProfileCostMeasuresTheStopsStall(t *testing.T) {
 			}
 			c := costOfRun(t, res)
 			truth := time.Second // vLLM: the flush delay
-			if st := tgt.sim.Profiler(); engine == EngineSGLang {
+			if st := tgt.sim.Profiler(); engine == vocab.EngineSGLang {
 				if len(st.Stalls) != 1 {
 					t.Fatalf("sim stalls %+v", st.Stalls)
 				}
@@ -245,7 +245,7 @@ func TestCostReadsSGLangsExposition(t *testing.T) {
 	body.Store("# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 0.0\n")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body.Load()) }))
 	defer srv.Close()
-	p := buildTestProfile(t, Config{Engine: EngineSGLang})
+	p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang})
 	a, ok := p.scrapeCost(context.Background(), srv.Client(), srv.URL)
 	if !ok || a.ttft.Count != 0 || a.tokens() != 0 {
 		t.Fatalf("idle scrape %+v ok %v", a, ok)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -85,7 +85,7 @@ func startProfile(ctx context.Context, client *http.Client, target, engine strin
 		return true, &vocab.Error{Reason: vocab.ReasonUpstream4xx, Err: fmt.Errorf("profile %s: start_profile: HTTP 404: %w", target, errNotArmed)}
 	case resp.StatusCode/100 != 2:
 		err := stepkit.HTTPStatusError(fmt.Sprintf("profile %s: start_profile", target), resp.StatusCode, string(reply))
-		if engine == EngineSGLang {
+		if engine == vocab.EngineSGLang {
 			return true, fmt.Errorf("%w: %w", errSGLangRefused, err)
 		}
 		return false, err
@@ -117,14 +117,14 @@ func (p *Profile) requestsWaiting(ctx context.Context, client *http.Client, targ
 	if err != nil {
 		return 0, false
 	}
-	e, err := vllmexpo.ParseExposition(body, nil)
+	e, err := exposition.ParseExposition(body, nil)
 	if err != nil {
 		return 0, false
 	}
 	if e.Engine() == vocab.EngineSGLang {
-		return e.Value(sglangexpo.Queue, vllmexpo.AggSum, func(ls map[string]string) bool { return ls["priority"] == "" })
+		return e.Value(sglangexpo.Queue, exposition.AggSum, func(ls map[string]string) bool { return ls["priority"] == "" })
 	}
-	return e.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	return e.Value(exposition.VMWaiting, exposition.AggSum, nil)
 }
 
 // httpTarget is the target's host:port for messages.

@@ -112,7 +112,7 @@ func (p *Profile) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, erro
 	if rec := lease.Resumed(); rec != nil && rec.State != vocab.LeaseHeld {
 		return p.resume(ctx, in, res, fr, rec)
 	}
-	return p.fresh(ctx, in, res, fr, frame)
+	return p.firstAttempt(ctx, in, res, fr, frame)
 }
 
 // target is the configured base URL, else http://<instance label>.
@@ -130,9 +130,9 @@ func (p *Profile) target(in *vocab.Input) (string, error) {
 	return "http://" + inst, nil
 }
 
-// fresh is a first attempt: list, make the recording durable, start, frame,
-// stop, collect.
-func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration) (*vocab.Result, error) {
+// firstAttempt lists, makes the recording durable, starts, frames, stops and
+// collects.
+func (p *Profile) firstAttempt(ctx context.Context, in *vocab.Input, res *vocab.Result, fr *frameRun, frame time.Duration) (*vocab.Result, error) {
 	if why := p.lastStallRefusal(ctx, in, fr.target); why != "" {
 		return p.costSkip(ctx, in, res, fr, why)
 	}
@@ -167,7 +167,7 @@ func (p *Profile) fresh(ctx context.Context, in *vocab.Input, res *vocab.Result,
 	}
 	sent := time.Now()
 	var body []byte
-	if p.cfg.Engine == EngineSGLang {
+	if p.cfg.Engine == vocab.EngineSGLang {
 		body = p.sglangStartBody(fr.prefix)
 	}
 	notSent, err := startProfile(ctx, fr.client, fr.target, p.cfg.Engine, body)

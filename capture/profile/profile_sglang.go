@@ -13,13 +13,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The serving engines a capture speaks to (Config.Engine): vocab's names,
-// which the scrape step's findings and the traces step use too.
-const (
-	EngineVLLM   = vocab.EngineVLLM
-	EngineSGLang = vocab.EngineSGLang
-)
-
 // ErrNotRecording is SGLang's "Profiling is not in progress" on a stop: the
 // recording had already ended (its num_steps auto-stop wrote the files, or
 // the server restarted). Nothing records there, so the stop is done.
@@ -106,7 +99,7 @@ func sglangUnprefixed(name string) bool { return sglangUnprefixedName.MatchStrin
 func stopFor(ctx context.Context, client *http.Client, target, engine string) error {
 	err := StopProfile(ctx, client, target)
 	var st *statusError
-	if engine == EngineSGLang && errors.As(err, &st) &&
+	if engine == vocab.EngineSGLang && errors.As(err, &st) &&
 		(st.code == http.StatusInternalServerError || strings.Contains(st.body, sglangNotInProgress)) {
 		return fmt.Errorf("%s /stop_profile: HTTP %d (SGLang: profiling is not in progress): %w", target, st.code, ErrNotRecording)
 	}

@@ -23,7 +23,7 @@ import (
 // not the collect folder, so only a step that sends output_dir finds files.
 func sglangSim(t *testing.T, log *eventLog, o vllmsim.Options) *simTarget {
 	t.Helper()
-	o.Engine = EngineSGLang
+	o.Engine = vocab.EngineSGLang
 	if o.ProfilerDir == "" {
 		o.ProfilerDir = t.TempDir()
 	}
@@ -58,7 +58,7 @@ func TestProfileSGLangFrame(t *testing.T) {
 			f := newProfileFixture(t)
 			out := t.TempDir()
 			tgt := sglangSim(t, f.log, vllmsim.Options{TensorParallel: 2})
-			cfg := Config{Engine: EngineSGLang, Duration: 600 * time.Millisecond, Collect: Collect{Dir: out}}
+			cfg := Config{Engine: vocab.EngineSGLang, Duration: 600 * time.Millisecond, Collect: Collect{Dir: out}}
 			if via == "agent" {
 				h, err := agent.NewServer(agent.Dir{Path: out}, "agent-token")
 				if err != nil {
@@ -101,7 +101,7 @@ func TestProfileSGLangFrame(t *testing.T) {
 			if left, _ := os.ReadDir(tgt.dir); len(left) != 0 {
 				t.Errorf("files in the server's default folder: output_dir was not sent")
 			}
-			if res.Findings["engine"] != EngineSGLang || res.Findings["top_family"] == nil {
+			if res.Findings["engine"] != vocab.EngineSGLang || res.Findings["top_family"] == nil {
 				t.Errorf("findings %v: want engine sglang and an analysis", res.Findings)
 			}
 			if _, notRead := res.Findings["not_analysed"]; notRead {
@@ -125,7 +125,7 @@ func TestProfileSGLangAutoStopIsDone(t *testing.T) {
 	f := newProfileFixture(t)
 	out := t.TempDir()
 	tgt := sglangSim(t, f.log, vllmsim.Options{})
-	p := buildTestProfile(t, Config{Engine: EngineSGLang, NumSteps: 3, Duration: time.Second, Collect: Collect{Dir: out}})
+	p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang, NumSteps: 3, Duration: time.Second, Collect: Collect{Dir: out}})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err != nil {
 		t.Fatalf("run: %v (%+v)", err, res)
@@ -161,7 +161,7 @@ func TestProfileSGLangStartRefusedSendsNoStop(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("the operator's start: %d", rec.Code)
 	}
-	p := buildTestProfile(t, Config{Engine: EngineSGLang, Duration: 200 * time.Millisecond})
+	p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang, Duration: 200 * time.Millisecond})
 	res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 	if err == nil || vocab.Classify(err) != vocab.ReasonUpstream5xx {
 		t.Fatalf("run: %v, want the start's 5xx", err)
@@ -184,7 +184,7 @@ func TestStopRecordingSpeaksTheSavedEngine(t *testing.T) {
 	log := &eventLog{}
 	tgt := sglangSim(t, log, vllmsim.Options{})
 	ctx := context.Background()
-	sg, _ := json.Marshal(savedListing{Engine: EngineSGLang, Prefix: "p"})
+	sg, _ := json.Marshal(savedListing{Engine: vocab.EngineSGLang, Prefix: "p"})
 	if err := StopRecording(ctx, http.DefaultClient, tgt.srv.URL, sg); err != nil {
 		t.Errorf("sglang, nothing recording: %v, want done", err)
 	}
@@ -205,14 +205,14 @@ func TestProfileSGLangBuildValidates(t *testing.T) {
 		"unknown engine":       {Engine: "tgi"},
 		"output_dir on vllm":   {OutputDir: "/p"},
 		"num_steps on vllm":    {NumSteps: 10},
-		"negative num_steps":   {Engine: EngineSGLang, NumSteps: -1},
-		"explicit vllm + dirs": {Engine: EngineVLLM, OutputDir: "/p"},
+		"negative num_steps":   {Engine: vocab.EngineSGLang, NumSteps: -1},
+		"explicit vllm + dirs": {Engine: vocab.EngineVLLM, OutputDir: "/p"},
 	} {
 		if _, err := buildProfile(&cfg); err == nil {
 			t.Errorf("%s: built", name)
 		}
 	}
-	st, err := buildProfile(&Config{Engine: EngineSGLang, OutputDir: "/srv/prof", NumSteps: 500})
+	st, err := buildProfile(&Config{Engine: vocab.EngineSGLang, OutputDir: "/srv/prof", NumSteps: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestProfileSGLangBuildValidates(t *testing.T) {
 // prefix (a build that ignores profile_prefix), the new unprefixed rank
 // files are this frame's; files there before are never taken.
 func TestSGLangWantedFiles(t *testing.T) {
-	p := buildTestProfile(t, Config{Engine: EngineSGLang})
+	p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang})
 	const pre = "autocapture-r-s"
 	before := listing{"1764790000.5-TP-0.trace.json.gz": 10}
 	for name, tc := range map[string]struct {
@@ -273,7 +273,7 @@ func TestProfileSGLangLoadReadsItsQueue(t *testing.T) {
 	t.Run("idle: sent", func(t *testing.T) {
 		f := newProfileFixture(t)
 		tgt := sglangSim(t, f.log, vllmsim.Options{Model: "m", Load: vllmsim.NoLoad})
-		p := buildTestProfile(t, Config{Engine: EngineSGLang, Duration: time.Second, Load: load, Collect: Collect{Dir: tgt.dir}})
+		p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang, Duration: time.Second, Load: load, Collect: Collect{Dir: tgt.dir}})
 		res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +286,7 @@ func TestProfileSGLangLoadReadsItsQueue(t *testing.T) {
 		f := newProfileFixture(t)
 		tgt := sglangSim(t, f.log, vllmsim.Options{Model: "m", Scenario: vllmsim.ScenarioOverload})
 		waitQueued(t, tgt)
-		p := buildTestProfile(t, Config{Engine: EngineSGLang, Duration: 500 * time.Millisecond, Load: load, Collect: Collect{Dir: tgt.dir}})
+		p := buildTestProfile(t, Config{Engine: vocab.EngineSGLang, Duration: 500 * time.Millisecond, Load: load, Collect: Collect{Dir: tgt.dir}})
 		res, err := p.Run(context.Background(), f.input(t, tgt.host, nil))
 		if err != nil {
 			t.Fatal(err)

@@ -84,7 +84,7 @@ func startSim(t *testing.T, log *eventLog, opts vllmsim.Options) *simTarget {
 type profileFixture struct {
 	log   *eventLog
 	guard *fakeGuard
-	store storage.Store
+	store vocab.Store
 	env   *vocab.Env
 }
 
@@ -135,7 +135,7 @@ func checkSimClean(t *testing.T, sim *vllmsim.Sim, starts, stops int) {
 
 // checkStored wants every profiler file of dir stored under its own name,
 // byte for byte (gzip passed through, not recompressed).
-func checkStored(t *testing.T, store storage.Store, res *vocab.Result, dir string) {
+func checkStored(t *testing.T, store vocab.Store, res *vocab.Result, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/vocab"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -115,7 +116,7 @@ func baselineExpr(query string, window time.Duration, at time.Time) (parser.Expr
 // window and, with day, the same window a day earlier, each result labelled
 // baseline="before" or "day" and joined with `or`. A day Prometheus no
 // longer (or not yet) holds gives no series, and only "before" comes back.
-func baselineQuery(q PromQuery, b BaselineConfig, startsAt time.Time) (string, error) {
+func baselineQuery(q promkit.PromQuery, b BaselineConfig, startsAt time.Time) (string, error) {
 	end := startsAt.Add(-b.Gap)
 	before, err := baselineExpr(q.Query, b.Window, end)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/common/model"
 
+	"github.com/autocapture/autocapture/capture/internal/promkit"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -36,7 +37,7 @@ func TestBaselineQueryMovesEveryRangeAndSelector(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := baselineQuery(PromQuery{Query: c.query}, b, startsAt)
+			got, err := baselineQuery(promkit.PromQuery{Query: c.query}, b, startsAt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestBaselineQueryMovesEveryRangeAndSelector(t *testing.T) {
 	}
 	noDay := b
 	noDay.DayAgo = new(false)
-	got, _ := baselineQuery(PromQuery{Query: `max(w)`}, noDay, startsAt)
+	got, _ := baselineQuery(promkit.PromQuery{Query: `max(w)`}, noDay, startsAt)
 	if strings.Contains(got, " or ") || !strings.Contains(got, before) {
 		t.Errorf("day_ago false: %s", got)
 	}
@@ -61,13 +62,13 @@ func TestBaselineConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"own offset", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
-		{"own @", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
-		{"scalar", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
-		{"unparsable", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
-		{"no signal", Config{Queries: []PromQuery{{Name: "a", Baseline: true, Query: `x`}}}, "baseline needs a signal"},
-		{"name clash", Config{Queries: []PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
-		{"negative window", Config{Queries: []PromQuery{{Name: "a", Query: `x`}}, Baseline: BaselineConfig{Window: -time.Minute}}, "negative"},
+		{"own offset", Config{Queries: []promkit.PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m] offset 1h)`}}}, "own @ or offset"},
+		{"own @", Config{Queries: []promkit.PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `max(x @ 100)`}}}, "own @ or offset"},
+		{"scalar", Config{Queries: []promkit.PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `scalar(x)`}}}, "want an instant vector"},
+		{"unparsable", Config{Queries: []promkit.PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `rate(x[5m]`}}}, "baseline:"},
+		{"no signal", Config{Queries: []promkit.PromQuery{{Name: "a", Baseline: true, Query: `x`}}}, "baseline needs a signal"},
+		{"name clash", Config{Queries: []promkit.PromQuery{{Name: "a", Signal: vocab.SigPromptTokens, Baseline: true, Query: `x`}, {Name: "a_baseline", Query: `y`}}}, "its baseline is named"},
+		{"negative window", Config{Queries: []promkit.PromQuery{{Name: "a", Query: `x`}}, Baseline: BaselineConfig{Window: -time.Minute}}, "negative"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestPrometheusStepReadsBaselines(t *testing.T) {
 		}))
 		defer srv.Close()
 		step, err := New(Config{
-			Queries: []PromQuery{
+			Queries: []promkit.PromQuery{
 				{Name: "prompt_tokens", Signal: vocab.SigPromptTokens, Baseline: true, Query: `sum(rate(p_sum[2m])) / sum(rate(p_count[2m]))`},
 				{Name: "queue", Signal: vocab.SigQueueDepth, Query: `max(w)`},
 			},

@@ -17,14 +17,11 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// PromQuery is one PromQL query (promkit.PromQuery).
-type PromQuery = promkit.PromQuery
-
 // Config is the prometheus step's config: PromQL queries against the
 // configured Prometheus, run in parallel, each under its own deadline.
 type Config struct {
 	// Queries to run; their names key the findings.
-	Queries []PromQuery `yaml:"queries" json:"queries"`
+	Queries []promkit.PromQuery `yaml:"queries" json:"queries"`
 	// Baseline sets the windows the queries marked `baseline` are read over
 	// before the incident (baseline.go); defaults DefaultBaseline.
 	Baseline BaselineConfig `yaml:"baseline,omitempty" json:"baseline,omitempty"`
@@ -129,8 +126,8 @@ func (p *Step) Run(ctx context.Context, in *vocab.Input) (*vocab.Result, error) 
 
 // plan is the queries to run: the configured ones, then, for each marked
 // `baseline`, the one query that reads its baselines before startsAt.
-func (p *Step) plan(startsAt time.Time) ([]PromQuery, error) {
-	out := append([]PromQuery(nil), p.cfg.Queries...)
+func (p *Step) plan(startsAt time.Time) ([]promkit.PromQuery, error) {
+	out := append([]promkit.PromQuery(nil), p.cfg.Queries...)
 	for _, q := range p.cfg.Queries {
 		if !q.Baseline {
 			continue
@@ -139,7 +136,7 @@ func (p *Step) plan(startsAt time.Time) ([]PromQuery, error) {
 		if err != nil {
 			return nil, vocab.Errorf(vocab.ReasonBadConfig, "prometheus: query %q: %w", q.Name, err)
 		}
-		out = append(out, PromQuery{Name: q.Name + vocab.SuffixBaseline, Query: bq, Timeout: q.Timeout, BaselineOf: q.Signal})
+		out = append(out, promkit.PromQuery{Name: q.Name + vocab.SuffixBaseline, Query: bq, Timeout: q.Timeout, BaselineOf: q.Signal})
 	}
 	return out, nil
 }
@@ -179,7 +176,7 @@ func (p *Step) describeBaselines(res *vocab.Result, startsAt, end time.Time) {
 // describeSignals records, for each signal, the span of data its query
 // summarises and how far before the window's end that data ends, read from
 // the query's range selectors, `offset` and `@` (promWindow).
-func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
+func describeSignals(res *vocab.Result, queries []promkit.PromQuery, end time.Time) {
 	windows, lags := map[string]float64{}, map[string]float64{}
 	for _, q := range queries {
 		if _, ok := res.Signals[q.Signal]; !ok || q.Signal == "" {
@@ -199,7 +196,7 @@ func describeSignals(res *vocab.Result, queries []PromQuery, end time.Time) {
 }
 
 // report turns the outcomes into the step's result and stores the artifact.
-func (p *Step) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []PromQuery, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
+func (p *Step) report(ctx context.Context, in *vocab.Input, ep *vocab.Endpoint, queries []promkit.PromQuery, outs []promkit.QueryOutcome, wall time.Duration) (*vocab.Result, error) {
 	res := &vocab.Result{Findings: map[string]any{"source": vocab.SourcePromQL}, Signals: vocab.Signals{}}
 	failed, firstErr := promkit.Failures(outs)
 	var noData []string

@@ -87,7 +87,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 	f := &fakeProm{}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	step, err := New(Config{Queries: []PromQuery{
+	step, err := New(Config{Queries: []promkit.PromQuery{
 		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
 		{Name: "kv", Query: "kv", Signal: vocab.SigKVUsage},
 		{Name: "s", Query: "scalar"},
@@ -142,7 +142,7 @@ func TestPrometheusFindingsSignalsAndArtifact(t *testing.T) {
 func TestPrometheusKeepsResultsWhenSomeQueriesFail(t *testing.T) {
 	srv := httptest.NewServer(&fakeProm{})
 	defer srv.Close()
-	step, _ := New(Config{Queries: []PromQuery{
+	step, _ := New(Config{Queries: []promkit.PromQuery{
 		{Name: "queue", Query: "max(queue)", Signal: vocab.SigQueueDepth},
 		{Name: "typo", Query: "bad("},
 		{Name: "heavy", Query: "heavy"},
@@ -177,9 +177,9 @@ func TestPrometheusRunsQueriesInParallel(t *testing.T) {
 	all.Add(4)
 	srv := httptest.NewServer(&fakeProm{barrier: &all})
 	defer srv.Close()
-	var qs []PromQuery
+	var qs []promkit.PromQuery
 	for i := range 4 {
-		qs = append(qs, PromQuery{Name: fmt.Sprintf("q%d", i), Query: "max(queue)", Timeout: 5 * time.Second})
+		qs = append(qs, promkit.PromQuery{Name: fmt.Sprintf("q%d", i), Query: "max(queue)", Timeout: 5 * time.Second})
 	}
 	step, _ := New(Config{Queries: qs})
 	res, err := step.Run(context.Background(), promInput(t, srv.URL))
@@ -192,7 +192,7 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	step, _ := New(Config{Queries: []PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
+	step, _ := New(Config{Queries: []promkit.PromQuery{{Name: "a", Query: "up"}, {Name: "b", Query: "up"}}})
 	res, err := step.Run(context.Background(), promInput(t, url))
 	if vocab.Classify(err) != vocab.ReasonUnreachable || !strings.Contains(err.Error(), "all 2 queries failed") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v (%s)", err, vocab.Classify(err))
@@ -203,7 +203,7 @@ func TestPrometheusDownFailsTheStepInOneLine(t *testing.T) {
 }
 
 func TestPrometheusNeverShowsCredentials(t *testing.T) {
-	step, _ := New(Config{Queries: []PromQuery{{Name: "a", Query: "up"}}})
+	step, _ := New(Config{Queries: []promkit.PromQuery{{Name: "a", Query: "up"}}})
 	_, err := step.Run(context.Background(), promInput(t, "http://user:hunter2@127.0.0.1:1"))
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v", err)
@@ -211,7 +211,7 @@ func TestPrometheusNeverShowsCredentials(t *testing.T) {
 }
 
 func TestNewPrometheusValidates(t *testing.T) {
-	for name, q := range map[string]PromQuery{
+	for name, q := range map[string]promkit.PromQuery{
 		"name with a dot":    {Name: "a.b", Query: "up"},
 		"reserved name":      {Name: "failed", Query: "up"},
 		"empty query":        {Name: "a", Query: " "},
@@ -221,12 +221,12 @@ func TestNewPrometheusValidates(t *testing.T) {
 		"negative timeout":   {Name: "a", Query: "up", Timeout: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := New(Config{Queries: []PromQuery{q}}); vocab.Classify(err) != vocab.ReasonBadConfig {
+			if _, err := New(Config{Queries: []promkit.PromQuery{q}}); vocab.Classify(err) != vocab.ReasonBadConfig {
 				t.Fatalf("err = %v", err)
 			}
 		})
 	}
-	dup := []PromQuery{{Name: "a", Query: "up"}, {Name: "a", Query: "up"}}
+	dup := []promkit.PromQuery{{Name: "a", Query: "up"}, {Name: "a", Query: "up"}}
 	if _, err := New(Config{Queries: dup}); err == nil {
 		t.Fatal("duplicate names accepted")
 	}
@@ -247,7 +247,7 @@ func TestRangeStepKeepsPointsBounded(t *testing.T) {
 func TestPrometheusTimeoutSaysItsCauseOnce(t *testing.T) {
 	srv := httptest.NewServer(&fakeProm{})
 	defer srv.Close()
-	step, _ := New(Config{Queries: []PromQuery{
+	step, _ := New(Config{Queries: []promkit.PromQuery{
 		{Name: "stuck", Query: "slow", Timeout: 100 * time.Millisecond},
 	}})
 	_, err := step.Run(context.Background(), promInput(t, srv.URL))

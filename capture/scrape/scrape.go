@@ -17,10 +17,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
 	"github.com/autocapture/autocapture/capture/internal/stepkit"
 	"github.com/autocapture/autocapture/capture/internal/views"
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -198,13 +198,13 @@ func noteViewLag(res *vocab.Result, in *vocab.Input, first, last time.Time) {
 type Sample struct {
 	body []byte
 	at   time.Time
-	Exp  vllmexpo.Exposition
+	Exp  exposition.Exposition
 	err  error // why the text did not parse
 }
 
 // SampleOf parses one scrape read at at.
 func (s *Step) SampleOf(body []byte, at time.Time) *Sample {
-	exp, err := vllmexpo.ParseExposition(body, s.cfg.Labels)
+	exp, err := exposition.ParseExposition(body, s.cfg.Labels)
 	return &Sample{body: body, at: at, Exp: exp, err: err}
 }
 
@@ -235,7 +235,7 @@ func (s *Step) Analyse(res *vocab.Result, prev, last *Sample) error {
 	res.Findings[vocab.FindingSignalsAt] = last.at.UTC().Format(time.RFC3339Nano)
 	res.Findings["source"] = vocab.SourceScrape
 	res.Findings["gap_s"] = gap.Seconds()
-	engine, prefix, era := EngineOf(cur), "vllm:", vllmexpo.GenerationOf(cur)
+	engine, prefix, era := EngineOf(cur), "vllm:", exposition.GenerationOf(cur)
 	res.Findings[vocab.FindingEngine] = engine
 	if engine == vocab.EngineSGLang {
 		prefix, era = sglangexpo.Prefix, sglangexpo.EraOf(cur.Fams)

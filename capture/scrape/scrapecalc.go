@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/vocab"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -14,22 +14,22 @@ import (
 // life of the process and no rate can be computed; gauges are always the
 // latest reading.
 type Delta struct {
-	Prev *vllmexpo.Exposition // the first scrape; nil with one scrape only
-	Cur  vllmexpo.Exposition  // the last scrape
-	Gap  time.Duration        // the time between them
+	Prev *exposition.Exposition // the first scrape; nil with one scrape only
+	Cur  exposition.Exposition  // the last scrape
+	Gap  time.Duration          // the time between them
 }
 
 // counterDelta is cur − prev of a counter summed over its series (filtered by
 // keep); a reset (cur < prev) counts everything cur has.
-func (d Delta) counterDelta(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
-	now, ok := d.Cur.Value(m, vllmexpo.AggSum, keep)
+func (d Delta) counterDelta(m exposition.Metric, keep func(map[string]string) bool) (float64, bool) {
+	now, ok := d.Cur.Value(m, exposition.AggSum, keep)
 	if !ok {
 		return 0, false
 	}
 	if d.Prev == nil {
 		return now, true
 	}
-	before, ok := d.Prev.Value(m, vllmexpo.AggSum, keep)
+	before, ok := d.Prev.Value(m, exposition.AggSum, keep)
 	if !ok || now < before {
 		return now, true
 	}
@@ -42,11 +42,11 @@ func (d Delta) finished() (float64, bool) {
 	if EngineOf(d.Cur) == vocab.EngineSGLang {
 		return d.sglangFinished()
 	}
-	return d.counterDelta(vllmexpo.VMFinished, nil)
+	return d.counterDelta(exposition.VMFinished, nil)
 }
 
 // Rate is counterDelta per second of gap; only with two scrapes.
-func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float64, bool) {
+func (d Delta) Rate(m exposition.Metric, keep func(map[string]string) bool) (float64, bool) {
 	if d.Prev == nil || d.Gap <= 0 {
 		return 0, false
 	}
@@ -58,14 +58,14 @@ func (d Delta) Rate(m vllmexpo.Metric, keep func(map[string]string) bool) (float
 }
 
 // Hist returns a histogram's observations over the gap.
-func (d Delta) Hist(m vllmexpo.Metric) (vllmexpo.Histogram, bool) { return d.HistWhere(m, nil) }
+func (d Delta) Hist(m exposition.Metric) (exposition.Histogram, bool) { return d.HistWhere(m, nil) }
 
 // HistWhere returns the observations over the gap of a histogram's series
 // that pass keep (nil keeps all).
-func (d Delta) HistWhere(m vllmexpo.Metric, keep func(map[string]string) bool) (vllmexpo.Histogram, bool) {
+func (d Delta) HistWhere(m exposition.Metric, keep func(map[string]string) bool) (exposition.Histogram, bool) {
 	h, ok := d.Cur.HistogramWhere(m, keep)
 	if !ok {
-		return vllmexpo.Histogram{}, false
+		return exposition.Histogram{}, false
 	}
 	if d.Prev != nil {
 		if before, ok := d.Prev.HistogramWhere(m, keep); ok {
@@ -89,7 +89,7 @@ func (d Delta) Signals() vocab.Signals {
 		return d.sglangSignals()
 	}
 	s := d.gaugesOnly()
-	for _, hs := range vllmexpo.HistogramSignals {
+	for _, hs := range exposition.HistogramSignals {
 		h, ok := d.Hist(hs.Metric)
 		if !ok || h.Count <= 0 {
 			continue
@@ -104,21 +104,21 @@ func (d Delta) Signals() vocab.Signals {
 	if _, ok := s[vocab.SigPromptTokens]; !ok {
 		setIf(s, vocab.SigPromptTokens, d.promptTokensPerStart)
 	}
-	if v, ok := d.Rate(vllmexpo.VMPreemptions, nil); ok {
+	if v, ok := d.Rate(exposition.VMPreemptions, nil); ok {
 		s[vocab.SigPreemptionsRate] = v
 	}
-	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort }
-	all, okAll := d.counterDelta(vllmexpo.VMFinished, nil)
-	aborted, okAbort := d.counterDelta(vllmexpo.VMFinished, isAbort)
+	isAbort := func(ls map[string]string) bool { return ls["finished_reason"] == exposition.FinishedReasonAbort }
+	all, okAll := d.counterDelta(exposition.VMFinished, nil)
+	aborted, okAbort := d.counterDelta(exposition.VMFinished, isAbort)
 	if okAll && okAbort && all > 0 {
 		s[vocab.SigAbortRatio] = aborted / all
 	}
-	if v, ok := d.Rate(vllmexpo.VMFinished, nil); ok {
+	if v, ok := d.Rate(exposition.VMFinished, nil); ok {
 		s[vocab.SigRequestRate] = v
 	}
 	d.queueNow(s)
-	q, okQ := d.counterDelta(vllmexpo.VMPrefixQuery, nil)
-	h, okH := d.counterDelta(vllmexpo.VMPrefixHits, nil)
+	q, okQ := d.counterDelta(exposition.VMPrefixQuery, nil)
+	h, okH := d.counterDelta(exposition.VMPrefixHits, nil)
 	if okQ && okH && q > 0 {
 		s[vocab.SigPrefixHitRatio] = h / q
 	}
@@ -135,15 +135,15 @@ func (d Delta) queueNow(s vocab.Signals) {
 	if d.Prev == nil || d.Gap <= 0 {
 		return
 	}
-	now, okNow := d.Cur.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
-	before, okBefore := d.Prev.Value(vllmexpo.VMWaiting, vllmexpo.AggSum, nil)
+	now, okNow := d.Cur.Value(exposition.VMWaiting, exposition.AggSum, nil)
+	before, okBefore := d.Prev.Value(exposition.VMWaiting, exposition.AggSum, nil)
 	if okNow && okBefore {
 		s[vocab.SigQueueGrowth] = (now - before) / d.Gap.Seconds()
 	}
-	if h, ok := d.Hist(vllmexpo.VMTTFT); ok {
+	if h, ok := d.Hist(exposition.VMTTFT); ok {
 		s[vocab.SigAdmitRate] = h.Count / d.Gap.Seconds()
 	}
-	if h, ok := d.Hist(vllmexpo.VMQueueTime); ok {
+	if h, ok := d.Hist(exposition.VMQueueTime); ok {
 		s[vocab.SigQueueTimeN] = h.Count
 	}
 }
@@ -164,7 +164,7 @@ func (d Delta) gaugesOnly() vocab.Signals {
 		return d.sglangGauges()
 	}
 	s := vocab.Signals{}
-	for _, g := range vllmexpo.GaugeSignals {
+	for _, g := range exposition.GaugeSignals {
 		if v, ok := d.gauge(g.Metric, g.Agg); ok {
 			s[g.Signal] = v
 		}
@@ -175,7 +175,7 @@ func (d Delta) gaugesOnly() vocab.Signals {
 // gauge is the higher of the two readings of a gauge: a queue that was deep or
 // a KV pool that was full at either moment was so (KV usage drops for a moment
 // each time a preemption frees blocks).
-func (d Delta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool) {
+func (d Delta) gauge(m exposition.Metric, agg exposition.Aggregation) (float64, bool) {
 	v, ok := d.Cur.Value(m, agg, nil)
 	if d.Prev != nil {
 		if w, okPrev := d.Prev.Value(m, agg, nil); okPrev && (!ok || w > v) {
@@ -191,11 +191,11 @@ func (d Delta) gauge(m vllmexpo.Metric, agg vllmexpo.Aggregation) (float64, bool
 // the finish and lags at the onset of longer prompts. It also stands in for
 // prompt_tokens_mean when no request finished in the gap.
 func (d Delta) promptTokensPerStart() (float64, bool) {
-	tokens, ok := d.counterDelta(vllmexpo.VMPromptTokensTotal, nil)
+	tokens, ok := d.counterDelta(exposition.VMPromptTokensTotal, nil)
 	if !ok {
 		return 0, false
 	}
-	ttft, ok := d.Hist(vllmexpo.VMTTFT)
+	ttft, ok := d.Hist(exposition.VMTTFT)
 	if !ok || ttft.Count <= 0 {
 		return 0, false
 	}
@@ -218,16 +218,16 @@ func setIf(s vocab.Signals, name string, f func() (float64, bool)) {
 func (d Delta) metricFindings(patterns []string) map[string]any {
 	out := map[string]any{}
 	for _, name := range d.Cur.FamilyNames(patterns) {
-		m := vllmexpo.Metric{name}
+		m := exposition.Metric{name}
 		switch d.Cur.TypeOf(name) {
 		case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
-			if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
+			if v, ok := d.Cur.Value(m, exposition.AggSum, nil); ok {
 				out[name] = finite(v)
 			}
 		case dto.MetricType_COUNTER:
 			if v, ok := d.Rate(m, nil); ok {
 				out[name] = map[string]any{"rate": finite(v)}
-			} else if v, ok := d.Cur.Value(m, vllmexpo.AggSum, nil); ok {
+			} else if v, ok := d.Cur.Value(m, exposition.AggSum, nil); ok {
 				out[name] = map[string]any{"total": finite(v)}
 			}
 		case dto.MetricType_HISTOGRAM:
@@ -240,7 +240,7 @@ func (d Delta) metricFindings(patterns []string) map[string]any {
 }
 
 // histogramFinding is a histogram's count, mean and quantiles as JSON values.
-func histogramFinding(h vllmexpo.Histogram) map[string]any {
+func histogramFinding(h exposition.Histogram) map[string]any {
 	f := map[string]any{"count": h.Count}
 	if v, ok := h.Mean(); ok {
 		f["mean"] = finite(v)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -21,9 +21,9 @@ func readFixture(t *testing.T, name string) []byte {
 	return fixtures.Read(t, filepath.Join("vllm-metrics", name))
 }
 
-func mustParse(t *testing.T, body string, where map[string]string) vllmexpo.Exposition {
+func mustParse(t *testing.T, body string, where map[string]string) exposition.Exposition {
 	t.Helper()
-	e, err := vllmexpo.ParseExposition([]byte(body), where)
+	e, err := exposition.ParseExposition([]byte(body), where)
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
@@ -53,7 +53,7 @@ func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 	// 100 observations: 50 below 0.1, 40 in (0.1,1], 9 in (1,10], 1 above 10.
-	h := vllmexpo.Histogram{Upper: []float64{0.1, 1, 10, math.Inf(1)}, Cum: []float64{50, 90, 99, 100}, Count: 100, Sum: 80}
+	h := exposition.Histogram{Upper: []float64{0.1, 1, 10, math.Inf(1)}, Cum: []float64{50, 90, 99, 100}, Count: 100, Sum: 80}
 	cases := []struct {
 		name string
 		q    float64
@@ -74,7 +74,7 @@ func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := (vllmexpo.Histogram{Upper: []float64{1, math.Inf(1)}, Cum: []float64{0, 0}}).Quantile(0.5); ok {
+	if _, ok := (exposition.Histogram{Upper: []float64{1, math.Inf(1)}, Cum: []float64{0, 0}}).Quantile(0.5); ok {
 		t.Fatal("an empty histogram gave a quantile")
 	}
 }
@@ -82,8 +82,8 @@ func TestHistogramQuantileMatchesPromQL(t *testing.T) {
 func TestHistogramSinceMergesEnginesAndHandlesReset(t *testing.T) {
 	before := mustParse(t, ttftExposition(10, 20, 20, 20, 4), nil)
 	after := mustParse(t, ttftExposition(10, 20, 60, 60, 104), nil)
-	h0, _ := before.Histogram(vllmexpo.VMTTFT)
-	h1, ok := after.Histogram(vllmexpo.VMTTFT)
+	h0, _ := before.Histogram(exposition.VMTTFT)
+	h1, ok := after.Histogram(exposition.VMTTFT)
 	if !ok || h1.Count != 60 {
 		t.Fatalf("merged count = %v, want 60 (two engines of 30)", h1.Count)
 	}
@@ -98,7 +98,7 @@ func TestHistogramSinceMergesEnginesAndHandlesReset(t *testing.T) {
 		t.Fatalf("mean over the gap = %v, want 2.5", m)
 	}
 	restarted := mustParse(t, ttftExposition(2, 4, 4, 4, 1), nil)
-	h2, _ := restarted.Histogram(vllmexpo.VMTTFT)
+	h2, _ := restarted.Histogram(exposition.VMTTFT)
 	if r := h2.Since(h1); r.Count != 4 {
 		t.Fatalf("after a restart the delta is what the new process has: %v, want 4", r.Count)
 	}

@@ -3,8 +3,8 @@ package scrape
 import (
 	"strings"
 
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/internal/sglangexpo"
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -12,9 +12,9 @@ import (
 // onto the canonical signals as SGLANG.md §4 (team notes) lays out, so triage
 // judges an SGLang server by the same rules as a vLLM one.
 
-// EngineOf says which engine's dialect an exposition speaks (vllmexpo's
+// EngineOf says which engine's dialect an exposition speaks (exposition's
 // Exposition.Engine: by its families' prefix).
-func EngineOf(e vllmexpo.Exposition) string { return e.Engine() }
+func EngineOf(e exposition.Exposition) string { return e.Engine() }
 
 // totalPriority keeps the all-priorities series of a 2026 scheduler gauge
 // (priority="" is the total with --enable-priority-scheduling, §2); older
@@ -36,7 +36,7 @@ func prefillStage(ls map[string]string) bool { return ls["stage"] == sglangexpo.
 // batch is reported by every TP rank of a DP rank when
 // --enable-metrics-for-all-schedulers is on, so the max within a DP rank,
 // summed over the DP ranks (§1).
-func sglangCount(e vllmexpo.Exposition, m sglangexpo.Metric) (float64, bool) {
+func sglangCount(e exposition.Exposition, m sglangexpo.Metric) (float64, bool) {
 	perDP := map[string]float64{}
 	for _, s := range e.Series(m, totalPriority) {
 		dp := s.Labels["dp_rank"]
@@ -58,7 +58,7 @@ func sglangCount(e vllmexpo.Exposition, m sglangexpo.Metric) (float64, bool) {
 // ranks, KV usage the fullest rank's (§1), each the higher of the two readings.
 func (d Delta) sglangGauges() vocab.Signals {
 	s := vocab.Signals{}
-	higher := func(name string, read func(vllmexpo.Exposition) (float64, bool)) {
+	higher := func(name string, read func(exposition.Exposition) (float64, bool)) {
 		v, ok := read(d.Cur)
 		if d.Prev != nil {
 			if w, okPrev := read(*d.Prev); okPrev && (!ok || w > v) {
@@ -69,10 +69,10 @@ func (d Delta) sglangGauges() vocab.Signals {
 			s[name] = v
 		}
 	}
-	higher(vocab.SigQueueDepth, func(e vllmexpo.Exposition) (float64, bool) { return sglangCount(e, sglangexpo.Queue) })
-	higher(vocab.SigRunning, func(e vllmexpo.Exposition) (float64, bool) { return sglangCount(e, sglangexpo.Running) })
-	higher(vocab.SigKVUsage, func(e vllmexpo.Exposition) (float64, bool) {
-		return e.Value(sglangexpo.TokenUsage, vllmexpo.AggMax, totalPriority)
+	higher(vocab.SigQueueDepth, func(e exposition.Exposition) (float64, bool) { return sglangCount(e, sglangexpo.Queue) })
+	higher(vocab.SigRunning, func(e exposition.Exposition) (float64, bool) { return sglangCount(e, sglangexpo.Running) })
+	higher(vocab.SigKVUsage, func(e exposition.Exposition) (float64, bool) {
+		return e.Value(sglangexpo.TokenUsage, exposition.AggMax, totalPriority)
 	})
 	return s
 }
@@ -239,7 +239,7 @@ func (d Delta) sglangFindings(res *vocab.Result, era string) {
 
 // sglangNotExposed maps each canonical signal the scrape has no value for,
 // and SGLang's era has no series for, to why (vocab.FindingNotExposed).
-func sglangNotExposed(era string, e vllmexpo.Exposition, s vocab.Signals) map[string]string {
+func sglangNotExposed(era string, e exposition.Exposition, s vocab.Signals) map[string]string {
 	out := map[string]string{}
 	for _, sig := range sglangexpo.Gaps {
 		if _, ok := s[sig]; ok {
@@ -271,9 +271,9 @@ func (d Delta) sglangExtras(era string) map[string]float64 {
 				out[x.Key] = v
 			}
 		default:
-			agg := vllmexpo.AggSum
+			agg := exposition.AggSum
 			if x.Max {
-				agg = vllmexpo.AggMax
+				agg = exposition.AggMax
 			}
 			if v, ok := d.Cur.Value(x.Metric, agg, totalPriority); ok {
 				if x.Key == "cache_hit_rate_last_batch" && era == sglangexpo.EraV035 {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/internal/testkit/fixtures"
 	"github.com/autocapture/autocapture/storage"
@@ -65,7 +65,7 @@ func TestScrapeThenTriageFindsEachSimulatedCause(t *testing.T) {
 					if err != nil {
 						t.Fatalf("scrape: %v", err)
 					}
-					wantGen := map[bool]string{false: vllmexpo.GenerationCurrent, true: vllmexpo.GenerationLegacy}[legacy]
+					wantGen := map[bool]string{false: exposition.GenerationCurrent, true: exposition.GenerationLegacy}[legacy]
 					gap, _ := res.Findings["gap_s"].(float64)
 					if res.Findings["generation"] != wantGen || gap < 1 || gap > 10 || len(res.Artifacts) != 2 {
 						t.Fatalf("findings %v, %d artifacts", res.Findings, len(res.Artifacts))
@@ -100,7 +100,7 @@ func TestRecordedScrapes(t *testing.T) {
 		want   string
 		check  func(t *testing.T, s vocab.Signals)
 	}{
-		{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", nil, vllmexpo.GenerationCurrent, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
+		{"v1-2026-09-inferstack-qwen2.5-1.5b.prom", nil, exposition.GenerationCurrent, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
 			// An idle server: 10 requests in its life, nothing queued or running;
 			// its one slow first token (a warm-up) is too few to call a p99.
 			if _, ok := s[vocab.SigTTFTP99]; ok {
@@ -109,13 +109,13 @@ func TestRecordedScrapes(t *testing.T) {
 			near(t, s, vocab.SigPrefixHitRatio, 432.0/530)
 			near(t, s, vocab.SigQueueDepth, 0)
 		}},
-		{"v1-2026-08-blackbox-rca-cpu.prom", nil, vllmexpo.GenerationCurrent, vocab.VerdictUnexplained, func(t *testing.T, s vocab.Signals) {
+		{"v1-2026-08-blackbox-rca-cpu.prom", nil, exposition.GenerationCurrent, vocab.VerdictUnexplained, func(t *testing.T, s vocab.Signals) {
 			// Qwen3-0.6B on a CPU image: ~0.1 s per token with nothing queued, an
 			// empty batch and 6-token prompts: slow for no load reason.
 			near(t, s, vocab.SigITLP99, 0.455)
 			near(t, s, vocab.SigRunning, 0)
 		}},
-		{"v0.5.x-2024-08-kubeai.prom", map[string]string{"model_name": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}, vllmexpo.GenerationLegacy, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
+		{"v0.5.x-2024-08-kubeai.prom", map[string]string{"model_name": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}, exposition.GenerationLegacy, vocab.VerdictHealthy, func(t *testing.T, s vocab.Signals) {
 			near(t, s, vocab.SigKVUsage, 0.0026235242675994863) // gpu_cache_usage_perc
 			near(t, s, vocab.SigQueueDepth, 2)                  // the injected other/OTHER series filtered out
 			near(t, s, vocab.SigITLP50, 0.0376)                 // time_per_output_token_seconds

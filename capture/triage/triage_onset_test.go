@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/capture/internal/vllmexpo"
+	"github.com/autocapture/autocapture/capture/internal/exposition"
 	"github.com/autocapture/autocapture/capture/scrape"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
@@ -16,27 +16,27 @@ import (
 // window, from the instance's own metrics. It says whether the alert can fire.
 var onsetAlert = map[string]func(w scrape.Delta) bool{
 	vllmsim.ScenarioOverload: func(w scrape.Delta) bool {
-		v, ok := w.Cur.Value(vllmexpo.VMWaiting, vllmexpo.AggMax, nil)
+		v, ok := w.Cur.Value(exposition.VMWaiting, exposition.AggMax, nil)
 		return ok && v > 10
 	},
 	vllmsim.ScenarioKVPressure: func(w scrape.Delta) bool {
-		v, ok := w.Cur.Value(vllmexpo.VMKVUsage, vllmexpo.AggMax, nil)
+		v, ok := w.Cur.Value(exposition.VMKVUsage, exposition.AggMax, nil)
 		return ok && v > 0.95
 	},
-	vllmsim.ScenarioPrefillBound: func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMTTFT) > 2 },
-	vllmsim.ScenarioDecodeBound:  func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
-	vllmsim.ScenarioUnexplained:  func(w scrape.Delta) bool { return ruleQuantile(w, vllmexpo.VMITL) > 0.2 },
+	vllmsim.ScenarioPrefillBound: func(w scrape.Delta) bool { return ruleQuantile(w, exposition.VMTTFT) > 2 },
+	vllmsim.ScenarioDecodeBound:  func(w scrape.Delta) bool { return ruleQuantile(w, exposition.VMITL) > 0.2 },
+	vllmsim.ScenarioUnexplained:  func(w scrape.Delta) bool { return ruleQuantile(w, exposition.VMITL) > 0.2 },
 	vllmsim.ScenarioClientAborts: func(w scrape.Delta) bool {
-		all, _ := w.Rate(vllmexpo.VMFinished, nil)
-		ab, _ := w.Rate(vllmexpo.VMFinished, func(ls map[string]string) bool { return ls["finished_reason"] == vllmexpo.FinishedReasonAbort })
+		all, _ := w.Rate(exposition.VMFinished, nil)
+		ab, _ := w.Rate(exposition.VMFinished, func(ls map[string]string) bool { return ls["finished_reason"] == exposition.FinishedReasonAbort })
 		return all > 0.05 && ab/all > 0.05
 	},
 }
 
 // ruleQuantile is the p99 the latency alerts compute (histogram_quantile over
 // the window, no minimum count), 0 when the window has too little traffic.
-func ruleQuantile(w scrape.Delta, m vllmexpo.Metric) float64 {
-	all, _ := w.Rate(vllmexpo.VMFinished, nil)
+func ruleQuantile(w scrape.Delta, m exposition.Metric) float64 {
+	all, _ := w.Rate(exposition.VMFinished, nil)
 	h, ok := w.Hist(m)
 	if !ok || h.Count == 0 || all <= 0.05 {
 		return 0

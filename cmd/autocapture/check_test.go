@@ -36,10 +36,10 @@ func (s clStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) {
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "clprom", Tier: vocab.TierMetrics,
+	capture.Register(vocab.Kind{Name: "clprom", Tier: vocab.TierMetrics,
 		Config: func() any { return &clpromConfig{} },
 		Build:  func(c any) (vocab.Step, error) { return clStep{summary: c.(*clpromConfig).Query}, nil }})
-	capture.Register(capture.Kind{Name: "cljudge", Tier: vocab.TierTriage,
+	capture.Register(vocab.Kind{Name: "cljudge", Tier: vocab.TierTriage,
 		Config: func() any { return &struct{}{} },
 		Build:  func(any) (vocab.Step, error) { return clStep{}, nil }})
 }

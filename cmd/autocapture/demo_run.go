@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -77,7 +76,7 @@ func (s *demoSetup) report(stdout io.Writer, run runs.Run, took time.Duration) e
 	}
 	fmt.Fprintf(stdout, "   run:       %s/api/v1/runs/%s\n", s.url, run.ID)
 	switch {
-	case run.Status == runner.StatusSucceeded, run.Status == runner.StatusPartial && run.Verdict != nil:
+	case run.Status == vocab.StatusSucceeded, run.Status == vocab.StatusPartial && run.Verdict != nil:
 		return nil
 	case run.Reason != "":
 		return fmt.Errorf("%w: %s: %s", errRunFailed, run.Status, run.Reason)
@@ -126,7 +125,7 @@ func (s *demoSetup) getRun(ctx context.Context, id string) (runs.Run, error) {
 // summary, the top kernels and the GPU's idle share.
 func printProfileReport(w io.Writer, run runs.Run) {
 	for _, st := range run.Steps {
-		if st.Kind != "profile" || st.Status != "succeeded" {
+		if st.Kind != "profile" || st.Status != vocab.StatusSucceeded {
 			continue
 		}
 		fmt.Fprintf(w, "   profile:   %s\n", st.Summary)

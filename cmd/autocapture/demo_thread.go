@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // demoThread prints the run's thread as the console notifier does, with what
@@ -81,7 +82,7 @@ func (d *demoThread) Close(ctx context.Context, t notify.Thread, s notify.Summar
 // missingBackend names the backend a not-configured step lacked and what the
 // demo uses instead; "" for any other step.
 func missingBackend(r notify.StepReport) (backend, instead string) {
-	if r.Status != notify.StatusNotConfigured {
+	if r.Status != vocab.StatusNotConfigured {
 		return "", ""
 	}
 	switch {

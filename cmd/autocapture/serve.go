@@ -26,6 +26,7 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/artifacts"
+	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/targets"
 	"github.com/autocapture/autocapture/vocab"
@@ -215,7 +216,7 @@ func startServing(ctx context.Context, cfg *config.Config, log *zap.Logger, w se
 	}
 	env.Profiles = svc.Profiling() // the fleet-wide lease and budget over framed profiles
 	pages.set(svc.Signer())        // before svc.Start: no thread is delivered before
-	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc.Profiling(), Statuses: runner.Statuses, Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
+	h, err := handlers.New(handlers.Options{Runs: svc, Profiling: svc.Profiling(), Auth: cfg.Web.Auth, ClientCertAuth: cfg.Web.ClientCertAuth(), MaxBodyBytes: cfg.Web.MaxBodyBytes,
 		Reload: reload, Registry: registry, Registerer: reg, Log: log.Named("http"), SlackSigningSecret: interactions(cfg.Notify.Slack), Feedback: svc,
 		SlackActions: slackActions(cfg, acts, svc), Artifacts: artifactRoute(cfg, env, svc), PageLinks: svc.Signer()})
 	if err != nil {
@@ -290,7 +291,7 @@ func shutdown(srv *http.Server, svc *runner.Service, grace time.Duration, log *z
 // and SIGHUP, and watches the playbook folders so an edit reloads by itself (a
 // broken edit keeps the last good set). A file error here stops the daemon with
 // file:line:col.
-func newPlanner(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (runner.Planner, func() error, error) {
+func newPlanner(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer) (lifecycle.Planner, func() error, error) {
 	r, err := playbooks.NewReloader(playbooks.Sources{Globs: cfg.Playbooks, Shipped: cfg.ShippedPlaybooks}, log.Named("playbooks"), reg)
 	if err != nil {
 		return nil, nil, err
@@ -368,7 +369,7 @@ func profilingPolicy(p config.Profiling) vocab.Profiling {
 // storage.path/spool (autocapture_spool_* gauges) and uploaded later by this
 // replica (runs.replica; see runner/artifacts/upload.go): the folder must survive a
 // restart (a persistent volume).
-func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (storage.Store, *storage.Spool, error) {
+func newStore(ctx context.Context, c config.Storage, log *zap.Logger, reg prometheus.Registerer) (vocab.Store, *storage.Spool, error) {
 	m, err := storage.NewMetrics(reg)
 	if err != nil {
 		return nil, nil, err

@@ -72,7 +72,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		}
 		if *verbose {
 			for _, r := range o.Steps {
-				line := r.Status
+				line := string(r.Status)
 				for _, s := range []string{r.Reason, r.Error, r.Summary} {
 					if s != "" {
 						line += ": " + s

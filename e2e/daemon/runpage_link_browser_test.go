@@ -20,7 +20,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestRunPageLinkFromSlackInBrowser: the "Run page" button of a run's Slack
@@ -70,7 +70,7 @@ func TestRunPageLinkFromSlackInBrowser(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("the Run page link %s: %d in the browser\n%s", name, code, text)
 		}
-		for _, want := range []string{"RunPageLinkAlert", id, runner.StatusSucceeded} {
+		for _, want := range []string{"RunPageLinkAlert", id, string(vocab.StatusSucceeded)} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the page opened from the link %s lacks %q:\n%s", name, want, text)
 			}
@@ -151,9 +151,9 @@ func fireAndFinish(t *testing.T, d *daemon, stub *slackstub.Server, alertname, f
 	}
 	waitFor(t, 90*time.Second, "run "+id+" to finish", func() bool {
 		r := d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
-	if r := d.run(t, id); r.Status != runner.StatusSucceeded {
+	if r := d.run(t, id); r.Status != vocab.StatusSucceeded {
 		t.Fatalf("run %s: %s, want succeeded: %+v", id, r.Status, r.Steps)
 	}
 	waitFor(t, 90*time.Second, "the thread of run "+id+" to show its end", func() bool {

@@ -30,7 +30,7 @@ import (
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	slacknotify "github.com/autocapture/autocapture/notify/slack"
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The secrets canary (issue 15, "Secrets"): every secret the daemon holds is a
@@ -412,7 +412,7 @@ func canaryRun(t *testing.T, remote bool) {
 			t.Errorf("run %s: the profile step %q does not say the agent refused the token", r.id, profileErr)
 		}
 	}
-	if ps := profileStep(t, rGood); ps.Status != runner.StatusSucceeded || len(ps.Artifacts) == 0 {
+	if ps := profileStep(t, rGood); ps.Status != vocab.StatusSucceeded || len(ps.Artifacts) == 0 {
 		t.Errorf("the profile through the good agent: %s with %d artifacts, want succeeded with the trace: %+v", ps.Status, len(ps.Artifacts), ps)
 	}
 	waitFor(t, 60*time.Second, "both threads to close and both manifests", func() bool {

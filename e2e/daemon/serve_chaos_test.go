@@ -25,6 +25,7 @@ import (
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The chaos proof (issue 15): 200 distinct alerts posted straight to three
@@ -431,7 +432,7 @@ func TestServeChaos(t *testing.T) {
 			}
 		}
 	}
-	statuses, resumed, attempts, uploads, profiled := map[string]int{}, 0, 0, 0, map[string]int{}
+	statuses, resumed, attempts, uploads, profiled := map[vocab.Status]int{}, 0, 0, 0, map[string]int{}
 	for _, r := range all {
 		statuses[r.Status]++
 		if r.Resumed > 0 {
@@ -446,7 +447,7 @@ func TestServeChaos(t *testing.T) {
 		for _, s := range r.Steps {
 			if s.ID == "profile" {
 				why, _, _ := strings.Cut(s.Reason+s.Error, ":")
-				profiled[s.Status+" "+why]++
+				profiled[string(s.Status)+" "+why]++
 			}
 		}
 		if len(threads[r.ID]) != 1 {

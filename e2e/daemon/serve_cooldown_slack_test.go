@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // cooldownPlaybook has a step that succeeds and one that fails (the run
@@ -57,9 +57,9 @@ func TestServeCooldownRepeatReachesSlack(t *testing.T) {
 	first := postRun(t, d, modelAlert("c00ld0wn00000001", time.Now().Add(-time.Minute)))
 	waitFor(t, 60*time.Second, "the holder run to finish", func() bool {
 		r := d.run(t, first)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
-	if r := d.run(t, first); r.Status != runner.StatusPartial {
+	if r := d.run(t, first); r.Status != vocab.StatusPartial {
 		t.Fatalf("holder run %s, want partial (one step fails)", r.Status)
 	}
 	waitFor(t, 60*time.Second, "the holder's thread to show its end", func() bool {
@@ -68,7 +68,7 @@ func TestServeCooldownRepeatReachesSlack(t *testing.T) {
 
 	second := postRun(t, d, modelAlert("c00ld0wn00000002", time.Now()))
 	waitFor(t, 60*time.Second, "the repeat to be skipped", func() bool {
-		return d.run(t, second).Status == runner.StatusSkipped
+		return d.run(t, second).Status == vocab.StatusSkipped
 	})
 	if r := d.run(t, second); !strings.HasPrefix(r.Reason, "cooldown: playbook e2e-cooldown ran for run "+first) {
 		t.Fatalf("repeat skipped for %q, want the holder's cooldown", r.Reason)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // crashPlaybook has a fast tier-1 step and a slow tier-2 step against target.
@@ -59,10 +59,10 @@ func TestServeResumesAfterKill9(t *testing.T) {
 			var r runs.Run
 			waitFor(t, 60*time.Second, "the run to finish after the restart", func() bool {
 				r = d2.run(t, id)
-				return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+				return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 			})
 			t.Logf("run finished %v after kill -9: %+v", time.Since(killed).Round(100*time.Millisecond), r)
-			if r.Status != runner.StatusSucceeded || r.Resumed != 1 {
+			if r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 				t.Fatalf("run %+v, want succeeded after exactly one resume", r)
 			}
 			done := map[string]int{}

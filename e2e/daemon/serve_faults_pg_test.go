@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestServeFaultPostgresFailover: the daemon reaches PostgreSQL through a
@@ -88,7 +88,7 @@ func TestServeFaultPostgresFailover(t *testing.T) {
 		final := 0
 		for _, r := range list {
 			byFP[r.Fingerprint]++
-			if r.Status != runner.StatusQueued && r.Status != runner.StatusRunning {
+			if r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning {
 				final++
 			}
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The faults an on-call meets at 3 a.m., each against the real binary and
@@ -135,7 +135,7 @@ func TestServeFaultS3RefusesWrites(t *testing.T) {
 // upload pending on this replica. It returns the number of artifacts.
 func checkPendingRun(t *testing.T, r runs.Run) int {
 	t.Helper()
-	if r.Status != runner.StatusSucceeded {
+	if r.Status != vocab.StatusSucceeded {
 		t.Errorf("run %s %s (%s), want succeeded with its artifacts in the spool", r.ID, r.Status, r.Reason)
 	}
 	n := 0

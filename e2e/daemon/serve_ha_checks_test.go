@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // What TestServeHA checks once the runs are final, each from the side it
@@ -41,7 +41,7 @@ func checkRuns(t *testing.T, all []runs.Run, victim map[string]bool, killed time
 		for _, s := range r.Steps {
 			n[s.ID]++
 		}
-		if r.Status != runner.StatusSucceeded || len(r.Steps) != len(haSteps) || n["first"] != 1 || n["hold"] != 1 || n["last"] != 1 {
+		if r.Status != vocab.StatusSucceeded || len(r.Steps) != len(haSteps) || n["first"] != 1 || n["hold"] != 1 || n["last"] != 1 {
 			t.Errorf("run %s (%s): %s %q, steps %v: want succeeded with each step recorded once", r.ID, a, r.Status, r.Reason, n)
 		}
 		if c := tagged[a]; c["/metrics"] != 1 || c["/version"] != 1 || len(c) != 2 {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestServeThreadLinkOpensTheArtifact: the real binary, without
@@ -45,7 +45,7 @@ func TestServeThreadLinkOpensTheArtifact(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the run to finish", func() bool {
 		r := d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
 	run := d.run(t, id)
 	if len(run.Steps) != 1 || len(run.Steps[0].Artifacts) == 0 {

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Tier 3 across crashes and replicas, through the real binary and real
@@ -93,16 +93,16 @@ func TestServeProfileHAKill9(t *testing.T) {
 			// The restart came after the deadline + stopGrace: the sweeper
 			// stopped it first, and the resumed step collects what that
 			// frame wrote (the lease waits, stopped, for it).
-			if step.Status != executor.Succeeded || step.Findings["resumed"] != "stopped" {
+			if step.Status != vocab.StatusSucceeded || step.Findings["resumed"] != "stopped" {
 				t.Errorf("the sweeper stopped the recording, but the step is %s (%s), want succeeded with resumed=stopped", step.Status, step.Reason)
 			}
 			checkCollected(t, sim, step)
 			return
 		}
-		if r.Status != runner.StatusSucceeded || r.Resumed != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 			t.Errorf("run %s resumed %d, want succeeded after one resume", r.Status, r.Resumed)
 		}
-		if step.Status != executor.Succeeded || step.Findings["resumed"] != "recording" {
+		if step.Status != vocab.StatusSucceeded || step.Findings["resumed"] != "recording" {
 			t.Fatalf("profile step %s (%s %s), findings %v: want succeeded with resumed=recording", step.Status, step.Reason, step.Error, step.Findings)
 		}
 		if _, ok := findEvent(prof, "resumed"); !ok {
@@ -174,7 +174,7 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	busy := profileStep(t, ro)
 	t.Logf("a new run %s finished %v after the sweep (room before the resume %v): profile %s %q", other,
 		time.Since(swept).Round(time.Millisecond), haNewRunRoom, busy.Status, busy.Reason)
-	if busy.Status != executor.Skipped || !strings.HasPrefix(busy.Reason, "busy: run "+id+"'s capture on ") ||
+	if busy.Status != vocab.StatusSkipped || !strings.HasPrefix(busy.Reason, "busy: run "+id+"'s capture on ") ||
 		!strings.Contains(busy.Reason, "stopped by the sweeper") || busy.Findings["refused"] != "busy" {
 		premise := "" // a machine too slow for the premise says so, apart from a wrong answer
 		if e, ok := findEvent(survivor.profile(t, id), "resumed"); ok && e.At.Before(busy.FinishedAt) {
@@ -206,11 +206,11 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	if e, ok := findEvent(prof, "resumed"); !ok || e.Detail != "state stopped" {
 		t.Errorf("want the resumed attempt to take the stopped lease back: %s", eventList(prof))
 	}
-	if r.Status != runner.StatusSucceeded || r.Resumed != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 		t.Errorf("run %s (%s) resumed %d, want succeeded after one resume", r.Status, r.Reason, r.Resumed)
 	}
 	step := profileStep(t, r)
-	if step.Status != executor.Succeeded || step.Findings["resumed"] != "stopped" {
+	if step.Status != vocab.StatusSucceeded || step.Findings["resumed"] != "stopped" {
 		t.Fatalf("resumed profile step %s (%s %s), findings %v: want succeeded with resumed=stopped", step.Status, step.Reason, step.Error, step.Findings)
 	}
 	checkCollected(t, sim, step)
@@ -289,12 +289,12 @@ func TestServeProfileHATwoReplicas(t *testing.T) {
 		}
 		won := 0
 		for a, s := range steps {
-			if s.Status == executor.Succeeded {
+			if s.Status == vocab.StatusSucceeded {
 				won = a
 			}
 		}
 		lost := steps[1-won]
-		if steps[won].Status != executor.Succeeded || lost.Status != executor.Skipped || !strings.HasPrefix(lost.Reason, "busy: ") ||
+		if steps[won].Status != vocab.StatusSucceeded || lost.Status != vocab.StatusSkipped || !strings.HasPrefix(lost.Reason, "busy: ") ||
 			!strings.Contains(lost.Reason, "run "+ids[won][0]) {
 			t.Errorf("round %d: profile steps %s and %s (%q), want one succeeded and the other skipped naming run %s",
 				i, steps[0].Status, steps[1].Status, lost.Reason, ids[won][0])
@@ -379,7 +379,7 @@ func TestServeProfileHABudget(t *testing.T) {
 		waitFor(t, 90*time.Second, fmt.Sprintf("wave %d's runs to finish", wave), func() bool {
 			rs = d.runsN(t, "HABudget")
 			for _, r := range rs {
-				if r.Status == runner.StatusQueued || r.Status == runner.StatusRunning {
+				if r.Status == vocab.StatusQueued || r.Status == vocab.StatusRunning {
 					return false
 				}
 			}
@@ -392,11 +392,11 @@ func TestServeProfileHABudget(t *testing.T) {
 			}
 			step := profileStep(t, d.run(t, r.ID))
 			switch {
-			case step.Status == executor.Succeeded:
+			case step.Status == vocab.StatusSucceeded:
 				waveStarts++
-			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_per_hour"):
+			case step.Status == vocab.StatusSkipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_per_hour"):
 				waveSkips["max_per_hour"]++
-			case step.Status == executor.Skipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_concurrent"):
+			case step.Status == vocab.StatusSkipped && strings.HasPrefix(step.Reason, "budget: ") && strings.Contains(step.Reason, "profiling.max_concurrent"):
 				waveSkips["max_concurrent"]++
 			default:
 				t.Errorf("wave %d run %s: profile step %s (%s %s), want succeeded or skipped for the budget", wave, r.ID, step.Status, step.Reason, step.Error)

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The harness of the tier-3 fault tests (serve_profile_test.go): a real
@@ -312,8 +312,8 @@ func pfEvents(rp runs.RunProfile) string {
 }
 
 // pfFinished says whether a run status is final.
-func pfFinished(status string) bool {
-	return status != runner.StatusQueued && status != runner.StatusRunning && status != ""
+func pfFinished(status vocab.Status) bool {
+	return status != vocab.StatusQueued && status != vocab.StatusRunning && status != ""
 }
 
 // pfWaitRun waits for run id to finish and returns it.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Helpers over the daemon's API for the tier-3 tests: a run's profile step,
@@ -40,7 +40,7 @@ func waitFinal(t *testing.T, d *daemon, id string, timeout time.Duration) runs.R
 	var r runs.Run
 	waitFor(t, timeout, "run "+id+" to finish", func() bool {
 		r = d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
 	return r
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/capture/profile"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
@@ -79,10 +78,10 @@ func lateRestart(t *testing.T, lease, late time.Duration) {
 	if st.Starts != 1 || len(sim.callsTo("/start_profile")) != 1 || st.Stops < 1 {
 		t.Errorf("sim saw %d starts and %d stops, want exactly 1 start (no second frame) and a stop", st.Starts, st.Stops)
 	}
-	if r.Status != runner.StatusSucceeded || r.Resumed < 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed < 1 {
 		t.Errorf("run %s (%s) resumed %d, want succeeded after a resume", r.Status, r.Reason, r.Resumed)
 	}
-	if step.Status != executor.Succeeded || step.Findings["resumed"] != vocab.LeaseStopped {
+	if step.Status != vocab.StatusSucceeded || step.Findings["resumed"] != vocab.LeaseStopped {
 		t.Fatalf("profile step %s (%s %s), findings %v: want succeeded with resumed=stopped", step.Status, step.Reason, step.Error, step.Findings)
 	}
 	if e, ok := findEvent(prof, "stopped"); !ok || !strings.HasPrefix(e.Actor, "sweeper ") {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestServeProfileSGLangStallBoundsTheNext: the daemon frames an SGLang
@@ -23,7 +23,7 @@ func TestServeProfileSGLangStallBoundsTheNext(t *testing.T) {
 		Engine: "sglang", MaxLastStall: 200 * time.Millisecond}), time.Second, 10*time.Second)
 	a := pfWaitRun(t, d, pfFire(t, d, "f00a5f00a5f00a01", sim.Inst, time.Now().Add(-time.Minute)))
 	prof := pfMustStep(t, a, "profile")
-	if prof.Status != executor.Succeeded {
+	if prof.Status != vocab.StatusSucceeded {
 		t.Fatalf("first capture %s (%s)", prof.Status, pfText(prof))
 	}
 	st := sim.profiler(t)
@@ -47,7 +47,7 @@ func TestServeProfileSGLangStallBoundsTheNext(t *testing.T) {
 	b := pfWaitRun(t, d, pfFire(t, d, "f00a5f00a5f00b02", sim.Inst, time.Now().Add(-time.Minute)))
 	s := pfMustStep(t, b, "profile")
 	t.Logf("second alert: %s %q", s.Status, pfText(s))
-	if s.Status != executor.Skipped || !strings.Contains(pfText(s), "over cost.max_last_stall 200ms") {
+	if s.Status != vocab.StatusSkipped || !strings.Contains(pfText(s), "over cost.max_last_stall 200ms") {
 		t.Errorf("second capture %s %q: want skipped for the last stall", s.Status, pfText(s))
 	}
 	if n := sim.count("/start_profile"); n != 1 {

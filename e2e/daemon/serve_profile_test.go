@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/autocapture/autocapture/runner"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Tier 3's faults with the real daemon binary against a real vllmsim (the
@@ -48,13 +47,13 @@ func TestServeProfileFaultResolvedMidFrame(t *testing.T) {
 	if stopLag > frame/3 {
 		t.Errorf("stop_profile reached the sim %v after the resolution: want at once, not near the frame's end (%v)", stopLag, frame)
 	}
-	if prof.Status != executor.Cancelled || !prof.Partial {
+	if prof.Status != vocab.StatusCancelled || !prof.Partial {
 		t.Errorf("profile step %s partial=%v (%s): want cancelled with its partial result", prof.Status, prof.Partial, pfText(prof))
 	}
 	if cut, _ := prof.Findings["cut_short"].(string); !strings.Contains(cut, "resolved") {
 		t.Errorf("profile cut_short %q: want the resolution named", cut)
 	}
-	if version.Status != executor.Succeeded || len(version.Artifacts) == 0 {
+	if version.Status != vocab.StatusSucceeded || len(version.Artifacts) == 0 {
 		t.Errorf("tier-1 step %s with %d artifacts: want its evidence kept", version.Status, len(version.Artifacts))
 	}
 	if len(st.Files) == 0 {
@@ -66,7 +65,7 @@ func TestServeProfileFaultResolvedMidFrame(t *testing.T) {
 			t.Errorf("file %s the stop wrote is not among the profile's artifacts %v", filepath.Base(f), kept)
 		}
 	}
-	if !pfFinished(r.Status) || r.Status == runner.StatusSucceeded {
+	if !pfFinished(r.Status) || r.Status == vocab.StatusSucceeded {
 		t.Errorf("run %s: want a final status that is not succeeded (the profile was cut)", r.Status)
 	}
 	if st.Starts != 1 || st.Stops != 1 {
@@ -104,7 +103,7 @@ func TestServeProfileFaultHangingStop(t *testing.T) {
 	if bounded > hang-2*time.Second {
 		t.Errorf("the step ended %v after its stop was sent: want it bounded by stop_timeout %v, not the hang %v", bounded, stopTimeout, hang)
 	}
-	if prof.Status != executor.Failed || prof.Reason != "timeout" || !strings.Contains(prof.Summary, "stays leased") {
+	if prof.Status != vocab.StatusFailed || prof.Reason != "timeout" || !strings.Contains(prof.Summary, "stays leased") {
 		t.Errorf("profile step %s (%s) %q: want failed on the timeout, saying the target stays leased", prof.Status, prof.Reason, pfText(prof))
 	}
 	if len(held.Leases) != 1 || held.Leases[0].State != "stop_failed" || held.Leases[0].RunID != a.ID {
@@ -117,7 +116,7 @@ func TestServeProfileFaultHangingStop(t *testing.T) {
 	decided := busy.FinishedAt.Sub(firstStop)
 	t.Logf("second alert while leased, its step decided %v after the first stop (hang %v): %s %q; sim starts=%d",
 		decided.Round(time.Millisecond), hang, busy.Status, busy.Reason, sim.count("/start_profile"))
-	if busy.Status != executor.Skipped || !strings.HasPrefix(busy.Reason, "busy: ") || busy.Findings["refused"] != "busy" ||
+	if busy.Status != vocab.StatusSkipped || !strings.HasPrefix(busy.Reason, "busy: ") || busy.Findings["refused"] != "busy" ||
 		!strings.Contains(pfText(busy), a.ID) || !strings.Contains(pfText(busy), "stays leased") {
 		premise := "" // a machine too slow for the premise says so, apart from a wrong answer
 		if decided >= hang {
@@ -145,7 +144,7 @@ func TestServeProfileFaultHangingStop(t *testing.T) {
 		t.Fatalf("clear the fault: %d %s", code, body)
 	}
 	c := pfWaitRun(t, d, pfFire(t, d, "f002f002f002f0c3", sim.Inst, time.Now().Add(-time.Minute)))
-	if s := pfMustStep(t, c, "profile"); s.Status != executor.Succeeded || len(s.Artifacts) == 0 {
+	if s := pfMustStep(t, c, "profile"); s.Status != vocab.StatusSucceeded || len(s.Artifacts) == 0 {
 		t.Errorf("third alert's profile step %s (%s) with %d artifacts: want a capture once the target is free", s.Status, pfText(s), len(s.Artifacts))
 	}
 	st := sim.profiler(t)
@@ -215,10 +214,10 @@ func TestServeProfileFaultUnarmed(t *testing.T) {
 		t.Errorf("stop_profile sent %d times, want 0 (nothing was recording)", n)
 	}
 	how, _ := prof.Findings["how_to_arm"].(string)
-	if prof.Status != executor.Failed || prof.Reason != "upstream-4xx" || prof.Findings["armed"] != false || !strings.Contains(how, "--profiler-config") {
+	if prof.Status != vocab.StatusFailed || prof.Reason != "upstream-4xx" || prof.Findings["armed"] != false || !strings.Contains(how, "--profiler-config") {
 		t.Errorf("profile step %s (%s) %v: want failed upstream-4xx with armed=false and how to arm it", prof.Status, prof.Reason, prof.Findings)
 	}
-	if r.Status != runner.StatusPartial || r.Attempts != 1 {
+	if r.Status != vocab.StatusPartial || r.Attempts != 1 {
 		t.Errorf("run %s after %d attempt(s): want partial (tier 1 succeeded, the profile continue_on_error) after one", r.Status, r.Attempts)
 	}
 }
@@ -261,7 +260,7 @@ func TestServeProfileFaultPaused(t *testing.T) {
 	a := pfWaitRun(t, d, pfFire(t, d, "f005f005f005f0a1", sim.Inst, time.Now().Add(-time.Minute)))
 	skipped := pfMustStep(t, a, "profile")
 	t.Logf("paused: run %s, profile %s %q, start_profile %d", a.Status, skipped.Status, skipped.Reason, sim.count("/start_profile"))
-	if skipped.Status != executor.Skipped || !strings.HasPrefix(skipped.Reason, "paused: paused by "+pfOperator) ||
+	if skipped.Status != vocab.StatusSkipped || !strings.HasPrefix(skipped.Reason, "paused: paused by "+pfOperator) ||
 		skipped.Findings["refused"] != "paused" || !strings.Contains(pfText(skipped), ": deploy") {
 		t.Errorf("profile step while paused %s %q: want skipped, paused by %s with the reason", skipped.Status, pfText(skipped), pfOperator)
 	}
@@ -275,7 +274,7 @@ func TestServeProfileFaultPaused(t *testing.T) {
 	prof := pfMustStep(t, b, "profile")
 	st := pfStatus(t, d)
 	t.Logf("resumed by %s: run %s, profile %s with %d artifacts, start_profile %d", st.ResumedBy, b.Status, prof.Status, len(prof.Artifacts), sim.count("/start_profile"))
-	if prof.Status != executor.Succeeded || len(prof.Artifacts) == 0 || sim.count("/start_profile") != 1 {
+	if prof.Status != vocab.StatusSucceeded || len(prof.Artifacts) == 0 || sim.count("/start_profile") != 1 {
 		t.Errorf("after resume: profile %s (%s) with %d artifacts, %d starts: want one capture", prof.Status, pfText(prof), len(prof.Artifacts), sim.count("/start_profile"))
 	}
 	if st.Paused || st.ResumedBy != pfOperator {
@@ -293,14 +292,14 @@ func TestServeProfileFaultCooldown(t *testing.T) {
 	sim := startPFSim(t, pfSimOpts{})
 	d := startPFDaemon(t, pfPlaybook(pfStep{Dir: sim.Dir, Duration: time.Second, StopTimeout: 10 * time.Second, Cooldown: cooldown}), time.Second, time.Second)
 	a := pfWaitRun(t, d, pfFire(t, d, "f006f006f006f0a1", sim.Inst, time.Now().Add(-time.Minute)))
-	if s := pfMustStep(t, a, "profile"); s.Status != executor.Succeeded {
+	if s := pfMustStep(t, a, "profile"); s.Status != vocab.StatusSucceeded {
 		t.Fatalf("first capture %s (%s)", s.Status, pfText(s))
 	}
 	started := sim.arrivals("/start_profile")[0]
 	b := pfWaitRun(t, d, pfFire(t, d, "f006f006f006f0b2", sim.Inst, time.Now().Add(-time.Minute)))
 	s := pfMustStep(t, b, "profile")
 	t.Logf("inside the cooldown: %s %q; start_profile %d", s.Status, s.Reason, sim.count("/start_profile"))
-	if s.Status != executor.Skipped || !strings.HasPrefix(s.Reason, "cooldown: ") || s.Findings["refused"] != "cooldown" ||
+	if s.Status != vocab.StatusSkipped || !strings.HasPrefix(s.Reason, "cooldown: ") || s.Findings["refused"] != "cooldown" ||
 		!strings.Contains(pfText(s), "cooldown "+cooldown.String()) {
 		t.Fatalf("second firing's profile step %s %q: want skipped for the cooldown", s.Status, pfText(s))
 	}
@@ -352,7 +351,7 @@ func TestServeProfileFaultOperatorStop(t *testing.T) {
 	if lag > frame/3 {
 		t.Errorf("stop_profile reached the sim %v after the operator asked: want at once, not near the frame's end (%v)", lag, frame)
 	}
-	if prof.Status != executor.Succeeded || !strings.Contains(cut, "an operator asked to stop") || !strings.Contains(cut, pfOperator) {
+	if prof.Status != vocab.StatusSucceeded || !strings.Contains(cut, "an operator asked to stop") || !strings.Contains(cut, pfOperator) {
 		t.Errorf("profile step %s, cut_short %q: want succeeded, saying %s asked to stop", prof.Status, cut, pfOperator)
 	}
 	kept := pfArtifacts(prof)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/manifestcheck"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // s3Storage is a storage: section (after path) for the s3 backend on srv
@@ -48,7 +48,7 @@ func waitFinished(t *testing.T, d *daemon, id string) runs.Run {
 	var r runs.Run
 	waitFor(t, 60*time.Second, "run "+id+" to finish", func() bool {
 		r = d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
 	return r
 }
@@ -109,7 +109,7 @@ func TestServeStoresEveryArtifact(t *testing.T) {
 				t.Fatalf("webhook: %d %s", code, b)
 			}
 			r := waitFinished(t, d, id)
-			if r.Status != runner.StatusSucceeded {
+			if r.Status != vocab.StatusSucceeded {
 				t.Fatalf("run %s, want succeeded: %+v", r.Status, r)
 			}
 			listed, encodings := 0, map[string]int{}
@@ -219,7 +219,7 @@ func TestServeWithWrongS3CredentialsStillRuns(t *testing.T) {
 	if target.count("/fast") == 0 {
 		t.Errorf("the run never reached its target: %+v", r)
 	}
-	if r.Status == runner.StatusSucceeded || len(r.Steps) == 0 || !strings.Contains(r.Steps[0].Error, "access denied") {
+	if r.Status == vocab.StatusSucceeded || len(r.Steps) == 0 || !strings.Contains(r.Steps[0].Error, "access denied") {
 		t.Errorf("run %s, want its first step failed on the denied upload: %+v", r.Status, r)
 	}
 	req, _ := http.NewRequest("GET", d.URL+"/api/v1/runs/"+id, nil)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/slackstub"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // slackPlaybook has a fast tier-1 step and a tier-2 step against target.
@@ -91,7 +91,7 @@ func TestServeSlackThread(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the run to finish", func() bool {
 		r := d.run(t, id)
-		return r.Status != runner.StatusQueued && r.Status != runner.StatusRunning
+		return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning
 	})
 	want := []string{"step/slack-thread/fast", "step/slack-thread/slow", "close/finished"}
 	waitFor(t, 60*time.Second, "the thread to show the end", func() bool {
@@ -139,7 +139,7 @@ func TestServeSlackThreadAcrossKill9(t *testing.T) {
 		}
 		return false
 	})
-	if r := d2.run(t, id); r.Status != runner.StatusSucceeded || r.Resumed != 1 {
+	if r := d2.run(t, id); r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 		t.Fatalf("run %+v, want succeeded after one resume", r)
 	}
 	keys := replyKeys(threadOf(t, stub, id))

@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Path traversal end to end (issue 15, "Hostile input"): alerts whose
@@ -117,7 +117,7 @@ func TestServeHostileAlertnamesStayInTheStore(t *testing.T) {
 			artifacts := 0
 			for _, id := range ids {
 				r := waitFinished(t, d, id)
-				if r.Status != runner.StatusSucceeded {
+				if r.Status != vocab.StatusSucceeded {
 					t.Errorf("run %s (alertname %.40q): %s, want succeeded: %+v", id, r.Alertname, r.Status, r)
 				}
 				for _, st := range r.Steps {

@@ -25,8 +25,6 @@ import (
 
 	"github.com/autocapture/autocapture/deploy"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/runner"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -295,13 +293,13 @@ func TestComposeTopologyOnLoopback(t *testing.T) {
 	if want := tp.addr["vllmsim:8000"]; r.Labels["instance"] != want || !strings.HasPrefix(r.Alertname, "VLLM") {
 		t.Errorf("run for %s instance %q, want a VLLM alert on the sim's %s", r.Alertname, r.Labels["instance"], want)
 	}
-	if r.Status != runner.StatusSucceeded || r.Verdict == nil || r.Verdict.ID != "unexplained" {
+	if r.Status != vocab.StatusSucceeded || r.Verdict == nil || r.Verdict.ID != "unexplained" {
 		t.Errorf("run %s verdict %v: want succeeded, unexplained", r.Status, r.Verdict)
 	}
 	tiers := map[vocab.Tier][]string{}
 	for _, st := range r.Steps {
 		t.Logf("step %s (%s, tier %s): %s %s %s", st.ID, st.Kind, st.Tier, st.Status, st.Reason, st.Summary)
-		if st.Status == executor.Succeeded {
+		if st.Status == vocab.StatusSucceeded {
 			tiers[st.Tier] = append(tiers[st.Tier], st.Kind)
 		}
 	}

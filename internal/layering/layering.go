@@ -27,7 +27,7 @@ var Layers = []Layer{
 	}},
 	{"where artifacts and rows go", []string{"storage", "database"}},
 	{"the daemon's configuration, and the steps' shared kit", []string{
-		"config", "capture/internal/stepkit", "capture/internal/vllmexpo", "capture/internal/sglangexpo", "capture/internal/views",
+		"config", "capture/internal/stepkit", "capture/internal/exposition", "capture/internal/sglangexpo", "capture/internal/views",
 	}},
 	{"what the Prometheus step families share: the query runner", []string{"capture/internal/promkit"}},
 	{"step families, the allow-list, the notifier contract, TLS", []string{
@@ -51,12 +51,13 @@ var Layers = []Layer{
 	{"test harnesses, imported by tests only: real components, stand-ins", []string{
 		"internal/testkit/testenv", "internal/testkit/slackstub", "internal/testkit/fixtures",
 		"internal/testkit/webtlstest", "internal/testkit/hostile", "internal/testkit/golden", "internal/testkit/htmldoc",
+		"internal/testkit/crashstore",
 	}},
 	{"test harnesses built on those", []string{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",
 		"internal/testkit/manifestcheck", "internal/testkit/steptest",
 	}},
-	{"test-only packages", []string{"e2e", "e2e/daemon", "e2e/deploy", "deploy", "internal/layering"}},
+	{"test-only packages", []string{"e2e", "e2e/daemon", "e2e/deploy", "deploy", "internal/layering", "internal/sourcerules"}},
 }
 
 // layerOf returns the index of the layer holding pkg.

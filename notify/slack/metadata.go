@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // EventType marks every message this notifier posts: its metadata carries the
@@ -42,7 +43,7 @@ func parentPayload(p Parent) map[string]any {
 	m := map[string]any{
 		"alert": p.Alert, "severity": p.Severity, "instance": p.Instance, "model": p.Model,
 		"playbooks": strings.Join(p.Playbooks, ","), "summary": p.Summary,
-		"status": p.Status, "verdict": p.Verdict, "also": strings.Join(p.Also, ","),
+		"status": string(p.Status), "verdict": p.Verdict, "also": strings.Join(p.Also, ","),
 		"scope": p.Scope, "seen": p.Seen, "silenced": p.Silenced,
 	}
 	if !p.Since.IsZero() {
@@ -85,7 +86,7 @@ func parentFromPayload(runID string, m map[string]any) Parent {
 	}
 	p := Parent{RunID: runID, Alert: str(m, "alert"), Severity: str(m, "severity"), Instance: str(m, "instance"),
 		Model: str(m, "model"), Playbooks: split(str(m, "playbooks")), Summary: str(m, "summary"),
-		Status: str(m, "status"), Verdict: str(m, "verdict"), Also: split(str(m, "also")), Scope: str(m, "scope"), Seen: str(m, "seen"),
+		Status: vocab.Status(str(m, "status")), Verdict: str(m, "verdict"), Also: split(str(m, "also")), Scope: str(m, "scope"), Seen: str(m, "seen"),
 		Silenced: str(m, "silenced")}
 	p.Since, _ = time.Parse(time.RFC3339, str(m, "since"))
 	p.Resumed, _ = strconv.Atoi(str(m, "resumed"))

@@ -48,7 +48,7 @@ type Parent struct {
 	Resumed   int
 	Links     []notify.Link
 	// Set by Close.
-	Status        string // "" while capturing
+	Status        vocab.Status // "" while capturing
 	Duration      time.Duration
 	Verdict       string // "kv-pressure — <first evidence>. <first advice>"
 	Also          []string
@@ -93,7 +93,7 @@ func (p Parent) Apply(s notify.Summary) Parent {
 	switch {
 	case s.Key == notify.KeyCloseFinished, s.Key == "" && s.Status != "":
 		p.Status, p.Duration = s.Status, s.Duration
-	case (s.Key == notify.KeyCloseResolved || strings.HasPrefix(s.Key, notify.KeyActionEdit)) && p.Status == "" && final(s.Status):
+	case (s.Key == notify.KeyCloseResolved || strings.HasPrefix(s.Key, notify.KeyActionEdit)) && p.Status == "" && s.Status.Finished():
 		p.Status, p.Duration = s.Status, s.Duration
 	}
 	if s.ResolvedAt != nil {
@@ -103,15 +103,6 @@ func (p Parent) Apply(s notify.Summary) Parent {
 		}
 	}
 	return p
-}
-
-// final says whether a run status is an end (the run no longer captures).
-func final(status string) bool {
-	switch status {
-	case "", "queued", "running": // the run statuses before its end (runner.Statuses)
-		return false
-	}
-	return true
 }
 
 // VerdictLine is the verdict in one line: "kv-pressure — <first evidence
@@ -220,9 +211,9 @@ func (p Parent) statusLine(markup bool) string {
 	case p.Status == "":
 		parts = append(parts, e(":hourglass_flowing_sand:", "capturing…"))
 	case p.Duration > 0:
-		parts = append(parts, e(statusEmoji(p.Status), p.Status+" after "+fmtDur(p.Duration)))
+		parts = append(parts, e(statusEmoji(p.Status), string(p.Status)+" after "+fmtDur(p.Duration)))
 	default:
-		parts = append(parts, e(statusEmoji(p.Status), p.Status))
+		parts = append(parts, e(statusEmoji(p.Status), string(p.Status)))
 	}
 	if p.Resolved {
 		r := "resolved"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // A group's parent (a storm's table, a fleet's instances) and its members'
@@ -109,12 +110,12 @@ func memberLine(m notify.Member, withAlert bool) string {
 		parts = append(parts, ":dart: *"+esc(m.Verdict)+"*")
 	}
 	switch m.Status {
-	case "", "queued":
+	case "", vocab.StatusQueued:
 		parts = append(parts, ":hourglass: queued")
-	case "running":
+	case vocab.StatusRunning:
 		parts = append(parts, ":hourglass_flowing_sand: capturing")
 	default:
-		parts = append(parts, statusEmoji(m.Status)+" "+esc(m.Status))
+		parts = append(parts, statusEmoji(m.Status)+" "+esc(string(m.Status)))
 	}
 	if m.Resolved {
 		parts = append(parts, ":large_green_circle: resolved")
@@ -145,8 +146,8 @@ func RenderMemberReply(r notify.MemberReport) Message {
 	if m.Model != "" {
 		head += esc(clip.Runes(m.Model, 60)) + " "
 	}
-	head += "— " + statusEmoji(m.Status) + " *" + esc(m.Status) + "*"
-	text := strings.TrimSpace(m.Instance + " " + m.Status)
+	head += "— " + statusEmoji(m.Status) + " *" + esc(string(m.Status)) + "*"
+	text := strings.TrimSpace(m.Instance + " " + string(m.Status))
 	if r.Duration > 0 {
 		head += " after " + fmtDur(r.Duration)
 		text += " after " + fmtDur(r.Duration)
@@ -160,8 +161,8 @@ func RenderMemberReply(r notify.MemberReport) Message {
 	}
 	lines := []string{head}
 	for _, st := range r.Steps {
-		l := "• " + statusEmoji(st.Status) + " *" + esc(st.StepID) + "* (" + esc(st.Kind) + ") " + esc(st.Status)
-		if st.Status == "succeeded" || st.Status == "failed" {
+		l := "• " + statusEmoji(st.Status) + " *" + esc(st.StepID) + "* (" + esc(st.Kind) + ") " + esc(string(st.Status))
+		if st.Status == vocab.StatusSucceeded || st.Status == vocab.StatusFailed {
 			l += " in " + fmtDur(st.Duration)
 		}
 		why := clip.Fold(st.Reason)

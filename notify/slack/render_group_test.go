@@ -34,9 +34,9 @@ func stormGroup(n int) notify.Group {
 func fleetGroup() notify.Group {
 	g := notify.Group{Kind: notify.GroupFleet, LeadID: "r1", Alert: "VLLMHighTTFT", Model: "llama-70b"}
 	for i, v := range []string{"overload", "overload", "kv-pressure", "overload", "", "overload"} {
-		st := "succeeded"
+		st := vocab.StatusSucceeded
 		if v == "" {
-			st = "queued"
+			st = vocab.StatusQueued
 		}
 		g.Members = append(g.Members, notify.Member{RunID: "r" + strconv.Itoa(i+1), Alert: "VLLMHighTTFT",
 			Instance: "10.0.0." + strconv.Itoa(i+1) + ":8000", Model: "llama-70b", Status: st, Verdict: v, Resolved: i == 1})

@@ -22,11 +22,11 @@ const maxWhy = 300
 // attached as <step>-full.txt.
 func RenderReply(r notify.StepReport) Message {
 	status := r.Status
-	if status == notify.StatusNotConfigured {
+	if status == vocab.StatusNotConfigured {
 		status = "not configured" // in words, as on every surface
 	}
 	raw := fmt.Sprintf("%s (%s, tier %s) %s", r.StepID, r.Kind, r.Tier, status)
-	if r.Status == "succeeded" || r.Status == "failed" {
+	if r.Status == vocab.StatusSucceeded || r.Status == vocab.StatusFailed {
 		raw += " in " + fmtDur(r.Duration)
 	}
 	head := statusEmoji(r.Status) + " *" + esc(r.StepID) + "*" + esc(strings.TrimPrefix(raw, r.StepID))
@@ -39,7 +39,7 @@ func RenderReply(r notify.StepReport) Message {
 	if why != "" {
 		short := clip.Runes(why, maxWhy)
 		cut = cut || short != why
-		if r.Status == "failed" {
+		if r.Status == vocab.StatusFailed {
 			body += "\n*why*: " + esc(short)
 		} else {
 			body = head + ": " + esc(short)
@@ -164,13 +164,13 @@ func RenderCloseReply(p Parent, s notify.Summary) Message {
 		if p.ResolvedAfter > 0 {
 			text += " after " + fmtDur(p.ResolvedAfter)
 		}
-		if !final(s.Status) {
+		if !s.Status.Finished() {
 			text += "; the run goes on until its capture ends"
 		}
 		head = ":large_green_circle: " + esc(text)
 	} else {
-		text = "Run " + s.Status
-		head = statusEmoji(s.Status) + " Run *" + esc(s.Status) + "*"
+		text = "Run " + string(s.Status)
+		head = statusEmoji(s.Status) + " Run *" + esc(string(s.Status)) + "*"
 		if s.Duration > 0 {
 			text += " after " + fmtDur(s.Duration)
 			head += " after " + fmtDur(s.Duration)
@@ -221,7 +221,7 @@ func verdictDetail(v *vocab.Verdict) string {
 // post_skipped; a notice about the run (a resume, a cooldown repeat) always,
 // whatever status it carries.
 func shown(r notify.StepReport, postSkipped bool) bool {
-	return postSkipped || r.Notice != "" || r.Status != "skipped"
+	return postSkipped || r.Notice != "" || r.Status != vocab.StatusSkipped
 }
 
 // RenderNotice renders a note about the run itself (a resume, late uploads

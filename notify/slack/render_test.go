@@ -39,7 +39,7 @@ func testParent() Parent {
 		{Name: "Run", URL: "http://autocapture:9095/api/v1/runs/r1"}})
 }
 
-func step(id, kind string, tier vocab.Tier, status, summary string) notify.StepReport {
+func step(id, kind string, tier vocab.Tier, status vocab.Status, summary string) notify.StepReport {
 	return notify.StepReport{RunID: "r1", StepID: id, Kind: kind, Tier: tier, Status: status, Summary: summary,
 		Duration: 132 * time.Millisecond, Plan: "vllm-high-ttft", Key: "step/vllm-high-ttft/" + id}
 }
@@ -220,7 +220,7 @@ func TestFmtDur(t *testing.T) {
 // and says in words what is missing, in the blocks and the fallback text.
 func TestRenderNotConfigured(t *testing.T) {
 	m := RenderReply(notify.StepReport{StepID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics,
-		Status: notify.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
+		Status: vocab.StatusNotConfigured, Reason: "no Prometheus (set prometheus.url)"})
 	b, err := json.Marshal(m.Blocks)
 	if err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func (n *Notifier) Close(ctx context.Context, t notify.Thread, s notify.Summary)
 	if _, _, _, err := n.api.UpdateMessageContext(ctx, t.Channel, t.TS, opts...); err != nil {
 		return n.fail(err, "chat.update: parent %s of run %s in %s (%s)", t.TS, s.RunID, t.Channel, s.Key)
 	}
-	log.Info("Updated the run's parent with its outcome.", zap.String("status", p.Status))
+	log.Info("Updated the run's parent with its outcome.", zap.String("status", string(p.Status)))
 	if notify.EditOnly(s.Key) {
 		return nil
 	}

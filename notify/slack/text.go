@@ -10,7 +10,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/clip"
 	"github.com/autocapture/autocapture/internal/untrusted"
-	"github.com/autocapture/autocapture/notify"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Slack's limits (docs.slack.dev, Block Kit reference), with room to spare
@@ -57,19 +57,19 @@ func fmtDur(d time.Duration) string {
 }
 
 // statusEmoji marks a step's or a run's status.
-func statusEmoji(status string) string {
+func statusEmoji(status vocab.Status) string {
 	switch status {
-	case "succeeded":
+	case vocab.StatusSucceeded:
 		return ":white_check_mark:"
-	case "failed":
+	case vocab.StatusFailed:
 		return ":x:"
-	case "skipped":
+	case vocab.StatusSkipped:
 		return ":fast_forward:"
-	case notify.StatusNotConfigured:
+	case vocab.StatusNotConfigured:
 		return ":white_circle:"
-	case "cancelled":
+	case vocab.StatusCancelled:
 		return ":no_entry_sign:"
-	case "partial":
+	case vocab.StatusPartial:
 		return ":warning:"
 	}
 	return ":grey_question:"

@@ -42,13 +42,13 @@ func (judgeStep) Run(_ context.Context, in *vocab.Input) (*vocab.Result, error) 
 }
 
 func init() {
-	capture.Register(capture.Kind{Name: "ptnet", Tier: vocab.TierMetrics,
+	capture.Register(vocab.Kind{Name: "ptnet", Tier: vocab.TierMetrics,
 		Config: func() any { return &netConfig{} },
 		Build:  func(any) (vocab.Step, error) { return netStep{}, nil }})
-	capture.Register(capture.Kind{Name: "ptjudge", Tier: vocab.TierTriage,
+	capture.Register(vocab.Kind{Name: "ptjudge", Tier: vocab.TierTriage,
 		Config: func() any { return &judgeConfig{} },
 		Build:  func(any) (vocab.Step, error) { return judgeStep{}, nil }})
-	capture.Register(capture.Kind{Name: "ptslow", Tier: vocab.TierTraces,
+	capture.Register(vocab.Kind{Name: "ptslow", Tier: vocab.TierTraces,
 		Config: func() any { return &netConfig{} },
 		Build:  func(any) (vocab.Step, error) { return netStep{}, nil }})
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -45,7 +44,7 @@ func (o *Outcome) Passed() bool { return len(o.Failures) == 0 }
 func (o *Outcome) Where() string { return fmt.Sprintf("%s:%d", o.Case.File, o.Case.Line) }
 
 // Run runs one case. store receives artifacts of unmocked steps (nil: none).
-func Run(ctx context.Context, tc *playbooks.TestCase, store storage.Store, log *zap.Logger) *Outcome {
+func Run(ctx context.Context, tc *playbooks.TestCase, store vocab.Store, log *zap.Logger) *Outcome {
 	out := &Outcome{Case: tc}
 	w := vocab.Window{Start: tc.Alert.StartsAt.Add(-Lookback), End: tc.Alert.StartsAt.Add(Lag)}
 	env := &vocab.Env{Store: store, Now: func() time.Time { return w.End }}
@@ -94,24 +93,25 @@ func check(tc *playbooks.TestCase, matched []string, recs []executor.StepRecord,
 	if ex.Playbooks != nil && !slices.Equal(ex.Playbooks, matched) {
 		fails = append(fails, fmt.Sprintf("matched playbooks %v, want %v", matched, ex.Playbooks))
 	}
-	got := map[string][]string{}
+	got := map[vocab.Status][]string{}
 	status := map[string]executor.StepRecord{}
+	const ran vocab.Status = "ran" // succeeded or failed: the step ran
 	for _, r := range recs {
 		kind := r.Status
-		if kind == executor.Succeeded {
-			kind = "ran"
+		if kind == vocab.StatusSucceeded {
+			kind = ran
 		}
 		got[kind] = append(got[kind], r.ID)
-		if kind == executor.Failed {
-			got["ran"] = append(got["ran"], r.ID)
+		if kind == vocab.StatusFailed {
+			got[ran] = append(got[ran], r.ID)
 		}
 		status[r.ID], status[r.Plan+"/"+r.ID] = r, r
 	}
 	for _, e := range []struct {
 		what       string
 		want, have []string
-	}{{"ran", ex.Ran, got["ran"]}, {"skipped", ex.Skipped, got[executor.Skipped]}, {"failed", ex.Failed, got[executor.Failed]},
-		{"not_configured", ex.NotConfigured, got[executor.NotConfigured]}} {
+	}{{"ran", ex.Ran, got[ran]}, {"skipped", ex.Skipped, got[vocab.StatusSkipped]}, {"failed", ex.Failed, got[vocab.StatusFailed]},
+		{"not_configured", ex.NotConfigured, got[vocab.StatusNotConfigured]}} {
 		if e.want != nil && !sameSet(e.want, e.have) {
 			fails = append(fails, fmt.Sprintf("%s %v, want %v%s", e.what, sorted(e.have), sorted(e.want), why(e.want, status)))
 		}
@@ -167,7 +167,7 @@ func why(want []string, status map[string]executor.StepRecord) string {
 	var parts []string
 	for _, id := range want {
 		if r, ok := status[id]; ok {
-			detail := r.Status
+			detail := string(r.Status)
 			if r.Reason != "" {
 				detail += ": " + r.Reason
 			}

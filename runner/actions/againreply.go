@@ -52,7 +52,7 @@ func (a *Actions) againReply(ctx context.Context, rep notify.StepReport, row dat
 	case now == nil:
 		rep.Notice = fmt.Sprintf("%s: run %s ended %s without a capture%s.", lead, againID, run.Status, reasonOf(run.Reason))
 		return rep, nil
-	case now.Status == executor.Skipped && now.Findings["refused"] != nil:
+	case now.Status == vocab.StatusSkipped && now.Findings["refused"] != nil:
 		reason, detail, _ := strings.Cut(now.Reason, ": ")
 		rep.Notice = lead + ": not profiled — " + RefusalWords(&vocab.ProfileRefusal{Reason: reason, Detail: detail}) +
 			". Click Profile again once it frees."

@@ -57,7 +57,7 @@ func RunEnv(env *vocab.Env, runID string, limit int64, recorded map[string]map[s
 // recorded: the next attempt puts under attempt-<n>/ keys, the cap counts
 // recorded artifacts only, and retention removes the orphan with its run.
 type cappedStore struct {
-	storage.Store
+	vocab.Store
 	runID string
 	limit int64
 
@@ -69,7 +69,7 @@ type cappedStore struct {
 // errCapped is what the cut-off reader returns to the store's Put.
 var errCapped = errors.New("run artifact byte cap reached")
 
-func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta storage.Meta) (storage.Object, error) {
+func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta vocab.ObjectMeta) (vocab.Object, error) {
 	cr := &capReader{r: r, c: c}
 	obj, err := c.Store.Put(ctx, key, cr, meta)
 	if err == nil && !cr.over && c.settle(obj.Size) {
@@ -91,7 +91,7 @@ func (c *cappedStore) Put(ctx context.Context, key string, r io.Reader, meta sto
 	if derr != nil {
 		msg += "; removing the partial object failed: " + derr.Error()
 	}
-	return storage.Object{}, vocab.Errorf(vocab.ReasonTooLarge, "%s", msg)
+	return vocab.Object{}, vocab.Errorf(vocab.ReasonTooLarge, "%s", msg)
 }
 
 // settle counts a stored put of size bytes; false when it no longer fits.

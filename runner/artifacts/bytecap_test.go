@@ -14,15 +14,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-func newLocalStore(t *testing.T) *storage.Local {
-	t.Helper()
-	l, err := storage.NewLocal(t.TempDir(), storage.WithLocalCompression(storage.CompressionNone))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // TestCappedStoreCountsEarlierAttemptsAndParallelPuts: what the run recorded
 // before counts, and parallel puts never store more than the cap in all.
 func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
@@ -30,10 +21,10 @@ func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
 	store := newLocalStore(t)
 	earlier := map[string]map[string]executor.StepRecord{"pb": {"old": {Artifacts: []vocab.Artifact{{Size: 9_500}}}}}
 	env := RunEnv(&vocab.Env{Store: store}, "run-x", 10_000, earlier)
-	if _, err := env.Store.Put(ctx, "k/over.bin", bytes.NewReader(make([]byte, 600)), storage.Meta{}); vocab.Classify(err) != vocab.ReasonTooLarge {
+	if _, err := env.Store.Put(ctx, "k/over.bin", bytes.NewReader(make([]byte, 600)), vocab.ObjectMeta{}); vocab.Classify(err) != vocab.ReasonTooLarge {
 		t.Fatalf("600 bytes over 9,500 recorded under 10,000: %v", err)
 	}
-	if _, err := env.Store.Put(ctx, "k/fits.bin", bytes.NewReader(make([]byte, 500)), storage.Meta{}); err != nil {
+	if _, err := env.Store.Put(ctx, "k/fits.bin", bytes.NewReader(make([]byte, 500)), vocab.ObjectMeta{}); err != nil {
 		t.Fatalf("500 bytes that fit: %v", err)
 	}
 	if _, err := store.Stat(ctx, "k/over.bin"); !errors.Is(err, storage.ErrNotFound) {
@@ -47,7 +38,7 @@ func TestCappedStoreCountsEarlierAttemptsAndParallelPuts(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			key := fmt.Sprintf("p/%02d.bin", i)
-			obj, err := env.Store.Put(ctx, key, bytes.NewReader(bytes.Repeat([]byte{byte(i)}, 1_500)), storage.Meta{})
+			obj, err := env.Store.Put(ctx, key, bytes.NewReader(bytes.Repeat([]byte{byte(i)}, 1_500)), vocab.ObjectMeta{})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -106,11 +97,11 @@ func TestCappedStoreDoesNotStarveASmallPut(t *testing.T) {
 		stalled: make(chan struct{}), release: make(chan struct{})}
 	bigErr := make(chan error, 1)
 	go func() {
-		_, err := env.Store.Put(ctx, "z/big.bin", big, storage.Meta{ContentType: "application/octet-stream"})
+		_, err := env.Store.Put(ctx, "z/big.bin", big, vocab.ObjectMeta{ContentType: "application/octet-stream"})
 		bigErr <- err
 	}()
 	<-big.stalled
-	if _, err := env.Store.Put(ctx, "z/small.bin", bytes.NewReader(make([]byte, 3_000)), storage.Meta{ContentType: "application/octet-stream"}); err != nil {
+	if _, err := env.Store.Put(ctx, "z/small.bin", bytes.NewReader(make([]byte, 3_000)), vocab.ObjectMeta{ContentType: "application/octet-stream"}); err != nil {
 		t.Fatalf("a small put beside a big one in flight: %v", err)
 	}
 	close(big.release)

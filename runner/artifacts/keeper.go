@@ -15,7 +15,6 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/links"
 	"github.com/autocapture/autocapture/runner/executor"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -68,8 +67,6 @@ type Deps struct {
 	MaxArtifactBytes int64
 	// Retention deletes old finished runs (zero: runs are kept for ever).
 	Retention config.Retention
-	// Unfinished are the run statuses retention never selects.
-	Unfinished [2]string
 	// UploadBackoff is the first wait after a failed upload (0: 1 s).
 	UploadBackoff time.Duration
 	// Links says how threads link artifacts; Now is the clock links expire on.
@@ -119,7 +116,7 @@ func (k *Keeper) db() Store                      { return k.d.Store() }
 func (k *Keeper) client() *river.Client[*sql.Tx] { return k.d.Client() }
 
 // store is where artifacts (and manifests) go; nil without one.
-func (k *Keeper) store() storage.Store {
+func (k *Keeper) store() vocab.Store {
 	if k.d.Env == nil {
 		return nil
 	}

@@ -23,38 +23,6 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// The manifest: one manifest.json per finished run, beside its plans'
-// folders (storage.ManifestKey), saying what was captured and where: the
-// alert, the playbooks with file and digest, every step with its rendered
-// config, timings, outcome, findings and artifacts (key, size, sha256,
-// content type and encoding), the verdict and its history, the run's status and times, and
-// the versions of autocapture and of the target. It is what someone reading
-// the bucket, without the daemon, starts from.
-//
-// It is written by a River job (manifestArgs, on Queue)
-// inserted in the SAME transaction as the run's finish (EnqueueManifestTx in
-// the runner's finish): a kill -9 before that commit leaves an unfinished run and no job
-// (the run resumes and finishes again); after it, both, and the job is worked
-// by any live replica, whoever finished the run. The window that remains is
-// between the manifest's Put and the job's completion: the job is then run
-// again and writes the same bytes once more. A job whose worker died holds
-// "running" in River's table until River's rescuer (an hour); the reaper
-// does not wait for it: a manifest job running past max(30 s, 2 × lease)
-// gets a fresh one (sweep.go), and duplicate writers are harmless under
-// manifest_seq.
-//
-// The manifest is the only object ever rewritten (storage.Meta.Replace):
-// late uploads (upload.go) have the runner call EnqueueManifestTx when they
-// land.
-// Each request bumps autocapture_runs.manifest_seq; a writer reads the seq
-// before the state it writes, and after its Put writes again while the seq
-// moved, so the last Put for a run is of its latest state even when two
-// replicas write at once.
-//
-// What the manifest says of the run (its row, plans, records, verdicts) is
-// the run lifecycle's: the writer asks for it (Runs.ManifestOf) and puts it
-// together with what the store says of each artifact (BuildManifest).
-
 // manifestWorkers bounds manifests written at once by this process.
 const manifestWorkers = 2
 
@@ -138,7 +106,7 @@ func (k *Keeper) WriteManifest(ctx context.Context, runID string) error {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
 		key := storage.ManifestKey(in.Run.CreatedAt, in.Alertname, in.Run.ID)
-		if _, err := st.Put(ctx, key, bytes.NewReader(b), storage.Meta{ContentType: "application/json", Replace: true}); err != nil {
+		if _, err := st.Put(ctx, key, bytes.NewReader(b), vocab.ObjectMeta{ContentType: "application/json", Replace: true}); err != nil {
 			return fmt.Errorf("runner: manifest of %s: %w", runID, err)
 		}
 		now, err := k.tables.Runs.SetManifest(ctx, k.db(), runID, key)
@@ -198,18 +166,18 @@ type Manifest struct {
 
 // ManifestRun is the run as its manifest says it.
 type ManifestRun struct {
-	ID          string     `json:"id"`
-	Key         string     `json:"key"`
-	Status      string     `json:"status"`
-	Reason      string     `json:"reason,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	ResolvedAt  *time.Time `json:"resolved_at"`
-	Attempts    int        `json:"attempts"`
-	Resumed     int        `json:"resumed"`
-	WindowStart *time.Time `json:"window_start,omitempty"`
-	WindowEnd   *time.Time `json:"window_end,omitempty"`
+	ID          string       `json:"id"`
+	Key         string       `json:"key"`
+	Status      vocab.Status `json:"status"`
+	Reason      string       `json:"reason,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	StartedAt   *time.Time   `json:"started_at"`
+	FinishedAt  *time.Time   `json:"finished_at"`
+	ResolvedAt  *time.Time   `json:"resolved_at"`
+	Attempts    int          `json:"attempts"`
+	Resumed     int          `json:"resumed"`
+	WindowStart *time.Time   `json:"window_start,omitempty"`
+	WindowEnd   *time.Time   `json:"window_end,omitempty"`
 }
 
 // ManifestAlert is the run's alert as its manifest says it.
@@ -244,7 +212,7 @@ type manifestStep struct {
 	Kind       string             `json:"kind"`
 	Tier       vocab.Tier         `json:"tier"`
 	Config     any                `json:"config,omitempty"`
-	Status     string             `json:"status"`
+	Status     vocab.Status       `json:"status"`
 	Reason     string             `json:"reason,omitempty"`
 	Error      string             `json:"error,omitempty"`
 	Partial    bool               `json:"partial,omitempty"`
@@ -277,12 +245,12 @@ type manifestArtifact struct {
 }
 
 // statusNotRun marks a planned step without a record in the manifest.
-const statusNotRun = "not_run"
+const statusNotRun vocab.Status = "not_run"
 
 // BuildManifest assembles the manifest of in: its plans' rebuilt steps (for
 // the rendered configs) with the run's records, and the store st (for the
 // artifacts' encodings).
-func BuildManifest(ctx context.Context, in ManifestInput, st storage.Store) (*Manifest, error) {
+func BuildManifest(ctx context.Context, in ManifestInput, st vocab.Store) (*Manifest, error) {
 	m := &Manifest{Schema: 1, Verdict: in.Verdict, Versions: BuildVersions(), Run: in.Run, Alert: in.Alert,
 		Playbooks: []manifestPlaybook{}, Verdicts: []runs.VerdictEntry{}}
 	m.Alert.Labels, m.Alert.Annotations = nonNil(m.Alert.Labels), nonNil(m.Alert.Annotations)
@@ -329,7 +297,7 @@ func BuildManifest(ctx context.Context, in ManifestInput, st storage.Store) (*Ma
 }
 
 // fillStep copies rec into ms and describes its artifacts from the store.
-func fillStep(ctx context.Context, ms *manifestStep, rec executor.StepRecord, st storage.Store) error {
+func fillStep(ctx context.Context, ms *manifestStep, rec executor.StepRecord, st vocab.Store) error {
 	ms.Status, ms.Reason, ms.Error, ms.Partial, ms.Summary = rec.Status, rec.Reason, rec.Error, rec.Partial, rec.Summary
 	if !rec.StartedAt.IsZero() {
 		ms.StartedAt = &rec.StartedAt

@@ -14,6 +14,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Retention (config retention:) deletes finished runs older than
@@ -147,7 +148,7 @@ func (k *Keeper) RetentionOnce(ctx context.Context) (int, error) {
 // OldRuns selects up to a batch of finished runs older than ageMS on the
 // database's clock, oldest first, except those in skip.
 func (k *Keeper) OldRuns(ctx context.Context, ageMS int64, skip map[string]bool) ([]OldRun, error) {
-	rows, err := k.tables.Runs.Old(ctx, k.db(), ageMS, k.d.Unfinished[0], k.d.Unfinished[1], retentionBatch+len(skip))
+	rows, err := k.tables.Runs.Old(ctx, k.db(), ageMS, retentionBatch+len(skip))
 	if err != nil {
 		return nil, fmt.Errorf("runner: retention: select old runs: %w", err)
 	}
@@ -191,7 +192,7 @@ func (k *Keeper) DeleteRunObjects(ctx context.Context, r OldRun) error {
 		keys = append(keys, r.Manifest)
 	}
 	prefix := storage.RunPrefix(r.Created, r.Alertname, r.ID)
-	if err := st.List(ctx, prefix, func(e storage.ListEntry) error {
+	if err := st.List(ctx, prefix, func(e vocab.ListEntry) error {
 		keys = append(keys, e.Key)
 		return nil
 	}); err != nil {

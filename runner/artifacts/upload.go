@@ -16,42 +16,10 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/notify"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
+	"github.com/autocapture/autocapture/vocab"
 )
-
-// Late uploads. With an S3 store, an artifact put while the bucket is down
-// stays in this replica's local spool (storage.Spool) and its step records it
-// pending. The upload is then durable work of THIS replica: a row in
-// autocapture_uploads (one per key) and a River job on the replica's own
-// queue, autocapture_upload_<replica>, because only the replica holding the
-// file can upload it. That is why a replica needs a stable name (runs.replica,
-// default the hostname) and its spool a persistent volume: in Kubernetes a
-// StatefulSet with a volume claim for storage.path. A replica that never
-// comes back takes its spooled artifacts with it.
-//
-// The job retries with a backoff from 1 s doubling to 5 min, for as long as
-// it takes (it snoozes, so River's attempt limit never discards it; the row
-// counts attempts and keeps the last error). After the upload the spool file
-// is deleted and the row marked uploaded; when the run's last pending upload
-// lands, its thread is told so (an outbox reply, "uploads/done/<n>").
-//
-// Crash windows (kill -9), each covered:
-//   - the spool file written, no row or job yet (between storage.Spool's
-//     write and the OnSpool hook, or the hook's transaction failed): at
-//     startup the replica scans its spool and records a row and a job for
-//     every file (TestUploadAfterKill9BeforeTheRow); a scan every
-//     uploadScanInterval does the same for files without a row.
-//   - uploaded, spool file not deleted: the next attempt uploads again, and
-//     the store's never-overwrite compare makes that an idempotent success
-//     (same content; storage's TestSpoolKeepsWhatAnOutageWouldLose).
-//   - uploaded and spool file deleted, row not marked: the row is pending
-//     without a file; its job (or the startup scan's, see below) finds the
-//     key in the store with the recorded sha256 and marks it.
-//   - row recorded, job lost or held by the dead process as running: the
-//     startup scan inserts a job for every pending row of this replica
-//     (unique per key and process).
 
 // uploadArgs is one late upload. Boot makes the job unique per key and
 // process: a restarted replica inserts its own even while River still holds
@@ -71,9 +39,9 @@ func (uploadArgs) InsertOpts() river.InsertOpts {
 
 // Spool is what the Keeper needs of the local spool (storage.Spool).
 type Spool interface {
-	OnSpool(fn func(ctx context.Context, obj storage.Object))
-	Upload(ctx context.Context, key string) (storage.Object, error)
-	Spooled(ctx context.Context, fn func(obj storage.Object, spooled time.Time) error) error
+	OnSpool(fn func(ctx context.Context, obj vocab.Object))
+	Upload(ctx context.Context, key string) (vocab.Object, error)
+	Spooled(ctx context.Context, fn func(obj vocab.Object, spooled time.Time) error) error
 	Has(ctx context.Context, key string) bool
 }
 
@@ -176,7 +144,7 @@ func runIDOfKey(key string) string {
 // spooled is the spool's OnSpool hook: the file is durable; record the row
 // and the job in one transaction. A failure here leaves the file for the
 // scans (logged, not the step's failure: the bytes are safe).
-func (k *Keeper) spooled(ctx context.Context, obj storage.Object) {
+func (k *Keeper) spooled(ctx context.Context, obj vocab.Object) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	err := k.recordUpload(ctx, obj, true, uploadArgs{Key: obj.Key, Boot: k.d.Owner + "/" + uuid.NewString()[:8]})
@@ -192,7 +160,7 @@ func (k *Keeper) spooled(ctx context.Context, obj storage.Object) {
 // recordUpload writes obj's row as pending (again, when it was uploaded and
 // is spooled anew) with repend, or only when it has none without it, and
 // inserts args' job when it wrote the row or repend is set.
-func (k *Keeper) recordUpload(ctx context.Context, obj storage.Object, repend bool, args uploadArgs) error {
+func (k *Keeper) recordUpload(ctx context.Context, obj vocab.Object, repend bool, args uploadArgs) error {
 	tx, err := k.db().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("runner: record upload %s: %w", obj.Key, err)
@@ -221,7 +189,7 @@ func (k *Keeper) recordUpload(ctx context.Context, obj storage.Object, repend bo
 // process); else only files without a row are recorded.
 func (k *Keeper) scanSpool(ctx context.Context, full bool) (int, error) {
 	n := 0
-	err := k.up.spool.Spooled(ctx, func(obj storage.Object, _ time.Time) error {
+	err := k.up.spool.Spooled(ctx, func(obj vocab.Object, _ time.Time) error {
 		n++
 		return k.recordUpload(ctx, obj, full, uploadArgs{Key: obj.Key, Boot: k.d.Owner})
 	})
@@ -371,7 +339,7 @@ func (k *Keeper) UploadsReply(ctx context.Context, runID, key string, retry bool
 	if len(ups) == 1 {
 		what = "1 artifact kept in the local spool while the artifact store was unavailable is"
 	}
-	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: executor.Succeeded, Key: key, Retry: retry,
+	rep := notify.StepReport{RunID: runID, StepID: "uploads", Kind: "run", Status: vocab.StatusSucceeded, Key: key, Retry: retry,
 		Notice: "late uploads done: " + what + " now in the store"}
 	for _, u := range ups {
 		if u.State != "uploaded" || k.store() == nil {

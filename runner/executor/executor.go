@@ -98,7 +98,7 @@ type StepRecord struct {
 	ID       string         `json:"id"`
 	Kind     string         `json:"kind"`
 	Tier     vocab.Tier     `json:"tier"`
-	Status   string         `json:"status"`
+	Status   vocab.Status   `json:"status"`
 	Reason   string         `json:"reason,omitempty"`
 	Error    string         `json:"error,omitempty"`
 	Summary  string         `json:"summary,omitempty"`
@@ -129,14 +129,14 @@ func (r StepRecord) Result() *vocab.Result {
 // real: triage counts a scrape's first read after the deadline cut the second).
 // `when` sees succeeded steps only (playbooks.Env: a failed step is absent).
 func (r StepRecord) evidence() bool {
-	return r.Status == Succeeded || (r.Status == Failed && r.Partial)
+	return r.Status == vocab.StatusSucceeded || (r.Status == vocab.StatusFailed && r.Partial)
 }
 
 // missedText is what a step that gave no evidence says of itself, short:
 // "not configured: no Prometheus (set prometheus.url)", "unreachable:
 // dial tcp …: connection refused".
 func (r StepRecord) missedText() string {
-	if r.Status == NotConfigured {
+	if r.Status == vocab.StatusNotConfigured {
 		return "not configured: " + r.Reason
 	}
 	text := r.Reason
@@ -157,7 +157,7 @@ func (ex *planExec) missedView() map[string]string {
 type Outcome struct {
 	Plan string
 	// Status is succeeded, partial, failed or cancelled.
-	Status string
+	Status vocab.Status
 	// Reason says why the status is not succeeded.
 	Reason string
 	// Steps holds every step of the plan that has a record, in plan order.
@@ -212,7 +212,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outco
 		}
 		for _, rec := range ex.runTier(ctx, steps, stopped) {
 			byID[rec.ID] = rec
-			if rec.Status == Failed && stopped == "" && !ex.step(rec.ID).ContinueOnError {
+			if rec.Status == vocab.StatusFailed && stopped == "" && !ex.step(rec.ID).ContinueOnError {
 				stopped = fmt.Sprintf("step %s failed earlier", rec.ID)
 			}
 		}
@@ -236,7 +236,7 @@ func Run(ctx context.Context, plan *playbooks.Plan, in Input, hooks Hooks) Outco
 	}
 	out.Status, out.Reason = Summarize(out.Steps)
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrCancelled) {
-		out.Status, out.Reason = Cancelled, ErrCancelled.Error()
+		out.Status, out.Reason = vocab.StatusCancelled, ErrCancelled.Error()
 	}
 	return out
 }
@@ -272,10 +272,10 @@ type planExec struct {
 func (ex *planExec) keep(rec StepRecord) {
 	if rec.evidence() {
 		ex.prior[rec.ID] = rec.Result()
-	} else if rec.Status == Failed || rec.Status == NotConfigured {
+	} else if rec.Status == vocab.StatusFailed || rec.Status == vocab.StatusNotConfigured {
 		ex.missed[rec.ID] = rec.missedText()
 	}
-	if rec.Status == Succeeded {
+	if rec.Status == vocab.StatusSucceeded {
 		ex.succeeded[rec.ID] = true
 	}
 }

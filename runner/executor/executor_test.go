@@ -39,11 +39,14 @@ func (r *recorder) get(id string) StepRecord {
 
 func TestRunPlanStatuses(t *testing.T) {
 	refused := vocab.Errorf(vocab.ReasonRefused, "dial 127.0.0.1:1: refused")
-	type want struct{ status, reason string }
+	type want struct {
+		status vocab.Status
+		reason string
+	}
 	cases := []struct {
 		name    string
 		steps   func(c *fakestep.Counter) []playbooks.PlannedStep
-		plan    string
+		plan    vocab.Status
 		want    map[string]want
 		notRun  []string
 		reasonH string
@@ -55,7 +58,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)), fakestep.Step("b", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "succeeded",
-			want: map[string]want{"a": {Succeeded, ""}, "b": {Succeeded, ""}},
+			want: map[string]want{"a": {vocab.StatusSucceeded, ""}, "b": {vocab.StatusSucceeded, ""}},
 		},
 		{
 			name: "failure stops later tiers",
@@ -64,7 +67,7 @@ func TestRunPlanStatuses(t *testing.T) {
 					fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan:    "partial",
-			want:    map[string]want{"a": {Succeeded, ""}, "bad": {Failed, "refused"}, "later": {Skipped, "step bad failed earlier"}},
+			want:    map[string]want{"a": {vocab.StatusSucceeded, ""}, "bad": {vocab.StatusFailed, "refused"}, "later": {vocab.StatusSkipped, "step bad failed earlier"}},
 			notRun:  []string{"later"},
 			reasonH: "bad (refused)",
 		},
@@ -75,7 +78,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)), off}
 			},
 			plan: "succeeded",
-			want: map[string]want{"a": {Succeeded, ""}, "traces": {NotConfigured, "no trace backend (set traces.url to Jaeger or Tempo)"}},
+			want: map[string]want{"a": {vocab.StatusSucceeded, ""}, "traces": {vocab.StatusNotConfigured, "no trace backend (set traces.url to Jaeger or Tempo)"}},
 		},
 		{
 			name: "continue_on_error keeps going",
@@ -85,7 +88,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{bad, fakestep.Step("later", vocab.TierTraces, fakestep.OK(c, nil))}
 			},
 			plan: "partial",
-			want: map[string]want{"bad": {Failed, "refused"}, "later": {Succeeded, ""}},
+			want: map[string]want{"bad": {vocab.StatusFailed, "refused"}, "later": {vocab.StatusSucceeded, ""}},
 		},
 		{
 			name: "render error is bad-config and nothing succeeded",
@@ -94,7 +97,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{s}
 			},
 			plan: "failed",
-			want: map[string]want{"r": {Failed, "bad-config"}},
+			want: map[string]want{"r": {vocab.StatusFailed, "bad-config"}},
 		},
 		{
 			// A traces step guarded by `when` whose config uses a label the alert
@@ -113,9 +116,9 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{tri, guarded, taken}
 			},
 			plan: "partial",
-			want: map[string]want{"tri": {Succeeded, ""},
-				"traces":  {Skipped, `when: steps.tri.verdict == "unexplained" is false`},
-				"traces2": {Failed, "bad-config"}},
+			want: map[string]want{"tri": {vocab.StatusSucceeded, ""},
+				"traces":  {vocab.StatusSkipped, `when: steps.tri.verdict == "unexplained" is false`},
+				"traces2": {vocab.StatusFailed, "bad-config"}},
 			errH: map[string]string{"traces2": `no entry for key "service"`},
 		},
 		{
@@ -131,7 +134,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{tri, yes, no}
 			},
 			plan:   "succeeded",
-			want:   map[string]want{"tri": {Succeeded, ""}, "yes": {Succeeded, ""}, "no": {Skipped, "when: false is false"}},
+			want:   map[string]want{"tri": {vocab.StatusSucceeded, ""}, "yes": {vocab.StatusSucceeded, ""}, "no": {vocab.StatusSkipped, "when: false is false"}},
 			notRun: []string{"no"},
 		},
 		{
@@ -144,7 +147,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{s}
 			},
 			plan:   "failed",
-			want:   map[string]want{"w": {Failed, "bad-config"}},
+			want:   map[string]want{"w": {vocab.StatusFailed, "bad-config"}},
 			notRun: []string{"w"},
 			errH:   map[string]string{"w": "invalid operation: <nil> > int"},
 		},
@@ -156,7 +159,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				return []playbooks.PlannedStep{s}
 			},
 			plan:    "failed",
-			want:    map[string]want{"slow": {Failed, "timeout"}},
+			want:    map[string]want{"slow": {vocab.StatusFailed, "timeout"}},
 			reasonH: "slow (timeout)",
 		},
 		{
@@ -167,7 +170,7 @@ func TestRunPlanStatuses(t *testing.T) {
 				}))}
 			},
 			plan: "failed",
-			want: map[string]want{"p": {Failed, "internal"}},
+			want: map[string]want{"p": {vocab.StatusFailed, "internal"}},
 		},
 	}
 	for _, tc := range cases {
@@ -228,7 +231,7 @@ func TestPlanTimeoutFailsTheStepsItKeptFromStarting(t *testing.T) {
 	var r recorder
 	out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
 	for _, id := range []string{"slow", "later"} {
-		if got := r.get(id); got.Status != Failed || got.Reason != "timeout" {
+		if got := r.get(id); got.Status != vocab.StatusFailed || got.Reason != "timeout" {
 			t.Errorf("step %s = %s/%q (%s), want failed/timeout", id, got.Status, got.Reason, got.Error)
 		}
 	}
@@ -265,10 +268,10 @@ func TestLaterStepsReadWhatMissed(t *testing.T) {
 	if len(got) != len(want) || got["snapshot"] != want["snapshot"] || got["scrape"] != want["scrape"] {
 		t.Errorf("triage read Missed %q, want %q", got, want)
 	}
-	if st := r.get("snapshot"); st.Status != NotConfigured || st.Reason != "no Prometheus (set prometheus.url)" {
+	if st := r.get("snapshot"); st.Status != vocab.StatusNotConfigured || st.Reason != "no Prometheus (set prometheus.url)" {
 		t.Errorf("snapshot %s/%q, want not-configured naming what is missing", st.Status, st.Reason)
 	}
-	if out.Status != Partial || !strings.Contains(out.Reason, "scrape (refused)") || strings.Contains(out.Reason, "snapshot") {
+	if out.Status != vocab.StatusPartial || !strings.Contains(out.Reason, "scrape (refused)") || strings.Contains(out.Reason, "snapshot") {
 		t.Errorf("plan %s (%s): want partial for the refused scrape alone", out.Status, out.Reason)
 	}
 }

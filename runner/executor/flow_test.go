@@ -65,7 +65,7 @@ func TestRunPlanSkipsDoneSteps(t *testing.T) {
 	next := fakestep.Step("next", vocab.TierTraces, fakestep.OK(c, nil))
 	next.When = fakestep.When("steps.first.n == 1")
 	plan := &playbooks.Plan{Playbook: "pb", Steps: []playbooks.PlannedStep{fakestep.Step("first", vocab.TierMetrics, fakestep.OK(c, nil)), next}}
-	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: Succeeded, Findings: map[string]any{"n": 1}}}
+	done := map[string]StepRecord{"first": {Plan: "pb", ID: "first", Status: vocab.StatusSucceeded, Findings: map[string]any{"n": 1}}}
 	var r recorder
 	out := Run(context.Background(), plan, Input{RunID: "r", Done: done}, r.hooks())
 	if got := c.Snapshot(); got["r/first"] != 0 || got["r/next"] != 1 {
@@ -96,11 +96,11 @@ func TestRunPlanResolutionCancelsOnlyTier3(t *testing.T) {
 	fakestep.WaitFor(t, started, "the tier-3 step to start")
 	close(resolved)
 	out := fakestep.WaitFor(t, done, "the plan to end")
-	if got := r.get("metrics"); got.Status != Succeeded {
+	if got := r.get("metrics"); got.Status != vocab.StatusSucceeded {
 		t.Errorf("tier-1 step %s, want succeeded", got.Status)
 	}
 	frame := r.get("frame")
-	if frame.Status != Cancelled || frame.Error == "" || len(frame.Artifacts) != 1 {
+	if frame.Status != vocab.StatusCancelled || frame.Error == "" || len(frame.Artifacts) != 1 {
 		t.Errorf("tier-3 step = %+v, want cancelled with its cause and its partial artifact kept", frame)
 	}
 	if out.Status != "partial" {
@@ -112,7 +112,7 @@ func TestRunPlanCancelAndInterrupt(t *testing.T) {
 	cases := []struct {
 		name       string
 		cause      error
-		status     string
+		status     vocab.Status
 		recorded   bool
 		interrupts bool
 	}{

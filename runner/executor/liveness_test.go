@@ -78,11 +78,11 @@ func TestAbandonsAStepThatIgnoresItsDeadline(t *testing.T) {
 	out := fakestep.WaitFor(t, runAsync(context.Background(), plan, Input{RunID: "r", AbandonGrace: 50 * time.Millisecond}, hooks), "the plan to end past its hung step")
 	<-started
 	rec := out.Steps[0]
-	if rec.ID != "hung" || rec.Status != Failed || rec.Reason != string(vocab.ReasonTimeout) ||
+	if rec.ID != "hung" || rec.Status != vocab.StatusFailed || rec.Reason != string(vocab.ReasonTimeout) ||
 		!strings.Contains(rec.Error, "abandoned") || !strings.Contains(rec.Error, "ran longer than its timeout 30ms") {
 		t.Fatalf("hung step recorded as %+v, want failed/timeout saying abandoned and the deadline", rec)
 	}
-	if c.Count("r/next") != 1 || out.Status != Partial {
+	if c.Count("r/next") != 1 || out.Status != vocab.StatusPartial {
 		t.Errorf("next tier ran %d times, plan %s; want 1, partial", c.Count("r/next"), out.Status)
 	}
 	if n, _ := g.get("test"); n != 1 {
@@ -149,10 +149,10 @@ func TestPlanTimeoutCountsFromTheFirstStart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		started time.Duration // before now
-		want    string
+		want    vocab.Status
 	}{
-		{name: "started long ago", started: time.Hour, want: Failed},
-		{name: "started within the timeout", started: 10 * time.Minute, want: Succeeded},
+		{name: "started long ago", started: time.Hour, want: vocab.StatusFailed},
+		{name: "started within the timeout", started: 10 * time.Minute, want: vocab.StatusSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fakestep.NewCounter()
@@ -162,7 +162,7 @@ func TestPlanTimeoutCountsFromTheFirstStart(t *testing.T) {
 			if out.Status != tc.want {
 				t.Fatalf("status %s (%s), want %s", out.Status, out.Reason, tc.want)
 			}
-			if tc.want == Failed && (c.Count("r/a") != 0 || !strings.Contains(out.Steps[0].Error, "not started: playbook pb ran longer than its timeout 30m0s")) {
+			if tc.want == vocab.StatusFailed && (c.Count("r/a") != 0 || !strings.Contains(out.Steps[0].Error, "not started: playbook pb ran longer than its timeout 30m0s")) {
 				t.Errorf("step ran %d times, record %+v; want not started, saying the timeout", c.Count("r/a"), out.Steps[0])
 			}
 		})
@@ -226,7 +226,7 @@ func TestAWindingStepIsWaitedFor(t *testing.T) {
 			if abandoned != tc.wantAbandon {
 				t.Fatalf("record %+v: abandoned=%v, want %v", rec, abandoned, tc.wantAbandon)
 			}
-			if !tc.wantAbandon && (rec.Status != Cancelled || !rec.Partial || rec.Summary != "stopped and kept") {
+			if !tc.wantAbandon && (rec.Status != vocab.StatusCancelled || !rec.Partial || rec.Summary != "stopped and kept") {
 				t.Errorf("record %+v, want cancelled with the partial result kept", rec)
 			}
 		})

@@ -37,7 +37,7 @@ func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
 			var r recorder
 			out := Run(context.Background(), plan, Input{RunID: "r"}, r.hooks())
 			rec := r.get("scrape")
-			if rec.Status != Failed || rec.Reason != tc.reason || !strings.Contains(rec.Error, tc.errH) {
+			if rec.Status != vocab.StatusFailed || rec.Reason != tc.reason || !strings.Contains(rec.Error, tc.errH) {
 				t.Fatalf("scrape = %s/%s %q, want failed/%s with %q", rec.Status, rec.Reason, rec.Error, tc.reason, tc.errH)
 			}
 			if !rec.Partial || rec.Summary == "" || rec.Findings["target"] != "127.0.0.1:8000" ||
@@ -48,7 +48,7 @@ func TestRunPlanKeepsResultOfFailedStep(t *testing.T) {
 			if got := prior["scrape"]; got == nil || got.Signals[vocab.SigKVUsage] != 0.97 {
 				t.Errorf("triage's prior = %v, want the failed scrape's first-scrape signals", prior)
 			}
-			if g := r.get("guarded"); g.Status != Skipped {
+			if g := r.get("guarded"); g.Status != vocab.StatusSkipped {
 				t.Errorf("guarded = %s (%s); when must not see a failed step", g.Status, g.Reason)
 			}
 			if out.Status != "partial" {
@@ -67,9 +67,9 @@ func TestRunPlanResumedFailedStepStillEvidence(t *testing.T) {
 	}}
 	plan.Steps[0].ContinueOnError, plan.Steps[1].ContinueOnError = true, true
 	done := map[string]StepRecord{
-		"scrape": {Plan: "pb", ID: "scrape", Status: Failed, Reason: "timeout", Partial: true,
+		"scrape": {Plan: "pb", ID: "scrape", Status: vocab.StatusFailed, Reason: "timeout", Partial: true,
 			Signals: vocab.Signals{vocab.SigQueueDepth: 40}},
-		"bare": {Plan: "pb", ID: "bare", Status: Failed, Reason: "refused"},
+		"bare": {Plan: "pb", ID: "bare", Status: vocab.StatusFailed, Reason: "refused"},
 	}
 	Run(context.Background(), plan, Input{RunID: "r", Done: done}, Hooks{})
 	prior := fakestep.WaitFor(t, seen, "triage to run")

@@ -118,7 +118,7 @@ func (p *prelims) reach(ctx context.Context) {
 				sources = append(sources, id)
 			}
 		}
-		if rec.Status == Succeeded {
+		if rec.Status == vocab.StatusSucceeded {
 			whenPrior[id] = rec.Result()
 		}
 	}

@@ -109,7 +109,7 @@ func TestPreliminaryReachedAgainOnResume(t *testing.T) {
 	var once sync.Once
 	r.during = func(Preliminary) { once.Do(func() { close(release) }) }
 	done := map[string]StepRecord{"snapshot": {Plan: "pb", ID: "snapshot", Kind: "test", Tier: vocab.TierMetrics,
-		Status: Succeeded, Signals: vocab.Signals{vocab.SigQueueDepth: 40}}}
+		Status: vocab.StatusSucceeded, Signals: vocab.Signals{vocab.SigQueueDepth: 40}}}
 	out := Run(context.Background(), prelimPlan(release), Input{RunID: "r", Done: done}, Hooks{Preliminary: r.hook})
 	if len(r.got) == 0 || r.got[0].Key != "snapshot" {
 		t.Fatalf("preliminaries on resume = %+v, want the snapshot's again, under its key", r.got)
@@ -136,7 +136,7 @@ func TestNoPreliminary(t *testing.T) {
 			return p
 		}},
 		{name: "triage already recorded", plan: func() *playbooks.Plan { return prelimPlan(nil) },
-			done: map[string]StepRecord{"tri": {Plan: "pb", ID: "tri", Status: Succeeded, Verdict: &vocab.Verdict{ID: "healthy"}}}},
+			done: map[string]StepRecord{"tri": {Plan: "pb", ID: "tri", Status: vocab.StatusSucceeded, Verdict: &vocab.Verdict{ID: "healthy"}}}},
 		{name: "signals only once tier 1 is over", plan: func() *playbooks.Plan {
 			p := prelimPlan(nil)
 			p.Steps[0].Step = fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {

@@ -29,10 +29,11 @@ const (
 // gated is gate's answer: a decision and, for settle, the record's fields.
 type gated struct {
 	decision
-	status, reason, errText string
+	status          vocab.Status
+	reason, errText string
 }
 
-func settled(status, reason, errText string) gated {
+func settled(status vocab.Status, reason, errText string) gated {
 	return gated{decision: settle, status: status, reason: reason, errText: errText}
 }
 
@@ -42,7 +43,7 @@ func settled(status, reason, errText string) gated {
 // returns nil when the step was cut short by ErrInterrupted.
 func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prior, whenPrior map[string]*vocab.Result, stopped string) *StepRecord {
 	rec := &StepRecord{Plan: ex.plan.Playbook, ID: st.ID, Kind: st.Kind, Tier: st.Tier, StartedAt: ex.now()}
-	finish := func(status, reason, errText string) *StepRecord {
+	finish := func(status vocab.Status, reason, errText string) *StepRecord {
 		rec.Status, rec.Reason, rec.Error = status, reason, errText
 		rec.FinishedAt = ex.now()
 		rec.DurationMS = rec.FinishedAt.Sub(rec.StartedAt).Milliseconds()
@@ -55,7 +56,7 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		return finish(g.status, g.reason, g.errText)
 	}
 	if st.Step == nil {
-		return finish(Failed, string(vocab.ReasonInternal), fmt.Sprintf("step %s (%s) was never built", st.ID, st.Kind))
+		return finish(vocab.StatusFailed, string(vocab.ReasonInternal), fmt.Sprintf("step %s (%s) was never built", st.ID, st.Kind))
 	}
 	rec.StartedAt = ex.now()
 	stepCtx, cancel := ex.stepContext(ctx, st)
@@ -66,13 +67,13 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		rec.Verdict, rec.Profile, rec.Artifacts = res.Verdict, res.Profile, res.Artifacts
 	}
 	if err == nil {
-		return finish(Succeeded, "", "")
+		return finish(vocab.StatusSucceeded, "", "")
 	}
 	if why, ok := vocab.IsSkip(err); ok { // nothing to do here (opted out, refused by policy)
-		return finish(Skipped, why, "")
+		return finish(vocab.StatusSkipped, why, "")
 	}
 	if what, ok := vocab.IsNotConfigured(err); ok { // something it needs is not configured
-		return finish(NotConfigured, what, "")
+		return finish(vocab.StatusNotConfigured, what, "")
 	}
 	rec.Partial = res != nil
 	if stepCtx.Err() != nil {
@@ -85,12 +86,12 @@ func (ex *planExec) runStep(ctx context.Context, st *playbooks.PlannedStep, prio
 		case errors.Is(cause, ErrInterrupted):
 			return nil
 		case errors.Is(cause, ErrCancelled), errors.Is(cause, ErrResolved):
-			return finish(Cancelled, string(vocab.ReasonCancelled), text)
+			return finish(vocab.StatusCancelled, string(vocab.ReasonCancelled), text)
 		case errors.Is(stepCtx.Err(), context.DeadlineExceeded):
-			return finish(Failed, string(vocab.ReasonTimeout), text)
+			return finish(vocab.StatusFailed, string(vocab.ReasonTimeout), text)
 		}
 	}
-	return finish(Failed, string(vocab.Classify(err)), err.Error())
+	return finish(vocab.StatusFailed, string(vocab.Classify(err)), err.Error())
 }
 
 // gate decides whether a step may run: not when the run was stopped, a failed
@@ -103,35 +104,35 @@ func (ex *planExec) gate(ctx context.Context, st *playbooks.PlannedStep, prior m
 		case errors.Is(cause, ErrInterrupted):
 			return gated{decision: drop}
 		case errors.Is(cause, ErrCancelled):
-			return settled(Cancelled, string(vocab.ReasonCancelled), "not started: "+cause.Error())
+			return settled(vocab.StatusCancelled, string(vocab.ReasonCancelled), "not started: "+cause.Error())
 		case errors.Is(ctx.Err(), context.DeadlineExceeded): // the plan ran out of time: a failure, said so
-			return settled(Failed, string(vocab.ReasonTimeout), "not started: "+cause.Error())
+			return settled(vocab.StatusFailed, string(vocab.ReasonTimeout), "not started: "+cause.Error())
 		}
-		return settled(Skipped, "not started: "+cause.Error(), "")
+		return settled(vocab.StatusSkipped, "not started: "+cause.Error(), "")
 	}
 	if stopped != "" {
-		return settled(Skipped, stopped, "")
+		return settled(vocab.StatusSkipped, stopped, "")
 	}
 	if st.Tier == vocab.TierProfile && closed(ex.in.Resolved) {
-		return settled(Skipped, "alert resolved before this step", "")
+		return settled(vocab.StatusSkipped, "alert resolved before this step", "")
 	}
 	// `when` first: a step it skips must not fail for a config it would never
 	// have sent (a traces step rendered from a label the alert lacks, say).
 	if st.When != nil {
 		ok, err := evalWhen(st.When, ex.in, prior)
 		if err != nil {
-			return settled(Failed, string(vocab.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err))
+			return settled(vocab.StatusFailed, string(vocab.ReasonBadConfig), fmt.Sprintf("when: %s: %v", st.When.Source, err))
 		}
 		if !ok {
-			return settled(Skipped, fmt.Sprintf("when: %s is false", st.When.Source), "")
+			return settled(vocab.StatusSkipped, fmt.Sprintf("when: %s is false", st.When.Source), "")
 		}
 	}
 	if st.RenderErr != nil {
-		return settled(Failed, string(vocab.ReasonBadConfig), st.RenderErr.Error())
+		return settled(vocab.StatusFailed, string(vocab.ReasonBadConfig), st.RenderErr.Error())
 	}
 	if ex.hooks.Skip != nil {
 		if why := ex.hooks.Skip(ctx, ex.plan, st); why != "" {
-			return settled(Skipped, why, "")
+			return settled(vocab.StatusSkipped, why, "")
 		}
 	}
 	return gated{decision: proceed}

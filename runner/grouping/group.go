@@ -22,7 +22,7 @@ import (
 
 // Groups: threads several runs share (notify/group.go says what they show).
 // Membership is decided in the Accept transaction that creates the runs
-// (Accepted):
+// (Assign):
 //
 //   - storm: an Accept (one Alertmanager group) that creates more than
 //     notify.storm.threshold runs whose alerts match a playbook puts them,
@@ -30,13 +30,10 @@ import (
 //   - fleet: a new run whose alert has model_name and instance labels claims
 //     the key (alertname, model_name, channel) in autocapture_fleets: the
 //     first claim, or one older than notify.storm.window, makes the run the
-//     lead of a new fleet; any other claim joins the fleet already there. The
-//     key is a primary key and the claim one INSERT … ON CONFLICT DO UPDATE …
-//     WHERE opened_at < now - window, so two replicas accepting two alerts
-//     of a fleet at once serialize on that row: the second sees the first's
-//     committed fleet and joins it. A window is counted from the fleet's
-//     first alert, not cut into fixed buckets, so a burst is never split at a
-//     bucket boundary.
+//     lead of a new fleet; any other claim joins the fleet already there.
+//     The claim is one upsert on the key, so two replicas accepting alerts
+//     of one fleet at once serialize on that row. A window counts from the
+//     fleet's first alert, so a burst is never split at a bucket boundary.
 //
 // A group's thread is its lead's: the lead's outbox and autocapture_threads
 // rows, numbered by the group row's outbox_seq (not the lead's run row, so a
@@ -46,12 +43,8 @@ import (
 // (its routeOps): a member posts no parent and no reply per step; its verdict,
 // end and resolution edit the group parent, and its end posts one compact
 // reply. A fleet's lead keeps its own replies: its thread was posted before
-// it had company.
-//
-// The runs' channel is known before they execute only from the playbooks
-// they match, so Accept plans each candidate alert once (Planner.Plan, no
-// I/O) for its channel; an alert no playbook matches joins no group (it
-// gets no thread either).
+// it had company. Accept plans each candidate once (Planner.Plan, no I/O) to
+// learn its channel; an alert no playbook matches joins no group.
 
 // A group's thread operations are outbox.GroupEdit and outbox.MemberReply (runner/outbox).
 
@@ -65,12 +58,12 @@ func (g *Grouper) stormSettings() (threshold int, window time.Duration) {
 	return max(st.Threshold, 1), st.Window
 }
 
-// Accepted puts the runs an Accept created into groups, in its transaction
+// Assign puts the runs an Accept created into groups, in its transaction
 // tx: a storm when there are more than the threshold, else each fleet
 // candidate into its fleet. created maps the alert's index to its new run.
 // Rows are touched in a fixed order (storm channels sorted, fleet keys
 // sorted) so concurrent Accepts wait instead of deadlocking.
-func (g *Grouper) Accepted(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
+func (g *Grouper) Assign(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error {
 	if len(g.out.Sinks()) == 0 || len(created) == 0 {
 		return nil // no thread is recorded anywhere
 	}

@@ -82,7 +82,7 @@ func TestStormGroupsTheAcceptedRuns(t *testing.T) {
 		var created map[int]string
 		h.inTx(t, func(tx *sql.Tx) error {
 			created = h.insertRuns(t, tx, "storm", alerts, now)
-			return h.g.Accepted(context.Background(), tx, alerts, created, now)
+			return h.g.Assign(context.Background(), tx, alerts, created, now)
 		})
 		lead := created[0]
 		for i := range 3 {
@@ -117,7 +117,7 @@ func TestFleetJoinsAcrossAccepts(t *testing.T) {
 		h.inTx(t, func(tx *sql.Tx) error {
 			a := []template.Alert{fleetAlert("f0", "llama-70b", 0, now)}
 			first = h.insertRuns(t, tx, "fleetA", a, now)
-			return h.g.Accepted(ctx, tx, a, first, now)
+			return h.g.Assign(ctx, tx, a, first, now)
 		})
 		lead := first[0]
 		if grp, err := h.g.ShownGroup(ctx, lead); err != nil || grp != nil {
@@ -126,7 +126,7 @@ func TestFleetJoinsAcrossAccepts(t *testing.T) {
 		h.inTx(t, func(tx *sql.Tx) error {
 			a := []template.Alert{fleetAlert("f1", "llama-70b", 1, now)}
 			second = h.insertRuns(t, tx, "fleetB", a, now.Add(time.Second))
-			return h.g.Accepted(ctx, tx, a, second, now.Add(time.Second))
+			return h.g.Assign(ctx, tx, a, second, now.Add(time.Second))
 		})
 		if got := h.leadOf(t, second[0]); got != lead {
 			t.Errorf("second alert's run in group %q, want the fleet of %s", got, lead)

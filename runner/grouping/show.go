@@ -83,7 +83,7 @@ func (g *Grouper) MemberReport(ctx context.Context, runID, key string, retry boo
 			Duration: time.Duration(rec.DurationMS) * time.Millisecond, Verdict: rec.Verdict})
 	}
 	// Summary is the reply in one line for a notifier that ignores Member.
-	line := []string{m.Instance, r.Status}
+	line := []string{m.Instance, string(r.Status)}
 	if m.Verdict != "" {
 		line = append(line, m.Verdict)
 	}

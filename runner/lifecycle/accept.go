@@ -16,6 +16,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Accept records a group of validated alerts in ONE transaction: a firing alert
@@ -78,7 +79,7 @@ func (s *Runs) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Acce
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
-	if err := s.grp.Accepted(ctx, tx, alerts, created, now); err != nil { // storms and fleets (runner/grouping)
+	if err := s.grp.Assign(ctx, tx, alerts, created, now); err != nil { // storms and fleets (runner/grouping)
 		return nil, fmt.Errorf("runner: accept: %w", err)
 	}
 	var jobs []RunJob
@@ -163,7 +164,7 @@ func (s *Runs) insertRuns(ctx context.Context, tx *sql.Tx, alerts []template.Ale
 				byKey[runKey(a)] = i
 			}
 			rows = append(rows, database.NewRun{ID: id.String(), Key: runKey(a), Fingerprint: a.Fingerprint,
-				Alertname: untrusted.ClipTo(a.Labels["alertname"], untrusted.MaxIndexed), Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: StatusQueued,
+				Alertname: untrusted.ClipTo(a.Labels["alertname"], untrusted.MaxIndexed), Alert: string(alertJSON), StartsAt: toMS(a.StartsAt), Status: vocab.StatusQueued,
 				CreatedAt: toMS(now), QueuedAt: toMS(now), Instance: untrusted.ClipTo(a.Labels["instance"], untrusted.MaxIndexed),
 				Model: untrusted.ClipTo(a.Labels["model_name"], untrusted.MaxIndexed)})
 		}

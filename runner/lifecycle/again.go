@@ -101,7 +101,7 @@ func (s *Runs) Again(ctx context.Context, tx *sql.Tx, runID, actionID string) (s
 	}
 	// No instance or model: the seen-before line counts alerts, not clicks.
 	row := database.NewRun{ID: uid.String(), Key: key, Fingerprint: key, Alertname: first.Alertname, Alert: string(alert),
-		StartsAt: toMS(first.StartsAt), Status: StatusQueued, CreatedAt: now, QueuedAt: now}
+		StartsAt: toMS(first.StartsAt), Status: vocab.StatusQueued, CreatedAt: now, QueuedAt: now}
 	ins, err := s.tables.Runs.Insert(ctx, tx, []database.NewRun{row})
 	if err != nil || len(ins) != 1 {
 		return "", fmt.Errorf("runner: run again of %s: insert: %v, %d rows", runID, err, len(ins))

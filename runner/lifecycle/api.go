@@ -13,6 +13,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // Get returns a run with its steps, verdict history and feedback, or runs.ErrNotFound.
@@ -23,7 +24,7 @@ func (s *Runs) Get(ctx context.Context, id string) (*runs.Run, error) {
 	// with none on the run). SQLite's read transaction is a snapshot from
 	// its first read; PostgreSQL needs repeatable read for one.
 	var opts *sql.TxOptions
-	if s.dialect == dialectPostgres {
+	if s.dialect == database.Postgres {
 		opts = &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
 	}
 	tx, err := s.db.BeginTx(ctx, opts)
@@ -185,7 +186,7 @@ func (s *Runs) Cancel(ctx context.Context, id string) (*runs.Run, error) {
 	// Nobody holds it and it has no thread yet: end it here; a job that picks it
 	// up later finds it finished. A run with a thread (one resumed between
 	// owners) is ended by its next claim, which also closes the thread.
-	if err := s.tables.Runs.EndUnstarted(ctx, s.db, id, StatusCancelled, "cancelled before it started"); err != nil {
+	if err := s.tables.Runs.EndUnstarted(ctx, s.db, id, vocab.StatusCancelled, "cancelled before it started"); err != nil {
 		return nil, fmt.Errorf("runner: cancel run %s: %w", id, err)
 	}
 	s.mu.Lock()

@@ -54,7 +54,7 @@ func (r keeperRuns) ManifestOf(ctx context.Context, runID string) (artifacts.Man
 	} else if err != nil {
 		return artifacts.ManifestInput{}, false, err
 	}
-	if !finished(row.Status) {
+	if !row.Status.Finished() {
 		return artifacts.ManifestInput{}, false, nil // asked for by a finish that was not committed as such
 	}
 	if len(row.plans) == 0 {

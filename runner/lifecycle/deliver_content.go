@@ -43,7 +43,7 @@ func parentInfo(r *runRow) notify.RunInfo {
 	for i, p := range r.plans {
 		names[i] = p.Playbook
 	}
-	return notify.RunInfo{ID: r.ID, Status: StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
+	return notify.RunInfo{ID: r.ID, Status: vocab.StatusRunning, Alert: r.alert, Playbooks: names, Resumed: r.Resumed}
 }
 
 // threadSource is the run lifecycle as the outbox reads it (outbox.Content).

@@ -10,6 +10,7 @@ import (
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // hooks connect executor.Run to the store and the thread for one run.
@@ -28,8 +29,8 @@ func (s *Runs) hooks(r *runRow, plans []*playbooks.Plan) executor.Hooks {
 			if err := s.persistStep(ctx, r.ID, rec, keys[rec.Plan+"/"+rec.ID]); err != nil {
 				return err // the executor stops the run: the step runs again on resume
 			}
-			s.m.Steps.WithLabelValues(rec.Kind, rec.Status).Inc()
-			if rec.Status != executor.Skipped && rec.Status != executor.NotConfigured { // ran: its time counts
+			s.m.Steps.WithLabelValues(rec.Kind, string(rec.Status)).Inc()
+			if rec.Status != vocab.StatusSkipped && rec.Status != vocab.StatusNotConfigured { // ran: its time counts
 				s.m.StepTime.WithLabelValues(rec.Kind).Observe(time.Duration(rec.DurationMS * int64(time.Millisecond)).Seconds())
 			}
 			s.prof.CountStep(rec)
@@ -75,7 +76,7 @@ func (s *Runs) persistStep(ctx context.Context, runID string, rec executor.StepR
 	// A step that did not succeed gives its cooldown key back (the grouper's
 	// StepCooldown took it), in the same transaction as its record: a crash
 	// leaves both or neither.
-	if cooldownKey != "" && rec.Status != executor.Succeeded {
+	if cooldownKey != "" && rec.Status != vocab.StatusSucceeded {
 		if err := s.grp.ReleaseStep(wctx, tx, cooldownKey, runID); err != nil {
 			return fmt.Errorf("persist step %s: cooldown: %w", rec.ID, err)
 		}

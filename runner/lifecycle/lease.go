@@ -10,7 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // handle is a run this process executes: its cancel function and the signal
@@ -64,7 +66,7 @@ func (s *Runs) work(ctx context.Context, args RunJob) error {
 // gains nor loses the difference.
 func (s *Runs) claim(ctx context.Context, args RunJob) (time.Time, bool, error) {
 	elapsed, err := s.tables.Runs.Claim(ctx, s.db, s.id, s.cfg.LeaseTimeout.Milliseconds(),
-		StatusRunning, args.RunID, args.Generation)
+		vocab.StatusRunning, args.RunID, args.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
@@ -105,15 +107,10 @@ func (s *Runs) watch(h *handle) {
 // RenewTimeout bounds one renewal statement: a third of the time a lease
 // has left after a heartbeat (lease_timeout - heartbeat_interval), so three
 // tries fit before the watchdog stops the work, and never less than a
-// heartbeat. It was one heartbeat: with the tests' 100 ms heartbeat, a
-// renewal that had to open a connection (the pool busy with the steps'
-// writes) was cancelled mid-connect every tick, never got one, and healthy
-// runs on an idle machine lost their leases within 2 s and were resumed
-// (TestTwoReplicasOneThread: 5 of 15 runs; the chaos test: 186 of 200).
-// Renewals now have connections of their own (Runs.beat), but a fresh
-// one must still be opened after the database restarts. A renewal may
-// outlast a tick: the loop waits for it, and the next tick renews whatever
-// it missed.
+// heartbeat: a renewal that must open a connection (after the database
+// restarts) needs longer than one tick, and cancelling it mid-connect every
+// tick would lose healthy runs' leases. The loop waits for a slow renewal,
+// and the next tick renews whatever it missed.
 func (s *Runs) RenewTimeout() time.Duration {
 	return max(s.cfg.HeartbeatInterval, (s.cfg.LeaseTimeout-s.cfg.HeartbeatInterval)/3)
 }
@@ -164,7 +161,7 @@ func (s *Runs) renew(ctx context.Context, hs []*handle) {
 		return // each run's watchdog decides when it is too late
 	}
 	var busy map[string]bool
-	if len(renewed) < len(hs) && s.dialect == dialectPostgres { // SQLite skips nothing: not renewed is lost
+	if len(renewed) < len(hs) && s.dialect == database.Postgres { // SQLite skips nothing: not renewed is lost
 		if busy, err = s.stillOwned(rctx, hs, renewed); err != nil {
 			// Unknown whether the rest were skipped or lost: leave them to
 			// their watchdogs, and keep the renewals that were made.
@@ -213,11 +210,9 @@ func (s *Runs) renew(ctx context.Context, hs []*handle) {
 // renewal did not renew this process still owns: their rows were locked (a
 // step being recorded, a delivery's sequence number), not taken. The
 // renewal skips locked rows (unlockedRuns) rather than wait for them: waiting,
-// it held the rows it had renewed while it waited, the writes of those runs
-// queued behind it, and under load one renewal of 16 runs waited for the
-// slowest of 16 transactions past its timeout, every tick (the chaos test
-// with -race and a CPU hog: 355 lock waits over a second, 88 healthy runs
-// stopped by their watchdogs).
+// it would hold the rows it had renewed, queue those runs' writes behind it,
+// and under load wait for the slowest transaction past its timeout, every
+// tick, until healthy runs' watchdogs stopped them.
 func (s *Runs) stillOwned(ctx context.Context, hs []*handle, renewed map[string]runFlags) (map[string]bool, error) {
 	var ids []string
 	for _, h := range hs {

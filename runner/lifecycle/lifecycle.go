@@ -86,7 +86,7 @@ type Outbox interface {
 // Grouper decides, inside the lifecycle's transactions, who shares a thread,
 // a cooldown or a playbook's slots (*grouping.Grouper).
 type Grouper interface {
-	Accepted(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error
+	Assign(ctx context.Context, tx *sql.Tx, alerts []template.Alert, created map[int]string, now time.Time) error
 	Admit(ctx context.Context, tx *sql.Tx, runID string, fired time.Time, p *playbooks.Plan) (why string, err error)
 	TakeSlots(ctx context.Context, tx *sql.Tx, runID string, plans []*playbooks.Plan) error
 	ReleaseStep(ctx context.Context, q database.Querier, key, runID string) error
@@ -155,7 +155,7 @@ type Runs struct {
 	// beat is the heartbeat's own pool on the same database: lease renewals
 	// only (database.OpenBeat). Tests wrap it with db.
 	beat    Store
-	dialect dialect
+	dialect database.Dialect
 	tables  database.Tables // our statements, for dialect
 	retry   func(ctx context.Context, step string, f func(context.Context) error) error
 	reg     prometheus.Registerer

@@ -37,7 +37,7 @@ func fixedVersions(t *testing.T) {
 // goldenRun is one run as stored: two tier-1 steps with artifacts (one
 // compressed by the store, one the store no longer has), an http step that
 // found vLLM's version, a triage verdict, and a tier-2 step that never ran.
-func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, onePlan) {
+func goldenRun(t *testing.T, st vocab.Store) (*runRow, []executor.StepRecord, onePlan) {
 	t.Helper()
 	ctx := context.Background()
 	at := func(s string) time.Time {
@@ -62,14 +62,14 @@ func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, 
 	fp := onePlan{p}
 	r := &runRow{Run: runs.Run{ID: "0193a1b2-0000-7000-8000-000000000001", Key: "fp0123456789/1795917570000",
 		Fingerprint: alert.Fingerprint, Alertname: "VLLMSlowTTFT", Labels: alert.Labels, Annotations: alert.Annotations,
-		StartsAt: alert.StartsAt, Status: StatusSucceeded, CreatedAt: created, StartedAt: &started, FinishedAt: &finishedAt,
+		StartsAt: alert.StartsAt, Status: vocab.StatusSucceeded, CreatedAt: created, StartedAt: &started, FinishedAt: &finishedAt,
 		Attempts: 2, Resumed: 1, Verdict: &vocab.Verdict{ID: vocab.VerdictOverload, Evidence: []string{"queue 42 > 10"}}},
 		alert: alert, received: alert, plans: storedPlans{p.Stored()},
 		window: &vocab.Window{Start: at("2026-12-01T09:49:30Z"), End: at("2026-12-01T10:00:03Z")}}
 	put := func(step, file, ctype string, body []byte) vocab.Artifact {
 		key := storage.ArtifactKey(storage.ArtifactPath{Started: created, Alertname: r.Alertname, RunID: r.ID,
 			Plan: p.Playbook, Step: step, File: file, Attempt: 2})
-		obj, err := st.Put(ctx, key, bytes.NewReader(body), storage.Meta{ContentType: ctype})
+		obj, err := st.Put(ctx, key, bytes.NewReader(body), vocab.ObjectMeta{ContentType: ctype})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,14 +81,14 @@ func goldenRun(t *testing.T, st storage.Store) (*runRow, []executor.StepRecord, 
 		ContentType: "image/png", Size: 1234, SHA256: strings.Repeat("ab", 32)}
 	t0 := started.Add(time.Second)
 	recs := []executor.StepRecord{ // in finish order, as loadSteps gives them
-		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: vocab.TierMetrics, Status: executor.Succeeded,
+		{Plan: p.Playbook, ID: "version", Kind: "http", Tier: vocab.TierMetrics, Status: vocab.StatusSucceeded,
 			Summary: "GET /version: 200, 20 bytes of application/json", Artifacts: []vocab.Artifact{ver},
 			Findings:  map[string]any{"url": "http://10.0.0.7:8000/version", "status": 200.0, "json": map[string]any{"version": "0.11.0"}},
 			StartedAt: t0, FinishedAt: t0.Add(40 * time.Millisecond), DurationMS: 40},
-		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics, Status: executor.Succeeded,
+		{Plan: p.Playbook, ID: "snapshot", Kind: "prometheus", Tier: vocab.TierMetrics, Status: vocab.StatusSucceeded,
 			Summary: "3 queries", Artifacts: []vocab.Artifact{snap, gone}, Signals: vocab.Signals{"queue_waiting": 42},
 			Findings: map[string]any{"queries": 3.0, "b": "<b>&</b>"}, StartedAt: t0, FinishedAt: t0.Add(900 * time.Millisecond), DurationMS: 900},
-		{Plan: p.Playbook, ID: "triage", Kind: "triage", Tier: vocab.TierTriage, Status: executor.Succeeded,
+		{Plan: p.Playbook, ID: "triage", Kind: "triage", Tier: vocab.TierTriage, Status: vocab.StatusSucceeded,
 			Summary: "overload", Verdict: r.Verdict, StartedAt: t0.Add(time.Second), FinishedAt: t0.Add(time.Second), DurationMS: 0},
 	}
 	return r, recs, fp

@@ -76,9 +76,9 @@ func newMetrics() *Metrics {
 	// and increase() miss the first increment of a series that appears with it,
 	// and the self-monitoring alerts (deploy/prometheus/autocapture-alerts.yml)
 	// fire on exactly those.
-	for _, st := range Statuses {
-		if st != StatusQueued && st != StatusRunning {
-			m.Finished.WithLabelValues(st)
+	for _, st := range vocab.RunStatuses {
+		if st != vocab.StatusQueued && st != vocab.StatusRunning {
+			m.Finished.WithLabelValues(string(st))
 		}
 	}
 	return m
@@ -142,8 +142,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
-	for _, status := range Statuses {
-		ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(st.ByStatus[status]), status)
+	for _, status := range vocab.RunStatuses {
+		ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(st.ByStatus[status]), string(status))
 	}
 	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(st.Queued))
 	ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, st.OldestQueued.Seconds())
@@ -183,21 +183,21 @@ func (s *Runs) OutboxBacklog(ctx context.Context) (map[string]Backlog, error) {
 
 // QueueStats is the store's view of the queue.
 type QueueStats struct {
-	ByStatus     map[string]int
+	ByStatus     map[vocab.Status]int
 	Queued       int
 	OldestQueued time.Duration
 }
 
 // QueueStats counts runs by status and measures the oldest queued run's wait.
 func (s *Runs) QueueStats(ctx context.Context) (QueueStats, error) {
-	st := QueueStats{ByStatus: map[string]int{}}
+	st := QueueStats{ByStatus: map[vocab.Status]int{}}
 	byStatus, err := s.tables.Runs.CountByStatus(ctx, s.db)
 	if err != nil {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}
 	st.ByStatus = byStatus
-	st.Queued = st.ByStatus[StatusQueued]
-	waitedMS, err := s.tables.Runs.OldestWait(ctx, s.db, StatusQueued) // on the database's clock
+	st.Queued = st.ByStatus[vocab.StatusQueued]
+	waitedMS, err := s.tables.Runs.OldestWait(ctx, s.db, vocab.StatusQueued) // on the database's clock
 	if err != nil {
 		return st, fmt.Errorf("runner: queue stats: %w", err)
 	}

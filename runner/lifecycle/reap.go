@@ -10,6 +10,7 @@ import (
 
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/runner/outbox"
+	"github.com/autocapture/autocapture/vocab"
 	"go.uber.org/zap"
 )
 
@@ -43,9 +44,8 @@ func (s *Runs) reaper() {
 
 // outboxSweeper gives waiting thread operations and manifests whose writer
 // died a new job, every heartbeat_interval, on its own loop: behind the
-// reaper's, a tick that resumed a dead replica's runs (a transaction each,
-// seconds on a loaded database) held back the threads that replica was
-// delivering, and their runs' ends reached the thread seconds late.
+// reaper's, a tick that resumes a dead replica's runs (a transaction each)
+// would hold back the threads that replica was delivering.
 func (s *Runs) outboxSweeper() {
 	defer s.bgDone.Done()
 	t := time.NewTicker(s.cfg.HeartbeatInterval)
@@ -69,19 +69,11 @@ func (s *Runs) outboxSweeper() {
 	}
 }
 
-// reapKind is one way a run is abandoned.
-type reapKind = database.Abandon
-
-const (
-	reapExpired  = database.Expired
-	reapStranded = database.Stranded
-)
-
 // ReapOnce is one tick of the reaper: it resumes the runs abandoned now and
 // returns how many.
 func (s *Runs) ReapOnce(ctx context.Context) (int, error) {
 	n := 0
-	for _, k := range []reapKind{reapExpired, reapStranded} {
+	for _, k := range []database.Abandon{database.Expired, database.Stranded} {
 		cands, err := s.reapCandidates(ctx, k)
 		if err != nil {
 			return n, err
@@ -102,12 +94,10 @@ func (s *Runs) ReapOnce(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-type reapCand = database.Abandoned
-
 // reapCandidates lists up to 100 runs abandoned in kind k (an index read on
 // every reaper tick of every replica: see database.Runs.ReapQuery).
-func (s *Runs) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, error) {
-	cands, err := s.tables.Runs.Abandoned(ctx, s.db, k, s.cfg.LeaseTimeout, StatusQueued)
+func (s *Runs) reapCandidates(ctx context.Context, k database.Abandon) ([]database.Abandoned, error) {
+	cands, err := s.tables.Runs.Abandoned(ctx, s.db, k, s.cfg.LeaseTimeout, vocab.StatusQueued)
 	if err != nil {
 		return nil, fmt.Errorf("runner: reaper: scan: %w", err)
 	}
@@ -118,7 +108,7 @@ func (s *Runs) reapCandidates(ctx context.Context, k reapKind) ([]reapCand, erro
 // still abandoned in kind k and held by the owner scanned (both re-checked in
 // the update). Its thread reply, recorded in the same commit, carries that
 // owner, so it can say which replica gave the run up and which one took it.
-func (s *Runs) resume(ctx context.Context, k reapKind, c reapCand) (bool, error) {
+func (s *Runs) resume(ctx context.Context, k database.Abandon, c database.Abandoned) (bool, error) {
 	id, gen := c.ID, c.Generation
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -129,7 +119,7 @@ func (s *Runs) resume(ctx context.Context, k reapKind, c reapCand) (bool, error)
 	// own record (recordResumed, then a no-op repeat), or a job lost before it
 	// claims the run, must not leave the counter ahead of the thread. A run
 	// another replica's reaper is taking is skipped (see Runs.Resume).
-	resumed, err := s.tables.Runs.Resume(ctx, tx, k, s.cfg.LeaseTimeout, StatusQueued, c)
+	resumed, err := s.tables.Runs.Resume(ctx, tx, k, s.cfg.LeaseTimeout, vocab.StatusQueued, c)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil // another process won or is taking it, the owner renewed, or the job started it
@@ -147,7 +137,7 @@ func (s *Runs) resume(ctx context.Context, k reapKind, c reapCand) (bool, error)
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("runner: reaper: commit run %s: %w", id, err)
 	}
-	if k == reapStranded {
+	if k == database.Stranded {
 		s.log.Info("Resuming a queued run whose job was lost before it claimed the run.", zap.String("run", id), zap.Int("generation", gen+1))
 	} else {
 		s.log.Info("Resuming a run whose owner stopped heartbeating.", zap.String("run", id), zap.Int("generation", gen+1),

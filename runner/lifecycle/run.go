@@ -11,25 +11,9 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/untrusted"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
-
-// Run statuses: the one list used by the store, the API, metrics and threads.
-// Resolution is separate (runs.Run.ResolvedAt).
-const (
-	StatusQueued    = "queued"
-	StatusRunning   = "running"
-	StatusSucceeded = executor.Succeeded
-	StatusPartial   = executor.Partial
-	StatusFailed    = executor.Failed
-	StatusSkipped   = executor.Skipped
-	StatusCancelled = executor.Cancelled
-)
-
-// Statuses lists every run status.
-var Statuses = []string{StatusQueued, StatusRunning, StatusSucceeded, StatusPartial, StatusFailed, StatusSkipped, StatusCancelled}
 
 // storedPlans is what a run persists about its plans at first execution.
 type storedPlans []playbooks.StoredPlan
@@ -101,15 +85,6 @@ func optTime(v sql.NullInt64) *time.Time {
 	}
 	t := fromMS(v.Int64)
 	return &t
-}
-
-// finished says whether a status is final.
-func finished(status string) bool {
-	switch status {
-	case StatusQueued, StatusRunning:
-		return false
-	}
-	return true
 }
 
 // corruptError is a run row that cannot be decoded: retrying cannot help, so the

@@ -39,11 +39,11 @@ func (s *Runs) execute(ctx context.Context, h *handle) error {
 	}
 	switch {
 	case r.CancelRequestedAt != nil:
-		return s.finish(ctx, r, StatusCancelled, executor.ErrCancelled.Error(), nil)
+		return s.finish(ctx, r, vocab.StatusCancelled, executor.ErrCancelled.Error(), nil)
 	case r.Attempts > s.cfg.MaxAttempts:
 		why := fmt.Sprintf("gave up after %d attempts (runs.max_attempts %d): the run was interrupted each time before it finished",
 			r.Attempts-1, s.cfg.MaxAttempts)
-		return s.finish(ctx, r, StatusFailed, why, nil)
+		return s.finish(ctx, r, vocab.StatusFailed, why, nil)
 	}
 	plans, window, skip, err := s.plansFor(ctx, r)
 	switch {
@@ -54,9 +54,9 @@ func (s *Runs) execute(ctx context.Context, h *handle) error {
 		s.release(h, err)
 		return err
 	case err != nil:
-		return s.finish(ctx, r, StatusFailed, err.Error(), nil)
+		return s.finish(ctx, r, vocab.StatusFailed, err.Error(), nil)
 	case skip != "":
-		return s.finish(ctx, r, StatusSkipped, skip, nil)
+		return s.finish(ctx, r, vocab.StatusSkipped, skip, nil)
 	}
 	if err := s.recordResumed(ctx, r); err != nil {
 		s.release(h, err)
@@ -88,13 +88,13 @@ func (s *Runs) execute(ctx context.Context, h *handle) error {
 // runStatus folds the plans' outcomes into the run's: cancelled if any plan
 // was, else the steps of every plan summed up as one plan's are
 // (executor.Summarize), each plan's reason named.
-func runStatus(outs []executor.Outcome) (status, reason string, verdict *vocab.Verdict) {
+func runStatus(outs []executor.Outcome) (status vocab.Status, reason string, verdict *vocab.Verdict) {
 	var steps []executor.StepRecord
 	var why []string
 	cancelled := false
 	for _, o := range outs {
 		steps = append(steps, o.Steps...)
-		cancelled = cancelled || o.Status == executor.Cancelled
+		cancelled = cancelled || o.Status == vocab.StatusCancelled
 		if o.Reason != "" {
 			why = append(why, o.Plan+": "+o.Reason)
 		}
@@ -104,10 +104,10 @@ func runStatus(outs []executor.Outcome) (status, reason string, verdict *vocab.V
 	}
 	reason = strings.Join(why, "; ")
 	if cancelled {
-		return StatusCancelled, reason, verdict
+		return vocab.StatusCancelled, reason, verdict
 	}
 	status, _ = executor.Summarize(steps)
-	if status == executor.Succeeded {
+	if status == vocab.StatusSucceeded {
 		reason = ""
 	}
 	return status, reason, verdict
@@ -225,7 +225,7 @@ func (s *Runs) recordResumed(ctx context.Context, r *runRow) error {
 // failCorrupt ends a run whose row cannot be decoded: failed, with the reason.
 func (s *Runs) failCorrupt(ctx context.Context, h *handle, err error) error {
 	s.log.Error("A run cannot be read; failing it.", zap.String("run", h.id), zap.Error(err))
-	uerr := s.tables.Runs.FailOwned(context.WithoutCancel(ctx), s.db, h.id, s.id, StatusFailed, "cannot read the run: "+err.Error())
+	uerr := s.tables.Runs.FailOwned(context.WithoutCancel(ctx), s.db, h.id, s.id, vocab.StatusFailed, "cannot read the run: "+err.Error())
 	if uerr != nil {
 		return storeError{fmt.Errorf("runner: fail unreadable run %s: %w", h.id, uerr)}
 	}

@@ -23,7 +23,7 @@ import (
 // Writes use a context that outlives a cancelled run. A run that ends
 // without a verdict keeps the latest it recorded (a preliminary one, when
 // triage never ran after it).
-func (s *Runs) finish(ctx context.Context, r *runRow, status, reason string, v *vocab.Verdict) error {
+func (s *Runs) finish(ctx context.Context, r *runRow, status vocab.Status, reason string, v *vocab.Verdict) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var verdict sql.NullString
@@ -57,9 +57,9 @@ func (s *Runs) finish(ctx context.Context, r *runRow, status, reason string, v *
 		return fmt.Errorf("runner: finish run %s: %w", r.ID, err)
 	}
 	took := time.Duration(tookMS) * time.Millisecond
-	s.m.Finished.WithLabelValues(status).Inc()
-	s.m.Duration.WithLabelValues(status).Observe(took.Seconds())
-	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", status), zap.String("reason", reason))
+	s.m.Finished.WithLabelValues(string(status)).Inc()
+	s.m.Duration.WithLabelValues(string(status)).Observe(took.Seconds())
+	s.log.Info("Run finished.", zap.String("run", r.ID), zap.String("status", string(status)), zap.String("reason", reason))
 	return nil
 }
 
@@ -68,7 +68,7 @@ func (s *Runs) finish(ctx context.Context, r *runRow, status, reason string, v *
 func (s *Runs) unclaim(h *handle, ret error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.tables.Runs.Unclaim(ctx, s.db, h.id, s.id, StatusQueued); err != nil {
+	if err := s.tables.Runs.Unclaim(ctx, s.db, h.id, s.id, vocab.StatusQueued); err != nil {
 		return fmt.Errorf("runner: unclaim run %s: %w", h.id, err)
 	}
 	return ret

@@ -18,12 +18,6 @@ type Store interface {
 
 var _ Store = (*sql.DB)(nil)
 
-// dialect is the run store's database (database.Dialect), whose statements
-// are all in package database.
-type dialect = database.Dialect
-
-const dialectPostgres = database.Postgres
-
 // dbNow reads the database's clock (Unix ms) through q.
 func (s *Runs) dbNow(ctx context.Context, q querier) (int64, error) {
 	return s.dialect.Now(ctx, q)

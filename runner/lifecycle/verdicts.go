@@ -235,7 +235,7 @@ func (s *Runs) changeReply(ctx context.Context, runID, key, plan, step string, r
 		return notify.StepReport{}, fmt.Errorf("reply %s: decode verdict: %w", key, err)
 	}
 	return notify.StepReport{RunID: runID, Plan: plan, StepID: step, Kind: "triage", Tier: vocab.TierTriage,
-		Status: StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: key, Retry: retry}, nil
+		Status: vocab.StatusSucceeded, Summary: e.Change, Change: e.Change, Verdict: e.Verdict, Key: key, Retry: retry}, nil
 }
 
 // sourcesOf reads the steps and signal origins a triage result names in its

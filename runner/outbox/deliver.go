@@ -193,9 +193,8 @@ const riverSchedulerInterval = 5 * time.Second
 // retryBackoff is the wait before attempt n+1 of an operation that failed n
 // times: 1 s, 2 s, 4 s, then 5 s until it has waited about half a minute (8
 // failures), then doubling to at most 5 minutes. The first waits stay within
-// riverSchedulerInterval: doubling past it (8 s, then the scheduler's pass)
-// turned a Slack outage of a few seconds into a thread 20 s late in the chaos
-// test. A notifier down for longer is still tried ever more rarely.
+// riverSchedulerInterval: doubling past it (then waiting for the scheduler's
+// pass) would make a short Slack outage a thread many seconds late. A notifier down for longer is still tried ever more rarely.
 func retryBackoff(n int) time.Duration {
 	switch {
 	case n <= 3:
@@ -249,7 +248,7 @@ func (s *Outbox) pendingOps(ctx context.Context, a Args) ([]pendingOp, error) {
 // refined) when one waits (lookups on the (run, sink, key) index), else nil.
 func (s *Outbox) pendingVerdict(ctx context.Context, a Args) (*pendingOp, error) {
 	ops, err := s.readOps(ctx, a, func(q database.RowsQuerier) ([]database.OutboxOp, error) {
-		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, keyVerdictPreliminary, keyVerdict)
+		return s.tables.Outbox.PendingOfKeys(ctx, q, a.RunID, a.Sink, notify.KeyCloseVerdictPreliminary, notify.KeyCloseVerdict)
 	})
 	if err != nil || len(ops) == 0 {
 		return nil, err
@@ -422,8 +421,8 @@ func (s *Outbox) threadOf(ctx context.Context, a Args) (notify.Thread, error) {
 // 600). Only the head's: an edit behind a member's reply keeps its place, so
 // the parent never runs ahead of the replies it counts by more than a batch.
 // The head is marked in one statement (markCoalesced): marked one at a time,
-// each with a read of the outbox, a 200-alert storm's thread on SQLite spent
-// 29 of its 47 s on them under the race detector.
+// each with a read of the outbox, a storm's thread would spend most of its
+// time marking.
 func coalesced(ops []pendingOp) []pendingOp {
 	k := 0
 	for k < len(ops) && isGroupEdit(ops[k]) {

@@ -20,11 +20,8 @@ import (
 // for all the threads its deliverers hold. A deliverer whose process dies is
 // therefore replaced within lease_timeout + heartbeat_interval (the sweeper,
 // on the reaper's tick, gives the thread a new job once the lease lapsed:
-// Sweep), as
-// its runs are. It used to be a fixed 60 s renewed only when an operation
-// began (a reply waiting for the channel's pace could need that long), and a
-// thread whose deliverer died stayed silent for a minute after its run had
-// moved on.
+// Sweep), as its runs are, so a thread never falls silent for long after
+// its run has moved on.
 //
 // A deliverer that loses its lease (its renewal found another owner, or
 // could not be made within lease_timeout - heartbeat_interval) is stopped,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/notify"
-	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // The thread operations: a closed set of types, one per thing a thread says.
@@ -17,8 +17,8 @@ import (
 // row into its type once (decodeOp) and dispatches on it.
 //
 // The stored rows are the contract with every deliverer of every version:
-// a type's key and ref are byte-identical to what earlier versions wrote
-// (TestOpRefsRoundTrip), so rows recorded before an upgrade still deliver.
+// a type's key and ref are byte-identical to what earlier versions wrote,
+// so rows recorded before an upgrade still deliver.
 //
 //	type           kind     key                                ref
 //	Open         open     open                               the thread's channel
@@ -119,10 +119,6 @@ func (d delivery) edit(sum notify.Summary) sendFunc {
 	return func(cctx context.Context) (*notify.Thread, error) { return nil, d.n.Close(cctx, d.thread, sum) }
 }
 
-// statusRunning is runner.StatusRunning: a resume's reply shows the run
-// running again.
-const statusRunning = "running"
-
 // refSep separates the fields of a ref.
 const refSep = "\x1f"
 
@@ -132,16 +128,6 @@ const (
 	cooldownRefPrefix = "cooldown:"
 	verdictRefPrefix  = "verdict:"
 	uploadsRefPrefix  = "uploads:"
-)
-
-// Keys of the parent and its edits.
-const (
-	keyOpen               = notify.KeyOpen
-	keyVerdict            = notify.KeyCloseVerdict
-	keyVerdictPreliminary = notify.KeyCloseVerdictPreliminary
-	keyFinished           = notify.KeyCloseFinished
-	keyResolved           = notify.KeyCloseResolved
-	keyVerdictProfiled    = notify.KeyCloseVerdictProfiled
 )
 
 // decodeOp reads an outbox row back into its operation. Replies are told
@@ -177,16 +163,16 @@ func decodeOp(kind opKind, key, ref string) (Op, error) {
 		}
 	case opUpdate:
 		switch key {
-		case keyVerdict:
+		case notify.KeyCloseVerdict:
 			return VerdictEdit{}, nil
-		case keyVerdictPreliminary:
+		case notify.KeyCloseVerdictPreliminary:
 			return VerdictEdit{Preliminary: true}, nil
-		case keyFinished:
+		case notify.KeyCloseFinished:
 			return Finished{}, nil
-		case keyResolved:
+		case notify.KeyCloseResolved:
 			return Resolved{}, nil
 		}
-		if by, ok := strings.CutPrefix(key, keyVerdictProfiled+"/"); ok && by != "" {
+		if by, ok := strings.CutPrefix(key, notify.KeyCloseVerdictProfiled+"/"); ok && by != "" {
 			return VerdictEdit{Profiled: by}, nil
 		}
 		if id, ok := strings.CutPrefix(key, notify.KeyActionEdit); ok && id != "" {
@@ -225,7 +211,7 @@ func (o badOp) prepare(context.Context, delivery) (sendFunc, error) { return nil
 type Open struct{ Channel string }
 
 func (Open) kind() opKind  { return opOpen }
-func (Open) Key() string   { return keyOpen }
+func (Open) Key() string   { return notify.KeyOpen }
 func (o Open) ref() string { return o.Channel }
 
 func (o Open) prepare(ctx context.Context, d delivery) (sendFunc, error) {
@@ -282,7 +268,7 @@ func (o Resumed) prepare(ctx context.Context, d delivery) (sendFunc, error) {
 			return nil, fmt.Errorf("reply %s: %w", d.key, err)
 		}
 	}
-	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: statusRunning, Key: d.key,
+	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: vocab.StatusRunning, Key: d.key,
 		Retry: d.retry, Notice: resumedNotice(o.N, o.From, on)}), nil
 }
 
@@ -325,7 +311,7 @@ func (o CooldownRepeat) ref() string {
 // which Slack hides by default (notify.slack.post_skipped): the skipped run
 // is the repeat, not the holder whose thread this is.
 func (o CooldownRepeat) prepare(_ context.Context, d delivery) (sendFunc, error) {
-	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: executor.Succeeded, Key: d.key,
+	return d.reply(notify.StepReport{RunID: d.runID, StepID: "run", Kind: "run", Status: vocab.StatusSucceeded, Key: d.key,
 		Retry: d.retry, Notice: o.notice()}), nil
 }
 
@@ -394,11 +380,11 @@ func (VerdictEdit) ref() string  { return "" }
 func (o VerdictEdit) Key() string {
 	switch {
 	case o.Profiled != "":
-		return keyVerdictProfiled + "/" + o.Profiled
+		return notify.KeyCloseVerdictProfiled + "/" + o.Profiled
 	case o.Preliminary:
-		return keyVerdictPreliminary
+		return notify.KeyCloseVerdictPreliminary
 	}
-	return keyVerdict
+	return notify.KeyCloseVerdict
 }
 
 func (VerdictEdit) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }
@@ -407,7 +393,7 @@ func (VerdictEdit) prepare(ctx context.Context, d delivery) (sendFunc, error) { 
 type Finished struct{}
 
 func (Finished) kind() opKind { return opUpdate }
-func (Finished) Key() string  { return keyFinished }
+func (Finished) Key() string  { return notify.KeyCloseFinished }
 func (Finished) ref() string  { return "" }
 
 func (Finished) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }
@@ -417,7 +403,7 @@ func (Finished) prepare(ctx context.Context, d delivery) (sendFunc, error) { ret
 type Resolved struct{}
 
 func (Resolved) kind() opKind { return opUpdate }
-func (Resolved) Key() string  { return keyResolved }
+func (Resolved) Key() string  { return notify.KeyCloseResolved }
 func (Resolved) ref() string  { return "" }
 
 func (Resolved) prepare(ctx context.Context, d delivery) (sendFunc, error) { return d.summary(ctx) }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/notify"
-	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // TestOpRefsRoundTrip: every thread operation writes the row (kind, key,
@@ -130,7 +130,7 @@ func TestCooldownRepeatIsNotASkippedStep(t *testing.T) {
 		t.Fatalf("%d replies, want 1", len(rec.replies))
 	}
 	rep := rec.replies[0]
-	if rep.Status == executor.Skipped || rep.Notice == "" || rep.RunID != "run-1" {
-		t.Errorf("reply %+v: want a notice in run-1's thread whose status is not %q", rep, executor.Skipped)
+	if rep.Status == vocab.StatusSkipped || rep.Notice == "" || rep.RunID != "run-1" {
+		t.Errorf("reply %+v: want a notice in run-1's thread whose status is not %q", rep, vocab.StatusSkipped)
 	}
 }

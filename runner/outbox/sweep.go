@@ -23,10 +23,9 @@ const sweepAfterMS = 3000
 // In the commit that enqueues the job it takes the thread from the lapsed
 // deliverer (no owner, so the new job takes it at once) for one lease: the
 // next tick, here or on another replica, leaves the thread to that job
-// unless it has not delivered within the lease. Every tick on every replica
-// used to enqueue one more job per waiting thread until one took it: under
-// load, with runs' threads all backing off through a Slack outage, that
-// multiplied the jobs the notify queue had to work through.
+// unless it has not delivered within the lease. Without that, every tick on
+// every replica would enqueue one more job per waiting thread, multiplying
+// the notify queue's work through a Slack outage.
 func (s *Outbox) Sweep(ctx context.Context) (int, error) {
 	if len(s.sinkOrder) == 0 {
 		return 0, nil

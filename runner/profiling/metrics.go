@@ -46,7 +46,7 @@ var profileRefusals = []string{vocab.RefusedBusy, vocab.RefusedPaused, vocab.Ref
 // autocapture_steps_total's alone.
 func profileStepResult(rec executor.StepRecord) string {
 	f := rec.Findings
-	if f == nil && rec.Status == executor.Skipped || rec.Status == executor.NotConfigured {
+	if f == nil && rec.Status == vocab.StatusSkipped || rec.Status == vocab.StatusNotConfigured {
 		return "" // never framed: no agent token is not a failed capture
 	}
 	if kind, ok := f["refused"].(string); ok {
@@ -64,11 +64,11 @@ func profileStepResult(rec executor.StepRecord) string {
 		return profileLeaseLost
 	case f["stop_error"] != nil:
 		return profileStopFail
-	case rec.Status == executor.Succeeded && f["resumed"] != nil:
+	case rec.Status == vocab.StatusSucceeded && f["resumed"] != nil:
 		return profileResumed
-	case f["cut_short"] != nil || rec.Status == executor.Cancelled:
+	case f["cut_short"] != nil || rec.Status == vocab.StatusCancelled:
 		return profileCut
-	case rec.Status == executor.Succeeded:
+	case rec.Status == vocab.StatusSucceeded:
 		return profileCaptured
 	}
 	return profileFailed

@@ -23,7 +23,7 @@ import (
 // sglangServer is an SGLang sim in real time behind a loopback server.
 func sglangServer(t *testing.T) (*vllmsim.Sim, *httptest.Server) {
 	t.Helper()
-	sim, err := vllmsim.New(vllmsim.Options{Engine: profile.EngineSGLang, ProfilerDir: t.TempDir(), ProfilerLayers: 4,
+	sim, err := vllmsim.New(vllmsim.Options{Engine: vocab.EngineSGLang, ProfilerDir: t.TempDir(), ProfilerLayers: 4,
 		ProfilerExportRate: 50e6, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestProfilePauseAppliesToSGLang(t *testing.T) {
 	in := &vocab.Input{RunID: runID, Plan: "sglang-high-itl", StepID: "profile", Attempt: 1, RunCreated: time.Now(),
 		Alert: template.Alert{Labels: template.KV{"alertname": "SGLangHighITL", "instance": u.Host}},
 		Env:   &vocab.Env{Store: store, Targets: &http.Client{}, Profiles: pl}, Log: zaptest.NewLogger(t)}
-	step, err := profile.Kind.Build(&profile.Config{Engine: profile.EngineSGLang, Duration: 300 * time.Millisecond, OutputDir: t.TempDir()})
+	step, err := profile.Kind.Build(&profile.Config{Engine: vocab.EngineSGLang, Duration: 300 * time.Millisecond, OutputDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

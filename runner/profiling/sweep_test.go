@@ -338,34 +338,34 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 func TestProfileStepResults(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := newPlane(t, dbRef{Path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
-	rec := func(status string, f map[string]any) executor.StepRecord {
+	rec := func(status vocab.Status, f map[string]any) executor.StepRecord {
 		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
 	}
 	for _, tc := range []struct {
 		rec  executor.StepRecord
 		want string
 	}{
-		{rec(executor.Succeeded, map[string]any{"armed": true, "files": []string{"a.json.gz"}}), "captured"},
-		{rec(executor.Succeeded, map[string]any{"armed": true, "resumed": "stopped", "cut_short": "resumed after an interruption"}), "resumed"},
-		{rec(executor.Cancelled, map[string]any{"armed": true, "cut_short": "alert resolved"}), "cut"},
-		{rec(executor.Succeeded, map[string]any{"armed": true, "cut_short": "an operator asked to stop (alice)"}), "cut"},
-		{rec(executor.Failed, map[string]any{"armed": false, "how_to_arm": "…"}), "not_armed"},
-		{rec(executor.Failed, map[string]any{"armed": true, "cut_short": "x", "stop_error": "stop_timeout"}), "stop_failed"},
-		{rec(executor.Failed, map[string]any{"armed": true, "stop_error": "lost", "lease_lost": true}), "lease_lost"},
-		{rec(executor.Skipped, map[string]any{"refused": vocab.RefusedBusy}), "refused_busy"},
-		{rec(executor.Skipped, map[string]any{"refused": vocab.RefusedRecorded}), "refused_recorded"},
-		{rec(executor.Skipped, map[string]any{"refused": "new-kind"}), "refused_other"},
-		{rec(executor.Skipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
-		{rec(executor.Failed, nil), "failed"},
-		{rec(executor.Skipped, nil), ""},       // `when` false: never ran
-		{rec(executor.NotConfigured, nil), ""}, // no agent token: never framed, no failure
+		{rec(vocab.StatusSucceeded, map[string]any{"armed": true, "files": []string{"a.json.gz"}}), "captured"},
+		{rec(vocab.StatusSucceeded, map[string]any{"armed": true, "resumed": "stopped", "cut_short": "resumed after an interruption"}), "resumed"},
+		{rec(vocab.StatusCancelled, map[string]any{"armed": true, "cut_short": "alert resolved"}), "cut"},
+		{rec(vocab.StatusSucceeded, map[string]any{"armed": true, "cut_short": "an operator asked to stop (alice)"}), "cut"},
+		{rec(vocab.StatusFailed, map[string]any{"armed": false, "how_to_arm": "…"}), "not_armed"},
+		{rec(vocab.StatusFailed, map[string]any{"armed": true, "cut_short": "x", "stop_error": "stop_timeout"}), "stop_failed"},
+		{rec(vocab.StatusFailed, map[string]any{"armed": true, "stop_error": "lost", "lease_lost": true}), "lease_lost"},
+		{rec(vocab.StatusSkipped, map[string]any{"refused": vocab.RefusedBusy}), "refused_busy"},
+		{rec(vocab.StatusSkipped, map[string]any{"refused": vocab.RefusedRecorded}), "refused_recorded"},
+		{rec(vocab.StatusSkipped, map[string]any{"refused": "new-kind"}), "refused_other"},
+		{rec(vocab.StatusSkipped, map[string]any{"opted_out": "label autocapture_profile=off"}), "opted_out"},
+		{rec(vocab.StatusFailed, nil), "failed"},
+		{rec(vocab.StatusSkipped, nil), ""},       // `when` false: never ran
+		{rec(vocab.StatusNotConfigured, nil), ""}, // no agent token: never framed, no failure
 	} {
 		if got := profileStepResult(tc.rec); got != tc.want {
 			t.Errorf("%s %v: result %q, want %q", tc.rec.Status, tc.rec.Findings, got, tc.want)
 		}
 		s.pm.countProfileStep(tc.rec)
 	}
-	s.pm.countProfileStep(executor.StepRecord{Kind: "http", Status: executor.Succeeded, Findings: map[string]any{}})
+	s.pm.countProfileStep(executor.StepRecord{Kind: "http", Status: vocab.StatusSucceeded, Findings: map[string]any{}})
 	if n, err := testutil.GatherAndCount(reg, "autocapture_profile_steps_total"); err != nil || n != 14 {
 		t.Errorf("%d series (%v), want every result from zero: 8 outcomes and 6 refusal kinds", n, err)
 	}

@@ -63,8 +63,8 @@ type Run struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	StartsAt    time.Time         `json:"starts_at"`
-	// Status is one of runner.Statuses.
-	Status            string         `json:"status"`
+	// Status is one of vocab.RunStatuses.
+	Status            vocab.Status   `json:"status"`
 	Reason            string         `json:"reason,omitempty"`
 	ResolvedAt        *time.Time     `json:"resolved_at"`
 	CancelRequestedAt *time.Time     `json:"cancel_requested_at"`
@@ -192,7 +192,7 @@ type Action struct {
 // ListQuery filters and pages a listing of runs.
 type ListQuery struct {
 	Alertname string
-	Status    string
+	Status    vocab.Status
 	// Limit caps the page (default 50, at most 500).
 	Limit int
 	// Cursor is a previous Page.Next.

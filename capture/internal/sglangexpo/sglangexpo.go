@@ -1,7 +1,7 @@
 // Package sglangexpo is SGLang's metric dialect: its family names across its
 // eras, how an exposition tells its era, and which canonical signals an era
 // has no series for. The scrape step reads SGLang's /metrics with
-// capture/internal/vllmexpo's engine-neutral parser and these names; the
+// capture/internal/exposition's engine-neutral parser and these names; the
 // mapping onto the canonical signals is SGLANG.md §4 (team notes), cited
 // below by section.
 package sglangexpo
@@ -15,7 +15,7 @@ import (
 // Prefix starts every SGLang family name; vLLM's start "vllm:".
 const Prefix = "sglang:"
 
-// Metric names one quantity, newest name first, as vllmexpo.Metric does (a
+// Metric names one quantity, newest name first, as exposition.Metric does (a
 // []string, so it converts to one without a copy).
 type Metric = []string
 

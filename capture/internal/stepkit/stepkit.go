@@ -41,7 +41,7 @@ func PutArtifact(ctx context.Context, in *vocab.Input, name, contentType string,
 	}
 	key := storage.ArtifactKey(storage.ArtifactPath{Started: in.RunCreated, Alertname: in.Alert.Labels["alertname"],
 		RunID: in.RunID, Plan: in.Plan, Step: in.StepID, File: name, Attempt: in.Attempt})
-	obj, err := in.Env.Store.Put(ctx, key, r, storage.Meta{ContentType: contentType})
+	obj, err := in.Env.Store.Put(ctx, key, r, vocab.ObjectMeta{ContentType: contentType})
 	if err != nil {
 		return vocab.Artifact{}, &vocab.Error{Reason: vocab.Classify(err), Err: fmt.Errorf("store %s: %w", key, err)}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
+	"github.com/prometheus/alertmanager/template"
 )
 
 // When compiles a real `when` expression as a playbook would carry it; a
@@ -136,6 +137,43 @@ func PriorReader(seen chan<- map[string]*vocab.Result) vocab.Step {
 		seen <- in.Prior
 		return &vocab.Result{Summary: "read"}, nil
 	})
+}
+
+// Planner plans an alert with Plans and rebuilds a stored plan as the plan
+// of the same name and digest Plans returns: the run service's Planner.
+type Planner struct {
+	Plans func(a template.Alert) []*playbooks.Plan
+}
+
+func (f Planner) Plan(a template.Alert, _ vocab.Window) ([]*playbooks.Plan, error) {
+	return f.Plans(a), nil
+}
+
+func (f Planner) Rebuild(sp playbooks.StoredPlan, a template.Alert, _ vocab.Window) (*playbooks.Plan, error) {
+	for _, p := range f.Plans(a) {
+		if p.Playbook == sp.Playbook && p.Digest == sp.Digest {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no playbook %s with digest %s", sp.Playbook, sp.Digest)
+}
+
+// Plan is playbook name's plan of steps, as its file would load.
+func Plan(name string, steps ...playbooks.PlannedStep) *playbooks.Plan {
+	return &playbooks.Plan{Playbook: name, File: name + ".yaml", Digest: "sha-" + name,
+		Source: []byte("name: " + name), Steps: steps}
+}
+
+// OnePlan plans every alert as playbook "pb" of the steps, made afresh each
+// time.
+func OnePlan(steps ...func() playbooks.PlannedStep) Planner {
+	return Planner{Plans: func(template.Alert) []*playbooks.Plan {
+		ps := make([]playbooks.PlannedStep, len(steps))
+		for i, s := range steps {
+			ps[i] = s()
+		}
+		return []*playbooks.Plan{Plan("pb", ps...)}
+	}}
 }
 
 // Step is a planned step of kind "test".

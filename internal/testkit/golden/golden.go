@@ -13,7 +13,7 @@ import (
 
 // Check writes got to path when update is set; otherwise it fails t when the
 // file differs, naming the first line that does and how to regenerate it
-// (regen, e.g. "go test ./config -run TestConfigReference -update-reference").
+// (regen: the command that rewrites it, with its -update flag).
 func Check(t testing.TB, path string, got []byte, update bool, regen string) {
 	t.Helper()
 	if update {

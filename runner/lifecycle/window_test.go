@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
 				return &vocab.Result{}, nil
 			}))
 		})
-		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1 })
+		s := newProc(t, db, p, true, func(o *procOpts) { o.cfg.MaxConcurrent = 1 })
 		startsAt := time.Now().UTC().Add(-time.Minute)
 		acc, err := s.Accept(context.Background(), []template.Alert{firing("fp0", startsAt), firing("fp1", startsAt)})
 		if err != nil {

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -28,14 +27,14 @@ func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
 			return &vocab.Result{Summary: "ok", Findings: map[string]any{"ratio": 0.5}}, nil
 		})
 		p := planner(func() playbooks.PlannedStep { return fakestep.Step("snap", vocab.TierMetrics, snap) })
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || calls.Load() != 2 || r.Attempts != 2 {
+		if r.Status != vocab.StatusSucceeded || calls.Load() != 2 || r.Attempts != 2 {
 			t.Fatalf("run %s after %d attempts, step ran %d times; want succeeded on attempt 2, step run twice",
 				r.Status, r.Attempts, calls.Load())
 		}
-		if st := stepByID(r, "snap"); st.Status != executor.Succeeded || st.Findings["ratio"] != 0.5 {
+		if st := stepByID(r, "snap"); st.Status != vocab.StatusSucceeded || st.Findings["ratio"] != 0.5 {
 			t.Errorf("stored step %+v, want the second attempt's record", st)
 		}
 	})
@@ -49,10 +48,10 @@ func TestStepThatCanNeverBeStoredFailsTheRun(t *testing.T) {
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, map[string]any{"ratio": math.Inf(1)}))
 		})
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusFailed || c.Count(id+"/snap") != fastRuns().MaxAttempts {
+		if r.Status != vocab.StatusFailed || c.Count(id+"/snap") != fastRuns().MaxAttempts {
 			t.Fatalf("run %s (%s), step ran %d times; want failed after %d attempts", r.Status, r.Reason,
 				c.Count(id+"/snap"), fastRuns().MaxAttempts)
 		}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 // skewed gives a Service a clock off by d, as a replica whose NTP failed.
-func skewed(d time.Duration) svcOpt {
-	return func(o *Options) { o.Now = func() time.Time { return time.Now().Add(d) } }
+func skewed(d time.Duration) procOpt {
+	return func(o *procOpts) { o.now = func() time.Time { return time.Now().Add(d) } }
 }
 
 // TestLeasesUseTheDatabaseClock puts two replicas on one store, one of them
@@ -35,14 +36,14 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				ctx := context.Background()
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
-				owner := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, skewed(tc.owner))
-				other := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), false, skewed(tc.other))
+				owner := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, skewed(tc.owner))
+				other := newProc(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), false, skewed(tc.other))
 				id := acceptOne(t, owner, firing("fp-"+tc.name, time.Now().UTC())).RunID
 				fakestep.WaitFor(t, started, "step b to start on the owner")
-				if n, err := other.life.ReapOnce(ctx); err != nil || n != 0 {
+				if n, err := other.ReapOnce(ctx); err != nil || n != 0 {
 					t.Fatalf("the other replica's reaper took %d runs (%v) while the owner heartbeats; want none", n, err)
 				}
-				if r, _ := owner.Get(ctx, id); leaseOf(t, owner, id).owner.String != owner.life.Owner() || r.Resumed != 0 {
+				if r, _ := owner.Get(ctx, id); leaseOf(t, owner, id).owner.String != owner.Owner() || r.Resumed != 0 {
 					t.Fatalf("live run held by %q, resumed %d; want the owner's, never resumed", leaseOf(t, owner, id).owner.String, r.Resumed)
 				}
 				owner.abandon()
@@ -55,7 +56,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 				within := fastRuns().LeaseTimeout + 20*time.Second
 				r := waitRunWithin(t, other, id, within, isFinished)
 				t.Logf("resumed and finished %s after the crash", time.Since(crashed))
-				if r.Status != StatusSucceeded || r.Resumed != 1 || c.Count(id+"/c") != 1 {
+				if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || c.Count(id+"/c") != 1 {
 					t.Fatalf("run %s (%s) resumed %d, c ran %d times; want succeeded, resumed once, c once",
 						r.Status, r.Reason, r.Resumed, c.Count(id+"/c"))
 				}
@@ -70,12 +71,12 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 func TestStrandedRunsUseTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		ahead := newService(t, db, planner(), false, skewed(time.Hour))
-		other := newService(t, db, planner(), false)
+		ahead := newProc(t, db, planner(), false, skewed(time.Hour))
+		other := newProc(t, db, planner(), false)
 		id := acceptOne(t, ahead, firing("fp", time.Now().UTC())).RunID
 		setJob(t, other, id, "state = 'discarded', attempt = 5, finalized_at = "+dbTime(other, 0))
 		time.Sleep(fastRuns().LeaseTimeout + 200*time.Millisecond)
-		if n, err := other.life.ReapOnce(context.Background()); err != nil || n != 1 {
+		if n, err := other.ReapOnce(context.Background()); err != nil || n != 1 {
 			t.Fatalf("reaper took %d runs (%v), want the stranded one", n, err)
 		}
 	})
@@ -83,7 +84,7 @@ func TestStrandedRunsUseTheDatabaseClock(t *testing.T) {
 
 // waitRunWithin polls the run until cond holds and fails the test if that takes
 // longer than d.
-func waitRunWithin(t *testing.T, s *Service, id string, d time.Duration, cond func(*runs.Run) bool) *runs.Run {
+func waitRunWithin(t *testing.T, s *proc, id string, d time.Duration, cond func(*runs.Run) bool) *runs.Run {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {

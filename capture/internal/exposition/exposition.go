@@ -1,4 +1,4 @@
-package vllmexpo
+package exposition
 
 import (
 	"bytes"

@@ -1,8 +1,9 @@
-package runner
+package lifecycle
 
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 		id := ids[0]
 
 		ctx := context.Background()
-		pool := rawDB(s)
+		pool := s.raw
 		var conns []*sql.Conn
 		for range pool.Stats().MaxOpenConnections {
 			cn, err := pool.Conn(ctx)
@@ -48,25 +49,25 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 		if pool.Stats().InUse != len(conns) {
 			t.Fatalf("took %d of the pool's connections, %d in use", len(conns), pool.Stats().InUse)
 		}
-		hold := 3 * s.life.Config().LeaseTimeout
+		hold := 3 * s.Config().LeaseTimeout
 		time.Sleep(hold)
 
 		// Read through a taken connection: the lease is still this
 		// process's and runs beyond now on the database's clock.
 		var owner string
 		var left int64
-		err := conns[0].QueryRowContext(ctx, dialectOf(s).SQL(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
+		err := conns[0].QueryRowContext(ctx, s.dialect.SQL(`SELECT owner, lease_until - {now} FROM autocapture_runs WHERE id = $1`), id).
 			Scan(&owner, &left)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if owner != s.life.Owner() || left <= 0 {
-			t.Errorf("after %v with the pool taken: run owner %q, lease %d ms ahead; want %q, ahead", hold, owner, left, s.life.Owner())
+		if owner != s.Owner() || left <= 0 {
+			t.Errorf("after %v with the pool taken: run owner %q, lease %d ms ahead; want %q, ahead", hold, owner, left, s.Owner())
 		}
 		freePool()
 		close(release)
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
 			t.Errorf("run %s resumed %d, attempts %d, step ran %d times; want succeeded, never resumed, once",
 				r.Status, r.Resumed, r.Attempts, c.Count(id+"/hold"))
 		}
@@ -89,28 +90,28 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 	locked, free := ids[0], ids[1]
 
 	ctx := context.Background()
-	tx, err := rawDB(s).BeginTx(ctx, nil)
+	tx, err := s.raw.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT id FROM autocapture_runs WHERE id = $1 FOR UPDATE`, locked); err != nil {
 		t.Fatal(err)
 	}
-	hold := 2 * s.life.Config().LeaseTimeout
+	hold := 2 * s.Config().LeaseTimeout
 	time.Sleep(hold)
 	var left int64
-	if err := rawDB(s).QueryRowContext(ctx, dialectOf(s).SQL(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
-		free, s.life.Owner()).Scan(&left); err != nil || left <= 0 {
+	if err := s.raw.QueryRowContext(ctx, s.dialect.SQL(`SELECT lease_until - {now} FROM autocapture_runs WHERE id = $1 AND owner = $2`),
+		free, s.Owner()).Scan(&left); err != nil || left <= 0 {
 		t.Errorf("after %v with run %s locked: run %s lease %d ms ahead (%v); want still this process's, ahead", hold, locked, free, left, err)
 	}
 	tx.Rollback()
 	close(release)
 	r := waitRun(t, s, free, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 0 || c.Count(free+"/hold") != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || c.Count(free+"/hold") != 1 {
 		t.Errorf("the free run: %s, resumed %d, step ran %d times; want succeeded, never resumed, once", r.Status, r.Resumed, c.Count(free+"/hold"))
 	}
 	r = waitRun(t, s, locked, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 1 {
 		t.Errorf("the locked run: %s, resumed %d; want succeeded after one resume (its lease could not be renewed for %v)", r.Status, r.Resumed, hold)
 	}
 }
@@ -128,24 +129,24 @@ func TestRenewalSkipsALockedRun(t *testing.T) {
 func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.StartPostgres(t)
-	p := testenv.StartTCPProxy(t, pgTarget(t, dsn))
+	p, proxied := throughProxy(t, dsn)
 	// A lease of 4 s: renewals time out at 1.3 s, the watchdog stops the
 	// run 3.9 s after the last renewal; a connect takes 2 s.
-	lease := func(o *Options) { o.Config.LeaseTimeout = 4 * time.Second }
-	s, c, release, ids := heldRuns(t, dbRef{URL: viaProxy(t, dsn, p)}, []string{"fp"}, lease)
+	lease := func(o *procOpts) { o.cfg.LeaseTimeout = 4 * time.Second }
+	s, c, release, ids := heldRuns(t, dbRef{URL: proxied}, []string{"fp"}, lease)
 	id := ids[0]
 	slow := 2 * time.Second
-	if margin := s.life.Config().LeaseTimeout - s.life.Config().HeartbeatInterval; s.life.RenewTimeout() >= slow || slow >= margin-time.Second {
-		t.Fatalf("connects of %v must outlast a renewal's %v and leave the watchdog's %v a second", slow, s.life.RenewTimeout(), margin)
+	if margin := s.Config().LeaseTimeout - s.Config().HeartbeatInterval; s.RenewTimeout() >= slow || slow >= margin-time.Second {
+		t.Fatalf("connects of %v must outlast a renewal's %v and leave the watchdog's %v a second", slow, s.RenewTimeout(), margin)
 	}
 	p.SlowConnects(slow)
 	cut := p.Cut()
 	before := p.Accepted()
-	hold := 3 * s.life.Config().LeaseTimeout
+	hold := 3 * s.Config().LeaseTimeout
 	time.Sleep(hold)
 	close(release)
 	r := waitRun(t, s, id, "finished", isFinished)
-	if r.Status != StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
+	if r.Status != vocab.StatusSucceeded || r.Resumed != 0 || r.Attempts != 1 || c.Count(id+"/hold") != 1 {
 		t.Errorf("after %d connections cut and %v with connects taking %v: run %s, resumed %d, attempts %d, step ran %d times; want succeeded, never resumed, once",
 			cut, hold, slow, r.Status, r.Resumed, r.Attempts, c.Count(id+"/hold"))
 	}
@@ -155,11 +156,11 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 // heldRuns starts a Service on db whose one step ("hold") blocks until
 // release is closed, accepts an alert per fingerprint and waits until every
 // run's step is running; the counter counts the step's starts.
-func heldRuns(t *testing.T, db dbRef, fps []string, opts ...svcOpt) (*Service, *fakestep.Counter, chan struct{}, []string) {
+func heldRuns(t *testing.T, db dbRef, fps []string, opts ...procOpt) (*proc, *fakestep.Counter, chan struct{}, []string) {
 	t.Helper()
 	c := fakestep.NewCounter()
 	started, release := make(chan string, 2*len(fps)), make(chan struct{})
-	s := newService(t, db, planner(func() playbooks.PlannedStep {
+	s := newProc(t, db, planner(func() playbooks.PlannedStep {
 		return fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release))
 	}), true, opts...)
 	var ids []string
@@ -170,4 +171,17 @@ func heldRuns(t *testing.T, db dbRef, fps []string, opts ...svcOpt) (*Service, *
 		fakestep.WaitFor(t, started, "the runs' steps to start")
 	}
 	return s, c, release, ids
+}
+
+// throughProxy starts a TCP proxy to dsn's server and returns it with the
+// URL of dsn through it.
+func throughProxy(t *testing.T, dsn string) (*testenv.TCPProxy, string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.StartTCPProxy(t, u.Host)
+	u.Host = p.Addr
+	return p, u.String()
 }

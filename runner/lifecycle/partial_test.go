@@ -1,13 +1,14 @@
-package runner
+package lifecycle
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -16,41 +17,30 @@ import (
 func TestFailedStepResultPersistedAndReplied(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		n := &recNotifier{}
 		p := planner(func() playbooks.PlannedStep {
 			s := fakestep.Step("scrape", vocab.TierMetrics, fakestep.Partial(c, true, nil))
 			s.Timeout = 50 * time.Millisecond
 			return s
 		})
-		s := newService(t, db, p, true, notifyTo(n))
+		s := newProc(t, db, p, true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		rec := stepByID(r, "scrape")
-		if r.Status != StatusFailed || rec.Status != executor.Failed || rec.Reason != "timeout" || !rec.Partial {
+		if r.Status != vocab.StatusFailed || rec.Status != vocab.StatusFailed || rec.Reason != "timeout" || !rec.Partial {
 			t.Fatalf("run %s, scrape %s/%s partial=%v; want failed, failed/timeout, partial", r.Status, rec.Status, rec.Reason, rec.Partial)
 		}
 		if rec.Summary == "" || rec.Signals[vocab.SigKVUsage] != 0.97 || rec.Findings["second_scrape_error"] != "stopped" ||
 			len(rec.Artifacts) != 1 {
 			t.Errorf("stored record lost the step's result: %+v", rec)
 		}
-		n.eventually(t, "the scrape's reply", func() bool {
-			for _, x := range n.replies {
-				if x.StepID == "scrape" {
-					return true
-				}
-			}
-			return false
-		})
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		var rep *struct{ summary, errText string }
-		for _, x := range n.replies {
-			if x.StepID == "scrape" {
-				rep = &struct{ summary, errText string }{x.Summary, x.Error}
-			}
+		// The reply is recorded with the step, and says what the record says.
+		key := outbox.StepReply{Plan: "pb", Step: "scrape"}.Key()
+		if n := s.out.count(t, id, key); n != 1 {
+			t.Fatalf("the scrape's reply recorded %d times, want once", n)
 		}
-		if rep == nil || rep.summary != rec.Summary || !strings.Contains(rep.errText, "ran longer than its timeout") {
-			t.Fatalf("thread reply %+v, want the summary and the error", rep)
+		rep, err := s.Seams().Thread.StepReply(context.Background(), id, key, "pb", "scrape", false)
+		if err != nil || rep.Summary != rec.Summary || !strings.Contains(rep.Error, "ran longer than its timeout") {
+			t.Fatalf("thread reply %+v (%v), want the summary and the error", rep, err)
 		}
 	})
 }

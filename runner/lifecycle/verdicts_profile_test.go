@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -10,20 +10,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 // keyProfiled is the parent's edit with the verdict the profile step
 // "prof" of plan "pb" refined.
-const keyProfiled = notify.KeyCloseVerdictProfiled + "/pb/prof"
+var keyProfiled = outbox.VerdictEdit{Profiled: "pb/prof"}.Key()
 
 // thenProfile is base's plan with a profile step (id prof, tier 3) after it.
 func thenProfile(base fakePlanner, prof func() vocab.Step) fakePlanner {
-	return fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
-		ps := base.plans(a)
+	return fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
+		ps := base.Plans(a)
 		s := fakestep.Step("prof", vocab.TierProfile, prof())
 		s.Kind = "profile"
 		ps[0].Steps = append(ps[0].Steps, s)
@@ -36,12 +36,8 @@ func thenProfile(base fakePlanner, prof func() vocab.Step) fakePlanner {
 func gemmProfile(release <-chan struct{}) func() vocab.Step {
 	return func() vocab.Step {
 		return fakestep.Func(func(ctx context.Context, in *vocab.Input) (*vocab.Result, error) {
-			if release != nil {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+			if err := awaitRelease(ctx, release); err != nil {
+				return nil, err
 			}
 			return &vocab.Result{Summary: "profile: GEMM 92%", Profile: &vocab.ProfileFinding{Plan: in.Plan, Step: in.StepID,
 				Family: "gemm", Share: 0.92, TopKernel: "sm90_xmma_gemm_bf16", TopKernelShare: 0.7,
@@ -54,7 +50,7 @@ func gemmProfile(release <-chan struct{}) func() vocab.Step {
 // refined again by the profile (same cause, the finding, no advice to take
 // a profile), that the run's verdict is that one, and that the parent's
 // profiled edit showed it once.
-func checkProfiled(t *testing.T, r *runs.Run, th *verdictThread) {
+func checkProfiled(t *testing.T, s *proc, r *runs.Run) {
 	t.Helper()
 	if len(r.Verdicts) != 3 {
 		t.Fatalf("verdicts = %+v, want preliminary, refined and profiled", r.Verdicts)
@@ -72,12 +68,10 @@ func checkProfiled(t *testing.T, r *runs.Run, th *verdictThread) {
 	if r.Verdict == nil || r.Verdict.Profile == nil || !strings.Contains(vocab.VerdictText(r.Verdict), "profile: GEMM 92% of GPU time") {
 		t.Errorf("run's verdict %+v: want the profiled one", r.Verdict)
 	}
-	th.waitFor(t, r.ID, keyProfiled)
-	th.waitFor(t, r.ID, keyFinished)
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if e := th.edits[keyProfiled]; len(e) != 1 || e[0] == nil || e[0].Profile == nil {
-		t.Errorf("the parent's profiled edit showed %+v, want the finding once", e)
+	s.out.eventually(t, r.ID, keyFinished)
+	sum, err := s.Seams().Thread.Summary(context.Background(), r.ID, keyProfiled, false)
+	if n := s.out.count(t, r.ID, keyProfiled); n != 1 || err != nil || sum.Verdict == nil || sum.Verdict.Profile == nil {
+		t.Errorf("the parent's profiled edit recorded %d times, showing %+v (%v), want the finding once", n, sum.Verdict, err)
 	}
 }
 
@@ -86,11 +80,10 @@ func checkProfiled(t *testing.T, r *runs.Run, th *verdictThread) {
 func TestProfileRefinesTheVerdict(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		th := newVerdictThread()
-		s := newService(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true, notifyTo(th))
+		s := newProc(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
-		checkProfiled(t, waitRun(t, s, id, "finished", isFinished), th)
-		if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictProfiled, vocab.VerdictKVPressure)); n != 1 {
+		checkProfiled(t, s, waitRun(t, s, id, "finished", isFinished))
+		if n := testutil.ToFloat64(s.Metrics().Verdicts.WithLabelValues(runs.VerdictProfiled, vocab.VerdictKVPressure)); n != 1 {
 			t.Errorf("autocapture_verdicts_total{kind=profiled,verdict=kv-pressure} = %v, want 1", n)
 		}
 	})
@@ -102,17 +95,16 @@ func TestProfileRefinesTheVerdict(t *testing.T) {
 func TestProfiledVerdictAcrossACrash(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		th := newVerdictThread()
 		never := make(chan struct{})
-		s1 := newService(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(never)), true, notifyTo(th))
+		s1 := newProc(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(never)), true)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		waitRun(t, s1, id, "the refined verdict", func(r *runs.Run) bool { return len(r.Verdicts) == 2 })
 		s1.abandon()
-		s2 := newService(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true, notifyTo(th))
+		s2 := newProc(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true)
 		r := waitRun(t, s2, id, "finished", isFinished)
 		if r.Resumed != 1 {
 			t.Errorf("resumed %d times, want once", r.Resumed)
 		}
-		checkProfiled(t, r, th)
+		checkProfiled(t, s2, r)
 	})
 }

@@ -1,20 +1,14 @@
-package runner
+package lifecycle
 
 import (
 	"context"
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
-	"github.com/autocapture/autocapture/internal/testkit/testenv"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -38,11 +32,11 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
-	s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", vocab.TierMetrics, hold) }), true)
+	s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", vocab.TierMetrics, hold) }), true)
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
 
-	tx, err := rawDB(s).BeginTx(context.Background(), nil) // BEGIN IMMEDIATE: the heartbeat now waits for the lock
+	tx, err := s.raw.BeginTx(context.Background(), nil) // BEGIN IMMEDIATE: the heartbeat now waits for the lock
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +46,8 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		if !errors.Is(cause, executor.ErrInterrupted) {
 			t.Fatalf("step stopped by %v, want an interruption", cause)
 		}
-		t.Logf("stopped %s after the store hung (lease %s, heartbeat %s)", time.Since(held), s.life.Config().LeaseTimeout, s.life.Config().HeartbeatInterval)
-	case <-time.After(10 * s.life.Config().LeaseTimeout):
+		t.Logf("stopped %s after the store hung (lease %s, heartbeat %s)", time.Since(held), s.Config().LeaseTimeout, s.Config().HeartbeatInterval)
+	case <-time.After(10 * s.Config().LeaseTimeout):
 		t.Fatal("the run kept working although its lease could not be renewed")
 	}
 	tx.Rollback()
@@ -65,7 +59,7 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		acc := acceptOne(t, s, firing("corrupt", time.Now()))
 		ctx := context.Background()
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET alert = '{not json' WHERE id = $1`, acc.RunID); err != nil {
@@ -74,20 +68,21 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 		if err := s.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var status, reason string
+		var status vocab.Status
+		var reason string
 		var generation int
 		deadline := time.Now().Add(30 * time.Second)
-		for status != StatusFailed && time.Now().Before(deadline) {
+		for status != vocab.StatusFailed && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 			if err := s.db.QueryRowContext(ctx, `SELECT status, reason, generation FROM autocapture_runs WHERE id = $1`,
 				acc.RunID).Scan(&status, &reason, &generation); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if status != StatusFailed || !strings.Contains(reason, "cannot read the run") {
+		if status != vocab.StatusFailed || !strings.Contains(reason, "cannot read the run") {
 			t.Fatalf("status %q reason %q", status, reason)
 		}
-		time.Sleep(3 * s.life.Config().LeaseTimeout) // long enough for a reaper to take it again, if it would
+		time.Sleep(3 * s.Config().LeaseTimeout) // long enough for a reaper to take it again, if it would
 		var after int
 		s.db.QueryRowContext(ctx, `SELECT generation FROM autocapture_runs WHERE id = $1`, acc.RunID).Scan(&after)
 		if after != generation || c.Count(acc.RunID+"/a") != 0 {
@@ -101,10 +96,8 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 // closed (the parent message must not stay "running").
 func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		n := &recNotifier{}
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false,
-			notifyTo(n))
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		ctx := context.Background()
 		acc := acceptOne(t, s, firing("between", time.Now()))
 		// As a run released by a process that had recorded its parent message.
@@ -112,10 +105,11 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.out.Append(ctx, tx, acc.RunID, outbox.Open{}); err != nil {
+		// The outbox's thread row, which Cancel reads (an Open's).
+		if _, err := tx.ExecContext(ctx, `INSERT INTO autocapture_threads (run_id, sink) VALUES ($1, 'default')`, acc.RunID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, StatusRunning, acc.RunID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE autocapture_runs SET status = $1 WHERE id = $2`, vocab.StatusRunning, acc.RunID); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -128,37 +122,14 @@ func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := waitRun(t, s, acc.RunID, "the cancelled run to end", isFinished)
-		n.eventually(t, "the cancellation", func() bool { return len(n.closes) > 0 })
-		n.mu.Lock()
-		closes := append([]notify.Summary(nil), n.closes...)
-		n.mu.Unlock()
-		if r.Status != StatusCancelled || len(closes) != 1 || closes[0].Status != StatusCancelled || c.Count(acc.RunID+"/a") != 0 {
-			t.Fatalf("status %s, closes %+v, steps run %d", r.Status, closes, c.Count(acc.RunID+"/a"))
+		s.out.eventually(t, acc.RunID, outbox.Finished{}.Key())
+		sum, err := s.Seams().Thread.Summary(ctx, acc.RunID, outbox.Finished{}.Key(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := s.out.count(t, acc.RunID, outbox.Finished{}.Key()); r.Status != vocab.StatusCancelled || n != 1 || sum.Status != vocab.StatusCancelled ||
+			c.Count(acc.RunID+"/a") != 0 {
+			t.Fatalf("status %s, %d closes saying %+v, steps run %d", r.Status, n, sum, c.Count(acc.RunID+"/a"))
 		}
 	})
-}
-
-// TestReplicasStartingTogetherOnAFreshDatabase: several processes opening the
-// same new PostgreSQL database at once all migrate it without failing.
-func TestReplicasStartingTogetherOnAFreshDatabase(t *testing.T) {
-	dsn := testenv.StartPostgres(t)
-	const n = 4
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := Open(context.Background(), Options{Config: fastRuns(), DatabaseURL: dsn, Planner: planner(),
-				Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()})
-			if err == nil {
-				s.Close()
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("concurrent first start: %v", err)
-	}
 }

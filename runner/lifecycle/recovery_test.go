@@ -1,9 +1,10 @@
-package runner
+package lifecycle
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -33,20 +34,18 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		first, second := fakestep.NewCounter(), fakestep.NewCounter()
 		started := make(chan string, 1)
-		n := &recNotifier{}
-		withNotifier := notifyTo(n)
-		s1 := newService(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withNotifier, withReplica("r0"))
+		s1 := newProc(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withReplica("r0"))
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start on the first process")
-		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == executor.Succeeded })
+		waitRun(t, s1, id, "step a persisted", func(r *runs.Run) bool { return stepByID(r, "a").Status == vocab.StatusSucceeded })
 
 		s1.abandon()
 		crashed := time.Now()
-		s2 := newService(t, db, threeTierPlanner(second, fakestep.OK(second, nil)), true, withNotifier, withReplica("r1"))
+		s2 := newProc(t, db, threeTierPlanner(second, fakestep.OK(second, nil)), true, withReplica("r1"))
 		r := waitRun(t, s2, id, "finished", isFinished)
 		t.Logf("recovery: crash to resumed run finished in %s (lease_timeout %s)", time.Since(crashed), fastRuns().LeaseTimeout)
 
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 2 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 2 {
 			t.Fatalf("run %s resumed=%d attempts=%d (%s), want succeeded, resumed 1, attempts 2", r.Status, r.Resumed, r.Attempts, r.Reason)
 		}
 		if got := second.Snapshot(); len(got) != 2 || got[id+"/b"] != 1 || got[id+"/c"] != 1 {
@@ -55,23 +54,30 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 		if first.Count(id+"/a") != 1 {
 			t.Fatalf("first process ran a %d times", first.Count(id+"/a"))
 		}
-		n.eventually(t, "the run's end", func() bool { return len(n.closes) > 0 })
-		time.Sleep(300 * time.Millisecond) // a doubled operation would arrive by now
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if len(n.opens) != 1 {
-			t.Fatalf("thread opened %d times, want once across both processes", len(n.opens))
+		// One thread across both processes: opened once, the resume said once,
+		// naming the replica that goes on and the one that held it, one end.
+		s2.out.eventually(t, id, outbox.Finished{}.Key())
+		ops := s2.out.ops(t, id)
+		if n := s2.out.count(t, id, outbox.Open{}.Key()); n != 1 {
+			t.Fatalf("thread opened %d times, want once across both processes: %v", n, ops)
 		}
-		// The reply names the replica that goes on and the one that held it.
-		want := "resumed by replica r1 after r0 stopped (kill or crash) — 1st resume"
-		var resumed []string
-		for _, rep := range n.replies {
-			if rep.Notice != "" {
-				resumed = append(resumed, rep.Notice)
-			}
+		resumed := outbox.Resumed{N: 1}.Key()
+		if !hasOp(ops, "outbox.Resumed{N:1 From:"+s1.Owner()+" On:}") || !hasOp(ops, "outbox.Resumed{N:1 From: On:"+s2.Owner()+"}") ||
+			!strings.HasPrefix(s1.Owner(), "r0/") || !strings.HasPrefix(s2.Owner(), "r1/") {
+			t.Fatalf("thread %v: want the resume from r0's %s, claimed by r1's %s", ops, s1.Owner(), s2.Owner())
 		}
-		if len(resumed) != 1 || resumed[0] != want || len(n.closes) != 1 {
-			t.Fatalf("thread: resumed replies %q, %d closes; want one %q and one close", resumed, len(n.closes), want)
+		if n := s2.out.count(t, id, outbox.Finished{}.Key()); n != 1 {
+			t.Fatalf("thread %v: %d ends, want one", ops, n)
+		}
+		keys := map[string]bool{}
+		for _, o := range ops {
+			keys[o.key] = true
+		}
+		if !keys[resumed] || keys[outbox.Resumed{N: 2}.Key()] {
+			t.Fatalf("thread %v: want exactly one resume", ops)
+		}
+		if want := fmt.Sprintf("%s 1 %s", id, s2.Owner()); !slices.Contains(s2.out.claims(), want) {
+			t.Fatalf("resume's claims %q, want %q", s2.out.claims(), want)
 		}
 	})
 }
@@ -106,9 +112,9 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 		)
 		// A lease far longer than any stall of this loaded test machine: a
 		// takeover here would be a (correct) resume, not what this test is about.
-		longLease := func(o *Options) { o.Config.LeaseTimeout = 5 * time.Second }
-		s1 := newService(t, db, p, true, longLease)
-		s2 := newService(t, db, p, true, longLease)
+		longLease := func(o *procOpts) { o.cfg.LeaseTimeout = 5 * time.Second }
+		s1 := newProc(t, db, p, true, longLease)
+		s2 := newProc(t, db, p, true, longLease)
 		const runs = 12
 		var alerts []template.Alert
 		for i := range runs {
@@ -123,7 +129,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range append(acc, acc2...) {
-			if r := waitRun(t, s1, a.RunID, "finished", isFinished); r.Status != StatusSucceeded {
+			if r := waitRun(t, s1, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded {
 				t.Fatalf("run %s: %s (%s)", r.ID, r.Status, r.Reason)
 			}
 		}
@@ -147,14 +153,14 @@ func TestAttemptsExhausted(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 1)
-		oneAttempt := func(o *Options) { o.Config.MaxAttempts = 1 }
-		s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, oneAttempt)
+		oneAttempt := func(o *procOpts) { o.cfg.MaxAttempts = 1 }
+		s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true, oneAttempt)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start")
 		s1.abandon()
-		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true, oneAttempt)
+		s2 := newProc(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true, oneAttempt)
 		r := waitRun(t, s2, id, "finished", isFinished)
-		if r.Status != StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
+		if r.Status != vocab.StatusFailed || !strings.Contains(r.Reason, "gave up after 1 attempts") {
 			t.Fatalf("run %s (%q), want failed with the reason", r.Status, r.Reason)
 		}
 		if c.Count(id+"/c") != 0 {
@@ -167,7 +173,7 @@ func TestGracefulStopResumesInNextProcess(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 1)
-		s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
+		s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, started, "step b to start")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -179,9 +185,9 @@ func TestGracefulStopResumesInNextProcess(t *testing.T) {
 		if err != nil || r.FinishedAt != nil || stepByID(r, "b").Status != "" {
 			t.Fatalf("after stop: %+v, %v; want unfinished, b unrecorded", r, err)
 		}
-		s2 := newService(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true)
+		s2 := newProc(t, db, threeTierPlanner(c, fakestep.OK(c, nil)), true)
 		r = waitRun(t, s2, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 {
 			t.Fatalf("run %s resumed=%d attempts=%d, want succeeded, resumed 1, the shutdown not counted as an attempt",
 				r.Status, r.Resumed, r.Attempts)
 		}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"crypto/rand"
@@ -26,12 +26,12 @@ func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
 			return base64.StdEncoding.EncodeToString(b) // 1 MiB, incompressible
 		}
 		c := fakestep.NewCounter()
-		p := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			pl := plan("pb", fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, nil)))
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["model_name"]+"/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}
 		}}
-		s := newService(t, db, p, true)
+		s := newProc(t, db, p, true)
 		prefix, name, model := huge(), huge(), huge()
 		for i, fp := range []string{"a", "b"} {
 			a := firing(fp, time.Now().UTC())
@@ -40,7 +40,7 @@ func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
 			a.Annotations = template.KV{"summary": huge()}
 			id := acceptOne(t, s, a).RunID
 			r := waitRun(t, s, id, "finished", isFinished)
-			if r.Status != StatusSucceeded {
+			if r.Status != vocab.StatusSucceeded {
 				t.Errorf("alert %d: run %s, want succeeded (a different instance holds no cooldown): %s", i, r.Status, r.Reason)
 			}
 		}

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
-	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -31,19 +30,19 @@ func TestCancelRunningRun(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db dbRef) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
-				s1 := newService(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
+				s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
 				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 				fakestep.WaitFor(t, started, "step b to start")
 				canceller := s1
 				if tc.otherProcs {
-					canceller = newService(t, db, planner(), false)
+					canceller = newProc(t, db, planner(), false)
 				}
 				if _, err := canceller.Cancel(context.Background(), id); err != nil {
 					t.Fatalf("cancel: %v", err)
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				b := stepByID(r, "b")
-				if r.Status != StatusCancelled || b.Status != executor.Cancelled || !strings.Contains(b.Error, "cancelled on request") {
+				if r.Status != vocab.StatusCancelled || b.Status != vocab.StatusCancelled || !strings.Contains(b.Error, "cancelled on request") {
 					t.Fatalf("run %s, step b %s (%q); want both cancelled with the cause", r.Status, b.Status, b.Error)
 				}
 				if c.Count(id+"/c") != 0 {
@@ -75,26 +74,26 @@ func TestResolutionDuringRun(t *testing.T) {
 						return fakestep.Step("frame", vocab.TierProfile, fakestep.Block(c, started, nil))
 					},
 				)
-				s1 := newService(t, db, p, true)
+				s1 := newProc(t, db, p, true)
 				t0 := time.Now().UTC().Add(-time.Minute)
 				id := acceptOne(t, s1, firing("fp", t0)).RunID
 				fakestep.WaitFor(t, started, "the tier-3 step to start")
 				resolver := s1
 				if tc.otherProcs {
-					resolver = newService(t, db, planner(), false)
+					resolver = newProc(t, db, planner(), false)
 				}
 				if acc := acceptOne(t, resolver, resolvedAlert("fp", t0, time.Now().UTC())); acc.Outcome != runs.OutcomeResolved || acc.RunID != id {
 					t.Fatalf("resolve: %+v", acc)
 				}
 				r := waitRun(t, s1, id, "finished", isFinished)
 				frame, metrics := stepByID(r, "frame"), stepByID(r, "metrics")
-				if metrics.Status != executor.Succeeded || frame.Status != executor.Cancelled || !strings.Contains(frame.Error, "alert resolved") {
+				if metrics.Status != vocab.StatusSucceeded || frame.Status != vocab.StatusCancelled || !strings.Contains(frame.Error, "alert resolved") {
 					t.Fatalf("metrics %s, frame %s (%q); want tier 1 done, tier 3 cancelled by resolution", metrics.Status, frame.Status, frame.Error)
 				}
 				if len(frame.Artifacts) != 1 {
 					t.Errorf("the cancelled frame's files were not kept: %+v", frame.Artifacts)
 				}
-				if r.ResolvedAt == nil || r.Status != StatusPartial {
+				if r.ResolvedAt == nil || r.Status != vocab.StatusPartial {
 					t.Fatalf("run %s resolved_at %v; want partial and resolved", r.Status, r.ResolvedAt)
 				}
 			})
@@ -112,7 +111,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release))
 		})
-		s := newService(t, db, p, true, func(o *Options) { o.Config.MaxConcurrent = 1; o.Registerer = reg })
+		s := newProc(t, db, p, true, func(o *procOpts) { o.cfg.MaxConcurrent = 1; o.reg = reg })
 		var alerts []template.Alert
 		for i := range 3 {
 			alerts = append(alerts, firing(fmt.Sprintf("fp%d", i), time.Now().UTC()))
@@ -138,7 +137,7 @@ func TestMaxConcurrentQueues(t *testing.T) {
 		}
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Resumed != 0 {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded || r.Resumed != 0 {
 				t.Fatalf("run %s: %s, resumed %d; waiting for a worker is not being stranded", r.ID, r.Status, r.Resumed)
 			}
 		}
@@ -170,7 +169,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestSkippedRuns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		cooled := fakePlanner{plans: func(a template.Alert) []*playbooks.Plan {
+		cooled := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["alertname"] == "Unmatched" {
 				return nil
 			}
@@ -178,9 +177,9 @@ func TestSkippedRuns(t *testing.T) {
 			p.Cooldown, p.CooldownKey = time.Hour, "pb/127.0.0.1:8000"
 			return []*playbooks.Plan{p}
 		}}
-		s := newService(t, db, cooled, true)
+		s := newProc(t, db, cooled, true)
 		first := acceptOne(t, s, firing("fp1", time.Now().UTC())).RunID
-		if r := waitRun(t, s, first, "finished", isFinished); r.Status != StatusSucceeded || len(r.Playbooks) != 1 {
+		if r := waitRun(t, s, first, "finished", isFinished); r.Status != vocab.StatusSucceeded || len(r.Playbooks) != 1 {
 			t.Fatalf("first run %s playbooks %v", r.Status, r.Playbooks)
 		}
 		cases := []struct {
@@ -198,7 +197,7 @@ func TestSkippedRuns(t *testing.T) {
 		for _, tc := range cases {
 			id := acceptOne(t, s, tc.alert).RunID
 			r := waitRun(t, s, id, "finished", isFinished)
-			if r.Status != StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
+			if r.Status != vocab.StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
 				t.Errorf("%s: run %s %q, want skipped with %q", tc.name, r.Status, r.Reason, tc.reason)
 			}
 		}
@@ -217,12 +216,12 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 2)
 		release := make(chan struct{})
-		p := fakePlanner{plans: func(template.Alert) []*playbooks.Plan {
+		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {
 			pl := plan("profile-once", fakestep.Step("hold", vocab.TierMetrics, fakestep.Block(c, started, release)))
 			pl.MaxConcurrent = 1
 			return []*playbooks.Plan{pl}
 		}}
-		s := newService(t, db, p, true) // runs.max_concurrent 4: only the playbook's cap holds them back
+		s := newProc(t, db, p, true) // runs.max_concurrent 4: only the playbook's cap holds them back
 		acc, err := s.Accept(context.Background(), []template.Alert{firing("x", time.Now().UTC()), firing("y", time.Now().UTC())})
 		if err != nil {
 			t.Fatal(err)
@@ -237,7 +236,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 		}
 		close(release)
 		for _, a := range acc {
-			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != StatusSucceeded || r.Attempts != 1 || r.Resumed != 0 {
+			if r := waitRun(t, s, a.RunID, "finished", isFinished); r.Status != vocab.StatusSucceeded || r.Attempts != 1 || r.Resumed != 0 {
 				t.Fatalf("run %s: %s after %d attempts, resumed %d; waiting must not use attempts nor be resumed", r.ID, r.Status, r.Attempts, r.Resumed)
 			}
 		}

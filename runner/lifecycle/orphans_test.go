@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/database"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,10 +24,10 @@ import (
 func TestOrphanedRunJobsMetric(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		reg := prometheus.NewRegistry()
-		s := newService(t, db, planner(), false, func(o *Options) { o.Registerer = reg }) // not started: nothing works the job
+		s := newProc(t, db, planner(), false, func(o *procOpts) { o.reg = reg }) // not started: nothing works the job
 		lease := fastRuns().LeaseTimeout.Milliseconds()
 		readme := ""
-		if dialectOf(s) == dialectPostgres {
+		if s.dialect == database.Postgres {
 			readme = readmeOrphanQuery(t, fastRuns().LeaseTimeout)
 		}
 		for i, tc := range []struct {
@@ -53,11 +54,11 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 		} {
 			id := acceptOne(t, s, firing(fmt.Sprintf("fp-orphan-%d", i), time.Now().UTC())).RunID
 			setJob(t, s, id, tc.job)
-			run := strings.ReplaceAll(dialectOf(s).SQL(tc.run), "{lease}", strconv.FormatInt(lease, 10))
+			run := strings.ReplaceAll(s.dialect.SQL(tc.run), "{lease}", strconv.FormatInt(lease, 10))
 			if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET `+run+` WHERE id = $1`, id); err != nil {
 				t.Fatalf("%s: set run: %v", tc.name, err)
 			}
-			if got := labelled(t, reg, "autocapture_river_jobs_orphaned", nil); got != tc.want {
+			if got := gaugeValue(t, reg, "autocapture_river_jobs_orphaned"); got != tc.want {
 				t.Errorf("%s: autocapture_river_jobs_orphaned %v, want %v", tc.name, got, tc.want)
 			}
 			if readme != "" {
@@ -86,7 +87,7 @@ func TestOrphanedRunJobsMetric(t *testing.T) {
 // jobs, its runs.lease_timeout (the default, 20 s) made lease.
 func readmeOrphanQuery(t *testing.T, lease time.Duration) string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/deploy.md")
+	b, err := os.ReadFile("../../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
 	}

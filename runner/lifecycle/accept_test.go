@@ -1,26 +1,23 @@
-package runner
+package lifecycle
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/alertmanager/template"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
+	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false) // not started: runs stay queued
+		s := newProc(t, db, planner(), false) // not started: runs stay queued
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		a := firing("fp1", t0)
 
@@ -80,7 +77,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != StatusQueued {
+		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(t0.Add(5*time.Minute)) || r.Status != vocab.StatusQueued {
 			t.Fatalf("first run resolved_at=%v status=%s, want endsAt and still queued", r.ResolvedAt, r.Status)
 		}
 		page, err := s.List(context.Background(), runs.ListQuery{Alertname: "VLLMSlowTTFT"})
@@ -92,7 +89,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 
 func TestAcceptBatchIsOneTransaction(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		t0 := time.Now().UTC()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // the store cannot be reached in time: nothing may be committed
@@ -116,7 +113,7 @@ func TestAcceptBatchIsOneTransaction(t *testing.T) {
 
 func TestListGetCancelAPI(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		t0 := time.Now().UTC()
 		var ids []string
 		for _, fp := range []string{"a", "b", "c", "d", "e"} {
@@ -147,7 +144,7 @@ func TestListGetCancelAPI(t *testing.T) {
 			t.Fatalf("get unknown: %v", err)
 		}
 		r, err := s.Cancel(ctx, ids[0])
-		if err != nil || r.Status != StatusCancelled || r.CancelRequestedAt == nil {
+		if err != nil || r.Status != vocab.StatusCancelled || r.CancelRequestedAt == nil {
 			t.Fatalf("cancel queued run: %+v, %v", r, err)
 		}
 		if _, err := s.Cancel(ctx, ids[0]); !errors.Is(err, runs.ErrFinished) {
@@ -156,76 +153,11 @@ func TestListGetCancelAPI(t *testing.T) {
 		if _, err := s.Cancel(ctx, "nope"); !errors.Is(err, runs.ErrNotFound) {
 			t.Fatalf("cancel unknown: %v", err)
 		}
-		page, err := s.List(ctx, runs.ListQuery{Status: StatusCancelled})
+		page, err := s.List(ctx, runs.ListQuery{Status: vocab.StatusCancelled})
 		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != ids[0] {
 			t.Fatalf("list by status: %+v, %v", page.Runs, err)
 		}
-		if err := s.Ping(ctx); err != nil {
-			t.Fatalf("ping: %v", err)
-		}
 	})
-}
-
-// TestAcceptCountsNoIntakeMetric: alert intake is counted once, by handlers'
-// autocapture_alerts_total{outcome} (rejections included); the runner must not
-// export a second counter of the same thing.
-func TestAcceptCountsNoIntakeMetric(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "m.db")}, planner(), false,
-		func(o *Options) { o.Registerer = reg })
-	t0 := time.Now().UTC()
-	acceptOne(t, s, firing("fp", t0))
-	acceptOne(t, s, resolvedAlert("fp", t0, t0.Add(time.Minute)))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, mf := range mfs {
-		names = append(names, mf.GetName())
-		if strings.HasPrefix(mf.GetName(), "autocapture_alerts_") {
-			t.Errorf("runner exports %s, a duplicate of handlers' autocapture_alerts_total", mf.GetName())
-		}
-	}
-	if !slices.Contains(names, "autocapture_runs_queue_depth") {
-		t.Fatalf("runner metrics not gathered at all: %v", names)
-	}
-}
-
-// TestStoreCommitsDurably: Accept's 200 promises runs and jobs that survive a
-// power loss, so SQLite syncs every commit (synchronous=FULL) and PostgreSQL
-// sessions commit synchronously even where the server's default does not (as
-// in testenv's cluster), unless the URL chooses a level itself.
-func TestStoreCommitsDurably(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "d.db")}, planner(), false)
-		var level int
-		if err := s.db.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&level); err != nil {
-			t.Fatal(err)
-		}
-		if level != 2 {
-			t.Fatalf("PRAGMA synchronous = %d, want 2 (FULL)", level)
-		}
-	})
-	cases := []struct {
-		name, query, want string
-	}{
-		{name: "server default off", want: "on"},
-		{name: "chosen in the url", query: "&synchronous_commit=remote_write", want: "remote_write"},
-	}
-	for _, tc := range cases {
-		t.Run("postgres/"+tc.name, func(t *testing.T) {
-			u := testenv.StartPostgres(t)
-			s := newService(t, dbRef{URL: u + tc.query}, planner(), false)
-			var got string
-			if err := s.db.QueryRowContext(context.Background(), `SHOW synchronous_commit`).Scan(&got); err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Fatalf("synchronous_commit = %q, want %q", got, tc.want)
-			}
-		})
-	}
 }
 
 // TestAcceptGroupsOfAlerts: one group (one webhook) is inserted together; the
@@ -233,7 +165,7 @@ func TestStoreCommitsDurably(t *testing.T) {
 // that ends one episode and starts the next closes the old run first.
 func TestAcceptGroupsOfAlerts(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		ctx := context.Background()
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		outcomes := func(acc []runs.Accepted) string {
@@ -287,7 +219,7 @@ func TestAcceptGroupsOfAlerts(t *testing.T) {
 // PostgreSQL, row locks taken in body order used to deadlock).
 func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		for round := range 10 {
 			var fwd, rev []template.Alert
@@ -319,12 +251,12 @@ func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
 // shifts of the same episode still join it.
 func TestAcceptAfterALostResolution(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		first := acceptOne(t, s, firing("lost", t0))
 		// The run finished at 10:05; no resolution ever arrives.
 		if _, err := s.db.ExecContext(context.Background(), `UPDATE autocapture_runs SET status = $1, finished_at = $2 WHERE id = $3`,
-			StatusSucceeded, t0.Add(5*time.Minute).UnixMilli(), first.RunID); err != nil {
+			vocab.StatusSucceeded, t0.Add(5*time.Minute).UnixMilli(), first.RunID); err != nil {
 			t.Fatal(err)
 		}
 		for name, startsAt := range map[string]time.Time{

@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestJobIDsRecordedAndBackfilled(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		ctx := context.Background()
-		s := newService(t, db, planner(), false)
+		s := newProc(t, db, planner(), false)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		jobOf := func(gen int) int64 {
 			t.Helper()
@@ -40,7 +40,7 @@ func TestJobIDsRecordedAndBackfilled(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET queued_at = queued_at - 3600000 WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
+		if n, err := s.ReapOnce(ctx); err != nil || n != 1 {
 			t.Fatalf("reaper took %d (%v), want the stranded run", n, err)
 		}
 		if got, want := recorded(), jobOf(1); got != want {
@@ -49,7 +49,7 @@ func TestJobIDsRecordedAndBackfilled(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE autocapture_runs SET river_job_id = NULL`); err != nil {
 			t.Fatal(err)
 		}
-		backfill := database.Migrations(dialectOf(s))[2].Statements()[1]
+		backfill := database.Migrations(s.dialect)[2].Statements()[1]
 		if _, err := s.db.ExecContext(ctx, backfill); err != nil {
 			t.Fatalf("backfill: %v", err)
 		}

@@ -1,53 +1,32 @@
-package runner
+package lifecycle
 
 import (
 	"context"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
-	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
-	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// verdictThread is a strict far side that also keeps what the verdict's
-// operations carried.
-type verdictThread struct {
-	*farSide
-	mu      sync.Mutex
-	edits   map[string][]*vocab.Verdict // by update key
-	changes []string
-}
+// The keys of the operations a verdict records in its run's thread.
+var (
+	keyPreliminary = outbox.VerdictEdit{Preliminary: true}.Key()
+	keyTriReply    = outbox.StepReply{Plan: "pb", Step: "tri"}.Key()
+	keyChanged     = outbox.VerdictChanged{Plan: "pb", Step: "tri"}.Key()
+	keyFinished    = outbox.Finished{}.Key()
+)
 
-func newVerdictThread() *verdictThread {
-	return &verdictThread{farSide: newFarSide(), edits: map[string][]*vocab.Verdict{}}
-}
-
-func (v *verdictThread) Close(ctx context.Context, t notify.Thread, s notify.Summary) error {
-	err := v.farSide.Close(ctx, t, s)
-	if err == nil && !s.Retry { // a retry finds what its first attempt did
-		v.mu.Lock()
-		v.edits[s.Key] = append(v.edits[s.Key], s.Verdict)
-		v.mu.Unlock()
-	}
-	return err
-}
-
-func (v *verdictThread) Reply(ctx context.Context, t notify.Thread, r notify.StepReport) error {
-	err := v.farSide.Reply(ctx, t, r)
-	if err == nil && r.Change != "" {
-		v.mu.Lock()
-		v.changes = append(v.changes, r.Change)
-		v.mu.Unlock()
-	}
-	return err
+// opIndex is where key first is in ops (-1: nowhere).
+func opIndex(ops []recOp, key string) int {
+	return slices.IndexFunc(ops, func(o recOp) bool { return o.key == key })
 }
 
 // snapshotThenScrape is a plan whose snapshot says overload at once and whose
@@ -86,16 +65,25 @@ func snapshotThenScrape(scrape func() vocab.Step) fakePlanner {
 		})
 }
 
+// awaitRelease waits until release is closed (nil: not at all) or ctx ends.
+func awaitRelease(ctx context.Context, release <-chan struct{}) error {
+	if release == nil {
+		return nil
+	}
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // fullPool is a scrape that shows a full KV pool, after release (nil: at once).
 func fullPool(release <-chan struct{}) func() vocab.Step {
 	return func() vocab.Step {
 		return fakestep.Func(func(ctx context.Context, _ *vocab.Input) (*vocab.Result, error) {
-			if release != nil {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
+			if err := awaitRelease(ctx, release); err != nil {
+				return nil, err
 			}
 			return &vocab.Result{Summary: "scrape", Signals: vocab.Signals{vocab.SigKVUsage: 0.99}}, nil
 		})
@@ -108,8 +96,9 @@ func hasPreliminary(r *runs.Run) bool {
 
 // checkHistory asserts the run's verdicts: one preliminary overload from the
 // snapshot, then the refined kv-pressure saying what it was; the run's
-// verdict the refined one; the thread's change reply once.
-func checkHistory(t *testing.T, r *runs.Run, th *verdictThread) {
+// verdict the refined one; the thread's change reply once, after
+// triage's, and the preliminary edit once.
+func checkHistory(t *testing.T, s *proc, r *runs.Run) {
 	t.Helper()
 	if len(r.Verdicts) != 2 {
 		t.Fatalf("verdicts = %+v, want a preliminary and a refined one", r.Verdicts)
@@ -129,20 +118,19 @@ func checkHistory(t *testing.T, r *runs.Run, th *verdictThread) {
 	if r.Verdict == nil || r.Verdict.ID != vocab.VerdictKVPressure || r.Verdict.Preliminary {
 		t.Errorf("run's verdict = %+v, want the refined kv-pressure", r.Verdict)
 	}
-	th.waitFor(t, r.ID, verdictChangedKey("pb", "tri"))
-	th.waitFor(t, r.ID, keyFinished)
-	time.Sleep(200 * time.Millisecond) // a doubled operation would arrive by now
-	keys, doubled := th.thread(r.ID)
-	if len(doubled) > 0 {
-		t.Errorf("posted twice: %v (thread %v)", doubled, keys)
+	s.out.eventually(t, r.ID, keyFinished)
+	ops := s.out.ops(t, r.ID)
+	for _, key := range []string{keyPreliminary, keyChanged, keyTriReply} {
+		if n := s.out.count(t, r.ID, key); n != 1 {
+			t.Errorf("thread %v: %s recorded %d times, want once", ops, key, n)
+		}
 	}
-	if i, j := idx(keys, stepKey("pb", "tri")), idx(keys, verdictChangedKey("pb", "tri")); i < 0 || j < i {
-		t.Errorf("thread %v: the change reply must follow triage's reply", keys)
+	if i, j := opIndex(ops, keyTriReply), opIndex(ops, keyChanged); i < 0 || j < i {
+		t.Errorf("thread %v: the change reply must follow triage's reply", ops)
 	}
-	th.mu.Lock()
-	defer th.mu.Unlock()
-	if len(th.changes) != 1 || th.changes[0] != wantChange {
-		t.Errorf("change replies %q, want one %q", th.changes, wantChange)
+	rep, err := s.Seams().Thread.ChangeReply(context.Background(), r.ID, keyChanged, "pb", "tri", false)
+	if err != nil || rep.Change != wantChange {
+		t.Errorf("change reply %q (%v), want %q", rep.Change, err, wantChange)
 	}
 }
 
@@ -150,21 +138,19 @@ func TestPreliminaryVerdictRefined(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		release := make(chan struct{})
-		th := newVerdictThread()
-		s := newService(t, db, snapshotThenScrape(fullPool(release)), true, notifyTo(th))
+		s := newProc(t, db, snapshotThenScrape(fullPool(release)), true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "a preliminary verdict", hasPreliminary)
 		if r.FinishedAt != nil || r.Verdict == nil || r.Verdict.ID != vocab.VerdictOverload || !r.Verdict.Preliminary {
 			t.Fatalf("while the scrape runs: run's verdict %+v (finished %v), want the preliminary overload", r.Verdict, r.FinishedAt)
 		}
-		th.waitFor(t, id, keyVerdictPreliminary) // the parent shows it before the scrape is in
-		th.mu.Lock()
-		if e := th.edits[keyVerdictPreliminary]; len(e) != 1 || e[0] == nil || e[0].ID != vocab.VerdictOverload {
-			t.Errorf("parent's preliminary edit showed %+v", e)
+		// The parent shows it before the scrape is in.
+		sum, err := s.Seams().Thread.Summary(context.Background(), id, keyPreliminary, false)
+		if n := s.out.count(t, id, keyPreliminary); n != 1 || err != nil || sum.Verdict == nil || sum.Verdict.ID != vocab.VerdictOverload {
+			t.Errorf("parent's preliminary edit recorded %d times, showed %+v (%v)", n, sum.Verdict, err)
 		}
-		th.mu.Unlock()
 		close(release)
-		checkHistory(t, waitRun(t, s, id, "finished", isFinished), th)
+		checkHistory(t, s, waitRun(t, s, id, "finished", isFinished))
 		checkVerdictCounts(t, s, vocab.VerdictOverload, vocab.VerdictKVPressure, 1)
 	})
 }
@@ -172,37 +158,36 @@ func TestPreliminaryVerdictRefined(t *testing.T) {
 // checkVerdictCounts asserts the verdict metrics after one run whose
 // preliminary verdict was pre and refined one ref: each counted once, and a
 // change counted changes times.
-func checkVerdictCounts(t *testing.T, s *Service, pre, ref string, changes float64) {
+func checkVerdictCounts(t *testing.T, s *proc, pre, ref string, changes float64) {
 	t.Helper()
-	if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictPreliminary, pre)); n != 1 {
+	if n := testutil.ToFloat64(s.Metrics().Verdicts.WithLabelValues(runs.VerdictPreliminary, pre)); n != 1 {
 		t.Errorf("autocapture_verdicts_total{kind=preliminary,verdict=%s} = %v, want 1", pre, n)
 	}
-	if n := testutil.ToFloat64(s.life.Metrics().Verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
+	if n := testutil.ToFloat64(s.Metrics().Verdicts.WithLabelValues(runs.VerdictRefined, ref)); n != 1 {
 		t.Errorf("autocapture_verdicts_total{kind=refined,verdict=%s} = %v, want 1", ref, n)
 	}
-	if n := testutil.ToFloat64(s.life.Metrics().Changed.WithLabelValues(pre)); n != changes {
+	if n := testutil.ToFloat64(s.Metrics().Changed.WithLabelValues(pre)); n != changes {
 		t.Errorf("autocapture_verdict_changes_total{was=%s} = %v, want %v (now %s)", pre, n, changes, ref)
 	}
 }
 
 func TestSameVerdictRefinedSaysNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		th := newVerdictThread()
 		empty := func() vocab.Step { // no full pool: the scrape agrees with the snapshot
 			return fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 				time.Sleep(300 * time.Millisecond)
 				return &vocab.Result{Signals: vocab.Signals{vocab.SigKVUsage: 0.2}}, nil
 			})
 		}
-		s := newService(t, db, snapshotThenScrape(empty), true, notifyTo(th))
+		s := newProc(t, db, snapshotThenScrape(empty), true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		r := waitRun(t, s, id, "finished", isFinished)
 		if len(r.Verdicts) != 2 || r.Verdicts[1].Was != "" || r.Verdicts[1].Change != "" || r.Verdict.ID != vocab.VerdictOverload {
 			t.Fatalf("verdicts = %+v, want preliminary and refined overload, no change", r.Verdicts)
 		}
-		th.waitFor(t, id, keyFinished)
-		if keys, _ := th.thread(id); idx(keys, verdictChangedKey("pb", "tri")) >= 0 {
-			t.Errorf("thread %v says the verdict changed; it did not", keys)
+		s.out.eventually(t, id, keyFinished)
+		if ops := s.out.ops(t, id); opIndex(ops, keyChanged) >= 0 {
+			t.Errorf("thread %v says the verdict changed; it did not", ops)
 		}
 		checkVerdictCounts(t, s, vocab.VerdictOverload, vocab.VerdictOverload, 0)
 	})
@@ -227,42 +212,28 @@ func TestVerdictsAcrossACrash(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db dbRef) {
-				th := newVerdictThread()
-				if tc.uncommitPrelim {
-					th.gate = make(chan struct{}) // nothing reaches the thread before the crash
-				}
 				never := make(chan struct{}) // the first process's scrape never returns
-				s1 := newService(t, db, snapshotThenScrape(fullPool(never)), true, notifyTo(th))
+				s1 := newProc(t, db, snapshotThenScrape(fullPool(never)), true)
 				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
 				waitRun(t, s1, id, "a preliminary verdict", hasPreliminary)
-				if !tc.uncommitPrelim {
-					th.waitFor(t, id, keyVerdictPreliminary)
-				}
 				s1.abandon()
 				if tc.uncommitPrelim {
-					raw := rawDB(s1)
+					raw := s1.raw
 					for _, q := range []string{`DELETE FROM autocapture_verdicts WHERE run_id = $1`,
-						`DELETE FROM autocapture_outbox WHERE run_id = $1 AND op_key = '` + keyVerdictPreliminary + `'`,
+						`DELETE FROM test_thread_ops WHERE run_id = $1 AND op_key = '` + keyPreliminary + `'`,
 						`UPDATE autocapture_runs SET verdict = NULL WHERE id = $1`} {
 						if _, err := raw.Exec(q, id); err != nil {
 							t.Fatal(err)
 						}
 					}
-					close(th.gate)
 				}
-				s2 := newService(t, db, snapshotThenScrape(fullPool(nil)), true, notifyTo(th))
+				s2 := newProc(t, db, snapshotThenScrape(fullPool(nil)), true)
 				r := waitRun(t, s2, id, "finished", isFinished)
 				if r.Resumed != 1 || stepByID(r, "snapshot").FinishedAt.After(r.Verdicts[0].At) {
 					t.Errorf("resumed %d, snapshot %v, preliminary %v: want one resume, the snapshot not run again",
 						r.Resumed, stepByID(r, "snapshot").FinishedAt, r.Verdicts)
 				}
-				checkHistory(t, r, th)
-				th.waitFor(t, id, keyVerdictPreliminary)
-				th.mu.Lock()
-				defer th.mu.Unlock()
-				if n := len(th.edits[keyVerdictPreliminary]); n != 1 {
-					t.Errorf("the preliminary edit was delivered %d times (not counting retries that found it), want once", n)
-				}
+				checkHistory(t, s2, r)
 			})
 		})
 	}
@@ -272,10 +243,12 @@ func TestVerdictsAcrossACrash(t *testing.T) {
 // bucket says what the thread said first and what it became.
 func TestManifestHoldsTheVerdictHistory(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		st, _ := storage.NewLocal(t.TempDir())
-		s := newService(t, db, snapshotThenScrape(fullPool(nil)), true, withStore(st))
-		r := waitManifest(t, s, acceptOne(t, s, firing("fp-mv", time.Now().UTC())).RunID)
-		m := manifestOf(t, st, r.Manifest)
+		s := newProc(t, db, snapshotThenScrape(fullPool(nil)), true)
+		r := waitRun(t, s, acceptOne(t, s, firing("fp-mv", time.Now().UTC())).RunID, "finished", isFinished)
+		m, ok, err := s.Seams().Keeper.ManifestOf(context.Background(), r.ID)
+		if err != nil || !ok {
+			t.Fatalf("manifest of %s: %v, %v", r.ID, ok, err)
+		}
 		if len(m.Verdicts) != len(r.Verdicts) || len(m.Verdicts) == 0 {
 			t.Fatalf("manifest verdicts %+v, run's %+v", m.Verdicts, r.Verdicts)
 		}

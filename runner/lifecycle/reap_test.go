@@ -1,4 +1,4 @@
-package runner
+package lifecycle
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
@@ -14,16 +15,16 @@ import (
 
 // dbTime is an SQL expression for the database's clock plus secs, in the
 // format River stores on each dialect.
-func dbTime(s *Service, secs int) string {
-	if dialectOf(s) == dialectPostgres {
+func dbTime(s *proc, secs int) string {
+	if s.dialect == database.Postgres {
 		return fmt.Sprintf("now() + make_interval(secs => %d)", secs)
 	}
 	return fmt.Sprintf("datetime('now', 'subsec', '%+d seconds')", secs)
 }
 
 // jobArg is an SQL expression reading one field of a River job's args.
-func jobArg(s *Service, field string) string {
-	if dialectOf(s) == dialectPostgres {
+func jobArg(s *proc, field string) string {
+	if s.dialect == database.Postgres {
 		return "(args->>'" + field + "')"
 	}
 	return "json_extract(args, '$." + field + "')"
@@ -31,7 +32,7 @@ func jobArg(s *Service, field string) string {
 
 // setJob rewrites the River job of run id (generation 0) the way a crash or
 // the queue leaves it; set is an SQL SET list.
-func setJob(t *testing.T, s *Service, id, set string) {
+func setJob(t *testing.T, s *proc, id, set string) {
 	t.Helper()
 	res, err := s.db.ExecContext(context.Background(), `UPDATE river_job SET `+set+` WHERE `+jobArg(s, "run_id")+` = $1`, id)
 	if err != nil {
@@ -43,10 +44,10 @@ func setJob(t *testing.T, s *Service, id, set string) {
 }
 
 // liveJobs counts run id's jobs of a generation that River will still work.
-func liveJobs(t *testing.T, s *Service, id string, gen int) int {
+func liveJobs(t *testing.T, s *proc, id string, gen int) int {
 	t.Helper()
 	var want any = gen // json_extract yields an integer on SQLite, ->> text on PostgreSQL
-	if dialectOf(s) == dialectPostgres {
+	if s.dialect == database.Postgres {
 		want = fmt.Sprint(gen)
 	}
 	var n int
@@ -66,7 +67,10 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
 		c := fakestep.NewCounter()
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
+		// A lease longer than a slow machine's set-up: "fetched just now" must
+		// still be within it when the reaper looks; it is taken once it passes.
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false,
+			withConfig(func(r *config.Runs) { r.LeaseTimeout = 10 * time.Second }))
 		cases := []struct {
 			name     string
 			set      func() string // "" leaves the job as Accept made it
@@ -98,7 +102,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		n, err := s.life.ReapOnce(ctx)
+		n, err := s.ReapOnce(ctx)
 		if err != nil {
 			t.Fatalf("reap: %v", err)
 		}
@@ -108,7 +112,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := leaseOf(t, s, ids[i])
-			taken := l.generation == 1 && r.Resumed == 1 && r.Status == StatusQueued && !l.owner.Valid
+			taken := l.generation == 1 && r.Resumed == 1 && r.Status == vocab.StatusQueued && !l.owner.Valid
 			if taken != tc.stranded {
 				t.Errorf("%s: generation %d resumed %d status %s; taken = %v, want %v", tc.name, l.generation, r.Resumed, r.Status, taken, tc.stranded)
 			}
@@ -119,7 +123,7 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 		if n != 2 {
 			t.Errorf("reaper took %d runs, want 2", n)
 		}
-		if n, err := s.life.ReapOnce(ctx); err != nil || n != 0 {
+		if n, err := s.ReapOnce(ctx); err != nil || n != 0 {
 			t.Errorf("second pass took %d (%v), want 0: the fresh jobs are live", n, err)
 		}
 
@@ -132,19 +136,19 @@ func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 			if i < 3 { // the job fetched "just now" is never claimed either: taken once lease_timeout passed
 				wantResumed = 1
 			}
-			if r.Status != StatusSucceeded || r.Resumed != wantResumed || c.Count(ids[i]+"/a") != 1 {
+			if r.Status != vocab.StatusSucceeded || r.Resumed != wantResumed || c.Count(ids[i]+"/a") != 1 {
 				t.Errorf("%s: run %s resumed %d, step ran %d times; want succeeded, resumed %d, once",
 					tc.name, r.Status, r.Resumed, c.Count(ids[i]+"/a"), wantResumed)
 			}
 		}
-		if r, _ := s.Get(ctx, ids[4]); r.Status != StatusQueued || r.Resumed != 0 {
+		if r, _ := s.Get(ctx, ids[4]); r.Status != vocab.StatusQueued || r.Resumed != 0 {
 			t.Errorf("snoozed run %s resumed %d after the others finished; want still queued, not resumed", r.Status, r.Resumed)
 		}
 	})
 }
 
 // isClaim says whether query is the claim of a run.
-func isClaim(s *Service, query string) bool { return query == dialectOf(s).SQL(database.QClaim) }
+func isClaim(s *proc, query string) bool { return query == s.dialect.SQL(database.QClaim) }
 
 // TestReaperTakesRunStuckBetweenFetchAndClaim leaves River's own state: the
 // worker of the run's first job hangs after River fetched it and before it
@@ -156,9 +160,9 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		c := fakestep.NewCounter()
 		unblock := make(chan struct{})
 		stuck := make(chan struct{}, 1)
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		// The claim of generation 0 hangs, as a process that died after River's fetch.
-		s.db.(*cutStore).hold = func(ctx context.Context, query string, args []any) {
+		s.db.Hold = func(ctx context.Context, query string, args []any) {
 			if !isClaim(s, query) || args[len(args)-1] != 0 {
 				return
 			}
@@ -175,7 +179,7 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		fakestep.WaitFor(t, stuck, "River to fetch the job")
 		r := waitRun(t, s, id, "finished", isFinished)
-		if r.Status != StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.Count(id+"/a") != 1 {
+		if r.Status != vocab.StatusSucceeded || r.Resumed != 1 || r.Attempts != 1 || c.Count(id+"/a") != 1 {
 			t.Fatalf("run %s resumed %d attempts %d, step ran %d times; want succeeded, resumed once, one attempt, once",
 				r.Status, r.Resumed, r.Attempts, c.Count(id+"/a"))
 		}
@@ -192,27 +196,27 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 func TestReaperLeavesARunUnclaimedForASlot(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, db dbRef) {
-		s := newService(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(nil, nil)) }), false)
+		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(nil, nil)) }), false)
 		ctx := context.Background()
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		// Fetched an hour ago as far as River's row says, its snooze unwritten.
 		setJob(t, s, id, "state = 'running', attempt = 1, attempted_at = "+dbTime(s, -3600))
 		unclaimedAgo := func(ms int) {
 			t.Helper()
-			if _, err := s.db.ExecContext(ctx, dialectOf(s).SQL(`UPDATE autocapture_runs SET queued_at = queued_at - 3600000,
+			if _, err := s.db.ExecContext(ctx, s.dialect.SQL(`UPDATE autocapture_runs SET queued_at = queued_at - 3600000,
 				unclaimed_at = {now} - $1 WHERE id = $2`), ms, id); err != nil {
 				t.Fatal(err)
 			}
 		}
 		unclaimedAgo(0)
-		if n, err := s.life.ReapOnce(ctx); err != nil || n != 0 {
+		if n, err := s.ReapOnce(ctx); err != nil || n != 0 {
 			t.Fatalf("reaper took %d runs (%v) unclaimed just now, want 0: River may not have written the snooze yet", n, err)
 		}
 		if l := leaseOf(t, s, id); l.generation != 0 {
 			t.Fatalf("generation %d after a reap of a fresh unclaim, want 0", l.generation)
 		}
 		unclaimedAgo(int(fastRuns().LeaseTimeout.Milliseconds()) + 1000)
-		if n, err := s.life.ReapOnce(ctx); err != nil || n != 1 {
+		if n, err := s.ReapOnce(ctx); err != nil || n != 1 {
 			t.Fatalf("reaper took %d runs (%v) unclaimed past lease_timeout with its job never moved, want 1", n, err)
 		}
 		if l := leaseOf(t, s, id); l.generation != 1 || liveJobs(t, s, id, 1) != 1 {
