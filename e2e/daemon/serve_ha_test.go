@@ -25,8 +25,10 @@ const (
 	haAlerts    = 50
 	haReplicas  = 3
 	// haHold is the hold step's gap: long enough to have every run in flight
-	// when a replica is killed.
-	haHold = 6 * time.Second
+	// when a replica is killed. It must cover the spread of the 50 first
+	// steps (2.4-3.5 s at load 8 on 2 cores; 8-11.5 s with the test and two
+	// CPU hogs on one core) and the test's reads of every run before the kill.
+	haHold = 20 * time.Second
 	// haLease is runs.lease_timeout. With writeDaemonConfig's 2 s (renewals
 	// every 500 ms, each bounded by that interval) two test runs in nine
 	// failed here: 30 runs starting at once on a replica under -race on a
@@ -55,7 +57,9 @@ const (
 
 // haPlaybook tags the first and last steps' requests with the alert (the sim
 // counts them), and holds the run in between with a scrape that waits its
-// whole gap. One tier each: they run in order.
+// whole gap. One tier each: they run in order. The hold's scrapes may take
+// 20 s: 50 at once from a sim on a machine at many times its cores' load
+// went past the default 5 s, failing a step that only holds.
 func haPlaybook() string {
 	return fmt.Sprintf(`playbooks:
   - name: ha
@@ -66,8 +70,8 @@ func haPlaybook() string {
         http: {path: /metrics, query: {alert: "{{ .Labels.ha_alert }}"}}
       - id: hold
         tier: 2
-        timeout: 1m
-        scrape: {gap: %s, min_requests: -1}
+        timeout: 2m
+        scrape: {gap: %s, min_requests: -1, timeout: 20s}
       - id: last
         tier: 3
         http: {path: /version, query: {alert: "{{ .Labels.ha_alert }}"}}
