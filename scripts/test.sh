@@ -26,7 +26,7 @@ if [ "${1:-}" = --quick ]; then
   # The packages whose tests wait longest start first, beside the builds of
   # the rest, as in the full run below.
   mod=$(go list -m)
-  first="$mod/runner $mod/capture/triage $mod/capture/profile"
+  first="$mod/runner/lifecycle $mod/runner $mod/runner/outbox $mod/capture/triage $mod/capture/profile"
   start=$SECONDS
   # shellcheck disable=SC2046 # word splitting of the package list is meant
   go test -short "$@" $first $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$first"))
@@ -73,7 +73,7 @@ fi
 # (345 s of it the replica-killing tests, which run one at a time), e2e 263,
 # runner 245, capture 73, cmd/autocapture 66, capture/triage 55.
 mod=$(go list -m)
-slow="$mod/e2e/daemon $mod/runner $mod/e2e $mod/capture/triage $mod/capture $mod/cmd/autocapture"
+slow="$mod/e2e/daemon $mod/runner/lifecycle $mod/runner $mod/runner/outbox $mod/e2e $mod/capture/triage $mod/capture $mod/cmd/autocapture"
 # e2e/deploy runs whole in the no-race pass: its tests read the manifests and
 # the Dockerfile and start processes (promtool, Prometheus, the daemon binary,
 # which testenv builds without -race anyway); they start no goroutine of their
