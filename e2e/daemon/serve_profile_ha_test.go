@@ -30,6 +30,11 @@ const (
 	// sooner), the sweep's own queries and claim, and the stop's trip to the
 	// sim, on a shared CI machine under -race.
 	haSlack = 1500*time.Millisecond + 2*time.Second
+	// haNewRunRoom is how long the swept tests give a new run, between the
+	// sweeper's stop and the resume, to be refused busy: it took 0.2-0.4 s at
+	// load 8 on 2 cores, and the ~7 s it had before did not suffice at load
+	// 22-46. runs.lease_timeout grows by it.
+	haNewRunRoom = 20 * time.Second
 )
 
 // haProfiling is the profiling: section of these daemons.
@@ -133,10 +138,10 @@ func TestServeProfileHAKill9(t *testing.T) {
 func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	pg := testenv.StartPostgres(t)
 	sim := haSim(t, frame)
-	// The run resumes lease_timeout after the kill: after the deadline, the
-	// stopGrace, one sweep and the stop's answer, with 10 s to spare (a new
-	// run's busy skip fits in there).
-	leaseTimeout := (frame - killAfter + 10*time.Second).Round(time.Second)
+	// The run resumes lease_timeout after the kill: after the deadline and
+	// the sweeper's stop (one sweep + haSlack), with haNewRunRoom for a new
+	// run's busy skip in between.
+	leaseTimeout := (frame - killAfter + haSweep + haSlack + haNewRunRoom).Round(time.Second)
 	mk := func() *daemonOpts {
 		return &daemonOpts{Token: "ha", DatabaseURL: pg, Playbooks: profilePlaybook("HASwept", frame),
 			Profiling: haProfiling(""), Runs: "  max_attempts: 2\n", LeaseTimeout: leaseTimeout}
@@ -165,13 +170,19 @@ func sweptAfterKill(t *testing.T, frame, killAfter time.Duration) {
 	}
 	// A new run meanwhile: the server stays leased for the first run's files.
 	other := postRun(t, survivor, alertsBody(profileAlert("HASwept", "a11ce00000000003", sim, time.Now().Add(-time.Minute))))
-	ro := waitFinal(t, survivor, other, 30*time.Second)
+	ro := waitFinal(t, survivor, other, haNewRunRoom)
 	busy := profileStep(t, ro)
-	t.Logf("a new run %s %v after the sweep: profile %s %q", other, time.Since(swept).Round(time.Millisecond), busy.Status, busy.Reason)
+	t.Logf("a new run %s finished %v after the sweep (room before the resume %v): profile %s %q", other,
+		time.Since(swept).Round(time.Millisecond), haNewRunRoom, busy.Status, busy.Reason)
 	if busy.Status != vocab.StatusSkipped || !strings.HasPrefix(busy.Reason, "busy: run "+id+"'s capture on ") ||
 		!strings.Contains(busy.Reason, "stopped by the sweeper") || busy.Findings["refused"] != "busy" {
-		t.Errorf("the new run's profile step %s %q (findings %v): want skipped busy, naming run %s's swept capture",
-			busy.Status, busy.Reason, busy.Findings, id)
+		premise := "" // a machine too slow for the premise says so, apart from a wrong answer
+		if e, ok := findEvent(survivor.profile(t, id), "resumed"); ok && e.At.Before(busy.FinishedAt) {
+			premise = fmt.Sprintf(" (the run resumed %v after the sweep, before the new run's step: haNewRunRoom is too short for this machine)",
+				e.At.Sub(swept).Round(time.Millisecond))
+		}
+		t.Errorf("the new run's profile step %s %q (findings %v): want skipped busy, naming run %s's swept capture%s",
+			busy.Status, busy.Reason, busy.Findings, id, premise)
 	}
 
 	r := waitFinal(t, survivor, id, leaseTimeout+60*time.Second)

@@ -179,8 +179,21 @@ func (pl *Plane) RunProfile(ctx context.Context, runID string) (runs.RunProfile,
 	if err := pl.runs.CheckRun(ctx, runID); err != nil {
 		return runs.RunProfile{}, err
 	}
+	// One snapshot: the sweeper commits a lease's state and its event
+	// together, and read apart they showed an event beside a lease of before
+	// it. SQLite's read-only (deferred, not immediate) transaction is a
+	// snapshot from its first read; PostgreSQL needs repeatable read for one.
+	opts := &sql.TxOptions{ReadOnly: true}
+	if pl.dialect == database.Postgres {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := pl.db.BeginTx(ctx, opts)
+	if err != nil {
+		return runs.RunProfile{}, fmt.Errorf("runner: profile of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
 	out := runs.RunProfile{Events: []runs.ProfileEvent{}}
-	r, err := leaseOf(pl.tables.ProfileLeases.LatestOfRun(ctx, pl.db, runID))
+	r, err := leaseOf(pl.tables.ProfileLeases.LatestOfRun(ctx, tx, runID))
 	switch {
 	case err == nil:
 		l := r.api()
@@ -188,7 +201,7 @@ func (pl *Plane) RunProfile(ctx context.Context, runID string) (runs.RunProfile,
 	case !errors.Is(err, sql.ErrNoRows):
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
-	events, err := pl.tables.ProfileEvents.List(ctx, pl.db, runID)
+	events, err := pl.tables.ProfileEvents.List(ctx, tx, runID)
 	if err != nil {
 		return out, fmt.Errorf("runner: profile of run %s: %w", runID, err)
 	}
