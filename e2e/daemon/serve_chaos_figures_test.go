@@ -32,7 +32,7 @@ func runEndToThread(t *testing.T, all []runs.Run, threads map[string][]slackstub
 		p := threads[r.ID][0]
 		var edited, replied time.Time
 		for _, rev := range p.Revisions {
-			if rev.Metadata != nil && rev.Metadata.EventPayload["status"] == r.Status {
+			if rev.Metadata != nil && rev.Metadata.EventPayload["status"] == string(r.Status) {
 				edited = rev.At
 				break
 			}
