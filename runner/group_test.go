@@ -18,6 +18,7 @@ import (
 	"github.com/autocapture/autocapture/notify"
 	notifyslack "github.com/autocapture/autocapture/notify/slack"
 	"github.com/autocapture/autocapture/playbooks"
+	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -449,4 +450,66 @@ func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 			t.Errorf("fleet parent %q: want the two instances that ran, nothing skipped", ms[0].Text)
 		}
 	})
+}
+
+// TestFleetJoinSurvivesADeadlock: on PostgreSQL a member's accept takes the
+// fleet's row, then numbers its lead's thread on the group's row; work
+// holding the group's row that then wants the fleet's makes a deadlock,
+// and PostgreSQL aborts the accept. The accept runs again and its run is
+// created: Alertmanager never sees the abort.
+func TestFleetJoinSurvivesADeadlock(t *testing.T) {
+	t.Parallel()
+	db := dbRef{URL: testenv.StartPostgres(t)}
+	stub := newGroupStub(t)
+	s := newService(t, db, threeSteps(fakestep.NewCounter()), false, slackTo(t, stub, 50), withStorm(10, 2*time.Minute))
+	ctx := context.Background()
+	lead := acceptOne(t, s, fleetAlert("dl0", "llama-70b", 0, time.Now().UTC())).RunID
+	var fleetKey string
+	if err := s.db.QueryRowContext(ctx, `SELECT fleet_key FROM autocapture_fleets WHERE lead_run = $1`, lead).Scan(&fleetKey); err != nil {
+		t.Fatalf("the lead's fleet: %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO autocapture_groups (lead_run, kind, channel, opened_at)
+		VALUES ($1, 'fleet', '', 0) ON CONFLICT DO NOTHING`, lead); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("pgx", db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_groups SET outbox_seq = outbox_seq WHERE lead_run = $1`, lead); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		acc []runs.Accepted
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		acc, err := s.Accept(ctx, []template.Alert{fleetAlert("dl1", "llama-70b", 1, time.Now().UTC())})
+		done <- result{acc, err}
+	}()
+	// The accept now holds the fleet's row and waits for the group's; wanting
+	// the fleet's row closes the cycle. PostgreSQL aborts whichever waited
+	// first (deadlock_timeout after its wait began): the accept.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := tx.ExecContext(ctx, `UPDATE autocapture_fleets SET opened_at = opened_at WHERE fleet_key = $1`, fleetKey); err != nil {
+		t.Fatalf("the other transaction was the one aborted, so this test proves nothing: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.acc) != 1 || r.acc[0].Outcome != runs.OutcomeAccepted {
+			t.Fatalf("the member's accept after a deadlock: %+v, %v; want it accepted", r.acc, r.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the member's accept never returned")
+	}
 }

@@ -25,6 +25,23 @@ import (
 // resolved_at. Any error means nothing was committed: answer 503 so
 // Alertmanager retries.
 func (s *Runs) Accept(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := s.acceptOnce(ctx, alerts)
+		// A fleet member's accept numbers its lead's thread while the lead's
+		// own work may hold it: PostgreSQL can abort one of the two as a
+		// deadlock, and the aborted one kept nothing, so it runs again.
+		if err == nil || attempt == acceptAttempts || !database.Retryable(err) {
+			return out, err
+		}
+		s.log.Warn("Accepting alerts was aborted by the database; accepting them again.", zap.Int("attempt", attempt), zap.Error(err))
+	}
+}
+
+// acceptAttempts bounds Accept's runs of one group of alerts.
+const acceptAttempts = 3
+
+// acceptOnce is one transaction of Accept.
+func (s *Runs) acceptOnce(ctx context.Context, alerts []template.Alert) ([]runs.Accepted, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("runner: accept: begin: %w", err)
