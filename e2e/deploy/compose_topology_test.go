@@ -231,7 +231,7 @@ func TestComposeTopologyOnLoopback(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+	if err := testenv.CreateBucket(ctx, s3c, bucket); err != nil {
 		t.Fatalf("minio-init's bucket %s: %v", bucket, err)
 	}
 

@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"testing"
 	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -118,8 +122,26 @@ func (s *S3Server) createBucket(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)}); err != nil {
+	if err := CreateBucket(ctx, s.Client(), s.Bucket); err != nil {
 		t.Fatalf("testenv: %s: create bucket %s: %v", s.Name, s.Bucket, err)
+	}
+}
+
+// CreateBucket creates bucket through c, again while the server answers 503
+// until ctx ends: MinIO's /minio/health/ready answers before its object layer
+// is initialized (XMinioServerNotInitialized), and `mc mb` waits it out too.
+func CreateBucket(ctx context.Context, c *s3.Client, bucket string) error {
+	for {
+		_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+		var re *awshttp.ResponseError
+		if err == nil || !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusServiceUnavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 
