@@ -80,7 +80,7 @@ type Options struct {
 	// Profiling, when set, serves tier 3's kill switches (/api/v1/profiling,
 	// /api/v1/runs/{id}/stop-profile and /profile); nil leaves them unregistered.
 	Profiling Profiling
-	// Artifacts, when set, serves GET/HEAD /artifacts/:run/*key (the links in
+	// Artifacts, when set, serves GET/HEAD /artifacts/{run}/{key...} (the links in
 	// threads); nil leaves the route unregistered.
 	Artifacts *ArtifactOptions
 	// PageLinks verifies the tokens of run-page links (the Slack parent's
