@@ -3,7 +3,7 @@
 # and 20-alert bodies whose fingerprints are all new (bench/webhook.lua), against
 #   1. the daemon on SQLite (the embedded default),
 #   2. the daemon on a private PostgreSQL 15 cluster (fsync on: durable),
-#   3. a do-nothing gin server decoding the same JSON (bench/ceiling): the ceiling.
+#   3. a do-nothing net/http server decoding the same JSON (bench/ceiling): the ceiling.
 # Prints accepted alerts/s (from the daemon's own autocapture_alerts_total) and
 # wrk's p50/p99 ack latency, twice per daemon: paced near the target rate (each
 # connection waits PACE ms between webhooks), then flat out (paced first: the

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/internal/clip"
@@ -21,35 +20,36 @@ const (
 )
 
 // listRuns serves GET /api/v1/runs?alertname=&status=&limit=&cursor=, newest first.
-func (s *Server) listRuns(c *gin.Context) {
-	q, msg := s.listQuery(c)
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q, msg := s.listQuery(r)
 	if msg != "" {
-		fail(c, http.StatusBadRequest, "bad_query", msg)
+		fail(w, http.StatusBadRequest, "bad_query", msg)
 		return
 	}
-	page, err := s.opts.Runs.List(c.Request.Context(), q)
+	page, err := s.opts.Runs.List(r.Context(), q)
 	if err != nil {
-		s.runError(c, "", err)
+		s.runError(w, r, "", err)
 		return
 	}
 	if page.Runs == nil {
 		page.Runs = []runs.Run{}
 	}
 	page.Runs = boundedRuns(page.Runs)
-	c.JSON(http.StatusOK, page)
+	writeJSON(w, http.StatusOK, page)
 }
 
 // listQuery reads the query of GET /api/v1/runs and of GET /runs; a
 // non-empty string says what is wrong.
-func (s *Server) listQuery(c *gin.Context) (runs.ListQuery, string) {
-	q := runs.ListQuery{Alertname: c.Query("alertname"), Limit: DefaultListLimit, Cursor: c.Query("cursor")}
-	if st := c.Query("status"); st != "" {
+func (s *Server) listQuery(r *http.Request) (runs.ListQuery, string) {
+	query := r.URL.Query()
+	q := runs.ListQuery{Alertname: query.Get("alertname"), Limit: DefaultListLimit, Cursor: query.Get("cursor")}
+	if st := query.Get("status"); st != "" {
 		var err error
 		if q.Status, err = vocab.ParseRunStatus(st); err != nil {
 			return q, err.Error()
 		}
 	}
-	if l := c.Query("limit"); l != "" {
+	if l := query.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxListLimit {
 			return q, "limit must be an integer from 1 to " + strconv.Itoa(MaxListLimit)
@@ -70,40 +70,40 @@ func boundedRuns(rs []runs.Run) []runs.Run {
 }
 
 // getRun serves GET /api/v1/runs/{id}.
-func (s *Server) getRun(c *gin.Context) {
-	id := c.Param("id")
-	run, err := s.opts.Runs.Get(c.Request.Context(), id)
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.opts.Runs.Get(r.Context(), id)
 	if err != nil {
-		s.runError(c, id, err)
+		s.runError(w, r, id, err)
 		return
 	}
-	c.JSON(http.StatusOK, run)
+	writeJSON(w, http.StatusOK, run)
 }
 
 // cancelRun serves POST /api/v1/runs/{id}/cancel: 404 unknown, 409 finished.
-func (s *Server) cancelRun(c *gin.Context) {
-	id := c.Param("id")
-	run, err := s.opts.Runs.Cancel(c.Request.Context(), id)
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.opts.Runs.Cancel(r.Context(), id)
 	if err != nil {
-		s.runError(c, id, err)
+		s.runError(w, r, id, err)
 		return
 	}
-	s.log.Info("Run cancellation requested.", zap.String("run", id), zap.String("remote", c.ClientIP()))
-	c.JSON(http.StatusOK, run)
+	s.log.Info("Run cancellation requested.", zap.String("run", id), zap.String("remote", clientIP(r)))
+	writeJSON(w, http.StatusOK, run)
 }
 
 // runError maps the run service's errors to codes: 404, 409, 400, else 503
 // (the store is what fails; the caller may retry).
-func (s *Server) runError(c *gin.Context, id string, err error) {
+func (s *Server) runError(w http.ResponseWriter, r *http.Request, id string, err error) {
 	switch {
 	case errors.Is(err, runs.ErrNotFound):
-		fail(c, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip.String(id, 80)))
+		fail(w, http.StatusNotFound, "not_found", "no run "+strconv.Quote(clip.String(id, 80)))
 	case errors.Is(err, runs.ErrFinished):
-		fail(c, http.StatusConflict, "finished", "run "+strconv.Quote(clip.String(id, 80))+" has already finished")
+		fail(w, http.StatusConflict, "finished", "run "+strconv.Quote(clip.String(id, 80))+" has already finished")
 	case errors.Is(err, runs.ErrBadCursor):
-		fail(c, http.StatusBadRequest, "bad_query", err.Error())
+		fail(w, http.StatusBadRequest, "bad_query", err.Error())
 	default:
-		s.log.Error("Run store request failed.", zap.String("path", c.Request.URL.Path), zap.Error(err))
-		fail(c, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+		s.log.Error("Run store request failed.", zap.String("path", r.URL.Path), zap.Error(err))
+		fail(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/links"
@@ -21,7 +20,7 @@ import (
 	"github.com/autocapture/autocapture/vocab"
 )
 
-// Artifacts is what GET /artifacts/:run/*key needs: which keys belong to a run
+// Artifacts is what GET /artifacts/{run}/{key...} needs: which keys belong to a run
 // (*runner.Service), and the store they are in.
 type Artifacts interface {
 	// RunArtifact says whether key is one of run's artifacts (recorded by one
@@ -54,7 +53,7 @@ type ArtifactOptions struct {
 	Redirect bool
 }
 
-// artifact serves GET and HEAD /artifacts/:run/*key.
+// artifact serves GET and HEAD /artifacts/{run}/{key...}.
 //
 // Who may: a request carrying a link token (sig) must carry a valid one for
 // exactly this run and key (403 with why otherwise: expired or not matching;
@@ -63,41 +62,41 @@ type ArtifactOptions struct {
 // proxy, as the artifacts are what the pages show. Then the key must be
 // one the run recorded, else 404, so neither a token nor API credentials
 // reach other keys of the store.
-func (s *Server) artifact(c *gin.Context) {
+func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	a := s.opts.Artifacts
-	runID, key := c.Param("run"), strings.TrimPrefix(c.Param("key"), "/")
+	runID, key := r.PathValue("run"), r.PathValue("key")
 	if err := storage.ValidKey(key); err != nil || runID == "" {
-		fail(c, http.StatusNotFound, "not_found", "no such artifact")
+		fail(w, http.StatusNotFound, "not_found", "no such artifact")
 		return
 	}
 	// A query that does not parse is taken as a (malformed) token: it must
 	// not fall through to the API's auth as if no token had been sent.
-	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
+	q, qerr := url.ParseQuery(r.URL.RawQuery)
 	if q.Has(links.ParamSignature) || qerr != nil {
 		if err := a.Links.Verify(runID, key, q, s.opts.Now()); err != nil {
 			s.metrics.linkRefusals.WithLabelValues("artifact", linkReason(err)).Inc()
-			s.log.Info("Artifact link refused.", zap.String("run", runID), zap.String("remote", c.ClientIP()), zap.String("why", err.Error()))
-			fail(c, http.StatusForbidden, "forbidden", linkRefusal(err))
+			s.log.Info("Artifact link refused.", zap.String("run", runID), zap.String("remote", clientIP(r)), zap.String("why", err.Error()))
+			fail(w, http.StatusForbidden, "forbidden", linkRefusal(err))
 			return
 		}
-	} else if s.requireReader(c); c.IsAborted() {
+	} else if !s.admitReader(w, r) {
 		return
 	}
-	ok, err := a.Runs.RunArtifact(c.Request.Context(), runID, key)
+	ok, err := a.Runs.RunArtifact(r.Context(), runID, key)
 	switch {
 	case errors.Is(err, runs.ErrNotFound), err == nil && !ok:
-		fail(c, http.StatusNotFound, "not_found", "no such artifact in run "+strconv.Quote(runID))
+		fail(w, http.StatusNotFound, "not_found", "no such artifact in run "+strconv.Quote(runID))
 		return
 	case err != nil:
-		s.runError(c, runID, err)
+		s.runError(w, r, runID, err)
 		return
 	}
-	c.Header("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if a.Redirect {
-		s.redirectArtifact(c, key)
+		s.redirectArtifact(w, r, key)
 		return
 	}
-	s.streamArtifact(c, key)
+	s.streamArtifact(w, r, key)
 }
 
 // The reasons a link token is refused, as autocapture_link_refusals_total
@@ -133,44 +132,44 @@ func linkRefusal(err error) string {
 // redirectArtifact sends the reader to a presigned URL made now, so a
 // thread's link works for web.link_ttl although a presigned URL lasts at most
 // 7 days. It is never cached: the next click gets a fresh one.
-func (s *Server) redirectArtifact(c *gin.Context, key string) {
-	u, _, err := s.opts.Artifacts.Store.Link(c.Request.Context(), key) // made now: its lifetime is the click's
+func (s *Server) redirectArtifact(w http.ResponseWriter, r *http.Request, key string) {
+	u, _, err := s.opts.Artifacts.Store.Link(r.Context(), key) // made now: its lifetime is the click's
 	if err != nil {
 		s.log.Warn("No presigned link for an artifact.", zap.String("key", key), zap.Error(err))
-		fail(c, http.StatusBadGateway, "store_unavailable", "the artifact store cannot make a link now")
+		fail(w, http.StatusBadGateway, "store_unavailable", "the artifact store cannot make a link now")
 		return
 	}
-	c.Header("Cache-Control", "no-store")
-	c.Redirect(http.StatusFound, u)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, u, http.StatusFound)
 }
 
 // streamArtifact sends the stored bytes: as stored, with their
 // Content-Encoding, when the client accepts it; else decoded. The ETag is the
 // SHA-256 of the representation sent.
-func (s *Server) streamArtifact(c *gin.Context, key string) {
+func (s *Server) streamArtifact(w http.ResponseWriter, r *http.Request, key string) {
 	st := s.opts.Artifacts.Store
-	ctx := c.Request.Context()
+	ctx := r.Context()
 	rc, obj, err := st.OpenStored(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		fail(c, http.StatusNotFound, "not_found", "the artifact was recorded but is no longer stored (retention?)")
+		fail(w, http.StatusNotFound, "not_found", "the artifact was recorded but is no longer stored (retention?)")
 		return
 	}
 	if err != nil {
 		s.log.Warn("Cannot read an artifact.", zap.String("key", key), zap.Error(err))
-		fail(c, http.StatusBadGateway, "store_unavailable", "the artifact store cannot be read now")
+		fail(w, http.StatusBadGateway, "store_unavailable", "the artifact store cannot be read now")
 		return
 	}
 	size, sum := obj.Size, obj.SHA256
-	h := c.Writer.Header()
+	h := w.Header()
 	if obj.ContentEncoding != "" {
 		h.Set("Vary", "Accept-Encoding")
-		if accepts(c.GetHeader("Accept-Encoding"), obj.ContentEncoding) {
+		if accepts(r.Header.Get("Accept-Encoding"), obj.ContentEncoding) {
 			h.Set("Content-Encoding", obj.ContentEncoding)
 		} else {
 			rc.Close()
 			if rc, err = st.Open(ctx, key); err != nil {
 				s.log.Warn("Cannot read an artifact.", zap.String("key", key), zap.Error(err))
-				fail(c, http.StatusBadGateway, "store_unavailable", "the artifact store cannot be read now")
+				fail(w, http.StatusBadGateway, "store_unavailable", "the artifact store cannot be read now")
 				return
 			}
 			size, sum = obj.OriginalSize, obj.OriginalSHA256
@@ -189,21 +188,21 @@ func (s *Server) streamArtifact(c *gin.Context, key string) {
 	if sum != "" {
 		etag := `"` + sum + `"`
 		h.Set("ETag", etag)
-		if c.GetHeader("If-None-Match") == etag {
-			c.Status(http.StatusNotModified)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 	}
 	if size > 0 {
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
 	}
-	c.Status(http.StatusOK)
-	if c.Request.Method == http.MethodHead {
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
 		return
 	}
 	// A large artifact may take longer than the server's write timeout.
-	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
-	if _, err := io.Copy(c.Writer, rc); err != nil {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	if _, err := io.Copy(w, rc); err != nil {
 		s.log.Info("Artifact download cut short.", zap.String("key", key), zap.Error(err))
 	}
 }

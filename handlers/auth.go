@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
@@ -108,38 +107,45 @@ func equalDigest(want *[32]byte, got string) bool {
 // requireAuth answers 401 unless the request is authenticated; with no auth
 // configured it lets everything through (config refuses that beyond loopback).
 // The trusted proxy's header is not enough here: it reaches only the pages.
-func (s *Server) requireAuth(c *gin.Context) {
-	if !s.auth.enabled {
-		return
-	}
-	ok, why := s.auth.check(c.Request)
-	if ok {
-		return
-	}
-	if s.proxy != nil {
-		if user, _ := s.proxy.user(c.Request); user != "" {
-			why += "; the trusted proxy's " + s.proxy.header + " authenticates only the run pages"
+func (s *Server) requireAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.auth.enabled {
+			next.ServeHTTP(w, r)
+			return
 		}
-	}
-	s.unauthorized(c, why)
+		ok, why := s.auth.check(r)
+		if ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if s.proxy != nil {
+			if user, _ := s.proxy.user(r); user != "" {
+				why += "; the trusted proxy's " + s.proxy.header + " authenticates only the run pages"
+			}
+		}
+		s.unauthorized(w, r, why)
+	})
 }
 
-// requireReader is requireAuth for what the pages show (the artifact route
-// without a token): web.auth or its trusted proxy.
-func (s *Server) requireReader(c *gin.Context) {
-	if ok, why := s.signedIn(c.Request); !ok {
-		s.unauthorized(c, why)
+// admitReader is requireAuth for what the pages show (the artifact route
+// without a token): web.auth or its trusted proxy. It says whether r may
+// read, having answered 401 if not.
+func (s *Server) admitReader(w http.ResponseWriter, r *http.Request) bool {
+	ok, why := s.signedIn(r)
+	if !ok {
+		s.unauthorized(w, r, why)
 	}
+	return ok
 }
 
 // unauthorized logs why and answers 401 with a challenge.
-func (s *Server) unauthorized(c *gin.Context, why string) {
-	s.log.Warn("Request refused: not authenticated.", zap.String("path", c.Request.URL.Path),
-		zap.String("remote", c.ClientIP()), zap.String("why", why))
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, why string) {
+	s.log.Warn("Request refused: not authenticated.", zap.String("path", r.URL.Path),
+		zap.String("remote", clientIP(r)), zap.String("why", why))
 	if s.auth.token != nil || s.auth.user == nil {
-		c.Header("WWW-Authenticate", `Bearer realm="autocapture"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="autocapture"`)
 	} else {
-		c.Header("WWW-Authenticate", `Basic realm="autocapture"`)
+		w.Header().Set("WWW-Authenticate", `Basic realm="autocapture"`)
 	}
-	fail(c, http.StatusUnauthorized, "unauthorized", "missing or wrong credentials")
+	fail(w, http.StatusUnauthorized, "unauthorized", "missing or wrong credentials")
 }

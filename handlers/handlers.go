@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/alertmanager/template"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -81,7 +80,7 @@ type Options struct {
 	// Profiling, when set, serves tier 3's kill switches (/api/v1/profiling,
 	// /api/v1/runs/{id}/stop-profile and /profile); nil leaves them unregistered.
 	Profiling Profiling
-	// Artifacts, when set, serves GET/HEAD /artifacts/:run/*key (the links in
+	// Artifacts, when set, serves GET/HEAD /artifacts/{run}/{key...} (the links in
 	// threads); nil leaves the route unregistered.
 	Artifacts *ArtifactOptions
 	// PageLinks verifies the tokens of run-page links (the Slack parent's
@@ -99,7 +98,8 @@ type Options struct {
 type Server struct {
 	opts    Options
 	metrics *Metrics
-	engine  *gin.Engine
+	mux     *http.ServeMux
+	handler http.Handler // mux behind the middleware (route)
 	auth    *authenticator
 	proxy   *trustedProxy // nil: no web.auth.trusted_proxy
 	slack   http.Handler  // nil: no interactivity
@@ -151,62 +151,48 @@ func New(o Options) (*Server, error) {
 	if s.pages, err = s.newPages(reg); err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
-	s.engine = s.routes()
+	s.mux = s.routes()
+	s.handler = s.logRequests(s.recoverPanics(s.refuseCrossOrigin(http.HandlerFunc(s.route))))
 	return s, nil
 }
 
 // ServeHTTP serves one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-func (s *Server) routes() *gin.Engine {
-	gin.SetMode(gin.ReleaseMode)
-	e := gin.New()
-	// Trust no X-Forwarded-For: the remote address in auth-failure logs must be
-	// the peer's, not what a client claims.
-	_ = e.SetTrustedProxies(nil) // nil cannot fail to parse
-	e.HandleMethodNotAllowed = true
-	e.ContextWithFallback = true
-	e.Use(s.logRequests(), gin.CustomRecovery(s.recovered), s.refuseCrossOrigin())
-	e.NoRoute(func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no route "+c.Request.URL.Path) })
-	e.NoMethod(func(c *gin.Context) {
-		fail(c, http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path)
-	})
-
-	e.POST("/hooks/alertmanager", s.countWebhook, s.requireAuth, s.requireJSON, s.webhook)
+// routes registers every route. A GET pattern serves HEAD too.
+func (s *Server) routes() *http.ServeMux {
+	m := http.NewServeMux()
+	m.Handle("POST /hooks/alertmanager", s.countWebhook(s.requireAuth(s.requireJSON(http.HandlerFunc(s.webhook)))))
 	if s.slack != nil { // Slack signs its requests: no bearer auth here
-		e.POST("/hooks/slack/interactions", gin.WrapH(s.slack)) // notify/slack: verified, read, counted there
+		m.Handle("POST /hooks/slack/interactions", s.slack) // notify/slack: verified, read, counted there
 	}
 
-	api := e.Group("/api/v1", s.requireAuth)
-	api.GET("/runs", s.listRuns)
-	api.GET("/runs/:id", s.getRun)
-	api.POST("/runs/:id/cancel", s.cancelRun)
+	api := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, s.requireAuth(h)) }
+	api("GET /api/v1/runs", s.listRuns)
+	api("GET /api/v1/runs/{id}", s.getRun)
+	api("POST /api/v1/runs/{id}/cancel", s.cancelRun)
 	if s.opts.Profiling != nil {
 		s.profilingRoutes(api)
 	}
 
-	s.runPageRoutes(e) // GET/HEAD /runs, /runs/:id, POST its forms: HTML; web.auth, its trusted proxy, or a page link
+	s.runPageRoutes(m) // GET/HEAD /runs, /runs/{id}, POST its forms: HTML; web.auth, its trusted proxy, or a page link
 
 	if s.opts.Artifacts != nil { // a token or the API's auth, checked inside
-		e.GET("/artifacts/:run/*key", s.artifact)
-		e.HEAD("/artifacts/:run/*key", s.artifact)
+		m.HandleFunc("GET /artifacts/{run}/{key...}", s.artifact)
 	}
 
-	e.GET("/-/healthy", s.healthy)
-	e.HEAD("/-/healthy", s.healthy)
-	e.GET("/-/ready", s.ready)
-	e.HEAD("/-/ready", s.ready)
-	e.POST("/-/reload", s.requireAuth, s.reload)
-	e.PUT("/-/reload", s.requireAuth, s.reload)
+	m.HandleFunc("GET /-/healthy", s.healthy)
+	m.HandleFunc("GET /-/ready", s.ready)
+	m.Handle("POST /-/reload", s.requireAuth(http.HandlerFunc(s.reload)))
+	m.Handle("PUT /-/reload", s.requireAuth(http.HandlerFunc(s.reload)))
 	// ContinueOnError: a collector that cannot read its source (the run
 	// store down, the spool's folder unreadable) must not take the whole
 	// scrape down with it, autocapture_runs_store_up included; what it
 	// could not gather is logged and counted in
 	// promhttp_metric_handler_errors_total{cause="gathering"}.
-	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry,
-		ErrorHandling: promhttp.ContinueOnError, ErrorLog: zapPrintln{s.log}})
-	e.GET("/metrics", gin.WrapH(metrics))
-	return e
+	m.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{Registry: s.opts.Registry,
+		ErrorHandling: promhttp.ContinueOnError, ErrorLog: zapPrintln{s.log}}))
+	return m
 }
 
 // zapPrintln is promhttp's error log on zap.
@@ -214,6 +200,11 @@ type zapPrintln struct{ l *zap.Logger }
 
 func (z zapPrintln) Println(v ...any) {
 	z.l.Warn("A metric could not be gathered; the scrape serves the rest.", zap.String("error", fmt.Sprint(v...)))
+}
+
+// statusBody is the answer of the operational endpoints.
+type statusBody struct {
+	Status string `json:"status"`
 }
 
 // errorBody is every error answer: a machine word and one line for people.
@@ -224,58 +215,30 @@ type errorBody struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// fail answers code with a JSON error body and stops the chain.
-func fail(c *gin.Context, code int, word, reason string) {
-	c.AbortWithStatusJSON(code, errorBody{Status: "error", Error: word, Reason: clip.Line(reason, maxReason)})
+// fail answers code with a JSON error body.
+func fail(w http.ResponseWriter, code int, word, reason string) {
+	writeJSON(w, code, errorBody{Status: "error", Error: word, Reason: clip.Line(reason, maxReason)})
 }
 
-// logRequests logs each request once it is answered: the polled endpoints at
-// debug, the rest at info (warn for 5xx).
-func (s *Server) logRequests() gin.HandlerFunc {
-	return func(c *gin.Context) {
-		start := time.Now()
-		c.Next()
-		code := c.Writer.Status()
-		path := c.Request.URL.Path
-		level := zap.InfoLevel
-		switch {
-		case code >= 500:
-			level = zap.WarnLevel
-		case code < 400 && (path == "/-/healthy" || path == "/-/ready" || path == "/metrics"):
-			level = zap.DebugLevel
-		}
-		if ce := s.log.Check(level, "HTTP request answered."); ce != nil {
-			ce.Write(zap.String("method", c.Request.Method), zap.String("path", path),
-				zap.Int("code", code), zap.Duration("took", time.Since(start)),
-				zap.String("remote", c.ClientIP()), zap.Int("bytes", c.Writer.Size()))
-		}
-	}
-}
-
-func (s *Server) recovered(c *gin.Context, v any) {
-	s.log.Error("HTTP handler panicked.", zap.String("path", c.Request.URL.Path), zap.Any("panic", v))
-	fail(c, http.StatusInternalServerError, "internal", "internal error")
-}
-
-func (s *Server) healthy(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "healthy"})
+func (s *Server) healthy(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, statusBody{"healthy"})
 }
 
 // ready answers 200 when the run store answers within 2 s.
-func (s *Server) ready(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.opts.Runs.Ping(ctx); err != nil {
-		fail(c, http.StatusServiceUnavailable, "not_ready", "run store does not answer: "+err.Error())
+		fail(w, http.StatusServiceUnavailable, "not_ready", "run store does not answer: "+err.Error())
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	writeJSON(w, http.StatusOK, statusBody{"ready"})
 }
 
 // reload reloads the playbooks; on failure the body carries every file:line error.
-func (s *Server) reload(c *gin.Context) {
+func (s *Server) reload(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Reload == nil {
-		fail(c, http.StatusNotImplemented, "no_reloader", "reloading is not available in this daemon")
+		fail(w, http.StatusNotImplemented, "no_reloader", "reloading is not available in this daemon")
 		return
 	}
 	if err := s.opts.Reload(); err != nil { // the reloader has logged it
@@ -284,10 +247,10 @@ func (s *Server) reload(c *gin.Context) {
 		if len(lines) > 1 {
 			reason = fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 		}
-		c.AbortWithStatusJSON(http.StatusInternalServerError,
+		writeJSON(w, http.StatusInternalServerError,
 			errorBody{Status: "error", Error: "reload_failed", Reason: clip.Line(reason, maxReason), Errors: lines})
 		return
 	}
 	s.log.Info("Playbooks reloaded.")
-	c.JSON(http.StatusOK, gin.H{"status": "reloaded"})
+	writeJSON(w, http.StatusOK, statusBody{"reloaded"})
 }

@@ -2,10 +2,10 @@ package handlers
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/runner/runs"
@@ -70,9 +70,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 
 // countWebhook counts each webhook by the code it was answered with (401 and 413
 // included) and times the answer.
-func (s *Server) countWebhook(c *gin.Context) {
-	timer := prometheus.NewTimer(s.metrics.ackSeconds)
-	c.Next()
-	timer.ObserveDuration()
-	s.metrics.webhooks.WithLabelValues(strconv.Itoa(c.Writer.Status())).Inc()
+func (s *Server) countWebhook(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		timer := prometheus.NewTimer(s.metrics.ackSeconds)
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		timer.ObserveDuration()
+		s.metrics.webhooks.WithLabelValues(strconv.Itoa(sw.status())).Inc()
+	})
 }

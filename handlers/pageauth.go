@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/config"
@@ -46,27 +45,6 @@ type PageLinkVerifier interface {
 }
 
 var _ PageLinkVerifier = (*links.Signer)(nil)
-
-// reader is how a request to a page was let in.
-type reader int
-
-const (
-	readerSignedIn reader = iota // web.auth, its trusted proxy, or no auth configured
-	readerLink                   // a page link: that run's page only
-	readerNone                   // refused: the answer links no page
-)
-
-const (
-	readerKey = "autocapture.reader"
-	userKey   = "autocapture.user" // a signed-in reader's runs.User
-)
-
-func readerOf(c *gin.Context) reader {
-	if r, ok := c.Get(readerKey); ok {
-		return r.(reader)
-	}
-	return readerSignedIn
-}
 
 // pagesGuarded says whether the pages need a reader: web.auth holds a method,
 // or a trusted proxy is configured (then the pages need its header even
@@ -123,47 +101,59 @@ func (a *authenticator) who(r *http.Request) runs.User {
 	return runs.User{ID: "web:token", Name: "the API token's holder"}
 }
 
-// signIn lets a signed-in reader in, noting who they are; else why not.
-func (s *Server) signIn(c *gin.Context) (bool, string) {
-	u, ok, why := s.webUser(c.Request)
-	if ok {
-		c.Set(readerKey, readerSignedIn)
-		c.Set(userKey, u)
-	}
-	return ok, why
+// signIn is r's signed-in reader, else why not.
+func (s *Server) signIn(r *http.Request) (runpage.Reader, bool, string) {
+	u, ok, why := s.webUser(r)
+	return runpage.Reader{SignedIn: ok, User: u}, ok, why
 }
 
+// pageHandler serves a page to the reader let in.
+type pageHandler func(w http.ResponseWriter, r *http.Request, rd runpage.Reader)
+
 // pageAuth lets a reader through to a page, or answers for it (401 or 403, HTML).
-func (s *Server) pageAuth(c *gin.Context) {
-	ok, why := s.signIn(c)
+func (s *Server) pageAuth(h pageHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rd, ok := s.admitPage(w, r); ok {
+			h(w, r, rd)
+		}
+	})
+}
+
+// admitPage is the reader r comes as, or false once it answered the refusal.
+func (s *Server) admitPage(w http.ResponseWriter, r *http.Request) (runpage.Reader, bool) {
+	rd, ok, why := s.signIn(r)
 	if ok {
-		return
+		return rd, true
 	}
 	// A query that does not parse is taken as a (malformed) token, as on the
 	// artifact route.
-	q, qerr := url.ParseQuery(c.Request.URL.RawQuery)
-	id := c.Param("id")
+	q, qerr := url.ParseQuery(r.URL.RawQuery)
+	id := r.PathValue("id")
 	if id != "" && s.opts.PageLinks != nil && (q.Has(links.ParamSignature) || q.Has(links.ParamExpires) || qerr != nil) {
 		err := s.opts.PageLinks.VerifyPage(id, q, s.opts.Now())
 		if err == nil {
-			c.Set(readerKey, readerLink)
-			return
+			return runpage.Reader{}, true // a page link: this run's page, read only
 		}
-		s.refusePageLink(c, id, q, err)
-		return
+		s.refusePageLink(w, r, id, q, err)
+		return runpage.Reader{}, false
 	}
-	s.log.Warn("Request refused: not authenticated.", zap.String("path", c.Request.URL.Path),
-		zap.String("remote", c.ClientIP()), zap.String("why", why))
-	c.Set(readerKey, readerNone)
-	c.Header("WWW-Authenticate", s.pageChallenge())
+	s.askSignIn(w, r, why)
+	return runpage.Reader{}, false
+}
+
+// askSignIn answers 401 with a page saying how to sign in.
+func (s *Server) askSignIn(w http.ResponseWriter, r *http.Request, why string) {
+	id := r.PathValue("id")
+	s.log.Warn("Request refused: not authenticated.", zap.String("path", r.URL.Path),
+		zap.String("remote", clientIP(r)), zap.String("why", why))
+	w.Header().Set("WWW-Authenticate", s.pageChallenge())
 	v := runpage.Refusal{Title: "Sign-in needed", WaysTitle: "To read it",
 		Lines: []string{"Run pages show alert labels and findings, so this daemon serves them only to readers it can authenticate, or who hold a link made for one run."}}
 	if id == "" {
 		v.Lines = append(v.Lines, "A link from a Slack thread opens only its own run's page; the list of runs needs a sign-in.")
 	}
 	v.Ways = s.readWays(id, id != "")
-	s.pages.Refused(c.Writer, c.Request, http.StatusUnauthorized, v)
-	c.Abort()
+	s.pages.Refused(w, r, http.StatusUnauthorized, v)
 }
 
 // pageChallenge is the 401's WWW-Authenticate: Basic when a password is
@@ -177,11 +167,10 @@ func (s *Server) pageChallenge() string {
 
 // refusePageLink answers a page-link token that does not open this page:
 // 403 with a page saying why and how to read the run instead.
-func (s *Server) refusePageLink(c *gin.Context, id string, q url.Values, err error) {
+func (s *Server) refusePageLink(w http.ResponseWriter, r *http.Request, id string, q url.Values, err error) {
 	reason := linkReason(err)
 	s.metrics.linkRefusals.WithLabelValues("page", reason).Inc()
-	s.log.Info("Run page link refused.", zap.String("run", id), zap.String("remote", c.ClientIP()), zap.String("why", err.Error()))
-	c.Set(readerKey, readerNone)
+	s.log.Info("Run page link refused.", zap.String("run", id), zap.String("remote", clientIP(r)), zap.String("why", err.Error()))
 	v := runpage.Refusal{WaysTitle: "To read this run"}
 	switch reason {
 	case reasonExpired:
@@ -203,8 +192,7 @@ func (s *Server) refusePageLink(c *gin.Context, id string, q url.Values, err err
 		v.Lines = []string{"Its token is malformed: the link may have been cut short when it was copied."}
 		v.Ways = append([]runpage.Way{{Text: "Open the run again from its Slack thread, copying the whole link."}}, s.readWays(id, false)...)
 	}
-	s.pages.Refused(c.Writer, c.Request, http.StatusForbidden, v)
-	c.Abort()
+	s.pages.Refused(w, r, http.StatusForbidden, v)
 }
 
 // readWays lists how a reader can sign in for run id's page ("" for the

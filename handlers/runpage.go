@@ -4,77 +4,66 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/links"
-	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/runpage"
 )
 
 // The run pages' routes: package runpage renders them; here is who may
 // read them (pageauth.go) and who may act from them (actAuth).
 
-func (s *Server) runPageRoutes(e *gin.Engine) {
-	e.GET("/runs", s.pageAuth, s.runsPage)
-	e.HEAD("/runs", s.pageAuth, s.runsPage)
-	e.GET("/runs/:id", s.pageAuth, s.runPage)
-	e.HEAD("/runs/:id", s.pageAuth, s.runPage)
+func (s *Server) runPageRoutes(m *http.ServeMux) {
+	m.Handle("GET /runs", s.pageAuth(s.runsPage))
+	m.Handle("GET /runs/{id}", s.pageAuth(s.runPage))
 	// The router's refuseCrossOrigin holds these to the page's own origin.
-	e.POST("/runs/:id/silence", s.actAuth, func(c *gin.Context) { s.pages.Silence(c.Writer, c.Request, s.pageReader(c), c.Param("id")) })
-	e.POST("/runs/:id/unsilence", s.actAuth, func(c *gin.Context) { s.pages.Unsilence(c.Writer, c.Request, s.pageReader(c), c.Param("id")) })
+	m.Handle("POST /runs/{id}/silence", s.actAuth("silence", func(w http.ResponseWriter, r *http.Request, rd runpage.Reader) {
+		s.pages.Silence(w, r, rd, r.PathValue("id"))
+	}))
+	m.Handle("POST /runs/{id}/unsilence", s.actAuth("unsilence", func(w http.ResponseWriter, r *http.Request, rd runpage.Reader) {
+		s.pages.Unsilence(w, r, rd, r.PathValue("id"))
+	}))
 }
 
 // runsPage serves GET /runs?alertname=&status=&limit=&cursor=.
-func (s *Server) runsPage(c *gin.Context) {
-	q, msg := s.listQuery(c)
+func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, rd runpage.Reader) {
+	q, msg := s.listQuery(r)
 	if msg != "" {
-		s.pages.Error(c.Writer, c.Request, s.pageReader(c), 0, http.StatusBadRequest, msg)
+		s.pages.Error(w, r, rd, 0, http.StatusBadRequest, msg)
 		return
 	}
-	s.pages.List(c.Writer, c.Request, s.pageReader(c), q)
+	s.pages.List(w, r, rd, q)
 }
 
 // runPage serves GET /runs/{id}.
-func (s *Server) runPage(c *gin.Context) {
-	s.pages.Run(c.Writer, c.Request, s.pageReader(c), c.Param("id"))
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request, rd runpage.Reader) {
+	s.pages.Run(w, r, rd, r.PathValue("id"))
 }
 
-// pageReader is the reader pageAuth or actAuth let in.
-func (s *Server) pageReader(c *gin.Context) runpage.Reader {
-	rd := runpage.Reader{SignedIn: readerOf(c) == readerSignedIn}
-	if u, ok := c.Get(userKey); ok {
-		rd.User = u.(runs.User)
-	}
-	return rd
-}
-
-// actAuth lets a signed-in reader act from a run's page. A page link opens
-// the page for reading only: a request carrying its token and no sign-in is
-// refused (403) saying so; one with neither is asked to sign in (401).
-func (s *Server) actAuth(c *gin.Context) {
-	ok, why := s.signIn(c)
-	if ok {
-		return
-	}
-	if !s.carriesLinkToken(c.Writer, c.Request) {
-		s.pageAuth(c) // not signed in: its 401 page
-		return
-	}
-	id := c.Param("id")
-	action := "silence"
-	if c.FullPath() == "/runs/:id/unsilence" {
-		action = "unsilence"
-	}
-	s.log.Info("Run page action refused: a page link reads, it does not act.", zap.String("run", id),
-		zap.String("remote", c.ClientIP()), zap.String("why", why))
-	c.Set(readerKey, readerNone)
-	s.pages.Refuse(c.Writer, c.Request, action, runpage.Refusal{Title: "A page link cannot " + action,
-		Lines: []string{"The link from the Slack thread lets you read this run's page, nothing more: acting on the alert needs a sign-in, so that Alertmanager and the thread can say who did it.",
-			"Nothing was done."},
-		WaysTitle: "To " + action + " it", Ways: s.readWays(id, false)})
-	c.Abort()
+// actAuth lets a signed-in reader take action from a run's page. A page
+// link opens the page for reading only: a request carrying its token and
+// no sign-in is refused (403) saying so; one with neither is asked to sign
+// in (401).
+func (s *Server) actAuth(action string, h pageHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rd, ok, why := s.signIn(r)
+		if ok {
+			h(w, r, rd)
+			return
+		}
+		if !s.carriesLinkToken(w, r) {
+			s.askSignIn(w, r, why)
+			return
+		}
+		id := r.PathValue("id")
+		s.log.Info("Run page action refused: a page link reads, it does not act.", zap.String("run", id),
+			zap.String("remote", clientIP(r)), zap.String("why", why))
+		s.pages.Refuse(w, r, action, runpage.Refusal{Title: "A page link cannot " + action,
+			Lines: []string{"The link from the Slack thread lets you read this run's page, nothing more: acting on the alert needs a sign-in, so that Alertmanager and the thread can say who did it.",
+				"Nothing was done."},
+			WaysTitle: "To " + action + " it", Ways: s.readWays(id, false)})
+	})
 }
 
 // carriesLinkToken says whether r carries a page link's token, in its

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
 
 	"github.com/autocapture/autocapture/runner/runs"
@@ -35,8 +34,8 @@ type WebhookResponse struct {
 
 // webhook takes one Alertmanager notification: read under the size cap, decode,
 // store the valid alerts in one transaction, answer each alert's outcome.
-func (s *Server) webhook(c *gin.Context) {
-	body, ok := s.readBody(c)
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
@@ -44,7 +43,7 @@ func (s *Server) webhook(c *gin.Context) {
 	if err != nil {
 		be, _ := IsBodyError(err)
 		s.log.Warn("Webhook refused: body unusable.", zap.String("error", be.Code), zap.String("reason", be.Msg))
-		fail(c, http.StatusBadRequest, be.Code, be.Msg)
+		fail(w, http.StatusBadRequest, be.Code, be.Msg)
 		return
 	}
 	log := s.log.With(zap.String("group_key", p.Message.GroupKey), zap.String("receiver", p.Message.Receiver))
@@ -61,10 +60,10 @@ func (s *Server) webhook(c *gin.Context) {
 			Outcome: OutcomeRejected, Reason: r.Reason, Detail: r.Detail}
 	}
 	if len(p.Valid) > 0 {
-		acks, err := s.accept(c.Request.Context(), p)
+		acks, err := s.accept(r.Context(), p)
 		if err != nil {
 			log.Error("Webhook not stored: the run store failed; Alertmanager will retry.", zap.Error(err))
-			fail(c, http.StatusServiceUnavailable, "store_unavailable", err.Error())
+			fail(w, http.StatusServiceUnavailable, "store_unavailable", err.Error())
 			return
 		}
 		for i, ack := range acks {
@@ -77,7 +76,7 @@ func (s *Server) webhook(c *gin.Context) {
 				zap.String("run", ack.RunID))
 		}
 	}
-	c.JSON(http.StatusOK, WebhookResponse{Status: "ok", Alerts: results})
+	writeJSON(w, http.StatusOK, WebhookResponse{Status: "ok", Alerts: results})
 }
 
 // CodeNotJSONType is the 415 answer's word for a body not declared as JSON.
@@ -88,35 +87,40 @@ const CodeNotJSONType = "unsupported_media_type"
 // multipart cross-site without a preflight, so with no token on loopback any
 // page could start runs; Alertmanager always declares application/json, so a
 // missing type is refused too.
-func (s *Server) requireJSON(c *gin.Context) {
-	ct := c.GetHeader("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && mt == "application/json" {
-		return
-	}
-	got := "no Content-Type"
-	if ct != "" {
-		got = "Content-Type " + strconv.Quote(ct)
-	}
-	s.log.Warn("Webhook refused: not declared as JSON.", zap.String("content_type", ct))
-	fail(c, http.StatusUnsupportedMediaType, CodeNotJSONType,
-		got+": the webhook takes Alertmanager's body, sent as Content-Type application/json")
+func (s *Server) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		mt, _, err := mime.ParseMediaType(ct)
+		if err == nil && mt == "application/json" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := "no Content-Type"
+		if ct != "" {
+			got = "Content-Type " + strconv.Quote(ct)
+		}
+		s.log.Warn("Webhook refused: not declared as JSON.", zap.String("content_type", ct))
+		fail(w, http.StatusUnsupportedMediaType, CodeNotJSONType,
+			got+": the webhook takes Alertmanager's body, sent as Content-Type application/json")
+	})
 }
 
 // refuseCrossOrigin answers 403 to a state-changing request a browser sends
 // from another origin (Sec-Fetch-Site, else Origin against Host): with no
 // token on loopback a web page could otherwise cancel runs or reload.
 // Clients that are not browsers (Alertmanager, Slack, curl) send neither.
-func (s *Server) refuseCrossOrigin() gin.HandlerFunc {
+func (s *Server) refuseCrossOrigin(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
-	return func(c *gin.Context) {
-		if err := cop.Check(c.Request); err != nil {
-			s.log.Warn("Request refused: cross-origin from a browser.", zap.String("path", c.Request.URL.Path),
-				zap.String("origin", c.GetHeader("Origin")), zap.String("sec_fetch_site", c.GetHeader("Sec-Fetch-Site")))
-			fail(c, http.StatusForbidden, "cross_origin",
-				c.Request.Method+" from another origin in a browser is refused: "+err.Error())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cop.Check(r); err != nil {
+			s.log.Warn("Request refused: cross-origin from a browser.", zap.String("path", r.URL.Path),
+				zap.String("origin", r.Header.Get("Origin")), zap.String("sec_fetch_site", r.Header.Get("Sec-Fetch-Site")))
+			fail(w, http.StatusForbidden, "cross_origin",
+				r.Method+" from another origin in a browser is refused: "+err.Error())
+			return
 		}
-	}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // accept hands the valid alerts to the run service under AcceptTimeout and
@@ -135,37 +139,37 @@ func (s *Server) accept(ctx context.Context, p *Payload) ([]runs.Accepted, error
 }
 
 // readBody reads a webhook body under MaxBodyBytes, answering 413 beyond it.
-func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
-	return s.readLimited(c, s.opts.MaxBodyBytes, "web.max_body_bytes")
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	return s.readLimited(w, r, s.opts.MaxBodyBytes, "web.max_body_bytes")
 }
 
 // readLimited reads the request body under max bytes, answering 413 beyond
 // it (setting names the limit in the answer).
-func (s *Server) readLimited(c *gin.Context, max int64, setting string) ([]byte, bool) {
-	if c.Request.ContentLength > max {
-		s.tooLarge(c, c.Request.ContentLength, max, setting)
+func (s *Server) readLimited(w http.ResponseWriter, r *http.Request, max int64, setting string) ([]byte, bool) {
+	if r.ContentLength > max {
+		s.tooLarge(w, r, r.ContentLength, max, setting)
 		return nil, false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.tooLarge(c, -1, max, setting)
+			s.tooLarge(w, r, -1, max, setting)
 			return nil, false
 		}
-		fail(c, http.StatusBadRequest, "unreadable_body", "reading the body: "+err.Error())
+		fail(w, http.StatusBadRequest, "unreadable_body", "reading the body: "+err.Error())
 		return nil, false
 	}
 	return body, true
 }
 
-func (s *Server) tooLarge(c *gin.Context, size, max int64, setting string) {
+func (s *Server) tooLarge(w http.ResponseWriter, r *http.Request, size, max int64, setting string) {
 	got := "more"
 	if size >= 0 {
 		got = strconv.FormatInt(size, 10)
 	}
-	s.log.Warn("Request refused: body too large.", zap.String("path", c.Request.URL.Path),
+	s.log.Warn("Request refused: body too large.", zap.String("path", r.URL.Path),
 		zap.String("size", got), zap.Int64("limit", max))
-	fail(c, http.StatusRequestEntityTooLarge, "body_too_large",
+	fail(w, http.StatusRequestEntityTooLarge, "body_too_large",
 		fmt.Sprintf("body of %s bytes exceeds %s (%d)", got, setting, max))
 }
