@@ -47,8 +47,9 @@ apt_install() {
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 }
 if [ ${#need_apt[@]} -gt 0 ]; then bg apt apt_install; fi
-# This module's own dependencies, for go vet and the tests that follow.
-bg gomod bash -c 'cd "$1/.." && go mod download' _ "$(dirname "$0")"
+# The modules' own dependencies (the root's and e2e/deploy's), for go vet and
+# the tests that follow.
+bg gomod bash -c 'cd "$1/.." && go mod download && go -C e2e/deploy mod download' _ "$(dirname "$0")"
 
 # The tools are test servers: built without symbol tables or DWARF (-s -w),
 # which nobody reads here and which are a large part of linking binaries this

@@ -3,7 +3,8 @@
 # integration tests start (Prometheus, Alertmanager, PostgreSQL, Jaeger), checks
 # formatting and vet, then runs the whole suite with the race detector.
 # With --quick: gofmt, vet and go test -short, which needs only Go and
-# installs nothing (tests that need a real component skip; CI never does this).
+# installs nothing (tests that need a real component skip; CI never does this);
+# it leaves out e2e/deploy, a module of its own (the manifests' checks).
 # Usage: scripts/test.sh [--quick] [extra go test flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ if [ "${1:-}" = --quick ]; then
   # shellcheck disable=SC2046 # word splitting of the package list is meant
   go test -short -vet=off "$@" $first $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$first"))
   echo "== the quick loop passed in $((SECONDS - start)) s (go test -short); the full suite: scripts/test.sh"
+  echo "== e2e/deploy (the manifests' checks, a module of its own) is left out here; the full suite runs it"
   exit 0
 fi
 
@@ -49,6 +51,8 @@ if git grep -nE '\.\./([.][.]/)*shared/' -- ':!scripts/test.sh' ':!.ci/run'; the
 fi
 
 check_format
+echo "== go vet (e2e/deploy, its own module)"
+go -C e2e/deploy vet ./...
 
 echo "== go test"
 # The browser tests keep their screenshots here (the run page at 1280 and 390
@@ -82,9 +86,9 @@ slow="$mod/e2e/daemon $mod/runner/lifecycle $mod/runner $mod/runner/outbox $mod/
 # which testenv builds without -race anyway); they start no goroutine of their
 # own, so the race detector has nothing of ours to watch there, and a race
 # build of what only they link (k8s.io/api, kustomize, buildkit, compose-go)
-# was minutes of a fresh machine's run.
-NORACE_PKG=$mod/e2e/deploy
-pkgs="$slow $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$slow $NORACE_PKG"))"
+# was minutes of a fresh machine's run. It is a module of its own, so
+# `go list ./...` here does not name it.
+pkgs="$slow $(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$slow"))"
 # The no-race pass and the fuzz targets run beside the race pass, whose
 # system tests wait on frames, scrapes and leases: with 2 at a time per
 # package (the default -parallel, GOMAXPROCS) the 2 cores were 40-90 % idle
@@ -101,7 +105,7 @@ bgdir=$(mktemp -d)
 # shellcheck disable=SC2086 # word splitting of the package list is meant
 # Both run whatever the first gives; the pass fails if either did.
 (rc=0
-  go test -count=1 -p 1 -timeout 10m "$@" "$NORACE_PKG" >"$bgdir/norace.log" 2>&1 || rc=1
+  go -C e2e/deploy test -count=1 -p 1 -timeout 10m "$@" . >"$bgdir/norace.log" 2>&1 || rc=1
   nice -n 19 go test -count=1 -p 1 -timeout 20m -run "$NORACE" "$@" $norace_pkgs >>"$bgdir/norace.log" 2>&1 || rc=1
   echo "$rc" >"$bgdir/norace.rc") &
 norace_pid=$!
@@ -183,7 +187,7 @@ go test -race "$CHECKPTR_OFF" -count=1 -p 2 -parallel 4 -timeout 25m -skip "$NOR
 echo "== the race pass took $((SECONDS - start)) s; its longest packages:"
 longest "$out"
 
-echo "== go test, no race (${NORACE_PKG#"$mod/"}; $(tr '|' ' ' <<<"$NORACE_TESTS"))"
+echo "== go test, no race (e2e/deploy; $(tr '|' ' ' <<<"$NORACE_TESTS"))"
 wait "$norace_pid" || true
 cat "$bgdir/norace.log" | tee "$out"
 [ "$(cat "$bgdir/norace.rc" 2>/dev/null)" = 0 ] || summarise

@@ -97,16 +97,16 @@ func (d dockerfile) stage(t *testing.T, name string) instructions.Stage {
 	return instructions.Stage{}
 }
 
-// goModVersion is the go directive of go.mod.
-func goModVersion(t *testing.T) string {
+// goModVersion is the go directive of dir's go.mod.
+func goModVersion(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(b)
 	if m == nil {
-		t.Fatal("go.mod has no go directive")
+		t.Fatalf("%s has no go directive", filepath.Join(dir, "go.mod"))
 	}
 	return string(m[1])
 }
@@ -154,7 +154,7 @@ func TestDockerfileStructure(t *testing.T) {
 	if m == nil {
 		t.Fatalf("builder FROM %q: want golang:<go.mod version>[-variant]", builder.BaseName)
 	}
-	if want := goModVersion(t); m[1] != want {
+	if want := goModVersion(t, repoRoot); m[1] != want {
 		t.Errorf("builder uses Go %s, go.mod says %s", m[1], want)
 	}
 
@@ -471,7 +471,7 @@ func TestDockerignoreKeepsTheBuildInputs(t *testing.T) {
 			t.Errorf(".dockerignore leaves out %s, which the build reads", p)
 		}
 	}
-	for _, p := range []string{".git", "runner/testdata/x", "runner/service_test.go", "data/autocapture.db"} {
+	for _, p := range []string{".git", "runner/testdata/x", "runner/service_test.go", "data/autocapture.db", "e2e/deploy/go.mod"} {
 		if !excluded(p) {
 			t.Errorf(".dockerignore keeps %s in the build context", p)
 		}

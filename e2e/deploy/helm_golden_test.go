@@ -14,7 +14,7 @@ import (
 // with -update-chart), naming the first line that differs.
 func generated(t *testing.T, file string, got []byte) {
 	t.Helper()
-	golden.Check(t, file, got, *updateChart, "go test ./e2e/deploy -run 'Helm|Kustomize' -update-chart")
+	golden.Check(t, file, got, *updateChart, "go -C e2e/deploy test . -run 'Helm|Kustomize' -update-chart")
 }
 
 // TestKustomizeBaseIsTheChart: the Kustomize base's manifests are the

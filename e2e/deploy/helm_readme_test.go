@@ -16,7 +16,8 @@ import (
 const chartReadmePreamble = `# autocapture Helm chart
 
 <!-- Generated from values.yaml's "# --" comments by e2e/deploy's
-TestHelmChartReadme; do not edit: change the comment and rerun with -update-chart. -->
+TestHelmChartReadme; do not edit: change the comment and rerun
+go -C e2e/deploy test . -run TestHelmChartReadme -update-chart -->
 
     kubectl create secret generic autocapture-auth --from-literal=bearer_token=$(openssl rand -hex 32)
     helm install autocapture deploy/helm/autocapture

@@ -37,7 +37,7 @@ func TestHelmChartFilesAreTheShippedOnes(t *testing.T) {
 				continue
 			}
 			if got, err := os.ReadFile(to); err != nil || !bytes.Equal(got, b) {
-				t.Errorf("%s differs from %s (rerun with -update-chart)", to, p)
+				t.Errorf("%s differs from %s (rerun go -C e2e/deploy test . -run TestHelmChartFilesAreTheShippedOnes -update-chart)", to, p)
 			}
 		}
 		for _, p := range have {
