@@ -59,7 +59,9 @@ echo "== go test"
 # px, the page opened from a Slack link), for CI to keep with the run.
 export AUTOCAPTURE_TEST_ARTIFACTS="${AUTOCAPTURE_TEST_ARTIFACTS:-$PWD/.ci-artifacts}"
 mkdir -p "$AUTOCAPTURE_TEST_ARTIFACTS"
-# -p 2: these machines have 2 cores; integration tests start real servers.
+# -p 3 on these 2-core machines: the longest packages mostly wait (leases,
+# frames, a killed replica's takeover), and with -p 2 the cores sat idle
+# for much of the run once checkptr was off for SQLite (below).
 # The tests named in NORACE read real third-party data (torchtrace's Kineto
 # traces) or walk a large table of signals through pure functions: one
 # goroutine, CPU-bound, nothing for the race detector to see, and ten times
@@ -178,12 +180,12 @@ longest() {
 }
 # -race turns on checkptr, which checks every unsafe.Pointer conversion:
 # modernc.org's SQLite is C translated to Go, all pointer arithmetic, and
-# those checks were ~60% of the CPU of our SQLite tests. They are off there
+# those checks were most of the CPU of our SQLite tests. They are off there
 # only; the race detector still watches that code, and checkptr ours.
 CHECKPTR_OFF='-gcflags=modernc.org/...=-d=checkptr=0'
 start=$SECONDS
 # shellcheck disable=SC2086 # word splitting of the package list is meant
-go test -race "$CHECKPTR_OFF" -count=1 -p 2 -parallel 4 -timeout 25m -skip "$NORACE" "$@" $pkgs 2>&1 | tee "$out" || summarise
+go test -race "$CHECKPTR_OFF" -count=1 -p 3 -parallel 4 -timeout 25m -skip "$NORACE" "$@" $pkgs 2>&1 | tee "$out" || summarise
 echo "== the race pass took $((SECONDS - start)) s; its longest packages:"
 longest "$out"
 
