@@ -74,8 +74,9 @@ var (
 	testFolder = regexp.MustCompile(`\S*/data/`)
 	runIDs     = regexp.MustCompile(`\b(01[0-9a-f]{6})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
 	// varying is what differs between two runs of the same demo: ids,
-	// addresses, numbers and durations, dates and temporary folders.
-	varying = regexp.MustCompile(`01[0-9a-f]{6}-…|/tmp/\S+|\d+\.\d+\.\d+\.\d+:\d+|\d+(\.\d+)?`)
+	// addresses, numbers and durations (a unit with them: a step that took
+	// 0s once takes 1ms the next), dates and temporary folders.
+	varying = regexp.MustCompile(`01[0-9a-f]{6}-…|/tmp/\S+|\d+\.\d+\.\d+\.\d+:\d+|(\d+(\.\d+)?(ns|µs|ms|s|m|h))+\b|\d+(\.\d+)?`)
 )
 
 // sameShape says whether a README sample line is this run's line with what
@@ -87,6 +88,27 @@ func sameShape(readme, run string) bool {
 		return strings.HasPrefix(r, strings.TrimSuffix(varying.ReplaceAllString(short, "#"), "#"))
 	}
 	return varying.ReplaceAllString(readme, "#") == r
+}
+
+// TestSameShapeLeavesOutWhatVaries: two runs of the demo differ in ids,
+// addresses, numbers and durations, whatever their unit, and in nothing
+// else the README shows.
+func TestSameShapeLeavesOutWhatVaries(t *testing.T) {
+	for _, c := range []struct {
+		readme, run string
+		same        bool
+	}{
+		{"── run 01a249ee-… · step triage (triage, tier triage) succeeded in 0s", "── run 01a24b71-… · step triage (triage, tier triage) succeeded in 1ms", true},
+		{"profile 127.0.0.1:34599 4.99s: GEMM 92% of GPU time", "profile 127.0.0.4:38763 4.998s: GEMM 91% of GPU time", true},
+		{"── run 01a249ee-… succeeded after 19s ──", "── run 01a24b71-… succeeded after 1m2.5s ──", true},
+		{"scrape of 127.0.0.1:34599 over 10s: queue_depth 1 · running 13 · …", "scrape of 127.0.0.4:38763 over 10s: queue_depth 0 · running 14 · kv_usage 0.03", true},
+		{"── run 01a249ee-… succeeded after 19s ──", "── run 01a24b71-… failed after 19s ──", false},
+		{"unexplained: ITL p99 0.299 s (threshold 0.2 s)", "unexplained: TTFT p99 0.299 s (threshold 0.2 s)", false},
+	} {
+		if got := sameShape(c.readme, c.run); got != c.same {
+			t.Errorf("sameShape(%q, %q) = %v, want %v", c.readme, c.run, got, c.same)
+		}
+	}
 }
 
 // checkReadmeDemo holds the README's demo sample to this run's output, or
