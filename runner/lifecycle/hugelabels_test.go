@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
@@ -31,7 +32,10 @@ func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
 			pl.Cooldown, pl.CooldownKey = time.Hour, "pb/"+a.Labels["model_name"]+"/"+a.Labels["instance"]
 			return []*playbooks.Plan{pl}
 		}}
-		s := newProc(t, db, p, true)
+		// Each write of these rows holds SQLite's one writer for long
+		// enough, under -race on a loaded machine, that fastRuns' 2 s lease
+		// lapsed three times: the lease is not what this test is about.
+		s := newProc(t, db, p, true, withConfig(func(r *config.Runs) { r.LeaseTimeout = 20 * time.Second }))
 		prefix, name, model := huge(), huge(), huge()
 		for i, fp := range []string{"a", "b"} {
 			a := firing(fp, time.Now().UTC())
