@@ -55,7 +55,7 @@ var Layers = []Layer{
 	}},
 	{"test harnesses built on those", []string{
 		"internal/testkit/slackstub/slackspec", "internal/testkit/fakestep",
-		"internal/testkit/manifestcheck", "internal/testkit/steptest",
+		"internal/testkit/manifestcheck", "internal/testkit/steptest", "internal/testkit/runwait",
 	}},
 	// e2e/deploy is not here: it is a module of its own (its go.mod keeps the
 	// manifest checkers' dependencies out of this one), which `go list` of

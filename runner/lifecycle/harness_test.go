@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/crashstore"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/runwait"
 	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
@@ -351,35 +351,12 @@ func acceptOne(t testing.TB, p *proc, a template.Alert) runs.Accepted {
 	return acc[0]
 }
 
-// waitRun polls the run until cond holds (a hang guard of 60 s, not a timing assertion).
-func waitRun(t testing.TB, p *proc, id string, what string, cond func(*runs.Run) bool) *runs.Run {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := p.Get(context.Background(), id)
-		if err != nil && !errors.Is(err, runs.ErrNotFound) {
-			t.Fatalf("get run %s: %v", id, err)
-		}
-		if err == nil && cond(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s never became %s; last: %+v", id, what, r)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func isFinished(r *runs.Run) bool { return r.FinishedAt != nil }
-
-func stepByID(r *runs.Run, id string) executor.StepRecord {
-	for _, s := range r.Steps {
-		if s.ID == id {
-			return s
-		}
-	}
-	return executor.StepRecord{}
-}
+// The waits and reads of a run, shared with the other package's tests.
+var (
+	waitRun    = runwait.Until
+	isFinished = runwait.Finished
+	stepByID   = runwait.Step
+)
 
 // lease is what a run's row says of who holds it.
 type lease struct {
