@@ -20,6 +20,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/handlers"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
@@ -59,7 +60,7 @@ func newLocalStore(t *testing.T) *storage.Local {
 // too-large (its record says the cap and the run's total) and its object is
 // gone; the others' artifacts are intact.
 func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		store := newLocalStore(t)
 		small := bytes.Repeat([]byte("s"), 3000)
 		big := bytes.Repeat([]byte("B"), 200_000)
@@ -115,7 +116,7 @@ func TestMaxArtifactBytesCutsTheStepThatPassesIt(t *testing.T) {
 // opened over plain HTTP against the daemon's route, gives the artifact's
 // exact bytes; the same URL with the run id changed is refused.
 func TestThreadLinkResolvesThroughTheRoute(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		store := newLocalStore(t)
 		body := []byte(`{"queue":42,"kv":0.98}` + strings.Repeat(" ", 5000))
 		srv := httptest.NewUnstartedServer(nil)

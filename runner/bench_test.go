@@ -18,18 +18,18 @@ import (
 // benchStore is a database a benchmark opens fresh.
 type benchStore struct {
 	name string
-	db   func(b *testing.B) dbRef
+	db   func(b *testing.B) testenv.DB
 }
 
 // benchStores are SQLite, testenv's PostgreSQL and, when
 // AUTOCAPTURE_BENCH_DATABASE_URL is set, that PostgreSQL ("postgres-url").
 func benchStores() []benchStore {
 	stores := []benchStore{
-		{"sqlite", func(b *testing.B) dbRef { return dbRef{Path: filepath.Join(b.TempDir(), "bench.db")} }},
-		{"postgres", func(b *testing.B) dbRef { return dbRef{URL: testenv.StartPostgres(b)} }},
+		{"sqlite", func(b *testing.B) testenv.DB { return testenv.DB{Path: filepath.Join(b.TempDir(), "bench.db")} }},
+		{"postgres", func(b *testing.B) testenv.DB { return testenv.DB{URL: testenv.StartPostgres(b)} }},
 	}
 	if u := os.Getenv("AUTOCAPTURE_BENCH_DATABASE_URL"); u != "" {
-		stores = append(stores, benchStore{"postgres-url", func(*testing.B) dbRef { return dbRef{URL: u} }})
+		stores = append(stores, benchStore{"postgres-url", func(*testing.B) testenv.DB { return testenv.DB{URL: u} }})
 	}
 	return stores
 }

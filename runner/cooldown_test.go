@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/vocab"
@@ -20,7 +21,7 @@ import (
 // cooldown held it, however often the skip is recorded; the repeat is
 // counted. Before, the webhook said accepted and no surface said more.
 func TestCooldownRepeatIsSaidInTheHoldersThread(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		n := &recNotifier{}
 		// Two playbooks, each with its cooldown, both held by the first run.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -17,7 +18,7 @@ import (
 // one; a repeated answer is not counted twice; an unknown run or verdict is
 // refused with the error the handler acts on, and counts nothing.
 func TestFeedbackRecordedAndOverwritten(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newService(t, db, planner(), false)
 		ctx := context.Background()
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID

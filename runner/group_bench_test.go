@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // BenchmarkStormToLastReply measures, with Slack's default pace (1 post/s,
@@ -21,7 +22,7 @@ import (
 func BenchmarkStormToLastReply(b *testing.B) {
 	for b.Loop() {
 		stub := newGroupStub(b)
-		db := dbRef{Path: filepath.Join(b.TempDir(), "autocapture.db")}
+		db := testenv.DB{Path: filepath.Join(b.TempDir(), "autocapture.db")}
 		s := newService(b, db, threeSteps(fakestep.NewCounter()), true, slackTo(b, stub, 1), withConcurrency(16))
 		var alerts []template.Alert
 		for i := range 200 {

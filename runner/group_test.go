@@ -122,7 +122,7 @@ func stormLease(o *Options) { o.Config.LeaseTimeout = 6 * time.Second }
 // 200-alert storm on SQLite at Slack's own pace is BenchmarkStormToLastReply's.
 func TestStormOneThread(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		n := 200
 		if db.URL == "" {
 			n = 50
@@ -200,7 +200,7 @@ func TestStormOneThread(t *testing.T) {
 // with their verdicts; a seventh after the window opens a new thread.
 func TestFleetOneThread(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		stub := newGroupStub(t)
 		// The window is long enough for six Accepts on a loaded machine (CI's
 		// took 4.2 s for them on SQLite with a 4 s window, and the sixth
@@ -257,7 +257,7 @@ func TestFleetOneThread(t *testing.T) {
 // TestFleetAcrossReplicas: two Services on one PostgreSQL accept alerts of
 // one fleet at the same moment: one fleet, one thread.
 func TestFleetAcrossReplicas(t *testing.T) {
-	db := dbRef{URL: testenv.StartPostgres(t)}
+	db := testenv.DB{URL: testenv.StartPostgres(t)}
 	stub := newGroupStub(t)
 	a := newService(t, db, threeSteps(fakestep.NewCounter()), true, slackTo(t, stub, 50))
 	b := newService(t, db, threeSteps(fakestep.NewCounter()), true, slackTo(t, stub, 50))
@@ -304,7 +304,7 @@ func TestFleetAcrossReplicas(t *testing.T) {
 // retries it as uncertain, finds it by its metadata and posts it once.
 func TestGroupThreadSurvivesItsDelivererDying(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		stub := newGroupStub(t)
 		n, err := notifyslack.New(config.Slack{Enabled: true, Token: "xoxb-test", Channel: groupChannel, APIURL: stub.URL(),
 			Pace: config.Pace{PerSecond: 50, Burst: 3}}, nil, nil)
@@ -379,7 +379,7 @@ func (p cancellingPlanner) Plan(a template.Alert, w vocab.Window) ([]*playbooks.
 // leaves neither (the runs, the group, its members and its parent's
 // operation commit together); the webhook's retry makes one storm thread.
 func TestStormAcceptIsAtomic(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		stub := newGroupStub(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		p := cancellingPlanner{fakePlanner: threeSteps(fakestep.NewCounter()), cancel: cancel, once: &sync.Once{}}
@@ -418,7 +418,7 @@ func TestStormAcceptIsAtomic(t *testing.T) {
 // still joins. (Before, every fleet candidate took its thread at Accept, so a
 // cooled-down alert showed up as a "skipped" line in the fleet.)
 func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		stub := newGroupStub(t)
 		p := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			pl := plan("pb", fakestep.Step("a", vocab.TierMetrics, fakestep.OK(fakestep.NewCounter(), nil)))
@@ -459,7 +459,7 @@ func TestCooledDownAlertJoinsNoFleet(t *testing.T) {
 // created: Alertmanager never sees the abort.
 func TestFleetJoinSurvivesADeadlock(t *testing.T) {
 	t.Parallel()
-	db := dbRef{URL: testenv.StartPostgres(t)}
+	db := testenv.DB{URL: testenv.StartPostgres(t)}
 	stub := newGroupStub(t)
 	s := newService(t, db, threeSteps(fakestep.NewCounter()), false, slackTo(t, stub, 50), withStorm(10, 2*time.Minute))
 	ctx := context.Background()

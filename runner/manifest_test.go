@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/artifacts"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -59,7 +60,7 @@ func artifactStep(body string) vocab.Step {
 // TestManifestWrittenAfterFinish: a finished run gets its manifest under
 // ManifestKey, the run API shows the key, and what it lists is the run.
 func TestManifestWrittenAfterFinish(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		st, _ := storage.NewLocal(t.TempDir())
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("grab", vocab.TierMetrics, artifactStep("hello\n"))

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
@@ -136,7 +137,7 @@ var wantThread = []string{keyOpen, stepKey("pb", "a"), stepKey("pb", "b"), stepK
 // TestResolutionAfterTheRunFinished reaches the thread: the resolution is
 // recorded with the state change, whichever replica took the webhook.
 func TestResolutionAfterTheRunFinished(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newFarSide()
 		s := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		start := time.Now().UTC()
@@ -165,7 +166,7 @@ func TestRoutingLabelChoosesTheChannel(t *testing.T) {
 		pl.Channel = "C0VLLMTEAM"
 		return []*playbooks.Plan{pl}
 	}}
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, p, true, notifyTo(f),
+	s := newService(t, testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}, p, true, notifyTo(f),
 		func(o *Options) { o.ChannelLabel = "slack_channel" })
 	routed := firing("fp-routed", time.Now().UTC())
 	routed.Labels["slack_channel"] = "C0PLATFORM"
@@ -186,7 +187,7 @@ func TestRoutingLabelChoosesTheChannel(t *testing.T) {
 // TestThreadGoesToThePlaybooksChannel: a playbook's notify.channel reaches the
 // notifier with the parent (it was parsed and then dropped before).
 func TestThreadGoesToThePlaybooksChannel(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newFarSide()
 		c := fakestep.NewCounter()
 		p := fakePlanner{Plans: func(template.Alert) []*playbooks.Plan {

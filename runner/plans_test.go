@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/lifecycle"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
@@ -52,7 +53,7 @@ var fullScan = regexp.MustCompile(`(?i)^SCAN (autocapture_\w+|river_job|r|rp|j)\
 // priced out, no hot query scans a whole table, and each reads what it should.
 func TestHotQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newService(t, db, planner(), false)
 		n, explain := 100_000, "EXPLAIN QUERY PLAN "
 		var conn *sql.Conn

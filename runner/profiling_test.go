@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -31,7 +32,7 @@ func mustAcquire(t *testing.T, s *Service, r vocab.LeaseRequest) vocab.ProfileLe
 // without a capture is ErrNoCapture, an unknown one ErrNotFound.
 func TestProfileStopRequest(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		api := newService(t, db, planner(), false)
 		holder := newService(t, db, planner(), false)
 		ctx := context.Background()

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -20,7 +21,7 @@ import (
 // resumed counter says, though no attempt ran between them to record it.
 // (Found by TestServeChaos: threads with run/resumed/2 and no run/resumed/1.)
 func TestEveryResumeReachesTheThread(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newFarSide()
 		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))
 		ctx := context.Background()
@@ -70,7 +71,7 @@ func TestEveryResumeReachesTheThread(t *testing.T) {
 // opens it, in order, before the run's own steps end it. (Found by
 // TestServeChaos on a loaded machine: threads starting at run/resumed/2.)
 func TestResumesBeforeTheThreadReachIt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newFarSide()
 		ctx := context.Background()
 		// Not started: the reaper is driven by hand, nothing claims the run.
@@ -104,7 +105,7 @@ func TestResumesBeforeTheThreadReachIt(t *testing.T) {
 // count no attempt: counted, they made the reply's first real failure (Slack
 // down) back off as if it had failed many times, and flagged it uncertain.
 func TestAResumeWaitingForItsClaimCountsNoAttempt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newFarSide()
 		ctx := context.Background()
 		a := newService(t, db, threeSteps(fakestep.NewCounter()), true, notifyTo(f))

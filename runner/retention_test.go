@@ -9,6 +9,7 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/storage"
@@ -20,7 +21,7 @@ import (
 // retention.runs is deleted with its objects, without a direct call. (What
 // retention deletes and keeps: runner/artifacts' tests.)
 func TestServiceRunsRetention(t *testing.T) {
-	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	st, _ := storage.NewLocal(t.TempDir())
 	p := planner(func() playbooks.PlannedStep {
 		return fakestep.Step("grab", vocab.TierMetrics, artifactStep("evidence\n"))

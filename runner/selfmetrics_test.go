@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -52,7 +53,7 @@ func labelled(t *testing.T, reg *prometheus.Registry, name string, labels map[st
 // counters exist at zero before anything fails, so rate() sees the first one.
 func TestOutboxBacklogMetrics(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		reg := prometheus.NewRegistry()
 		f := newFarSide()
 		f.gate = make(chan struct{})
@@ -105,7 +106,7 @@ func TestOutboxBacklogMetrics(t *testing.T) {
 // TestStepDurationHistogram: every step that ran is observed under its kind,
 // for as long as it ran.
 func TestStepDurationHistogram(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		reg := prometheus.NewRegistry()
 		slow := fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 			time.Sleep(300 * time.Millisecond)

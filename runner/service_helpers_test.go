@@ -27,12 +27,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 // fastRuns are settings that make resumes take seconds, with a lease of 20
 // heartbeats so a loaded test machine does not lose it.
 func fastRuns() config.Runs {
@@ -109,7 +103,7 @@ func notifyTo(n notify.Notifier) svcOpt {
 
 // newService opens a Service on db; start also starts its workers. Cleanup
 // stops and closes it.
-func newService(t testing.TB, db dbRef, p lifecycle.Planner, start bool, opts ...svcOpt) *Service {
+func newService(t testing.TB, db testenv.DB, p lifecycle.Planner, start bool, opts ...svcOpt) *Service {
 	t.Helper()
 	o := Options{Config: fastRuns(), DatabaseURL: db.URL, SQLitePath: db.Path, Planner: p,
 		Log: zaptest.NewLogger(t), Registerer: prometheus.NewRegistry()}

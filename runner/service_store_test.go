@@ -21,7 +21,7 @@ import (
 
 // TestServicePing: the Service answers /-/ready's ping while its store does.
 func TestServicePing(t *testing.T) {
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "p.db")}, planner(), false)
+	s := newService(t, testenv.DB{Path: filepath.Join(t.TempDir(), "p.db")}, planner(), false)
 	if err := s.Ping(context.Background()); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestServicePing(t *testing.T) {
 // export a second counter of the same thing.
 func TestAcceptCountsNoIntakeMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "m.db")}, planner(), false,
+	s := newService(t, testenv.DB{Path: filepath.Join(t.TempDir(), "m.db")}, planner(), false,
 		func(o *Options) { o.Registerer = reg })
 	t0 := time.Now().UTC()
 	acceptOne(t, s, firing("fp", t0))
@@ -63,7 +63,7 @@ func TestAcceptCountsNoIntakeMetric(t *testing.T) {
 // in testenv's cluster), unless the URL chooses a level itself.
 func TestStoreCommitsDurably(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "d.db")}, planner(), false)
+		s := newService(t, testenv.DB{Path: filepath.Join(t.TempDir(), "d.db")}, planner(), false)
 		var level int
 		if err := s.db.QueryRowContext(context.Background(), `PRAGMA synchronous`).Scan(&level); err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ func TestStoreCommitsDurably(t *testing.T) {
 	for _, tc := range cases {
 		t.Run("postgres/"+tc.name, func(t *testing.T) {
 			u := testenv.StartPostgres(t)
-			s := newService(t, dbRef{URL: u + tc.query}, planner(), false)
+			s := newService(t, testenv.DB{URL: u + tc.query}, planner(), false)
 			var got string
 			if err := s.db.QueryRowContext(context.Background(), `SHOW synchronous_commit`).Scan(&got); err != nil {
 				t.Fatal(err)

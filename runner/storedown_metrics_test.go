@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -15,7 +16,7 @@ import (
 // fail the whole scrape, the gauge that says the store is down with it.
 func TestScrapeWhileStoreDown(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := newService(t, dbRef{Path: filepath.Join(t.TempDir(), "a.db")}, planner(), false, func(o *Options) { o.Registerer = reg })
+	s := newService(t, testenv.DB{Path: filepath.Join(t.TempDir(), "a.db")}, planner(), false, func(o *Options) { o.Registerer = reg })
 	if up := labelled(t, reg, "autocapture_runs_store_up", nil); up != 1 {
 		t.Fatalf("autocapture_runs_store_up %v with the store up, want 1", up)
 	}

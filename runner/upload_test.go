@@ -73,7 +73,7 @@ func spoolFiles(t *testing.T, sp *storage.Spool) []string {
 // uploaded and the thread says so.
 func TestUploadAfterOutage(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		srv := testenv.StartVersityGW(t)
 		sp, s3 := s3Spool(t, srv, "outage", t.TempDir())

@@ -25,12 +25,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 // testLease is the runs' lease of the runner's tests (the manifest sweep's
 // threshold derives from it).
 const testLease = 2 * time.Second
@@ -50,7 +44,7 @@ type harness struct {
 // newHarness opens (and migrates) db for one process whose artifacts go to
 // st; opts adjust the Keeper's Deps; start: its River client and spool
 // scans run.
-func newHarness(t *testing.T, db dbRef, st vocab.Store, start bool, opts ...func(*Deps)) *harness {
+func newHarness(t *testing.T, db testenv.DB, st vocab.Store, start bool, opts ...func(*Deps)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	raw, d, drv, err := database.Open(db.URL, db.Path)

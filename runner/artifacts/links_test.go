@@ -29,7 +29,7 @@ func (h *harness) openSigner(ctx context.Context) error {
 // time on one database agree on one generated link key (a link one signs,
 // the other verifies), kept in one row; a configured secret is used instead.
 func TestLinkKeySharedByReplicas(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		hs := make([]*harness, 3)
 		for i := range hs {
 			hs[i] = newHarness(t, db, nil, false) // migrations one at a time, as replicas' take turns
@@ -75,7 +75,7 @@ func TestLinkKeySharedByReplicas(t *testing.T) {
 // 32+ bytes of base64 stops the start with what to do, and never says the
 // key.
 func TestBadStoredLinkKeyIsRefused(t *testing.T) {
-	h := newHarness(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, nil, false)
+	h := newHarness(t, testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}, nil, false)
 	if _, err := h.db.ExecContext(context.Background(), `INSERT INTO autocapture_keys (name, value) VALUES ($1, 'c2hvcnQ=')`,
 		linkKeyName); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestBadStoredLinkKeyIsRefused(t *testing.T) {
 // escaped, with a token that verifies for them alone and expires after the
 // TTL; without a base URL there is no link.
 func TestRouteLinkIsSignedForItsRunAndKey(t *testing.T) {
-	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	h := newHarness(t, db, newLocalStore(t), false, func(d *Deps) {
 		d.Links = ThreadLinks{BaseURL: "http://autocapture.example:8080/", TTL: time.Hour}
@@ -155,7 +155,7 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}, spool, false,
+	h := newHarness(t, testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}, spool, false,
 		func(d *Deps) { d.Links = ThreadLinks{Mode: config.LinksPresigned} })
 	body := []byte(`{"queue":42}`)
 	obj, err := spool.Put(ctx, "2026/01/02/VLLMSlowTTFT/run-1/pb/snapshot/prometheus.json", bytes.NewReader(body), vocab.ObjectMeta{})
@@ -181,7 +181,7 @@ func TestPresignedThreadLinkSaysItsLifetime(t *testing.T) {
 // (a Local store: its file), and without an artifact store gives no link
 // rather than a broken one.
 func TestPresignedLinkIsTheStores(t *testing.T) {
-	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	presigned := func(d *Deps) { d.Links = ThreadLinks{Mode: config.LinksPresigned} }
 	a := vocab.Artifact{Name: "x.json", Key: "2026/01/02/VLLMSlowTTFT/run-1/pb/s/x.json"}
 	if l, ok := newHarness(t, db, nil, false, presigned).k.Link(context.Background(), "run-1", a); ok {

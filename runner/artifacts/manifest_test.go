@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vocab"
@@ -32,7 +33,7 @@ func TestManifestTargetVersionOnlyFromVersionEndpoint(t *testing.T) {
 // manifest's job; a process killed right after (no worker of its ran the
 // job) still gets the manifest, from the next process on the database.
 func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		a := newHarness(t, db, st, false) // never started: no worker runs anything
@@ -56,7 +57,7 @@ func TestManifestSurvivesACrashAfterTheFinish(t *testing.T) {
 // TestManifestRewrittenWhenALateUploadLands: EnqueueManifestTx after the run
 // changed rewrites the manifest (the one overwrite), with the new state.
 func TestManifestRewrittenWhenALateUploadLands(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		h := newHarness(t, db, st, true)
@@ -129,7 +130,7 @@ func (r *racingStore) Put(ctx context.Context, key string, body io.Reader, meta 
 // manifest is never older than the run's state (without the seq check, the
 // first writer's stale bytes could be the last Put).
 func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		local := newLocalStore(t)
 		rs := &racingStore{Store: local}
 		created := time.Now().Add(-time.Minute)
@@ -154,7 +155,7 @@ func TestManifestWriterCatchesUpWithAChangeMidWrite(t *testing.T) {
 // it again once the job has been running longer than a manifest takes, and
 // the next process writes it.
 func TestManifestWrittenAfterItsWriterDied(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		st := newLocalStore(t)
 		created := time.Now().Add(-time.Minute)
 		a := newHarness(t, db, st, false)

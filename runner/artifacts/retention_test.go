@@ -53,7 +53,7 @@ type retentionFixture struct {
 // newRetentionFixture builds the fixture on a Keeper that deletes runs older
 // than a month (artifacts: the retention.artifacts mode); start: its River
 // client runs (and with it the periodic pass).
-func newRetentionFixture(t *testing.T, db dbRef, st vocab.Store, artifacts string, start bool) *retentionFixture {
+func newRetentionFixture(t *testing.T, db testenv.DB, st vocab.Store, artifacts string, start bool) *retentionFixture {
 	t.Helper()
 	ctx := context.Background()
 	h := newHarness(t, db, st, start, func(d *Deps) {
@@ -144,7 +144,7 @@ func (f *retentionFixture) exists(t *testing.T, id string) bool {
 // one keep theirs.
 func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete, false)
 			k := f.h.k
@@ -193,7 +193,7 @@ func TestRetentionDeletesOnlyOldFinishedRuns(t *testing.T) {
 // rows only; the objects are the lifecycle rule's.
 func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsBucket, false)
 			if n, err := f.h.k.RetentionOnce(context.Background()); err != nil || n != 1 {
@@ -214,7 +214,7 @@ func TestRetentionWithBucketLifecycleKeepsObjects(t *testing.T) {
 // deletes the (now missing) objects again without error, then the rows.
 func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		forEachArtifactStore(t, func(t *testing.T, st vocab.Store) {
 			f := newRetentionFixture(t, db, st, config.RetainArtifactsDelete, false)
 			k := f.h.k
@@ -246,7 +246,7 @@ func TestRetentionAfterACrashBetweenObjectsAndRows(t *testing.T) {
 // the periodic job at start and it deletes an old run without a direct call.
 func TestRetentionRunsOnTheLeader(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		f := newRetentionFixture(t, db, newLocalStore(t), config.RetainArtifactsDelete, false)
 		if err := f.h.client.Start(context.Background()); err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestRetentionRunsOnTheLeader(t *testing.T) {
 // TestRetentionOffKeepsEverything: without retention.runs nothing is
 // scheduled and a pass deletes nothing.
 func TestRetentionOffKeepsEverything(t *testing.T) {
-	h := newHarness(t, dbRef{Path: t.TempDir() + "/autocapture.db"}, newLocalStore(t), false)
+	h := newHarness(t, testenv.DB{Path: t.TempDir() + "/autocapture.db"}, newLocalStore(t), false)
 	h.addRun(t, "run-1", "succeeded", time.Now().Add(-365*24*time.Hour))
 	if jobs := h.k.PeriodicJobs(); len(jobs) != 0 {
 		t.Errorf("%d periodic jobs with retention off", len(jobs))
@@ -276,7 +276,7 @@ func TestRetentionOffKeepsEverything(t *testing.T) {
 // a migration that adds one cannot leave its rows behind for ever (the
 // uploads, groups and fleet tables were missed once).
 func TestRetentionKnowsEveryRunTable(t *testing.T) {
-	h := newHarness(t, dbRef{Path: t.TempDir() + "/autocapture.db"}, nil, false)
+	h := newHarness(t, testenv.DB{Path: t.TempDir() + "/autocapture.db"}, nil, false)
 	ctx := context.Background()
 	rows, err := h.db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'autocapture_%'`)
 	if err != nil {

@@ -80,7 +80,7 @@ func (h *harness) uploadState(t *testing.T, runID, key string) (runs.Upload, boo
 // process on the same database and spool folder uploads the first and marks
 // both.
 func TestUploadAfterKill9BeforeTheRow(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		srv := testenv.StartVersityGW(t)
 		dir := t.TempDir()
@@ -160,7 +160,7 @@ func (d *downable) PutStored(ctx context.Context, obj vocab.Object, r io.Reader)
 // and the thread's reply counts them. A row whose file and object are both
 // gone is given up loudly, not retried for ever.
 func TestLateUploadsOfARunLandTogether(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		primary := &downable{Local: newLocalStore(t)}
 		sp, err := storage.NewSpool(primary, t.TempDir(), storage.CompressionNone)

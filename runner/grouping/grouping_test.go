@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/notify"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -65,7 +66,7 @@ func TestFleetKey(t *testing.T) {
 // its parent recorded in the Accept's transaction; an alert no playbook
 // matches joins none.
 func TestStormGroupsTheAcceptedRuns(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		p := planner{plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["nomatch"] != "" {
 				return nil
@@ -109,7 +110,7 @@ func TestStormGroupsTheAcceptedRuns(t *testing.T) {
 // joins it (an edit of the lead's parent); a fleet shows as a group once it
 // has more than its lead.
 func TestFleetJoinsAcrossAccepts(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		h := newHarness(t, db, onePlan(nil), func(d *Deps) { d.Storm = config.Storm{Threshold: 10, Window: time.Minute} })
 		ctx := context.Background()
 		now := time.Now().UTC()
@@ -148,7 +149,7 @@ func TestFleetJoinsAcrossAccepts(t *testing.T) {
 // is skipped naming it, with its repeat recorded in the holder's thread. A
 // claim rolled back with its transaction holds nothing.
 func TestAdmitOneOfConcurrentClaims(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		h := newHarness(t, db, onePlan(nil))
 		ctx := context.Background()
 		p := &playbooks.Plan{Playbook: "pb", Cooldown: time.Hour, CooldownKey: "pb/127.0.0.1:8000"}
@@ -221,7 +222,7 @@ func TestAdmitOneOfConcurrentClaims(t *testing.T) {
 // the step in another until the first gives it back (its step did not
 // succeed).
 func TestStepCooldownIsGivenBack(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		h := newHarness(t, db, onePlan(nil))
 		ctx := context.Background()
 		st := &playbooks.PlannedStep{ID: "snap", Cooldown: time.Hour, CooldownKey: "snap/127.0.0.1:8000"}

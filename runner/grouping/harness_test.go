@@ -23,12 +23,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 // harness is one process's Grouper on a migrated store, with the outbox and
 // the runs it is handed stood in for.
 type harness struct {
@@ -41,7 +35,7 @@ type harness struct {
 
 type depsOpt func(*Deps)
 
-func newHarness(t *testing.T, db dbRef, p Planner, opts ...depsOpt) *harness {
+func newHarness(t *testing.T, db testenv.DB, p Planner, opts ...depsOpt) *harness {
 	t.Helper()
 	ctx := context.Background()
 	raw, d, drv, err := database.Open(db.URL, db.Path)

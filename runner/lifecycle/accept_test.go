@@ -11,12 +11,13 @@ import (
 
 	"github.com/prometheus/alertmanager/template"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
 
 func TestAcceptOneRunPerEpisode(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false) // not started: runs stay queued
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		a := firing("fp1", t0)
@@ -88,7 +89,7 @@ func TestAcceptOneRunPerEpisode(t *testing.T) {
 }
 
 func TestAcceptBatchIsOneTransaction(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false)
 		t0 := time.Now().UTC()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -112,7 +113,7 @@ func TestAcceptBatchIsOneTransaction(t *testing.T) {
 }
 
 func TestListGetCancelAPI(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false)
 		t0 := time.Now().UTC()
 		var ids []string
@@ -164,7 +165,7 @@ func TestListGetCancelAPI(t *testing.T) {
 // unique indexes still make one run per episode within the group, and a group
 // that ends one episode and starts the next closes the old run first.
 func TestAcceptGroupsOfAlerts(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false)
 		ctx := context.Background()
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -218,7 +219,7 @@ func TestAcceptGroupsOfAlerts(t *testing.T) {
 // alerts in opposite orders, at once, many times: every delivery succeeds (on
 // PostgreSQL, row locks taken in body order used to deadlock).
 func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false)
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		for round := range 10 {
@@ -250,7 +251,7 @@ func TestAcceptSameAlertsInOtherOrdersDoNotDeadlock(t *testing.T) {
 // resolution must not swallow the alert's next episode. Repeats and startsAt
 // shifts of the same episode still join it.
 func TestAcceptAfterALostResolution(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(), false)
 		t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 		first := acceptOne(t, s, firing("lost", t0))

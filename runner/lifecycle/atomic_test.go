@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
@@ -22,7 +23,7 @@ import (
 // slot. Resuming a must wait for b (snooze, nothing run, no attempt used), then
 // run once b is done.
 func TestResumedRunWaitsForPlaybookSlot(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		c := fakestep.NewCounter()
 		started := make(chan string, 4)
@@ -110,7 +111,7 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, db dbRef) {
+			testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 2)
 				release := make(chan struct{})
@@ -159,7 +160,7 @@ func TestCooldownsOneOfConcurrentRuns(t *testing.T) {
 // TestFailedStepGivesItsCooldownBack: a step whose cooldown a run took but
 // which failed does not hold the cooldown; the next run runs it.
 func TestFailedStepGivesItsCooldownBack(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		var fail atomic.Bool
 		fail.Store(true)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -32,7 +33,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, db dbRef) { // a store each: nothing left over from another case
+			testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) { // a store each: nothing left over from another case
 				ctx := context.Background()
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
@@ -70,7 +71,7 @@ func TestLeasesUseTheDatabaseClock(t *testing.T) {
 // passed on the database's clock; another replica's reaper takes it.
 func TestStrandedRunsUseTheDatabaseClock(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ahead := newProc(t, db, planner(), false, skewed(time.Hour))
 		other := newProc(t, db, planner(), false)
 		id := acceptOne(t, ahead, firing("fp", time.Now().UTC())).RunID

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/runs"
 	"github.com/autocapture/autocapture/vocab"
@@ -27,7 +28,7 @@ func TestCancelRunningRun(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, db dbRef) {
+			testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
 				s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)
@@ -63,7 +64,7 @@ func TestResolutionDuringRun(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, db dbRef) {
+			testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 				c := fakestep.NewCounter()
 				started := make(chan string, 1)
 				p := planner(
@@ -103,7 +104,7 @@ func TestResolutionDuringRun(t *testing.T) {
 
 func TestMaxConcurrentQueues(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 3)
 		release := make(chan struct{})
@@ -167,7 +168,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 func TestSkippedRuns(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		cooled := fakePlanner{Plans: func(a template.Alert) []*playbooks.Plan {
 			if a.Labels["alertname"] == "Unmatched" {
@@ -212,7 +213,7 @@ func TestPlaybookMaxConcurrentWaits(t *testing.T) {
 	// waiting run as stranded (its job fetched over lease_timeout before, still
 	// 'running' until River's completer wrote the snooze): a spurious resume,
 	// harmless (the old job found itself superseded), noted on issue 23.
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 2)
 		release := make(chan struct{})

@@ -37,12 +37,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 // fastRuns are settings that make resumes take seconds, with a lease of 20
 // heartbeats so a loaded test machine does not lose it.
 func fastRuns() config.Runs {
@@ -85,7 +79,7 @@ func withConfig(f func(*config.Runs)) procOpt { return func(o *procOpts) { f(&o.
 
 // newProc opens a process's Runs on db; start also starts its workers.
 // Cleanup stops and closes it.
-func newProc(t testing.TB, db dbRef, p Planner, start bool, opts ...procOpt) *proc {
+func newProc(t testing.TB, db testenv.DB, p Planner, start bool, opts ...procOpt) *proc {
 	t.Helper()
 	ctx := context.Background()
 	o := procOpts{cfg: fastRuns(), reg: prometheus.NewRegistry()}

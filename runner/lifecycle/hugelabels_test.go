@@ -10,6 +10,7 @@ import (
 
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -20,7 +21,7 @@ import (
 // bounded (PostgreSQL refuses a B-tree entry over ~2.7 KB), and two such
 // alerts that differ only past the bound are still told apart.
 func TestHugeLabelsAreAcceptedAndRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		huge := func() string {
 			b := make([]byte, 3<<18)
 			rand.Read(b)

@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestJobIDsRecordedAndBackfilled: Accept and the reaper record each run's
 // job id in the transaction that enqueues it, and migration 3's backfill
 // finds the same job from the job's args for runs enqueued before it.
 func TestJobIDsRecordedAndBackfilled(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		s := newProc(t, db, planner(), false)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID

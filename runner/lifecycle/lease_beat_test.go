@@ -22,7 +22,7 @@ import (
 // stopped and resumed elsewhere (the chaos test: 74 in one run).
 func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s, c, release, ids := heldRuns(t, db, []string{"fp"})
 		id := ids[0]
 
@@ -85,7 +85,7 @@ func TestRenewalsDoNotWaitForABusyPool(t *testing.T) {
 // holds its one write lock).
 func TestRenewalSkipsALockedRun(t *testing.T) {
 	t.Parallel()
-	db := dbRef{URL: testenv.StartPostgres(t)}
+	db := testenv.DB{URL: testenv.StartPostgres(t)}
 	s, c, release, ids := heldRuns(t, db, []string{"locked", "free"})
 	locked, free := ids[0], ids[1]
 
@@ -133,7 +133,7 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 	// A lease of 4 s: renewals time out at 1.3 s, the watchdog stops the
 	// run 3.9 s after the last renewal; a connect takes 2 s.
 	lease := func(o *procOpts) { o.cfg.LeaseTimeout = 4 * time.Second }
-	s, c, release, ids := heldRuns(t, dbRef{URL: proxied}, []string{"fp"}, lease)
+	s, c, release, ids := heldRuns(t, testenv.DB{URL: proxied}, []string{"fp"}, lease)
 	id := ids[0]
 	slow := 2 * time.Second
 	if margin := s.Config().LeaseTimeout - s.Config().HeartbeatInterval; s.RenewTimeout() >= slow || slow >= margin-time.Second {
@@ -156,7 +156,7 @@ func TestRenewalsSurviveSlowReconnects(t *testing.T) {
 // heldRuns starts a Service on db whose one step ("hold") blocks until
 // release is closed, accepts an alert per fingerprint and waits until every
 // run's step is running; the counter counts the step's starts.
-func heldRuns(t *testing.T, db dbRef, fps []string, opts ...procOpt) (*proc, *fakestep.Counter, chan struct{}, []string) {
+func heldRuns(t *testing.T, db testenv.DB, fps []string, opts ...procOpt) (*proc, *fakestep.Counter, chan struct{}, []string) {
 	t.Helper()
 	c := fakestep.NewCounter()
 	started, release := make(chan string, 2*len(fps)), make(chan struct{})

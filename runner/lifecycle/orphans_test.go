@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/database"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,7 +23,7 @@ import (
 // that state, on both stores, and reads the gauge through a scrape; on
 // PostgreSQL the query docs/deploy.md gives operators must find the same.
 func TestOrphanedRunJobsMetric(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		reg := prometheus.NewRegistry()
 		s := newProc(t, db, planner(), false, func(o *procOpts) { o.reg = reg }) // not started: nothing works the job
 		lease := fastRuns().LeaseTimeout.Milliseconds()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/vocab"
@@ -15,7 +16,7 @@ import (
 // TestFailedStepResultPersistedAndReplied: the store and the thread keep what a
 // failed step gathered.
 func TestFailedStepResultPersistedAndReplied(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		p := planner(func() playbooks.PlannedStep {
 			s := fakestep.Step("scrape", vocab.TierMetrics, fakestep.Partial(c, true, nil))

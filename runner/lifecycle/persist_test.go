@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -18,7 +19,7 @@ import (
 // used up, so a step that can never be stored ends the run failed; one that
 // can on the next attempt is run again and kept.
 func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		var calls atomic.Int32
 		snap := fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 			if calls.Add(1) == 1 {
@@ -43,7 +44,7 @@ func TestUnpersistedStepIsNeverASilentSuccess(t *testing.T) {
 // TestStepThatCanNeverBeStoredFailsTheRun: the attempts are bounded, so a
 // record the store always refuses ends in failed, not a loop.
 func TestStepThatCanNeverBeStoredFailsTheRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		p := planner(func() playbooks.PlannedStep {
 			return fakestep.Step("snap", vocab.TierMetrics, fakestep.OK(c, map[string]any{"ratio": math.Inf(1)}))

@@ -9,6 +9,7 @@ import (
 	"github.com/autocapture/autocapture/config"
 	"github.com/autocapture/autocapture/database"
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -65,7 +66,7 @@ func liveJobs(t *testing.T, s *proc, id string, gen int) int {
 // those runs, and only those, and they then complete.
 func TestReaperTakesStrandedQueuedRuns(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		// A lease longer than a slow machine's set-up: "fetched just now" must
 		// still be within it when the reaper looks; it is taken once it passes.
@@ -156,7 +157,7 @@ func isClaim(s *proc, query string) bool { return query == s.dialect.SQL(databas
 // once, through a fresh job.
 func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		unblock := make(chan struct{})
 		stuck := make(chan struct{}, 1)
@@ -195,7 +196,7 @@ func TestReaperTakesRunStuckBetweenFetchAndClaim(t *testing.T) {
 // than lease_timeout and the job still never moved (the process died there).
 func TestReaperLeavesARunUnclaimedForASlot(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(nil, nil)) }), false)
 		ctx := context.Background()
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -31,7 +32,7 @@ func threeTierPlanner(c *fakestep.Counter, middle vocab.Step) fakePlanner {
 
 func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		first, second := fakestep.NewCounter(), fakestep.NewCounter()
 		started := make(chan string, 1)
 		s1 := newProc(t, db, threeTierPlanner(first, fakestep.Block(first, started, nil)), true, withReplica("r0"))
@@ -83,7 +84,7 @@ func TestCrashRecoveryResumesAfterLastStep(t *testing.T) {
 }
 
 func TestNeverTwiceAtOnce(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		var mu sync.Mutex
 		running := map[string]bool{}
@@ -150,7 +151,7 @@ func TestNeverTwiceAtOnce(t *testing.T) {
 
 func TestAttemptsExhausted(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 1)
 		oneAttempt := func(o *procOpts) { o.cfg.MaxAttempts = 1 }
@@ -170,7 +171,7 @@ func TestAttemptsExhausted(t *testing.T) {
 }
 
 func TestGracefulStopResumesInNextProcess(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		started := make(chan string, 1)
 		s1 := newProc(t, db, threeTierPlanner(c, fakestep.Block(c, started, nil)), true)

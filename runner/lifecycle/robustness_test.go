@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/runner/outbox"
@@ -31,7 +32,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 		stopped <- context.Cause(ctx)
 		return nil, ctx.Err()
 	})
-	db := dbRef{Path: filepath.Join(t.TempDir(), "autocapture.db")}
+	db := testenv.DB{Path: filepath.Join(t.TempDir(), "autocapture.db")}
 	s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("hold", vocab.TierMetrics, hold) }), true)
 	acceptOne(t, s, firing("hung", time.Now()))
 	<-started
@@ -57,7 +58,7 @@ func TestHungRenewalStopsTheRun(t *testing.T) {
 // reason, instead of being released and resumed over and over.
 func TestUnreadableRunFailsOnce(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		acc := acceptOne(t, s, firing("corrupt", time.Now()))
@@ -95,7 +96,7 @@ func TestUnreadableRunFailsOnce(t *testing.T) {
 // and is cancelled while no process holds it ends cancelled with its thread
 // closed (the parent message must not stay "running").
 func TestCancelBetweenOwnersClosesTheThread(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		c := fakestep.NewCounter()
 		s := newProc(t, db, planner(func() playbooks.PlannedStep { return fakestep.Step("a", vocab.TierMetrics, fakestep.OK(c, nil)) }), false)
 		ctx := context.Background()

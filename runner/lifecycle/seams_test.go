@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -20,7 +21,7 @@ import (
 // the store holds: the parent, a step's reply with its links and charts, the
 // run's own artifacts and no others, and an unknown run is runs.ErrNotFound.
 func TestSeamsReadTheRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		chart := vocab.Artifact{Name: "kv.png", Key: "runs/x/kv.png", ContentType: "image/png", Size: 10}
 		p := planner(func() playbooks.PlannedStep {
@@ -76,7 +77,7 @@ func TestSeamsReadTheRun(t *testing.T) {
 // again, in its transaction; a run still running gets only the reply (its
 // finish writes the manifest).
 func TestUploadsDoneAsksForTheManifestOfAFinishedRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		s := newProc(t, db, planner(), false)
 		done := acceptOne(t, s, firing("done", time.Now().UTC())).RunID
@@ -110,7 +111,7 @@ func TestUploadsDoneAsksForTheManifestOfAFinishedRun(t *testing.T) {
 // that claims the run (outbox.NotYetError), but not past a lease: a run no
 // replica has room for must not hold its thread.
 func TestResumeClaimerWaitsForALease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		s := newProc(t, db, planner(), false)
 		id := acceptOne(t, s, firing("resumed", time.Now().UTC())).RunID

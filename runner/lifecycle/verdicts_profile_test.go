@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -79,7 +80,7 @@ func checkProfiled(t *testing.T, s *proc, r *runs.Run) {
 // verdict in its history, its verdict column and the thread's parent.
 func TestProfileRefinesTheVerdict(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(nil)), true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
 		checkProfiled(t, s, waitRun(t, s, id, "finished", isFinished))
@@ -94,7 +95,7 @@ func TestProfileRefinesTheVerdict(t *testing.T) {
 // them; the resumed run profiles again and records the refinement once.
 func TestProfiledVerdictAcrossACrash(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		never := make(chan struct{})
 		s1 := newProc(t, db, thenProfile(snapshotThenScrape(fullPool(nil)), gemmProfile(never)), true)
 		id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID

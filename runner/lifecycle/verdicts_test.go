@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/runner/outbox"
 	"github.com/autocapture/autocapture/runner/runs"
@@ -136,7 +137,7 @@ func checkHistory(t *testing.T, s *proc, r *runs.Run) {
 
 func TestPreliminaryVerdictRefined(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		release := make(chan struct{})
 		s := newProc(t, db, snapshotThenScrape(fullPool(release)), true)
 		id := acceptOne(t, s, firing("fp", time.Now().UTC())).RunID
@@ -172,7 +173,7 @@ func checkVerdictCounts(t *testing.T, s *proc, pre, ref string, changes float64)
 }
 
 func TestSameVerdictRefinedSaysNothing(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		empty := func() vocab.Step { // no full pool: the scrape agrees with the snapshot
 			return fakestep.Func(func(context.Context, *vocab.Input) (*vocab.Result, error) {
 				time.Sleep(300 * time.Millisecond)
@@ -211,7 +212,7 @@ func TestVerdictsAcrossACrash(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, db dbRef) {
+			testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 				never := make(chan struct{}) // the first process's scrape never returns
 				s1 := newProc(t, db, snapshotThenScrape(fullPool(never)), true)
 				id := acceptOne(t, s1, firing("fp", time.Now().UTC())).RunID
@@ -242,7 +243,7 @@ func TestVerdictsAcrossACrash(t *testing.T) {
 // TestManifestHoldsTheVerdictHistory: the manifest someone reads from the
 // bucket says what the thread said first and what it became.
 func TestManifestHoldsTheVerdictHistory(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newProc(t, db, snapshotThenScrape(fullPool(nil)), true)
 		r := waitRun(t, s, acceptOne(t, s, firing("fp-mv", time.Now().UTC())).RunID, "finished", isFinished)
 		m, ok, err := s.Seams().Keeper.ManifestOf(context.Background(), r.ID)

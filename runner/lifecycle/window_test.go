@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/autocapture/autocapture/internal/testkit/fakestep"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/playbooks"
 	"github.com/autocapture/autocapture/vocab"
 )
@@ -18,7 +19,7 @@ import (
 // window ends at its acceptance, not when it started.
 func TestWindowEndsWhenTheAlertArrived(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		type seen struct {
 			w       vocab.Window
 			created time.Time

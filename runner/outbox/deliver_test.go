@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -15,7 +16,7 @@ import (
 // run's whole thread is still recorded (every Append returns); once it
 // answers, the whole thread arrives, in order, each operation once.
 func TestRunNeverWaitsForTheNotifier(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		s.gate = make(chan struct{})
 		h := newHarness(t, db, s, true)
@@ -35,7 +36,7 @@ func TestRunNeverWaitsForTheNotifier(t *testing.T) {
 // the end still comes last. (Before, the verdict waited behind every earlier
 // reply: in a busy channel paced at 1 post/s that was minutes.)
 func TestVerdictOvertakesQueuedReplies(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		s.gate = make(chan struct{})
 		h := newHarness(t, db, s, true)
@@ -59,7 +60,7 @@ func TestVerdictOvertakesQueuedReplies(t *testing.T) {
 // it lands, not after it and the other queued one.
 func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		paced := make(chan struct{})
 		var once sync.Once
@@ -95,7 +96,7 @@ func TestVerdictGoesBesideAPacedReply(t *testing.T) {
 // posts nothing twice; the thread stays in order.
 func TestThreadSurvivesUncertainFailures(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		s.fail = func(_ string, call int) string {
 			if call == 1 {
@@ -129,7 +130,7 @@ func TestThreadSurvivesUncertainFailures(t *testing.T) {
 // Retry-After; nothing is lost or doubled, and the retry comes no sooner.
 func TestRateLimitIsWaitedOut(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		limited := stepKey("pb", "a")
 		s.fail = func(key string, call int) string {
@@ -163,7 +164,7 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 // each operation of five threads reaches its thread once, in order.
 func TestTwoReplicasOneThread(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		a := newHarness(t, db, s, true)
 		newHarness(t, db, s, true)
@@ -187,7 +188,7 @@ func TestTwoReplicasOneThread(t *testing.T) {
 // the routing label's) reaches the notifier with the parent; an Open without
 // one leaves the notifier's default.
 func TestOpenCarriesItsChannel(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		h := newHarness(t, db, s, true)
 		h.record(t, "run-1", Open{Channel: "C0VLLMTEAM"})

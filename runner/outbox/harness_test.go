@@ -21,12 +21,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 // The runs' lease settings of the runner's tests: a lease of 20 heartbeats,
 // so a loaded machine does not lose it.
 const (
@@ -53,7 +47,7 @@ type harness struct {
 
 // newHarness opens (and migrates) db for one process delivering to sink as
 // "default"; start: its River client and loops run.
-func newHarness(t *testing.T, db dbRef, sink notify.Notifier, start bool) *harness {
+func newHarness(t *testing.T, db testenv.DB, sink notify.Notifier, start bool) *harness {
 	t.Helper()
 	ctx := context.Background()
 	raw, d, drv, err := database.Open(db.URL, db.Path)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 )
 
 // TestDeliveryResumesAfterItsDelivererDied: a process that crashed while
@@ -14,7 +16,7 @@ import (
 // sending is retried as uncertain and not doubled.
 func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		blocked, hold := make(chan struct{}), make(chan struct{})
 		var once sync.Once
@@ -52,7 +54,7 @@ func TestDeliveryResumesAfterItsDelivererDied(t *testing.T) {
 // delivery lease used to be.
 func TestThreadMovesWithinLeaseWhenItsDelivererDies(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newSink()
 		hung := make(chan struct{})
 		var mu sync.Mutex
@@ -141,7 +143,7 @@ func earliestAfter(at map[string][]time.Time, after time.Time) time.Time {
 // new delivery job, however many sweeps run on however many replicas, until
 // that job has had a lease to deliver; then one more.
 func TestSweepGivesAThreadOneJobPerLease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		// Not started: the sweeps are run by hand, no job is worked.
 		a := newHarness(t, db, newSink(), false)

@@ -47,7 +47,7 @@ func mustAcquire(t *testing.T, s *Plane, r vocab.LeaseRequest) vocab.ProfileLeas
 // what the guard refuses on the way: a busy target, a release while
 // recording, the cooldown, and what a stale holder may still do.
 func TestProfileLeaseLifecycle(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newPlane(t, db, false, withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 10}))
 		ctx := context.Background()
 		const tgt = "http://10.0.0.1:8000"
@@ -121,7 +121,7 @@ func TestProfileLeaseLifecycle(t *testing.T) {
 // stop is owed, the start still counts for the cooldown — where Release is
 // refused; NotStarted is refused on a lease that is not recording.
 func TestProfileNotStartedEndsTheLease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		s := newPlane(t, db, false, withProfiling(config.Profiling{MaxConcurrent: 1, MaxPerHour: 10}))
 		ctx := context.Background()
 		const tgt = "http://10.0.0.3:8000"
@@ -159,7 +159,7 @@ func TestProfileNotStartedEndsTheLease(t *testing.T) {
 // replica gets the lease back with what was recorded, and the earlier holder
 // can change nothing more.
 func TestProfileResumedStepGetsItsLease(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		a := newPlane(t, db, false)
 		b := newPlane(t, db, false)
 		ctx := context.Background()
@@ -210,7 +210,7 @@ func TestProfileResumedStepGetsItsLease(t *testing.T) {
 // TestProfileBudget: max_concurrent counts every target held (a stop that
 // failed too), max_per_hour counts starts and leases about to start.
 func TestProfileBudget(t *testing.T) {
-	s := newPlane(t, dbRef{Path: t.TempDir() + "/a.db"}, false,
+	s := newPlane(t, testenv.DB{Path: t.TempDir() + "/a.db"}, false,
 		withProfiling(config.Profiling{MaxConcurrent: 2, MaxPerHour: 3}))
 	ctx := context.Background()
 	l1 := mustAcquire(t, s, req("http://h1:1", "r1", "p"))
@@ -259,7 +259,7 @@ func TestProfileBudget(t *testing.T) {
 // rounds of Acquires racing for one target and for the fleet budget: never
 // two winners for one target, never more than max_concurrent in all.
 func TestProfileAcquireConcurrentPostgres(t *testing.T) {
-	db := dbRef{URL: testenv.StartPostgres(t)}
+	db := testenv.DB{URL: testenv.StartPostgres(t)}
 	p := config.Profiling{MaxConcurrent: 2, MaxPerHour: 1000}
 	svcs := []*Plane{newPlane(t, db, false, withProfiling(p)), newPlane(t, db, false, withProfiling(p))}
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -19,7 +20,7 @@ import (
 // operator, or a test waiting on that event, took for the sweeper's answer.)
 func TestRunProfileIsOneMoment(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		const reads = 100
 		ctx := context.Background()
 		pl := newPlane(t, db, false)

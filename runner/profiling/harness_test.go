@@ -21,18 +21,12 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dbRef is one database several processes may share; forEachStore runs a
-// test on SQLite and on PostgreSQL (testenv.ForEachDB).
-type dbRef = testenv.DB
-
-var forEachStore = testenv.ForEachDB
-
 type planeOpt func(*Deps)
 
 // newPlane opens db the way the run service does (migrated; a store and a
 // heartbeat pool) and builds one process's Plane on it, its store behind the
 // crash seam (cutStore); start also starts its sweeper. Cleanup closes it.
-func newPlane(t testing.TB, db dbRef, start bool, opts ...planeOpt) *Plane {
+func newPlane(t testing.TB, db testenv.DB, start bool, opts ...planeOpt) *Plane {
 	t.Helper()
 	ctx := context.Background()
 	raw, d, drv, err := database.Open(db.URL, db.Path)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/storage"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
@@ -47,7 +48,7 @@ func TestProfileSweeperStopsSGLangRecordings(t *testing.T) {
 	for name, body := range map[string]string{"running": `{}`, "auto-stopped": `{"num_steps": 3}`} {
 		t.Run(name, func(t *testing.T) {
 			sim, srv := sglangServer(t)
-			db := dbRef{Path: t.TempDir() + "/a.db"}
+			db := testenv.DB{Path: t.TempDir() + "/a.db"}
 			prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second})
 			survivor := newPlane(t, db, true, prof, withTargets())
 			doomed := newPlane(t, db, false, prof)
@@ -88,7 +89,7 @@ func TestProfileSweeperStopsSGLangRecordings(t *testing.T) {
 func TestProfilePauseAppliesToSGLang(t *testing.T) {
 	t.Parallel()
 	sim, srv := sglangServer(t)
-	db := dbRef{Path: t.TempDir() + "/a.db"}
+	db := testenv.DB{Path: t.TempDir() + "/a.db"}
 	pl := newPlane(t, db, false, withProfiling(config.Profiling{}), withTargets())
 	ctx := context.Background()
 	if _, err := pl.PauseProfiling(ctx, "oncall", "bad deploy"); err != nil {
@@ -133,7 +134,7 @@ func TestProfilePauseAppliesToSGLang(t *testing.T) {
 // a later unmeasured capture does not hide it.
 func TestProfileStallIsRememberedAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		ctx := context.Background()
 		a := newPlane(t, db, false)
 		b := newPlane(t, db, false)

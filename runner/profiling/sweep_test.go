@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/runner/executor"
 	"github.com/autocapture/autocapture/vllmsim"
 	"github.com/autocapture/autocapture/vocab"
@@ -59,7 +60,7 @@ func profilerStatus(t *testing.T, base string) vllmsim.ProfilerStatus {
 // resumed attempt took a fresh lease and started a second frame.)
 func TestProfileSweeperStopsADeadOwnersRecording(t *testing.T) {
 	t.Parallel()
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		const frame, sweep = time.Second, 200 * time.Millisecond
 		const slack = 3 * time.Second // a loaded test machine
 		// The sim's clock moves on its own ticks, which lag under load (-race,
@@ -188,7 +189,7 @@ func TestProfileSweeperHangingStop(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 300 * time.Millisecond,
 		CollectWindow: 300 * time.Millisecond})
-	db := dbRef{Path: t.TempDir() + "/a.db"}
+	db := testenv.DB{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, true, prof, withTargets(), func(d *Deps) { d.Registerer = reg })
 	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-hung", "profile")
@@ -259,7 +260,7 @@ func sweptLease(t *testing.T, s *Plane, owner *Plane, r vocab.LeaseRequest) {
 // files were left on the server. Before, it took a fresh lease and started
 // again.
 func TestProfileSweptLeaseLapses(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		const window = 400 * time.Millisecond
 		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: window})
 		s := newPlane(t, db, false, prof)
@@ -295,7 +296,7 @@ func TestProfileSweptLeaseLapses(t *testing.T) {
 // will never resume: runs.max_attempts spent, cancelled) is released at the
 // next sweep, not a collect window later.
 func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: time.Second, CollectWindow: time.Hour})
 		s := newPlane(t, db, false, prof)
 		doomed := newPlane(t, db, false, prof)
@@ -337,7 +338,7 @@ func TestProfileSweptLeaseOfAnEndedRun(t *testing.T) {
 // that never ran is not counted, nor is another kind.
 func TestProfileStepResults(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s := newPlane(t, dbRef{Path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
+	s := newPlane(t, testenv.DB{Path: t.TempDir() + "/a.db"}, false, func(d *Deps) { d.Registerer = reg })
 	rec := func(status vocab.Status, f map[string]any) executor.StepRecord {
 		return executor.StepRecord{Kind: "profile", Status: status, Findings: f}
 	}
@@ -391,7 +392,7 @@ func TestProfileSweeperReleasesAnUnarmedServer(t *testing.T) {
 	}))
 	defer srv.Close()
 	prof := withProfiling(config.Profiling{SweepInterval: 100 * time.Millisecond, StopTimeout: 2 * time.Second})
-	db := dbRef{Path: t.TempDir() + "/a.db"}
+	db := testenv.DB{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, true, prof, withTargets())
 	doomed := newPlane(t, db, false, prof)
 	r := req(srv.URL, "run-restarted", "profile")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/autocapture/autocapture/capture/profile"
 	"github.com/autocapture/autocapture/config"
+	"github.com/autocapture/autocapture/internal/testkit/testenv"
 	"github.com/autocapture/autocapture/vocab"
 )
 
@@ -73,7 +74,7 @@ func leaseOwner(t *testing.T, s *Plane, target string) string {
 // stopped it when: it collects that frame, with no second start. (Before, it
 // was refused "busy", and the frame was lost.)
 func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		srv, answer, stops := stopTarget(t)
 		prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: 30 * time.Second})
 		s := newPlane(t, db, false, prof, withTargets())
@@ -147,7 +148,7 @@ func TestProfileResumeWaitsForTheSweeper(t *testing.T) {
 // neither claim it (no stop of theirs reaches the server) nor release it
 // once the step's own stop was answered; the step stops, and releases.
 func TestProfileResumeBeforeTheSweeper(t *testing.T) {
-	forEachStore(t, func(t *testing.T, db dbRef) {
+	testenv.ForEachDB(t, func(t *testing.T, db testenv.DB) {
 		srv, answer, stops := stopTarget(t)
 		close(answer)
 		prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: 30 * time.Second})
@@ -199,7 +200,7 @@ func TestProfileResumeBeforeTheSweeper(t *testing.T) {
 // are), not when an earlier attempt collected them and released the target.
 func TestProfileRecordedSaysWhatBecameOfTheFrame(t *testing.T) {
 	prof := withProfiling(config.Profiling{SweepInterval: time.Hour, StopTimeout: time.Second, CollectWindow: 100 * time.Millisecond})
-	db := dbRef{Path: t.TempDir() + "/a.db"}
+	db := testenv.DB{Path: t.TempDir() + "/a.db"}
 	s := newPlane(t, db, false, prof)
 	ctx := context.Background()
 	left, collected := req("http://10.0.0.51:8000", "run-left", "profile"), req("http://10.0.0.52:8000", "run-got", "profile")
